@@ -1,0 +1,49 @@
+# soong-agent — every target works on a fresh machine with only Python 3.11 and pip.
+# uv is bootstrapped into .tools/ from PyPI when it is not on PATH.
+SHELL := /bin/bash
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
+VENV := .venv
+PY := $(VENV)/bin/python
+export UV_PYTHON_DOWNLOADS := never
+
+.PHONY: run install test lint bench compose-config asyncapi clean
+
+$(CURDIR)/.tools/bin/uv:
+	$(PYTHON) -m venv .tools
+	.tools/bin/pip install --quiet uv==$(UV_VERSION)
+
+$(VENV)/.installed: requirements.lock pyproject.toml | $(UV)
+	$(UV) venv --allow-existing --python $(PYTHON) $(VENV)
+	$(UV) pip install --python $(PY) -r requirements.lock
+	$(UV) pip install --python $(PY) --no-deps -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/soong-agent up
+
+test: install
+	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: install
+	$(VENV)/bin/ruff check shared services tests bench
+	$(VENV)/bin/ruff format --check shared services tests bench
+	$(VENV)/bin/mypy shared/agent_core
+
+bench: install
+	@set -e; for b in bench/*.py; do echo "# $$b" >&2; $(PY) $$b; done
+
+compose-config: install
+	$(PY) -m agent_core.cli compose-check docker-compose.yml
+
+asyncapi: install
+	$(VENV)/bin/soong-agent asyncapi > docs/asyncapi.json
+
+lock:
+	$(UV) pip compile pyproject.toml --extra dev -o requirements.lock --python-version 3.11 -q
+
+clean:
+	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""soong-agent core library."""
