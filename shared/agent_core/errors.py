@@ -1,0 +1,223 @@
+"""The one exception root of agent_core, its error payloads, and redaction.
+
+Hierarchy::
+
+    AgentCoreError                 expected failure with a stable ``code``
+    ├── ConfigError                bad or missing configuration (names key and file)
+    ├── ProviderError              an LLM provider call failed (``retryable`` says whether to retry)
+    ├── ToolError                  a tool failed or was called wrongly
+    ├── StorageError               the storage-writer refused or failed a command
+    ├── SchemaError                data that does not match its schema (bus message, file, row)
+    ├── PermissionDeniedError      an agent action was denied (not the builtin ``PermissionError``)
+    └── BusTimeoutError            a request over the bus got no reply in time (always retryable)
+
+Exceptions become :class:`ErrorPayload` at the edges (run boundary, HTTP response, bus reply): the
+payload carries no traceback, and its message and details pass through :func:`redact`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AgentCoreError",
+    "BusTimeoutError",
+    "ConfigError",
+    "ErrorPayload",
+    "PermissionDeniedError",
+    "ProviderError",
+    "ProviderErrorPayload",
+    "SchemaError",
+    "StorageError",
+    "ToolError",
+    "redact",
+    "redact_obj",
+]
+
+REDACTED = "[REDACTED]"
+
+# Order matters: URL credentials first, so the password inside a URL is caught as a whole.
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # scheme://user:password@host → scheme://[REDACTED]@host
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/@:]+(?::[^\s/@]*)?@"), r"\1" + REDACTED + "@"),
+    # Authorization headers and bearer tokens.
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 " + REDACTED),
+    # Well-known API key shapes: OpenAI, Anthropic, GitHub, Slack, AWS, Google, soong-agent's own.
+    (re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{12,}"), REDACTED),
+    (re.compile(r"\bsa_(?:live|dev)_[A-Za-z0-9_\-]{12,}"), REDACTED),
+    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"), REDACTED),
+    (re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"), REDACTED),
+    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), REDACTED),
+    (re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"), REDACTED),
+    # key=value / key: value pairs whose key names a secret (api_key, password, token, secret, …).
+    (
+        re.compile(
+            r"(?i)\b([A-Za-z0-9_\-]*(?:api[_\-]?key|apikey|passw(?:or)?d|pwd|secret|token|"
+            r"access[_\-]?key|private[_\-]?key|auth)[A-Za-z0-9_\-]*)(\"?\s*[:=]\s*\"?)([^\s\"',;&]+)"
+        ),
+        r"\1\2" + REDACTED,
+    ),
+)
+
+_SECRET_KEY = re.compile(
+    r"(?i)(api[_\-]?key|apikey|passw(or)?d|pwd|secret|token|authorization|access[_\-]?key|"
+    r"private[_\-]?key|credential|cookie)"
+)
+
+
+def redact(text: str) -> str:
+    """Return ``text`` with API keys, bearer tokens, passwords and URL credentials replaced.
+
+    The function is total and idempotent: ``redact(redact(s)) == redact(s)``.
+    """
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def redact_obj(obj: Any) -> Any:
+    """Redact strings anywhere inside JSON-like data; values under secret-named keys are dropped."""
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, Mapping):
+        return {
+            k: (REDACTED if isinstance(k, str) and _SECRET_KEY.search(k) else redact_obj(v))
+            for k, v in obj.items()
+        }
+    if isinstance(obj, list | tuple):
+        return [redact_obj(v) for v in obj]
+    return obj
+
+
+class AgentCoreError(Exception):
+    """An expected failure inside agent_core, with a stable machine-readable ``code``."""
+
+    error_type = "agent_core_error"
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        retryable: bool = False,
+        details: Mapping[str, Any] | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+        self.details: dict[str, Any] = dict(details or {})
+        self.cause = cause
+        if cause is not None:
+            self.__cause__ = cause
+
+    def to_payload(self) -> ErrorPayload:
+        """The redacted, traceback-free payload of this error."""
+        return ErrorPayload(
+            type=self.error_type,
+            code=self.code,
+            message=redact(self.message),
+            retryable=self.retryable,
+            details=redact_obj(self.details),
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+
+class ConfigError(AgentCoreError):
+    """Configuration is missing, unknown or invalid; ``details`` names the key and the file."""
+
+    error_type = "config_error"
+
+
+class ProviderError(AgentCoreError):
+    """An LLM provider call failed; ``retryable`` tells whether a new request may succeed."""
+
+    error_type = "provider_error"
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        retryable: bool = False,
+        details: Mapping[str, Any] | None = None,
+        cause: BaseException | None = None,
+        provider: str | None = None,
+        status_code: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(code, message, retryable=retryable, details=details, cause=cause)
+        self.provider = provider
+        self.status_code = status_code
+        self.retry_after_s = retry_after_s
+
+    def to_payload(self) -> ProviderErrorPayload:
+        """The redacted payload, with the provider and HTTP status when known."""
+        base = super().to_payload()
+        return ProviderErrorPayload(
+            **base.model_dump(exclude={"type"}),
+            type=self.error_type,
+            provider=self.provider,
+            status_code=self.status_code,
+        )
+
+
+class ToolError(AgentCoreError):
+    """A tool failed or was called with arguments it cannot accept."""
+
+    error_type = "tool_error"
+
+
+class StorageError(AgentCoreError):
+    """The storage-writer refused or failed a command."""
+
+    error_type = "storage_error"
+
+
+class SchemaError(AgentCoreError):
+    """Data does not match its schema (a bus message, a file record, a stored row)."""
+
+    error_type = "schema_error"
+
+
+class PermissionDeniedError(AgentCoreError):
+    """An agent action was denied by policy or by a person."""
+
+    error_type = "permission_denied"
+
+
+class BusTimeoutError(AgentCoreError):
+    """A request over the bus got no reply in time; the request may still run, so retry it idempotently."""
+
+    error_type = "bus_timeout"
+
+    def __init__(self, code: str, message: str, **kwargs: Any) -> None:
+        kwargs.setdefault("retryable", True)
+        super().__init__(code, message, **kwargs)
+
+
+class ErrorPayload(BaseModel):
+    """An error as data: what runs, events and HTTP bodies carry. Never a traceback."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str
+    code: str
+    message: str
+    retryable: bool = False
+    details: dict[str, Any] = Field(default_factory=dict)
+    redacted: Literal[True] = True
+
+
+class ProviderErrorPayload(ErrorPayload):
+    """An :class:`ErrorPayload` of a provider call."""
+
+    provider: str | None = None
+    status_code: int | None = None

@@ -1,0 +1,103 @@
+"""Identifiers: prefixed strings with one validator, session ids, and the table-name sanitizer.
+
+Every id is a plain string so it reads the same in JSON, SQLite, Markdown frontmatter and WAL records
+(seed 001). The prefix says what it names; the body is lowercase hex from a CSPRNG.
+
+Session ids become part of SQL table names (``nodes_<session_id>``), so they are generated here and
+must pass :func:`sanitize_identifier` — the only gate between outside input and a table name.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from datetime import UTC, datetime
+from typing import Final, Literal
+
+from agent_core.errors import SchemaError
+
+__all__ = [
+    "ID_PREFIXES",
+    "IdPrefix",
+    "is_valid_id",
+    "new_id",
+    "new_session_id",
+    "sanitize_identifier",
+    "validate_id",
+    "validate_session_id",
+]
+
+IdPrefix = Literal["node", "run", "agent", "evt", "artifact", "task", "plan", "acct", "cmd"]
+ID_PREFIXES: Final[frozenset[str]] = frozenset(
+    ("node", "run", "agent", "evt", "artifact", "task", "plan", "acct", "cmd")
+)
+
+# 16 hex chars = 64 random bits: collisions are negligible even at millions of ids per session.
+_ID_BODY_HEX = 16
+_ID_BODY = re.compile(r"[A-Za-z0-9_]{1,64}")
+# ASCII only: str.isalnum() and \w would admit unicode look-alikes (e.g. Cyrillic 'а').
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
+_MAX_IDENTIFIER = 64
+_SESSION_ID = re.compile(r"sess_\d{8}_\d{6}_[a-z0-9]{4,16}")
+
+
+def new_id(prefix: IdPrefix) -> str:
+    """A new random id ``<prefix>_<16 hex>``."""
+    return f"{prefix}_{secrets.token_hex(_ID_BODY_HEX // 2)}"
+
+
+def is_valid_id(value: object, prefix: IdPrefix) -> bool:
+    """Whether ``value`` is a string id with the given prefix and a safe body."""
+    if not isinstance(value, str) or not value.startswith(prefix + "_"):
+        return False
+    return _ID_BODY.fullmatch(value[len(prefix) + 1 :]) is not None
+
+
+def validate_id(value: object, prefix: IdPrefix) -> str:
+    """Return ``value`` if it is a valid ``<prefix>_…`` id, else raise :class:`SchemaError`."""
+    if not is_valid_id(value, prefix):
+        raise SchemaError(
+            "invalid_id",
+            f"expected an id starting with {prefix + '_'!r}",
+            details={"prefix": prefix, "value": repr(value)[:80]},
+        )
+    assert isinstance(value, str)
+    return value
+
+
+def new_session_id(now: datetime | None = None) -> str:
+    """A new session id ``sess_YYYYMMDD_HHMMSS_xxxxxxxx`` (UTC; 32 random bits in the suffix).
+
+    The architecture asks for a suffix long enough that thousands of sessions a second never
+    collide: 8 hex chars give a birthday bound of ~1 in 500 at 2,000 sessions in one second,
+    and the storage-writer retries the rare collision on INSERT.
+    """
+    stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y%m%d_%H%M%S")
+    return f"sess_{stamp}_{secrets.token_hex(4)}"
+
+
+def sanitize_identifier(value: object) -> str:
+    """Return ``value`` unchanged if it may become part of a SQL identifier, else raise.
+
+    Admits only ``[A-Za-z0-9_]+`` of at most 64 characters. Nothing is rewritten: hostile input
+    (quotes, ``;``, spaces, NUL, unicode look-alikes, empty, overlong) is refused, never "fixed",
+    so two different inputs can never map to the same table.
+    """
+    if not isinstance(value, str) or len(value) > _MAX_IDENTIFIER:
+        raise SchemaError("invalid_identifier", "identifier is not a short string")
+    if _IDENTIFIER.fullmatch(value) is None:
+        raise SchemaError(
+            "invalid_identifier",
+            "identifier may contain only ASCII letters, digits and underscores",
+            details={"value": repr(value)[:80]},
+        )
+    return value
+
+
+def validate_session_id(value: object) -> str:
+    """Return ``value`` if it is a session id this core could have generated, else raise."""
+    sanitize_identifier(value)
+    assert isinstance(value, str)
+    if _SESSION_ID.fullmatch(value) is None:
+        raise SchemaError("invalid_session_id", "not a session id", details={"value": value[:80]})
+    return value

@@ -1,0 +1,351 @@
+"""Protocol types: what crosses the provider, tool and hook boundaries (seed 001, layer 1).
+
+These types carry no SQLite fields and no official SDK types. Content blocks are one strict
+discriminated union on ``type``; so are model events. Use :data:`CONTENT_BLOCKS` and
+:data:`MODEL_EVENT` (``TypeAdapter``\\ s) to validate raw data.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from agent_core.errors import ProviderErrorPayload
+from agent_core.types.enums import HookPhase, PermissionBehavior, Role, StopReason
+
+__all__ = [
+    "CONTENT_BLOCKS",
+    "MODEL_EVENT",
+    "ArtifactRefBlock",
+    "AttachmentBlock",
+    "ContentBlock",
+    "ErrorEvent",
+    "HookInput",
+    "HookOutput",
+    "JsonBlock",
+    "MessageEndEvent",
+    "MessageStartEvent",
+    "ModelEvent",
+    "ModelMessage",
+    "ModelRequest",
+    "NamedToolChoice",
+    "PermissionDecision",
+    "PermissionRequest",
+    "SystemBlock",
+    "TextBlock",
+    "TextDeltaEvent",
+    "ToolCall",
+    "ToolCallBlock",
+    "ToolCallDeltaEvent",
+    "ToolCallEndEvent",
+    "ToolCallStartEvent",
+    "ToolChoice",
+    "ToolDefinition",
+    "ToolResult",
+    "ToolResultBlock",
+    "ToolResultContent",
+    "Usage",
+    "UsageEvent",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+# ---------------------------------------------------------------------------- content blocks
+
+
+class TextBlock(_Strict):
+    """Plain text."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class JsonBlock(_Strict):
+    """A JSON value; large ones are moved to an artifact and keep only a summary and the ref."""
+
+    type: Literal["json"] = "json"
+    data: Any = None
+    summary: str | None = None
+    artifact_id: str | None = None
+
+    @model_validator(mode="after")
+    def _data_or_artifact(self) -> JsonBlock:
+        if self.artifact_id is not None and self.data is not None:
+            raise ValueError("an artifact-backed json block keeps no inline data")
+        return self
+
+
+class ArtifactRefBlock(_Strict):
+    """A reference to an artifact; path, size and provenance live in the artifacts table only."""
+
+    type: Literal["artifact_ref"] = "artifact_ref"
+    artifact_id: str
+    summary: str | None = None
+    mime_type: str | None = None
+    filename: str | None = None
+
+
+class AttachmentBlock(_Strict):
+    """A file a user attached (uploaded into the session's ``input/``)."""
+
+    type: Literal["attachment"] = "attachment"
+    path: str
+    filename: str | None = None
+    mime_type: str | None = None
+    size_bytes: int | None = Field(default=None, ge=0)
+    artifact_id: str | None = None
+
+
+class ToolCallBlock(_Strict):
+    """A tool call made by the assistant."""
+
+    type: Literal["tool_call"] = "tool_call"
+    id: str = Field(min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=128)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+ToolResultContent = Annotated[TextBlock | JsonBlock | ArtifactRefBlock, Field(discriminator="type")]
+
+
+class ToolResultBlock(_Strict):
+    """The result of one tool call; a failure is ``is_error=True`` (plus a ``tool_failed`` event)."""
+
+    type: Literal["tool_result"] = "tool_result"
+    tool_call_id: str = Field(min_length=1, max_length=128)
+    content: list[ToolResultContent] = Field(default_factory=list)
+    is_error: bool = False
+
+
+ContentBlock = Annotated[
+    TextBlock | JsonBlock | ToolCallBlock | ToolResultBlock | ArtifactRefBlock | AttachmentBlock,
+    Field(discriminator="type"),
+]
+CONTENT_BLOCKS: TypeAdapter[list[ContentBlock]] = TypeAdapter(list[ContentBlock])
+
+
+class SystemBlock(_Strict):
+    """One block of the system prompt; ``cache`` marks a prompt-cache breakpoint where supported."""
+
+    type: Literal["text"] = "text"
+    text: str
+    cache: bool = False
+
+
+# ---------------------------------------------------------------------------- requests
+
+
+class ModelMessage(_Strict):
+    """One message to a model: a role and provider-neutral blocks."""
+
+    role: Literal[Role.USER, Role.ASSISTANT, Role.TOOL]
+    content: list[ContentBlock]
+
+
+class ToolDefinition(_Strict):
+    """A tool as the model sees it; ``input_schema`` is the JSON Schema of its input model."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_\-]{1,64}$")
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+
+
+class NamedToolChoice(_Strict):
+    """Force one named tool."""
+
+    name: str
+
+
+ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
+
+
+class ModelRequest(_Strict):
+    """A provider-neutral request for one streamed model response."""
+
+    model: str = Field(min_length=1)
+    system: list[SystemBlock] = Field(default_factory=list)
+    messages: list[ModelMessage]
+    tools: list[ToolDefinition] = Field(default_factory=list)
+    tool_choice: ToolChoice | None = None
+    max_tokens: int | None = Field(default=None, gt=0)
+    temperature: float | None = Field(default=None, ge=0)
+    stop: list[str] | None = None
+    provider_options: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- events
+
+
+class Usage(_Strict):
+    """Token usage; adding two usages sums every field."""
+
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cache_read_tokens: int = Field(default=0, ge=0)
+    cache_write_tokens: int = Field(default=0, ge=0)
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+
+class MessageStartEvent(_Strict):
+    """The provider started a response."""
+
+    type: Literal["message_start"] = "message_start"
+    model: str | None = None
+    response_id: str | None = None
+
+
+class TextDeltaEvent(_Strict):
+    """A piece of assistant text (never splits a unicode character)."""
+
+    type: Literal["text_delta"] = "text_delta"
+    text: str
+
+
+class ToolCallStartEvent(_Strict):
+    """A tool call began; ``index`` orders parallel calls within the response."""
+
+    type: Literal["tool_call_start"] = "tool_call_start"
+    index: int = Field(ge=0)
+    id: str
+    name: str
+
+
+class ToolCallDeltaEvent(_Strict):
+    """A fragment of a tool call's JSON arguments, as streamed."""
+
+    type: Literal["tool_call_delta"] = "tool_call_delta"
+    index: int = Field(ge=0)
+    arguments_delta: str
+
+
+class ToolCallEndEvent(_Strict):
+    """A tool call is complete; ``arguments`` were parsed and validated as a JSON object."""
+
+    type: Literal["tool_call_end"] = "tool_call_end"
+    index: int = Field(ge=0)
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class UsageEvent(_Strict):
+    """Token usage reported by the provider for this response."""
+
+    type: Literal["usage"] = "usage"
+    usage: Usage
+
+
+class MessageEndEvent(_Strict):
+    """The response ended; ``raw_stop_reason`` keeps the provider's own word."""
+
+    type: Literal["message_end"] = "message_end"
+    stop_reason: StopReason
+    raw_stop_reason: str | None = None
+
+
+class ErrorEvent(_Strict):
+    """The provider reported an error in the stream."""
+
+    type: Literal["error"] = "error"
+    error: ProviderErrorPayload
+
+
+ModelEvent = Annotated[
+    MessageStartEvent
+    | TextDeltaEvent
+    | ToolCallStartEvent
+    | ToolCallDeltaEvent
+    | ToolCallEndEvent
+    | UsageEvent
+    | MessageEndEvent
+    | ErrorEvent,
+    Field(discriminator="type"),
+]
+MODEL_EVENT: TypeAdapter[ModelEvent] = TypeAdapter(ModelEvent)
+
+
+# ---------------------------------------------------------------------------- tools, hooks, permissions
+
+
+class ToolCall(_Strict):
+    """A tool call to execute."""
+
+    id: str = Field(min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=128)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResult(_Strict):
+    """What a tool returned for one call."""
+
+    tool_call_id: str
+    content: list[ToolResultContent] = Field(default_factory=list)
+    is_error: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def to_block(self) -> ToolResultBlock:
+        """The ``tool_result`` content block of this result."""
+        return ToolResultBlock(
+            tool_call_id=self.tool_call_id, content=list(self.content), is_error=self.is_error
+        )
+
+
+class HookInput(_Strict):
+    """What a hook receives on stdin (JSON)."""
+
+    phase: HookPhase
+    session_id: str
+    run_id: str | None = None
+    agent_id: str | None = None
+    tool_call: ToolCall | None = None
+    tool_result: ToolResult | None = None
+    prompt: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class HookOutput(_Strict):
+    """What a hook answers on stdout (JSON); ``decision=deny`` blocks the action."""
+
+    decision: PermissionBehavior | None = None
+    reason: str | None = None
+    additional_context: str | None = None
+    updated_arguments: dict[str, Any] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class PermissionRequest(_Strict):
+    """A tool call waiting for a permission decision."""
+
+    request_id: str
+    session_id: str
+    run_id: str
+    agent_id: str
+    tool_call: ToolCall
+    reason: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class PermissionDecision(_Strict):
+    """The answer to one :class:`PermissionRequest`."""
+
+    request_id: str
+    behavior: PermissionBehavior
+    reason: str | None = None
+    decided_by: str | None = None
