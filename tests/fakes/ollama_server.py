@@ -1,0 +1,143 @@
+"""A wire-faithful fake of Ollama's ``POST /api/chat`` NDJSON streaming, plus ``/api/show``.
+
+Each line is one JSON object: ``{"model", "created_at", "message": {"role", "content"},
+"done": false}`` for text; tool calls arrive whole (Ollama does not stream argument fragments) as
+``message.tool_calls: [{"id", "function": {"index", "name", "arguments": {...}}}]``; the last line
+has ``"done": true`` with ``done_reason`` and the token counts (``prompt_eval_count``,
+``eval_count``). Errors are ``{"error": "..."}`` — as a line mid-stream or as an HTTP body.
+``/api/show`` answers the model's ``capabilities`` (``tools`` among them or not).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.fakes.http_server import Action, FakeHTTPServer, RecordedRequest
+from tests.fakes.script import (
+    Delay,
+    Drop,
+    ErrorEvent,
+    Finish,
+    Malformed,
+    Raw,
+    ScriptedStatus,
+    ScriptedTurn,
+    Text,
+    ToolCallArgs,
+    ToolCallEnd,
+    ToolCallStart,
+    TurnFactory,
+    Usage,
+)
+
+__all__ = ["FakeOllamaServer"]
+
+_CREATED_AT = "2024-01-01T00:00:00.000000Z"
+
+
+def _line(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+class FakeOllamaServer(FakeHTTPServer):
+    """Fake Ollama server; ``capabilities`` maps model name → its capability list."""
+
+    stream_paths = ("/api/chat",)
+    content_type = "application/x-ndjson"
+
+    def __init__(
+        self,
+        script: Any = (),
+        *,
+        default: TurnFactory | None = None,
+        capabilities: dict[str, list[str]] | None = None,
+    ) -> None:
+        super().__init__(script, default=default)
+        self.capabilities = capabilities
+
+    @property
+    def sdk_base_url(self) -> str:
+        """The base URL the Ollama adapter takes."""
+        return self.base_url
+
+    def error_body(self, status: ScriptedStatus) -> bytes:
+        """Ollama's error shape: ``{"error": "<message>"}``."""
+        if status.body is not None:
+            return json.dumps(status.body).encode()
+        return json.dumps({"error": f"fake error {status.status}"}).encode()
+
+    async def handle_other(self, req: RecordedRequest) -> tuple[int, Any] | None:
+        """``/api/show`` (capabilities) and ``/api/version``."""
+        if req.method == "POST" and req.path == "/api/show":
+            model = (req.json or {}).get("model", "")
+            if self.capabilities is None:
+                return 200, {"capabilities": ["completion", "tools"], "details": {}}
+            if model not in self.capabilities:
+                return 404, {"error": f"model '{model}' not found"}
+            return 200, {"capabilities": self.capabilities[model], "details": {}}
+        if req.method == "GET" and req.path == "/api/version":
+            return 200, {"version": "0.12.0-fake"}
+        return None
+
+    def render(self, turn: ScriptedTurn, request: Any) -> list[Action]:
+        """Render the turn as NDJSON lines."""
+        req = request if isinstance(request, dict) else {}
+        model = req.get("model") or turn.model
+        out: list[Action] = []
+        calls: dict[int, tuple[str, str, list[str]]] = {}
+        usage = Usage(input_tokens=0, output_tokens=0)
+
+        def message(msg: dict[str, Any]) -> bytes:
+            full = {"role": "assistant", "content": "", **msg}
+            return _line(
+                {"model": model, "created_at": _CREATED_AT, "message": full, "done": False}
+            )
+
+        for step in turn.steps:
+            match step:
+                case Text(text=text):
+                    out.append(message({"content": text}))
+                case ToolCallStart(index=i, id=call_id, name=name):
+                    calls[i] = (call_id, name, [])
+                case ToolCallArgs(index=i, fragment=frag):
+                    calls[i][2].append(frag)
+                case ToolCallEnd(index=i):
+                    call_id, name, frags = calls.pop(i)
+                    fn = {"index": i, "name": name, "arguments": json.loads("".join(frags))}
+                    out.append(message({"tool_calls": [{"id": call_id, "function": fn}]}))
+                case Usage():
+                    usage = step
+                case Finish(reason=reason):
+                    out.append(
+                        _done_line(model, "length" if reason == "max_tokens" else "stop", usage)
+                    )
+                case ErrorEvent(message=msg):
+                    out.append(_line({"error": msg}))
+                case Malformed(payload=payload):
+                    out.append(payload.encode() + b"\n")
+                case Raw(data=data):
+                    out.append(data)
+                case Delay() | Drop():
+                    out.append(step)
+                case _:
+                    pass  # Ping has no Ollama frame
+        return out
+
+
+def _done_line(model: str, reason: str, usage: Usage) -> bytes:
+    return _line(
+        {
+            "model": model,
+            "created_at": _CREATED_AT,
+            "message": {"role": "assistant", "content": ""},
+            "done": True,
+            "done_reason": reason,
+            "total_duration": 1_000_000,
+            "load_duration": 100_000,
+            "prompt_eval_count": usage.input_tokens,
+            "prompt_eval_duration": 200_000,
+            "eval_count": usage.output_tokens,
+            "eval_duration": 700_000,
+        }
+    )
