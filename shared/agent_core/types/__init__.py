@@ -3,6 +3,6 @@
 storage and runtime. Import names from the layer modules themselves.
 """
 
-from agent_core.types import enums, protocol
+from agent_core.types import enums, mappers, protocol, runtime, storage
 
-__all__ = ["enums", "protocol"]
+__all__ = ["enums", "mappers", "protocol", "runtime", "storage"]

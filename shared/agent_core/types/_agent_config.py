@@ -1,0 +1,85 @@
+"""How an agent runs: model, limits, tools, skills and prompt.
+
+Private: import these names from :mod:`agent_core.types.runtime`. Pure data: the provider key is
+resolved by the provider registry, the tool policy is applied by the tools layer, budgets are
+enforced by the loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from agent_core.types._fields import Strict
+from agent_core.types.enums import PermissionPolicy
+
+__all__ = ["AgentConfig", "RunBudget", "ToolPolicy"]
+
+
+class ToolPolicy(Strict):
+    """Which tool calls run without asking.
+
+    Entries are tool names. Precedence when a name is listed more than once: ``deny`` over ``ask``
+    over ``allow``; a name in no list gets ``default``.
+    """
+
+    default: PermissionPolicy = PermissionPolicy.ASK
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+    ask: list[str] = Field(default_factory=list)
+
+    def policy_for(self, tool_name: str) -> PermissionPolicy:
+        """The policy that applies to ``tool_name`` under the precedence above."""
+        if tool_name in self.deny:
+            return PermissionPolicy.DENY
+        if tool_name in self.ask:
+            return PermissionPolicy.ASK
+        if tool_name in self.allow:
+            return PermissionPolicy.ALLOW
+        return self.default
+
+
+class RunBudget(Strict):
+    """Limits of one run beyond ``max_turns``; ``None`` means unlimited."""
+
+    max_total_tokens: int | None = Field(default=None, gt=0)
+    max_wall_clock_s: float | None = Field(default=None, gt=0)
+
+
+class AgentConfig(Strict):
+    """The configuration of one agent's runs.
+
+    ``provider`` is a provider registry key (``openai``, ``anthropic``, ``ollama`` or a custom one);
+    an unknown key is a ``ConfigError`` when the registry resolves it, not here. The API key itself
+    is never part of the config: ``api_key_env`` names the environment variable that holds it.
+    ``enabled_tools`` / ``enabled_skills`` of ``None`` mean every registered tool / skill.
+    """
+
+    provider: str = Field(min_length=1, max_length=64)
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    max_turns: int = Field(default=50, ge=1)
+    budget: RunBudget = Field(default_factory=RunBudget)
+    tool_policy: ToolPolicy = Field(default_factory=ToolPolicy)
+    enabled_tools: list[str] | None = None
+    enabled_skills: list[str] | None = None
+    allow_platform_writes: bool = False
+    system_prompt: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    provider_options: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _output_within_budget(self) -> AgentConfig:
+        # One response larger than the whole run's budget can never fit: refuse it early.
+        total = self.budget.max_total_tokens
+        if (
+            total is not None
+            and self.max_output_tokens is not None
+            and self.max_output_tokens > total
+        ):
+            raise ValueError("max_output_tokens exceeds budget.max_total_tokens")
+        return self

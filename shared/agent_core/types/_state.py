@@ -1,0 +1,211 @@
+"""Runtime state of sessions, agents, runs, nodes, artifacts and timeline events.
+
+Private: import these names from :mod:`agent_core.types.runtime`. Each type here is the runtime
+view of one storage record (see :mod:`agent_core.types.mappers`): parsed JSON instead of ``*_json``
+text, timezone-aware UTC datetimes instead of ISO strings, ``metadata`` dicts instead of NULL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from agent_core.types._fields import (
+    AccountId,
+    AgentId,
+    AnyErrorPayload,
+    ArtifactId,
+    EventId,
+    NodeId,
+    RunId,
+    SessionId,
+    Strict,
+    ToolCallId,
+    UtcDatetime,
+    utc_now,
+)
+from agent_core.types.enums import (
+    TERMINAL_RUN_STATUSES,
+    AgentStatus,
+    AgentType,
+    EndReason,
+    EventLevel,
+    EventType,
+    NodeType,
+    Role,
+    RunStatus,
+    SessionStatus,
+)
+from agent_core.types.protocol import ArtifactRefBlock, ContentBlock, Usage
+
+__all__ = [
+    "AgentState",
+    "ArtifactRef",
+    "ChildAgentResult",
+    "Node",
+    "RunHandle",
+    "RunState",
+    "SessionState",
+    "TimelineEvent",
+]
+
+
+class SessionState(Strict):
+    """A session: the container of one agent tree, owned by one account."""
+
+    session_id: SessionId
+    account_id: AccountId
+    cwd: str
+    root_agent_id: AgentId
+    active_node_id: NodeId | None = None
+    parent_session_id: SessionId | None = None
+    status: SessionStatus = SessionStatus.ACTIVE
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: UtcDatetime = Field(default_factory=utc_now)
+    updated_at: UtcDatetime = Field(default_factory=utc_now)
+
+
+class ChildAgentResult(Strict):
+    """What an agent's run hands back to whoever started it (stored as ``agents.result_json``)."""
+
+    agent_id: AgentId
+    run_id: RunId
+    status: RunStatus
+    end_reason: EndReason | None = None
+    text: str = ""
+    data: Any = None
+    artifact_ids: list[ArtifactId] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    turns: int = Field(default=0, ge=0)
+    error: AnyErrorPayload | None = None
+
+
+class AgentState(Strict):
+    """An agent of a session; ``metadata["purpose"]`` says what a sub agent is for (seed 000)."""
+
+    agent_id: AgentId
+    session_id: SessionId
+    parent_agent_id: AgentId | None = None
+    agent_type: AgentType
+    created_by_run_id: RunId | None = None
+    fork_from_node_id: NodeId | None = None
+    status: AgentStatus = AgentStatus.IDLE
+    result: ChildAgentResult | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: UtcDatetime = Field(default_factory=utc_now)
+    updated_at: UtcDatetime = Field(default_factory=utc_now)
+
+
+class RunHandle(Strict):
+    """The address of one attempt at a run: ``(run_id, attempt)`` is the fencing token.
+
+    ``attempt`` is 0 for a run that no worker has taken yet; each take-over increments it.
+    """
+
+    run_id: RunId
+    session_id: SessionId
+    agent_id: AgentId
+    attempt: int = Field(default=0, ge=0)
+
+
+class RunState(Strict):
+    """The serialisable state of a run's loop, and the runtime view of a ``runs`` row.
+
+    ``last_node_id`` is the last node the run made durable (``runs.end_node_id``): recovery resumes
+    from it. ``turn`` counts completed model turns (``runs.turn_count``).
+    """
+
+    run_id: RunId
+    session_id: SessionId
+    agent_id: AgentId
+    attempt: int = Field(default=0, ge=0)
+    status: RunStatus = RunStatus.QUEUED
+    turn: int = Field(default=0, ge=0)
+    usage: Usage = Field(default_factory=Usage)
+    end_reason: EndReason | None = None
+    error: AnyErrorPayload | None = None
+    start_node_id: NodeId | None = None
+    last_node_id: NodeId | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: UtcDatetime = Field(default_factory=utc_now)
+    updated_at: UtcDatetime = Field(default_factory=utc_now)
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the run has reached a terminal status."""
+        return self.status in TERMINAL_RUN_STATUSES
+
+    def handle(self) -> RunHandle:
+        """The :class:`RunHandle` of this attempt."""
+        return RunHandle(
+            run_id=self.run_id,
+            session_id=self.session_id,
+            agent_id=self.agent_id,
+            attempt=self.attempt,
+        )
+
+
+class Node(Strict):
+    """One node of a session's conversation tree: typed content blocks under a role and node type.
+
+    ``node_seq`` is ``None`` until the storage-writer allocates it; a stored node always has one.
+    """
+
+    node_id: NodeId
+    node_seq: int | None = Field(default=None, ge=0)
+    parent_id: NodeId | None = None
+    agent_id: AgentId
+    run_id: RunId | None = None
+    role: Role
+    node_type: NodeType = NodeType.MESSAGE
+    content: list[ContentBlock]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    token_count: int | None = Field(default=None, ge=0)
+    created_at: UtcDatetime = Field(default_factory=utc_now)
+
+
+class ArtifactRef(Strict):
+    """An artifact with its provenance; a content block refers to it by id only."""
+
+    artifact_id: ArtifactId
+    session_id: SessionId
+    agent_id: AgentId | None = None
+    run_id: RunId | None = None
+    node_id: NodeId | None = None
+    tool_call_id: ToolCallId | None = None
+    path: str = Field(min_length=1)
+    filename: str | None = None
+    mime_type: str | None = None
+    size_bytes: int | None = Field(default=None, ge=0)
+    summary: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: UtcDatetime = Field(default_factory=utc_now)
+
+    def to_block(self) -> ArtifactRefBlock:
+        """The ``artifact_ref`` content block of this artifact (id plus display fields only)."""
+        return ArtifactRefBlock(
+            artifact_id=self.artifact_id,
+            summary=self.summary,
+            mime_type=self.mime_type,
+            filename=self.filename,
+        )
+
+
+class TimelineEvent(Strict):
+    """One durable timeline event of a session (a row of ``events_<session_id>``, parsed).
+
+    Ordered by ``seq`` in the session and ``run_seq`` within a run, never by ``created_at``.
+    """
+
+    event_id: EventId
+    seq: int = Field(ge=0)
+    run_seq: int | None = Field(default=None, ge=0)
+    agent_id: AgentId | None = None
+    run_id: RunId | None = None
+    level: EventLevel = EventLevel.INFO
+    event_type: EventType
+    node_id: NodeId | None = None
+    tool_call_id: ToolCallId | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+    created_at: UtcDatetime = Field(default_factory=utc_now)

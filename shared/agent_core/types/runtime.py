@@ -1,0 +1,126 @@
+"""Runtime types: what the loop, the services and SDK callers handle (seed 001, layer 2).
+
+Timestamps are timezone-aware UTC datetimes; JSON is parsed; ids are validated prefixed strings.
+The runtime views of stored rows (:class:`SessionState`, :class:`AgentState`, :class:`RunState`,
+:class:`Node`, :class:`TimelineEvent`, :class:`ArtifactRef`) convert to and from the storage records
+through :mod:`agent_core.types.mappers` only; nothing here knows a SQLite row.
+
+Task DAG types (:class:`Task`, :class:`TaskDAG`, :class:`TaskWalEvent`) are defined by the task
+domain (:mod:`agent_core.tasks.models`) and re-exported here, so there is one definition of each.
+A plan is a Markdown file in the project, so :data:`Plan` is the task domain's reference to one.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from agent_core.tasks.models import PlanRef, Task, TaskDAG, TaskStatus, TaskWalEvent
+from agent_core.types._agent_config import AgentConfig, RunBudget, ToolPolicy
+from agent_core.types._fields import AgentId, NodeId, RunId, SessionId, Strict, TaskId
+from agent_core.types._runtime_events import (
+    RUNTIME_EVENT,
+    RunError,
+    RunFinished,
+    RunNodeCreated,
+    RunPermissionRequested,
+    RunStatusChanged,
+    RunTextDelta,
+    RuntimeEvent,
+    RunToolResult,
+    RunToolStarted,
+    RunUsage,
+)
+from agent_core.types._state import (
+    AgentState,
+    ArtifactRef,
+    ChildAgentResult,
+    Node,
+    RunHandle,
+    RunState,
+    SessionState,
+    TimelineEvent,
+)
+from agent_core.types.enums import NodeType
+
+__all__ = [
+    "RUNTIME_EVENT",
+    "AgentConfig",
+    "AgentState",
+    "ArtifactRef",
+    "ChildAgentResult",
+    "ContextBuildReport",
+    "DroppedNode",
+    "InjectedContext",
+    "Node",
+    "Plan",
+    "RunBudget",
+    "RunError",
+    "RunFinished",
+    "RunHandle",
+    "RunNodeCreated",
+    "RunPermissionRequested",
+    "RunState",
+    "RunStatusChanged",
+    "RunTextDelta",
+    "RunToolResult",
+    "RunToolStarted",
+    "RunUsage",
+    "RuntimeEvent",
+    "SessionState",
+    "Task",
+    "TaskDAG",
+    "TaskStep",
+    "TaskWalEvent",
+    "TimelineEvent",
+    "ToolPolicy",
+]
+
+Plan = PlanRef
+"""A plan: a Markdown file in the project (seed 000), read and written with the file tools."""
+
+
+class TaskStep(Strict):
+    """One step of a task's execution, as a task board or an inspector shows it.
+
+    Steps are a view, not DAG state: the Task WAL records task changes, and a step's ``status``
+    uses the task statuses so the two vocabularies cannot drift apart.
+    """
+
+    task_id: TaskId
+    index: int = Field(ge=0)
+    title: str = Field(min_length=1, max_length=500)
+    status: TaskStatus = TaskStatus.PENDING
+    agent_id: AgentId | None = None
+    run_id: RunId | None = None
+
+
+class InjectedContext(Strict):
+    """Synthetic context put into a model request (memory, skills, task board, …)."""
+
+    node_type: NodeType
+    source: str = Field(min_length=1, description="where it came from, e.g. 'memory:user.md'")
+    token_estimate: int = Field(default=0, ge=0)
+    node_id: NodeId | None = None
+
+
+class DroppedNode(Strict):
+    """A node of the active path left out of the context, and why (compacted, over budget, …)."""
+
+    node_id: NodeId
+    reason: str = Field(min_length=1)
+
+
+class ContextBuildReport(Strict):
+    """What the context builder put into one model request, for inspection and tests.
+
+    ``node_ids`` are in context order (root first); ``token_estimate`` covers them plus ``injected``.
+    """
+
+    session_id: SessionId
+    agent_id: AgentId
+    run_id: RunId | None = None
+    active_node_id: NodeId | None = None
+    node_ids: list[NodeId] = Field(default_factory=list)
+    token_estimate: int = Field(default=0, ge=0)
+    injected: list[InjectedContext] = Field(default_factory=list)
+    dropped: list[DroppedNode] = Field(default_factory=list)
