@@ -1,0 +1,3 @@
+"""Agent tools: session workspace, path routing, tool framework and built-in tools."""
+
+__all__: list[str] = []
