@@ -1,0 +1,238 @@
+"""Hypothesis strategies for content blocks, ids, timestamps and runtime states."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+from agent_core.errors import ErrorPayload, ProviderErrorPayload
+from agent_core.types import enums
+from agent_core.types.protocol import (
+    ArtifactRefBlock,
+    AttachmentBlock,
+    JsonBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    Usage,
+)
+from agent_core.types.runtime import (
+    AgentState,
+    ArtifactRef,
+    ChildAgentResult,
+    Node,
+    RunState,
+    SessionState,
+    TimelineEvent,
+)
+from hypothesis import strategies as st
+
+_HEX = "0123456789abcdef"
+
+
+def prefixed(prefix: str) -> st.SearchStrategy[str]:
+    """Ids ``<prefix>_<hex>`` as :func:`agent_core.ids.new_id` makes them."""
+    return st.text(_HEX, min_size=16, max_size=16).map(lambda body: f"{prefix}_{body}")
+
+
+# Hypothesis takes naive bounds and attaches ``timezones`` itself, hence the DTZ001 exemptions.
+_LOW = datetime(1971, 1, 1)  # noqa: DTZ001
+_HIGH = datetime(2200, 1, 1)  # noqa: DTZ001
+
+session_ids = st.builds(
+    lambda dt, suffix: f"sess_{dt:%Y%m%d_%H%M%S}_{suffix}",
+    st.datetimes(min_value=_LOW, max_value=_HIGH, timezones=st.just(UTC)),
+    st.text(_HEX, min_size=8, max_size=8),
+)
+account_ids = st.from_regex(r"[A-Za-z0-9_]{1,64}", fullmatch=True)
+tool_call_ids = st.text(min_size=1, max_size=128)
+texts = st.text(max_size=50)
+opt_texts = st.none() | texts
+
+# Aware datetimes in any fixed offset (runtime normalises to UTC); microseconds survive storage.
+utc_datetimes = st.builds(
+    lambda naive, minutes: naive.replace(tzinfo=timezone(timedelta(minutes=minutes))),
+    st.datetimes(min_value=_LOW, max_value=_HIGH),
+    st.integers(min_value=-14 * 60, max_value=14 * 60),
+)
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | texts
+)
+json_values: st.SearchStrategy[Any] = st.recursive(
+    json_scalars,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(texts, children, max_size=4),
+    max_leaves=12,
+)
+json_objects = st.dictionaries(texts, json_values, max_size=4)
+
+text_blocks = st.builds(TextBlock, text=texts)
+json_blocks = st.one_of(
+    st.builds(JsonBlock, data=json_values, summary=opt_texts),
+    st.builds(JsonBlock, summary=opt_texts, artifact_id=prefixed("artifact")),
+)
+artifact_ref_blocks = st.builds(
+    ArtifactRefBlock,
+    artifact_id=prefixed("artifact"),
+    summary=opt_texts,
+    mime_type=opt_texts,
+    filename=opt_texts,
+)
+attachment_blocks = st.builds(
+    AttachmentBlock,
+    path=texts,
+    filename=opt_texts,
+    mime_type=opt_texts,
+    size_bytes=st.none() | st.integers(min_value=0, max_value=2**40),
+    artifact_id=st.none() | prefixed("artifact"),
+)
+tool_call_blocks = st.builds(
+    ToolCallBlock,
+    id=tool_call_ids,
+    name=st.text(min_size=1, max_size=128),
+    arguments=json_objects,
+)
+tool_result_blocks = st.builds(
+    ToolResultBlock,
+    tool_call_id=tool_call_ids,
+    content=st.lists(text_blocks | json_blocks | artifact_ref_blocks, max_size=3),
+    is_error=st.booleans(),
+)
+content_blocks = st.one_of(
+    text_blocks,
+    json_blocks,
+    tool_call_blocks,
+    tool_result_blocks,
+    artifact_ref_blocks,
+    attachment_blocks,
+)
+
+usages = st.builds(
+    Usage,
+    input_tokens=st.integers(0, 10**9),
+    output_tokens=st.integers(0, 10**9),
+    cache_read_tokens=st.integers(0, 10**9),
+    cache_write_tokens=st.integers(0, 10**9),
+)
+error_payloads = st.one_of(
+    st.builds(ErrorPayload, type=texts, code=texts, message=texts, details=json_objects),
+    st.builds(
+        ProviderErrorPayload,
+        type=texts,
+        code=texts,
+        message=texts,
+        provider=opt_texts,
+        status_code=st.none() | st.integers(100, 599),
+    ),
+)
+
+
+def _opt(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.none() | strategy
+
+
+sessions = st.builds(
+    SessionState,
+    session_id=session_ids,
+    account_id=account_ids,
+    cwd=texts,
+    root_agent_id=prefixed("agent"),
+    active_node_id=_opt(prefixed("node")),
+    parent_session_id=_opt(session_ids),
+    status=st.sampled_from(enums.SessionStatus),
+    metadata=json_objects,
+    created_at=utc_datetimes,
+    updated_at=utc_datetimes,
+)
+child_results = st.builds(
+    ChildAgentResult,
+    agent_id=prefixed("agent"),
+    run_id=prefixed("run"),
+    status=st.sampled_from(enums.RunStatus),
+    end_reason=_opt(st.sampled_from(enums.EndReason)),
+    text=texts,
+    data=json_values,
+    artifact_ids=st.lists(prefixed("artifact"), max_size=3),
+    usage=usages,
+    turns=st.integers(0, 1000),
+    error=_opt(error_payloads),
+)
+agents = st.builds(
+    AgentState,
+    agent_id=prefixed("agent"),
+    session_id=session_ids,
+    parent_agent_id=_opt(prefixed("agent")),
+    agent_type=st.sampled_from(enums.AgentType),
+    created_by_run_id=_opt(prefixed("run")),
+    fork_from_node_id=_opt(prefixed("node")),
+    status=st.sampled_from(enums.AgentStatus),
+    result=_opt(child_results),
+    metadata=json_objects,
+    created_at=utc_datetimes,
+    updated_at=utc_datetimes,
+)
+runs = st.builds(
+    RunState,
+    run_id=prefixed("run"),
+    session_id=session_ids,
+    agent_id=prefixed("agent"),
+    attempt=st.integers(0, 1000),
+    status=st.sampled_from(enums.RunStatus),
+    turn=st.integers(0, 1000),
+    usage=usages,
+    end_reason=_opt(st.sampled_from(enums.EndReason)),
+    error=_opt(error_payloads),
+    start_node_id=_opt(prefixed("node")),
+    last_node_id=_opt(prefixed("node")),
+    metadata=json_objects,
+    created_at=utc_datetimes,
+    updated_at=utc_datetimes,
+)
+nodes = st.builds(
+    Node,
+    node_id=prefixed("node"),
+    node_seq=st.integers(0, 2**40),
+    parent_id=_opt(prefixed("node")),
+    agent_id=prefixed("agent"),
+    run_id=_opt(prefixed("run")),
+    role=st.sampled_from(enums.Role),
+    node_type=st.sampled_from(enums.NodeType),
+    content=st.lists(content_blocks, max_size=4),
+    metadata=json_objects,
+    token_count=_opt(st.integers(0, 10**7)),
+    created_at=utc_datetimes,
+)
+timeline_events = st.builds(
+    TimelineEvent,
+    event_id=prefixed("evt"),
+    seq=st.integers(0, 2**40),
+    run_seq=_opt(st.integers(0, 2**40)),
+    agent_id=_opt(prefixed("agent")),
+    run_id=_opt(prefixed("run")),
+    level=st.sampled_from(enums.EventLevel),
+    event_type=st.sampled_from(enums.EventType),
+    node_id=_opt(prefixed("node")),
+    tool_call_id=_opt(tool_call_ids),
+    payload=json_objects,
+    created_at=utc_datetimes,
+)
+artifacts = st.builds(
+    ArtifactRef,
+    artifact_id=prefixed("artifact"),
+    session_id=session_ids,
+    agent_id=_opt(prefixed("agent")),
+    run_id=_opt(prefixed("run")),
+    node_id=_opt(prefixed("node")),
+    tool_call_id=_opt(tool_call_ids),
+    path=st.text(min_size=1, max_size=50),
+    filename=opt_texts,
+    mime_type=opt_texts,
+    size_bytes=_opt(st.integers(0, 2**40)),
+    summary=opt_texts,
+    metadata=json_objects,
+    created_at=utc_datetimes,
+)
