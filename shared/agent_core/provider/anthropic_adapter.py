@@ -1,0 +1,192 @@
+"""Anthropic Messages streaming through the official ``anthropic`` SDK.
+
+Raw stream events (``message_start``, ``content_block_*``, ``message_delta``, ``message_stop``)
+are handled here only; the core sees normalized events. The SDK's retries are off: ours happen
+only before the first event. SDK types stay inside this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+import anthropic
+import httpx2
+
+from agent_core.errors import ProviderError
+from agent_core.provider.anthropic_mapping import build_params
+from agent_core.provider.base import ProviderSettings
+from agent_core.provider.errors import (
+    connection_error,
+    malformed_error,
+    status_error,
+    timeout_error,
+)
+from agent_core.provider.retry import RetryPolicy, stream_with_retries
+from agent_core.provider.toolcalls import ToolCallAssembler
+from agent_core.types.enums import StopReason
+from agent_core.types.protocol import (
+    MessageEndEvent,
+    MessageStartEvent,
+    ModelEvent,
+    ModelRequest,
+    TextDeltaEvent,
+    Usage,
+    UsageEvent,
+)
+
+__all__ = ["AnthropicProviderAdapter", "map_anthropic_error"]
+
+PROVIDER = "anthropic"
+
+_STOP_REASONS = {
+    "end_turn": StopReason.END_TURN,
+    "tool_use": StopReason.TOOL_USE,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "stop_sequence": StopReason.STOP_SEQUENCE,
+    "refusal": StopReason.CONTENT_FILTER,
+    "model_context_window_exceeded": StopReason.MAX_TOKENS,
+}
+
+
+def map_anthropic_error(err: anthropic.AnthropicError, provider: str = PROVIDER) -> ProviderError:
+    """Translate an SDK exception into a redacted ``ProviderError``."""
+    if isinstance(err, anthropic.APITimeoutError):
+        return timeout_error(provider, err)
+    if isinstance(err, anthropic.APIConnectionError):
+        return connection_error(provider, err)
+    if isinstance(err, anthropic.APIStatusError):
+        # An ``event: error`` inside a 200 stream arrives here too, with status 200.
+        return status_error(
+            provider,
+            err.status_code,
+            err.api_message or err.message,
+            headers=dict(err.response.headers),
+            error_type=err.type,
+            body=err.body,
+            cause=err,
+        )
+    return ProviderError("provider_error", f"{provider}: {type(err).__name__}", provider=provider)
+
+
+class _EventState:
+    """Turns raw Messages stream events into normalized events."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.calls = ToolCallAssembler(provider)
+        self.usage = Usage()
+        self.stop_reason: str | None = None
+        self.stopped = False
+
+    def feed(self, event: Any) -> list[ModelEvent]:
+        kind = event.type
+        if kind == "content_block_delta":
+            delta = event.delta
+            if delta.type == "text_delta":
+                return [TextDeltaEvent(text=delta.text)] if delta.text else []
+            if delta.type == "input_json_delta" and delta.partial_json:
+                return [self.calls.add(event.index, delta.partial_json)]
+            return []  # thinking, signature and citation deltas are not part of the protocol
+        if kind == "content_block_start":
+            block = event.content_block
+            if block.type == "tool_use":
+                return [self.calls.start(event.index, block.id, block.name)]
+            if block.type == "text" and block.text:
+                return [TextDeltaEvent(text=block.text)]
+            return []
+        if kind == "content_block_stop":
+            return [self.calls.finish(event.index)] if self.calls.is_open(event.index) else []
+        if kind == "message_start":
+            msg = event.message
+            self.usage = _usage(msg.usage, self.usage)
+            return [MessageStartEvent(model=msg.model, response_id=msg.id)]
+        if kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason
+            self.usage = _usage(event.usage, self.usage)
+            return [UsageEvent(usage=self.usage)]
+        if kind == "message_stop":
+            self.stopped = True
+            stop = _STOP_REASONS.get(self.stop_reason or "", StopReason.OTHER)
+            return [MessageEndEvent(stop_reason=stop, raw_stop_reason=self.stop_reason)]
+        return []
+
+    def check_complete(self) -> None:
+        if not self.stopped:
+            raise ProviderError(
+                "incomplete_response",
+                f"{self.provider}: the stream ended before message_stop",
+                retryable=True,
+                provider=self.provider,
+            )
+
+
+def _usage(raw: Any, prev: Usage) -> Usage:
+    """Merge a usage object (message_start or message_delta; fields may be missing or None)."""
+
+    def pick(name: str, old: int) -> int:
+        value = getattr(raw, name, None)
+        return old if value is None else int(value)
+
+    return Usage(
+        input_tokens=pick("input_tokens", prev.input_tokens),
+        output_tokens=pick("output_tokens", prev.output_tokens),
+        cache_read_tokens=pick("cache_read_input_tokens", prev.cache_read_tokens),
+        cache_write_tokens=pick("cache_creation_input_tokens", prev.cache_write_tokens),
+    )
+
+
+class AnthropicProviderAdapter:
+    """Streams Messages; the SDK client is created on first use (no I/O in __init__)."""
+
+    provider = PROVIDER
+
+    def __init__(self, settings: ProviderSettings) -> None:
+        self.settings = settings
+        self.policy = RetryPolicy.from_settings(settings)
+        self._client: anthropic.AsyncAnthropic | None = None
+
+    def _get_client(self) -> anthropic.AsyncAnthropic:
+        if self._client is None:
+            s = self.settings
+            self._client = anthropic.AsyncAnthropic(
+                api_key=s.api_key_value(),
+                base_url=s.base_url,
+                timeout=httpx2.Timeout(s.timeout_s, connect=s.connect_timeout_s),
+                max_retries=0,
+            )
+        return self._client
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one response (contract in :mod:`agent_core.provider.base`)."""
+        return stream_with_retries(lambda: self._attempt(request), self.policy)
+
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        params = build_params(request, self.settings)
+        client = self._get_client()
+        try:
+            response: Any = await client.messages.create(**params)
+        except anthropic.AnthropicError as err:
+            raise map_anthropic_error(err) from err
+        state = _EventState(self.provider)
+        try:
+            async for event in response:
+                for normalized in state.feed(event):
+                    yield normalized
+        except anthropic.AnthropicError as err:
+            raise map_anthropic_error(err) from err
+        except httpx2.TimeoutException as err:
+            raise timeout_error(self.provider, err) from err
+        except httpx2.HTTPError as err:  # this SDK does not wrap errors raised mid-stream
+            raise connection_error(self.provider, err) from err
+        except ValueError as err:  # an event that is not JSON, or JSON of the wrong shape
+            raise malformed_error(self.provider, "event is not valid JSON", err) from err
+        finally:
+            await response.close()
+        state.check_complete()
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connection pool."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None

@@ -1,0 +1,201 @@
+"""Ollama ``/api/chat`` streaming (NDJSON) over httpx.
+
+Tool calls are mapped when the model supports them. When a request needs tools and the adapter
+knows the model cannot call them — ``supports_tools=False`` in the settings, or the server's
+``/api/show`` capabilities lack ``tools`` — the call fails with a ``capability_unsupported``
+:class:`~agent_core.errors.ProviderError` before any chat request is sent. Tools are never
+emulated with prompt conventions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+import httpx
+
+from agent_core.errors import ProviderError
+from agent_core.provider.base import ProviderSettings
+from agent_core.provider.errors import (
+    capability_error,
+    connection_error,
+    malformed_error,
+    status_error,
+    stream_error,
+    timeout_error,
+)
+from agent_core.provider.ollama_mapping import build_body, needs_tools
+from agent_core.provider.retry import RetryPolicy, stream_with_retries
+from agent_core.provider.toolcalls import ToolCallAssembler
+from agent_core.types.enums import StopReason
+from agent_core.types.protocol import (
+    MessageEndEvent,
+    MessageStartEvent,
+    ModelEvent,
+    ModelRequest,
+    TextDeltaEvent,
+    Usage,
+    UsageEvent,
+)
+
+__all__ = ["DEFAULT_OLLAMA_URL", "OllamaProviderAdapter"]
+
+PROVIDER = "ollama"
+DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
+
+
+class _LineState:
+    """Turns ``/api/chat`` NDJSON objects into normalized events."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.calls = ToolCallAssembler(provider)
+        self.started = False
+        self.done = False
+
+    def feed(self, obj: Any) -> list[ModelEvent]:
+        if not isinstance(obj, dict):
+            raise malformed_error(self.provider, "line is not a JSON object")
+        if "error" in obj:
+            raise stream_error(self.provider, None, str(obj["error"]))
+        out: list[ModelEvent] = []
+        if not self.started:
+            self.started = True
+            out.append(MessageStartEvent(model=obj.get("model")))
+        message = obj.get("message") or {}
+        if content := message.get("content"):
+            out.append(TextDeltaEvent(text=content))
+        for call in message.get("tool_calls") or ():
+            out.extend(self._tool_call(call))
+        if obj.get("done"):
+            self.done = True
+            usage = Usage(
+                input_tokens=obj.get("prompt_eval_count") or 0,
+                output_tokens=obj.get("eval_count") or 0,
+            )
+            out.append(UsageEvent(usage=usage))
+            out.append(self._end(obj.get("done_reason")))
+        return out
+
+    def _tool_call(self, call: dict[str, Any]) -> list[ModelEvent]:
+        # Ollama sends each call whole; it still goes through start/delta/end like the others.
+        fn = call.get("function") or {}
+        key = self.calls.count
+        args = fn.get("arguments")
+        raw = args if isinstance(args, str) else json.dumps(args if args is not None else {})
+        return [
+            self.calls.start(key, str(call.get("id") or ""), str(fn.get("name") or "")),
+            self.calls.add(key, raw),
+            self.calls.finish(key),
+        ]
+
+    def _end(self, reason: Any) -> MessageEndEvent:
+        raw = str(reason) if reason is not None else None
+        if raw == "length":
+            stop = StopReason.MAX_TOKENS
+        elif raw in (None, "stop"):
+            stop = StopReason.TOOL_USE if self.calls.count else StopReason.END_TURN
+        else:
+            stop = StopReason.OTHER
+        return MessageEndEvent(stop_reason=stop, raw_stop_reason=raw)
+
+
+class OllamaProviderAdapter:
+    """Streams ``/api/chat``; the httpx client is created on first use (no I/O in __init__)."""
+
+    provider = PROVIDER
+
+    def __init__(
+        self, settings: ProviderSettings, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self.settings = settings
+        self.policy = RetryPolicy.from_settings(settings)
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        self._tools_support: dict[str, bool | None] = {}
+
+    def _get_client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            s = self.settings
+            headers = {}
+            if s.api_key is not None:  # a proxy or hosted Ollama in front; local needs none
+                headers["Authorization"] = f"Bearer {s.api_key.get_secret_value()}"
+            self._client = httpx.AsyncClient(
+                base_url=s.base_url or DEFAULT_OLLAMA_URL,
+                timeout=httpx.Timeout(s.timeout_s, connect=s.connect_timeout_s),
+                headers=headers,
+                transport=self._transport,
+            )
+        return self._client
+
+    async def supports_tools(self, model: str) -> bool | None:
+        """Whether ``model`` can call tools: settings first, else ``/api/show`` (cached); None = unknown."""
+        if self.settings.supports_tools is not None:
+            return self.settings.supports_tools
+        if model not in self._tools_support:
+            self._tools_support[model] = await self._ask_capabilities(model)
+        return self._tools_support[model]
+
+    async def _ask_capabilities(self, model: str) -> bool | None:
+        try:
+            resp = await self._get_client().post("/api/show", json={"model": model})
+        except httpx.HTTPError:
+            return None  # unknown: let the chat request itself decide
+        if resp.status_code != 200:
+            return None
+        try:
+            caps = resp.json().get("capabilities")
+        except (ValueError, AttributeError):
+            return None
+        return "tools" in caps if isinstance(caps, list) else None  # older servers omit it
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one response (contract in :mod:`agent_core.provider.base`)."""
+        return stream_with_retries(lambda: self._attempt(request), self.policy)
+
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        if needs_tools(request) and await self.supports_tools(request.model) is False:
+            raise capability_error(self.provider, request.model, "tools")
+        body = build_body(request, self.settings)
+        state = _LineState(self.provider)
+        try:
+            async with self._get_client().stream("POST", "/api/chat", json=body) as resp:
+                if resp.status_code >= 400:
+                    raise await self._status_error(resp, request)
+                async for line in resp.aiter_lines():
+                    if not line.strip():
+                        continue
+                    try:
+                        obj = json.loads(line)
+                    except ValueError as err:
+                        raise malformed_error(self.provider, "line is not JSON", err) from err
+                    for event in state.feed(obj):
+                        yield event
+        except httpx.TimeoutException as err:
+            raise timeout_error(self.provider, err) from err
+        except httpx.HTTPError as err:
+            raise connection_error(self.provider, err) from err
+        if not state.done:
+            raise ProviderError(
+                "incomplete_response",
+                f"{self.provider}: the stream ended without a done line",
+                retryable=True,
+                provider=self.provider,
+            )
+
+    async def _status_error(self, resp: httpx.Response, request: ModelRequest) -> ProviderError:
+        await resp.aread()
+        try:
+            message = str(resp.json().get("error", resp.text))
+        except (ValueError, AttributeError):
+            message = resp.text or f"HTTP {resp.status_code}"
+        if resp.status_code == 400 and "does not support tools" in message:
+            return capability_error(self.provider, request.model, "tools")
+        return status_error(self.provider, resp.status_code, message, headers=dict(resp.headers))
+
+    async def aclose(self) -> None:
+        """Close the httpx client."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None

@@ -1,0 +1,180 @@
+"""OpenAI Chat Completions streaming through the official ``openai`` SDK.
+
+``base_url`` is configurable, so any OpenAI-compatible server (vLLM, llama.cpp, LM Studio) works.
+The SDK's own retries are off (``max_retries=0``): retries are ours, and happen only before the
+first event (see :mod:`agent_core.provider.retry`). SDK types stay inside this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+import httpx2
+import openai
+from openai.types.chat import ChatCompletionChunk
+
+from agent_core.errors import ProviderError
+from agent_core.provider.base import ProviderSettings
+from agent_core.provider.errors import (
+    connection_error,
+    malformed_error,
+    status_error,
+    stream_error,
+    timeout_error,
+)
+from agent_core.provider.openai_mapping import build_params
+from agent_core.provider.retry import RetryPolicy, stream_with_retries
+from agent_core.provider.toolcalls import ToolCallAssembler
+from agent_core.types.enums import StopReason
+from agent_core.types.protocol import (
+    MessageEndEvent,
+    MessageStartEvent,
+    ModelEvent,
+    ModelRequest,
+    TextDeltaEvent,
+    Usage,
+    UsageEvent,
+)
+
+__all__ = ["OpenAIProviderAdapter", "map_openai_error"]
+
+PROVIDER = "openai"
+
+_STOP_REASONS = {
+    "stop": StopReason.END_TURN,
+    "length": StopReason.MAX_TOKENS,
+    "tool_calls": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,
+    "content_filter": StopReason.CONTENT_FILTER,
+}
+
+
+def map_openai_error(err: openai.OpenAIError, provider: str = PROVIDER) -> ProviderError:
+    """Translate an SDK exception into a redacted ``ProviderError``."""
+    if isinstance(err, openai.APITimeoutError):
+        return timeout_error(provider, err)
+    if isinstance(err, openai.APIConnectionError):
+        return connection_error(provider, err)
+    if isinstance(err, openai.APIStatusError):
+        return status_error(
+            provider,
+            err.status_code,
+            err.message,
+            headers=dict(err.response.headers),
+            error_type=err.type,
+            body=err.body,
+            cause=err,
+        )
+    if isinstance(err, openai.APIError):  # an {"error": …} chunk inside a 200 stream
+        return stream_error(provider, err.type, err.message)
+    return ProviderError("provider_error", f"{provider}: {type(err).__name__}", provider=provider)
+
+
+class _ChunkState:
+    """Turns Chat Completions chunks into normalized events, assembling tool calls by index."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.started = False
+        self.calls = ToolCallAssembler(provider)
+        self.finish_reason: str | None = None
+
+    def feed(self, chunk: ChatCompletionChunk) -> list[ModelEvent]:
+        out: list[ModelEvent] = []
+        if not self.started:
+            self.started = True
+            out.append(MessageStartEvent(model=chunk.model, response_id=chunk.id))
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue  # n > 1 is never requested; ignore stray choices from odd servers
+            delta = choice.delta
+            if delta.content:
+                out.append(TextDeltaEvent(text=delta.content))
+            for tc in delta.tool_calls or ():
+                fn = tc.function
+                if not self.calls.is_open(tc.index):
+                    out.append(self.calls.start(tc.index, tc.id or "", (fn and fn.name) or ""))
+                if fn is not None and fn.arguments:
+                    out.append(self.calls.add(tc.index, fn.arguments))
+            if choice.finish_reason is not None:
+                self.finish_reason = choice.finish_reason
+                out.extend(self.calls.finish_all())
+        if chunk.usage is not None:
+            details = chunk.usage.prompt_tokens_details
+            usage = Usage(
+                input_tokens=chunk.usage.prompt_tokens,
+                output_tokens=chunk.usage.completion_tokens,
+                cache_read_tokens=(details.cached_tokens or 0) if details else 0,
+            )
+            out.append(UsageEvent(usage=usage))
+        return out
+
+    def end(self) -> MessageEndEvent:
+        if self.finish_reason is None:
+            raise ProviderError(
+                "incomplete_response",
+                f"{self.provider}: the stream ended without a finish_reason",
+                retryable=True,
+                provider=self.provider,
+            )
+        stop = _STOP_REASONS.get(self.finish_reason, StopReason.OTHER)
+        if stop == StopReason.END_TURN and self.calls.count:
+            stop = StopReason.TOOL_USE  # some compatible servers say "stop" after tool calls
+        return MessageEndEvent(stop_reason=stop, raw_stop_reason=self.finish_reason)
+
+
+class OpenAIProviderAdapter:
+    """Streams Chat Completions; the SDK client is created on first use (no I/O in __init__)."""
+
+    provider = PROVIDER
+
+    def __init__(self, settings: ProviderSettings) -> None:
+        self.settings = settings
+        self.policy = RetryPolicy.from_settings(settings)
+        self._client: openai.AsyncOpenAI | None = None
+
+    def _get_client(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            s = self.settings
+            self._client = openai.AsyncOpenAI(
+                api_key=s.api_key_value(),
+                base_url=s.base_url,
+                timeout=httpx2.Timeout(s.timeout_s, connect=s.connect_timeout_s),
+                max_retries=0,
+            )
+        return self._client
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one response (contract in :mod:`agent_core.provider.base`)."""
+        return stream_with_retries(lambda: self._attempt(request), self.policy)
+
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        params = build_params(request, self.settings)
+        client = self._get_client()
+        try:
+            response: Any = await client.chat.completions.create(**params)
+        except openai.OpenAIError as err:
+            raise map_openai_error(err) from err
+        state = _ChunkState(self.provider)
+        try:
+            async for chunk in response:
+                for event in state.feed(chunk):
+                    yield event
+        except openai.OpenAIError as err:
+            raise map_openai_error(err) from err
+        except httpx2.TimeoutException as err:
+            raise timeout_error(self.provider, err) from err
+        except httpx2.HTTPError as err:
+            raise connection_error(self.provider, err) from err
+        except ValueError as err:  # a chunk that is not JSON, or JSON of the wrong shape
+            raise malformed_error(self.provider, "chunk is not valid JSON", err) from err
+        finally:
+            await response.close()
+        yield state.end()
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connection pool."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
