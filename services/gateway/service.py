@@ -1,0 +1,49 @@
+"""gateway: the stateless HTTP front door, served by uvicorn inside the shared service runner."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+
+import uvicorn
+from agent_core.service import ServiceContext, ServiceParts
+
+from services.gateway.app import create_app
+
+__all__ = ["build"]
+
+
+class _Server(uvicorn.Server):
+    # The service runner owns SIGINT/SIGTERM; uvicorn must not replace those handlers.
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def build(ctx: ServiceContext) -> ServiceParts:
+    """Serve the HTTP app until the service stops."""
+    gw = ctx.settings.gateway
+    config = uvicorn.Config(
+        create_app(ctx),
+        host=gw.host,
+        port=gw.port,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=10,
+    )
+    server = _Server(config)
+
+    async def serve(stop: asyncio.Event) -> None:
+        task = asyncio.create_task(server.serve(), name="uvicorn")
+        stopped = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        server.should_exit = True
+        await task
+        stopped.cancel()
+        if task in done and not stop.is_set():
+            ctx.log.critical("HTTP server exited on its own; stopping the gateway")
+            stop.set()
+
+    return ServiceParts(tasks=[serve])

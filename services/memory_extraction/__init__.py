@@ -1,0 +1,1 @@
+"""memory_extraction service shell."""

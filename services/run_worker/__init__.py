@@ -1,0 +1,1 @@
+"""run_worker service shell."""

@@ -1,0 +1,1 @@
+"""task_wal service shell."""

@@ -1,0 +1,250 @@
+"""A typed, never-crashing consumer of one stream in one consumer group.
+
+Lifecycle of an entry:
+
+* read with ``XREADGROUP >`` by a FastStream subscriber (``max_records`` always set);
+* decoded and validated against the stream's union — a malformed entry, an unknown ``type`` or an
+  invalid message goes to the dead-letter stream with the reason and is acknowledged;
+* handled; on success acknowledged (and the reply, if any, published to the sender's channel);
+* if the handler raises, the entry stays pending. :mod:`agent_core.bus.recovery` re-delivers it
+  after ``min_idle_ms`` and dead-letters it once it has been delivered ``max_deliveries`` times.
+
+Handlers must be idempotent: recovery re-delivers whole batches, and a crash between the work and
+the XACK delivers the entry again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from faststream.redis import RedisBatchStreamMessage, RedisBroker, RedisStreamMessage, StreamSub
+from pydantic import BaseModel, TypeAdapter
+from redis.asyncio import Redis
+
+from agent_core.bus.codec import DecodeError, decode_fields, validate_body
+from agent_core.bus.dead_letters import DeadLetterSink
+from agent_core.bus.delivery import Delivery, encode_reply
+
+__all__ = ["BatchHandler", "ConsumerOptions", "Handler", "RawEntry", "StreamConsumer"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Handler = Callable[[T, Delivery], Awaitable[BaseModel | None]]
+BatchHandler = Callable[[list[tuple[T, Delivery]]], Awaitable[Sequence[BaseModel | None]]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOptions:
+    """How a consumer reads and recovers.
+
+    ``min_idle_ms`` must exceed the longest handler: an entry idle that long is assumed to belong
+    to a dead consumer and is re-delivered.
+    """
+
+    max_records: int = 16
+    batch: bool = False
+    min_idle_ms: int = 30_000
+    max_deliveries: int = 5
+    claim_interval_s: float = 1.0
+    polling_interval_ms: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class RawEntry:
+    """A stream entry as read from Redis, with its delivery count."""
+
+    entry_id: str
+    fields: dict[Any, Any]
+    deliveries: int
+
+
+class StreamConsumer(Generic[T]):
+    """Consumes one stream for one group; see the module docstring for the guarantees."""
+
+    def __init__(
+        self,
+        *,
+        stream: str,
+        group: str,
+        consumer: str,
+        adapter: TypeAdapter[T],
+        dead_letters: DeadLetterSink,
+        redis: Redis,
+        handler: Handler[T] | None = None,
+        batch_handler: BatchHandler[T] | None = None,
+        options: ConsumerOptions | None = None,
+    ) -> None:
+        if (handler is None) == (batch_handler is None):
+            raise ValueError("give exactly one of handler and batch_handler")
+        self.stream = stream
+        self.group = group
+        self.consumer = consumer
+        self.options = options or ConsumerOptions(batch=batch_handler is not None)
+        self._adapter = adapter
+        self._handler = handler
+        self._batch_handler = batch_handler
+        self._dead = dead_letters
+        self.redis = redis
+        self._subscriber: Any = None
+
+    # -- wiring ------------------------------------------------------------------------------
+
+    def attach(self, broker: RedisBroker) -> None:
+        """Register the FastStream subscriber that reads new entries (``>``)."""
+        opts = self.options
+        sub = StreamSub(
+            self.stream,
+            group=self.group,
+            consumer=self.consumer,
+            max_records=opts.max_records,
+            batch=opts.batch,
+            polling_interval=opts.polling_interval_ms,
+        )
+        self._subscriber = broker.subscriber(stream=sub, title=self.stream)
+        if opts.batch:
+
+            async def on_batch(msg: RedisBatchStreamMessage) -> None:
+                ids = [_id(i) for i in msg.raw_message["message_ids"]]
+                entries = [
+                    RawEntry(i, f, 1) for i, f in zip(ids, msg.raw_message["data"], strict=True)
+                ]
+                await self.process(entries, raise_on_failure=True)
+
+            self._subscriber(on_batch)
+        else:
+
+            async def on_message(msg: RedisStreamMessage) -> None:
+                entry_id = _id(msg.raw_message["message_ids"][0])
+                await self.process(
+                    [RawEntry(entry_id, msg.raw_message["data"], 1)], raise_on_failure=True
+                )
+
+            self._subscriber(on_message)
+
+    @property
+    def running(self) -> bool:
+        """Whether the reading subscriber is alive (it stops for good on NOGROUP)."""
+        return bool(self._subscriber is not None and self._subscriber.running)
+
+    async def ensure_group(self) -> None:
+        """Create the group at id 0 with MKSTREAM, so nothing published earlier is missed."""
+        try:
+            await self.redis.xgroup_create(self.stream, self.group, id="0", mkstream=True)
+        except Exception as exc:  # BUSYGROUP: the group exists, which is what we want
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    # -- processing --------------------------------------------------------------------------
+
+    async def process(self, entries: Sequence[RawEntry], *, raise_on_failure: bool) -> list[str]:
+        """Decode, handle and acknowledge ``entries``; return the ids that were acknowledged.
+
+        Entries whose handling failed stay pending, unless they reached the delivery cap, in
+        which case they are dead-lettered. With ``raise_on_failure`` a failure is re-raised after
+        the bookkeeping, so that FastStream leaves the message unacknowledged too.
+        """
+        decoded: list[tuple[T, Delivery, bytes]] = []
+        for entry in entries:
+            try:
+                body, headers = decode_fields(entry.fields)
+                message = validate_body(self._adapter, body)
+            except DecodeError as exc:
+                await self._dead.put(
+                    source_stream=self.stream,
+                    group=self.group,
+                    entry_id=entry.entry_id,
+                    reason=exc.reason,
+                    error=exc.error,
+                    deliveries=entry.deliveries,
+                    body=_raw_preview(entry.fields),
+                )
+                continue
+            delivery = Delivery(self.stream, entry.entry_id, entry.deliveries, headers)
+            decoded.append((message, delivery, body))
+        if not decoded:
+            return []
+        if self._batch_handler is not None:
+            return await self._process_batch(decoded, raise_on_failure)
+        return await self._process_each(decoded, raise_on_failure)
+
+    async def _process_each(
+        self, decoded: list[tuple[T, Delivery, bytes]], raise_on_failure: bool
+    ) -> list[str]:
+        assert self._handler is not None
+        acked: list[str] = []
+        failure: BaseException | None = None
+        for message, delivery, body in decoded:
+            try:
+                reply = await self._handler(message, delivery)
+            except Exception as exc:
+                failure = exc
+                await self._on_failure(delivery, body, exc)
+                continue
+            await self._reply(delivery, reply)
+            await self.redis.xack(self.stream, self.group, delivery.entry_id)
+            acked.append(delivery.entry_id)
+        if failure is not None and raise_on_failure:
+            raise failure
+        return acked
+
+    async def _process_batch(
+        self, decoded: list[tuple[T, Delivery, bytes]], raise_on_failure: bool
+    ) -> list[str]:
+        assert self._batch_handler is not None
+        try:
+            replies = await self._batch_handler([(m, d) for m, d, _ in decoded])
+        except Exception as exc:
+            for _, delivery, body in decoded:
+                await self._on_failure(delivery, body, exc)
+            if raise_on_failure:
+                raise
+            return []
+        for (_, delivery, _), reply in zip(decoded, replies, strict=True):
+            await self._reply(delivery, reply)
+        ids = [d.entry_id for _, d, _ in decoded]
+        await self.redis.xack(self.stream, self.group, *ids)
+        return ids
+
+    async def _on_failure(self, delivery: Delivery, body: bytes, exc: BaseException) -> None:
+        if delivery.deliveries >= self.options.max_deliveries:
+            await self._dead.put(
+                source_stream=self.stream,
+                group=self.group,
+                entry_id=delivery.entry_id,
+                reason="delivery_cap",
+                error=f"{type(exc).__name__}: {exc}",
+                deliveries=delivery.deliveries,
+                body=body,
+                headers=delivery.headers,
+            )
+        else:
+            log.warning(
+                "handler failed on %s %s (delivery %d/%d): %s: %s",
+                self.stream,
+                delivery.entry_id,
+                delivery.deliveries,
+                self.options.max_deliveries,
+                type(exc).__name__,
+                exc,
+            )
+
+    async def _reply(self, delivery: Delivery, reply: BaseModel | None) -> None:
+        if reply is None or delivery.reply_to is None or delivery.correlation_id is None:
+            return
+        frame = encode_reply(delivery.correlation_id, reply.model_dump_json().encode())
+        await self.redis.publish(delivery.reply_to, frame)
+
+
+def _id(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _raw_preview(fields: dict[Any, Any]) -> bytes:
+    data = fields.get(b"__data__", fields.get("__data__"))
+    if isinstance(data, bytes):
+        return data
+    return repr(fields).encode()

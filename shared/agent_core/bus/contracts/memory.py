@@ -1,0 +1,91 @@
+"""Contracts of the memory streams (run-workers → memory-extraction; gateway/worker ↔ memory).
+
+The memory-extraction service is not an agent: interactions name the run they came from only as
+provenance for the change log.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from agent_core.bus.contracts._base import BusMessage
+from agent_core.errors import ErrorPayload
+
+__all__ = [
+    "MEMORY_INTERACTION",
+    "MEMORY_QUERY",
+    "Interaction",
+    "InteractionTurn",
+    "MemoryInteractionMessage",
+    "MemoryQuery",
+    "MemoryReply",
+    "ReadMemory",
+    "RenderMemory",
+    "WriteMemory",
+]
+
+
+class InteractionTurn(BusMessage):
+    """One turn of a finished interaction (already redacted by the worker)."""
+
+    role: Literal["user", "assistant", "tool"]
+    content: str
+    is_error: bool = False
+    tool_name: str | None = None
+
+
+class Interaction(BusMessage):
+    """What a main run hands to memory-extraction when it ends."""
+
+    type: Literal["interaction"] = "interaction"
+    interaction_id: str
+    account_id: str
+    session_id: str
+    run_id: str
+    turns: list[InteractionTurn]
+    skills: list[str] = Field(default_factory=list)
+
+
+MemoryInteractionMessage = Annotated[Interaction, Field(discriminator="type")]
+MEMORY_INTERACTION: TypeAdapter[MemoryInteractionMessage] = TypeAdapter(MemoryInteractionMessage)
+
+
+class RenderMemory(BusMessage):
+    """The memory text to inject at run start (user.md + the run's enabled skills)."""
+
+    type: Literal["render_memory"] = "render_memory"
+    account_id: str
+    skills: list[str] = Field(default_factory=list)
+
+
+class ReadMemory(BusMessage):
+    """One memory file (``scope`` is ``user`` or ``skill:<name>``) with its ETag."""
+
+    type: Literal["read_memory"] = "read_memory"
+    account_id: str
+    scope: str
+
+
+class WriteMemory(BusMessage):
+    """Replace one memory file if its ETag still equals ``if_match``."""
+
+    type: Literal["write_memory"] = "write_memory"
+    account_id: str
+    scope: str
+    content: str
+    if_match: str | None = None
+
+
+MemoryQuery = Annotated[RenderMemory | ReadMemory | WriteMemory, Field(discriminator="type")]
+MEMORY_QUERY: TypeAdapter[MemoryQuery] = TypeAdapter(MemoryQuery)
+
+
+class MemoryReply(BusMessage):
+    """The answer of memory-extraction."""
+
+    type: Literal["memory_reply"] = "memory_reply"
+    ok: bool
+    data: Any = None
+    error: ErrorPayload | None = None

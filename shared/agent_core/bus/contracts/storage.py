@@ -1,0 +1,374 @@
+"""Contracts of the storage command and query streams.
+
+Commands carry the ids their sender allocated (``command_id`` and the entity ids), so a command that
+is redelivered, retried after a timeout or replayed after a crash has no second effect: the writer
+answers with the first result. Run-scoped writes carry a :class:`RunFence`; the writer refuses a
+write whose attempt is older than the run's current attempt.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from agent_core.bus.contracts._base import BusMessage
+from agent_core.errors import ErrorPayload
+from agent_core.types.enums import (
+    AgentStatus,
+    AgentType,
+    EndReason,
+    EventLevel,
+    EventType,
+    NodeType,
+    Role,
+    RunStatus,
+    SessionStatus,
+)
+from agent_core.types.protocol import ContentBlock, Usage
+
+__all__ = [
+    "STORAGE_COMMAND",
+    "STORAGE_QUERY",
+    "AppendEvent",
+    "AppendNode",
+    "ClaimRun",
+    "CommandReceipt",
+    "CreateAgent",
+    "CreateArtifact",
+    "CreateRun",
+    "CreateSession",
+    "EventDraft",
+    "GetActivePath",
+    "GetArtifact",
+    "GetNode",
+    "GetRun",
+    "GetSession",
+    "GetTree",
+    "ListAgents",
+    "ListArtifacts",
+    "ListEvents",
+    "ListRuns",
+    "ListSessions",
+    "NodeDraft",
+    "QueryReply",
+    "RunFence",
+    "StorageCommand",
+    "StorageQuery",
+    "SwitchActiveNode",
+    "UpdateAgent",
+    "UpdateRun",
+    "UpdateSession",
+]
+
+
+class RunFence(BusMessage):
+    """Which attempt at a run makes a write; stale attempts are refused."""
+
+    run_id: str
+    attempt: int = Field(ge=1)
+
+
+class _Command(BusMessage):
+    command_id: str = Field(min_length=1, max_length=64)
+    session_id: str = Field(min_length=1, max_length=64)
+
+
+class NodeDraft(BusMessage):
+    """A node as its sender allocated it; ``node_seq`` is assigned by the writer."""
+
+    node_id: str
+    parent_id: str | None = None
+    agent_id: str
+    run_id: str | None = None
+    role: Role
+    node_type: NodeType = NodeType.MESSAGE
+    content: list[ContentBlock]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    token_count: int | None = Field(default=None, ge=0)
+
+
+class EventDraft(BusMessage):
+    """An event as its sender allocated it; ``seq`` and ``run_seq`` are assigned by the writer."""
+
+    event_id: str
+    event_type: EventType
+    level: EventLevel = EventLevel.INFO
+    agent_id: str | None = None
+    run_id: str | None = None
+    node_id: str | None = None
+    tool_call_id: str | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class CreateSession(_Command):
+    """Create a session, its two per-session tables, its root agent and a ``session_created`` event."""
+
+    type: Literal["create_session"] = "create_session"
+    account_id: str = Field(min_length=1, max_length=64)
+    cwd: str
+    root_agent_id: str
+    parent_session_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class UpdateSession(_Command):
+    """Change a session's status or metadata (``None`` leaves a field as it is)."""
+
+    type: Literal["update_session"] = "update_session"
+    status: SessionStatus | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class SwitchActiveNode(_Command):
+    """Move a session's active node; the target must be a node of that session."""
+
+    type: Literal["switch_active_node"] = "switch_active_node"
+    node_id: str
+
+
+class CreateAgent(_Command):
+    """Create an agent of the session."""
+
+    type: Literal["create_agent"] = "create_agent"
+    agent_id: str
+    agent_type: AgentType
+    parent_agent_id: str | None = None
+    created_by_run_id: str | None = None
+    fork_from_node_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class UpdateAgent(_Command):
+    """Change an agent's status, result or metadata."""
+
+    type: Literal["update_agent"] = "update_agent"
+    agent_id: str
+    status: AgentStatus | None = None
+    result: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    fence: RunFence | None = None
+
+
+class CreateRun(_Command):
+    """Create a run in ``queued`` (or ``pending``) state."""
+
+    type: Literal["create_run"] = "create_run"
+    run_id: str
+    agent_id: str
+    start_node_id: str | None = None
+    status: Literal[RunStatus.QUEUED, RunStatus.PENDING] = RunStatus.QUEUED
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ClaimRun(_Command):
+    """A worker takes a run: ``attempt`` must exceed the stored attempt; the run becomes ``running``."""
+
+    type: Literal["claim_run"] = "claim_run"
+    fence: RunFence
+
+
+class UpdateRun(_Command):
+    """Change a run; status transitions are validated and a terminal run never changes again."""
+
+    type: Literal["update_run"] = "update_run"
+    run_id: str
+    fence: RunFence | None = None
+    status: RunStatus | None = None
+    end_node_id: str | None = None
+    end_reason: EndReason | None = None
+    turn_count: int | None = Field(default=None, ge=0)
+    usage: Usage | None = None
+    error: ErrorPayload | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class AppendNode(_Command):
+    """Append a node and its event in one transaction; optionally make it the active node."""
+
+    type: Literal["append_node"] = "append_node"
+    node: NodeDraft
+    event: EventDraft
+    fence: RunFence | None = None
+    set_active: bool = True
+
+
+class AppendEvent(_Command):
+    """Append a lifecycle event that has no node."""
+
+    type: Literal["append_event"] = "append_event"
+    event: EventDraft
+    fence: RunFence | None = None
+
+
+class CreateArtifact(_Command):
+    """Register a file as an artifact of the session."""
+
+    type: Literal["create_artifact"] = "create_artifact"
+    artifact_id: str
+    path: str
+    agent_id: str | None = None
+    run_id: str | None = None
+    node_id: str | None = None
+    tool_call_id: str | None = None
+    filename: str | None = None
+    mime_type: str | None = None
+    size_bytes: int | None = Field(default=None, ge=0)
+    summary: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    fence: RunFence | None = None
+
+
+StorageCommand = Annotated[
+    CreateSession
+    | UpdateSession
+    | SwitchActiveNode
+    | CreateAgent
+    | UpdateAgent
+    | CreateRun
+    | ClaimRun
+    | UpdateRun
+    | AppendNode
+    | AppendEvent
+    | CreateArtifact,
+    Field(discriminator="type"),
+]
+STORAGE_COMMAND: TypeAdapter[StorageCommand] = TypeAdapter(StorageCommand)
+
+
+class CommandReceipt(BusMessage):
+    """The writer's answer to one command, sent only after COMMIT.
+
+    ``result`` holds what the writer allocated (``node_seq``, ``seq``, ``run_seq``); a duplicate
+    command gets the first result again with ``duplicate=True``.
+    """
+
+    type: Literal["command_receipt"] = "command_receipt"
+    command_id: str
+    ok: bool
+    duplicate: bool = False
+    result: dict[str, Any] = Field(default_factory=dict)
+    error: ErrorPayload | None = None
+
+
+# ---------------------------------------------------------------------------------------- queries
+
+
+class _Query(BusMessage):
+    # Set by the gateway; the writer scopes every lookup by it so that another account's id
+    # answers exactly like a missing one. Internal callers (workers) may omit it.
+    account_id: str | None = None
+
+
+class GetSession(_Query):
+    """One session."""
+
+    type: Literal["get_session"] = "get_session"
+    session_id: str
+
+
+class ListSessions(_Query):
+    """Sessions of an account, newest first, with cursor pagination."""
+
+    type: Literal["list_sessions"] = "list_sessions"
+    account_id: str
+    status: SessionStatus | None = None
+    cursor: str | None = None
+    limit: int = Field(default=50, ge=1, le=500)
+
+
+class GetActivePath(_Query):
+    """Nodes from the root to ``node_id`` (the session's active node when omitted)."""
+
+    type: Literal["get_active_path"] = "get_active_path"
+    session_id: str
+    node_id: str | None = None
+
+
+class GetTree(_Query):
+    """The compact tree: ids, parents, roles, types and short previews."""
+
+    type: Literal["get_tree"] = "get_tree"
+    session_id: str
+
+
+class GetNode(_Query):
+    """One node with its full content."""
+
+    type: Literal["get_node"] = "get_node"
+    session_id: str
+    node_id: str
+
+
+class ListEvents(_Query):
+    """Timeline events with ``seq > after_seq``, optionally of one run."""
+
+    type: Literal["list_events"] = "list_events"
+    session_id: str
+    after_seq: int = Field(default=0, ge=0)
+    run_id: str | None = None
+    limit: int = Field(default=500, ge=1, le=5000)
+
+
+class GetRun(_Query):
+    """One run."""
+
+    type: Literal["get_run"] = "get_run"
+    run_id: str
+    session_id: str | None = None
+
+
+class ListRuns(_Query):
+    """Runs of a session."""
+
+    type: Literal["list_runs"] = "list_runs"
+    session_id: str
+
+
+class ListAgents(_Query):
+    """Agents of a session."""
+
+    type: Literal["list_agents"] = "list_agents"
+    session_id: str
+
+
+class ListArtifacts(_Query):
+    """Artifacts of a session."""
+
+    type: Literal["list_artifacts"] = "list_artifacts"
+    session_id: str
+
+
+class GetArtifact(_Query):
+    """One artifact."""
+
+    type: Literal["get_artifact"] = "get_artifact"
+    artifact_id: str
+    session_id: str | None = None
+
+
+StorageQuery = Annotated[
+    GetSession
+    | ListSessions
+    | GetActivePath
+    | GetTree
+    | GetNode
+    | ListEvents
+    | GetRun
+    | ListRuns
+    | ListAgents
+    | ListArtifacts
+    | GetArtifact,
+    Field(discriminator="type"),
+]
+STORAGE_QUERY: TypeAdapter[StorageQuery] = TypeAdapter(StorageQuery)
+
+
+class QueryReply(BusMessage):
+    """The answer to a storage query; ``data`` is ``None`` when nothing (visible) matched."""
+
+    type: Literal["query_reply"] = "query_reply"
+    ok: bool
+    data: Any = None
+    next_cursor: str | None = None
+    error: ErrorPayload | None = None

