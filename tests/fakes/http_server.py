@@ -53,6 +53,8 @@ class RecordedRequest:
     completed: bool = False
     dropped: bool = False
     client_closed: bool = False
+    # How many frames were written in more than one piece (split_multibyte / write_size).
+    split_frames: int = 0
     done: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -279,7 +281,9 @@ class FakeHTTPServer:
                     req.client_closed = True
                     return False
                 continue
-            for i, piece in enumerate(_pieces(action, turn)):
+            pieces = _pieces(action, turn)
+            req.split_frames += len(pieces) > 1
+            for i, piece in enumerate(pieces):
                 if i and await _sleep_unless_gone(turn.split_pause, reader, writer):
                     req.client_closed = True
                     return False
