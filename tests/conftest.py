@@ -1,0 +1,172 @@
+"""Test harness: outbound network blocked, a private Valkey per run, unique bus names per test,
+and the whole stack via ``soong-agent up`` for end-to-end tests."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from agent_core.bus import BusNames, make_redis
+from agent_core.service.valkey import EmbeddedValkey, find_free_port
+
+REPO = Path(__file__).resolve().parents[1]
+
+# ------------------------------------------------------------------ outbound network is blocked
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _allowed(address: object) -> bool:
+    if isinstance(address, str | bytes):  # unix socket
+        return True
+    if isinstance(address, tuple) and address:
+        host = address[0]
+        if host in ("localhost", ""):
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+    return False
+
+
+def _guarded_connect(self: socket.socket, address: object) -> None:
+    if not _allowed(address):
+        raise ConnectionRefusedError(f"tests may only connect to loopback, not {address!r}")
+    _real_connect(self, address)  # type: ignore[arg-type]
+
+
+def _guarded_connect_ex(self: socket.socket, address: object) -> int:
+    if not _allowed(address):
+        raise ConnectionRefusedError(f"tests may only connect to loopback, not {address!r}")
+    return _real_connect_ex(self, address)  # type: ignore[arg-type]
+
+
+socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
+socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
+
+# ------------------------------------------------------------------ Valkey and bus names
+
+
+@pytest.fixture(scope="session")
+def valkey(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey]:
+    """A private Valkey on a free loopback port for the whole run (no persistence needed)."""
+    server = EmbeddedValkey(tmp_path_factory.mktemp("valkey"), appendonly=False)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(valkey: EmbeddedValkey) -> str:
+    """URL of the private Valkey."""
+    return valkey.url
+
+
+@pytest.fixture
+def names() -> BusNames:
+    """Unique stream and key names for one test."""
+    return BusNames(f"t{secrets.token_hex(5)}")
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    """A redis-py client for one test."""
+    client = make_redis(redis_url)
+    yield client
+    await client.aclose()
+
+
+# ------------------------------------------------------------------ the whole stack
+
+
+@dataclass
+class Stack:
+    """A running ``soong-agent up``."""
+
+    process: subprocess.Popen[bytes]
+    home: Path
+    gateway_url: str
+    api_key: str
+    log_path: Path
+
+    def log(self) -> str:
+        """Everything the stack printed so far."""
+        return self.log_path.read_text(errors="replace")
+
+
+def start_stack(home: Path, *, workers: int = 2, extra_env: dict[str, str] | None = None) -> Stack:
+    """Start ``soong-agent up`` in its own process group and wait until /readyz answers 200."""
+    port = find_free_port()
+    env = {
+        **os.environ,
+        "SOONG_AGENT_HOME": str(home),
+        "SOONG_GATEWAY_PORT": str(port),
+        "PYTHONUNBUFFERED": "1",
+        **(extra_env or {}),
+    }
+    env.pop("SOONG_REDIS_URL", None)
+    log_path = home / "up.log"
+    home.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agent_core.cli", "up", "--workers", str(workers)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"stack exited early:\n{log_path.read_text()}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    else:
+        stop_stack(proc)
+        raise AssertionError(f"stack not ready in 60 s:\n{log_path.read_text()}")
+    match = re.search(r"API key for account 'dev': (\S+)", log_path.read_text())
+    assert match, log_path.read_text()
+    return Stack(proc, home, url, match.group(1), log_path)
+
+
+def stop_stack(proc: subprocess.Popen[bytes], sig: int = signal.SIGINT) -> int:
+    """Signal the stack and wait for it; SIGKILL the group if it hangs (then the test fails)."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            return proc.wait(timeout=45)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise AssertionError("stack did not stop within 45 s") from None
+    return proc.returncode
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The whole stack, shared by the end-to-end tests of one run."""
+    running = start_stack(tmp_path_factory.mktemp("stack-home"))
+    yield running
+    stop_stack(running.process)
