@@ -232,7 +232,9 @@ def to_node_record(node: Node) -> NodeRecord:
     if node.node_seq is None:
         raise _fail("node", ["node_seq"], "node_seq is not allocated yet", None)
     data = node.model_dump(exclude={"content", "metadata", "created_at"})
-    data["content_json"] = CONTENT_BLOCKS.dump_json(node.content, exclude_none=True).decode()
+    # Through json.dumps rather than pydantic's dump_json, which would silently store NaN as null.
+    blocks = CONTENT_BLOCKS.dump_python(node.content, exclude_none=True)
+    data["content_json"] = dump_json(blocks, what="node", field="content")
     data["metadata_json"] = _dump_object(node.metadata, "node", "metadata")
     data["created_at"] = to_iso(node.created_at)
     return _build(NodeRecord, "node", data)

@@ -12,7 +12,7 @@ import pytest
 from agent_core.errors import ErrorPayload, ProviderErrorPayload, SchemaError
 from agent_core.types import mappers
 from agent_core.types.enums import AgentType, NodeType, Role, RunStatus
-from agent_core.types.protocol import TextBlock, ToolCallBlock, Usage
+from agent_core.types.protocol import JsonBlock, TextBlock, ToolCallBlock, Usage
 from agent_core.types.runtime import Node, RunState, SessionState
 from agent_core.types.storage import (
     AgentRecord,
@@ -295,6 +295,20 @@ def test_non_json_metadata_cannot_be_stored(metadata: dict[str, Any]) -> None:
     with pytest.raises(SchemaError) as info:
         mappers.to_session_record(state)
     _assert_mapping_failed(info.value, "metadata")
+
+
+@pytest.mark.parametrize("bad", [math.nan, -math.inf])
+def test_non_json_numbers_in_content_cannot_be_stored(bad: float) -> None:
+    node = Node(
+        node_id="node_0000000000000001",
+        node_seq=1,
+        agent_id="agent_0000000000000001",
+        role=Role.TOOL,
+        content=[JsonBlock(data={"x": [1, bad]})],
+    )
+    with pytest.raises(SchemaError) as info:
+        mappers.to_node_record(node)
+    _assert_mapping_failed(info.value, "content")
 
 
 def test_run_state_view_matches_record_fields() -> None:
