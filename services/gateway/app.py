@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from agent_core.bus import SERVICE_NAMES
-from agent_core.service import ServiceContext, ping_services
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
+
+from agent_core.bus import SERVICE_NAMES
+from agent_core.service import ServiceContext, ping_services
 
 __all__ = ["create_app"]
 

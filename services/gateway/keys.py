@@ -12,9 +12,10 @@ import secrets
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
+from redis.asyncio import Redis
+
 from agent_core.bus import BusNames
 from agent_core.ids import sanitize_identifier
-from redis.asyncio import Redis
 
 __all__ = ["ApiKey", "ApiKeyStore", "hash_key"]
 

@@ -7,8 +7,8 @@ import contextlib
 from collections.abc import Iterator
 
 import uvicorn
-from agent_core.service import ServiceContext, ServiceParts
 
+from agent_core.service import ServiceContext, ServiceParts
 from services.gateway.app import create_app
 
 __all__ = ["build"]
