@@ -1,0 +1,139 @@
+"""Rule-based consolidation: what applies when the LLM fails, times out or answers badly.
+
+Per signal, against the documents as they stand after the previous signals:
+
+1. a ``forget`` deletes the entries that contain its topic;
+2. the same statement (normalized, marker words removed) already present → ``none``;
+3. a slot already held in the scope: same value → ``none``, other value → ``update`` in place
+   (instruction clauses of the old entry that set no slot are carried over, so a sibling rule
+   survives the change);
+4. a statement contained in an existing entry → ``none``; otherwise ``add``.
+
+``statement`` signals (no marker) are never written: unknown statements need an explicit marker.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from . import _lexicon as lx
+from ._text import containment, normalize, split_clauses
+from .candidate import Signal, SignalKind
+from .document import MemoryDocument, MemoryEntry, new_document
+from .slots import detect_slots, slot_template
+from .updates import MemoryUpdate, MemoryUpdateBatch, UpdateOp, apply_updates
+
+__all__ = ["NEAR_DUPLICATE", "consolidate_fallback", "core_text"]
+
+NEAR_DUPLICATE = 0.8
+_INSTRUCTION = re.compile(
+    r"保留|使用|放在|不要|别|统一|按|显示|导出|命名|\b(?:keep|use|put|show|never|always|don'?t|name|add)\b",
+    re.I,
+)
+_FILLER = re.compile(r"(?i)^(?:请|麻烦|再确认一下|actually|also|please)[，,:：\s]*")
+
+
+def core_text(text: str) -> str:
+    """The dedup key of a statement: marker words and filler removed, then normalized."""
+    for pattern in (lx.STRONG, lx.CORRECTION, lx.CHANGE):
+        text = pattern.sub(" ", text)
+    return normalize(_FILLER.sub("", text.strip()))
+
+
+def _candidates(signal: Signal) -> list[tuple[str, str | None]]:
+    """(text, slot) pairs to write: one clause setting two slots becomes one entry per slot."""
+    if len(signal.slots) >= 2:
+        return [
+            (slot_template(s.key, s.value, signal.language), f"{s.key}={s.value}")
+            for s in signal.slots
+        ]
+    slot = f"{signal.slots[0].key}={signal.slots[0].value}" if signal.slots else None
+    return [(signal.text, slot)]
+
+
+def _carry_over(old: MemoryEntry, new_text: str) -> str:
+    """Append the old entry's slot-free instructions that the new text does not already say."""
+    extra = [
+        c
+        for c in split_clauses(old.text)
+        if not detect_slots(c)
+        and _INSTRUCTION.search(c)
+        and not lx.REASON.search(c)
+        and containment(c, new_text) < NEAR_DUPLICATE
+    ]
+    if not extra:
+        return new_text
+    joiner = "，" if re.search(r"[\u4e00-\u9fff]", new_text) else "; "
+    return joiner.join([new_text.rstrip("。. "), *extra])
+
+
+def _decide(doc: MemoryDocument, text: str, slot: str | None) -> MemoryUpdate:
+    key = core_text(text)
+    base = MemoryUpdate(op=UpdateOp.NONE, scope=doc.scope)
+    for entry in doc.entries:
+        if core_text(entry.text) == key:
+            return base.model_copy(update={"entry_id": entry.id, "reason": "duplicate"})
+    if slot is not None:
+        slot_key = slot.split("=", 1)[0]
+        for entry in doc.entries:
+            if entry.slot and entry.slot.split("=", 1)[0] == slot_key:
+                if entry.slot == slot:
+                    return base.model_copy(
+                        update={"entry_id": entry.id, "reason": "same slot value"}
+                    )
+                return MemoryUpdate(
+                    op=UpdateOp.UPDATE, scope=doc.scope, entry_id=entry.id, slot=slot,
+                    text=_carry_over(entry, text), reason=f"slot {slot_key} changed",
+                )  # fmt: skip
+    stripped = _FILLER.sub("", lx.CORRECTION.sub(" ", text)).strip()
+    for entry in doc.entries:
+        if containment(stripped, entry.text) >= NEAR_DUPLICATE:
+            return base.model_copy(update={"entry_id": entry.id, "reason": "near duplicate"})
+    return MemoryUpdate(
+        op=UpdateOp.ADD, scope=doc.scope, entry_id=doc.next_entry_id(), text=text, slot=slot
+    )
+
+
+def _forget(docs: Mapping[str, MemoryDocument], topic: str) -> list[MemoryUpdate]:
+    return [
+        MemoryUpdate(
+            op=UpdateOp.DELETE, scope=scope, entry_id=e.id, reason=f"user asked to forget: {topic}"
+        )
+        for scope, doc in docs.items()
+        for e in doc.entries
+        if containment(topic, e.text) >= NEAR_DUPLICATE
+    ]
+
+
+def consolidate_fallback(
+    signals: Sequence[Signal], documents: Mapping[str, MemoryDocument], *, now: datetime
+) -> MemoryUpdateBatch:
+    """Updates for ``signals`` (in order) against ``documents`` (keyed by scope).
+
+    The batch is self-consistent: ``apply_updates(documents, batch)`` reproduces the state the
+    rules decided against, since adds carry the ids they were given here.
+    """
+    working = {scope: doc.model_copy(deep=True) for scope, doc in documents.items()}
+    updates: list[MemoryUpdate] = []
+    for signal in signals:
+        if signal.kind is SignalKind.STATEMENT:
+            continue
+        if signal.kind is SignalKind.FORGET:
+            step = _forget(working, signal.text)
+        else:
+            doc = working.get(signal.scope) or new_document(signal.scope)
+            step = []
+            for text, slot in _candidates(signal):
+                decided = _decide(doc, text, slot)
+                step.append(decided)
+                doc = apply_updates(
+                    {doc.scope: doc}, MemoryUpdateBatch(updates=[decided]), now=now
+                ).documents.get(doc.scope, doc)
+            working[doc.scope] = doc
+            updates.extend(step)
+            continue
+        working = apply_updates(working, MemoryUpdateBatch(updates=step), now=now).documents
+        updates.extend(step)
+    return MemoryUpdateBatch(updates=updates)

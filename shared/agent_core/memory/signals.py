@@ -1,0 +1,162 @@
+"""Memory signal detection over one interaction: a high-recall gate in front of consolidation.
+
+Only user turns and tool results are evidence; assistant text never is, and the injected
+``# 个性化记忆`` block is cut out before anything is read (the feedback-loop guard). Questions,
+hypotheticals, quotations and one-off instructions are vetoed here; secrets are scrubbed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from . import _lexicon as lx
+from ._text import Language, detect_language, feature_set, split_clauses, split_sentences
+from .candidate import Signal, SignalKind, SlotValue
+from .interaction import Interaction, TurnRole
+from .privacy import scrub_statement
+from .scope import DEFAULT_SKILL_KEYWORDS, resolve_scope
+from .slots import detect_slots
+from .tool_lessons import detect_tool_lessons
+
+__all__ = ["detect_signals", "has_memory_signal"]
+
+
+def _markers(text: str) -> list[str]:
+    found: list[str] = []
+    for pattern in (lx.STRONG, lx.WEAK, lx.CORRECTION, lx.CHANGE):
+        found.extend(m.group(0) for m in pattern.finditer(text))
+    return found
+
+
+def _has_content(text: str) -> bool:
+    """Something is left once marker words are removed (rejects "还是不行", "remember that")."""
+    rest = text
+    for pattern in (lx.STRONG, lx.WEAK, lx.CORRECTION, lx.CHANGE, lx.IDIOMS):
+        rest = pattern.sub(" ", rest)
+    return len(feature_set(rest)) >= 2
+
+
+def _vetoed(sentence: str, probe: str) -> bool:
+    """A question, hypothetical, quotation or one-off instruction."""
+    if lx.QUESTION.search(sentence):
+        durable = [m for m in lx.STRONG.findall(probe) if m.casefold() != "remember"]
+        if not (lx.POLITE_REQUEST.match(sentence) and durable):
+            return True
+    return any(p.search(probe) for p in (lx.HYPOTHETICAL, lx.QUOTATION, lx.ONE_OFF))
+
+
+def _kind(sentence: str, probe: str, confirmed: bool) -> SignalKind | None:
+    has_slot = any(detect_slots(c) for c in split_clauses(probe))
+    if lx.FORGET.search(probe):
+        return SignalKind.FORGET
+    if lx.CORRECTION.search(probe):
+        return SignalKind.CORRECTION
+    if lx.STRONG.search(probe) or confirmed or (lx.CHANGE.search(probe) and has_slot):
+        return SignalKind.EXPLICIT
+    if lx.WEAK.search(probe):
+        instance = lx.TASK_OPENER.match(sentence) or lx.FILE_REF.search(probe)
+        return None if instance else SignalKind.EXPLICIT
+    if lx.FACT.search(probe.strip()):
+        return SignalKind.FACT
+    return SignalKind.STATEMENT if lx.STATEMENT_HINT.search(probe) else None
+
+
+def _groups(text: str) -> list[tuple[str, list[SlotValue]]]:
+    """Split a statement where it sets two different preferences; reasons stay attached."""
+    clauses = split_clauses(text)
+    groups: list[tuple[list[str], list[SlotValue]]] = []
+    for clause in clauses:
+        slots = [SlotValue(key=s.key, value=s.value) for s in detect_slots(clause)]
+        keys = {s.key for g in groups for s in g[1]}
+        if slots and groups and groups[-1][1] and not {s.key for s in slots} <= keys:
+            groups.append(([clause], slots))
+        elif groups:
+            groups[-1][0].append(clause)
+            groups[-1][1].extend(s for s in slots if s.key not in keys)
+        else:
+            groups.append(([clause], slots))
+    if len(groups) <= 1:
+        return [(text.strip(" 。.!！?？"), groups[0][1] if groups else [])]
+    joiner = "，" if detect_language(text) == "zh" else ", "
+    return [(joiner.join(c), s) for c, s in groups]
+
+
+def _forget_topic(probe: str) -> str:
+    match = lx.FORGET.search(probe)
+    rest = probe[match.end() :] if match else probe
+    return split_clauses(rest)[0] if split_clauses(rest) else rest
+
+
+def _sentence_signals(
+    sentence: str,
+    skills: Sequence[str],
+    fallback_lang: Language,
+    keywords: Mapping[str, Sequence[str]],
+) -> list[Signal]:
+    confirmed = False
+    if tag := lx.TAG_QUESTION.search(sentence):
+        sentence, confirmed = sentence[: tag.start()].strip(), True
+    probe = lx.IDIOMS.sub(" ", sentence)
+    if not sentence or _vetoed(sentence, probe):
+        return []
+    kind = _kind(sentence, probe, confirmed)
+    if kind is None:
+        return []
+    scrubbed = scrub_statement(sentence).text
+    if scrubbed is None or (kind is not SignalKind.FORGET and not _has_content(scrubbed)):
+        return []
+    markers = _markers(scrubbed)
+    if kind is SignalKind.FORGET:
+        topic = _forget_topic(lx.IDIOMS.sub(" ", scrubbed))
+        lang = detect_language(topic) if feature_set(topic) else fallback_lang
+        scope = resolve_scope(topic, skills, keywords=keywords)
+        return [
+            Signal(
+                kind=kind,
+                scope=scope,
+                text=topic,
+                sentence=scrubbed,
+                language=lang,
+                markers=markers,
+            )
+        ]
+    signals = []
+    for text, slots in _groups(scrubbed):
+        scope = resolve_scope(text, skills, slot_keys=[s.key for s in slots], keywords=keywords)
+        lang = detect_language(text) if feature_set(text) else fallback_lang
+        signals.append(
+            Signal(
+                kind=kind,
+                scope=scope,
+                text=text,
+                sentence=scrubbed,
+                language=lang,
+                markers=markers,
+                slots=slots,
+            )
+        )
+    return signals
+
+
+def detect_signals(
+    interaction: Interaction, *, keywords: Mapping[str, Sequence[str]] = DEFAULT_SKILL_KEYWORDS
+) -> list[Signal]:
+    """Candidate memories of one interaction, in turn order: user statements, then tool lessons.
+
+    ``STATEMENT`` signals are hints for an LLM consolidator; the rule fallback does not write them.
+    """
+    user_lang = detect_language(interaction.user_text())
+    signals: list[Signal] = []
+    for turn in interaction.turns:
+        if turn.role is not TurnRole.USER:
+            continue
+        text = lx.MEMORY_BLOCK.sub("\n", turn.content)
+        for sentence in split_sentences(text):
+            signals.extend(_sentence_signals(sentence, interaction.skills, user_lang, keywords))
+    signals.extend(detect_tool_lessons(interaction, user_lang, keywords=keywords))
+    return signals
+
+
+def has_memory_signal(interaction: Interaction) -> bool:
+    """True when consolidation has anything to look at (the cheap gate before queueing)."""
+    return bool(detect_signals(interaction))
