@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "AgentCoreError",
@@ -43,7 +43,7 @@ REDACTED = "[REDACTED]"
 # Order matters: URL credentials first, so the password inside a URL is caught as a whole.
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # scheme://user:password@host → scheme://[REDACTED]@host
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/@:]+(?::[^\s/@]*)?@"), r"\1" + REDACTED + "@"),
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/@:]*(?::[^\s/@]*)?@"), r"\1" + REDACTED + "@"),
     # Authorization headers and bearer tokens.
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 " + REDACTED),
     # Well-known API key shapes: OpenAI, Anthropic, GitHub, Slack, AWS, Google, soong-agent's own.
@@ -56,7 +56,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # key=value / key: value pairs whose key names a secret (api_key, password, token, secret, …).
     (
         re.compile(
-            r"(?i)\b([A-Za-z0-9_\-]*(?:api[_\-]?key|apikey|passw(?:or)?d|pwd|secret|token|"
+            r"(?i)\b([A-Za-z0-9_\-]*(?:api[_\-]?key|apikey|passw(?:or)?d|pwd|secret|token(?!s|_count)|"
             r"access[_\-]?key|private[_\-]?key|auth)[A-Za-z0-9_\-]*)(\"?\s*[:=]\s*\"?)([^\s\"',;&]+)"
         ),
         r"\1\2" + REDACTED,
@@ -64,7 +64,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 _SECRET_KEY = re.compile(
-    r"(?i)(api[_\-]?key|apikey|passw(or)?d|pwd|secret|token|authorization|access[_\-]?key|"
+    r"(?i)(api[_\-]?key|apikey|passw(or)?d|pwd|secret|token(?!s|_count)|authorization|access[_\-]?key|"
     r"private[_\-]?key|credential|cookie)"
 )
 
@@ -214,6 +214,14 @@ class ErrorPayload(BaseModel):
     retryable: bool = False
     details: dict[str, Any] = Field(default_factory=dict)
     redacted: Literal[True] = True
+
+    @model_validator(mode="after")
+    def _redact(self) -> ErrorPayload:
+        # A payload may be built directly, not only through AgentCoreError.to_payload():
+        # redacting here makes ``redacted=True`` true whichever way it was made.
+        self.message = redact(self.message)
+        self.details = redact_obj(self.details)
+        return self
 
 
 class ProviderErrorPayload(ErrorPayload):

@@ -6,6 +6,10 @@ import json
 import traceback
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
 from agent_core import errors
 from agent_core.errors import (
     AgentCoreError,
@@ -21,9 +25,6 @@ from agent_core.errors import (
     redact,
     redact_obj,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from pydantic import ValidationError
 
 OPENAI_KEY = "sk-proj-AbCdEf0123456789GhIjKlMn"
 OPENAI_LEGACY = "sk-0123456789abcdefABCDEF0123456789"
@@ -58,20 +59,10 @@ def test_redact_keeps_ordinary_text() -> None:
     assert redact(text) == text
 
 
-@pytest.mark.xfail(
-    reason="errors.py: the URL pattern needs a non-empty user, so redis://:password@host keeps "
-    "the password (the usual Redis URL form, e.g. SOONG_REDIS_URL). Reported to lead.",
-    strict=True,
-)
 def test_redact_removes_password_only_url_credentials() -> None:
     assert "hunter2" not in redact("cannot reach redis://:hunter2@127.0.0.1:6379/0")
 
 
-@pytest.mark.xfail(
-    reason="errors.py over-redacts token counts: 'token' in a key name matches, so max_tokens=4096 "
-    "and details {'input_tokens': 5} lose their values. Reported to lead.",
-    strict=True,
-)
 def test_redact_keeps_token_counts() -> None:
     assert redact("max_tokens=4096") == "max_tokens=4096"
     assert redact_obj({"usage": {"input_tokens": 5}}) == {"usage": {"input_tokens": 5}}
@@ -220,11 +211,6 @@ def test_payload_refuses_tracebacks_and_unredacted_flag(extra: dict[str, object]
         ErrorPayload.model_validate({"type": "t", "code": "c", "message": "m", **extra})
 
 
-@pytest.mark.xfail(
-    reason="errors.py: ErrorPayload built directly (not via to_payload) keeps secrets although it "
-    "says redacted=True; a validator could redact message and details. Reported to lead.",
-    strict=True,
-)
 def test_directly_built_payload_is_redacted() -> None:
     payload = ErrorPayload(type="t", code="c", message=f"key {OPENAI_KEY}")
     assert OPENAI_KEY not in payload.message

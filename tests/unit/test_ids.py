@@ -6,10 +6,11 @@ import re
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from agent_core import ids
-from agent_core.errors import SchemaError
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from agent_core import ids
+from agent_core.errors import SchemaError
 
 SAFE = re.compile(r"[A-Za-z0-9_]+", re.ASCII)
 
@@ -94,22 +95,11 @@ def test_new_session_id_uses_utc_time() -> None:
     )
 
 
-@pytest.mark.xfail(
-    reason=(
-        "ids.new_session_id has a 32-bit suffix: ~1.2 expected collisions among 100k ids made in "
-        "the same second (P(no collision) ~ 0.31); ARCHITECTURE §3 asks for none. Reported to lead."
-    ),
-    strict=False,
-)
 def test_new_session_ids_are_unique_over_100k() -> None:
     values = [ids.new_session_id() for _ in range(100_000)]
     assert len(set(values)) == len(values)
 
 
-@pytest.mark.xfail(
-    reason="suffix entropy is 32 bits; >= 64 bits makes 100k same-second ids collide ~3e-10",
-    strict=True,
-)
 def test_session_id_suffix_has_at_least_64_random_bits() -> None:
     match = SESSION_ID.fullmatch(ids.new_session_id())
     assert match is not None
