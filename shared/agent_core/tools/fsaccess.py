@@ -54,6 +54,7 @@ class DirEntry:
     path: SessionPath
     kind: str  # "file" | "dir" | "symlink" | "other"
     size: int
+    mtime_ns: int
 
 
 @dataclass(slots=True)
@@ -262,11 +263,11 @@ class SessionFS:
         finally:
             os.close(loc.dir_fd)
 
-    def list_dir(self, path: SessionPath) -> list[DirEntry]:
-        """The entries of a directory, sorted by name; symlinks are listed, not followed."""
+    def list_dir(self, path: SessionPath) -> tuple[SessionPath, list[DirEntry]]:
+        """A directory's real path and its entries sorted by name; symlinks listed, not followed."""
         fd, real = self.open_dir(path)
         try:
-            return sorted(self._entries(fd, real), key=lambda e: e.path.name)
+            return real, sorted(self._entries(fd, real), key=lambda e: e.path.name)
         finally:
             os.close(fd)
 
@@ -277,7 +278,7 @@ class SessionFS:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:
                 continue  # removed while listing
-            yield DirEntry(real.child(name), _kind(st.st_mode), st.st_size)
+            yield DirEntry(real.child(name), _kind(st.st_mode), st.st_size, st.st_mtime_ns)
 
     def walk(self, path: SessionPath, *, max_entries: int) -> Iterator[DirEntry]:
         """Every entry below a directory, depth first, symlinks not descended; stops at max_entries."""

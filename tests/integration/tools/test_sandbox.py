@@ -9,6 +9,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from agent_core.tools.sandbox import CappedBuffer, SandboxLimits, run_python
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import posixpath
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from agent_core.errors import PermissionDeniedError, ToolError
 from agent_core.tools.paths import (
     DEFAULT_PLATFORM_DIRS,
@@ -24,8 +27,6 @@ from agent_core.tools.paths import (
     ensure_writable,
     resolve_logical,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 ROOT = "/home/x/accounts/acct_1/sessions/sess_1"
 CWD = SessionPath(("scratchpad",))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from agent_core.errors import SchemaError
 from agent_core.tools.paths import Area, SessionPath
 from agent_core.tools.workspace import Workspace

@@ -1,0 +1,193 @@
+"""Executes one tool call: validate, ask permission, run with a timeout, cap, report artifacts.
+
+Every failure becomes a ``ToolResult`` with ``is_error=True`` and a message the model can act on,
+so one bad call never ends the run; only cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent_core.errors import AgentCoreError, redact
+from agent_core.tools.artifacts import ArtifactSink, OutputFile, SavedToolOutput, guess_mime
+from agent_core.tools.base import Tool, ToolContext, ToolOutput
+from agent_core.tools.paths import Area, InvalidPathError, PathEscapeError, SessionPath
+from agent_core.tools.permissions import PermissionGate
+from agent_core.tools.registry import ToolRegistry
+from agent_core.tools.workspace import Workspace
+from agent_core.types.enums import PermissionBehavior
+from agent_core.types.protocol import ArtifactRefBlock, TextBlock, ToolCall, ToolResult
+
+__all__ = ["ExecutorSettings", "ToolExecutor", "truncate_output"]
+
+_OUTPUT = SessionPath((Area.OUTPUT.value,))
+_Snapshot = dict[SessionPath, tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorSettings:
+    """Limits of the executor: inline output cap (bytes of UTF-8) and the ``output/`` scan size."""
+
+    output_cap_bytes: int = 32 * 1024
+    max_output_scan: int = 10_000
+
+
+def truncate_output(text: str, cap: int) -> tuple[str, int]:
+    """Cut ``text`` to at most ``cap`` UTF-8 bytes plus a ``[truncated N bytes]`` marker."""
+    data = text.encode("utf-8")
+    if len(data) <= cap:
+        return text, 0
+    dropped = len(data) - cap
+    return data[:cap].decode("utf-8", errors="ignore") + f"\n[truncated {dropped} bytes]", dropped
+
+
+def _validation_message(tool: Tool[Any], exc: ValidationError) -> str:
+    lines = [f"Invalid arguments for tool {tool.name!r}:"]
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = ".".join(str(part) for part in err["loc"]) or "(arguments)"
+        lines.append(f"- {loc}: {err['msg']}")
+    schema = json.dumps(tool.definition().input_schema, separators=(",", ":"))
+    lines.append(f"Call it again with arguments matching this JSON Schema: {schema}")
+    return "\n".join(lines)
+
+
+class ToolExecutor:
+    """Runs tool calls of one run against one workspace (see module docstring)."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        *,
+        workspace: Workspace,
+        run_id: str,
+        agent_id: str,
+        permissions: PermissionGate,
+        artifacts: ArtifactSink,
+        settings: ExecutorSettings | None = None,
+    ) -> None:
+        self.registry = registry
+        self.workspace = workspace
+        self.run_id = run_id
+        self.agent_id = agent_id
+        self.permissions = permissions
+        self.artifacts = artifacts
+        self.settings = settings or ExecutorSettings()
+
+    async def execute(self, call: ToolCall, *, node_id: str | None = None) -> ToolResult:
+        """The result of ``call``; never raises except ``CancelledError``."""
+        started = time.monotonic()
+        meta: dict[str, Any] = {"tool": call.name}
+        output = await self._execute(call, node_id, meta)
+        content: list[TextBlock | ArtifactRefBlock] = []
+        text, dropped = truncate_output(output.text, self.settings.output_cap_bytes)
+        if dropped:
+            saved = SavedToolOutput(tool_call_id=call.id, tool_name=call.name, text=output.text)
+            artifact_id = await self.artifacts.save_tool_output(saved)
+            meta["truncated_bytes"] = dropped
+            if artifact_id is not None:
+                text += f" (full output saved as artifact {artifact_id})"
+                content.append(
+                    ArtifactRefBlock(artifact_id=artifact_id, summary="full tool output")
+                )
+        content.insert(0, TextBlock(text=text))
+        meta.update(output.metadata)
+        meta["duration_ms"] = round((time.monotonic() - started) * 1000, 1)
+        return ToolResult(
+            tool_call_id=call.id, content=list(content), is_error=output.is_error, metadata=meta
+        )
+
+    async def _execute(
+        self, call: ToolCall, node_id: str | None, meta: dict[str, Any]
+    ) -> ToolOutput:
+        tool = self.registry.get(call.name)
+        if tool is None:
+            known = ", ".join(self.registry.names()) or "none"
+            meta["error_code"] = "unknown_tool"
+            return ToolOutput(f"Unknown tool {call.name!r}. Available tools: {known}.", True)
+        try:
+            args = tool.input_model.model_validate(call.arguments)
+        except ValidationError as exc:
+            meta["error_code"] = "invalid_arguments"
+            return ToolOutput(_validation_message(tool, exc), True)
+        decision = await self.permissions.decide(
+            call,
+            writes=tool.writes,
+            session_id=self.workspace.session_id,
+            run_id=self.run_id,
+            agent_id=self.agent_id,
+        )
+        meta["permission"] = {"behavior": decision.behavior.value, "by": decision.decided_by}
+        if decision.behavior is not PermissionBehavior.ALLOW:
+            meta["error_code"] = "permission_denied"
+            reason = decision.reason or "no reason given"
+            return ToolOutput(f"Permission denied for {call.name}: {reason}", True)
+        ctx = ToolContext(
+            workspace=self.workspace,
+            tool_call_id=call.id,
+            session_id=self.workspace.session_id,
+            run_id=self.run_id,
+            agent_id=self.agent_id,
+            node_id=node_id,
+        )
+        before = await self._scan_output() if tool.writes else {}
+        output = await self._run(tool, args, ctx, meta)
+        if tool.writes:
+            meta["artifacts"] = await self._report_output_files(before, ctx)
+        return output
+
+    async def _run(
+        self, tool: Tool[Any], args: Any, ctx: ToolContext, meta: dict[str, Any]
+    ) -> ToolOutput:
+        timeout = tool.timeout_for(args)
+        try:
+            async with asyncio.timeout(timeout):
+                return await tool.run(args, ctx)
+        except TimeoutError:
+            meta["error_code"] = "tool_timeout"
+            return ToolOutput(f"{tool.name} timed out after {timeout:g} s", True)
+        except AgentCoreError as exc:
+            meta["error_code"] = exc.code
+            return ToolOutput(redact(exc.message), True)
+        except Exception as exc:  # a bug in a tool must not end the run
+            meta["error_code"] = "tool_internal_error"
+            return ToolOutput(
+                f"{tool.name} failed with an internal error ({type(exc).__name__}: "
+                f"{redact(str(exc))[:500]})",
+                True,
+            )
+
+    async def _scan_output(self) -> _Snapshot:
+        def scan() -> _Snapshot:
+            try:
+                entries = self.workspace.fs.walk(_OUTPUT, max_entries=self.settings.max_output_scan)
+                return {e.path: (e.size, e.mtime_ns) for e in entries if e.kind == "file"}
+            except (InvalidPathError, PathEscapeError):
+                return {}
+
+        return await asyncio.to_thread(scan)
+
+    async def _report_output_files(
+        self, before: _Snapshot, ctx: ToolContext
+    ) -> list[dict[str, Any]]:
+        """Register every file in ``output/`` that the call created or changed."""
+        after = await self._scan_output()
+        reported = []
+        for path, (size, mtime) in sorted(after.items(), key=lambda kv: kv[0].parts):
+            if before.get(path) == (size, mtime):
+                continue
+            record = OutputFile(
+                path=str(path),
+                size_bytes=size,
+                mime_type=guess_mime(path.name),
+                tool_call_id=ctx.tool_call_id,
+                node_id=ctx.node_id,
+            )
+            artifact_id = await self.artifacts.register_output_file(record)
+            reported.append({"path": record.path, "size_bytes": size, "artifact_id": artifact_id})
+        return reported

@@ -1,0 +1,97 @@
+"""The permission check before a tool runs: policy allow / deny / ask (ask awaits a broker).
+
+The broker is an async callable injected by the runtime: the run-worker's broker publishes the
+:class:`PermissionRequest`, marks the run pending and resolves when the decision arrives over the
+API, so ``ask`` pauses the run without blocking the worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from agent_core.types.enums import PermissionBehavior, PermissionPolicy
+from agent_core.types.protocol import PermissionDecision, PermissionRequest, ToolCall
+
+__all__ = ["PermissionBroker", "PermissionGate", "PermissionRules"]
+
+PermissionBroker = Callable[[PermissionRequest], Awaitable[PermissionDecision]]
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRules:
+    """An agent's permission policy: a default, overrides per tool name, and read-only tools.
+
+    ``read_only`` applies to tools that change nothing (``writes=False``) when no per-tool rule
+    names them, so an ``ask`` agent is not asked before every ``read_file``.
+    """
+
+    default: PermissionPolicy = PermissionPolicy.ALLOW
+    per_tool: Mapping[str, PermissionPolicy] = field(default_factory=dict)
+    read_only: PermissionPolicy | None = PermissionPolicy.ALLOW
+
+    def policy_for(self, tool_name: str, *, writes: bool) -> PermissionPolicy:
+        """The policy that governs one call of ``tool_name``."""
+        if tool_name in self.per_tool:
+            return self.per_tool[tool_name]
+        if not writes and self.read_only is not None:
+            return self.read_only
+        return self.default
+
+
+class PermissionGate:
+    """Decides one tool call: by policy, or by asking the broker."""
+
+    def __init__(self, rules: PermissionRules, broker: PermissionBroker | None = None) -> None:
+        self.rules = rules
+        self._broker = broker
+
+    async def decide(
+        self,
+        call: ToolCall,
+        *,
+        writes: bool,
+        session_id: str,
+        run_id: str,
+        agent_id: str,
+    ) -> PermissionDecision:
+        """The decision for ``call``; with ``ask`` this waits as long as the broker does."""
+        # Derived from the call id, so a resumed run asks the same request again, not a new one.
+        request_id = f"perm_{call.id}"
+        policy = self.rules.policy_for(call.name, writes=writes)
+        if policy is PermissionPolicy.ALLOW:
+            return PermissionDecision(
+                request_id=request_id, behavior=PermissionBehavior.ALLOW, decided_by="policy"
+            )
+        if policy is PermissionPolicy.DENY:
+            return PermissionDecision(
+                request_id=request_id,
+                behavior=PermissionBehavior.DENY,
+                reason=f"the agent's policy denies {call.name}",
+                decided_by="policy",
+            )
+        if self._broker is None:
+            return PermissionDecision(
+                request_id=request_id,
+                behavior=PermissionBehavior.DENY,
+                reason="permission required but no one can be asked in this run",
+                decided_by="policy",
+            )
+        request = PermissionRequest(
+            request_id=request_id,
+            session_id=session_id,
+            run_id=run_id,
+            agent_id=agent_id,
+            tool_call=call,
+            reason=f"{call.name} needs approval",
+        )
+        decision = await self._broker(request)
+        if decision.request_id != request_id:
+            # A decision for another request must never unlock this one.
+            return PermissionDecision(
+                request_id=request_id,
+                behavior=PermissionBehavior.DENY,
+                reason="the permission decision answered a different request",
+                decided_by="policy",
+            )
+        return decision
