@@ -222,10 +222,11 @@ class FakeHTTPServer:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away; nothing left to answer
         finally:
-            self._conn_writers.pop(task, None)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+            # Only now: aclose() waits for every task still listed, up to its very end.
+            self._conn_writers.pop(task, None)
 
     async def _respond(
         self, req: RecordedRequest, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

@@ -70,7 +70,11 @@ def map_anthropic_error(err: anthropic.AnthropicError, provider: str = PROVIDER)
 
 
 class _EventState:
-    """Turns raw Messages stream events into normalized events."""
+    """Turns raw Messages stream events (JSON objects) into normalized events.
+
+    Events stay plain dicts: the SDK's typed event models cost more to build than everything
+    else per event, and nothing here needs them.
+    """
 
     def __init__(self, provider: str) -> None:
         self.provider = provider
@@ -80,30 +84,31 @@ class _EventState:
         self.stopped = False
 
     def feed(self, event: Any) -> list[ModelEvent]:
-        kind = event.type
+        kind = event["type"]
         if kind == "content_block_delta":
-            delta = event.delta
-            if delta.type == "text_delta":
-                return [TextDeltaEvent(text=delta.text)] if delta.text else []
-            if delta.type == "input_json_delta" and delta.partial_json:
-                return [self.calls.add(event.index, delta.partial_json)]
+            delta = event["delta"]
+            if delta["type"] == "text_delta":
+                return [TextDeltaEvent(text=delta["text"])] if delta["text"] else []
+            if delta["type"] == "input_json_delta" and delta["partial_json"]:
+                return [self.calls.add(event["index"], delta["partial_json"])]
             return []  # thinking, signature and citation deltas are not part of the protocol
         if kind == "content_block_start":
-            block = event.content_block
-            if block.type == "tool_use":
-                return [self.calls.start(event.index, block.id, block.name)]
-            if block.type == "text" and block.text:
-                return [TextDeltaEvent(text=block.text)]
+            block = event["content_block"]
+            if block["type"] == "tool_use":
+                return [self.calls.start(event["index"], block["id"], block["name"])]
+            if block["type"] == "text" and block.get("text"):
+                return [TextDeltaEvent(text=block["text"])]
             return []
         if kind == "content_block_stop":
-            return [self.calls.finish(event.index)] if self.calls.is_open(event.index) else []
+            index = event["index"]
+            return [self.calls.finish(index)] if self.calls.is_open(index) else []
         if kind == "message_start":
-            msg = event.message
-            self.usage = _usage(msg.usage, self.usage)
-            return [MessageStartEvent(model=msg.model, response_id=msg.id)]
+            msg = event["message"]
+            self.usage = _usage(msg.get("usage"), self.usage)
+            return [MessageStartEvent(model=msg.get("model"), response_id=msg.get("id"))]
         if kind == "message_delta":
-            self.stop_reason = event.delta.stop_reason
-            self.usage = _usage(event.usage, self.usage)
+            self.stop_reason = (event.get("delta") or {}).get("stop_reason")
+            self.usage = _usage(event.get("usage"), self.usage)
             return [UsageEvent(usage=self.usage)]
         if kind == "message_stop":
             self.stopped = True
@@ -122,10 +127,11 @@ class _EventState:
 
 
 def _usage(raw: Any, prev: Usage) -> Usage:
-    """Merge a usage object (message_start or message_delta; fields may be missing or None)."""
+    """Merge a usage object (message_start or message_delta; fields may be missing or null)."""
+    raw = raw or {}
 
     def pick(name: str, old: int) -> int:
-        value = getattr(raw, name, None)
+        value = raw.get(name)
         return old if value is None else int(value)
 
     return Usage(
@@ -165,7 +171,15 @@ class AnthropicProviderAdapter:
         params = build_params(request, self.settings)
         client = self._get_client()
         try:
-            response: Any = await client.messages.create(**params)
+            # The SDK's low-level post with cast_to=object: its transport, auth, headers, SSE
+            # decoding (ping skipped, ``event: error`` raised) and errors; events as dicts.
+            response: anthropic.AsyncStream[object] = await client.post(
+                "/v1/messages",
+                body=params,
+                cast_to=object,
+                stream=True,
+                stream_cls=anthropic.AsyncStream[object],
+            )
         except anthropic.AnthropicError as err:
             raise map_anthropic_error(err) from err
         state = _EventState(self.provider)
@@ -179,7 +193,7 @@ class AnthropicProviderAdapter:
             raise timeout_error(self.provider, err) from err
         except httpx2.HTTPError as err:  # this SDK does not wrap errors raised mid-stream
             raise connection_error(self.provider, err) from err
-        except ValueError as err:  # an event that is not JSON, or JSON of the wrong shape
+        except (ValueError, TypeError, KeyError, AttributeError) as err:  # not JSON / wrong shape
             raise malformed_error(self.provider, "event is not valid JSON", err) from err
         finally:
             await response.close()

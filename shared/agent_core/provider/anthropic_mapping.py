@@ -61,7 +61,7 @@ def build_messages(request: ModelRequest) -> list[dict[str, Any]]:
 
 
 def build_params(request: ModelRequest, settings: ProviderSettings) -> dict[str, Any]:
-    """Keyword arguments for ``messages.create`` (always streaming)."""
+    """The JSON body of a streamed Messages request."""
     params: dict[str, Any] = {
         "model": request.model,
         "messages": build_messages(request),
@@ -91,7 +91,7 @@ def build_params(request: ModelRequest, settings: ProviderSettings) -> dict[str,
         params["temperature"] = request.temperature
     if request.stop:
         params["stop_sequences"] = request.stop
-    extra = {**settings.provider_options, **request.provider_options}
-    if extra:
-        params["extra_body"] = extra
+    # Provider-specific fields (e.g. thinking, metadata) go into the body as given.
+    params.update(settings.provider_options)
+    params.update(request.provider_options)
     return params

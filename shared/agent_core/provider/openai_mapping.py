@@ -81,7 +81,7 @@ def _max_tokens_field(settings: ProviderSettings) -> str:
 
 
 def build_params(request: ModelRequest, settings: ProviderSettings) -> dict[str, Any]:
-    """Keyword arguments for ``chat.completions.create`` (always streaming, with usage)."""
+    """The JSON body of a streamed Chat Completions request (with usage)."""
     params: dict[str, Any] = {
         "model": request.model,
         "messages": build_messages(request),
@@ -113,7 +113,7 @@ def build_params(request: ModelRequest, settings: ProviderSettings) -> dict[str,
         params["temperature"] = request.temperature
     if request.stop:
         params["stop"] = request.stop
-    extra = {**settings.provider_options, **request.provider_options}
-    if extra:
-        params["extra_body"] = extra
+    # Provider-specific fields (e.g. reasoning_effort, seed) go into the body as given.
+    params.update(settings.provider_options)
+    params.update(request.provider_options)
     return params
