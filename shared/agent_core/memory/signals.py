@@ -29,11 +29,11 @@ def _markers(text: str) -> list[str]:
 
 
 def _has_content(text: str) -> bool:
-    """Something is left once marker words are removed (rejects "还是不行", "remember that")."""
+    """A slot, or something left once marker words go (rejects "还是不行", "remember that")."""
     rest = text
     for pattern in (lx.STRONG, lx.WEAK, lx.CORRECTION, lx.CHANGE, lx.IDIOMS):
         rest = pattern.sub(" ", rest)
-    return len(feature_set(rest)) >= 2
+    return len(feature_set(rest)) >= 2 or any(detect_slots(c) for c in split_clauses(text))
 
 
 def _vetoed(sentence: str, probe: str) -> bool:

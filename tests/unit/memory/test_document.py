@@ -1,0 +1,92 @@
+"""Memory files: round trip, user edits, errors, injection and compaction."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from agent_core.errors import SchemaError
+from agent_core.memory import (
+    INJECTION_HEADING,
+    INJECTION_NOTE,
+    MemoryDocument,
+    MemoryEntry,
+    compact,
+    new_document,
+    parse_document,
+    render_document,
+    render_injection,
+)
+
+
+def _doc(scope: str, *texts: str, budget: int = 3000) -> MemoryDocument:
+    doc = new_document(scope).model_copy(update={"char_budget": budget})
+    for i, text in enumerate(texts, 1):
+        doc.entries.append(MemoryEntry(id=f"u{i}", text=text))
+    return doc
+
+
+def test_round_trip_keeps_everything() -> None:
+    doc = _doc("skill:excel", "冻结首行", "sheet 名不超过 31 字符")
+    doc.entries[0].slot = "freeze=on"
+    doc.entries[1].meta = {"src": "run_1"}
+    doc.updated_at = datetime(2026, 1, 5, 10, tzinfo=UTC)
+    doc.preamble = "手写说明"
+    text = render_document(doc)
+    assert text.startswith("---\nscope: skill:excel\nskill: excel\n")
+    assert parse_document(text, scope="user") == doc
+
+
+def test_user_edit_without_comments_gets_ids_and_continuations() -> None:
+    doc = parse_document(
+        "- 日期用 YYYY-MM-DD\n- 金额用万元\n  保留两位小数\n* 第三条 <!-- id:u1 -->\n", scope="user"
+    )
+    assert [e.text for e in doc.entries] == [
+        "日期用 YYYY-MM-DD",
+        "金额用万元 保留两位小数",
+        "第三条",
+    ]
+    assert len({e.id for e in doc.entries}) == 3
+    assert doc.scope == "user" and doc.char_budget == 3000
+
+
+@pytest.mark.parametrize(
+    "text", ["---\n[unclosed\n---\n- a\n", "---\n- a list\n---\n", "---\nchar_budget: -1\n---\n"]
+)
+def test_bad_frontmatter_is_a_schema_error(text: str) -> None:
+    with pytest.raises(SchemaError):
+        parse_document(text, scope="user")
+
+
+def test_injection_has_heading_note_user_and_enabled_skills_only() -> None:
+    doc = _doc("user", "日期用 YYYY-MM-DD")
+    doc.entries[0].slot = "date_format=iso"
+    out = render_injection(doc, [_doc("skill:chart", "不要饼图")])
+    assert out.splitlines()[:2] == [INJECTION_HEADING, INJECTION_NOTE]
+    assert "- 日期用 YYYY-MM-DD" in out and "## 技能：chart" in out and "- 不要饼图" in out
+    assert "<!--" not in out and "slot" not in out
+    assert render_injection(new_document("user"), []) == ""
+
+
+def test_compaction_merges_then_shortens_then_reports_evictions() -> None:
+    doc = _doc(
+        "user",
+        "图表不要 3D",
+        "图表不要 3D 效果，也不要阴影",
+        "日期用 ISO，因为系统会出错",
+        "x" * 30,
+        budget=40,
+    )
+    report = compact(doc)
+    assert ("u1", "u2") in report.merged
+    assert "u3" in report.shortened
+    assert report.document.chars_used() <= 40
+    kept = {e.id for e in report.document.entries}
+    evicted = {e.id for e in report.evicted}
+    assert kept | evicted | {"u1"} == {"u1", "u2", "u3", "u4"} and not kept & evicted
+    assert doc.chars_used() > 40  # the input is not mutated
+
+
+def test_compaction_under_budget_changes_nothing() -> None:
+    doc = _doc("user", "a b c")
+    report = compact(doc)
+    assert not report.changed and report.document == doc

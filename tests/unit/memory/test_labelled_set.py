@@ -1,0 +1,87 @@
+"""The fallback pipeline over the labelled set in tests/data/memory (see its README).
+
+Each episode is replayed from empty memory: detect → consolidate (rules) → apply, after every
+interaction; the final documents are scored against the labels.
+"""
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agent_core.memory import (
+    Interaction,
+    MemoryDocument,
+    apply_updates,
+    consolidate_fallback,
+    detect_signals,
+    parse_document,
+    render_document,
+)
+from agent_core.memory.evaluation import EpisodeLabels, Score, merge_scores, score_episode
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "memory"
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+LABELS = json.loads((DATA / "labels.json").read_text(encoding="utf-8"))
+EPISODES = sorted((DATA / "episodes").glob("*.jsonl"))
+
+
+def _replay(path: Path) -> dict[str, MemoryDocument]:
+    docs: dict[str, MemoryDocument] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        ix = Interaction.model_validate_json(line)
+        docs = apply_updates(
+            docs, consolidate_fallback(detect_signals(ix), docs, now=NOW), now=NOW
+        ).documents
+        # What the service writes must parse back to the same state (no drift across writes).
+        docs = {s: parse_document(render_document(d), scope=s) for s, d in docs.items()}
+    return docs
+
+
+def _score(path: Path) -> Score:
+    return score_episode(EpisodeLabels.model_validate(LABELS[path.stem]), _replay(path))
+
+
+def test_set_is_big_enough_and_labelled() -> None:
+    interactions = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in EPISODES)
+    assert interactions >= 60
+    assert {p.stem for p in EPISODES} == set(LABELS)
+
+
+def test_fallback_meets_the_goals_on_the_whole_set() -> None:
+    total = merge_scores([_score(p) for p in EPISODES])
+    print("fallback figures:", total.summary())  # shown with -s; the report quotes them
+    assert total.precision >= 0.90, total.false_memories
+    assert total.recall >= 0.75, total.missed
+    assert total.secrets_leaked == []
+    assert total.conflicts_resolved == total.conflicts, total.absent_violations
+    assert total.absent_violations == []
+
+
+@pytest.mark.parametrize("path", EPISODES, ids=lambda p: p.stem)
+def test_no_episode_leaks_or_duplicates(path: Path) -> None:
+    score = _score(path)
+    assert score.secrets_leaked == []
+    assert score.duplicates == 0
+
+
+def test_scorer_counts_what_it_claims() -> None:
+    labels = EpisodeLabels.model_validate(
+        {
+            "expected": [
+                {"scope": "user", "all": ["万元"]},
+                {"scope": "user", "all": [["一位", "1位"], "小数"]},
+            ],
+            "absent": [{"scope": "user", "kind": "conflict", "all": ["两位"]}],
+            "secrets": ["4111 1111 1111 1111"],
+        }
+    )
+    doc = parse_document(
+        "- 金额用万元，保留 1 位小数\n- 金额用万元\n- 保留两位小数\n- 卡号 4111-1111-1111-1111\n",
+        scope="user",
+    )
+    score = score_episode(labels, {"user": doc})
+    assert (score.entries, score.true_entries, score.recalled, score.duplicates) == (4, 2, 2, 1)
+    assert len(score.false_memories) == 2 and score.conflicts_resolved == 0 and score.conflicts == 1
+    assert score.secrets_leaked == ["4111 1111 1111 1111"]
