@@ -85,3 +85,23 @@ def test_scorer_counts_what_it_claims() -> None:
     assert (score.entries, score.true_entries, score.recalled, score.duplicates) == (4, 2, 2, 1)
     assert len(score.false_memories) == 2 and score.conflicts_resolved == 0 and score.conflicts == 1
     assert score.secrets_leaked == ["4111 1111 1111 1111"]
+
+
+HOLDOUT = DATA / "holdout"
+
+
+def test_holdout_leaks_no_secret_and_reports_its_figures() -> None:
+    """The held-out set was written after the rules and never used to tune them.
+
+    Its precision/recall are reported, not gated (they are the honest out-of-sample figures);
+    leaking a secret is never acceptable, on any set.
+    """
+    labels = json.loads((HOLDOUT / "labels.json").read_text(encoding="utf-8"))
+    scores = [
+        score_episode(EpisodeLabels.model_validate(labels[p.stem]), _replay(p))
+        for p in sorted((HOLDOUT / "episodes").glob("*.jsonl"))
+    ]
+    total = merge_scores(scores)
+    print("holdout figures:", total.summary())
+    assert total.expected >= 15
+    assert total.secrets_leaked == []
