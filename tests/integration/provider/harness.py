@@ -15,7 +15,6 @@ from agent_core.types.protocol import (
     TextDeltaEvent,
     ToolDefinition,
 )
-
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.http_server import FakeHTTPServer
 from tests.fakes.ollama_server import FakeOllamaServer

@@ -6,6 +6,7 @@ import asyncio
 import time
 
 import pytest
+
 from agent_core.errors import ProviderError
 from agent_core.types.enums import StopReason
 from agent_core.types.protocol import (
@@ -18,7 +19,6 @@ from agent_core.types.protocol import (
     ToolCallStartEvent,
     UsageEvent,
 )
-
 from tests.fakes import script as s
 from tests.integration.provider.harness import (
     API_KEY,

@@ -1,0 +1,169 @@
+"""What each provider's server receives: messages, system, tools, tool_choice, options."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_core.types.protocol import (
+    JsonBlock,
+    ModelMessage,
+    ModelRequest,
+    NamedToolChoice,
+    SystemBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolDefinition,
+    ToolResultBlock,
+)
+from tests.fakes import script as s
+from tests.integration.provider.harness import API_KEY, collect, running
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+def conversation(**kwargs: Any) -> ModelRequest:
+    return ModelRequest(
+        model="fake-model",
+        system=[SystemBlock(text="Be brief."), SystemBlock(text="Use tools.", cache=True)],
+        messages=[
+            ModelMessage(role="user", content=[TextBlock(text="Weather in Paris?")]),
+            ModelMessage(
+                role="assistant",
+                content=[
+                    TextBlock(text="Looking."),
+                    ToolCallBlock(id="call_1", name="get_weather", arguments={"city": "Paris"}),
+                ],
+            ),
+            ModelMessage(
+                role="tool",
+                content=[
+                    ToolResultBlock(
+                        tool_call_id="call_1",
+                        content=[JsonBlock(data={"temp": 21})],
+                        is_error=True,
+                    )
+                ],
+            ),
+            ModelMessage(role="user", content=[TextBlock(text="And now?")]),
+        ],
+        tools=[ToolDefinition(name="get_weather", description="Weather", input_schema=SCHEMA)],
+        tool_choice=NamedToolChoice(name="get_weather"),
+        temperature=0.2,
+        stop=["END"],
+        **kwargs,
+    )
+
+
+async def test_openai_request_mapping() -> None:
+    async with running("openai", [s.text_turn("ok")]) as (server, adapter):
+        await collect(adapter, conversation(provider_options={"seed": 7}))
+    req = server.requests[0]
+    body = req.json
+    assert req.path == "/v1/chat/completions"
+    assert req.headers["authorization"] == f"Bearer {API_KEY}"
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief.\n\nUse tools."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": "Looking.",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": 'ERROR: {"temp":21}'},
+        {"role": "user", "content": "And now?"},
+    ]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": "get_weather", "description": "Weather", "parameters": SCHEMA},
+        }
+    ]
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert (body["temperature"], body["stop"], body["seed"]) == (0.2, ["END"], 7)
+
+
+async def test_anthropic_request_mapping() -> None:
+    async with running("anthropic", [s.text_turn("ok")], default_max_tokens=321) as (
+        server,
+        adapter,
+    ):
+        await collect(adapter, conversation())
+    req = server.requests[0]
+    body = req.json
+    assert req.path == "/v1/messages"
+    # This SDK version sends the API key as a bearer token.
+    assert (
+        req.headers["authorization"] == f"Bearer {API_KEY}" and "anthropic-version" in req.headers
+    )
+    assert body["max_tokens"] == 321 and body["stream"] is True
+    assert body["system"] == [
+        {"type": "text", "text": "Be brief."},
+        {"type": "text", "text": "Use tools.", "cache_control": {"type": "ephemeral"}},
+    ]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Looking."},
+                {
+                    "type": "tool_use",
+                    "id": "call_1",
+                    "name": "get_weather",
+                    "input": {"city": "Paris"},
+                },
+            ],
+        },
+        {
+            # The tool result and the next user text merge into one user turn, result first.
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "call_1",
+                    "content": [{"type": "text", "text": '{"temp":21}'}],
+                    "is_error": True,
+                },
+                {"type": "text", "text": "And now?"},
+            ],
+        },
+    ]
+    assert body["tools"] == [
+        {"name": "get_weather", "description": "Weather", "input_schema": SCHEMA}
+    ]
+    assert body["tool_choice"] == {"type": "tool", "name": "get_weather"}
+    assert (body["temperature"], body["stop_sequences"]) == (0.2, ["END"])
+
+
+async def test_anthropic_tool_choice_required_is_any() -> None:
+    async with running("anthropic", [s.text_turn("ok")]) as (server, adapter):
+        await collect(adapter, conversation().model_copy(update={"tool_choice": "required"}))
+    assert server.requests[0].json["tool_choice"] == {"type": "any"}
+
+
+async def test_ollama_request_mapping() -> None:
+    async with running("ollama", [s.text_turn("ok")], supports_tools=True) as (server, adapter):
+        await collect(adapter, conversation(max_tokens=64))
+    assert [r.path for r in server.requests] == ["/api/chat"], "capability known: no /api/show"
+    body = server.requests[0].json
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief.\n\nUse tools."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": "Looking.",
+            "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}],
+        },
+        {"role": "tool", "content": 'ERROR: {"temp":21}', "tool_name": "get_weather"},
+        {"role": "user", "content": "And now?"},
+    ]
+    assert body["tools"][0]["function"]["parameters"] == SCHEMA
+    assert body["options"] == {"num_predict": 64, "temperature": 0.2, "stop": ["END"]}
+    assert body["stream"] is True
