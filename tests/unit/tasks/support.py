@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+
 from agent_core.tasks.commands import TaskCommand
 from agent_core.tasks.dag import Applied, apply
 from agent_core.tasks.errors import TaskErrorCode, TaskRuleError

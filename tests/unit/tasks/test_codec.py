@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from agent_core.tasks.codec import (
     WalRecordError,
     canonical_json,
@@ -15,7 +16,6 @@ from agent_core.tasks.codec import (
 )
 from agent_core.tasks.errors import WalFault
 from agent_core.tasks.models import TaskAdded, TaskWalEvent
-
 from tests.unit.tasks.support import ALICE, T0
 
 ODD_TEXT = 'Café 设计 \u2028 "quoted" \n tab\t \x00 nul 🙂'

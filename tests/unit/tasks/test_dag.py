@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from agent_core.tasks.commands import (
     AddDependency,
     AddTask,
@@ -18,7 +19,6 @@ from agent_core.tasks.commands import (
 from agent_core.tasks.dag import apply, blocked_ids, ready_ids
 from agent_core.tasks.errors import TaskErrorCode as E
 from agent_core.tasks.models import TaskChangeKind, TaskStatus
-
 from tests.unit.tasks.support import ALICE, BOB, LIST, SESSION, T0, Board, assert_invariants
 
 

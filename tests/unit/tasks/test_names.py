@@ -6,9 +6,10 @@ import re
 import unicodedata
 
 import pytest
-from agent_core.tasks.names import WAL_SUFFIX, list_file_name, list_file_stem
 from hypothesis import given
 from hypothesis import strategies as st
+
+from agent_core.tasks.names import WAL_SUFFIX, list_file_name, list_file_stem
 
 SAFE_STEM = re.compile(r"[a-z0-9][a-z0-9_-]*")
 MAX_STEM_LEN = 64 + 1 + 12

@@ -6,6 +6,9 @@ import contextlib
 import random
 from datetime import timedelta
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from agent_core.tasks.codec import encode_record
 from agent_core.tasks.commands import (
     AddDependency,
@@ -25,9 +28,6 @@ from agent_core.tasks.errors import TaskRuleError
 from agent_core.tasks.models import Task, TaskDAG, TaskStatus, TaskWalEvent
 from agent_core.tasks.rules import evolve
 from agent_core.tasks.wal import ReplayStatus, replay
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from tests.unit.tasks.support import ALICE, BOB, LIST, SESSION, T0, assert_invariants
 
 TASKS = [f"task_{c}" for c in "abcdef"]

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+
 from agent_core.tasks.codec import seal
 from agent_core.tasks.errors import TaskErrorCode as E
 from agent_core.tasks.errors import TaskRuleError
 from agent_core.tasks.models import ListCreated, TaskAdded, TaskClaimed, TaskDAG, TaskUpdated
 from agent_core.tasks.rules import depends_transitively, evolve
-
 from tests.unit.tasks.support import ALICE, LIST, SESSION, T0
 
 CREATED = ListCreated(name=LIST, session_id=SESSION, agent_id=ALICE)
