@@ -39,9 +39,14 @@ async def run_service(
     instance: str,
     *,
     stop: asyncio.Event | None = None,
+    configure_logging: bool = True,
 ) -> int:
-    """Run one service instance until ``stop`` is set or a signal arrives; return the exit code."""
-    setup_logging(settings.log_level, f"{service}[{instance}]")
+    """Run one service instance until ``stop`` is set or a signal arrives; return the exit code.
+
+    ``configure_logging=False`` leaves the process's logging alone (for in-process tests).
+    """
+    if configure_logging:
+        setup_logging(settings.log_level, f"{service}[{instance}]")
     ctx = ServiceContext(settings, service, instance)
     stop = stop or asyncio.Event()
     try:

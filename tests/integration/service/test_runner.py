@@ -1,0 +1,161 @@
+"""The shared service runner: health pings, graceful shutdown, exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+
+from agent_core.bus import BusNames, Delivery, make_broker
+from agent_core.bus.contracts.runs import RUNS_MESSAGE, RunNudge
+from agent_core.config import load_settings
+from agent_core.service import (
+    EXIT_BUS_UNREACHABLE,
+    EXIT_SUBSCRIBER_DIED,
+    ServiceContext,
+    ServiceParts,
+    ping_service,
+    run_service,
+)
+from agent_core.service.valkey import find_free_port
+from tests.conftest import REPO
+from tests.integration.bus.helpers import wait_for
+
+
+def _serve(name: str, redis_url: str, names: BusNames, home: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "SOONG_REDIS_URL": redis_url,
+        "SOONG_NAMESPACE": names.namespace,
+        "SOONG_AGENT_HOME": str(home),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "agent_core.cli", "serve", name, "--instance", "0"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+async def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None:
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("process did not exit in time")
+        await asyncio.sleep(0.05)
+    return proc.returncode
+
+
+async def _context(redis_url: str, names: BusNames, home: Path) -> ServiceContext:
+    settings = load_settings(
+        env={
+            "SOONG_AGENT_HOME": str(home),
+            "SOONG_REDIS_URL": redis_url,
+            "SOONG_NAMESPACE": names.namespace,
+        }
+    )
+    ctx = ServiceContext(settings, "tester", "0")
+    await ctx.broker.connect()
+    await ctx.rpc.start()
+    return ctx
+
+
+async def test_service_answers_ping_and_stops_cleanly_on_sigterm(
+    redis_url: str, names: BusNames, tmp_path: Path
+) -> None:
+    proc = _serve("task_wal", redis_url, names, tmp_path)
+    ctx = await _context(redis_url, names, tmp_path)
+    try:
+        reply = await ping_service(ctx, "task_wal", timeout_s=20)
+        assert reply.ok and reply.service == "task_wal" and reply.instance == "0"
+        assert all(reply.subscribers.values())
+        proc.send_signal(signal.SIGTERM)
+        assert await _wait_exit(proc, 20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        await ctx.rpc.stop()
+        await ctx.broker.stop()
+        await ctx.redis.aclose()
+
+
+async def test_service_whose_subscriber_died_exits_non_zero(
+    redis_url: str, redis: Redis, names: BusNames, tmp_path: Path
+) -> None:
+    proc = _serve("memory_extraction", redis_url, names, tmp_path)
+    ctx = await _context(redis_url, names, tmp_path)
+    try:
+        await ping_service(ctx, "memory_extraction", timeout_s=20)
+        # Deleting the stream removes its group: FastStream's subscriber stops for good (NOGROUP)
+        # while PING still succeeds. The watchdog must notice and exit non-zero.
+        await redis.delete(names.health("memory_extraction"))
+        code = await _wait_exit(proc, 20)
+        output = proc.stdout.read().decode() if proc.stdout else ""
+        assert code == EXIT_SUBSCRIBER_DIED, output
+        assert "subscriber(s) stopped" in output
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        await ctx.rpc.stop()
+        await ctx.broker.stop()
+        await ctx.redis.aclose()
+
+
+async def test_unreachable_bus_exits_with_a_clear_message(names: BusNames, tmp_path: Path) -> None:
+    proc = _serve("task_wal", f"redis://:s3cret@127.0.0.1:{find_free_port()}", names, tmp_path)
+    code = await _wait_exit(proc, 30)
+    output = proc.stdout.read().decode() if proc.stdout else ""
+    assert code == EXIT_BUS_UNREACHABLE
+    assert "bus unreachable" in output
+    assert "s3cret" not in output
+    assert "Traceback" not in output
+
+
+async def test_graceful_shutdown_finishes_in_flight_work(
+    redis_url: str, redis: Redis, names: BusNames, tmp_path: Path
+) -> None:
+    settings = load_settings(
+        env={
+            "SOONG_AGENT_HOME": str(tmp_path),
+            "SOONG_REDIS_URL": redis_url,
+            "SOONG_NAMESPACE": names.namespace,
+        }
+    )
+    started, finished = asyncio.Event(), asyncio.Event()
+
+    async def slow(message: Any, _: Delivery) -> None:
+        started.set()
+        await asyncio.sleep(0.5)
+        finished.set()
+
+    async def factory(ctx: ServiceContext) -> ServiceParts:
+        return ServiceParts(
+            consumers=[ctx.consumer(names.runs, "workers", RUNS_MESSAGE, handler=slow)]
+        )
+
+    stop = asyncio.Event()
+    service = asyncio.create_task(
+        run_service(factory, settings, "slowpoke", "0", stop=stop, configure_logging=False)
+    )
+    broker = make_broker(redis_url)
+    await broker.connect()
+    await broker.publish(RunNudge(session_id="s"), stream=names.runs)
+    await broker.stop()
+    await asyncio.wait_for(started.wait(), 20)
+    stop.set()  # mid-handler
+    assert await asyncio.wait_for(service, 30) == 0
+    assert finished.is_set()
+    await wait_for(lambda: _no_pending(redis, names.runs, "workers"))
+
+
+async def _no_pending(redis: Redis, stream: str, group: str) -> bool:
+    return int((await redis.xpending(stream, group))["pending"]) == 0

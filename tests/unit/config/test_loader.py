@@ -1,0 +1,95 @@
+"""Settings: defaults, config.toml, environment overrides, and errors that name key and file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_core.config import ENV_VARS, load_settings
+from agent_core.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_defaults_without_a_file(tmp_path: Path) -> None:
+    settings = load_settings(env={"SOONG_AGENT_HOME": str(tmp_path)})
+    assert settings.home == tmp_path
+    assert settings.db_path == tmp_path / "sessions.sqlite"
+    assert settings.bus.redis_url is None
+    assert settings.model.provider == "openai"
+
+
+def test_file_then_environment(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('[gateway]\nport = 9000\n[bus]\nnamespace = "prod"\n')
+    settings = load_settings(
+        env={
+            "SOONG_AGENT_HOME": str(tmp_path),
+            "SOONG_GATEWAY_PORT": "9100",
+            "SOONG_REDIS_URL": "redis://r:6379",
+        }
+    )
+    assert settings.gateway.port == 9100  # the environment wins over the file
+    assert settings.bus.namespace == "prod"
+    assert settings.bus.redis_url == "redis://r:6379"
+
+
+def test_unknown_key_names_key_and_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("[gateway]\nprot = 9000\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(env={"SOONG_AGENT_HOME": str(tmp_path)})
+    assert info.value.details["key"] == "gateway.prot"
+    assert str(path) in info.value.message
+
+
+def test_bad_value_from_environment_names_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(env={"SOONG_AGENT_HOME": str(tmp_path), "SOONG_GATEWAY_PORT": "eighty"})
+    assert info.value.details["key"] == "gateway.port"
+    assert "SOONG_GATEWAY_PORT" in info.value.message
+
+
+def test_broken_toml_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("[gateway\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(env={"SOONG_AGENT_HOME": str(tmp_path)})
+    assert info.value.code == "config_unreadable"
+
+
+def test_example_config_is_valid_and_complete(tmp_path: Path) -> None:
+    example = REPO / "deploy" / "config.example.toml"
+    settings = load_settings(env={"SOONG_AGENT_HOME": str(tmp_path)}, config_file=example)
+    assert settings.gateway.port == 8720
+    text = example.read_text()
+    for var in ENV_VARS:  # every override is documented in the example
+        assert var in text, var
+
+
+def test_every_env_var_maps_to_a_settings_key(tmp_path: Path) -> None:
+    values = {
+        "SOONG_AGENT_HOME": str(tmp_path),
+        "SOONG_REDIS_URL": "redis://x:1",
+        "SOONG_NAMESPACE": "abc",
+        "SOONG_LOG_LEVEL": "DEBUG",
+        "SOONG_GATEWAY_HOST": "0.0.0.0",
+        "SOONG_GATEWAY_PORT": "1234",
+        "SOONG_DB_PATH": str(tmp_path / "db.sqlite"),
+        "SOONG_MODEL_PROVIDER": "anthropic",
+        "SOONG_MODEL_NAME": "m",
+        "SOONG_MODEL_BASE_URL": "http://127.0.0.1:1",
+    }
+    assert set(values) == set(ENV_VARS)
+    s = load_settings(env=values)
+    assert (s.bus.namespace, s.log_level, s.gateway.host, s.gateway.port) == (
+        "abc",
+        "DEBUG",
+        "0.0.0.0",
+        1234,
+    )
+    assert (s.db_path, s.model.provider, s.model.name, s.model.base_url) == (
+        tmp_path / "db.sqlite",
+        "anthropic",
+        "m",
+        "http://127.0.0.1:1",
+    )
