@@ -122,7 +122,7 @@ class GlobTool(Tool[GlobArgs]):
                     hits.append(str(entry.path) + ("/" if entry.kind == "dir" else ""))
                     if len(hits) >= args.max_results:
                         break
-            return hits
+            return sorted(hits)
 
         hits = await asyncio.to_thread(find)
         if not hits:

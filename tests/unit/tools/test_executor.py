@@ -1,0 +1,283 @@
+"""The executor: validation, permissions (allow/deny/ask), timeouts, caps and artifact reports."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import Field
+
+from agent_core.errors import ConfigError, ToolError
+from agent_core.tools import (
+    ExecutorSettings,
+    MemoryArtifactSink,
+    PermissionGate,
+    PermissionRules,
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolExecutor,
+    ToolOutput,
+    ToolRegistry,
+    Workspace,
+    builtin_tools,
+)
+from agent_core.types.enums import PermissionBehavior, PermissionPolicy
+from agent_core.types.protocol import (
+    ArtifactRefBlock,
+    PermissionDecision,
+    PermissionRequest,
+    TextBlock,
+    ToolCall,
+    ToolResult,
+)
+
+
+class EchoArgs(ToolArgs):
+    text: str = Field(min_length=1)
+    repeat: int = Field(default=1, ge=1, le=100_000)
+
+
+class EchoTool(Tool[EchoArgs]):
+    name = "echo"
+    description = "Echo text."
+    input_model = EchoArgs
+
+    async def run(self, args: EchoArgs, ctx: ToolContext) -> ToolOutput:
+        return ToolOutput(args.text * args.repeat)
+
+
+class SleepArgs(ToolArgs):
+    seconds: float
+
+
+class SleepTool(Tool[SleepArgs]):
+    name = "sleep"
+    description = "Sleep."
+    input_model = SleepArgs
+    timeout_s = 0.2
+
+    async def run(self, args: SleepArgs, ctx: ToolContext) -> ToolOutput:
+        await asyncio.sleep(args.seconds)
+        return ToolOutput("slept")
+
+
+class BrokenTool(Tool[SleepArgs]):
+    name = "broken"
+    description = "Raises."
+    input_model = SleepArgs
+
+    async def run(self, args: SleepArgs, ctx: ToolContext) -> ToolOutput:
+        raise RuntimeError("boom with api_key=sk-abcdefghijklmnop1234")
+
+
+class FailingTool(Tool[SleepArgs]):
+    name = "failing"
+    description = "Raises a ToolError."
+    input_model = SleepArgs
+
+    async def run(self, args: SleepArgs, ctx: ToolContext) -> ToolOutput:
+        raise ToolError("thing_missing", "the thing is missing")
+
+
+def text_of(result: ToolResult) -> str:
+    first = result.content[0]
+    assert isinstance(first, TextBlock)
+    return first.text
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    workspace = Workspace(tmp_path, "acct_1", "sess_1")
+    workspace.ensure()
+    return workspace
+
+
+def make_executor(
+    ws: Workspace,
+    *,
+    rules: PermissionRules | None = None,
+    broker: Any = None,
+    sink: MemoryArtifactSink | None = None,
+    cap: int = 32 * 1024,
+) -> ToolExecutor:
+    registry = ToolRegistry(
+        [*builtin_tools(), EchoTool(), SleepTool(), BrokenTool(), FailingTool()]
+    )
+    return ToolExecutor(
+        registry,
+        workspace=ws,
+        run_id="run_1",
+        agent_id="agent_1",
+        permissions=PermissionGate(rules or PermissionRules(), broker),
+        artifacts=sink if sink is not None else MemoryArtifactSink(),
+        settings=ExecutorSettings(output_cap_bytes=cap),
+    )
+
+
+def test_registry_rejects_duplicates_and_lists_definitions() -> None:
+    registry = ToolRegistry([EchoTool()])
+    with pytest.raises(ConfigError):
+        registry.register(EchoTool())
+    (definition,) = registry.definitions()
+    assert definition.name == "echo"
+    assert definition.input_schema["required"] == ["text"]
+    assert definition.input_schema["additionalProperties"] is False
+    assert "title" not in definition.input_schema
+
+
+def test_registries_are_independent() -> None:
+    a, b = ToolRegistry([EchoTool()]), ToolRegistry()
+    assert a.names() == ["echo"]
+    assert b.names() == []
+
+
+async def test_valid_call_succeeds(ws: Workspace) -> None:
+    result = await make_executor(ws).execute(
+        ToolCall(id="c1", name="echo", arguments={"text": "hi"})
+    )
+    assert not result.is_error
+    assert result.tool_call_id == "c1"
+    assert text_of(result) == "hi"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({}, "text: Field required"),
+        ({"text": 5}, "text: Input should be a valid string"),
+        ({"text": "x", "colour": "red"}, "colour: Extra inputs are not permitted"),
+        ({"text": "x", "repeat": 0}, "repeat: Input should be greater than or equal to 1"),
+    ],
+)
+async def test_schema_mismatch_is_an_error_result_that_says_what_is_wrong(
+    ws: Workspace, arguments: dict[str, Any], expected: str
+) -> None:
+    executor = make_executor(ws)
+    result = await executor.execute(ToolCall(id="c1", name="echo", arguments=arguments))
+    assert result.is_error
+    assert expected in text_of(result)
+    assert '"required":["text"]' in text_of(result)  # the schema, to call it right next time
+    assert result.metadata["error_code"] == "invalid_arguments"
+    # the loop goes on: the same executor runs the next call
+    ok = await executor.execute(ToolCall(id="c2", name="echo", arguments={"text": "ok"}))
+    assert not ok.is_error
+
+
+async def test_unknown_tool(ws: Workspace) -> None:
+    result = await make_executor(ws).execute(ToolCall(id="c1", name="nope"))
+    assert result.is_error
+    assert "Unknown tool 'nope'" in text_of(result)
+    assert "read_file" in text_of(result)
+
+
+async def test_timeout_and_tool_errors_become_results(ws: Workspace) -> None:
+    executor = make_executor(ws)
+    slow = await executor.execute(ToolCall(id="c1", name="sleep", arguments={"seconds": 30}))
+    assert slow.is_error and "timed out after 0.2 s" in text_of(slow)
+    failing = await executor.execute(ToolCall(id="c2", name="failing", arguments={"seconds": 0}))
+    assert failing.is_error and text_of(failing) == "the thing is missing"
+    assert failing.metadata["error_code"] == "thing_missing"
+    broken = await executor.execute(ToolCall(id="c3", name="broken", arguments={"seconds": 0}))
+    assert broken.is_error and "RuntimeError" in text_of(broken)
+    assert "sk-abcdefghijklmnop1234" not in text_of(broken)
+
+
+async def test_oversized_output_is_cut_and_saved_whole(ws: Workspace) -> None:
+    sink = MemoryArtifactSink()
+    executor = make_executor(ws, sink=sink, cap=1000)
+    call = ToolCall(id="c1", name="echo", arguments={"text": "ab", "repeat": 5000})
+    result = await executor.execute(call)
+    text = text_of(result)
+    assert text.startswith("ab" * 500)
+    assert "[truncated 9000 bytes]" in text
+    assert [o.text for o in sink.outputs] == ["ab" * 5000]
+    assert isinstance(result.content[1], ArtifactRefBlock)
+    assert result.metadata["truncated_bytes"] == 9000
+
+
+async def test_policy_deny_and_ask_without_broker(ws: Workspace) -> None:
+    rules = PermissionRules(default=PermissionPolicy.DENY, read_only=None)
+    result = await make_executor(ws, rules=rules).execute(
+        ToolCall(id="c1", name="echo", arguments={"text": "x"})
+    )
+    assert result.is_error and "Permission denied" in text_of(result)
+    ask = PermissionRules(default=PermissionPolicy.ASK)
+    call = ToolCall(id="c2", name="write_file", arguments={"path": "output/a", "content": "x"})
+    result = await make_executor(ws, rules=ask).execute(call)
+    assert result.is_error and "no one can be asked" in text_of(result)
+    assert not (ws.root / "output" / "a").exists()
+
+
+async def test_ask_waits_for_the_broker(ws: Workspace) -> None:
+    requests: list[PermissionRequest] = []
+    decision: asyncio.Future[PermissionDecision] = asyncio.get_running_loop().create_future()
+
+    async def broker(request: PermissionRequest) -> PermissionDecision:
+        requests.append(request)
+        return await decision
+
+    rules = PermissionRules(default=PermissionPolicy.ASK)
+    executor = make_executor(ws, rules=rules, broker=broker)
+    call = ToolCall(id="c1", name="write_file", arguments={"path": "output/a.md", "content": "x"})
+    task = asyncio.create_task(executor.execute(call))
+    await asyncio.sleep(0.05)
+    assert not task.done()  # paused until a decision arrives
+    assert requests[0].tool_call == call and requests[0].run_id == "run_1"
+    decision.set_result(
+        PermissionDecision(request_id=requests[0].request_id, behavior=PermissionBehavior.ALLOW)
+    )
+    result = await task
+    assert not result.is_error
+    assert (ws.root / "output" / "a.md").read_text() == "x"
+    # read-only tools are not asked under the default read_only rule
+    read = await executor.execute(
+        ToolCall(id="c2", name="read_file", arguments={"path": "output/a.md"})
+    )
+    assert not read.is_error and len(requests) == 1
+
+
+async def test_ask_denied_and_mismatched_decision(ws: Workspace) -> None:
+    async def deny(request: PermissionRequest) -> PermissionDecision:
+        return PermissionDecision(
+            request_id=request.request_id, behavior=PermissionBehavior.DENY, reason="not today"
+        )
+
+    async def confused(request: PermissionRequest) -> PermissionDecision:
+        return PermissionDecision(request_id="perm_other", behavior=PermissionBehavior.ALLOW)
+
+    rules = PermissionRules(per_tool={"echo": PermissionPolicy.ASK})
+    call = ToolCall(id="c1", name="echo", arguments={"text": "x"})
+    denied = await make_executor(ws, rules=rules, broker=deny).execute(call)
+    assert denied.is_error and "not today" in text_of(denied)
+    mismatched = await make_executor(ws, rules=rules, broker=confused).execute(call)
+    assert mismatched.is_error and "different request" in text_of(mismatched)
+
+
+async def test_files_written_to_output_are_reported(ws: Workspace) -> None:
+    sink = MemoryArtifactSink()
+    executor = make_executor(ws, sink=sink)
+    await executor.execute(
+        ToolCall(id="c1", name="write_file", arguments={"path": "output/r.md", "content": "# hi"}),
+        node_id="node_1",
+    )
+    await executor.execute(
+        ToolCall(id="c2", name="write_file", arguments={"path": "scratch/t.txt", "content": "x"})
+    )
+    (record,) = sink.files
+    assert record.path == "output/r.md"
+    assert record.size_bytes == 4
+    assert record.mime_type == "text/markdown"
+    assert record.tool_call_id == "c1" and record.node_id == "node_1"
+
+
+async def test_cancellation_propagates(ws: Workspace) -> None:
+    task = asyncio.create_task(
+        make_executor(ws).execute(ToolCall(id="c1", name="sleep", arguments={"seconds": 0.15}))
+    )
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
