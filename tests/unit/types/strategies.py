@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+from hypothesis import strategies as st
+
 from agent_core.errors import ErrorPayload, ProviderErrorPayload
 from agent_core.types import enums
 from agent_core.types.protocol import (
@@ -25,7 +27,6 @@ from agent_core.types.runtime import (
     SessionState,
     TimelineEvent,
 )
-from hypothesis import strategies as st
 
 _HEX = "0123456789abcdef"
 

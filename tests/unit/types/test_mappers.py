@@ -9,6 +9,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
 from agent_core.errors import ErrorPayload, ProviderErrorPayload, SchemaError
 from agent_core.types import mappers
 from agent_core.types.enums import AgentType, NodeType, Role, RunStatus
@@ -22,10 +26,6 @@ from agent_core.types.storage import (
     RunRecord,
     SessionRecord,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from pydantic import BaseModel
-
 from tests.unit.types import strategies as S
 
 SID = "sess_20260612_153022_a1b2c3d4"

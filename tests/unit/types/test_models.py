@@ -9,11 +9,12 @@ from enum import StrEnum
 from types import ModuleType
 from typing import Any
 
-import agent_core.types as types_pkg
 import pytest
+from pydantic import BaseModel, ValidationError
+
+import agent_core.types as types_pkg
 from agent_core import errors
 from agent_core.types import _state, enums, mappers, protocol, runtime, storage
-from pydantic import BaseModel, ValidationError
 
 EXTENSION_FIELDS = {"metadata", "provider_options", "raw"}
 MODULES: list[ModuleType] = [protocol, runtime, storage, errors]

@@ -6,6 +6,9 @@ import typing
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from pydantic import BaseModel, ValidationError
+
 from agent_core.errors import ProviderErrorPayload
 from agent_core.types.enums import ContentBlockType, PermissionBehavior, Role, StopReason
 from agent_core.types.protocol import (
@@ -34,9 +37,6 @@ from agent_core.types.protocol import (
     Usage,
     UsageEvent,
 )
-from hypothesis import given, settings
-from pydantic import BaseModel, ValidationError
-
 from tests.unit.types import strategies as S
 
 

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ValidationError
+
 from agent_core.errors import ErrorPayload, ProviderErrorPayload
 from agent_core.tasks import models as task_models
 from agent_core.types import runtime as rt
@@ -19,7 +21,6 @@ from agent_core.types.protocol import (
     ToolCallBlock,
     Usage,
 )
-from pydantic import BaseModel, ValidationError
 
 SID = "sess_20260612_153022_a1b2c3d4"
 RUN = "run_0000000000000001"

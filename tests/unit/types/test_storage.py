@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ValidationError
+
 from agent_core.types.enums import EventType, RunStatus
 from agent_core.types.storage import (
     AgentRecord,
@@ -14,7 +16,6 @@ from agent_core.types.storage import (
     RunRecord,
     SessionRecord,
 )
-from pydantic import BaseModel, ValidationError
 
 SID = "sess_20260612_153022_a1b2c3d4"
 TS = "2026-06-12T15:30:22.000000+00:00"
