@@ -27,18 +27,27 @@ from agent_core.tools.workspace import Workspace
 SECRET = b"TOP-SECRET-OUTSIDE"
 
 
-def make_workspace(home: Path) -> Workspace:
-    ws = Workspace(home, "acct_1", "sess_1")
-    ws.ensure()
+def make_shared(home: Path) -> None:
+    """What lies around the session under test: another session and a folder outside."""
     other = Workspace(home, "acct_1", "sess_2")
     other.ensure()
     (other.root / "output" / "theirs.txt").write_bytes(SECRET)
     (home / "outside").mkdir()
     (home / "outside" / "secret.txt").write_bytes(SECRET)
+
+
+def make_session(home: Path) -> Workspace:
+    ws = Workspace(home, "acct_1", "sess_1")
+    ws.ensure()
     (ws.root / "input" / "data.csv").write_bytes(b"a,b\n1,2\n")
     (ws.root / "src").mkdir()
     (ws.root / "src" / "app.py").write_bytes(b"print('platform')\n")
     return ws
+
+
+def make_workspace(home: Path) -> Workspace:
+    make_shared(home)
+    return make_session(home)
 
 
 @pytest.fixture
@@ -259,13 +268,25 @@ _QUERY = st.lists(
 ).map("/".join)
 
 
-@contextmanager
-def fresh_home() -> Iterator[Path]:
-    home = Path(tempfile.mkdtemp(prefix="ws-prop-"))
+@pytest.fixture(scope="module")
+def shared_home() -> Iterator[Path]:
+    """One home per module (on tmpfs when there is one: this property test is file-system bound)."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    home = Path(tempfile.mkdtemp(prefix="ws-prop-", dir=base))
+    make_shared(home)
     try:
         yield home
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+@contextmanager
+def fresh_session(home: Path) -> Iterator[Workspace]:
+    ws = make_session(home)
+    try:
+        yield ws
+    finally:
+        shutil.rmtree(ws.root)
 
 
 def _fd_target(fd: int) -> str:
@@ -282,16 +303,23 @@ def _protected(ws: Workspace, home: Path) -> dict[str, bytes]:
 
 
 @settings(
-    max_examples=1500,
+    max_examples=3000,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 @given(layouts(), st.lists(_QUERY, min_size=1, max_size=6), st.booleans())
 def test_property_random_symlink_layouts_stay_confined(
-    entries: list[tuple[str, str, str]], queries: list[str], allow_platform: bool
+    shared_home: Path,
+    entries: list[tuple[str, str, str]],
+    queries: list[str],
+    allow_platform: bool,
 ) -> None:
-    with fresh_home() as home:
-        ws = make_workspace(home)
+    home = shared_home
+    with fresh_session(home) as ws:
         ws.allow_platform_work = allow_platform
         _build(ws, home, entries)
         before = _protected(ws, home)

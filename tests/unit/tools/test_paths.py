@@ -1,7 +1,7 @@
 """The lexical resolver: routing of logical paths and the refusals, by example and by property.
 
 Property budget (issue 6 asks for >= 10,000 generated paths and symlink layouts): 6,000 + 3,000
-examples here and 1,500 random symlink layouts (each with up to six query paths) in
+examples here and 3,000 random symlink layouts (each with up to six query paths) in
 test_fsaccess.py.
 """
 
