@@ -314,8 +314,9 @@ class SessionFS:
         """Replace (or create) a file atomically; parent directories are created as needed.
 
         ``check`` is applied to every directory before it is created and to the real location of
-        the file before anything is written. A symlink at the destination is replaced, never
-        written through. Returns the real path written.
+        the file before anything is written. A symlink at the destination is followed only inside
+        the session (its target is what is checked and written); one swapped in after the walk is
+        replaced by the final rename, never written through. Returns the real path written.
         """
         check(path)
         loc = self._walk(path, follow_last=True, create_parents=check)

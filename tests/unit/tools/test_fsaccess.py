@@ -113,9 +113,8 @@ def test_no_directory_is_created_in_a_protected_place(ws: Workspace) -> None:
     assert not (ws.root / "src" / "new").exists()
 
 
-def test_symlink_at_destination_is_replaced_not_written_through(ws: Workspace) -> None:
+def test_symlink_at_destination_pointing_out_is_refused(ws: Workspace) -> None:
     os.symlink(ws.root.parent / "sess_2" / "output" / "theirs.txt", ws.root / "output" / "f")
-    # Following the final link would leave the session, so the write is refused outright.
     with pytest.raises(PathEscapeError):
         ws.fs.write_bytes(p("output", "f"), b"mine", check=ws.check_write)
     assert (ws.root.parent / "sess_2" / "output" / "theirs.txt").read_bytes() == SECRET
