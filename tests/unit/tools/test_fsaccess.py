@@ -198,27 +198,62 @@ def test_concurrent_swapping_never_leaks_outside(ws: Workspace) -> None:
 # ------------------------------------------------------------------------------ random layouts
 
 _NAMES = st.sampled_from(["a", "b", "c", "input", "output", "scratchpad", "src", "d"])
-_REL_TARGETS = st.lists(
-    st.sampled_from(["..", ".", "a", "b", "input", "output", "src"]), max_size=7
+_TOPS = st.sampled_from(["scratchpad", "output", "input", "src", "a"])
+_TARGET_PARTS = st.sampled_from(
+    ["..", ".", "a", "b", "input", "output", "src", "scratchpad", "secret.txt", "outside"]
+    + ["sess_2", "theirs.txt", "data.csv", "app.py"]
 )
-_ABS_KINDS = st.sampled_from(["session", "other_session", "outside", "etc", "home"])
+# Targets that reach real files outside (or inside) when followed: the dangerous cases.
+_KNOWN_TARGETS = st.sampled_from(
+    [
+        "../../../../../outside/secret.txt",
+        "../../../../../../outside/secret.txt",
+        "../../../sess_2/output/theirs.txt",
+        "../../sess_2/output/theirs.txt",
+        "../../../sess_2/output",
+        "../input/data.csv",
+        "../../input/data.csv",
+        "../src",
+        "../../src/app.py",
+        "../../../../../outside",
+    ]
+)
+_REL_TARGETS = st.one_of(_KNOWN_TARGETS, st.lists(_TARGET_PARTS, max_size=7).map("/".join))
+_ABS_TARGETS = st.tuples(
+    st.sampled_from(["session", "other_session", "outside", "etc", "home"]),
+    st.sampled_from(["", "secret.txt", "output/theirs.txt", "output", "input/data.csv", "passwd"]),
+)
+_QUERY_PARTS = st.sampled_from(
+    ["a", "b", "c", "d", "..", ".", "input", "output", "scratch", "src", "x", "secret.txt"]
+)
 
 
 @st.composite
-def layouts(draw: st.DrawFn) -> list[tuple[str, str, str]]:
-    """(kind, path, target) entries: dirs, files and symlinks anywhere in the session."""
+def layouts(draw: st.DrawFn) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """(kind, path, target) entries anywhere in the session, and query paths that hit them."""
     entries: list[tuple[str, str, str]] = []
     for _ in range(draw(st.integers(1, 8))):
-        parent = draw(st.lists(_NAMES, min_size=0, max_size=3))
-        path = "/".join([*parent, draw(_NAMES)])
-        kind = draw(st.sampled_from(["dir", "file", "link", "abslink"]))
+        parts = [draw(_TOPS), *draw(st.lists(_NAMES, max_size=2)), draw(_NAMES)]
+        kind = draw(st.sampled_from(["dir", "file", "link", "link", "abslink"]))
         target = ""
         if kind == "link":
-            target = "/".join(draw(_REL_TARGETS)) or "."
+            target = draw(_REL_TARGETS) or "."
         elif kind == "abslink":
-            target = draw(_ABS_KINDS) + "|" + "/".join(draw(_REL_TARGETS))
-        entries.append((kind, path, target))
-    return entries
+            base, rel = draw(_ABS_TARGETS)
+            target = base + "|" + rel
+        entries.append((kind, "/".join(parts), target))
+    queries = []
+    for _ in range(draw(st.integers(1, 6))):
+        if draw(st.booleans()):
+            kind, path, _ = draw(st.sampled_from(entries))
+            top, _, rest = path.partition("/")
+            # Areas are logical roots; other top-level names are reached from the cwd with '..'.
+            prefix = top if top in ("scratchpad", "output", "input") else "../" + top
+            tail = draw(st.lists(_QUERY_PARTS, max_size=2))
+            queries.append("/".join([prefix, rest, *tail]))
+        else:
+            queries.append("/".join(draw(st.lists(_QUERY_PARTS, min_size=1, max_size=6))))
+    return entries, queries
 
 
 def _build(ws: Workspace, home: Path, entries: list[tuple[str, str, str]]) -> None:
@@ -241,6 +276,7 @@ def _build(ws: Workspace, home: Path, entries: list[tuple[str, str, str]]) -> No
                 os.symlink(target, host)
             else:
                 base, rel = target.split("|")
+                rel = "outside/secret.txt" if base == "home" and rel == "secret.txt" else rel
                 os.symlink(os.path.join(bases[base], rel), host)
         except OSError:
             continue  # a conflicting earlier entry: the layout is still a valid layout
@@ -258,13 +294,6 @@ def _snapshot(root: Path) -> dict[str, bytes]:
             else:
                 out[str(full)] = b"<dir>"
     return out
-
-
-_QUERY = st.lists(
-    st.sampled_from(["a", "b", "c", "d", "..", ".", "input", "output", "scratch", "src", "x"]),
-    min_size=1,
-    max_size=6,
-).map("/".join)
 
 
 @pytest.fixture(scope="module")
@@ -310,14 +339,14 @@ def _protected(ws: Workspace, home: Path) -> dict[str, bytes]:
         HealthCheck.function_scoped_fixture,
     ],
 )
-@given(layouts(), st.lists(_QUERY, min_size=1, max_size=6), st.booleans())
+@given(layouts(), st.booleans())
 def test_property_random_symlink_layouts_stay_confined(
     shared_home: Path,
-    entries: list[tuple[str, str, str]],
-    queries: list[str],
+    layout: tuple[list[tuple[str, str, str]], list[str]],
     allow_platform: bool,
 ) -> None:
     home = shared_home
+    entries, queries = layout
     with fresh_session(home) as ws:
         ws.allow_platform_work = allow_platform
         _build(ws, home, entries)
