@@ -1,12 +1,86 @@
-"""storage_writer: shell (its handlers land with its issue; today: health only)."""
+"""storage_writer: the only process that opens the SQLite files; commands in batches, queries apart.
+
+Start-up order: take the single-owner lock (a second writer exits non-zero with a clear message),
+apply migrations, then the service runner re-applies this consumer's own pending commands
+(idempotently) before it reads new ones. Commands run on the writer thread, one transaction per
+shard per batch; queries run on a reader thread with read-only connections, through a consumer of
+their own, so a query never waits behind a write batch.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from agent_core.bus import GROUP_STORAGE, Delivery
+from agent_core.bus.contracts.storage import (
+    STORAGE_COMMAND,
+    STORAGE_QUERY,
+    CommandReceipt,
+    QueryReply,
+    StorageCommand,
+    StorageQuery,
+)
 from agent_core.service import ServiceContext, ServiceParts
+from services.storage_writer.lock import WriterLock
+from services.storage_writer.queries import QueryEngine
+from services.storage_writer.shards import open_catalog
+from services.storage_writer.writer import Writer
 
 __all__ = ["build"]
 
+_QUERY_BATCH = 64
+
 
 async def build(ctx: ServiceContext) -> ServiceParts:
-    """No consumers yet beyond the health consumer every service gets."""
-    return ServiceParts()
+    """Lock and migrate the database, then declare the command and query consumers."""
+    settings = ctx.settings
+    lock = WriterLock(settings.db_path)
+    lock.acquire()  # raises StorageError("writer_locked"): the CLI prints it and exits 2
+    layout = await asyncio.to_thread(open_catalog, settings.db_path)
+    writer = Writer(
+        layout,
+        settings.db_path.parent / "artifacts",
+        settings.storage.json_artifact_threshold_bytes,
+    )
+    engine = QueryEngine(layout)
+    write_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
+    read_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-reader")
+    loop = asyncio.get_running_loop()
+
+    async def write_batch(batch: list[tuple[StorageCommand, Delivery]]) -> list[CommandReceipt]:
+        commands = [command for command, _ in batch]
+        return await loop.run_in_executor(write_thread, writer.apply_batch, commands)
+
+    async def read_batch(batch: list[tuple[StorageQuery, Delivery]]) -> list[QueryReply]:
+        queries = [query for query, _ in batch]
+        return await loop.run_in_executor(read_thread, _answer_all, engine, queries)
+
+    commands = ctx.consumer(
+        ctx.names.storage_commands(),
+        GROUP_STORAGE,
+        STORAGE_COMMAND,
+        batch_handler=write_batch,
+        options=ctx.default_options(batch=True, max_records=settings.storage.batch_max),
+    )
+    queries = ctx.consumer(
+        ctx.names.storage_queries,
+        GROUP_STORAGE,
+        STORAGE_QUERY,
+        batch_handler=read_batch,
+        options=ctx.default_options(batch=True, max_records=_QUERY_BATCH),
+    )
+
+    async def close() -> None:
+        await loop.run_in_executor(write_thread, writer.close)
+        await loop.run_in_executor(read_thread, engine.close)
+        write_thread.shutdown()
+        read_thread.shutdown()
+        lock.release()
+
+    return ServiceParts(consumers=[commands, queries], on_stop=[close])
+
+
+def _answer_all(engine: QueryEngine, queries: list[Any]) -> list[QueryReply]:
+    return [engine.answer(q) for q in queries]

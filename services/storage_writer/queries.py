@@ -1,0 +1,279 @@
+"""Storage queries, answered from read-only connections of their own (never the writer's).
+
+WAL lets these connections read the last committed state while a batch is being written, so a
+query never waits behind a write batch; the service runs them on a thread of their own too. One
+read connection per shard, opened on first use: after a session's tables are created, only that
+shard's (small) schema is re-parsed by the reader (see :mod:`shards`).
+
+Account scoping: when a query carries ``account_id``, a session of another account answers
+exactly like a missing one (``data=None``). Hostile session ids answer the same way and never
+reach SQL.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from agent_core.bus.contracts.storage import (
+    GetActivePath,
+    GetArtifact,
+    GetNode,
+    GetRun,
+    GetSession,
+    GetTree,
+    ListEvents,
+    ListSessions,
+    QueryReply,
+    StorageQuery,
+)
+from agent_core.errors import AgentCoreError, SchemaError
+from agent_core.ids import validate_session_id
+from services.storage_writer.schema import configure, events_table, nodes_table
+from services.storage_writer.shards import ShardLayout
+
+__all__ = ["QueryEngine"]
+
+_PREVIEW_CHARS = 80
+_STATEMENT_CACHE = 1024
+
+
+class _Missing(Exception):
+    """Nothing visible matched: answered as ``data=None``."""
+
+
+Row = dict[str, Any]
+
+
+class QueryEngine:
+    """Answers :data:`StorageQuery` messages. Not thread-safe: one thread calls it."""
+
+    def __init__(self, layout: ShardLayout) -> None:
+        self.layout = layout
+        self._conns: dict[int, sqlite3.Connection] = {}
+
+    def _conn(self, shard: int) -> sqlite3.Connection:
+        conn = self._conns.get(shard)
+        if conn is None:
+            uri = self.layout.path(shard).resolve().as_uri() + "?mode=ro"
+            conn = sqlite3.connect(
+                uri,
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                cached_statements=_STATEMENT_CACHE,
+            )
+            configure(conn, readonly=True)
+            conn.row_factory = sqlite3.Row
+            self._conns[shard] = conn
+        return conn
+
+    def close(self) -> None:
+        """Close every read connection."""
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    def answer(self, query: StorageQuery) -> QueryReply:
+        """One reply per query: ``ok=False`` with a typed error only when reading failed."""
+        try:
+            data, cursor = _HANDLERS[query.type](self, query)
+        except _Missing:
+            return QueryReply(ok=True, data=None)
+        except AgentCoreError as exc:
+            return QueryReply(ok=False, error=exc.to_payload())
+        return QueryReply(ok=True, data=data, next_cursor=cursor)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _session_conn(self, session_id: str, account_id: str | None) -> sqlite3.Connection:
+        """The connection of a visible session's shard, or :class:`_Missing`."""
+        try:
+            validate_session_id(session_id)
+        except SchemaError:
+            raise _Missing from None
+        conn = self._conn(self.layout.shard_of(session_id))
+        if account_id is None:
+            row = conn.execute(
+                "SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        else:
+            row = conn.execute(
+                "SELECT 1 FROM sessions WHERE session_id = ? AND account_id = ?",
+                (session_id, account_id),
+            ).fetchone()
+        if row is None:
+            raise _Missing
+        return conn
+
+    def _all(self) -> list[sqlite3.Connection]:
+        return [self._conn(i) for i in range(self.layout.shard_count)]
+
+    def _find(self, sql: str, args: tuple[Any, ...], session_id: str | None) -> Row:
+        conns = [self._session_conn(session_id, None)] if session_id else self._all()
+        for conn in conns:
+            row = conn.execute(sql, args).fetchone()
+            if row is not None:
+                return dict(row)
+        raise _Missing
+
+    def _visible(self, session_id: str, account_id: str | None) -> None:
+        if account_id is not None:
+            self._session_conn(session_id, account_id)
+
+
+Handler = Callable[[QueryEngine, Any], tuple[Any, str | None]]
+
+
+def _get_session(e: QueryEngine, q: GetSession) -> tuple[Any, str | None]:
+    conn = e._session_conn(q.session_id, q.account_id)
+    row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (q.session_id,)).fetchone()
+    return dict(row), None
+
+
+def _list_sessions(e: QueryEngine, q: ListSessions) -> tuple[Any, str | None]:
+    where, args = ["account_id = ?"], [q.account_id]
+    if q.status is not None:
+        where.append("status = ?")
+        args.append(q.status.value)
+    if q.cursor is not None:
+        created, _, sid = q.cursor.partition("|")
+        where.append("(created_at, session_id) < (?, ?)")
+        args += [created, sid]
+    sql = (
+        f"SELECT * FROM sessions WHERE {' AND '.join(where)} "
+        "ORDER BY created_at DESC, session_id DESC LIMIT ?"
+    )
+    # Each shard answers for its own sessions (ARCHITECTURE §10); merge newest first.
+    per_shard = [[dict(r) for r in c.execute(sql, (*args, q.limit + 1))] for c in e._all()]
+    merged = list(
+        heapq.merge(*per_shard, key=lambda r: (r["created_at"], r["session_id"]), reverse=True)
+    )
+    page = merged[: q.limit]
+    cursor = None
+    if len(merged) > q.limit:
+        cursor = f"{page[-1]['created_at']}|{page[-1]['session_id']}"
+    return page, cursor
+
+
+def _active_path(e: QueryEngine, q: GetActivePath) -> tuple[Any, str | None]:
+    conn = e._session_conn(q.session_id, q.account_id)
+    node_id = q.node_id
+    if node_id is None:
+        row = conn.execute(
+            "SELECT active_node_id FROM sessions WHERE session_id = ?", (q.session_id,)
+        ).fetchone()
+        node_id = row[0]
+        if node_id is None:
+            return [], None
+    nodes = nodes_table(q.session_id)
+    rows = conn.execute(
+        f"WITH RECURSIVE path(node_id, depth) AS ("
+        f"  SELECT node_id, 0 FROM {nodes} WHERE node_id = ?"
+        f"  UNION ALL SELECT n.parent_id, p.depth + 1 FROM {nodes} n JOIN path p"
+        f"  ON n.node_id = p.node_id WHERE n.parent_id IS NOT NULL)"
+        f" SELECT n.* FROM path p JOIN {nodes} n ON n.node_id = p.node_id ORDER BY p.depth DESC",
+        (node_id,),
+    ).fetchall()
+    if not rows:
+        raise _Missing
+    return [dict(r) for r in rows], None
+
+
+def _tree(e: QueryEngine, q: GetTree) -> tuple[Any, str | None]:
+    conn = e._session_conn(q.session_id, q.account_id)
+    rows = conn.execute(
+        f"SELECT node_id, node_seq, parent_id, agent_id, run_id, role, node_type, content_json "
+        f"FROM {nodes_table(q.session_id)} ORDER BY node_seq"
+    )
+    tree = []
+    for r in rows:
+        item = dict(r)
+        item["preview"] = _preview(item.pop("content_json"))
+        tree.append(item)
+    return tree, None
+
+
+def _preview(content_json: str) -> str:
+    try:
+        blocks = json.loads(content_json)
+    except ValueError:
+        return ""
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            text = str(block.get("text", "")).replace("\n", " ")
+            return text[:_PREVIEW_CHARS]
+        if kind == "tool_call":
+            return f"[tool_call {block.get('name', '')}]"[:_PREVIEW_CHARS]
+        if kind == "tool_result":
+            return f"[tool_result {block.get('tool_call_id', '')}]"[:_PREVIEW_CHARS]
+        if kind in ("json", "artifact_ref", "attachment"):
+            return f"[{kind}]"
+    return ""
+
+
+def _get_node(e: QueryEngine, q: GetNode) -> tuple[Any, str | None]:
+    conn = e._session_conn(q.session_id, q.account_id)
+    row = conn.execute(
+        f"SELECT * FROM {nodes_table(q.session_id)} WHERE node_id = ?", (q.node_id,)
+    ).fetchone()
+    if row is None:
+        raise _Missing
+    return dict(row), None
+
+
+def _list_events(e: QueryEngine, q: ListEvents) -> tuple[Any, str | None]:
+    conn = e._session_conn(q.session_id, q.account_id)
+    events = events_table(q.session_id)
+    args: tuple[Any, ...]
+    if q.run_id is None:
+        sql, args = f"SELECT * FROM {events} WHERE seq > ? ORDER BY seq LIMIT ?", (q.after_seq,)
+    else:
+        sql = f"SELECT * FROM {events} WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+        args = (q.run_id, q.after_seq)
+    rows = [dict(r) for r in conn.execute(sql, (*args, q.limit))]
+    cursor = str(rows[-1]["seq"]) if len(rows) == q.limit else None
+    return rows, cursor
+
+
+def _get_run(e: QueryEngine, q: GetRun) -> tuple[Any, str | None]:
+    row = e._find("SELECT * FROM runs WHERE run_id = ?", (q.run_id,), q.session_id)
+    e._visible(row["session_id"], q.account_id)
+    return row, None
+
+
+def _by_session(table: str) -> Handler:
+    def handle(e: QueryEngine, q: Any) -> tuple[Any, str | None]:
+        conn = e._session_conn(q.session_id, q.account_id)
+        rows = conn.execute(
+            f"SELECT * FROM {table} WHERE session_id = ? ORDER BY created_at, rowid",
+            (q.session_id,),
+        )
+        return [dict(r) for r in rows], None
+
+    return handle
+
+
+def _get_artifact(e: QueryEngine, q: GetArtifact) -> tuple[Any, str | None]:
+    row = e._find("SELECT * FROM artifacts WHERE artifact_id = ?", (q.artifact_id,), q.session_id)
+    e._visible(row["session_id"], q.account_id)
+    return row, None
+
+
+_HANDLERS: dict[str, Handler] = {
+    "get_session": _get_session,
+    "list_sessions": _list_sessions,
+    "get_active_path": _active_path,
+    "get_tree": _tree,
+    "get_node": _get_node,
+    "list_events": _list_events,
+    "get_run": _get_run,
+    "list_runs": _by_session("runs"),
+    "list_agents": _by_session("agents"),
+    "list_artifacts": _by_session("artifacts"),
+    "get_artifact": _get_artifact,
+}

@@ -1,0 +1,189 @@
+"""The SQLite schema: connection pragmas, built-in migrations and per-session table names.
+
+Every shard file (see :mod:`services.storage_writer.shards`) holds the full schema of seed 000 for
+the sessions routed to it: the global tables ``sessions, agents, runs, artifacts`` (plus
+``sessions.account_id`` and ``runs.attempt``, ARCHITECTURE §3/§5), the idempotency table
+``command_receipts`` and, per session, ``nodes_<session_id>`` and ``events_<session_id>``.
+
+Deviation from the seed's column constraints, kept to the seed's columns: ``node_seq`` and ``seq``
+are the tables' ``INTEGER PRIMARY KEY`` (the rowid, so scans in sequence order are free and a
+duplicate seq is impossible) and ``node_id``/``event_id`` are ``NOT NULL UNIQUE``. That is two
+schema objects per table instead of three, and schema size is what every create and every
+re-parse pays for (see the module docstring of ``shards``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Final
+
+from agent_core.ids import validate_session_id
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "CATALOG_MIGRATIONS",
+    "MIGRATIONS",
+    "SYNCHRONOUS",
+    "applied_versions",
+    "configure",
+    "create_session_tables",
+    "events_table",
+    "migrate",
+    "nodes_table",
+]
+
+# Durability decision (seed 001: the writer sets these, users do not).
+# WAL lets the read connections run while a batch is being written. ``synchronous=FULL`` in WAL
+# mode fsyncs the WAL at every COMMIT, so a receipt — sent only after COMMIT — means the write
+# survives a process crash *and* power loss / an OS crash. ``NORMAL`` would survive a process
+# crash only (the last commits can roll back on power loss). Group commit pays the fsync once per
+# batch and shard, which is why FULL is affordable here (bench/storage_writer.py measures it).
+SYNCHRONOUS: Final = "FULL"
+# The writer is the only process that writes; the wait covers checkpoints and external readers
+# such as the sqlite3 CLI, never another writer (the lock file refuses a second one).
+BUSY_TIMEOUT_MS: Final = 5_000
+
+
+def configure(conn: sqlite3.Connection, *, readonly: bool = False) -> None:
+    """Set the pragmas every connection of the writer uses."""
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys=OFF")  # per-session tables have no FK targets to check
+    if readonly:
+        conn.execute("PRAGMA query_only=ON")
+        return
+    mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise RuntimeError(f"could not switch the database to WAL (got {mode!r})")
+    conn.execute(f"PRAGMA synchronous={SYNCHRONOUS}")
+
+
+def nodes_table(session_id: str) -> str:
+    """The quoted name of a session's node table; refuses any id the core could not generate."""
+    return f'"nodes_{validate_session_id(session_id)}"'
+
+
+def events_table(session_id: str) -> str:
+    """The quoted name of a session's event table; refuses any id the core could not generate."""
+    return f'"events_{validate_session_id(session_id)}"'
+
+
+def create_session_tables(conn: sqlite3.Connection, session_id: str) -> None:
+    """Create a session's two tables (inside the caller's transaction)."""
+    nodes, events = nodes_table(session_id), events_table(session_id)
+    conn.execute(
+        f"CREATE TABLE {nodes} ("
+        "node_seq INTEGER PRIMARY KEY, node_id TEXT NOT NULL UNIQUE, parent_id TEXT, "
+        "agent_id TEXT NOT NULL, run_id TEXT, role TEXT NOT NULL, node_type TEXT NOT NULL, "
+        "content_json TEXT NOT NULL, metadata_json TEXT, token_count INTEGER, "
+        "created_at TEXT NOT NULL)"
+    )
+    # UNIQUE(run_id, run_seq) doubles as the run-replay index; NULL run ids stay distinct.
+    conn.execute(
+        f"CREATE TABLE {events} ("
+        "seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL UNIQUE, run_seq INTEGER, "
+        "agent_id TEXT, run_id TEXT, level TEXT NOT NULL, event_type TEXT NOT NULL, "
+        "node_id TEXT, tool_call_id TEXT, payload_json TEXT, created_at TEXT NOT NULL, "
+        "UNIQUE (run_id, run_seq))"
+    )
+
+
+_V1: Final = (
+    """CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, cwd TEXT NOT NULL,
+        root_agent_id TEXT NOT NULL, active_node_id TEXT, parent_session_id TEXT,
+        status TEXT NOT NULL, metadata_json TEXT, created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL)""",
+    # Listing: an account's sessions newest first, optionally by status, with a keyset cursor.
+    "CREATE INDEX sessions_account ON sessions (account_id, created_at DESC, session_id DESC)",
+    """CREATE INDEX sessions_account_status
+        ON sessions (account_id, status, created_at DESC, session_id DESC)""",
+    """CREATE TABLE agents (
+        agent_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, parent_agent_id TEXT,
+        agent_type TEXT NOT NULL, created_by_run_id TEXT, fork_from_node_id TEXT,
+        status TEXT NOT NULL, result_json TEXT, metadata_json TEXT, created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL)""",
+    "CREATE INDEX agents_session ON agents (session_id, created_at)",
+    """CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+        status TEXT NOT NULL, attempt INTEGER NOT NULL DEFAULT 0, start_node_id TEXT,
+        end_node_id TEXT, end_reason TEXT, turn_count INTEGER, usage_json TEXT, error_json TEXT,
+        metadata_json TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL)""",
+    "CREATE INDEX runs_session ON runs (session_id, created_at)",
+    """CREATE TABLE artifacts (
+        artifact_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, agent_id TEXT, run_id TEXT,
+        node_id TEXT, tool_call_id TEXT, path TEXT NOT NULL, filename TEXT, mime_type TEXT,
+        size_bytes INTEGER, summary TEXT, metadata_json TEXT, created_at TEXT NOT NULL)""",
+    "CREATE INDEX artifacts_session ON artifacts (session_id, created_at)",
+    # Idempotency: the first receipt of every applied command, returned again on redelivery.
+    """CREATE TABLE command_receipts (
+        command_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, receipt_json TEXT NOT NULL,
+        created_at TEXT NOT NULL)""",
+)
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def _statements(*sql: str) -> Migration:
+    def apply(conn: sqlite3.Connection) -> None:
+        for statement in sql:
+            conn.execute(statement)
+
+    return apply
+
+
+# Ordered; a version is never edited once released, only new ones appended.
+MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = ((1, _statements(*_V1)),)
+# The catalog file (``<db_path>``) only records how sessions are spread over shard files.
+CATALOG_MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
+    (
+        1,
+        _statements(
+            "CREATE TABLE shard_layout (id INTEGER PRIMARY KEY CHECK (id = 1), "
+            "shard_count INTEGER NOT NULL)"
+        ),
+    ),
+)
+
+
+def applied_versions(conn: sqlite3.Connection) -> set[int]:
+    """Versions recorded in ``schema_migrations`` (creating the table if needed)."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations "
+        "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    return {int(v) for (v,) in conn.execute("SELECT version FROM schema_migrations")}
+
+
+def migrate(
+    conn: sqlite3.Connection, migrations: tuple[tuple[int, Migration], ...] = MIGRATIONS
+) -> list[int]:
+    """Apply missing migrations in order, each in its own transaction; return those applied.
+
+    Idempotent: on a current database nothing runs and nothing changes. ``conn`` must be in
+    autocommit mode (``isolation_level=None``) so that the explicit transactions below are real.
+    """
+    applied: list[int] = []
+    done = applied_versions(conn)
+    for version, migration in migrations:
+        if version in done:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-check inside the write lock: another opener may have applied it meanwhile.
+            row = conn.execute(
+                "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
+            ).fetchone()
+            if row is None:
+                migration(conn)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                    (version, datetime.now(UTC).isoformat(timespec="microseconds")),
+                )
+                applied.append(version)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return applied

@@ -1,0 +1,87 @@
+"""Sessions spread over several SQLite files, each holding the full schema for its sessions.
+
+Why: seed 000 gives every session two tables. SQLite keeps a database's whole schema in one
+table that it parses as a unit: with 10,000 sessions in one file, creating a session's tables costs
+~50 ms (the new entries are located by a scan of ``sqlite_schema``) and every *other* connection
+re-parses the whole schema (~1 s measured here) on its next statement after a table appears. Both
+costs grow with the schema of *one file*, so the writer routes each session to one of
+``shard_count`` files by a stable hash of its id (ARCHITECTURE §10's sharding, inside one writer):
+a new table invalidates the read connection's schema of one small shard only.
+
+Every command concerns one session, so every command touches exactly one shard, and each shard's
+transaction is atomic on its own: no transaction ever spans two files (SQLite's multi-file
+commits are not atomic in WAL mode). Layout::
+
+    <db_path>                  catalog: schema_migrations + the shard count (fixed at creation)
+    <db_path>.shards/NN.sqlite shard NN: sessions, agents, runs, artifacts, command_receipts,
+                               nodes_<session_id>, events_<session_id>
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from pathlib import Path
+from typing import Final
+
+from services.storage_writer.schema import CATALOG_MIGRATIONS, configure, migrate
+
+__all__ = ["DEFAULT_SHARD_COUNT", "ShardLayout", "open_catalog"]
+
+# 64 shards: 10,000 sessions are ~160 per file, so a schema re-parse stays ~15 ms.
+DEFAULT_SHARD_COUNT: Final = 64
+
+
+class ShardLayout:
+    """Where a session's data lives; the shard count is read from the catalog, never changed."""
+
+    def __init__(self, db_path: Path, shard_count: int) -> None:
+        if not 1 <= shard_count <= 1024:
+            raise ValueError("shard_count must be within 1..1024")
+        self.db_path = db_path
+        self.shard_count = shard_count
+
+    @property
+    def shard_dir(self) -> Path:
+        """The directory of the shard files."""
+        return self.db_path.with_name(self.db_path.name + ".shards")
+
+    def shard_of(self, session_id: str) -> int:
+        """The shard of a session: CRC-32 of its id modulo the shard count (stable forever)."""
+        return zlib.crc32(session_id.encode()) % self.shard_count
+
+    def path(self, shard: int) -> Path:
+        """The file of one shard."""
+        return self.shard_dir / f"{shard:02d}.sqlite"
+
+    def paths(self) -> list[Path]:
+        """Every shard file, in shard order."""
+        return [self.path(i) for i in range(self.shard_count)]
+
+
+def open_catalog(db_path: Path, shard_count: int = DEFAULT_SHARD_COUNT) -> ShardLayout:
+    """Create or read the catalog and migrate every shard; return the layout.
+
+    On an existing database the stored shard count wins over ``shard_count``.
+    """
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        configure(conn)
+        migrate(conn, CATALOG_MIGRATIONS)
+        conn.execute(
+            "INSERT OR IGNORE INTO shard_layout (id, shard_count) VALUES (1, ?)", (shard_count,)
+        )
+        (stored,) = conn.execute("SELECT shard_count FROM shard_layout WHERE id = 1").fetchone()
+    finally:
+        conn.close()
+    layout = ShardLayout(db_path, int(stored))
+    layout.shard_dir.mkdir(exist_ok=True)
+    for path in layout.paths():
+        shard = sqlite3.connect(path, isolation_level=None)
+        try:
+            configure(shard)
+            migrate(shard)
+        finally:
+            shard.close()
+    return layout

@@ -1,0 +1,164 @@
+"""Talking to the storage-writer: commands with retry under the same ids, and queries.
+
+A command's ids (``command_id`` and the entity ids) are allocated here, by the sender, once. When
+no receipt arrives in time the *same* command is sent again: the writer applies a command at most
+once and answers a repeat with the first receipt (``duplicate=True``), so a retry can never write
+twice. No SQL here; everything goes over the bus (ARCHITECTURE §1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from agent_core.bus import BusNames, RpcClient
+from agent_core.bus.contracts.storage import (
+    AppendEvent,
+    AppendNode,
+    CommandReceipt,
+    CreateSession,
+    EventDraft,
+    NodeDraft,
+    QueryReply,
+    RunFence,
+    StorageCommand,
+    StorageQuery,
+)
+from agent_core.errors import BusTimeoutError, StorageError
+from agent_core.ids import new_id
+
+__all__ = ["StorageClient", "raise_for_receipt"]
+
+
+def raise_for_receipt(receipt: CommandReceipt) -> CommandReceipt:
+    """Return ``receipt`` if the command was applied, else raise its typed :class:`StorageError`."""
+    if receipt.ok:
+        return receipt
+    err = receipt.error
+    if err is None:
+        raise StorageError("command_refused", "the writer refused the command")
+    raise StorageError(err.code, err.message, retryable=err.retryable, details=err.details)
+
+
+class StorageClient:
+    """Sends storage commands and queries through one process's :class:`RpcClient`."""
+
+    def __init__(
+        self,
+        rpc: RpcClient,
+        names: BusNames,
+        *,
+        timeout_s: float = 10.0,
+        attempts: int = 5,
+        backoff_s: float = 0.2,
+    ) -> None:
+        if attempts < 1:
+            raise ValueError("attempts must be >= 1")
+        self._rpc = rpc
+        self._names = names
+        self.timeout_s = timeout_s
+        self.attempts = attempts
+        self.backoff_s = backoff_s
+
+    @staticmethod
+    def new_command_id() -> str:
+        """A fresh command id (allocate once per logical command, reuse it on retry)."""
+        return new_id("cmd")
+
+    async def send(self, command: StorageCommand) -> CommandReceipt:
+        """Send ``command`` until a receipt arrives; timeouts retry the very same command.
+
+        Raises :class:`BusTimeoutError` after ``attempts`` timeouts. A refused command is a
+        receipt with ``ok=False`` (see :func:`raise_for_receipt`), never retried here.
+        """
+        stream = self._names.storage_commands(command.session_id)
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return await self._rpc.request(
+                    command, stream=stream, reply=CommandReceipt, timeout_s=self.timeout_s
+                )
+            except BusTimeoutError:
+                if attempt == self.attempts:
+                    raise
+                await asyncio.sleep(self.backoff_s * attempt)
+        raise AssertionError("unreachable")
+
+    async def query(self, query: StorageQuery) -> QueryReply:
+        """Run one query (idempotent: retried on timeout like a command)."""
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return await self._rpc.request(
+                    query,
+                    stream=self._names.storage_queries,
+                    reply=QueryReply,
+                    timeout_s=self.timeout_s,
+                )
+            except BusTimeoutError:
+                if attempt == self.attempts:
+                    raise
+                await asyncio.sleep(self.backoff_s * attempt)
+        raise AssertionError("unreachable")
+
+    # -- typed shortcuts -----------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        session_id: str,
+        *,
+        account_id: str,
+        cwd: str,
+        root_agent_id: str,
+        metadata: dict[str, Any] | None = None,
+        command_id: str | None = None,
+    ) -> CommandReceipt:
+        """Create a session with its tables, root agent and ``session_created`` event."""
+        return await self.send(
+            CreateSession(
+                command_id=command_id or self.new_command_id(),
+                session_id=session_id,
+                account_id=account_id,
+                cwd=cwd,
+                root_agent_id=root_agent_id,
+                metadata=metadata or {},
+            )
+        )
+
+    async def append_node(
+        self,
+        session_id: str,
+        node: NodeDraft,
+        event: EventDraft,
+        *,
+        fence: RunFence | None = None,
+        set_active: bool = True,
+        command_id: str | None = None,
+    ) -> CommandReceipt:
+        """Append a node and its event atomically; ``result`` holds ``node_seq``, ``seq``."""
+        return await self.send(
+            AppendNode(
+                command_id=command_id or self.new_command_id(),
+                session_id=session_id,
+                node=node,
+                event=event,
+                fence=fence,
+                set_active=set_active,
+            )
+        )
+
+    async def append_event(
+        self,
+        session_id: str,
+        event: EventDraft,
+        *,
+        fence: RunFence | None = None,
+        command_id: str | None = None,
+    ) -> CommandReceipt:
+        """Append a lifecycle event that has no node; ``result`` holds ``seq`` and ``run_seq``."""
+        return await self.send(
+            AppendEvent(
+                command_id=command_id or self.new_command_id(),
+                session_id=session_id,
+                event=event,
+                fence=fence,
+            )
+        )

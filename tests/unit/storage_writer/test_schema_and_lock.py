@@ -1,0 +1,72 @@
+"""Migrations are idempotent on an empty and on a current database; one writer owns the files."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent_core.errors import StorageError
+from services.storage_writer.lock import WriterLock
+from services.storage_writer.schema import MIGRATIONS, migrate
+from services.storage_writer.shards import open_catalog
+
+
+def _dump(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def test_migrations_on_empty_then_current_database(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "a.sqlite", isolation_level=None)
+    assert migrate(conn) == [v for v, _ in MIGRATIONS]
+    conn.close()
+    before = _dump(tmp_path / "a.sqlite")
+    conn = sqlite3.connect(tmp_path / "a.sqlite", isolation_level=None)
+    assert migrate(conn) == []
+    conn.close()
+    assert _dump(tmp_path / "a.sqlite") == before
+    assert any("CREATE TABLE command_receipts" in line for line in before)
+
+
+def test_reopening_keeps_the_stored_shard_count(tmp_path: Path) -> None:
+    layout = open_catalog(tmp_path / "s.sqlite", shard_count=3)
+    dumps = [_dump(p) for p in layout.paths()]
+    again = open_catalog(tmp_path / "s.sqlite", shard_count=9)
+    assert again.shard_count == 3
+    assert [_dump(p) for p in again.paths()] == dumps
+
+
+def test_a_second_lock_holder_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite"
+    first = WriterLock(db)
+    first.acquire()
+    # flock locks belong to open file descriptions: a second process is the honest contender.
+    code = (
+        "import sys; from pathlib import Path; from services.storage_writer.lock import WriterLock\n"
+        "from agent_core.errors import StorageError\n"
+        f"try:\n    WriterLock(Path({str(db)!r})).acquire()\nexcept StorageError as e:\n"
+        "    print(e.code); sys.exit(7)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 7 and proc.stdout.strip() == "writer_locked", proc.stderr
+    first.release()
+    second = WriterLock(db)
+    second.acquire()
+    assert second.held
+    second.release()
+
+
+def test_lock_in_the_same_process_is_refused_too(tmp_path: Path) -> None:
+    first = WriterLock(tmp_path / "s.sqlite")
+    first.acquire()
+    with pytest.raises(StorageError) as info:
+        WriterLock(tmp_path / "s.sqlite").acquire()
+    assert info.value.code == "writer_locked"
+    first.release()

@@ -1,0 +1,179 @@
+"""The writer on real SQLite files: atomic node+event, idempotency, fencing, transitions."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import pytest
+
+from agent_core.bus.contracts.storage import (
+    ClaimRun,
+    GetActivePath,
+    GetSession,
+    ListEvents,
+    RunFence,
+    SwitchActiveNode,
+    UpdateRun,
+)
+from agent_core.ids import new_id
+from agent_core.types.enums import RunStatus
+from agent_core.types.protocol import JsonBlock
+from services.storage_writer.queries import QueryEngine
+from services.storage_writer.schema import events_table, nodes_table
+from services.storage_writer.writer import Writer
+from tests.unit.storage_writer.factories import append_node, create_run, create_session
+
+
+def _rows(writer: Writer, session_id: str, table: str) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(writer.layout.path(writer.layout.shard_of(session_id)))
+    try:
+        return conn.execute(f"SELECT * FROM {table}").fetchall()
+    finally:
+        conn.close()
+
+
+def test_create_session_then_nodes_get_gap_free_seqs(writer: Writer) -> None:
+    s = create_session()
+    [r] = writer.apply_batch([s])
+    assert r.ok and r.result["seq"] == 1
+    first = append_node(s)
+    receipts = writer.apply_batch([first, *[append_node(s) for _ in range(9)]])
+    assert [r.result["node_seq"] for r in receipts] == list(range(1, 11))
+    assert [r.result["seq"] for r in receipts] == list(range(2, 12))
+
+
+def test_failure_between_node_and_event_leaves_neither(writer: Writer) -> None:
+    s = create_session()
+    writer.apply_batch([s])
+
+    def fault(point: str) -> None:
+        if point == "between_node_and_event":
+            raise RuntimeError("injected")
+
+    writer.fault = fault
+    with pytest.raises(RuntimeError, match="injected"):
+        writer.apply_batch([append_node(s)])
+    writer.fault = None
+    assert _rows(writer, s.session_id, nodes_table(s.session_id)) == []
+    assert len(_rows(writer, s.session_id, events_table(s.session_id))) == 1  # session_created
+    [again] = writer.apply_batch([append_node(s)])
+    assert again.result["node_seq"] == 1 and again.result["seq"] == 2
+
+
+def test_same_command_three_times_is_one_row_with_the_same_seq(writer: Writer) -> None:
+    s = create_session()
+    writer.apply_batch([s])
+    cmd = append_node(s)
+    a, b = writer.apply_batch([cmd, cmd])
+    [c] = writer.apply_batch([cmd])
+    assert (a.duplicate, b.duplicate, c.duplicate) == (False, True, True)
+    assert a.result == b.result == c.result
+    assert len(_rows(writer, s.session_id, nodes_table(s.session_id))) == 1
+
+
+def test_refused_command_fails_alone_and_changes_nothing(writer: Writer) -> None:
+    s = create_session()
+    writer.apply_batch([s])
+    good1, bad, good2 = append_node(s), append_node(s, parent_id="node_missing"), append_node(s)
+    r1, r2, r3 = writer.apply_batch([good1, bad, good2])
+    assert r1.ok and r3.ok and not r2.ok
+    assert r2.error is not None and r2.error.code == "parent_not_found"
+    assert (r1.result["node_seq"], r3.result["node_seq"]) == (1, 2)
+
+
+def test_stale_attempt_is_refused_without_row_changes(writer: Writer) -> None:
+    s = create_session()
+    run = create_run(s)
+    writer.apply_batch([s, run])
+    claim = lambda n: ClaimRun(  # noqa: E731
+        command_id=new_id("cmd"),
+        session_id=s.session_id,
+        fence=RunFence(run_id=run.run_id, attempt=n),
+    )
+    assert writer.apply_batch([claim(1)])[0].ok
+    assert writer.apply_batch([claim(2)])[0].ok  # takeover
+    stale = append_node(s, run_id=run.run_id, fence=RunFence(run_id=run.run_id, attempt=1))
+    [r] = writer.apply_batch([stale])
+    assert not r.ok and r.error is not None and r.error.code == "stale_attempt"
+    assert _rows(writer, s.session_id, nodes_table(s.session_id)) == []
+    [r] = writer.apply_batch([claim(2)])
+    assert r.error is not None and r.error.code == "stale_attempt"
+    fresh = append_node(s, run_id=run.run_id, fence=RunFence(run_id=run.run_id, attempt=2))
+    [r] = writer.apply_batch([fresh])
+    assert r.ok and r.result["run_seq"] == 1
+
+
+def test_terminal_run_never_changes(writer: Writer) -> None:
+    s = create_session()
+    run = create_run(s)
+    writer.apply_batch([s, run])
+
+    def update(status: RunStatus) -> UpdateRun:
+        return UpdateRun(
+            command_id=new_id("cmd"), session_id=s.session_id, run_id=run.run_id, status=status
+        )
+
+    [r] = writer.apply_batch([update(RunStatus.RUNNING)])
+    assert r.error is not None and r.error.code == "invalid_transition"
+    assert writer.apply_batch([update(RunStatus.CANCELLED)])[0].ok
+    for status in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.COMPLETED):
+        [r] = writer.apply_batch([update(status)])
+        assert r.error is not None and r.error.code == "invalid_transition"
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        'sess_20260101_000000_abcd"; DROP TABLE sessions; --',
+        "sess_20260101_000000_abcd OR 1=1",
+        "nodes_x",
+        "sess_20260101_000000_аbcd",  # Cyrillic а
+        "../../etc",
+    ],
+)
+def test_hostile_session_ids_never_reach_sql(
+    writer: Writer, engine: QueryEngine, hostile: str
+) -> None:
+    statements: list[str] = []
+    s = create_session().model_copy(update={"session_id": hostile})
+    for shard in range(writer.layout.shard_count):
+        writer._conn(shard).set_trace_callback(statements.append)
+    [r] = writer.apply_batch([s])
+    assert not r.ok and r.error is not None
+    assert r.error.code in ("invalid_session_id", "invalid_identifier")
+    assert not any(hostile in st for st in statements)
+    assert engine.answer(GetSession(session_id=hostile)).data is None
+
+
+def test_large_json_becomes_an_artifact(writer: Writer, engine: QueryEngine) -> None:
+    s = create_session()
+    big = {"rows": list(range(2000))}
+    cmd = append_node(s, content=[JsonBlock(data=big)])
+    [_, r] = writer.apply_batch([s, cmd])
+    [artifact_id] = r.result["artifact_ids"]
+    node = engine.answer(GetActivePath(session_id=s.session_id)).data[-1]
+    assert artifact_id in node["content_json"] and "1999" not in node["content_json"]
+    path = writer.data_dir / s.session_id / f"{artifact_id}.json"
+    assert path.read_text().startswith('{"rows":[0,1,2')
+
+
+def test_queries_are_account_scoped_and_follow_the_active_path(
+    writer: Writer, engine: QueryEngine
+) -> None:
+    s = create_session(account="acct_a")
+    root = append_node(s)
+    left = append_node(s, parent_id=root.node.node_id)
+    right = append_node(s, parent_id=root.node.node_id)
+    writer.apply_batch([s, root, left, right])
+    path = engine.answer(GetActivePath(session_id=s.session_id)).data
+    assert [n["node_id"] for n in path] == [root.node.node_id, right.node.node_id]
+    switch = SwitchActiveNode(
+        command_id=new_id("cmd"), session_id=s.session_id, node_id=left.node.node_id
+    )
+    assert writer.apply_batch([switch])[0].ok
+    path = engine.answer(GetActivePath(session_id=s.session_id, account_id="acct_a")).data
+    assert [n["node_id"] for n in path] == [root.node.node_id, left.node.node_id]
+    assert engine.answer(GetActivePath(session_id=s.session_id, account_id="acct_b")).data is None
+    events = engine.answer(ListEvents(session_id=s.session_id, after_seq=1)).data
+    assert [e["seq"] for e in events] == [2, 3, 4]
