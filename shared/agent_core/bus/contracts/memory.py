@@ -28,12 +28,18 @@ __all__ = [
 
 
 class InteractionTurn(BusMessage):
-    """One turn of a finished interaction (already redacted by the worker)."""
+    """One turn of a finished interaction (already redacted by the worker).
+
+    Tool turns carry the call that produced the result (``tool_name``, ``arguments``: an object,
+    or the raw string when the model sent invalid JSON): a tool lesson is the change between a
+    failed call and the call that then succeeded.
+    """
 
     role: Literal["user", "assistant", "tool"]
     content: str
     is_error: bool = False
     tool_name: str | None = None
+    arguments: dict[str, Any] | str | None = None
 
 
 class Interaction(BusMessage):
