@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from agent_core.bus import GROUP_STORAGE, Delivery
@@ -28,13 +29,27 @@ from services.storage_writer.queries import QueryEngine
 from services.storage_writer.shards import open_catalog
 from services.storage_writer.writer import Writer
 
-__all__ = ["build"]
+__all__ = ["StorageWriterService", "assemble", "build"]
 
 _QUERY_BATCH = 64
 
 
+@dataclass
+class StorageWriterService:
+    """The assembled service: its parts for the runner, and the writer (tests inject faults)."""
+
+    parts: ServiceParts
+    writer: Writer
+    engine: QueryEngine
+
+
 async def build(ctx: ServiceContext) -> ServiceParts:
     """Lock and migrate the database, then declare the command and query consumers."""
+    return (await assemble(ctx)).parts
+
+
+async def assemble(ctx: ServiceContext) -> StorageWriterService:
+    """Everything :func:`build` does, keeping hold of the writer and the query engine."""
     settings = ctx.settings
     lock = WriterLock(settings.db_path)
     lock.acquire()  # raises StorageError("writer_locked"): the CLI prints it and exits 2
@@ -79,7 +94,8 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         read_thread.shutdown()
         lock.release()
 
-    return ServiceParts(consumers=[commands, queries], on_stop=[close])
+    parts = ServiceParts(consumers=[commands, queries], on_stop=[close])
+    return StorageWriterService(parts, writer, engine)
 
 
 def _answer_all(engine: QueryEngine, queries: list[Any]) -> list[QueryReply]:

@@ -1,0 +1,182 @@
+"""The writer through the real bus and real SQLite files: seqs, idempotency, fencing, faults."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+from redis.asyncio import Redis
+
+from agent_core.bus import BusNames, make_broker
+from agent_core.bus.contracts.storage import (
+    ClaimRun,
+    CommandReceipt,
+    GetSession,
+    ListEvents,
+    ListSessions,
+    RunFence,
+)
+from agent_core.ids import new_id
+from services.storage_writer.schema import events_table, nodes_table
+from tests.integration.storage_writer.helpers import (
+    in_process_writer,
+    layout_of,
+    storage_client,
+    writer_settings,
+)
+from tests.unit.storage_writer.factories import append_node, create_run, create_session
+
+
+def _count(home: Path, session_id: str, table: str, where: str = "1", *args: object) -> int:
+    layout = layout_of(home)
+    conn = sqlite3.connect(layout.path(layout.shard_of(session_id)))
+    try:
+        return int(conn.execute(f"SELECT count(*) FROM {table} WHERE {where}", args).fetchone()[0])
+    finally:
+        conn.close()
+
+
+async def test_seqs_are_gap_free_and_ordered_under_8_producers(
+    tmp_path: Path, redis_url: str, names: BusNames
+) -> None:
+    settings = writer_settings(tmp_path, redis_url, names)
+    s = create_session()
+    async with in_process_writer(settings), storage_client(redis_url, names) as client:
+        assert (await client.send(s)).ok
+
+        async def producer() -> list[CommandReceipt]:
+            return [await client.send(append_node(s)) for _ in range(40)]
+
+        results = await asyncio.gather(*(producer() for _ in range(8)))
+        events = await client.query(ListEvents(session_id=s.session_id, limit=5000))
+    for receipts in results:  # each producer's own writes are ordered
+        seqs = [r.result["node_seq"] for r in receipts]
+        assert seqs == sorted(seqs)
+    all_receipts = [r for rs in results for r in rs]
+    assert sorted(r.result["node_seq"] for r in all_receipts) == list(range(1, 321))
+    assert sorted(r.result["seq"] for r in all_receipts) == list(range(2, 322))
+    assert [e["seq"] for e in events.data] == list(range(1, 322))
+
+
+async def test_same_command_delivered_three_times_is_one_row(
+    tmp_path: Path, redis_url: str, names: BusNames
+) -> None:
+    settings = writer_settings(tmp_path, redis_url, names)
+    s = create_session()
+    cmd = append_node(s)
+    async with in_process_writer(settings), storage_client(redis_url, names) as client:
+        await client.send(s)
+        receipts = [await client.send(cmd) for _ in range(3)]
+        # And three raw deliveries of the same entry content, without a reply channel.
+        broker = make_broker(redis_url)
+        await broker.connect()
+        for _ in range(3):
+            await broker.publish(cmd, stream=names.storage_commands(s.session_id))
+        await broker.stop()
+        last = await client.send(cmd)
+    assert [r.duplicate for r in receipts] == [False, True, True] and last.duplicate
+    assert receipts[0].result == receipts[1].result == receipts[2].result == last.result
+    assert _count(tmp_path, s.session_id, nodes_table(s.session_id)) == 1
+    assert (
+        _count(tmp_path, s.session_id, events_table(s.session_id), "node_id = ?", cmd.node.node_id)
+        == 1
+    )
+
+
+async def test_stale_attempt_is_refused_through_the_bus(
+    tmp_path: Path, redis_url: str, names: BusNames
+) -> None:
+    settings = writer_settings(tmp_path, redis_url, names)
+    s = create_session()
+    run = create_run(s)
+
+    def claim(n: int) -> ClaimRun:
+        return ClaimRun(
+            command_id=new_id("cmd"),
+            session_id=s.session_id,
+            fence=RunFence(run_id=run.run_id, attempt=n),
+        )
+
+    async with in_process_writer(settings), storage_client(redis_url, names) as client:
+        for command in (s, run, claim(1), claim(2)):
+            assert (await client.send(command)).ok
+        stale = append_node(s, run_id=run.run_id, fence=RunFence(run_id=run.run_id, attempt=1))
+        receipt = await client.send(stale)
+    assert not receipt.ok and receipt.error is not None
+    assert receipt.error.code == "stale_attempt" and receipt.error.type == "storage_error"
+    assert _count(tmp_path, s.session_id, nodes_table(s.session_id)) == 0
+
+
+async def test_fault_between_node_and_event_leaves_neither_then_recovers(
+    tmp_path: Path, redis_url: str, names: BusNames
+) -> None:
+    settings = writer_settings(tmp_path, redis_url, names)
+    s = create_session()
+    cmd = append_node(s)
+    armed = True
+
+    def fault(point: str) -> None:
+        if armed and point == "between_node_and_event":
+            raise RuntimeError("injected fault")
+
+    async with (
+        in_process_writer(settings) as svc,
+        storage_client(redis_url, names, timeout_s=1.0, attempts=20) as client,
+    ):
+        await client.send(s)
+        svc.writer.fault = fault
+        sending = asyncio.create_task(client.send(cmd))
+        await asyncio.sleep(1.5)  # several failed deliveries (re-claimed after min_idle)
+        assert not sending.done()
+        assert _count(tmp_path, s.session_id, nodes_table(s.session_id)) == 0
+        assert _count(tmp_path, s.session_id, events_table(s.session_id)) == 1  # session_created
+        armed = False
+        receipt = await asyncio.wait_for(sending, 30)
+    assert receipt.ok and receipt.result["node_seq"] == 1 and receipt.result["seq"] == 2
+    assert _count(tmp_path, s.session_id, nodes_table(s.session_id)) == 1
+    assert _count(tmp_path, s.session_id, events_table(s.session_id)) == 2
+
+
+async def test_queries_do_not_wait_behind_a_write_batch(
+    tmp_path: Path, redis_url: str, names: BusNames
+) -> None:
+    settings = writer_settings(tmp_path, redis_url, names)
+    s = create_session(account="acct_q")
+    slow = True
+
+    def fault(point: str) -> None:
+        if slow and point == "before_commit":
+            time.sleep(2.0)  # a write batch that holds its transaction for 2 s
+
+    async with in_process_writer(settings) as svc, storage_client(redis_url, names) as client:
+        await client.send(s)
+        svc.writer.fault = fault
+        writing = asyncio.create_task(client.send(append_node(s)))
+        await asyncio.sleep(0.3)
+        started = time.monotonic()
+        reply = await client.query(GetSession(session_id=s.session_id, account_id="acct_q"))
+        elapsed = time.monotonic() - started
+        assert not writing.done()
+        slow = False
+        assert (await writing).ok
+        other = await client.query(GetSession(session_id=s.session_id, account_id="acct_other"))
+        listed = await client.query(ListSessions(account_id="acct_q"))
+    assert reply.ok and reply.data["session_id"] == s.session_id
+    assert elapsed < 1.0  # answered while the batch still held its transaction
+    assert other.ok and other.data is None
+    assert [row["session_id"] for row in listed.data] == [s.session_id]
+
+
+async def test_hostile_session_id_is_refused_through_the_bus(
+    tmp_path: Path, redis_url: str, names: BusNames, redis: Redis
+) -> None:
+    settings = writer_settings(tmp_path, redis_url, names)
+    hostile = create_session().model_copy(update={"session_id": 'x"; DROP TABLE sessions; --'})
+    async with in_process_writer(settings), storage_client(redis_url, names) as client:
+        receipt = await client.send(hostile)
+        ok = await client.send(create_session())
+    assert not receipt.ok and receipt.error is not None
+    assert receipt.error.code in ("invalid_identifier", "invalid_session_id")
+    assert ok.ok
