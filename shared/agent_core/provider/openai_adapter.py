@@ -25,6 +25,7 @@ from agent_core.provider.errors import (
 from agent_core.provider.openai_mapping import build_params
 from agent_core.provider.retry import RetryPolicy, stream_with_retries
 from agent_core.provider.toolcalls import ToolCallAssembler
+from agent_core.provider.wire import SSEDecoder, loads
 from agent_core.types.enums import StopReason
 from agent_core.types.protocol import (
     MessageEndEvent,
@@ -70,6 +71,15 @@ def map_openai_error(err: openai.OpenAIError, provider: str = PROVIDER) -> Provi
     return ProviderError("provider_error", f"{provider}: {type(err).__name__}", provider=provider)
 
 
+def _stream_error(provider: str, error: Any) -> ProviderError:
+    """The error the API reports as a chunk mid-stream (as the SDK reads it)."""
+    message = error.get("message") if isinstance(error, dict) else None
+    if not message or not isinstance(message, str):
+        message = "An error occurred during streaming"
+    error_type = error.get("type") if isinstance(error, dict) else None
+    return stream_error(provider, error_type if isinstance(error_type, str) else None, message)
+
+
 class _ChunkState:
     """Turns Chat Completions chunks (JSON objects) into normalized events.
 
@@ -84,6 +94,8 @@ class _ChunkState:
         self.finish_reason: str | None = None
 
     def feed(self, chunk: Any) -> list[ModelEvent]:
+        if error := chunk.get("error"):  # {"error": {...}} inside a 200 stream
+            raise _stream_error(self.provider, error)
         out: list[ModelEvent] = []
         if not self.started:
             self.started = True
@@ -162,24 +174,29 @@ class OpenAIProviderAdapter:
         params = build_params(request, self.settings)
         client = self._get_client()
         try:
-            # The SDK's low-level post with cast_to=object: its transport, auth, SSE decoding and
-            # error handling, but chunks as dicts (see _ChunkState).
-            response: openai.AsyncStream[object] = await client.post(
-                "/chat/completions",
-                body=params,
-                cast_to=object,
-                stream=True,
-                stream_cls=openai.AsyncStream[object],
+            # The SDK's low-level post with cast_to=httpx2.Response: its transport, auth, headers
+            # and HTTP status errors, with the body left unread; the SSE is decoded here (see
+            # agent_core.provider.wire for why not through the SDK's stream class).
+            response = await client.post(
+                "/chat/completions", body=params, cast_to=httpx2.Response, stream=True
             )
         except openai.OpenAIError as err:
             raise map_openai_error(err) from err
         state = _ChunkState(self.provider)
+        decoder = SSEDecoder()
         try:
-            async for chunk in response:
-                for event in state.feed(chunk):
-                    yield event
-        except openai.OpenAIError as err:
-            raise map_openai_error(err) from err
+            chunks = response.aiter_bytes()
+            async for raw in chunks:
+                for _name, data in decoder.feed(raw):
+                    if data.startswith(b"[DONE]"):
+                        # HTTP/1.1 reuses the connection only once the body was read to its
+                        # end; draining also ends the outer loop.
+                        async for _rest in chunks:
+                            pass
+                        break
+                    if data:
+                        for event in state.feed(loads(data)):
+                            yield event
         except httpx2.TimeoutException as err:
             raise timeout_error(self.provider, err) from err
         except httpx2.HTTPError as err:
@@ -187,7 +204,7 @@ class OpenAIProviderAdapter:
         except (ValueError, TypeError, KeyError, AttributeError) as err:  # not JSON / wrong shape
             raise malformed_error(self.provider, "chunk is not valid JSON", err) from err
         finally:
-            await response.close()
+            await response.aclose()
         yield state.end()
 
     async def aclose(self) -> None:

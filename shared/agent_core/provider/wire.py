@@ -1,0 +1,113 @@
+"""Decoding streamed response bodies: SSE events and NDJSON lines, at the bytes level.
+
+The adapters read the raw body (the SDKs still own auth, base URL, timeouts and HTTP errors)
+and decode it here instead of through the SDKs' stream classes: those spend more per chunk
+than the transport itself (a text decode, line objects, several generator layers per event).
+Lines are split as bytes, so a multi-byte character split across chunks is never decoded in
+halves; each complete payload is decoded once and parsed with one ``json`` call.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["MAX_LINE_BYTES", "LineSplitter", "SSEDecoder", "loads"]
+
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""A line (or SSE event) longer than this is refused: a broken server must not exhaust memory."""
+
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def loads(payload: bytes) -> Any:
+    """Parse one JSON payload (UTF-8); raises ``ValueError`` when it is not valid JSON.
+
+    ``raw_decode`` skips the whitespace checks of ``json.loads``, which is the common case on
+    the wire; anything unusual (leading or trailing whitespace, trailing garbage) goes through
+    ``json.loads`` itself, so the accepted language is exactly the same.
+    """
+    text = payload.decode()
+    try:
+        value, end = _raw_decode(text)
+    except ValueError:
+        return json.loads(text)
+    if end != len(text):
+        return json.loads(text)
+    return value
+
+
+class LineSplitter:
+    """Splits a byte stream into complete lines (``\\n``, ``\\r\\n``; the ending is dropped)."""
+
+    __slots__ = ("_rest",)
+
+    def __init__(self) -> None:
+        self._rest = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines completed by ``chunk``; an unfinished last line is kept for the next."""
+        if self._rest:
+            chunk = self._rest + chunk
+        lines = chunk.split(b"\n")
+        self._rest = lines.pop()
+        if len(self._rest) > MAX_LINE_BYTES:
+            raise ValueError(f"a line is longer than {MAX_LINE_BYTES} bytes")
+        return [line[:-1] if line[-1:] == b"\r" else line for line in lines]
+
+    def flush(self) -> list[bytes]:
+        """The last line when the stream ended without a final newline."""
+        rest, self._rest = self._rest, b""
+        rest = rest.removesuffix(b"\r")
+        return [rest] if rest else []
+
+
+class SSEDecoder:
+    """Incremental Server-Sent Events decoder (the WHATWG rules for what matters here).
+
+    Lines end in ``\\n``, ``\\r\\n`` or ``\\r``; a blank line dispatches the event. Only the
+    ``event`` and ``data`` fields are kept (``id``, ``retry`` and comments are ignored);
+    several ``data`` lines are joined with ``\\n``. An event without any ``data`` line is not
+    dispatched. An unfinished event at the end of the stream is dropped, as the standard says.
+    """
+
+    __slots__ = ("_cr", "_data", "_event", "_rest")
+
+    def __init__(self) -> None:
+        self._rest = b""
+        self._cr = False  # the previous chunk ended in "\r": a "\n" starting this one pairs it
+        self._event: bytes | None = None
+        self._data: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[tuple[bytes | None, bytes]]:
+        """The ``(event name or None, data)`` pairs completed by ``chunk``."""
+        if self._cr:
+            self._cr = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
+        if b"\r" in chunk:
+            self._cr = chunk[-1:] == b"\r"
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if self._rest:
+            chunk = self._rest + chunk
+        lines = chunk.split(b"\n")
+        self._rest = lines.pop()
+        out: list[tuple[bytes | None, bytes]] = []
+        data = self._data
+        for line in lines:
+            if not line:
+                if data:
+                    out.append((self._event, data[0] if len(data) == 1 else b"\n".join(data)))
+                    data = self._data = []
+                self._event = None
+            elif line.startswith(b"data:"):
+                data.append(line[6:] if line[5:6] == b" " else line[5:])
+            elif line.startswith(b"event:"):
+                self._event = line[7:] if line[6:7] == b" " else line[6:]
+            elif line == b"data":  # a field name alone means an empty value
+                data.append(b"")
+            elif line == b"event":
+                self._event = b""
+        if len(self._rest) > MAX_LINE_BYTES or (data and sum(map(len, data)) > MAX_LINE_BYTES):
+            raise ValueError(f"an event is longer than {MAX_LINE_BYTES} bytes")
+        return out
