@@ -20,10 +20,12 @@ from agent_core.provider.errors import (
     connection_error,
     malformed_error,
     status_error,
+    stream_error,
     timeout_error,
 )
 from agent_core.provider.retry import RetryPolicy, stream_with_retries
 from agent_core.provider.toolcalls import ToolCallAssembler
+from agent_core.provider.wire import SSEDecoder, loads
 from agent_core.types.enums import StopReason
 from agent_core.types.protocol import (
     MessageEndEvent,
@@ -56,7 +58,6 @@ def map_anthropic_error(err: anthropic.AnthropicError, provider: str = PROVIDER)
     if isinstance(err, anthropic.APIConnectionError):
         return connection_error(provider, err)
     if isinstance(err, anthropic.APIStatusError):
-        # An ``event: error`` inside a 200 stream arrives here too, with status 200.
         return status_error(
             provider,
             err.status_code,
@@ -67,6 +68,24 @@ def map_anthropic_error(err: anthropic.AnthropicError, provider: str = PROVIDER)
             cause=err,
         )
     return ProviderError("provider_error", f"{provider}: {type(err).__name__}", provider=provider)
+
+
+def _event_error(provider: str, data: bytes) -> ProviderError:
+    """An ``event: error`` inside a 200 stream: ``{"type": "error", "error": {type, message}}``."""
+    try:
+        body = loads(data)
+    except ValueError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        text = data.decode(errors="replace") or "error event without a body"
+        return stream_error(provider, None, text)
+    error_type, message = error.get("type"), error.get("message")
+    return stream_error(
+        provider,
+        error_type if isinstance(error_type, str) else None,
+        message if isinstance(message, str) and message else str(body),
+    )
 
 
 class _EventState:
@@ -171,32 +190,34 @@ class AnthropicProviderAdapter:
         params = build_params(request, self.settings)
         client = self._get_client()
         try:
-            # The SDK's low-level post with cast_to=object: its transport, auth, headers, SSE
-            # decoding (ping skipped, ``event: error`` raised) and errors; events as dicts.
-            response: anthropic.AsyncStream[object] = await client.post(
-                "/v1/messages",
-                body=params,
-                cast_to=object,
-                stream=True,
-                stream_cls=anthropic.AsyncStream[object],
+            # The SDK's low-level post with cast_to=httpx2.Response: its transport, auth, headers
+            # and HTTP status errors, with the body left unread; the SSE is decoded here (see
+            # agent_core.provider.wire for why not through the SDK's stream class).
+            response = await client.post(
+                "/v1/messages", body=params, cast_to=httpx2.Response, stream=True
             )
         except anthropic.AnthropicError as err:
             raise map_anthropic_error(err) from err
         state = _EventState(self.provider)
+        decoder = SSEDecoder()
         try:
-            async for event in response:
-                for normalized in state.feed(event):
-                    yield normalized
-        except anthropic.AnthropicError as err:
-            raise map_anthropic_error(err) from err
+            async for raw in response.aiter_bytes():
+                for name, data in decoder.feed(raw):
+                    # As the SDK reads the stream: unnamed events and pings are skipped.
+                    if name is None or name == b"ping" or not data:
+                        continue
+                    if name == b"error":
+                        raise _event_error(self.provider, data)
+                    for normalized in state.feed(loads(data)):
+                        yield normalized
         except httpx2.TimeoutException as err:
             raise timeout_error(self.provider, err) from err
-        except httpx2.HTTPError as err:  # this SDK does not wrap errors raised mid-stream
+        except httpx2.HTTPError as err:
             raise connection_error(self.provider, err) from err
         except (ValueError, TypeError, KeyError, AttributeError) as err:  # not JSON / wrong shape
             raise malformed_error(self.provider, "event is not valid JSON", err) from err
         finally:
-            await response.close()
+            await response.aclose()
         state.check_complete()
 
     async def aclose(self) -> None:
