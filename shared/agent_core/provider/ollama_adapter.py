@@ -28,6 +28,7 @@ from agent_core.provider.errors import (
 from agent_core.provider.ollama_mapping import build_body, needs_tools
 from agent_core.provider.retry import RetryPolicy, stream_with_retries
 from agent_core.provider.toolcalls import ToolCallAssembler
+from agent_core.provider.wire import LineSplitter, loads
 from agent_core.types.enums import StopReason
 from agent_core.types.protocol import (
     MessageEndEvent,
@@ -53,6 +54,10 @@ class _LineState:
         self.calls = ToolCallAssembler(provider)
         self.started = False
         self.done = False
+
+    def feed_line(self, line: bytes) -> list[ModelEvent]:
+        """Events of one NDJSON line (blank lines are skipped); ValueError when not JSON."""
+        return self.feed(loads(line)) if line.strip() else []
 
     def feed(self, obj: Any) -> list[ModelEvent]:
         if not isinstance(obj, dict):
@@ -163,19 +168,21 @@ class OllamaProviderAdapter:
             async with self._get_client().stream("POST", "/api/chat", json=body) as resp:
                 if resp.status_code >= 400:
                     raise await self._status_error(resp, request)
-                async for line in resp.aiter_lines():
-                    if not line.strip():
-                        continue
-                    try:
-                        obj = json.loads(line)
-                    except ValueError as err:
-                        raise malformed_error(self.provider, "line is not JSON", err) from err
-                    for event in state.feed(obj):
+                # NDJSON split as bytes (see agent_core.provider.wire), one json parse a line.
+                lines = LineSplitter()
+                async for raw in resp.aiter_bytes():
+                    for line in lines.feed(raw):
+                        for event in state.feed_line(line):
+                            yield event
+                for line in lines.flush():  # a last line without its newline
+                    for event in state.feed_line(line):
                         yield event
         except httpx.TimeoutException as err:
             raise timeout_error(self.provider, err) from err
         except httpx.HTTPError as err:
             raise connection_error(self.provider, err) from err
+        except (ValueError, TypeError, KeyError, AttributeError) as err:  # not JSON / wrong shape
+            raise malformed_error(self.provider, "line is not valid JSON", err) from err
         if not state.done:
             raise ProviderError(
                 "incomplete_response",
