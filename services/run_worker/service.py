@@ -1,12 +1,42 @@
-"""run-worker: executes agent runs (the loop lands with the run-worker issue; today: health only)."""
+"""run-worker: drains session FIFOs and runs agent loops (any number of instances)."""
 
 from __future__ import annotations
 
+from agent_core.bus import GROUP_RUN_WORKERS
+from agent_core.bus.contracts.runs import RUNS_MESSAGE
+from agent_core.provider import ProviderRegistry
+from agent_core.runqueue import SessionQueue
+from agent_core.runtime import LookupTool, ScriptedModel, tool_then_answer
 from agent_core.service import ServiceContext, ServiceParts
+from agent_core.storage_client import StorageClient
+from agent_core.tools import ToolRegistry, builtin_tools
+from services.run_worker.executor import RunExecutor
+from services.run_worker.worker import RunWorker
 
 __all__ = ["build"]
 
 
 async def build(ctx: ServiceContext) -> ServiceParts:
-    """No consumers yet beyond the health consumer every service gets."""
-    return ServiceParts()
+    """Wire the runs consumer, the sweeper and the cancel listener to one :class:`RunWorker`."""
+    providers = ProviderRegistry()
+    tools = ToolRegistry(builtin_tools())
+    if ctx.settings.model.provider == "fake":
+        # Demo / benchmark mode (`soong-agent up --fake-provider`): a scripted in-process model.
+        providers.register_provider("fake", lambda _: ScriptedModel(tool_then_answer()))
+        tools.register(LookupTool())
+    storage = StorageClient(ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s)
+    queue = SessionQueue(ctx.redis, ctx.names)
+    worker = RunWorker(ctx, queue, RunExecutor(ctx, storage, queue, providers, tools))
+    nudges = ctx.consumer(
+        ctx.names.runs,
+        GROUP_RUN_WORKERS,
+        RUNS_MESSAGE,
+        handler=worker.on_nudge,
+        # Handling a nudge only takes a lease; the run itself is tracked by the FIFO.
+        options=ctx.default_options(max_records=16, min_idle_ms=10_000),
+    )
+    return ServiceParts(
+        consumers=[nudges],
+        tasks=[worker.sweep, worker.listen_for_cancels],
+        on_stop=[worker.shutdown],
+    )

@@ -17,6 +17,7 @@ from agent_core.bus.names import (
     SERVICE_NAMES,
     BusNames,
 )
+from agent_core.bus.publish import publish
 from agent_core.bus.recovery import drain_own, reclaim_idle, reclaim_loop
 from agent_core.bus.rpc import RpcClient
 
@@ -38,6 +39,7 @@ __all__ = [
     "drain_own",
     "make_broker",
     "make_redis",
+    "publish",
     "reclaim_idle",
     "reclaim_loop",
     "validate_body",

@@ -50,8 +50,10 @@ def decode_fields(fields: Mapping[bytes | str, bytes | str]) -> tuple[bytes, dic
         return json.dumps(flat).encode(), {}
     data = raw if isinstance(raw, bytes) else raw.encode()
     if not data.startswith(BinaryMessageFormatV1.IDENTITY_HEADER):
-        # Not an envelope: keep the bytes as the body, the schema check will judge them.
-        return data, {}
+        # Written by our own publisher (plain JSON body, headers as sibling fields) or by
+        # someone else: keep the bytes as the body, the schema check will judge them.
+        headers = {_text(k): _text(v) for k, v in fields.items() if _text(k) != "__data__"}
+        return data, headers
     try:
         body, headers = BinaryMessageFormatV1.parse(data)
     except Exception as exc:  # the parser raises struct/index errors on truncated envelopes

@@ -15,12 +15,12 @@ import logging
 import secrets
 from typing import Any, TypeVar
 
-from faststream.redis import RedisBroker
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
 from agent_core.bus.delivery import HEADER_CORRELATION_ID, HEADER_REPLY_TO, decode_reply
+from agent_core.bus.publish import publish
 from agent_core.errors import BusTimeoutError, SchemaError
 
 __all__ = ["RpcClient"]
@@ -33,8 +33,7 @@ R = TypeVar("R")
 class RpcClient:
     """Sends requests and awaits typed replies; one instance per process, started once."""
 
-    def __init__(self, broker: RedisBroker, redis: Redis, reply_channel: str) -> None:
-        self._broker = broker
+    def __init__(self, redis: Redis, reply_channel: str) -> None:
         self._redis = redis
         self._channel = reply_channel
         self._waiting: dict[str, asyncio.Future[bytes]] = {}
@@ -79,11 +78,12 @@ class RpcClient:
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._waiting[cid] = fut
         try:
-            await self._broker.publish(
+            await publish(
+                self._redis,
+                stream,
                 message,
-                stream=stream,
-                maxlen=maxlen,
                 headers={HEADER_REPLY_TO: self._channel, HEADER_CORRELATION_ID: cid},
+                maxlen=maxlen,
             )
             body = await asyncio.wait_for(fut, timeout_s)
         except TimeoutError as exc:

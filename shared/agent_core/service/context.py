@@ -55,9 +55,7 @@ class ServiceContext:
         self.names = BusNames(settings.bus.namespace)
         self.broker: RedisBroker = make_broker(settings.bus.redis_url)
         self.redis: Redis = make_redis(settings.bus.redis_url)
-        self.rpc = RpcClient(
-            self.broker, self.redis, self.names.reply_channel(f"{service}-{instance}")
-        )
+        self.rpc = RpcClient(self.redis, self.names.reply_channel(f"{service}-{instance}"))
         self.dead_letters = DeadLetterSink(self.redis, self.names.dead_letter)
         self.log = logging.getLogger(f"soong.{service}")
 

@@ -151,7 +151,7 @@ async def test_reply_reaches_requester(redis_url: str, redis: Redis, names: BusN
     consumer = make_consumer(redis, names, stream, HEALTH_MESSAGE, handler)
     broker = make_broker(redis_url)
     await broker.connect()
-    rpc = RpcClient(broker, redis, names.reply_channel("tester"))
+    rpc = RpcClient(redis, names.reply_channel("tester"))
     await rpc.start()
     try:
         async with running(redis_url, consumer):

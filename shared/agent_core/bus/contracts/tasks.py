@@ -1,23 +1,45 @@
 """Contracts of the task stream (run-workers and gateway → task-wal, request/reply).
 
-The operation itself is the task domain's command union (``agent_core.tasks``); this envelope says
-which DAG it targets. Until the domain package pins its union, ``operation`` is validated there.
+A command carries one command of the task domain (:data:`agent_core.tasks.TaskCommand`) and the
+project directory (``cwd``) whose ``.soong-agent/tasks/<session_id>/`` holds the list's WAL. The
+envelope repeats ``session_id`` and ``list_name`` so they can be read without the operation; they
+must agree with it. ``request_id`` makes retries safe: a request seen before is not applied again.
+
+Session ids and ``cwd`` are checked by task-wal (which answers with an error), not here, so that
+one bad field yields a reply the caller can show instead of a dead letter it never hears about.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from agent_core.bus.contracts._base import BusMessage
 from agent_core.errors import ErrorPayload
+from agent_core.tasks.commands import TaskCommand
+from agent_core.tasks.models import Task, TaskDAG, TaskWalEvent
 
-__all__ = ["TASK_MESSAGE", "TaskCommandMessage", "TaskMessage", "TaskQueryMessage", "TaskReply"]
+__all__ = [
+    "TASK_MESSAGE",
+    "TaskChangeResult",
+    "TaskCommandMessage",
+    "TaskDagView",
+    "TaskListInfo",
+    "TaskListsView",
+    "TaskMessage",
+    "TaskQueryMessage",
+    "TaskReply",
+    "TaskReplyData",
+]
 
 
 class TaskCommandMessage(BusMessage):
-    """A change to one task list of a session; acknowledged only after its WAL append is durable."""
+    """A change to one task list of a session; acknowledged only after its WAL append is durable.
+
+    ``include_dag`` asks for the whole DAG in the reply (for a task board); otherwise the reply
+    holds the records written and the task the command touched.
+    """
 
     type: Literal["task_command"] = "task_command"
     request_id: str = Field(min_length=1, max_length=64)
@@ -25,11 +47,21 @@ class TaskCommandMessage(BusMessage):
     cwd: str
     list_name: str = Field(min_length=1, max_length=200)
     agent_id: str | None = None
-    operation: dict[str, Any]
+    operation: TaskCommand
+    include_dag: bool = False
+
+    @model_validator(mode="after")
+    def _envelope_matches_operation(self) -> Self:
+        op = self.operation
+        if (op.session_id, op.list_name) != (self.session_id, self.list_name):
+            raise ValueError("session_id and list_name must match the operation's")
+        if self.agent_id is not None and self.agent_id != op.agent_id:
+            raise ValueError("agent_id must match the operation's")
+        return self
 
 
 class TaskQueryMessage(BusMessage):
-    """Read a session's task lists (``list_name=None``) or one DAG."""
+    """Read one DAG (``list_name`` set) or the task lists of a session (``list_name=None``)."""
 
     type: Literal["task_query"] = "task_query"
     session_id: str
@@ -41,10 +73,66 @@ TaskMessage = Annotated[TaskCommandMessage | TaskQueryMessage, Field(discriminat
 TASK_MESSAGE: TypeAdapter[TaskMessage] = TypeAdapter(TaskMessage)
 
 
+class _View(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskDagView(_View):
+    """A DAG with its derived sets: ``ready`` (claimable now) and ``blocked`` pending tasks."""
+
+    kind: Literal["dag"] = "dag"
+    dag: TaskDAG
+    ready: tuple[str, ...] = ()
+    blocked: tuple[str, ...] = ()
+
+
+class TaskChangeResult(_View):
+    """The outcome of an accepted command.
+
+    ``changed`` is false when the effect already held (nothing written); ``duplicate`` is true
+    when this ``request_id`` had already been applied (a retry), in which case nothing was written
+    again and ``events`` is empty. ``seq`` is the list's last record after the command.
+    """
+
+    kind: Literal["change"] = "change"
+    list_name: str
+    seq: int
+    changed: bool
+    duplicate: bool = False
+    events: tuple[TaskWalEvent, ...] = ()
+    task: Task | None = None
+    dag: TaskDagView | None = None
+
+
+class TaskListInfo(_View):
+    """One task list of a session; an unavailable (corrupt) list carries its error."""
+
+    name: str | None
+    file_name: str
+    available: bool
+    seq: int = 0
+    task_count: int = 0
+    status_counts: dict[str, int] = Field(default_factory=dict)
+    error: ErrorPayload | None = None
+
+
+class TaskListsView(_View):
+    """The task lists of a session, by file name order."""
+
+    kind: Literal["lists"] = "lists"
+    session_id: str
+    lists: list[TaskListInfo] = Field(default_factory=list)
+
+
+TaskReplyData = Annotated[
+    TaskDagView | TaskChangeResult | TaskListsView, Field(discriminator="kind")
+]
+
+
 class TaskReply(BusMessage):
-    """The answer of task-wal."""
+    """The answer of task-wal: ``data`` when ``ok``, else ``error`` (shown to the model as is)."""
 
     type: Literal["task_reply"] = "task_reply"
     ok: bool
-    data: Any = None
+    data: TaskReplyData | None = None
     error: ErrorPayload | None = None

@@ -1,0 +1,200 @@
+"""Bus-backed implementations of the loop's ports for one run attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+
+from agent_core.bus import BusNames
+from agent_core.bus.contracts.storage import CreateArtifact, EventDraft, NodeDraft, RunFence
+from agent_core.ids import new_id
+from agent_core.runqueue import RunEventWriter
+from agent_core.storage_client import StorageClient, raise_for_receipt
+from agent_core.tools import OutputFile, SavedToolOutput, ToolExecutor, ToolRegistry
+from agent_core.types.enums import EventLevel, EventType, PermissionBehavior
+from agent_core.types.protocol import (
+    PermissionDecision,
+    PermissionRequest,
+    ToolCall,
+    ToolDefinition,
+    ToolResult,
+)
+from agent_core.types.runtime import Node, RunHandle, RunPermissionRequested
+
+__all__ = ["BusRunStore", "RedisPermissionBroker", "StorageArtifactSink", "WorkerToolRunner"]
+
+
+class BusRunStore:
+    """Writes of one attempt, fenced by ``(run_id, attempt)``: a stale attempt is refused."""
+
+    def __init__(
+        self, storage: StorageClient, handle: RunHandle, *, set_active: bool = True
+    ) -> None:
+        self._storage = storage
+        self.handle = handle
+        self._set_active = set_active  # branch runs leave the session's active node alone
+        self.fence = RunFence(run_id=handle.run_id, attempt=handle.attempt)
+
+    async def append_node(self, node: Node, *, payload: dict[str, Any] | None = None) -> Node:
+        """Node + ``node_created`` event in one transaction; returns the node with its seq."""
+        draft = NodeDraft(
+            node_id=node.node_id,
+            parent_id=node.parent_id,
+            agent_id=node.agent_id,
+            run_id=node.run_id,
+            role=node.role,
+            node_type=node.node_type,
+            content=node.content,
+            metadata=node.metadata,
+            token_count=node.token_count,
+        )
+        event = EventDraft(
+            event_id=new_id("evt"),
+            event_type=EventType.NODE_CREATED,
+            agent_id=node.agent_id,
+            run_id=node.run_id,
+            node_id=node.node_id,
+            payload={"role": node.role.value, "node_type": node.node_type.value, **(payload or {})},
+        )
+        receipt = raise_for_receipt(
+            await self._storage.append_node(
+                self.handle.session_id, draft, event, fence=self.fence, set_active=self._set_active
+            )
+        )
+        return node.model_copy(update={"node_seq": receipt.result.get("node_seq")})
+
+    async def append_event(
+        self,
+        event_type: EventType,
+        *,
+        level: EventLevel = EventLevel.INFO,
+        node_id: str | None = None,
+        tool_call_id: str | None = None,
+        payload: dict[str, Any] | None = None,
+    ) -> None:
+        """A timeline event of this run."""
+        event = EventDraft(
+            event_id=new_id("evt"),
+            event_type=event_type,
+            level=level,
+            agent_id=self.handle.agent_id,
+            run_id=self.handle.run_id,
+            node_id=node_id,
+            tool_call_id=tool_call_id,
+            payload=payload or {},
+        )
+        raise_for_receipt(
+            await self._storage.append_event(self.handle.session_id, event, fence=self.fence)
+        )
+
+
+class StorageArtifactSink:
+    """Registers files written to ``output/`` (and saved long tool outputs) as artifacts."""
+
+    def __init__(self, storage: StorageClient, handle: RunHandle, workspace_root: str) -> None:
+        self._storage = storage
+        self._handle = handle
+        self._root = workspace_root
+
+    async def register_output_file(self, file: OutputFile) -> str | None:
+        """One ``create_artifact`` command per new or changed file."""
+        artifact_id = new_id("artifact")
+        receipt = await self._storage.send(
+            CreateArtifact(
+                command_id=new_id("cmd"),
+                session_id=self._handle.session_id,
+                artifact_id=artifact_id,
+                path=file.path,
+                agent_id=self._handle.agent_id,
+                run_id=self._handle.run_id,
+                node_id=file.node_id,
+                tool_call_id=file.tool_call_id,
+                filename=file.path.rsplit("/", 1)[-1],
+                mime_type=file.mime_type,
+                size_bytes=file.size_bytes,
+                fence=RunFence(run_id=self._handle.run_id, attempt=self._handle.attempt),
+            )
+        )
+        return artifact_id if receipt.ok else None
+
+    async def save_tool_output(self, output: SavedToolOutput) -> str | None:
+        """Long tool outputs are not persisted separately yet; the inline text is capped."""
+        return None
+
+
+class WorkerToolRunner:
+    """The run's tools: the registry filtered by the agent's ``enabled_tools``."""
+
+    def __init__(self, executor: ToolExecutor, enabled: Sequence[str] | None) -> None:
+        self._executor = executor
+        registry: ToolRegistry = executor.registry
+        names = (
+            registry.names() if enabled is None else [n for n in registry.names() if n in enabled]
+        )
+        self._definitions = [t.definition() for t in registry if t.name in names]
+
+    def definitions(self) -> Sequence[ToolDefinition]:
+        """Definitions of the enabled tools."""
+        return self._definitions
+
+    async def execute(self, call: ToolCall, *, node_id: str | None = None) -> ToolResult:
+        """Run one call through the tool executor (validation, permission, timeout, caps)."""
+        return await self._executor.execute(call, node_id=node_id)
+
+
+class RedisPermissionBroker:
+    """``ask``: announce the request, then wait for the decision the gateway stores in Redis."""
+
+    POLL_S = 0.2
+
+    def __init__(
+        self, redis: Redis, names: BusNames, events: RunEventWriter, store: BusRunStore
+    ) -> None:
+        self._redis = redis
+        self._names = names
+        self._events = events
+        self._store = store
+
+    def decision_key(self, request_id: str) -> str:
+        """Where the gateway puts the decision for ``request_id``."""
+        return self._names.key("permission", request_id)
+
+    async def __call__(self, request: PermissionRequest) -> PermissionDecision:
+        handle = self._store.handle
+        await self._redis.set(
+            self._names.key("permission-request", request.request_id),
+            request.model_dump_json(),
+            ex=7 * 24 * 3600,
+        )
+        self._events.emit(
+            RunPermissionRequested(
+                run_id=handle.run_id,
+                session_id=handle.session_id,
+                agent_id=handle.agent_id,
+                request=request,
+            )
+        )
+        await self._store.append_event(
+            EventType.PERMISSION_REQUESTED,
+            tool_call_id=request.tool_call.id,
+            payload={"request_id": request.request_id, "tool": request.tool_call.name},
+        )
+        while True:
+            raw = await self._redis.get(self.decision_key(request.request_id))
+            if raw is not None:
+                decision = PermissionDecision.model_validate(json.loads(raw))
+                await self._store.append_event(
+                    EventType.PERMISSION_DECIDED,
+                    tool_call_id=request.tool_call.id,
+                    payload={
+                        "request_id": request.request_id,
+                        "behavior": decision.behavior.value,
+                        "allowed": decision.behavior is PermissionBehavior.ALLOW,
+                    },
+                )
+                return decision
+            await asyncio.sleep(self.POLL_S)

@@ -1,0 +1,462 @@
+"""Executing one queued run: claim (fenced), recover or start, loop, and record how it ended."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+from agent_core.bus.contracts.memory import Interaction, InteractionTurn, MemoryReply, RenderMemory
+from agent_core.bus.contracts.storage import (
+    ClaimRun,
+    GetActivePath,
+    GetSession,
+    GetTree,
+    RunFence,
+    UpdateRun,
+)
+from agent_core.bus.publish import publish
+from agent_core.config import Settings
+from agent_core.errors import AgentCoreError, ErrorPayload, StorageError, redact
+from agent_core.ids import new_id
+from agent_core.provider import ProviderRegistry, ProviderSettings
+from agent_core.provider.base import ProviderAdapter
+from agent_core.runqueue import InFlight, RunEventWriter, SessionQueue
+from agent_core.runtime import AgentLoop, RunOutcome, resume_point
+from agent_core.service import ServiceContext
+from agent_core.storage_client import StorageClient
+from agent_core.tools import (
+    PermissionGate,
+    PermissionRules,
+    ToolExecutor,
+    ToolRegistry,
+    Workspace,
+)
+from agent_core.types.enums import (
+    EndReason,
+    EventLevel,
+    EventType,
+    NodeType,
+    PermissionPolicy,
+    Role,
+    RunStatus,
+)
+from agent_core.types.mappers import to_node
+from agent_core.types.protocol import TextBlock, ToolResultBlock
+from agent_core.types.runtime import AgentConfig, Node, RunFinished, RunHandle, RunStatusChanged
+from agent_core.types.storage import NodeRecord
+from services.run_worker.adapters import (
+    BusRunStore,
+    RedisPermissionBroker,
+    StorageArtifactSink,
+    WorkerToolRunner,
+)
+
+__all__ = ["RunExecutor"]
+
+log = logging.getLogger("soong.run_worker")
+
+_FINAL_EVENT = {
+    RunStatus.COMPLETED: EventType.RUN_COMPLETED,
+    RunStatus.FAILED: EventType.RUN_FAILED,
+    RunStatus.CANCELLED: EventType.RUN_CANCELLED,
+    RunStatus.ABORTED: EventType.RUN_ABORTED,
+}
+
+
+class _Fenced(Exception):
+    """Our attempt was superseded: stop writing, finalize nothing."""
+
+
+class RunExecutor:
+    """Runs queued runs for one worker process."""
+
+    def __init__(
+        self,
+        ctx: ServiceContext,
+        storage: StorageClient,
+        queue: SessionQueue,
+        providers: ProviderRegistry,
+        tools: ToolRegistry,
+    ) -> None:
+        self.ctx = ctx
+        self.settings: Settings = ctx.settings
+        self.storage = storage
+        self.queue = queue
+        self.providers = providers
+        self.tools = tools
+        self.running: dict[str, asyncio.Task[RunOutcome]] = {}
+        self._cancel_requested: set[str] = set()
+        self._adapters: dict[tuple[str, str | None, str | None], ProviderAdapter] = {}
+
+    # -- cancellation ------------------------------------------------------------------------------
+
+    def cancel(self, run_id: str) -> bool:
+        """Cancel a run this process is executing; ``False`` if it is not here."""
+        task = self.running.get(run_id)
+        if task is None:
+            return False
+        self._cancel_requested.add(run_id)
+        task.cancel()
+        return True
+
+    # -- one run -------------------------------------------------------------------------------
+
+    async def execute(self, item: InFlight) -> None:
+        """Execute (or recover) ``item``; returns once the run is terminal or no longer ours."""
+        run = item.run
+        attempt = await self.queue.next_attempt(run.run_id)
+        handle = RunHandle(
+            run_id=run.run_id, session_id=run.session_id, agent_id=run.agent_id, attempt=attempt
+        )
+        fence = RunFence(run_id=run.run_id, attempt=attempt)
+        claim = await self.storage.send(
+            ClaimRun(command_id=new_id("cmd"), session_id=run.session_id, fence=fence)
+        )
+        if not claim.ok:
+            # Terminal already (cancelled while queued, finished before a crash) or superseded.
+            log.info("run %s not claimable: %s", run.run_id, claim.error and claim.error.code)
+            return
+        events = RunEventWriter(self.ctx.redis, self.ctx.names, run.session_id, run.run_id)
+        events.start()
+        events.emit(
+            RunStatusChanged(
+                run_id=run.run_id,
+                session_id=run.session_id,
+                agent_id=run.agent_id,
+                status=RunStatus.RUNNING,
+                previous=RunStatus.QUEUED if attempt == 1 else RunStatus.RUNNING,
+                attempt=attempt,
+            )
+        )
+        store = BusRunStore(self.storage, handle, set_active=run.kind == "main")
+        try:
+            outcome = await self._run(item, handle, store, events)
+            await self._finish(handle, store, events, outcome, item)
+        except _Fenced:
+            log.warning("run %s attempt %d was superseded; stopping", run.run_id, attempt)
+            await events.abort()
+
+    async def _run(
+        self, item: InFlight, handle: RunHandle, store: BusRunStore, events: RunEventWriter
+    ) -> RunOutcome:
+        run = item.run
+        if await self.queue.is_cancelled(run.run_id):
+            return RunOutcome(RunStatus.CANCELLED, EndReason.COMPLETED)
+        try:
+            config = self._config(run.config_overrides)
+        except Exception as exc:
+            return _failed("invalid_config", f"agent configuration is invalid: {exc}")
+        session = await self._query(GetSession(session_id=run.session_id))
+        path = await self._path(run.session_id, run.start_node_id)
+        turns_done = 0
+        if handle.attempt > 1:
+            last = await self._last_node_of(run.session_id, run.run_id)
+            if last is not None:
+                path = await self._path(run.session_id, last)
+            point = resume_point(path, run.run_id)
+            if point.action == "complete":
+                return RunOutcome(
+                    RunStatus.COMPLETED,
+                    EndReason.COMPLETED,
+                    turns=point.turns_done,
+                    last_node_id=path[-1].node_id,
+                    final_text=point.final_text,
+                )
+            if point.action == "unsafe":
+                return _failed(
+                    "worker_lost",
+                    "the worker running this run was lost while tools were running; "
+                    "their results are unknown, so the run was not resumed",
+                    last_node_id=path[-1].node_id,
+                )
+            turns_done = point.turns_done
+        elif run.kind == "main":
+            memory = await self._memory_node(run.account_id, config, handle, path[-1])
+            if memory is not None:
+                path.append(await self._fenced(store.append_node(memory)))
+        model = self._adapter(config)
+        workspace = Workspace(
+            self.settings.home,
+            str(session["account_id"]),
+            run.session_id,
+            allow_platform_work=config.allow_platform_writes,
+        )
+        await asyncio.to_thread(workspace.ensure)
+        executor = ToolExecutor(
+            self.tools,
+            workspace=workspace,
+            run_id=run.run_id,
+            agent_id=run.agent_id,
+            permissions=PermissionGate(
+                _rules(config), RedisPermissionBroker(self.ctx.redis, self.ctx.names, events, store)
+            ),
+            artifacts=StorageArtifactSink(self.storage, handle, str(workspace.root)),
+        )
+        loop = AgentLoop(
+            handle=handle,
+            config=config,
+            model=model,
+            store=store,
+            events=events,
+            tools=WorkerToolRunner(executor, config.enabled_tools),
+        )
+        task = asyncio.create_task(loop.run(path, turns_done=turns_done), name=f"run:{run.run_id}")
+        self.running[run.run_id] = task
+        try:
+            return await asyncio.wait_for(task, timeout=config.budget.max_wall_clock_s)
+        except TimeoutError:
+            return _failed(
+                "budget_exceeded",
+                "the run exceeded its wall_clock budget",
+                details={"limit": "wall_clock"},
+                last_node_id=loop.last_node_id,
+            )
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this worker is shutting down: the run stays in flight for a takeover
+            reason = (
+                EndReason.ABORTED_TOOLS if loop.phase == "tools" else EndReason.ABORTED_STREAMING
+            )
+            if loop.phase == "streaming" and loop.partial_text:
+                await self._fenced(
+                    store.append_node(
+                        Node(
+                            node_id=new_id("node"),
+                            parent_id=loop.last_node_id,
+                            agent_id=run.agent_id,
+                            run_id=run.run_id,
+                            role=Role.ASSISTANT,
+                            content=[TextBlock(text=loop.partial_text)],
+                            metadata={"interrupted": True},
+                        )
+                    )
+                )
+            return RunOutcome(
+                RunStatus.CANCELLED,
+                reason,
+                usage=loop.usage,
+                turns=loop.turns,
+                last_node_id=loop.last_node_id,
+            )
+        except StorageError as exc:
+            if exc.code in ("stale_attempt", "unclaimed_attempt"):
+                raise _Fenced from exc
+            return _failed(exc.code, exc.message, last_node_id=loop.last_node_id)
+        except AgentCoreError as exc:
+            return RunOutcome(
+                RunStatus.FAILED,
+                EndReason.FAILED,
+                usage=loop.usage,
+                turns=loop.turns,
+                last_node_id=loop.last_node_id,
+                error=exc.to_payload(),
+            )
+        finally:
+            self.running.pop(run.run_id, None)
+            self._cancel_requested.discard(run.run_id)
+
+    async def _finish(
+        self,
+        handle: RunHandle,
+        store: BusRunStore,
+        events: RunEventWriter,
+        outcome: RunOutcome,
+        item: InFlight,
+    ) -> None:
+        receipt = await self.storage.send(
+            UpdateRun(
+                command_id=new_id("cmd"),
+                session_id=handle.session_id,
+                run_id=handle.run_id,
+                fence=store.fence,
+                status=outcome.status,
+                end_reason=outcome.end_reason,
+                turn_count=outcome.turns,
+                usage=outcome.usage,
+                error=outcome.error,
+                end_node_id=outcome.last_node_id,
+            )
+        )
+        if not receipt.ok:
+            code = receipt.error.code if receipt.error else "refused"
+            if code in ("stale_attempt", "unclaimed_attempt"):
+                raise _Fenced
+            log.error("run %s: final update refused: %s", handle.run_id, code)
+        await self._fenced(
+            store.append_event(
+                _FINAL_EVENT[outcome.status],
+                level=EventLevel.ERROR if outcome.status is RunStatus.FAILED else EventLevel.INFO,
+                node_id=outcome.last_node_id,
+                payload={
+                    "status": outcome.status.value,
+                    "end_reason": outcome.end_reason.value,
+                    "turns": outcome.turns,
+                    **({"error": outcome.error.model_dump()} if outcome.error else {}),
+                },
+            )
+        )
+        events.emit(
+            RunFinished(
+                run_id=handle.run_id,
+                session_id=handle.session_id,
+                agent_id=handle.agent_id,
+                status=outcome.status,
+                end_reason=outcome.end_reason,
+                usage=outcome.usage,
+                error=outcome.error,
+                last_node_id=outcome.last_node_id,
+            )
+        )
+        await events.close()
+        if item.run.kind == "main" and outcome.status is RunStatus.COMPLETED:
+            await self._hand_off(item, outcome)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    async def _fenced(self, awaitable: Any) -> Any:
+        try:
+            return await awaitable
+        except StorageError as exc:
+            if exc.code in ("stale_attempt", "unclaimed_attempt"):
+                raise _Fenced from exc
+            raise
+
+    async def _query(self, query: Any) -> Any:
+        reply = await self.storage.query(query)
+        if not reply.ok:
+            err = reply.error
+            raise StorageError(
+                err.code if err else "query_failed", err.message if err else "query failed"
+            )
+        return reply.data
+
+    async def _path(self, session_id: str, node_id: str) -> list[Node]:
+        rows = await self._query(GetActivePath(session_id=session_id, node_id=node_id))
+        return [to_node(NodeRecord.model_validate(r)) for r in rows]
+
+    async def _last_node_of(self, session_id: str, run_id: str) -> str | None:
+        tree = await self._query(GetTree(session_id=session_id))
+        own = [n for n in tree if n.get("run_id") == run_id]
+        return str(own[-1]["node_id"]) if own else None
+
+    def _config(self, overrides: dict[str, Any]) -> AgentConfig:
+        m = self.settings.model
+        base: dict[str, Any] = {
+            "provider": m.provider,
+            "model": m.name,
+            "base_url": m.base_url,
+            "api_key_env": m.api_key_env,
+            "max_output_tokens": m.max_output_tokens,
+            "tool_policy": {"default": PermissionPolicy.ALLOW.value},
+        }
+        return AgentConfig.model_validate({**base, **overrides})
+
+    def _adapter(self, config: AgentConfig) -> ProviderAdapter:
+        key = (config.provider, config.base_url, config.api_key_env)
+        adapter = self._adapters.get(key)
+        if adapter is None:
+            api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
+            adapter = self.providers.create(
+                ProviderSettings(
+                    provider=config.provider,
+                    base_url=config.base_url,
+                    api_key=api_key,
+                    timeout_s=self.settings.model.timeout_s,
+                    provider_options=config.provider_options,
+                )
+            )
+            self._adapters[key] = adapter
+        return adapter
+
+    async def _memory_node(
+        self, account_id: str, config: AgentConfig, handle: RunHandle, parent: Node
+    ) -> Node | None:
+        if not self.settings.memory.enabled:
+            return None
+        try:
+            reply = await self.ctx.rpc.request(
+                RenderMemory(account_id=account_id, skills=config.enabled_skills or []),
+                stream=self.ctx.names.memory_queries,
+                reply=MemoryReply,
+                timeout_s=2.0,
+            )
+        except AgentCoreError as exc:  # memory is an aid: a run never waits on it or fails for it
+            log.warning("memory unavailable for %s: %s", account_id, exc.code)
+            return None
+        text = reply.data if reply.ok and isinstance(reply.data, str) else ""
+        if not text.strip():
+            return None
+        return Node(
+            node_id=new_id("node"),
+            parent_id=parent.node_id,
+            agent_id=handle.agent_id,
+            run_id=handle.run_id,
+            role=Role.SYSTEM,
+            node_type=NodeType.MEMORY_CONTEXT,
+            content=[TextBlock(text=text)],
+            metadata={"source": "memory"},
+        )
+
+    async def _hand_off(self, item: InFlight, outcome: RunOutcome) -> None:
+        """Publish the interaction to memory-extraction (redacted); never fails the run."""
+        try:
+            path = await self._path(
+                item.run.session_id, outcome.last_node_id or item.run.start_node_id
+            )
+            turns = [t for n in path if n.run_id == item.run.run_id for t in _turns(n)]
+            message = Interaction(
+                interaction_id=new_id("evt"),
+                account_id=item.run.account_id,
+                session_id=item.run.session_id,
+                run_id=item.run.run_id,
+                turns=turns,
+                skills=[],
+            )
+            await publish(self.ctx.redis, self.ctx.names.memory_interactions, message)
+        except Exception as exc:
+            log.warning("memory hand-off of %s failed: %s", item.run.run_id, redact(str(exc)))
+
+
+def _turns(node: Node) -> list[InteractionTurn]:
+    if node.role is Role.USER or node.role is Role.ASSISTANT:
+        text = "".join(b.text for b in node.content if isinstance(b, TextBlock))
+        return [InteractionTurn(role=node.role.value, content=redact(text))] if text else []
+    if node.role is Role.TOOL:
+        return [
+            InteractionTurn(
+                role="tool",
+                content=redact(
+                    "".join(c.text for c in b.content if isinstance(c, TextBlock))[:2000]
+                ),
+                is_error=b.is_error,
+            )
+            for b in node.content
+            if isinstance(b, ToolResultBlock)
+        ]
+    return []
+
+
+def _rules(config: AgentConfig) -> PermissionRules:
+    policy = config.tool_policy
+    per_tool: dict[str, PermissionPolicy] = {}
+    for name in policy.allow:
+        per_tool[name] = PermissionPolicy.ALLOW
+    for name in policy.ask:
+        per_tool[name] = PermissionPolicy.ASK
+    for name in policy.deny:
+        per_tool[name] = PermissionPolicy.DENY
+    return PermissionRules(default=policy.default, per_tool=per_tool)
+
+
+def _failed(
+    code: str,
+    message: str,
+    *,
+    details: dict[str, Any] | None = None,
+    last_node_id: str | None = None,
+) -> RunOutcome:
+    error = ErrorPayload(type="run_error", code=code, message=message, details=details or {})
+    return RunOutcome(RunStatus.FAILED, EndReason.FAILED, error=error, last_node_id=last_node_id)

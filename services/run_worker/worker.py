@@ -1,0 +1,141 @@
+"""Draining session FIFOs under leases: nudges, the sweeper, heartbeats and cancel signals."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+
+from agent_core.bus import Delivery
+from agent_core.bus.contracts.runs import RunsMessage
+from agent_core.runqueue import SessionQueue
+from agent_core.service import ServiceContext
+from services.run_worker.executor import RunExecutor
+
+__all__ = ["RunWorker"]
+
+log = logging.getLogger("soong.run_worker")
+
+
+class RunWorker:
+    """Takes leases on lanes (sessions or branch runs) and executes their runs one at a time."""
+
+    def __init__(self, ctx: ServiceContext, queue: SessionQueue, executor: RunExecutor) -> None:
+        self.ctx = ctx
+        self.queue = queue
+        self.executor = executor
+        settings = ctx.settings.run_worker
+        self.ttl_ms = settings.lease_ttl_ms
+        self.max_lanes = settings.max_concurrent_runs
+        self.sweep_interval_s = max(0.2, self.ttl_ms / 4000)
+        # Unique per process life: a restarted worker never mistakes an old lease for its own.
+        self.token = f"{ctx.consumer_name}:{secrets.token_hex(4)}"
+        self.lanes: dict[str, asyncio.Task[None]] = {}
+        self._accepting = True
+
+    async def on_nudge(self, nudge: RunsMessage, _: Delivery) -> None:
+        """A lane has work: try to take it. Losing the race is fine: the holder sees the run."""
+        await self.try_drain(nudge.session_id)
+
+    async def try_drain(self, lane: str) -> bool:
+        """Start draining ``lane`` if we can take its lease; return whether we did."""
+        if not self._accepting or lane in self.lanes or len(self.lanes) >= self.max_lanes:
+            return False
+        if not await self.queue.acquire(lane, self.token, self.ttl_ms):
+            return False
+        task = asyncio.create_task(self._drain(lane), name=f"lane:{lane}")
+        self.lanes[lane] = task
+        task.add_done_callback(lambda _: self.lanes.pop(lane, None))
+        return True
+
+    async def _drain(self, lane: str) -> None:
+        lost = asyncio.Event()
+        heartbeat = asyncio.create_task(self._heartbeat(lane, lost), name=f"lease:{lane}")
+        try:
+            orphan = await self.queue.in_flight(lane)
+            if orphan is not None:  # its worker died (or stopped) mid-run: recover it first
+                log.info("recovering run %s of %s", orphan.run.run_id, lane)
+                await self.executor.execute(orphan)
+                await self.queue.finish(orphan)
+            while self._accepting and not lost.is_set():
+                item = await self.queue.take_next(lane)
+                if item is None:
+                    if await self.queue.release_if_idle(lane, self.token) != 0:
+                        return
+                    continue
+                await self.executor.execute(item)
+                await self.queue.finish(item)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The run stays in the processing list; the lease expires and a sweeper retries it.
+            log.exception("draining %s failed", lane)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            if not lost.is_set() and not self._accepting:
+                await self.queue.release(lane, self.token)
+
+    async def _heartbeat(self, lane: str, lost: asyncio.Event) -> None:
+        while True:
+            await asyncio.sleep(self.ttl_ms / 3000)
+            try:
+                ok = await self.queue.renew(lane, self.token, self.ttl_ms)
+            except Exception:
+                log.warning("lease renewal of %s failed; retrying", lane)
+                continue
+            if not ok:
+                log.warning("lost the lease of %s; its runs are fenced from now on", lane)
+                lost.set()
+                task = self.lanes.get(lane)
+                if task is not None:
+                    task.cancel()
+                return
+
+    async def sweep(self, stop: asyncio.Event) -> None:
+        """Take over lanes with work and no lease holder (lost nudges, dead workers)."""
+        while not stop.is_set():
+            try:
+                for lane in await self.queue.pending_sessions():
+                    if lane not in self.lanes and await self.queue.lease_holder(lane) is None:
+                        await self.try_drain(lane)
+            except Exception:
+                log.exception("sweep failed; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.sweep_interval_s)
+
+    async def listen_for_cancels(self, stop: asyncio.Event) -> None:
+        """Cancel signals for runs executing here arrive on ``control:<run_id>``."""
+        pubsub = self.ctx.redis.pubsub(ignore_subscribe_messages=True)
+        await pubsub.psubscribe(self.ctx.names.run_control("*"))
+        prefix = self.ctx.names.run_control("")
+        try:
+            while not stop.is_set():
+                msg = await pubsub.get_message(timeout=0.5)
+                if msg is None or msg.get("type") != "pmessage":
+                    continue
+                channel = (
+                    msg["channel"].decode() if isinstance(msg["channel"], bytes) else msg["channel"]
+                )
+                run_id = channel.removeprefix(prefix)
+                if self.executor.cancel(run_id):
+                    log.info("cancelled run %s", run_id)
+        finally:
+            await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop taking runs; let running ones finish for ``timeout_s``; then cancel them.
+
+        A cancelled drain leaves its run in the processing list, so the next lease holder
+        resumes or fails it: nothing is lost, nothing stays ``running`` forever.
+        """
+        self._accepting = False
+        tasks = list(self.lanes.values())
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)

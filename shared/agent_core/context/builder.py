@@ -1,0 +1,134 @@
+"""Building a model request from the active path (seed 000 "Active Path").
+
+Only the nodes from the root to the run's head go into the context; sibling branches never do.
+Nodes map by role: ``user``/``assistant``/``tool`` nodes become messages, ``system`` nodes (memory,
+skill context, system notes) become system blocks after the agent's own prompt. Of the
+``memory_context`` nodes on the path only the newest is used — each run injects a fresh one, and
+an old memory must not contradict the current one. Every decision is recorded in the
+:class:`ContextBuildReport`, so what the model saw can be inspected later.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent_core.types.enums import NodeType, Role
+from agent_core.types.protocol import (
+    ContentBlock,
+    JsonBlock,
+    ModelMessage,
+    ModelRequest,
+    SystemBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolDefinition,
+    ToolResultBlock,
+)
+from agent_core.types.runtime import (
+    AgentConfig,
+    ContextBuildReport,
+    DroppedNode,
+    InjectedContext,
+    Node,
+)
+
+__all__ = ["ContextBuilder", "estimate_tokens"]
+
+_SYNTHETIC = {NodeType.MEMORY_CONTEXT, NodeType.SKILL_CONTEXT}
+
+
+def estimate_tokens(blocks: Sequence[ContentBlock]) -> int:
+    """A cheap token estimate (~4 bytes of UTF-8 per token); good enough for budgets."""
+    size = 0
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            size += len(block.text.encode())
+        elif isinstance(block, ToolCallBlock):
+            size += len(block.name) + len(json.dumps(block.arguments))
+        elif isinstance(block, ToolResultBlock):
+            size += sum(estimate_tokens([c]) * 4 for c in block.content)
+        elif isinstance(block, JsonBlock):
+            size += len(block.summary or "") + len(json.dumps(block.data, default=str))
+        else:
+            size += 64
+    return max(1, size // 4) if size else 0
+
+
+def _text(blocks: Sequence[ContentBlock]) -> str:
+    return "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
+
+
+@dataclass(frozen=True, slots=True)
+class ContextBuilder:
+    """Turns an active path into a :class:`ModelRequest` plus its :class:`ContextBuildReport`."""
+
+    def build(
+        self,
+        path: Sequence[Node],
+        *,
+        session_id: str,
+        config: AgentConfig,
+        tools: Sequence[ToolDefinition] = (),
+        run_id: str | None = None,
+    ) -> tuple[ModelRequest, ContextBuildReport]:
+        """Build the request for the next model call after the last node of ``path``."""
+        if not path:
+            raise ValueError("an active path has at least the user's message")
+        newest_memory = next(
+            (n.node_id for n in reversed(path) if n.node_type is NodeType.MEMORY_CONTEXT), None
+        )
+        system: list[SystemBlock] = []
+        if config.system_prompt:
+            system.append(SystemBlock(text=config.system_prompt, cache=True))
+        messages: list[ModelMessage] = []
+        report = ContextBuildReport(
+            session_id=session_id,
+            agent_id=path[-1].agent_id,
+            run_id=run_id,
+            active_node_id=path[-1].node_id,
+        )
+        tokens = sum(estimate_tokens([TextBlock(text=b.text)]) for b in system)
+        for node in path:
+            cost = node.token_count or estimate_tokens(node.content)
+            if node.node_type is NodeType.MEMORY_CONTEXT and node.node_id != newest_memory:
+                report.dropped.append(DroppedNode(node_id=node.node_id, reason="superseded memory"))
+                continue
+            if node.role is Role.SYSTEM:
+                text = _text(node.content)
+                if text:
+                    system.append(SystemBlock(text=text))
+                if node.node_type in _SYNTHETIC:
+                    report.injected.append(
+                        InjectedContext(
+                            node_type=node.node_type,
+                            source=str(node.metadata.get("source", node.node_type.value)),
+                            token_estimate=cost,
+                            node_id=node.node_id,
+                        )
+                    )
+                report.node_ids.append(node.node_id)
+                tokens += cost
+                continue
+            role = node.role
+            content = list(node.content)
+            if messages and messages[-1].role == role and role is not Role.ASSISTANT:
+                # Consecutive user (or tool) nodes merge into one message: providers want turns.
+                messages[-1] = ModelMessage(role=role, content=[*messages[-1].content, *content])
+            else:
+                messages.append(ModelMessage(role=role, content=content))
+            report.node_ids.append(node.node_id)
+            tokens += cost
+        report.token_estimate = tokens
+        request = ModelRequest(
+            model=config.model,
+            system=system,
+            messages=messages,
+            tools=list(tools),
+            max_tokens=config.max_output_tokens,
+            temperature=config.temperature,
+            provider_options=dict(config.provider_options),
+            metadata={"run_id": run_id} if run_id else {},
+        )
+        return request, report

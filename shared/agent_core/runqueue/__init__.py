@@ -1,0 +1,17 @@
+"""Runs between gateway and workers: the per-session FIFO with its lease, and run event streams."""
+
+from agent_core.runqueue.events import RunEventReader, RunEventWriter
+from agent_core.runqueue.fifo import InFlight, SessionQueue
+from agent_core.runqueue.models import QueuedRun
+from agent_core.runqueue.submit import SessionBusyError, Submitted, submit_message
+
+__all__ = [
+    "InFlight",
+    "QueuedRun",
+    "RunEventReader",
+    "RunEventWriter",
+    "SessionBusyError",
+    "SessionQueue",
+    "Submitted",
+    "submit_message",
+]

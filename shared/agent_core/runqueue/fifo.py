@@ -1,0 +1,200 @@
+"""Per-session run FIFO with a lease (ARCHITECTURE §5).
+
+Methods take a *lane*: a session id for its main runs, or ``<session>.<run>`` for a branch run
+(multitask strategy ``branch``), which gets a FIFO of its own and so runs beside the main runs.
+
+The gateway appends a run to its session's FIFO and nudges the ``runs`` stream. The worker that
+takes the nudge acquires the session's lease (``SET NX PX`` with its token, renewed by heartbeat)
+and drains the FIFO one run at a time with a reliable move (FIFO → processing list). A nudge for
+a leased session is dropped: the lease holder will see the run. Releasing the lease re-checks the
+FIFO atomically, so a run enqueued during the release is never stranded; and every session with
+work is also listed in a ``pending`` set that a sweeper scans, so a lost nudge or a dead worker
+delays a run by at most the lease TTL plus a sweep interval, never forever.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from agent_core.bus import BusNames
+from agent_core.bus.contracts.runs import RunNudge
+from agent_core.runqueue.models import QueuedRun
+
+__all__ = ["InFlight", "SessionQueue"]
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# Release only when nothing is queued or in flight; otherwise keep the lease (the caller drains on).
+_RELEASE_IF_IDLE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+if redis.call('LLEN', KEYS[2]) > 0 or redis.call('LLEN', KEYS[3]) > 0 then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[4], ARGV[2])
+return 1
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A run in the processing list, with its exact stored form (the key to remove it)."""
+
+    run: QueuedRun
+    raw: str
+
+
+def _s(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+class SessionQueue:
+    """Redis operations of the per-session FIFO, lease, cancel flags and nudges."""
+
+    def __init__(self, redis: Redis, names: BusNames) -> None:
+        self._redis = redis
+        self._names = names
+        self._renew = redis.register_script(_RENEW)
+        self._release_if_idle = redis.register_script(_RELEASE_IF_IDLE)
+        self._release = redis.register_script(_RELEASE)
+
+    @property
+    def pending_key(self) -> str:
+        """The set of sessions that have queued or in-flight runs."""
+        return self._names.key("sessions", "pending")
+
+    # -- producer side (gateway) ------------------------------------------------------------------
+
+    async def enqueue(self, run: QueuedRun) -> None:
+        """Append ``run`` to its session's FIFO, list the session as pending, and nudge workers."""
+        run = run.model_copy(update={"enqueued_at_ms": int(time.time() * 1000)})
+        nudge = RunNudge(session_id=run.lane, run_id=run.run_id).model_dump_json()
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(self._names.session_fifo(run.lane), run.model_dump_json())
+            pipe.sadd(self.pending_key, run.lane)
+            # A plain JSON field map: the consumer reads it like any other entry (see codec).
+            pipe.xadd(self._names.runs, {"__data__": nudge}, maxlen=100_000, approximate=True)
+            await pipe.execute()
+
+    async def nudge(self, session_id: str, run_id: str | None = None) -> None:
+        """Wake a worker for ``session_id`` (used for branch runs and by the sweeper's tests)."""
+        body = RunNudge(session_id=session_id, run_id=run_id).model_dump_json()
+        await self._redis.xadd(
+            self._names.runs, {"__data__": body}, maxlen=100_000, approximate=True
+        )
+
+    async def queued(self, session_id: str) -> list[QueuedRun]:
+        """Runs waiting in the FIFO, oldest first."""
+        raw = await self._redis.lrange(self._names.session_fifo(session_id), 0, -1)
+        return [QueuedRun.model_validate_json(r) for r in raw]
+
+    async def in_flight(self, session_id: str) -> InFlight | None:
+        """The run a worker moved to the processing list (executing, or orphaned by a crash)."""
+        raw = await self._redis.lindex(self._names.session_processing(session_id), 0)
+        return None if raw is None else InFlight(QueuedRun.model_validate_json(raw), _s(raw))
+
+    async def is_busy(self, session_id: str) -> bool:
+        """Whether a main run of the session is queued or executing."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.llen(self._names.session_fifo(session_id))
+            pipe.llen(self._names.session_processing(session_id))
+            queued, running = await pipe.execute()
+        return bool(queued or running)
+
+    async def remove_queued(self, session_id: str, run_id: str) -> bool:
+        """Take a queued run out of the FIFO (a queued run cancelled before it started)."""
+        for raw in await self._redis.lrange(self._names.session_fifo(session_id), 0, -1):
+            if QueuedRun.model_validate_json(raw).run_id == run_id:
+                value = raw.decode() if isinstance(raw, bytes) else raw
+                return bool(await self._redis.lrem(self._names.session_fifo(session_id), 1, value))
+        return False
+
+    # -- consumer side (run-worker) ---------------------------------------------------------------
+
+    async def acquire(self, session_id: str, token: str, ttl_ms: int) -> bool:
+        """Take the session's lease if nobody holds it."""
+        return bool(
+            await self._redis.set(self._names.session_lease(session_id), token, nx=True, px=ttl_ms)
+        )
+
+    async def renew(self, session_id: str, token: str, ttl_ms: int) -> bool:
+        """Extend our lease; ``False`` means we lost it and must stop writing."""
+        keys = [self._names.session_lease(session_id)]
+        return bool(await self._renew(keys=keys, args=[token, ttl_ms]))
+
+    async def take_next(self, session_id: str) -> InFlight | None:
+        """Move the oldest queued run to the processing list and return it (lease holder only)."""
+        raw = await self._redis.lmove(
+            self._names.session_fifo(session_id),
+            self._names.session_processing(session_id),
+            "LEFT",
+            "RIGHT",
+        )
+        return None if raw is None else InFlight(QueuedRun.model_validate_json(raw), _s(raw))
+
+    async def finish(self, item: InFlight) -> None:
+        """Drop a run from the processing list once it is terminal in storage."""
+        await self._redis.lrem(self._names.session_processing(item.run.lane), 0, item.raw)
+
+    async def release_if_idle(self, session_id: str, token: str) -> int:
+        """1: released; 0: more work arrived, keep draining; -1: the lease was not ours."""
+        n = self._names
+        keys = [
+            n.session_lease(session_id),
+            n.session_fifo(session_id),
+            n.session_processing(session_id),
+            self.pending_key,
+        ]
+        return int(await self._release_if_idle(keys=keys, args=[token, session_id]))
+
+    async def release(self, session_id: str, token: str) -> None:
+        """Give the lease up unconditionally (shutdown); the work stays for the next holder."""
+        await self._release(keys=[self._names.session_lease(session_id)], args=[token])
+
+    async def pending_sessions(self) -> list[str]:
+        """Sessions with queued or in-flight runs (for the sweeper)."""
+        members = await self._redis.smembers(self.pending_key)
+        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+
+    async def lease_holder(self, session_id: str) -> str | None:
+        """The token holding the lease, if any."""
+        raw = await self._redis.get(self._names.session_lease(session_id))
+        if raw is None:
+            return None
+        return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+    # -- cancellation ------------------------------------------------------------------------------
+
+    def _cancel_key(self, run_id: str) -> str:
+        return self._names.key("cancel", run_id)
+
+    async def request_cancel(self, run_id: str) -> None:
+        """Flag ``run_id`` as cancelled (checked before it starts) and signal a running executor."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.set(self._cancel_key(run_id), b"1", ex=7 * 24 * 3600)
+            pipe.publish(self._names.run_control(run_id), b"cancel")
+            await pipe.execute()
+
+    async def is_cancelled(self, run_id: str) -> bool:
+        """Whether a cancel was requested for ``run_id``."""
+        return bool(await self._redis.exists(self._cancel_key(run_id)))
+
+    async def next_attempt(self, run_id: str) -> int:
+        """A new, strictly larger attempt number for ``run_id`` (the fencing token)."""
+        key = self._names.key("attempt", run_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.incr(key)
+            pipe.expire(key, 30 * 24 * 3600)
+            value, _ = await pipe.execute()
+        return int(value)

@@ -1,0 +1,39 @@
+"""What the session FIFO holds: one queued run, as the gateway submitted it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_core.types.enums import MultitaskStrategy
+
+__all__ = ["QueuedRun"]
+
+
+class QueuedRun(BaseModel):
+    """A run waiting in its session's FIFO (or being executed from the processing list).
+
+    ``kind="main"`` runs are serial per session; ``kind="branch"`` runs (multitask strategy
+    ``branch``) run beside them on their own branch.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str
+    session_id: str
+    account_id: str
+    agent_id: str
+    start_node_id: str
+    kind: Literal["main", "branch"] = "main"
+    strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE
+    config_overrides: dict[str, Any] = Field(default_factory=dict)
+    enqueued_at_ms: int = 0
+
+    @property
+    def lane(self) -> str:
+        """The FIFO this run waits in: the session's for main runs, its own for branch runs.
+
+        ``.`` never appears in a session id, so a branch lane can never be a session's lane.
+        """
+        return self.session_id if self.kind == "main" else f"{self.session_id}.{self.run_id}"

@@ -1,0 +1,125 @@
+"""Submitting a user message: the user node, its run, and the run's place in the queue.
+
+Used by the gateway (and by tests and benchmarks that speak to the bus directly). The multitask
+strategy decides what happens while a main run of the session is active: ``enqueue`` waits its
+turn, ``reject`` refuses, ``interrupt`` cancels what is active or queued first, ``branch`` runs at
+once on its own lane, beside the active run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent_core.bus.contracts.storage import CreateRun, EventDraft, GetSession, NodeDraft
+from agent_core.errors import AgentCoreError, StorageError
+from agent_core.ids import new_id
+from agent_core.runqueue.fifo import SessionQueue
+from agent_core.runqueue.models import QueuedRun
+from agent_core.storage_client import StorageClient, raise_for_receipt
+from agent_core.types.enums import EventType, MultitaskStrategy, Role
+from agent_core.types.protocol import ContentBlock
+
+__all__ = ["SessionBusyError", "Submitted", "submit_message"]
+
+
+class SessionBusyError(AgentCoreError):
+    """A main run is active and the strategy was ``reject``."""
+
+    error_type = "conflict"
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """What a submission created."""
+
+    run_id: str
+    node_id: str
+    node_seq: int | None
+    kind: str
+
+
+async def submit_message(
+    storage: StorageClient,
+    queue: SessionQueue,
+    *,
+    account_id: str,
+    session_id: str,
+    content: list[ContentBlock],
+    parent_node_id: str | None = None,
+    strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE,
+    config_overrides: dict[str, Any] | None = None,
+) -> Submitted:
+    """Append the user's node and queue a run for it; see the module docstring for strategies.
+
+    Raises :class:`SessionBusyError` for ``reject`` on a busy session and :class:`StorageError`
+    (``not_found``) when the session is not the account's.
+    """
+    reply = await storage.query(GetSession(session_id=session_id, account_id=account_id))
+    if not reply.ok or not reply.data:
+        raise StorageError("not_found", "no such session", details={"session_id": session_id})
+    session = reply.data
+    busy = await queue.is_busy(session_id)
+    if busy and strategy is MultitaskStrategy.REJECT:
+        raise SessionBusyError("session_busy", "a run of this session is active")
+    if busy and strategy is MultitaskStrategy.INTERRUPT:
+        await _interrupt(queue, session_id)
+    kind = "branch" if strategy is MultitaskStrategy.BRANCH and busy else "main"
+    agent_id = str(session["root_agent_id"])
+    node_id, run_id = new_id("node"), new_id("run")
+    parent = parent_node_id or session.get("active_node_id")
+    receipt = raise_for_receipt(
+        await storage.append_node(
+            session_id,
+            NodeDraft(
+                node_id=node_id,
+                parent_id=parent,
+                agent_id=agent_id,
+                run_id=run_id,
+                role=Role.USER,
+                content=content,
+            ),
+            EventDraft(
+                event_id=new_id("evt"),
+                event_type=EventType.NODE_CREATED,
+                agent_id=agent_id,
+                run_id=run_id,
+                node_id=node_id,
+                payload={"role": "user", "node_type": "message"},
+            ),
+            set_active=kind == "main",
+        )
+    )
+    raise_for_receipt(
+        await storage.send(
+            CreateRun(
+                command_id=new_id("cmd"),
+                session_id=session_id,
+                run_id=run_id,
+                agent_id=agent_id,
+                start_node_id=node_id,
+                metadata={"kind": kind, "strategy": strategy.value},
+            )
+        )
+    )
+    await queue.enqueue(
+        QueuedRun(
+            run_id=run_id,
+            session_id=session_id,
+            account_id=account_id,
+            agent_id=agent_id,
+            start_node_id=node_id,
+            kind=kind,
+            strategy=strategy,
+            config_overrides=config_overrides or {},
+        )
+    )
+    return Submitted(run_id, node_id, receipt.result.get("node_seq"), kind)
+
+
+async def _interrupt(queue: SessionQueue, session_id: str) -> None:
+    for queued in await queue.queued(session_id):
+        await queue.request_cancel(queued.run_id)
+    active = await queue.in_flight(session_id)
+    if active is not None:
+        await queue.request_cancel(active.run.run_id)

@@ -1,0 +1,309 @@
+"""The agent loop: context → model stream → assistant node → tools → tool node → repeat.
+
+Invariants:
+
+* a node becomes visible (``node_created``) only after the store committed it;
+* the assistant node with its tool calls is durable *before* any tool runs, and the tool node with
+  every result is durable before the next model call — so after a crash the stored tree tells
+  exactly which tool calls ran (see :func:`resume_point`);
+* one bad tool call never ends a run: it is an ``is_error`` result plus a ``tool_failed`` event.
+
+Cancellation is not handled here: the executor that owns the loop's task cancels it and reads
+:attr:`AgentLoop.phase` to choose ``aborted_streaming`` or ``aborted_tools``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from agent_core.context import ContextBuilder
+from agent_core.errors import AgentCoreError, ErrorPayload
+from agent_core.ids import new_id
+from agent_core.provider.base import ProviderAdapter
+from agent_core.runtime.ports import EventSink, RunOutcome, RunStore, ToolRunner
+from agent_core.types.enums import EndReason, EventLevel, EventType, Role, RunStatus, StopReason
+from agent_core.types.protocol import (
+    ContentBlock,
+    ErrorEvent,
+    MessageEndEvent,
+    ModelRequest,
+    TextBlock,
+    TextDeltaEvent,
+    ToolCall,
+    ToolCallBlock,
+    ToolCallEndEvent,
+    ToolResult,
+    Usage,
+    UsageEvent,
+)
+from agent_core.types.runtime import (
+    AgentConfig,
+    Node,
+    RunHandle,
+    RunNodeCreated,
+    RunTextDelta,
+    RunToolResult,
+    RunToolStarted,
+    RunUsage,
+)
+
+__all__ = ["AgentLoop", "LoopPhase"]
+
+LoopPhase = Literal["idle", "streaming", "tools"]
+E = TypeVar("E", RunTextDelta, RunToolStarted, RunToolResult, RunNodeCreated, RunUsage)
+
+
+@dataclass
+class _Response:
+    text: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    stop: StopReason = StopReason.END_TURN
+    error: ErrorPayload | None = None
+
+
+class AgentLoop:
+    """Runs one attempt of one run from a given path (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        handle: RunHandle,
+        config: AgentConfig,
+        model: ProviderAdapter,
+        store: RunStore,
+        events: EventSink,
+        tools: ToolRunner | None = None,
+        builder: ContextBuilder | None = None,
+        max_parallel_tools: int = 4,
+    ) -> None:
+        self.handle = handle
+        self.config = config
+        self.model = model
+        self.store = store
+        self.events = events
+        self.tools = tools
+        self.builder = builder or ContextBuilder()
+        self.phase: LoopPhase = "idle"
+        self.partial_text = ""
+        self.usage = Usage()
+        self.turns = 0
+        self.last_node_id: str | None = None
+        self._tool_slots = asyncio.Semaphore(max_parallel_tools)
+
+    async def run(
+        self, path: Sequence[Node], *, turns_done: int = 0, usage: Usage | None = None
+    ) -> RunOutcome:
+        """Continue the run after the last node of ``path`` until it ends; never raises but
+        ``CancelledError`` (and fencing errors of the store, which mean: stop writing)."""
+        nodes = list(path)
+        self.turns = turns_done
+        self.usage = usage or Usage()
+        self.last_node_id = nodes[-1].node_id
+        started = time.monotonic()
+        definitions = list(self.tools.definitions()) if self.tools else []
+        budget = self.config.budget
+        while self.turns < self.config.max_turns:
+            if (
+                budget.max_wall_clock_s is not None
+                and time.monotonic() - started > budget.max_wall_clock_s
+            ):
+                return self._budget_exceeded("wall_clock", budget.max_wall_clock_s)
+            request, _ = self.builder.build(
+                nodes,
+                session_id=self.handle.session_id,
+                config=self.config,
+                tools=definitions,
+                run_id=self.handle.run_id,
+            )
+            self.phase = "streaming"
+            response = await self._stream(request)
+            self.phase = "idle"
+            self.turns += 1
+            self.usage = self.usage + response.usage
+            self.events.emit(self._event(RunUsage, usage=response.usage, total=self.usage))
+            if response.error is not None:
+                if response.text:
+                    await self._append(
+                        nodes, Role.ASSISTANT, [TextBlock(text=response.text)], interrupted=True
+                    )
+                return self._outcome(RunStatus.FAILED, EndReason.FAILED, error=response.error)
+            assistant = await self._append(nodes, Role.ASSISTANT, self._assistant_blocks(response))
+            if (
+                budget.max_total_tokens is not None
+                and self.usage.total_tokens > budget.max_total_tokens
+            ):
+                return self._budget_exceeded("max_tokens", budget.max_total_tokens)
+            if not response.calls:
+                if response.stop is StopReason.MAX_TOKENS:
+                    return self._outcome(
+                        RunStatus.COMPLETED,
+                        EndReason.MAX_OUTPUT_TOKENS_RECOVERY,
+                        final_text=response.text,
+                    )
+                return self._outcome(
+                    RunStatus.COMPLETED, EndReason.COMPLETED, final_text=response.text
+                )
+            self.phase = "tools"
+            results = await self._run_tools(response.calls, assistant.node_id)
+            self.phase = "idle"
+            await self._append(nodes, Role.TOOL, [r.to_block() for r in results])
+            for call, result in zip(response.calls, results, strict=True):
+                if result.is_error:
+                    await self.store.append_event(
+                        EventType.TOOL_FAILED,
+                        level=EventLevel.WARNING,
+                        node_id=self.last_node_id,
+                        tool_call_id=call.id,
+                        payload={
+                            "tool": call.name,
+                            "error_code": result.metadata.get("error_code"),
+                        },
+                    )
+        return self._outcome(RunStatus.COMPLETED, EndReason.MAX_TURNS)
+
+    # -- model -------------------------------------------------------------------------------------
+
+    async def _stream(self, request: ModelRequest) -> _Response:
+        response = _Response()
+        self.partial_text = ""
+        turn = self.turns
+        try:
+            stream = self.model.stream(request)
+            try:
+                async for event in stream:
+                    if isinstance(event, TextDeltaEvent):
+                        response.text += event.text
+                        self.partial_text = response.text
+                        self.events.emit(self._event(RunTextDelta, turn=turn, text=event.text))
+                    elif isinstance(event, ToolCallEndEvent):
+                        response.calls.append(
+                            ToolCall(id=event.id, name=event.name, arguments=event.arguments)
+                        )
+                    elif isinstance(event, UsageEvent):
+                        response.usage = response.usage + event.usage
+                    elif isinstance(event, MessageEndEvent):
+                        response.stop = event.stop_reason
+                    elif isinstance(event, ErrorEvent):
+                        response.error = event.error
+            finally:
+                # Closing the generator closes the HTTP stream (cancellation included).
+                close = getattr(stream, "aclose", None)
+                if close is not None:
+                    await close()
+        except AgentCoreError as exc:  # ProviderError before the first event, capability errors
+            response.error = exc.to_payload()
+        return response
+
+    @staticmethod
+    def _assistant_blocks(response: _Response) -> list[ContentBlock]:
+        blocks: list[ContentBlock] = []
+        if response.text:
+            blocks.append(TextBlock(text=response.text))
+        blocks += [
+            ToolCallBlock(id=c.id, name=c.name, arguments=c.arguments) for c in response.calls
+        ]
+        return blocks or [TextBlock(text="")]
+
+    # -- tools -------------------------------------------------------------------------------------
+
+    async def _run_tools(self, calls: list[ToolCall], node_id: str) -> list[ToolResult]:
+        async def one(call: ToolCall) -> ToolResult:
+            async with self._tool_slots:
+                self.events.emit(
+                    self._event(
+                        RunToolStarted,
+                        tool_call_id=call.id,
+                        name=call.name,
+                        arguments=call.arguments,
+                    )
+                )
+                if self.tools is None:
+                    result = ToolResult(
+                        tool_call_id=call.id,
+                        content=[
+                            TextBlock(text=f"No tools are available; {call.name!r} was not run.")
+                        ],
+                        is_error=True,
+                        metadata={"error_code": "unknown_tool"},
+                    )
+                else:
+                    result = await self.tools.execute(call, node_id=node_id)
+                self.events.emit(
+                    self._event(
+                        RunToolResult,
+                        tool_call_id=call.id,
+                        name=call.name,
+                        is_error=result.is_error,
+                        content=result.content,
+                    )
+                )
+                return result
+
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(one(c)) for c in calls]
+        return [t.result() for t in tasks]
+
+    # -- nodes and outcomes ------------------------------------------------------------------------
+
+    async def _append(
+        self,
+        nodes: list[Node],
+        role: Role,
+        blocks: list[ContentBlock],
+        *,
+        interrupted: bool = False,
+    ) -> Node:
+        node = Node(
+            node_id=new_id("node"),
+            parent_id=nodes[-1].node_id,
+            agent_id=self.handle.agent_id,
+            run_id=self.handle.run_id,
+            role=role,
+            content=blocks,
+            metadata={"interrupted": True} if interrupted else {},
+        )
+        stored = await self.store.append_node(node)
+        nodes.append(stored)
+        self.last_node_id = stored.node_id
+        self.events.emit(self._event(RunNodeCreated, node=stored))
+        return stored
+
+    def _event(self, cls: type[E], **fields: Any) -> E:
+        return cls(
+            run_id=self.handle.run_id,
+            session_id=self.handle.session_id,
+            agent_id=self.handle.agent_id,
+            **fields,
+        )
+
+    def _outcome(
+        self,
+        status: RunStatus,
+        reason: EndReason,
+        *,
+        error: ErrorPayload | None = None,
+        final_text: str = "",
+    ) -> RunOutcome:
+        return RunOutcome(
+            status=status,
+            end_reason=reason,
+            usage=self.usage,
+            turns=self.turns,
+            last_node_id=self.last_node_id,
+            error=error,
+            final_text=final_text,
+        )
+
+    def _budget_exceeded(self, limit: str, value: float) -> RunOutcome:
+        error = ErrorPayload(
+            type="budget_exceeded",
+            code="budget_exceeded",
+            message=f"the run exceeded its {limit} budget ({value})",
+            details={"limit": limit, "value": value},
+        )
+        return self._outcome(RunStatus.FAILED, EndReason.FAILED, error=error)

@@ -1,0 +1,87 @@
+"""A scripted model and a lookup tool: deterministic stand-ins for tests, benchmarks and demos.
+
+:class:`ScriptedModel` is a real :class:`~agent_core.provider.base.ProviderAdapter` that answers
+each request with a pure function of it — stateless, so any number of concurrent runs can share
+it. It is registered through the provider registry like any adapter (key ``fake``), and
+``soong-agent up --fake-provider`` labels itself a demo when it is in use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from agent_core.types.enums import Role, StopReason
+from agent_core.types.protocol import (
+    MessageEndEvent,
+    MessageStartEvent,
+    ModelEvent,
+    ModelRequest,
+    TextDeltaEvent,
+    ToolCall,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    ToolResultBlock,
+    Usage,
+    UsageEvent,
+)
+
+__all__ = ["ScriptedModel", "ScriptedReply", "tool_then_answer"]
+
+
+@dataclass(frozen=True)
+class ScriptedReply:
+    """One response: text (streamed in ``chunk_chars`` pieces) and/or tool calls."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    chunk_chars: int = 64
+    delay_s: float = 0.0
+    usage: Usage = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=10))
+
+
+class ScriptedModel:
+    """A provider adapter whose responses come from ``reply(request)``."""
+
+    def __init__(self, reply: Callable[[ModelRequest], ScriptedReply]) -> None:
+        self._reply = reply
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream the scripted response as normalized model events."""
+        reply = self._reply(request)
+        yield MessageStartEvent(model=request.model, response_id="scripted")
+        for i in range(0, len(reply.text), reply.chunk_chars):
+            if reply.delay_s:
+                await asyncio.sleep(reply.delay_s)
+            yield TextDeltaEvent(text=reply.text[i : i + reply.chunk_chars])
+        for index, call in enumerate(reply.tool_calls):
+            yield ToolCallStartEvent(index=index, id=call.id, name=call.name)
+            yield ToolCallDeltaEvent(index=index, arguments_delta="{}")
+            yield ToolCallEndEvent(
+                index=index, id=call.id, name=call.name, arguments=call.arguments
+            )
+        yield UsageEvent(usage=reply.usage)
+        stop = StopReason.TOOL_USE if reply.tool_calls else StopReason.END_TURN
+        yield MessageEndEvent(stop_reason=stop, raw_stop_reason=stop.value)
+
+
+def tool_then_answer(
+    tool_name: str = "lookup", answer: str = "z" * 1000
+) -> Callable[[ModelRequest], ScriptedReply]:
+    """The peers' workload: a user message → one tool call; a tool result → a ~1 KB answer."""
+
+    def reply(request: ModelRequest) -> ScriptedReply:
+        last = request.messages[-1]
+        answered = last.role is Role.TOOL or any(
+            isinstance(b, ToolResultBlock) for b in last.content
+        )
+        if answered:
+            return ScriptedReply(text=answer, chunk_chars=256)
+        query = next((getattr(b, "text", "") for b in last.content), "")[:32]
+        call = ToolCall(id="call_" + secrets.token_hex(6), name=tool_name, arguments={"q": query})
+        return ScriptedReply(tool_calls=[call])
+
+    return reply
