@@ -11,7 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from agent_core.bus import BusNames, RpcClient, make_broker, make_redis
+from agent_core.bus import BusNames, RpcClient, make_redis
 from agent_core.config import Settings
 from agent_core.config.schema import BusSettings
 from agent_core.service import ServiceContext, run_service
@@ -59,17 +59,14 @@ async def in_process_writer(settings: Settings) -> AsyncIterator[StorageWriterSe
 async def storage_client(
     redis_url: str, names: BusNames, *, timeout_s: float = 10.0, attempts: int = 5, tag: str = "t"
 ) -> AsyncIterator[StorageClient]:
-    """A :class:`StorageClient` with its own broker, Redis client and reply channel."""
-    broker = make_broker(redis_url)
-    await broker.connect()
+    """A :class:`StorageClient` with its own Redis client and reply channel."""
     redis = make_redis(redis_url)
-    rpc = RpcClient(broker, redis, names.reply_channel(f"client-{tag}-{os.getpid()}"))
+    rpc = RpcClient(redis, names.reply_channel(f"client-{tag}-{os.getpid()}"))
     await rpc.start()
     try:
         yield StorageClient(rpc, names, timeout_s=timeout_s, attempts=attempts, backoff_s=0.05)
     finally:
         await rpc.stop()
-        await broker.stop()
         await redis.aclose()
 
 
