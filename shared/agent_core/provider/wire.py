@@ -81,6 +81,8 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[tuple[bytes | None, bytes]]:
         """The ``(event name or None, data)`` pairs completed by ``chunk``."""
+        if not chunk:
+            return []
         if self._cr:
             self._cr = False
             if chunk[:1] == b"\n":

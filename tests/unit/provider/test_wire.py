@@ -1,0 +1,115 @@
+"""The bytes-level SSE decoder, NDJSON line splitter and JSON parse the adapters read with."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from agent_core.provider.wire import MAX_LINE_BYTES, LineSplitter, SSEDecoder, loads
+
+Event = tuple[bytes | None, bytes]
+
+
+def decode(*chunks: bytes) -> list[Event]:
+    decoder = SSEDecoder()
+    return [event for chunk in chunks for event in decoder.feed(chunk)]
+
+
+def splits(data: bytes, rng: random.Random) -> list[bytes]:
+    """``data`` cut at random points (empty pieces included)."""
+    cuts = sorted(rng.randint(0, len(data)) for _ in range(rng.randint(0, 12)))
+    return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+
+
+STREAM = (
+    ": a comment\n"
+    'event: message_start\ndata: {"a": 1}\n\n'
+    "event: ping\r\ndata: {}\r\n\r\n"
+    "id: 7\nretry: 100\ndata: first\ndata: second\n\n"
+    "data:no-space\rdata:  two spaces\r\r"
+    "event: only-a-name\n\n"
+    'data: {"text": "日本語 ✓"}\n\n'
+    "data\n\n"
+    "data: [DONE]\n\n"
+).encode()
+
+EXPECTED: list[Event] = [
+    (b"message_start", b'{"a": 1}'),
+    (b"ping", b"{}"),
+    (None, b"first\nsecond"),
+    (None, b"no-space\n two spaces"),
+    (None, '{"text": "日本語 ✓"}'.encode()),
+    (None, b""),
+    (None, b"[DONE]"),
+]
+
+
+def test_sse_fields_line_endings_and_dispatch() -> None:
+    assert decode(STREAM) == EXPECTED
+
+
+def test_sse_every_single_cut_gives_the_same_events() -> None:
+    for i in range(len(STREAM) + 1):
+        assert decode(STREAM[:i], STREAM[i:]) == EXPECTED, f"cut at byte {i}"
+
+
+def test_sse_random_cuts_give_the_same_events() -> None:
+    rng = random.Random(4)
+    for _ in range(500):
+        assert decode(*splits(STREAM, rng)) == EXPECTED
+
+
+def test_sse_crlf_split_between_chunks_is_one_line_ending() -> None:
+    # "\r" ends one chunk and "\n" starts the next: one line ending, not a blank line between.
+    assert decode(b"data: a\r", b"\ndata: b\r\n\r\n") == [(None, b"a\nb")]
+    assert decode(b"data: a\r", b"", b"\ndata: b\r\n\r\n") == [(None, b"a\nb")]
+
+
+def test_sse_unfinished_event_at_the_end_is_not_dispatched() -> None:
+    assert decode(b"data: 1\n\ndata: 2\n") == [(None, b"1")]
+
+
+def test_sse_refuses_an_endless_line() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: " + b"x" * (MAX_LINE_BYTES - 6)) == []
+    with pytest.raises(ValueError, match="longer than"):
+        decoder.feed(b"x")
+
+
+def test_lines_split_anywhere_and_crlf() -> None:
+    data = '{"a": 1}\r\n\n{"b": "日本"}\n{"c": 3}'.encode()
+    expected = [b'{"a": 1}', b"", '{"b": "日本"}'.encode(), b'{"c": 3}']
+    rng = random.Random(5)
+    for _ in range(300):
+        splitter = LineSplitter()
+        lines = [line for chunk in splits(data, rng) for line in splitter.feed(chunk)]
+        assert lines + splitter.flush() == expected
+
+
+def test_lines_flush_is_empty_after_a_final_newline() -> None:
+    splitter = LineSplitter()
+    assert splitter.feed(b"x\n") == [b"x"]
+    assert splitter.flush() == []
+
+
+def test_lines_refuse_an_endless_line() -> None:
+    with pytest.raises(ValueError, match="longer than"):
+        LineSplitter().feed(b"x" * (MAX_LINE_BYTES + 1))
+
+
+@pytest.mark.parametrize(
+    "payload",
+    ['{"a": [1, 2.5, null, true]}', ' {"a": 1} ', '"日本"', "[]", "0", '{"a": "\\u00e9"}\n'],
+)
+def test_loads_accepts_what_json_loads_accepts(payload: str) -> None:
+    assert loads(payload.encode()) == json.loads(payload)
+
+
+@pytest.mark.parametrize(
+    "payload", [b'{"broken": ', b'{"a": 1} x', b"", b"  ", b"[DONE]", b'"\xff"', b"NaNx"]
+)
+def test_loads_refuses_what_json_loads_refuses(payload: bytes) -> None:
+    with pytest.raises(ValueError):
+        loads(payload)
