@@ -1,0 +1,71 @@
+"""Where a task list lives on disk, checked before anything touches the file system.
+
+``<cwd>/.soong-agent/tasks/<session_id>/<stem>.wal.jsonl`` with its request log beside it
+(``<stem>.requests.jsonl``). The session id passes :func:`agent_core.ids.validate_session_id`,
+``cwd`` must be an absolute, existing directory (resolved, so one directory reached by two paths
+is still one writer's file), and the list name goes through the domain's name sanitizer.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from agent_core.errors import SchemaError
+from agent_core.ids import validate_session_id
+from agent_core.tasks import list_file_stem
+from agent_core.tasks.names import WAL_SUFFIX
+
+__all__ = ["REQUESTS_SUFFIX", "ListLocation", "list_location", "session_dir"]
+
+REQUESTS_SUFFIX: Final = ".requests.jsonl"
+_MAX_CWD = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ListLocation:
+    """The files of one task list; ``wal`` is also the list's identity in memory."""
+
+    session_id: str
+    directory: Path
+    stem: str
+
+    @property
+    def wal(self) -> Path:
+        """The WAL file."""
+        return self.directory / (self.stem + WAL_SUFFIX)
+
+    @property
+    def requests(self) -> Path:
+        """The log of applied request ids (for safe retries across restarts)."""
+        return self.directory / (self.stem + REQUESTS_SUFFIX)
+
+
+def session_dir(session_id: str, cwd: str) -> Path:
+    """The checked directory of a session's task lists (it may not exist yet).
+
+    Raises :class:`SchemaError` for an invalid session id or a ``cwd`` that is not an absolute,
+    existing directory.
+    """
+    validate_session_id(session_id)
+    if not cwd or len(cwd) > _MAX_CWD or "\x00" in cwd or not os.path.isabs(cwd):
+        raise SchemaError(
+            "invalid_cwd",
+            "the session's cwd must be an absolute path",
+            details={"cwd": cwd[:200]},
+        )
+    root = Path(os.path.realpath(cwd))
+    if not root.is_dir():
+        raise SchemaError(
+            "invalid_cwd",
+            "the session's cwd is not an existing directory",
+            details={"cwd": cwd[:200]},
+        )
+    return root / ".soong-agent" / "tasks" / session_id
+
+
+def list_location(session_id: str, cwd: str, list_name: str) -> ListLocation:
+    """The checked location of task list ``list_name`` (see :func:`session_dir` for errors)."""
+    return ListLocation(session_id, session_dir(session_id, cwd), list_file_stem(list_name))
