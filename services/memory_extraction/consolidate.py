@@ -150,10 +150,10 @@ class Consolidator:
                 working = apply_updates(working, step, now=self.clock()).documents
                 steps.append((step, [item.source]))
             return steps, []
-        sources = [item.source for item, _ in batch]
-        if _etags(fresh) == _etags(snap):
-            return [(llm_batch, sources)], []
+        # Re-based even when nothing changed: a proposed id that an entry already has is
+        # renamed, and the batch's later references to it follow.
         rebased, dropped = rebase(llm_batch, _usable(snap), docs)
+        sources = [item.source for item, _ in batch]
         return [(rebased, sources)], dropped
 
     def _commit(

@@ -1,12 +1,103 @@
-"""memory_extraction: shell (its handlers land with its issue; today: health only)."""
+"""memory_extraction: batches interactions per account, consolidates them, answers memory queries.
+
+Not an agent: it has no agent_id and no run_id of its own; the ids interactions carry are
+provenance for the change log only. Memory file writes happen here and nowhere else.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+
+from agent_core.bus import GROUP_MEMORY, Delivery
+from agent_core.bus.contracts.memory import MEMORY_INTERACTION, MEMORY_QUERY
+from agent_core.bus.contracts.memory import Interaction as BusInteraction
+from agent_core.config import Settings
+from agent_core.memory import Interaction
+from agent_core.provider import ProviderRegistry, aclose_adapter
 from agent_core.service import ServiceContext, ServiceParts
 
-__all__ = ["build"]
+from .consolidate import BatchItem, Consolidator
+from .llm import LLMProposer, provider_settings
+from .queries import MemoryQueries
+from .queue import PendingQueue
+from .store import MemoryStore, Source
+
+__all__ = ["build", "make_proposer", "to_batch_item"]
+
+
+def to_batch_item(message: BusInteraction) -> BatchItem:
+    """The pipeline's view of a bus interaction, with its provenance."""
+    turns = [t.model_dump(exclude_none=True) for t in message.turns]
+    return BatchItem(
+        interaction=Interaction.model_validate({"turns": turns, "skills": message.skills}),
+        source=Source(
+            session_id=message.session_id,
+            run_id=message.run_id,
+            interaction_id=message.interaction_id,
+        ),
+    )
+
+
+def make_proposer(
+    settings: Settings, registry: ProviderRegistry | None = None
+) -> LLMProposer | None:
+    """The LLM consolidator of ``memory.model`` (else ``model``), or ``None`` when unreachable."""
+    model = settings.memory.model or settings.model
+    config = provider_settings(model)
+    if config is None:
+        return None
+    adapter = (registry or ProviderRegistry()).create(config)
+    return LLMProposer(
+        adapter, model.name, timeout_s=model.timeout_s, max_tokens=model.max_output_tokens
+    )
 
 
 async def build(ctx: ServiceContext) -> ServiceParts:
-    """No consumers yet beyond the health consumer every service gets."""
-    return ServiceParts()
+    """Consumers of interactions and queries, and the flush loop."""
+    store = MemoryStore(ctx.settings.home)
+    queries = MemoryQueries(store)
+    parts = ServiceParts(
+        consumers=[ctx.consumer(ctx.names.memory_queries, GROUP_MEMORY, MEMORY_QUERY,
+                                handler=queries.handle)]
+    )  # fmt: skip
+    if not ctx.settings.memory.enabled:
+        ctx.log.info("memory extraction disabled: answering queries only")
+        return parts
+    proposer = make_proposer(ctx.settings)
+    if proposer is None:
+        ctx.log.info("no key for the memory model: consolidating with rules only")
+    consolidator = Consolidator(store, proposer)
+    queue = PendingQueue(
+        ctx.redis,
+        ctx.names,
+        debounce_s=ctx.settings.memory.debounce_s,
+        lock_ttl_s=(proposer.timeout_s if proposer else 0) + 60,
+    )
+
+    async def on_interaction(message: BusInteraction, _: Delivery) -> None:
+        await queue.push(message)  # acknowledged once queued in Redis; consolidation is later
+
+    async def flush(account_id: str, items: Sequence[BusInteraction]) -> None:
+        report = await consolidator.consolidate(account_id, [to_batch_item(m) for m in items])
+        if report.mode != "skipped":
+            ctx.log.info(
+                "memory %s: %d interactions, %s, %d changes%s", account_id, report.items,
+                report.mode, len(report.changes), " (merged again)" if report.merged_again else "",
+            )  # fmt: skip
+
+    async def flush_loop(stop: asyncio.Event) -> None:
+        await queue.run(stop, flush)
+
+    async def close() -> None:
+        if proposer is not None:
+            await aclose_adapter(proposer.adapter)
+
+    parts.consumers.append(
+        ctx.consumer(
+            ctx.names.memory_interactions, GROUP_MEMORY, MEMORY_INTERACTION, handler=on_interaction
+        )
+    )
+    parts.tasks.append(flush_loop)
+    parts.on_stop.append(close)
+    return parts
