@@ -2,19 +2,26 @@
 
 For each provider (openai, anthropic, ollama) the bench starts its wire-faithful fake server,
 streams one long scripted response (text deltas, two tool calls with split arguments, usage)
-through the adapter, and reads the very same response — same request body, same bytes —
-with bare httpx (``aiter_bytes``, no parsing). Runs alternate, the median of each is kept.
+through the adapter, and reads the very same response — same request body, same bytes, same
+server — with bare httpx (``aiter_bytes``, no parsing), in the same run.
+
+Robust on a small, loaded machine: runs come in adapter/bare pairs in ABBA order, a full
+garbage collection precedes every timed run, and ``<provider>_ratio`` is the median of the
+per-pair ratios (wall clock), so load that drifts between pairs cancels out. The µs figures
+are medians of the wall-clock runs. ``<provider>_cpu_ratio`` is the same ratio on process CPU
+time (time stolen by other processes does not count; server, client and kernel time do).
 
 The fake servers run on the same event loop as the client, so their cost per chunk is part of
 both figures; ``<provider>_added_us_per_chunk`` (adapter minus bare) is the adapter's own cost.
-``<provider>_ratio`` divides by that provider's own bare figure; ``bare_us_per_chunk`` is the
-mean of the three bare figures. The last line printed is one JSON object. Goal: ratios ≤ 1.5.
+``bare_us_per_chunk`` is the mean of the three bare figures. The last line printed is one JSON
+object. Goal: every ``<provider>_ratio`` ≤ 1.5.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import statistics
 import sys
@@ -36,7 +43,7 @@ from tests.fakes.ollama_server import FakeOllamaServer  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 
 TEXT_CHUNKS = 4000
-RUNS = 7
+RUNS = 21
 SERVERS: dict[str, tuple[type[FakeHTTPServer], str]] = {
     "openai": (FakeOpenAIServer, "/v1/chat/completions"),
     "anthropic": (FakeAnthropicServer, "/v1/messages"),
@@ -61,28 +68,30 @@ REQUEST = ModelRequest(
 )
 
 
-async def through_adapter(adapter: Any) -> tuple[float, int]:
-    """Seconds to stream one response through the adapter, and the events it yielded."""
-    started = time.perf_counter()
+async def through_adapter(adapter: Any) -> tuple[float, float, int]:
+    """Wall and CPU seconds to stream one response through the adapter, and its event count."""
+    gc.collect()
     count = 0
+    wall, cpu = time.perf_counter(), time.process_time()
     async with contextlib.aclosing(adapter.stream(REQUEST)) as events:
         async for _event in events:
             count += 1
-    return time.perf_counter() - started, count
+    return time.perf_counter() - wall, time.process_time() - cpu, count
 
 
-async def through_httpx(client: httpx.AsyncClient, url: str, body: bytes) -> float:
-    """Seconds to read the same response's bytes with bare httpx."""
-    started = time.perf_counter()
+async def through_httpx(client: httpx.AsyncClient, url: str, body: bytes) -> tuple[float, float]:
+    """Wall and CPU seconds to read the same response's bytes with bare httpx."""
+    gc.collect()
     headers = {"content-type": "application/json"}
+    wall, cpu = time.perf_counter(), time.process_time()
     async with client.stream("POST", url, content=body, headers=headers) as resp:
         async for _chunk in resp.aiter_bytes():
             pass
-    return time.perf_counter() - started
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 async def measure(provider: str) -> dict[str, float]:
-    """Median µs per chunk through the adapter and through bare httpx, and events/s."""
+    """Medians over alternating runs: µs per chunk through the adapter and bare, ratios, events/s."""
     server_cls, path = SERVERS[provider]
     server = server_cls(default=long_turn)
     async with server, httpx.AsyncClient(timeout=30) as client:
@@ -94,18 +103,27 @@ async def measure(provider: str) -> dict[str, float]:
             body = next(r.body for r in reversed(server.requests) if r.path == path)
             frames = sum(isinstance(a, bytes) for a in server.render(long_turn(), json.loads(body)))
             await through_httpx(client, server.base_url + path, body)
-            adapter_s, bare_s, events = [], [], 0
-            for _ in range(RUNS):
-                seconds, events = await through_adapter(adapter)
-                adapter_s.append(seconds)
-                bare_s.append(await through_httpx(client, server.base_url + path, body))
+            runs: list[tuple[float, float, float, float]] = []  # adapter wall/cpu, bare wall/cpu
+            events = 0
+            for i in range(RUNS):
+                # ABBA order: a load change during the pair weighs on both sides alike.
+                if i % 2:
+                    bare = await through_httpx(client, server.base_url + path, body)
+                    wall, cpu, events = await through_adapter(adapter)
+                else:
+                    wall, cpu, events = await through_adapter(adapter)
+                    bare = await through_httpx(client, server.base_url + path, body)
+                runs.append((wall, cpu, *bare))
         finally:
             await aclose_adapter(adapter)
-    a, b = statistics.median(adapter_s), statistics.median(bare_s)
+    med = [statistics.median(r[k] for r in runs) for k in range(4)]
     return {
-        "us_per_chunk": a / frames * 1e6,
-        "bare_us_per_chunk": b / frames * 1e6,
-        "events_per_s": events / a,
+        "us_per_chunk": med[0] / frames * 1e6,
+        "bare_us_per_chunk": med[2] / frames * 1e6,
+        # The median of per-pair ratios: robust to load that drifts between pairs.
+        "ratio": statistics.median(r[0] / r[2] for r in runs),
+        "cpu_ratio": statistics.median(r[1] / r[3] for r in runs),
+        "events_per_s": events / med[0],
         "frames": frames,
     }
 
@@ -124,7 +142,8 @@ async def main() -> dict[str, float]:
             m["us_per_chunk"] - m["bare_us_per_chunk"], 2
         )
         result[f"{provider}_events_per_s"] = round(m["events_per_s"])
-        result[f"{provider}_ratio"] = round(m["us_per_chunk"] / m["bare_us_per_chunk"], 3)
+        result[f"{provider}_ratio"] = round(m["ratio"], 3)
+        result[f"{provider}_cpu_ratio"] = round(m["cpu_ratio"], 3)
         result[f"{provider}_chunks"] = m["frames"]
     result["bare_us_per_chunk"] = round(statistics.mean(bares), 2)
     return result

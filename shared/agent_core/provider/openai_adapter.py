@@ -66,7 +66,7 @@ def map_openai_error(err: openai.OpenAIError, provider: str = PROVIDER) -> Provi
             body=err.body,
             cause=err,
         )
-    if isinstance(err, openai.APIError):  # an {"error": …} chunk inside a 200 stream
+    if isinstance(err, openai.APIError):  # an API error without an HTTP status
         return stream_error(provider, err.type, err.message)
     return ProviderError("provider_error", f"{provider}: {type(err).__name__}", provider=provider)
 
