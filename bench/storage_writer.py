@@ -1,0 +1,306 @@
+"""Storage-writer throughput and latency through the real bus, against the raw SQLite ceiling.
+
+Starts its own Valkey and runs the writer as a subprocess (``soong-agent serve storage_writer``),
+exactly as deployed. Producers are closed-loop coroutines in this process, each appending
+node+event pairs to its own session and waiting for each receipt (retry under the same ids on
+timeout). Measured in one run:
+
+* group commit (``batch_max`` default) at 1 and 16 producers, and one transaction per command
+  (``batch_max = 1``) at 16 producers — pairs/s and receipt latency;
+* the raw ceiling: plain ``sqlite3`` inserting the same rows into one session's tables in
+  1,000-pair transactions, with the writer's pragmas (WAL, ``synchronous=FULL``);
+* with 1,000 and 10,000 sessions' tables present (created directly with sqlite3 before the
+  writer starts): create-session latency through the service, and the latency of a query on an
+  existing session of the *same shard* sent right after each create (the worst case for the
+  reader's schema re-parse).
+
+The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "shared")]
+
+from agent_core.bus import BusNames, RpcClient, make_redis  # noqa: E402
+from agent_core.bus.contracts.storage import CommandReceipt, ListEvents  # noqa: E402
+from agent_core.errors import BusTimeoutError  # noqa: E402
+from agent_core.ids import new_id, new_session_id  # noqa: E402
+from agent_core.service.valkey import EmbeddedValkey  # noqa: E402
+from agent_core.storage_client import StorageClient  # noqa: E402
+from services.storage_writer.schema import (  # noqa: E402
+    configure,
+    create_session_tables,
+    events_table,
+    nodes_table,
+)
+from services.storage_writer.shards import open_catalog  # noqa: E402
+from tests.unit.storage_writer.factories import append_node, create_session  # noqa: E402
+
+PAIRS_16 = 250  # per producer
+PAIRS_1 = 800
+PAIRS_PER_COMMAND_16 = 60
+RAW_PAIRS = 20_000
+CREATES = 60
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+class WriterProcess:
+    """The writer subprocess under ``home`` (optionally with ``batch_max``)."""
+
+    def __init__(self, home: Path, url: str, names: BusNames, batch_max: int | None) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        if batch_max is not None:
+            (home / "config.toml").write_text(f"[storage]\nbatch_max = {batch_max}\n")
+        env = {
+            **os.environ,
+            "SOONG_REDIS_URL": url,
+            "SOONG_NAMESPACE": names.namespace,
+            "SOONG_AGENT_HOME": str(home),
+            "SOONG_LOG_LEVEL": "WARNING",
+            "PYTHONPATH": f"{ROOT}:{ROOT / 'shared'}",
+        }
+        self.log = home / "writer.log"
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "agent_core.cli",
+                    "serve",
+                    "storage_writer",
+                    "--instance",
+                    "0",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=ROOT,
+            )
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Client:
+    """A storage client with its own Redis connection and reply channel."""
+
+    def __init__(self, url: str, names: BusNames) -> None:
+        self.url, self.names = url, names
+
+    async def __aenter__(self) -> StorageClient:
+        self.redis = make_redis(self.url)
+        self.rpc = RpcClient(self.redis, self.names.reply_channel(new_id("cmd")))
+        await self.rpc.start()
+        return StorageClient(self.rpc, self.names, timeout_s=10.0, attempts=6)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.rpc.stop()
+        await self.redis.aclose()
+
+
+async def _ready(client: StorageClient) -> None:
+    s = create_session()
+    for _ in range(100):
+        try:
+            await client.send(s)
+            return
+        except BusTimeoutError:
+            continue
+    raise RuntimeError("writer did not answer")
+
+
+async def storm(
+    url: str, home: Path, producers: int, pairs: int, batch_max: int | None
+) -> dict[str, float]:
+    """``producers`` closed-loop producers × ``pairs`` node+event pairs; pairs/s and latency."""
+    names = BusNames(f"b{new_id('cmd')[-8:]}")
+    writer = WriterProcess(home, url, names, batch_max)
+    try:
+        async with Client(url, names) as client:
+            await _ready(client)
+            sessions = [create_session() for _ in range(producers)]
+            for s in sessions:
+                assert (await client.send(s)).ok
+            latencies: list[float] = []
+
+            async def produce(s: Any) -> None:
+                for _ in range(pairs):
+                    cmd = append_node(s)
+                    t0 = time.perf_counter()
+                    receipt: CommandReceipt = await client.send(cmd)
+                    latencies.append(time.perf_counter() - t0)
+                    assert receipt.ok, receipt.error
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(produce(s) for s in sessions))
+            elapsed = time.perf_counter() - t0
+    finally:
+        writer.stop()
+    return {
+        "pairs_per_s": producers * pairs / elapsed,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": _pct(latencies, 99) * 1000,
+    }
+
+
+def raw_ceiling(home: Path) -> float:
+    """Plain sqlite3, the writer's pragmas, the same rows, 1,000-pair transactions."""
+    home.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(home / "raw.sqlite", isolation_level=None)
+    configure(conn)
+    sid = new_session_id()
+    create_session_tables(conn, sid)
+    content = json.dumps([{"type": "text", "text": "hello 1234"}], separators=(",", ":"))
+    now = "2026-11-29T00:00:00.000000+00:00"
+    nodes, events = nodes_table(sid), events_table(sid)
+    t0 = time.perf_counter()
+    for start in range(0, RAW_PAIRS, 1000):
+        conn.execute("BEGIN IMMEDIATE")
+        for i in range(start, start + 1000):
+            node_id = f"node_{i:016x}"
+            cur = conn.execute(
+                f"INSERT INTO {nodes} (node_seq, node_id, parent_id, agent_id, run_id, role, "
+                "node_type, content_json, metadata_json, token_count, created_at) "
+                "VALUES (NULL, ?, NULL, 'agent_x', NULL, 'user', 'message', ?, NULL, NULL, ?)",
+                (node_id, content, now),
+            )
+            assert cur.lastrowid
+            conn.execute(
+                f"INSERT INTO {events} (seq, event_id, run_seq, agent_id, run_id, level, "
+                "event_type, node_id, tool_call_id, payload_json, created_at) "
+                "VALUES (NULL, ?, NULL, 'agent_x', NULL, 'info', 'node_created', ?, NULL, NULL, ?)",
+                (f"evt_{i:016x}", node_id, now),
+            )
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - t0
+    conn.close()
+    return RAW_PAIRS / elapsed
+
+
+def preload_sessions(home: Path, count: int) -> dict[int, list[str]]:
+    """Create ``count`` sessions' rows and tables directly; return session ids per shard."""
+    layout = open_catalog(home / "sessions.sqlite")
+    by_shard: dict[int, list[str]] = {}
+    for _ in range(count):
+        sid = new_session_id()
+        by_shard.setdefault(layout.shard_of(sid), []).append(sid)
+    now = "2026-11-29T00:00:00.000000+00:00"
+    for shard, sids in by_shard.items():
+        conn = sqlite3.connect(layout.path(shard), isolation_level=None)
+        configure(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        for sid in sids:
+            conn.execute(
+                "INSERT INTO sessions (session_id, account_id, cwd, root_agent_id, status, "
+                "created_at, updated_at) VALUES (?, 'acct_bench', '/tmp', 'agent_x', 'active', ?, ?)",
+                (sid, now, now),
+            )
+            create_session_tables(conn, sid)
+        conn.execute("COMMIT")
+        conn.close()
+    return by_shard
+
+
+async def many_sessions(url: str, home: Path, count: int) -> dict[str, float]:
+    """Create-session latency and query-after-create latency with ``count`` sessions present."""
+    names = BusNames(f"b{new_id('cmd')[-8:]}")
+    t0 = time.perf_counter()
+    by_shard = preload_sessions(home, count)
+    setup_s = time.perf_counter() - t0
+    writer = WriterProcess(home, url, names, None)
+    layout = open_catalog(home / "sessions.sqlite")
+    rng = random.Random(count)
+    creates: list[float] = []
+    queries: list[float] = []
+    try:
+        async with Client(url, names) as client:
+            await _ready(client)
+            # Warm the reader's connections of every shard once, as a running service would be.
+            for sids in by_shard.values():
+                await client.query(ListEvents(session_id=sids[0]))
+            for _ in range(CREATES):
+                s = create_session()
+                t = time.perf_counter()
+                assert (await client.send(s)).ok
+                creates.append(time.perf_counter() - t)
+                neighbour = rng.choice(by_shard[layout.shard_of(s.session_id)])
+                t = time.perf_counter()
+                reply = await client.query(ListEvents(session_id=neighbour))
+                queries.append(time.perf_counter() - t)
+                assert reply.ok and reply.data is not None
+    finally:
+        writer.stop()
+    return {
+        "create_p50_ms": statistics.median(creates) * 1000,
+        "create_p99_ms": _pct(creates, 99) * 1000,
+        "query_p99_ms": _pct(queries, 99) * 1000,
+        "query_max_ms": max(queries) * 1000,
+        "setup_s": setup_s,
+    }
+
+
+async def main() -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-sw-") as tmp:
+        base = Path(tmp)
+        valkey = EmbeddedValkey(base / "valkey", appendonly=False)
+        (base / "valkey").mkdir()
+        valkey.start()
+        try:
+            g16 = await storm(valkey.url, base / "g16", 16, PAIRS_16, None)
+            g1 = await storm(valkey.url, base / "g1", 1, PAIRS_1, None)
+            per = await storm(valkey.url, base / "per", 16, PAIRS_PER_COMMAND_16, 1)
+            raw = raw_ceiling(base / "raw")
+            k1 = await many_sessions(valkey.url, base / "s1k", 1_000)
+            k10 = await many_sessions(valkey.url, base / "s10k", 10_000)
+        finally:
+            valkey.stop()
+    return {
+        "group_commit_pairs_per_s_16": round(g16["pairs_per_s"]),
+        "group_commit_pairs_per_s_1": round(g1["pairs_per_s"]),
+        "per_command_pairs_per_s_16": round(per["pairs_per_s"]),
+        "raw_ceiling_pairs_per_s": round(raw),
+        "group_commit_vs_raw": round(g16["pairs_per_s"] / raw, 3),
+        "group_commit_vs_per_command_16": round(g16["pairs_per_s"] / per["pairs_per_s"], 2),
+        "receipt_p50_ms_16": round(g16["p50_ms"], 2),
+        "receipt_p99_ms_16": round(g16["p99_ms"], 2),
+        "receipt_p50_ms_1": round(g1["p50_ms"], 2),
+        "per_command_receipt_p99_ms_16": round(per["p99_ms"], 2),
+        "create_session_p50_ms_1k": round(k1["create_p50_ms"], 2),
+        "create_session_p99_ms_1k": round(k1["create_p99_ms"], 2),
+        "query_p99_ms_after_create_1k": round(k1["query_p99_ms"], 2),
+        "create_session_p50_ms_10k": round(k10["create_p50_ms"], 2),
+        "create_session_p99_ms_10k": round(k10["create_p99_ms"], 2),
+        "query_p99_ms_after_create_10k": round(k10["query_p99_ms"], 2),
+        "query_max_ms_after_create_10k": round(k10["query_max_ms"], 2),
+        "setup_10k_sessions_s": round(k10["setup_s"], 1),
+        "shards": 64,
+        "synchronous": "FULL",
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(asyncio.run(main())))
