@@ -1,0 +1,123 @@
+"""The memory-extraction service on a real Valkey: enqueue → debounce → files; render/read/write."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agent_core.bus import BusNames
+from agent_core.bus.contracts.memory import Interaction, InteractionTurn
+from agent_core.config import load_settings
+from agent_core.errors import SchemaError, StorageError
+from agent_core.memory import INJECTION_HEADING
+from agent_core.memory.client import PRECONDITION_FAILED, MemoryClient, publish_interaction
+from agent_core.service import ServiceContext, run_service
+from services.memory_extraction.service import build
+from tests.integration.bus.helpers import wait_for
+
+
+@pytest.fixture
+async def service(
+    redis_url: str, names: BusNames, tmp_path: Path
+) -> AsyncIterator[tuple[ServiceContext, MemoryClient]]:
+    (tmp_path / "config.toml").write_text(
+        "[memory]\ndebounce_s = 0.3\n[model]\napi_key_env = 'SOONG_TEST_NO_SUCH_KEY'\n"
+    )
+    env = {
+        "SOONG_AGENT_HOME": str(tmp_path),
+        "SOONG_REDIS_URL": redis_url,
+        "SOONG_NAMESPACE": names.namespace,
+    }
+    settings = load_settings(env=env)
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        run_service(build, settings, "memory_extraction", "0", stop=stop, configure_logging=False)
+    )
+    client_ctx = ServiceContext(settings, "tester", "0")
+    await client_ctx.broker.connect()
+    await client_ctx.rpc.start()
+    try:
+        yield client_ctx, MemoryClient(client_ctx.rpc, names, timeout_s=10)
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+        await client_ctx.rpc.stop()
+        await client_ctx.broker.stop()
+        await client_ctx.redis.aclose()
+
+
+def interaction(n: int, text: str, skills: list[str] | None = None) -> Interaction:
+    return Interaction(
+        interaction_id=f"ix_{n}",
+        account_id="acme",
+        session_id="sess_1",
+        run_id=f"run_{n}",
+        turns=[InteractionTurn(role="user", content=text),
+               InteractionTurn(role="assistant", content="好的，我记住了：都用美元。")],
+        skills=skills or [],
+    )  # fmt: skip
+
+
+async def test_interactions_become_memory_after_the_debounce_and_render_for_a_run(
+    service: tuple[ServiceContext, MemoryClient], tmp_path: Path, names: BusNames
+) -> None:
+    ctx, client = service
+    assert await client.render("acme", []) == ""
+    await publish_interaction(ctx.broker, names, interaction(1, "以后日期统一用 YYYY-MM-DD。"))
+    await publish_interaction(
+        ctx.broker, names, interaction(2, "报表的结论放在最前面，记住。", ["report"])
+    )
+    await publish_interaction(ctx.broker, names, interaction(3, "以后日期统一用 YYYY-MM-DD。"))
+    # A duplicate delivery of the same interaction must change nothing.
+    await publish_interaction(ctx.broker, names, interaction(3, "以后日期统一用 YYYY-MM-DD。"))
+    user_md = tmp_path / "accounts" / "acme" / "memory" / "user.md"
+    skill_md = tmp_path / "accounts" / "acme" / "memory" / "skills" / "report.md"
+    await wait_for(lambda: _exists(user_md) and _exists(skill_md), timeout_s=15)
+    assert user_md.read_text().count("YYYY-MM-DD") == 1
+    assert "scope: user" in user_md.read_text()
+    text = await client.render("acme", ["report"])
+    assert text.startswith(INJECTION_HEADING)
+    assert "YYYY-MM-DD" in text and "结论" in text and "美元" not in text
+    assert "<!--" not in text  # machine fields never reach the prompt
+    assert "结论" not in await client.render("acme", [])  # only the run's enabled skills
+    # Pending state is gone once consolidated.
+    await wait_for(lambda: _drained(ctx, names), timeout_s=5)
+
+
+async def test_gateway_read_write_with_etags(
+    service: tuple[ServiceContext, MemoryClient], tmp_path: Path
+) -> None:
+    _, client = service
+    empty = await client.read("acme", "user")
+    assert empty.content == "" and empty.etag is None
+    first = await client.write("acme", "user", "- 金额用万元\n", if_match=None)
+    assert first.etag is not None
+    again = await client.read("acme", "user")
+    assert again.etag == first.etag and again.content == "- 金额用万元\n"
+    second = await client.write("acme", "user", "- 金额用亿元\n", if_match=first.etag)
+    with pytest.raises(StorageError) as stale:
+        await client.write("acme", "user", "- 金额用元\n", if_match=first.etag)
+    assert stale.value.code == PRECONDITION_FAILED
+    with pytest.raises(SchemaError) as secret:
+        await client.write(
+            "acme", "user", "- 我的密码是 password: hunter2hunter2\n", if_match=second.etag
+        )
+    assert secret.value.code == "memory_contains_secret"
+    with pytest.raises(SchemaError):
+        await client.read("../../etc", "user")
+    assert "亿元" in (await client.read("acme", "user")).content
+    log = (tmp_path / "accounts" / "acme" / "memory" / "changes.jsonl").read_text()
+    assert '"mode": "api"' in log and "hunter2" not in log
+
+
+def _exists(path: Path) -> bool:
+    return path.exists()
+
+
+async def _drained(ctx: ServiceContext, names: BusNames) -> bool:
+    return int(await ctx.redis.llen(names.key("memory", "pending", "acme"))) == 0 and not (
+        await ctx.redis.zcard(names.key("memory", "due"))
+    )
