@@ -1,0 +1,163 @@
+"""Memory bench: enqueue and render latency on the bus, consolidation time per batch.
+
+Starts its own Valkey (``EmbeddedValkey``) and the memory-extraction service in this process.
+
+- ``enqueue_p95_ms``: publishing one interaction (what a run-worker pays after a run);
+- ``render_p95_ms``: one ``RenderMemory`` request/reply (what a run pays at start; no LLM),
+  against an account with a user file and two skill files;
+- ``consolidate_ms_per_batch_fallback`` / ``_llm``: mean wall time of one consolidation (detect,
+  propose, validate, apply, write files and change log) over the labelled set in batches of 4.
+  The LLM figure uses the real OpenAI adapter against the local fake server answering at once:
+  it is the pipeline's own cost plus one HTTP round trip, not a real model's latency.
+
+Goals (issue 9): enqueue p95 ≤ 5 ms, render p95 ≤ 5 ms. The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "shared")]
+
+from agent_core.bus.contracts.memory import Interaction, InteractionTurn  # noqa: E402
+from agent_core.config import load_settings  # noqa: E402
+from agent_core.memory import Interaction as MemoryInteraction  # noqa: E402
+from agent_core.memory.client import MemoryClient, publish_interaction  # noqa: E402
+from agent_core.memory.evaluation import EpisodeLabels  # noqa: E402
+from agent_core.provider import ProviderRegistry, ProviderSettings, aclose_adapter  # noqa: E402
+from agent_core.service import ServiceContext, run_service  # noqa: E402
+from agent_core.service.valkey import EmbeddedValkey  # noqa: E402
+from services.memory_extraction.consolidate import BatchItem, Consolidator  # noqa: E402
+from services.memory_extraction.llm import LLMProposer  # noqa: E402
+from services.memory_extraction.service import build  # noqa: E402
+from services.memory_extraction.store import MemoryStore  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
+from tests.integration.memory_extraction.oracle import Oracle  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "memory"
+N = 500
+BATCH = 4
+
+
+def p95(values: list[float]) -> float:
+    """95th percentile in ms, rounded."""
+    return round(statistics.quantiles(values, n=100)[94] * 1000, 3)
+
+
+def _seed(home: Path) -> None:
+    base = home / "accounts" / "acme" / "memory"
+    (base / "skills").mkdir(parents=True)
+    user = "\n".join(f"- 偏好 {i}：日期用 YYYY-MM-DD，金额用万元，保留一位小数" for i in range(30))
+    (base / "user.md").write_text(f"---\nscope: user\n---\n{user}\n")
+    for skill in ("report", "chart"):
+        body = "\n".join(f"- {skill} rule {i}: keep the summary first" for i in range(20))
+        (base / "skills" / f"{skill}.md").write_text(f"---\nscope: skill:{skill}\n---\n{body}\n")
+
+
+async def bus_figures(tmp: Path) -> dict[str, Any]:
+    """Enqueue and render latencies against a running service."""
+    valkey = EmbeddedValkey(tmp / "valkey", appendonly=False)
+    valkey.start()
+    home = tmp / "home"
+    _seed(home)
+    (home / "config.toml").write_text(
+        "[memory]\ndebounce_s = 3600\n[model]\napi_key_env = 'SOONG_BENCH_NO_KEY'\n"
+    )
+    env = {"SOONG_AGENT_HOME": str(home), "SOONG_REDIS_URL": valkey.url, "SOONG_NAMESPACE": "bench"}
+    settings = load_settings(env=env)
+    stop = asyncio.Event()
+    service = asyncio.create_task(
+        run_service(build, settings, "memory_extraction", "0", stop=stop, configure_logging=False)
+    )
+    ctx = ServiceContext(settings, "bench", "0")
+    await ctx.broker.connect()
+    await ctx.rpc.start()
+    client = MemoryClient(ctx.rpc, ctx.names, timeout_s=10)
+    try:
+        await client.render("acme", ["report", "chart"])  # waits until the service answers
+        message = Interaction(
+            interaction_id="ix", account_id="acme", session_id="sess", run_id="run",
+            turns=[InteractionTurn(role="user", content="以后日期统一用 YYYY-MM-DD。"),
+                   InteractionTurn(role="assistant", content="好的。")],
+            skills=["report"],
+        )  # fmt: skip
+        enqueue, render = [], []
+        for i in range(N):
+            m = message.model_copy(update={"interaction_id": f"ix_{i}"})
+            t0 = time.perf_counter()
+            await publish_interaction(ctx.broker, ctx.names, m)
+            enqueue.append(time.perf_counter() - t0)
+        for _ in range(N):
+            t0 = time.perf_counter()
+            text = await client.render("acme", ["report", "chart"])
+            render.append(time.perf_counter() - t0)
+        assert text.startswith("# 个性化记忆")
+    finally:
+        stop.set()
+        await service
+        await ctx.rpc.stop()
+        await ctx.broker.stop()
+        await ctx.redis.aclose()
+        valkey.stop()
+    return {
+        "enqueue_p95_ms": p95(enqueue),
+        "enqueue_p50_ms": round(statistics.median(enqueue) * 1000, 3),
+        "render_p95_ms": p95(render),
+        "render_p50_ms": round(statistics.median(render) * 1000, 3),
+    }
+
+
+async def consolidate_ms(tmp: Path, llm: bool) -> float:
+    """Mean ms per consolidation over the labelled set, in batches of ``BATCH``."""
+    labels = json.loads((DATA / "labels.json").read_text(encoding="utf-8"))
+    oracle = Oracle()
+    server = FakeOpenAIServer(default=oracle)
+    await server.start()
+    adapter = ProviderRegistry().create(
+        ProviderSettings(provider="openai", base_url=server.sdk_base_url, api_key="sk-bench-key")
+    )
+    proposer = LLMProposer(adapter, "fake-model", timeout_s=10) if llm else None
+    times: list[float] = []
+    try:
+        for path in sorted((DATA / "episodes").glob("*.jsonl")):
+            oracle.labels = EpisodeLabels.model_validate(labels[path.stem])
+            store = MemoryStore(tmp / f"{path.stem}-{llm}")
+            consolidator = Consolidator(store, proposer)
+            lines = path.read_text(encoding="utf-8").splitlines()
+            for start in range(0, len(lines), BATCH):
+                items = [
+                    BatchItem(interaction=MemoryInteraction.model_validate_json(line))
+                    for line in lines[start : start + BATCH]
+                ]
+                t0 = time.perf_counter()
+                report = await consolidator.consolidate("acme", items)
+                times.append(time.perf_counter() - t0)
+                assert report.mode in ("skipped", "llm" if llm else "fallback"), report
+    finally:
+        await aclose_adapter(adapter)
+        await server.aclose()
+    return round(statistics.mean(times) * 1000, 3)
+
+
+async def main() -> dict[str, Any]:
+    """All figures."""
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        figures = await bus_figures(tmp)
+        figures["consolidate_ms_per_batch_fallback"] = await consolidate_ms(tmp, llm=False)
+        figures["consolidate_ms_per_batch_llm"] = await consolidate_ms(tmp, llm=True)
+        figures["samples"] = N
+        figures["batch_size"] = BATCH
+    return figures
+
+
+if __name__ == "__main__":
+    print(json.dumps(asyncio.run(main())))
