@@ -42,7 +42,7 @@ compose-config: install
 asyncapi: install
 	$(VENV)/bin/soong-agent asyncapi > docs/asyncapi.json
 
-lock:
+lock: | $(UV)
 	$(UV) pip compile pyproject.toml --extra dev -o requirements.lock --python-version 3.11 -q
 
 clean:
