@@ -1,0 +1,51 @@
+"""The Redis-backed pending queue: debounce, max wait, and a failing batch moved aside."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from redis.asyncio import Redis
+
+from agent_core.bus import BusNames
+from agent_core.bus.contracts.memory import Interaction, InteractionTurn
+from services.memory_extraction.queue import PendingQueue
+
+
+def ix(n: int) -> Interaction:
+    return Interaction(
+        interaction_id=f"ix_{n}", account_id="acme", session_id="s", run_id=f"r{n}",
+        turns=[InteractionTurn(role="user", content="always use EUR")],
+    )  # fmt: skip
+
+
+async def test_an_account_is_due_only_after_the_debounce(redis: Redis, names: BusNames) -> None:
+    queue = PendingQueue(redis, names, debounce_s=30)
+    await queue.push(ix(1))
+    assert await queue.due_accounts() == []
+    eager = PendingQueue(redis, names, debounce_s=0)
+    await eager.push(ix(2))
+    assert await eager.due_accounts() == ["acme"]
+    seen: list[list[str]] = []
+
+    async def flush(_: str, items: Sequence[Interaction]) -> None:
+        seen.append([i.interaction_id for i in items])
+
+    assert await eager.flush_account("acme", flush) == 2
+    assert seen == [["ix_1", "ix_2"]]
+    assert await eager.due_accounts() == [] and await redis.llen(eager.pending_key("acme")) == 0
+
+
+async def test_a_batch_failing_every_time_is_moved_aside_not_lost(
+    redis: Redis, names: BusNames
+) -> None:
+    queue = PendingQueue(redis, names, debounce_s=0, max_attempts=2)
+    await queue.push(ix(1))
+
+    async def broken(_: str, __: Sequence[Interaction]) -> None:
+        raise RuntimeError("disk full")
+
+    assert await queue.flush_account("acme", broken) == 0
+    assert await redis.llen(queue.pending_key("acme")) == 1
+    assert await queue.flush_account("acme", broken) == 1
+    assert await redis.llen(queue.pending_key("acme")) == 0
+    assert await redis.llen(queue.failed_key("acme")) == 1
