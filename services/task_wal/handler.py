@@ -40,7 +40,7 @@ from agent_core.tasks import (
     encode_record,
     ready_ids,
 )
-from services.task_wal.location import list_location, session_dir
+from services.task_wal.location import ListLocation, list_location, session_dir
 from services.task_wal.store import ListState, TaskStore
 from services.task_wal.walfile import ListFiles, request_line
 
@@ -68,12 +68,16 @@ class TaskWalHandler:
         self._store = store
         self._clock = clock or (lambda: datetime.now(UTC))
         self._lock = asyncio.Lock()
+        # Checked locations of the current batch: commands of one batch mostly share a list,
+        # and checking a cwd costs system calls. Cleared per batch so a removed cwd is noticed.
+        self._locations: dict[tuple[str, str, str], ListLocation] = {}
 
     async def handle(self, messages: Sequence[TaskMessage]) -> list[TaskReply]:
         """One reply per message, in order; commands are durable before this returns."""
         async with self._lock:
             replies: list[TaskReply | None] = [None] * len(messages)
             groups: dict[Path, _Group] = {}
+            self._locations.clear()
             now = self._clock()
             for i, message in enumerate(messages):
                 if isinstance(message, TaskCommandMessage):
@@ -96,7 +100,7 @@ class TaskWalHandler:
         now: datetime,
     ) -> None:
         try:
-            loc = list_location(message.session_id, message.cwd, message.list_name)
+            loc = self._location(message.session_id, message.cwd, message.list_name)
             state = await self._store.get(loc)
         except AgentCoreError as exc:
             replies[i] = _failed(exc.to_payload())
@@ -111,6 +115,13 @@ class TaskWalHandler:
         if group is None:
             group = groups[loc.wal] = _Group(state, state.dag)
         group.replies.append((i, _apply(group, message, now)))
+
+    def _location(self, session_id: str, cwd: str, list_name: str) -> ListLocation:
+        key = (session_id, cwd, list_name)
+        loc = self._locations.get(key)
+        if loc is None:
+            loc = self._locations[key] = list_location(session_id, cwd, list_name)
+        return loc
 
     async def _commit(self, groups: dict[Path, _Group], replies: list[TaskReply | None]) -> None:
         work = [g for g in groups.values() if g.wal]

@@ -26,21 +26,22 @@ _MAX_CWD = 4096
 
 @dataclass(frozen=True, slots=True)
 class ListLocation:
-    """The files of one task list; ``wal`` is also the list's identity in memory."""
+    """The files of one task list; ``wal`` is also the list's identity in memory.
+
+    Build it with :meth:`at` (paths computed once: they are looked up on every command).
+    """
 
     session_id: str
     directory: Path
     stem: str
+    wal: Path
+    requests: Path  # the log of applied request ids (for safe retries across restarts)
 
-    @property
-    def wal(self) -> Path:
-        """The WAL file."""
-        return self.directory / (self.stem + WAL_SUFFIX)
-
-    @property
-    def requests(self) -> Path:
-        """The log of applied request ids (for safe retries across restarts)."""
-        return self.directory / (self.stem + REQUESTS_SUFFIX)
+    @classmethod
+    def at(cls, session_id: str, directory: Path, stem: str) -> ListLocation:
+        """The location of the list with file stem ``stem`` in a session's directory."""
+        wal = directory / (stem + WAL_SUFFIX)
+        return cls(session_id, directory, stem, wal, directory / (stem + REQUESTS_SUFFIX))
 
 
 def session_dir(session_id: str, cwd: str) -> Path:
@@ -68,4 +69,4 @@ def session_dir(session_id: str, cwd: str) -> Path:
 
 def list_location(session_id: str, cwd: str, list_name: str) -> ListLocation:
     """The checked location of task list ``list_name`` (see :func:`session_dir` for errors)."""
-    return ListLocation(session_id, session_dir(session_id, cwd), list_file_stem(list_name))
+    return ListLocation.at(session_id, session_dir(session_id, cwd), list_file_stem(list_name))

@@ -72,7 +72,7 @@ class TaskStore:
     async def session_lists(self, session_id: str, directory: Path) -> list[ListState]:
         """Every list of a session directory, by file name (none if the directory is missing)."""
         stems = await asyncio.to_thread(_stems, directory)
-        return [await self.get(ListLocation(session_id, directory, stem)) for stem in stems]
+        return [await self.get(ListLocation.at(session_id, directory, stem)) for stem in stems]
 
     def forget(self, state: ListState) -> None:
         """Drop a list (after a failed write) so that its next use replays it from disk."""
