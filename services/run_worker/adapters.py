@@ -129,13 +129,16 @@ class StorageArtifactSink:
 class WorkerToolRunner:
     """The run's tools: the registry filtered by the agent's ``enabled_tools``."""
 
-    def __init__(self, executor: ToolExecutor, enabled: Sequence[str] | None) -> None:
+    def __init__(self, executor: ToolExecutor, definitions: Sequence[ToolDefinition]) -> None:
         self._executor = executor
-        registry: ToolRegistry = executor.registry
-        names = (
-            registry.names() if enabled is None else [n for n in registry.names() if n in enabled]
-        )
-        self._definitions = [t.definition() for t in registry if t.name in names]
+        self._definitions = definitions
+
+    @staticmethod
+    def definitions_for(
+        registry: ToolRegistry, enabled: Sequence[str] | None
+    ) -> list[ToolDefinition]:
+        """Definitions of the registry's tools that ``enabled`` admits (``None``: all)."""
+        return [t.definition() for t in registry if enabled is None or t.name in enabled]
 
     def definitions(self) -> Sequence[ToolDefinition]:
         """Definitions of the enabled tools."""

@@ -22,7 +22,7 @@ from agent_core.errors import AgentCoreError, ErrorPayload, StorageError, redact
 from agent_core.ids import new_id
 from agent_core.provider import ProviderRegistry, ProviderSettings
 from agent_core.provider.base import ProviderAdapter
-from agent_core.runqueue import InFlight, RunEventWriter, SessionQueue
+from agent_core.runqueue import InFlight, QueuedRun, RunEventWriter, SessionQueue
 from agent_core.runtime import AgentLoop, RunOutcome, resume_point
 from agent_core.service import ServiceContext
 from agent_core.storage_client import StorageClient
@@ -43,7 +43,7 @@ from agent_core.types.enums import (
     RunStatus,
 )
 from agent_core.types.mappers import to_node
-from agent_core.types.protocol import TextBlock, ToolResultBlock
+from agent_core.types.protocol import TextBlock, ToolDefinition, ToolResultBlock
 from agent_core.types.runtime import AgentConfig, Node, RunFinished, RunHandle, RunStatusChanged
 from agent_core.types.storage import NodeRecord
 from services.run_worker.adapters import (
@@ -89,6 +89,7 @@ class RunExecutor:
         self.running: dict[str, asyncio.Task[RunOutcome]] = {}
         self._cancel_requested: set[str] = set()
         self._adapters: dict[tuple[str, str | None, str | None], ProviderAdapter] = {}
+        self._tool_definitions: dict[tuple[str, ...] | None, list[ToolDefinition]] = {}
 
     # -- cancellation ------------------------------------------------------------------------------
 
@@ -111,8 +112,14 @@ class RunExecutor:
             run_id=run.run_id, session_id=run.session_id, agent_id=run.agent_id, attempt=attempt
         )
         fence = RunFence(run_id=run.run_id, attempt=attempt)
-        claim = await self.storage.send(
-            ClaimRun(command_id=new_id("cmd"), session_id=run.session_id, fence=fence)
+        # The claim and the reads it does not depend on travel together: one round trip.
+        claim, cancelled, session, path = await asyncio.gather(
+            self.storage.send(
+                ClaimRun(command_id=new_id("cmd"), session_id=run.session_id, fence=fence)
+            ),
+            self.queue.is_cancelled(run.run_id),
+            self._query(GetSession(session_id=run.session_id)),
+            self._path_or_none(run.session_id, run.start_node_id),
         )
         if not claim.ok:
             # Terminal already (cancelled while queued, finished before a crash) or superseded.
@@ -132,24 +139,31 @@ class RunExecutor:
         )
         store = BusRunStore(self.storage, handle, set_active=run.kind == "main")
         try:
-            outcome = await self._run(item, handle, store, events)
+            outcome = await self._run(item, handle, store, events, cancelled, session, path)
             await self._finish(handle, store, events, outcome, item)
         except _Fenced:
             log.warning("run %s attempt %d was superseded; stopping", run.run_id, attempt)
             await events.abort()
 
     async def _run(
-        self, item: InFlight, handle: RunHandle, store: BusRunStore, events: RunEventWriter
+        self,
+        item: InFlight,
+        handle: RunHandle,
+        store: BusRunStore,
+        events: RunEventWriter,
+        cancelled: bool,
+        session: dict[str, Any],
+        path: list[Node] | None,
     ) -> RunOutcome:
         run = item.run
-        if await self.queue.is_cancelled(run.run_id):
+        if cancelled:  # cancelled while queued: never executed
             return RunOutcome(RunStatus.CANCELLED, EndReason.COMPLETED)
         try:
             config = self._config(run.config_overrides)
         except Exception as exc:
             return _failed("invalid_config", f"agent configuration is invalid: {exc}")
-        session = await self._query(GetSession(session_id=run.session_id))
-        path = await self._path(run.session_id, run.start_node_id)
+        if path is None:  # the message becomes a node now, after whatever ran before it
+            path = await self._place_message(run, session, store)
         turns_done = 0
         if handle.attempt > 1:
             last = await self._last_node_of(run.session_id, run.run_id)
@@ -200,7 +214,7 @@ class RunExecutor:
             model=model,
             store=store,
             events=events,
-            tools=WorkerToolRunner(executor, config.enabled_tools),
+            tools=WorkerToolRunner(executor, self._definitions(config.enabled_tools)),
         )
         task = asyncio.create_task(loop.run(path, turns_done=turns_done), name=f"run:{run.run_id}")
         self.running[run.run_id] = task
@@ -266,38 +280,43 @@ class RunExecutor:
         outcome: RunOutcome,
         item: InFlight,
     ) -> None:
-        receipt = await self.storage.send(
-            UpdateRun(
-                command_id=new_id("cmd"),
-                session_id=handle.session_id,
-                run_id=handle.run_id,
-                fence=store.fence,
-                status=outcome.status,
-                end_reason=outcome.end_reason,
-                turn_count=outcome.turns,
-                usage=outcome.usage,
-                error=outcome.error,
-                end_node_id=outcome.last_node_id,
-            )
+        # The run record and its final timeline event commit together (one batch, one fsync).
+        receipt, _ = await asyncio.gather(
+            self.storage.send(
+                UpdateRun(
+                    command_id=new_id("cmd"),
+                    session_id=handle.session_id,
+                    run_id=handle.run_id,
+                    fence=store.fence,
+                    status=outcome.status,
+                    end_reason=outcome.end_reason,
+                    turn_count=outcome.turns,
+                    usage=outcome.usage,
+                    error=outcome.error,
+                    end_node_id=outcome.last_node_id,
+                )
+            ),
+            self._fenced(
+                store.append_event(
+                    _FINAL_EVENT[outcome.status],
+                    level=EventLevel.ERROR
+                    if outcome.status is RunStatus.FAILED
+                    else EventLevel.INFO,
+                    node_id=outcome.last_node_id,
+                    payload={
+                        "status": outcome.status.value,
+                        "end_reason": outcome.end_reason.value,
+                        "turns": outcome.turns,
+                        **({"error": outcome.error.model_dump()} if outcome.error else {}),
+                    },
+                )
+            ),
         )
         if not receipt.ok:
             code = receipt.error.code if receipt.error else "refused"
             if code in ("stale_attempt", "unclaimed_attempt"):
                 raise _Fenced
             log.error("run %s: final update refused: %s", handle.run_id, code)
-        await self._fenced(
-            store.append_event(
-                _FINAL_EVENT[outcome.status],
-                level=EventLevel.ERROR if outcome.status is RunStatus.FAILED else EventLevel.INFO,
-                node_id=outcome.last_node_id,
-                payload={
-                    "status": outcome.status.value,
-                    "end_reason": outcome.end_reason.value,
-                    "turns": outcome.turns,
-                    **({"error": outcome.error.model_dump()} if outcome.error else {}),
-                },
-            )
-        )
         events.emit(
             RunFinished(
                 run_id=handle.run_id,
@@ -334,13 +353,45 @@ class RunExecutor:
         return reply.data
 
     async def _path(self, session_id: str, node_id: str) -> list[Node]:
+        path = await self._path_or_none(session_id, node_id)
+        if path is None:
+            raise StorageError("not_found", "node not found", details={"node_id": node_id})
+        return path
+
+    async def _path_or_none(self, session_id: str, node_id: str) -> list[Node] | None:
         rows = await self._query(GetActivePath(session_id=session_id, node_id=node_id))
+        if rows is None:  # the storage-writer answers a missing node with no data
+            return None
         return [to_node(NodeRecord.model_validate(r)) for r in rows]
+
+    async def _place_message(
+        self, run: QueuedRun, session: dict[str, Any], store: BusRunStore
+    ) -> list[Node]:
+        parent = run.parent_node_id or session.get("active_node_id")
+        above = await self._path(run.session_id, parent) if parent else []
+        node = Node(
+            node_id=run.start_node_id,
+            parent_id=parent,
+            agent_id=run.agent_id,
+            run_id=run.run_id,
+            role=Role.USER,
+            content=run.content or [TextBlock(text="")],
+        )
+        return [*above, await self._fenced(store.append_node(node))]
 
     async def _last_node_of(self, session_id: str, run_id: str) -> str | None:
         tree = await self._query(GetTree(session_id=session_id))
         own = [n for n in tree if n.get("run_id") == run_id]
         return str(own[-1]["node_id"]) if own else None
+
+    def _definitions(self, enabled: list[str] | None) -> list[ToolDefinition]:
+        # JSON Schemas of tools are computed once per set of enabled tools, not once per run.
+        key = None if enabled is None else tuple(sorted(enabled))
+        cached = self._tool_definitions.get(key)
+        if cached is None:
+            cached = WorkerToolRunner.definitions_for(self.tools, enabled)
+            self._tool_definitions[key] = cached
+        return cached
 
     def _config(self, overrides: dict[str, Any]) -> AgentConfig:
         m = self.settings.model

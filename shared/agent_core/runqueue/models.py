@@ -7,12 +7,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_core.types.enums import MultitaskStrategy
+from agent_core.types.protocol import ContentBlock
 
 __all__ = ["QueuedRun"]
 
 
 class QueuedRun(BaseModel):
     """A run waiting in its session's FIFO (or being executed from the processing list).
+
+    The user's message (``content``) becomes the node ``start_node_id`` when the run starts, under
+    ``parent_node_id`` or — when that is ``None`` — under the session's active node *at that
+    moment*: a message queued behind a running answer is placed after that answer.
 
     ``kind="main"`` runs are serial per session; ``kind="branch"`` runs (multitask strategy
     ``branch``) run beside them on their own branch.
@@ -25,6 +30,8 @@ class QueuedRun(BaseModel):
     account_id: str
     agent_id: str
     start_node_id: str
+    content: list[ContentBlock] = Field(default_factory=list)
+    parent_node_id: str | None = None
     kind: Literal["main", "branch"] = "main"
     strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE
     config_overrides: dict[str, Any] = Field(default_factory=dict)

@@ -1,4 +1,7 @@
-"""Submitting a user message: the user node, its run, and the run's place in the queue.
+"""Submitting a user message: its run (queued, durable) and the run's place in the session FIFO.
+
+The message becomes a node when its run starts (see :class:`QueuedRun`); its id is allocated
+here, so the caller can name the node at once.
 
 Used by the gateway (and by tests and benchmarks that speak to the bus directly). The multitask
 strategy decides what happens while a main run of the session is active: ``enqueue`` waits its
@@ -11,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent_core.bus.contracts.storage import CreateRun, EventDraft, GetSession, NodeDraft
+from agent_core.bus.contracts.storage import CreateRun, GetSession
 from agent_core.errors import AgentCoreError, StorageError
 from agent_core.ids import new_id
 from agent_core.runqueue.fifo import SessionQueue
 from agent_core.runqueue.models import QueuedRun
 from agent_core.storage_client import StorageClient, raise_for_receipt
-from agent_core.types.enums import EventType, MultitaskStrategy, Role
+from agent_core.types.enums import MultitaskStrategy
 from agent_core.types.protocol import ContentBlock
 
 __all__ = ["SessionBusyError", "Submitted", "submit_message"]
@@ -35,7 +38,6 @@ class Submitted:
 
     run_id: str
     node_id: str
-    node_seq: int | None
     kind: str
 
 
@@ -67,29 +69,6 @@ async def submit_message(
     kind = "branch" if strategy is MultitaskStrategy.BRANCH and busy else "main"
     agent_id = str(session["root_agent_id"])
     node_id, run_id = new_id("node"), new_id("run")
-    parent = parent_node_id or session.get("active_node_id")
-    receipt = raise_for_receipt(
-        await storage.append_node(
-            session_id,
-            NodeDraft(
-                node_id=node_id,
-                parent_id=parent,
-                agent_id=agent_id,
-                run_id=run_id,
-                role=Role.USER,
-                content=content,
-            ),
-            EventDraft(
-                event_id=new_id("evt"),
-                event_type=EventType.NODE_CREATED,
-                agent_id=agent_id,
-                run_id=run_id,
-                node_id=node_id,
-                payload={"role": "user", "node_type": "message"},
-            ),
-            set_active=kind == "main",
-        )
-    )
     raise_for_receipt(
         await storage.send(
             CreateRun(
@@ -98,7 +77,12 @@ async def submit_message(
                 run_id=run_id,
                 agent_id=agent_id,
                 start_node_id=node_id,
-                metadata={"kind": kind, "strategy": strategy.value},
+                metadata={
+                    "kind": kind,
+                    "strategy": strategy.value,
+                    "parent_node_id": parent_node_id,
+                    "message": [b.model_dump(mode="json") for b in content],
+                },
             )
         )
     )
@@ -109,12 +93,14 @@ async def submit_message(
             account_id=account_id,
             agent_id=agent_id,
             start_node_id=node_id,
+            content=content,
+            parent_node_id=parent_node_id,
             kind=kind,
             strategy=strategy,
             config_overrides=config_overrides or {},
         )
     )
-    return Submitted(run_id, node_id, receipt.result.get("node_seq"), kind)
+    return Submitted(run_id, node_id, kind)
 
 
 async def _interrupt(queue: SessionQueue, session_id: str) -> None:
