@@ -8,7 +8,7 @@ timeout). Measured in one run:
 * group commit (``batch_max`` default) at 1 and 16 producers, and one transaction per command
   (``batch_max = 1``) at 16 producers — pairs/s and receipt latency;
 * the raw ceiling: plain ``sqlite3`` inserting the same rows into one session's tables in
-  1,000-pair transactions, with the writer's pragmas (WAL, ``synchronous=FULL``);
+  1,000-pair transactions, with the writer's pragmas (WAL, its ``synchronous`` level);
 * with 1,000 and 10,000 sessions' tables present (created directly with sqlite3 before the
   writer starts): create-session latency through the service, and the latency of a query on an
   existing session of the *same shard* sent right after each create (the worst case for the
@@ -43,6 +43,7 @@ from agent_core.ids import new_id, new_session_id  # noqa: E402
 from agent_core.service.valkey import EmbeddedValkey  # noqa: E402
 from agent_core.storage_client import StorageClient  # noqa: E402
 from services.storage_writer.schema import (  # noqa: E402
+    SYNCHRONOUS,
     configure,
     create_session_tables,
     events_table,
@@ -298,7 +299,7 @@ async def main() -> dict[str, Any]:
         "query_max_ms_after_create_10k": round(k10["query_max_ms"], 2),
         "setup_10k_sessions_s": round(k10["setup_s"], 1),
         "shards": 64,
-        "synchronous": "FULL",
+        "synchronous": SYNCHRONOUS,
     }
 
 
