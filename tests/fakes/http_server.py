@@ -87,6 +87,7 @@ class FakeHTTPServer:
         self.port = port
         self.requests: list[RecordedRequest] = []
         self.unscripted = 0
+        self.connections = 0  # accepted so far: a client that reuses its connection adds none
         self._server: asyncio.Server | None = None
         self._conn_writers: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
         self._thread: threading.Thread | None = None
@@ -210,6 +211,7 @@ class FakeHTTPServer:
         task = asyncio.current_task()
         assert task is not None
         self._conn_writers[task] = writer
+        self.connections += 1
         try:
             while (req := await _read_request(reader)) is not None:
                 self.requests.append(req)

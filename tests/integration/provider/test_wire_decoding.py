@@ -101,3 +101,13 @@ async def test_anthropic_error_event_bodies(data: bytes, code: str, fragment: st
     assert isinstance(last, ErrorEvent)
     assert last.error.code == code
     assert fragment in last.error.message
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_consecutive_responses_reuse_one_connection(provider: str) -> None:
+    # The body is read to its end (after OpenAI's [DONE] too), so HTTP/1.1 keeps the connection.
+    turns = [s.text_turn("a"), s.text_turn("b"), s.text_turn("c")]
+    async with running(provider, turns) as (server, adapter):
+        texts = [text_of(await collect(adapter, request())) for _ in turns]
+    assert texts == ["a", "b", "c"]
+    assert server.connections == 1
