@@ -44,7 +44,14 @@ from agent_core.types.enums import (
 )
 from agent_core.types.mappers import to_node
 from agent_core.types.protocol import TextBlock, ToolDefinition, ToolResultBlock
-from agent_core.types.runtime import AgentConfig, Node, RunFinished, RunHandle, RunStatusChanged
+from agent_core.types.runtime import (
+    AgentConfig,
+    Node,
+    RunFinished,
+    RunHandle,
+    RunNodeCreated,
+    RunStatusChanged,
+)
 from agent_core.types.storage import NodeRecord
 from services.run_worker.adapters import (
     BusRunStore,
@@ -164,6 +171,14 @@ class RunExecutor:
             return _failed("invalid_config", f"agent configuration is invalid: {exc}")
         if path is None:  # the message becomes a node now, after whatever ran before it
             path = await self._place_message(run, session, store)
+            events.emit(
+                RunNodeCreated(
+                    run_id=run.run_id,
+                    session_id=run.session_id,
+                    agent_id=run.agent_id,
+                    node=path[-1],
+                )
+            )
         turns_done = 0
         if handle.attempt > 1:
             last = await self._last_node_of(run.session_id, run.run_id)
@@ -190,6 +205,14 @@ class RunExecutor:
             memory = await self._memory_node(run.account_id, config, handle, path[-1])
             if memory is not None:
                 path.append(await self._fenced(store.append_node(memory)))
+                events.emit(
+                    RunNodeCreated(
+                        run_id=run.run_id,
+                        session_id=run.session_id,
+                        agent_id=run.agent_id,
+                        node=path[-1],
+                    )
+                )
         model = self._adapter(config)
         workspace = Workspace(
             self.settings.home,

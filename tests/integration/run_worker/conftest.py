@@ -1,0 +1,43 @@
+"""Fixtures: a cluster (writer + workers as subprocesses) and a bus client per test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_core.bus import BusNames
+from tests.integration.run_worker.harness import CONFIG, BusClient, Cluster, fake_server
+
+
+@pytest.fixture
+def make_cluster(
+    redis_url: str, names: BusNames, tmp_path: Path
+) -> Iterator[Callable[..., Cluster]]:
+    """Start a cluster whose fake model answers with ``default``; stopped after the test."""
+    clusters: list[Cluster] = []
+
+    def make(default: Callable[[Any], Any], *, workers: int = 2, extra_config: str = "") -> Cluster:
+        (tmp_path / "config.toml").write_text(CONFIG + extra_config)
+        cluster = Cluster(redis_url, names, tmp_path, fake_server(default))
+        cluster.start_writer()
+        for i in range(workers):
+            cluster.start_worker(i)
+        clusters.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in clusters:
+        cluster.stop()
+        cluster.fake.stop_thread()
+
+
+@pytest.fixture
+async def client(redis_url: str, names: BusNames, tmp_path: Path) -> AsyncIterator[BusClient]:
+    """A bus client on the test's namespace."""
+    bus = BusClient(redis_url, names, tmp_path)
+    await bus.start()
+    yield bus
+    await bus.close()

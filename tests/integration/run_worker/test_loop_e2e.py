@@ -1,0 +1,78 @@
+"""End to end through real Valkey, the storage-writer and the OpenAI fake: two parallel tool calls,
+then a final answer; the tree, the timeline, the run record and the event stream agree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.integration.run_worker.harness import (
+    BusClient,
+    last_role,
+    text_answer,
+    tool_calls_turn,
+)
+
+
+def _model(request: Any) -> Any:
+    if last_role(request) == "tool":
+        return text_answer("All done: report written.", pieces=3)
+    return tool_calls_turn(
+        ("call_write", "write_file", {"path": "output/report.md", "content": "# Report\nok\n"}),
+        ("call_list", "list_dir", {"path": "scratchpad"}),
+    )
+
+
+async def test_two_parallel_tool_calls_then_answer(make_cluster: Any, client: BusClient) -> None:
+    cluster = make_cluster(_model)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    submitted = await client.send(sid, "please write the report")
+    events = await client.events(sid, submitted.run_id)
+
+    run = await client.run(submitted.run_id)
+    assert run["status"] == "completed" and run["end_reason"] == "completed", cluster.log_text()
+    assert run["turn_count"] == 2 and run["attempt"] == 1
+    assert '"input_tokens":18' in run["usage_json"] and '"output_tokens":8' in run["usage_json"]
+
+    tree = await client.tree(sid)
+    assert [(n["role"], n["parent_id"]) for n in tree] == [
+        ("user", None),
+        ("assistant", tree[0]["node_id"]),
+        ("tool", tree[1]["node_id"]),
+        ("assistant", tree[2]["node_id"]),
+    ]
+    assert tree[0]["node_id"] == submitted.node_id
+    assert run["end_node_id"] == tree[3]["node_id"]
+    path = await client.path(sid, tree[3]["node_id"])
+    assistant, tool = path[1]["content_json"], path[2]["content_json"]
+    assert assistant.count('"type":"tool_call"') == 2
+    assert tool.count('"type":"tool_result"') == 2 and '"is_error":true' not in tool
+    assert "All done" in path[3]["content_json"]
+    assert (
+        client.home / "accounts/acct1/sessions" / sid / "output/report.md"
+    ).read_text() == "# Report\nok\n"
+
+    timeline = await client.timeline(sid, submitted.run_id)
+    kinds = [e["event_type"] for e in timeline]
+    assert kinds == ["node_created"] * 4 + ["run_completed"]
+    seqs = [e["seq"] for e in timeline]
+    assert seqs == sorted(seqs) and [e["run_seq"] for e in timeline] == list(range(1, 6))
+
+    types = [e.type for _, e in events]
+    assert types[0] == "run_status_changed" and types[-1] == "run_finished"
+    assert types.count("tool_started") == 2 and types.count("tool_result") == 2
+    assert types.count("node_created") == 4
+    first_result = types.index("tool_result")
+    assert types.index("tool_started") < first_result < types.index("node_created", first_result)
+    assert (
+        "".join(e.text for _, e in events if e.type == "text_delta") == "All done: report written."
+    )
+    ids = [entry_id for entry_id, _ in events]
+    assert ids == sorted(ids, key=lambda i: tuple(int(p) for p in i.split("-")))
+    finished = events[-1][1]
+    assert finished.status == "completed" and finished.last_node_id == tree[3]["node_id"]
+
+    requests = [r.json for r in cluster.fake.requests]
+    assert len(requests) == 2
+    assert {t["function"]["name"] for t in requests[0]["tools"]} >= {"write_file", "list_dir"}
+    assert [m["role"] for m in requests[1]["messages"]] == ["user", "assistant", "tool", "tool"]
