@@ -1,13 +1,33 @@
-"""The gateway's FastAPI application: health and readiness (the API proper grows here)."""
+"""The gateway's FastAPI application: the ``/v1`` API, health, readiness and metrics.
+
+Stateless: everything lives in Redis and the storage-writer, so any number of instances can
+serve behind a load balancer. Middleware is plain ASGI (no ``BaseHTTPMiddleware``), so streams
+and client disconnects pass through untouched.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict
 
 from agent_core.bus import SERVICE_NAMES
 from agent_core.service import ServiceContext, ping_services
+from services.gateway import (
+    routes_files,
+    routes_messages,
+    routes_nodes,
+    routes_permissions,
+    routes_runs,
+    routes_sessions,
+)
+from services.gateway.errors import ErrorBody, install_error_handlers
+from services.gateway.limits import BodyLimitMiddleware
+from services.gateway.metrics import MetricsMiddleware
+from services.gateway.state import Gateway
 
 __all__ = ["create_app"]
 
@@ -30,13 +50,61 @@ class Readiness(BaseModel):
     services: dict[str, bool]
 
 
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The schema with Bearer auth declared on every ``/v1`` operation."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(
+        title=app.title, version=app.version, description=app.description, routes=app.routes
+    )
+    components = schema.setdefault("components", {})
+    components.setdefault("securitySchemes", {})["bearer"] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key from `soong-agent keys create --account NAME`.",
+    }
+    for path, operations in schema.get("paths", {}).items():
+        if path.startswith("/v1/"):
+            for operation in operations.values():
+                operation["security"] = [{"bearer": []}]
+    app.openapi_schema = schema
+    return schema
+
+
 def create_app(ctx: ServiceContext) -> FastAPI:
     """The HTTP app bound to one service context (its broker is started by the service runner)."""
     app = FastAPI(
         title="soong-agent",
         version="0.1.0",
-        description="Agent runtime API: sessions, messages, runs, the node tree and live events.",
+        description="Agent runtime API: sessions, messages, runs, the node tree and live events. "
+        'Every error answers `{"error": {"code", "message", "details"}}`.',
     )
+    gateway = Gateway.build(ctx)
+    app.state.gateway = gateway
+    install_error_handlers(app)
+    for module in (
+        routes_sessions,
+        routes_messages,
+        routes_runs,
+        routes_nodes,
+        routes_permissions,
+        routes_files,
+    ):
+        app.include_router(module.router)
+
+    settings = ctx.settings.gateway
+
+    def limit_for(path: str) -> int:
+        # Uploads stream to disk under their own cap, checked again by the upload route.
+        return (
+            settings.max_upload_bytes
+            if routes_files.UPLOAD_PREFIX in path
+            else settings.max_body_bytes
+        )
+
+    app.add_middleware(BodyLimitMiddleware, limit_for=limit_for)
+    app.add_middleware(MetricsMiddleware, metrics=gateway.metrics)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
 
     @app.get("/healthz", response_model=Health, tags=["health"])
     async def healthz() -> Health:
@@ -62,5 +130,19 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         ready = bus and all(services.values())
         body = Readiness(ready=ready, bus=bus, services=services)
         return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        tags=["health"],
+        responses={
+            200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+            500: {"model": ErrorBody},
+        },
+    )
+    async def metrics() -> PlainTextResponse:
+        """Prometheus text format: requests, latencies, runs by status, open streams, bus lag."""
+        text = await gateway.metrics.render(ctx.redis, ctx.names)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     return app

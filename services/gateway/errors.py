@@ -1,0 +1,188 @@
+"""Every error the gateway answers, as one body: ``{"error": {"code", "message", "details"}}``.
+
+Handlers are installed for HTTP errors (including Starlette's own 404/405), request validation
+(422 naming the field), :class:`AgentCoreError` (status chosen from its type and code) and a
+catch-all that answers 500 with no traceback, message or exception text of the failure.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from agent_core.errors import AgentCoreError, BusTimeoutError, redact, redact_obj
+
+__all__ = [
+    "ApiError",
+    "ErrorBody",
+    "ErrorDetail",
+    "error_response",
+    "install_error_handlers",
+    "not_found",
+    "responses",
+]
+
+log = logging.getLogger("soong.gateway")
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable machine code, a human message and structured details."""
+
+    model_config = ConfigDict(extra="forbid")
+    code: str = Field(examples=["not_found"])
+    message: str = Field(examples=["no such session"])
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorBody(BaseModel):
+    """The body of every non-2xx answer."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"error": {"code": "not_found", "message": "no such session", "details": {}}}
+            ]
+        },
+    )
+    error: ErrorDetail
+
+
+class ApiError(Exception):
+    """An HTTP error with the gateway's error body; raise it from routes and dependencies."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details or {}
+        self.headers = headers
+
+
+def not_found(what: str) -> ApiError:
+    """The one answer for a missing id and for another account's id (no difference leaks)."""
+    return ApiError(404, "not_found", f"no such {what}")
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """A JSON response carrying the error body (message and details redacted)."""
+    body = ErrorBody(
+        error=ErrorDetail(code=code, message=redact(message), details=redact_obj(details or {}))
+    )
+    return JSONResponse(
+        body.model_dump(), status_code=status, headers=dict(headers) if headers else None
+    )
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "rate_limited",
+    503: "unavailable",
+}
+
+_DESCRIPTIONS = {
+    400: "Bad request",
+    401: "Missing or invalid API key",
+    404: "Not found (also for another account's ids)",
+    409: "Conflict with the current state",
+    413: "Body too large",
+    422: "Validation error (the field is named in details)",
+    429: "Rate limited (see Retry-After)",
+    503: "A backend did not answer in time",
+}
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for error statuses, all with :class:`ErrorBody`."""
+    codes = sorted({401, 422, 429, *statuses})
+    return {s: {"model": ErrorBody, "description": _DESCRIPTIONS.get(s, "Error")} for s in codes}
+
+
+def _core_status(exc: AgentCoreError) -> int:
+    code = exc.code
+    if isinstance(exc, BusTimeoutError):
+        return 503
+    if code == "not_found" or code.endswith("_not_found"):
+        return 404
+    if exc.error_type == "conflict" or code in {"invalid_transition", "run_terminal", "conflict"}:
+        return 409
+    if exc.error_type in {"schema_error", "tool_error", "permission_denied"}:
+        return 400
+    if exc.error_type == "storage_error":
+        return 409 if not exc.retryable else 503
+    return 500
+
+
+def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every failure through :func:`error_response`."""
+
+    @app.exception_handler(ApiError)
+    async def _api(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+        return error_response(exc.status_code, code, message, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # Field locations, messages and error types only: never echo the offending input back.
+        errors = [
+            {"field": _loc(e.get("loc", ())), "message": str(e.get("msg", "")), "type": e["type"]}
+            for e in exc.errors()
+        ]
+        first = errors[0]["field"] if errors else "body"
+        return error_response(
+            422, "validation_error", f"invalid request: {first}", {"errors": errors}
+        )
+
+    @app.exception_handler(AgentCoreError)
+    async def _core(_: Request, exc: AgentCoreError) -> JSONResponse:
+        payload = exc.to_payload()
+        status = _core_status(exc)
+        if status >= 500:
+            log.error("request failed: %s %s", payload.code, payload.message)
+        return error_response(status, payload.code, payload.message, payload.details)
+
+    @app.exception_handler(Exception)
+    async def _unhandled(_: Request, exc: Exception) -> JSONResponse:
+        # The type name only: the exception text may hold user data or secrets.
+        log.error("unhandled %s in a request", type(exc).__name__)
+        return error_response(500, "internal_error", "internal error")

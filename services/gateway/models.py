@@ -1,0 +1,291 @@
+"""Request and response bodies of the HTTP API that are not runtime types themselves.
+
+Responses reuse the runtime views (:class:`SessionState`, :class:`RunState`, :class:`Node`, …)
+so the API and the library describe a thing once. Requests are strict (``extra="forbid"``):
+server-owned fields such as ``account_id``, ``status`` of a run or a provider's ``base_url``
+cannot be set by a client.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agent_core.types.enums import (
+    MultitaskStrategy,
+    NodeType,
+    PermissionBehavior,
+    Role,
+    SessionStatus,
+)
+from agent_core.types.protocol import AttachmentBlock, JsonBlock, TextBlock
+from agent_core.types.runtime import (
+    AgentState,
+    ArtifactRef,
+    RunBudget,
+    RunState,
+    SessionState,
+    TimelineEvent,
+    ToolPolicy,
+)
+
+__all__ = [
+    "AgentConfigOverrides",
+    "AgentList",
+    "ArtifactList",
+    "CreateSessionRequest",
+    "EventList",
+    "FileEntry",
+    "FileList",
+    "MessageAccepted",
+    "PatchSessionRequest",
+    "PermissionDecisionRequest",
+    "PostMessageRequest",
+    "RunList",
+    "SessionList",
+    "SwitchNodeRequest",
+    "Tree",
+    "TreeNode",
+    "UploadedFile",
+    "UserBlock",
+    "stored_overrides",
+]
+
+RESERVED_METADATA_KEY = "agent_config"
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AgentConfigOverrides(_Body):
+    """What a client may change of an agent's config (no provider, endpoint or key variable)."""
+
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    max_turns: int | None = Field(default=None, ge=1, le=1000)
+    budget: RunBudget | None = None
+    tool_policy: ToolPolicy | None = None
+    enabled_tools: list[Annotated[str, Field(max_length=128)]] | None = Field(
+        default=None, max_length=256
+    )
+    enabled_skills: list[Annotated[str, Field(max_length=128)]] | None = Field(
+        default=None, max_length=256
+    )
+    system_prompt: str | None = Field(default=None, max_length=100_000)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_output_tokens: int | None = Field(default=None, gt=0, le=1_000_000)
+
+    def overrides(self) -> dict[str, Any]:
+        """The fields that were set, as ``AgentConfig`` input."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def stored_overrides(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The agent config overrides kept in a session's metadata (ignored if no longer valid)."""
+    stored = metadata.get(RESERVED_METADATA_KEY)
+    if not isinstance(stored, dict):
+        return {}
+    try:
+        return AgentConfigOverrides.model_validate(stored).overrides()
+    except ValueError:  # written under older rules: ignore rather than fail every run
+        return {}
+
+
+def _no_reserved(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
+    if metadata is not None and RESERVED_METADATA_KEY in metadata:
+        raise ValueError(f"metadata key {RESERVED_METADATA_KEY!r} is reserved; use agent_config")
+    return metadata
+
+
+class CreateSessionRequest(_Body):
+    """A new session; every field is optional."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"metadata": {"title": "report"}, "agent_config": {"max_turns": 8}}]
+        },
+    )
+    cwd: str | None = Field(default=None, max_length=4096, description="working directory label")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    agent_config: AgentConfigOverrides | None = None
+
+    @model_validator(mode="after")
+    def _reserved(self) -> CreateSessionRequest:
+        _no_reserved(self.metadata)
+        return self
+
+
+class PatchSessionRequest(_Body):
+    """Archive/unarchive a session or replace its metadata."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"status": "archived"}]}
+    )
+    status: SessionStatus | None = None
+    metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _reserved(self) -> PatchSessionRequest:
+        _no_reserved(self.metadata)
+        return self
+
+
+class SessionList(_Body):
+    """A page of sessions, newest first; pass ``next_cursor`` as ``cursor`` for the next page."""
+
+    items: list[SessionState]
+    next_cursor: str | None = None
+
+
+UserBlock = Annotated[TextBlock | JsonBlock | AttachmentBlock, Field(discriminator="type")]
+
+
+class PostMessageRequest(_Body):
+    """A user message: ``text`` or ``content`` blocks (not both)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"text": "Summarise input/report.pdf"},
+                {"content": [{"type": "text", "text": "again"}], "multitask_strategy": "reject"},
+            ]
+        },
+    )
+    text: str | None = Field(default=None, max_length=1_000_000)
+    content: list[UserBlock] | None = Field(default=None, min_length=1, max_length=256)
+    parent_node_id: str | None = Field(
+        default=None, max_length=80, description="branch from this node instead of the active one"
+    )
+    multitask_strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE
+    stream: bool = Field(default=False, description="answer with the run's event stream (SSE)")
+    agent_config: AgentConfigOverrides | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> PostMessageRequest:
+        if (self.text is None) == (self.content is None):
+            raise ValueError("give exactly one of text or content")
+        for block in self.content or []:
+            if isinstance(block, AttachmentBlock) and not block.path.startswith("input/"):
+                raise ValueError("attachments must live in input/")
+        return self
+
+    def blocks(self) -> list[TextBlock | JsonBlock | AttachmentBlock]:
+        """The message as content blocks."""
+        return list(self.content) if self.content is not None else [TextBlock(text=self.text or "")]
+
+
+class MessageAccepted(_Body):
+    """A queued run: follow it at ``events_url``."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "session_id": "sess_20260101_120000_0123456789abcdef",
+                    "run_id": "run_0123456789abcdef",
+                    "node_id": "node_0123456789abcdef",
+                    "kind": "main",
+                    "events_url": "/v1/sessions/sess_20260101_120000_0123456789abcdef/runs/"
+                    "run_0123456789abcdef/events",
+                }
+            ]
+        },
+    )
+    session_id: str
+    run_id: str
+    node_id: str
+    kind: Literal["main", "branch"]
+    events_url: str
+
+
+class RunList(_Body):
+    """Runs of a session, oldest first."""
+
+    items: list[RunState]
+
+
+class TreeNode(_Body):
+    """One node of the compact tree."""
+
+    node_id: str
+    node_seq: int
+    parent_id: str | None = None
+    agent_id: str
+    run_id: str | None = None
+    role: Role
+    node_type: NodeType
+    preview: str
+
+
+class Tree(_Body):
+    """The session's node tree (compact) and its active node."""
+
+    session_id: str
+    active_node_id: str | None = None
+    nodes: list[TreeNode]
+
+
+class SwitchNodeRequest(_Body):
+    """Make ``node_id`` the active node: the next message continues from it."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"node_id": "node_0123456789abcdef"}]}
+    )
+    node_id: str = Field(min_length=1, max_length=80)
+
+
+class EventList(_Body):
+    """Timeline events with ``seq`` greater than ``after_seq``; continue from ``next_after_seq``."""
+
+    items: list[TimelineEvent]
+    next_after_seq: int | None = None
+
+
+class AgentList(_Body):
+    """Agents of a session."""
+
+    items: list[AgentState]
+
+
+class ArtifactList(_Body):
+    """Artifacts of a session."""
+
+    items: list[ArtifactRef]
+
+
+class PermissionDecisionRequest(_Body):
+    """Allow or deny one pending tool call."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"behavior": "allow"}, {"behavior": "deny", "reason": "no"}]
+        },
+    )
+    behavior: PermissionBehavior
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class FileEntry(_Body):
+    """A file of the session workspace."""
+
+    path: str = Field(description="relative to the session workspace, e.g. output/report.md")
+    size_bytes: int
+    modified_at: float
+
+
+class FileList(_Body):
+    """Files of one workspace area."""
+
+    items: list[FileEntry]
+
+
+class UploadedFile(_Body):
+    """Where an upload landed."""
+
+    path: str
+    size_bytes: int

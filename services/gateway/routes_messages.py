@@ -1,0 +1,103 @@
+"""Posting a user message: queue a run (202) or answer with its event stream (``stream=true``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from agent_core.bus.contracts.storage import GetNode
+from agent_core.errors import StorageError
+from agent_core.ids import is_valid_id
+from agent_core.runqueue import SessionBusyError, submit_message
+from agent_core.types.enums import SessionStatus
+from agent_core.types.runtime import SessionState
+from services.gateway.errors import ApiError, not_found, responses
+from services.gateway.models import (
+    MessageAccepted,
+    PostMessageRequest,
+    stored_overrides,
+)
+from services.gateway.routes_runs import SSE_RESPONSE, open_stream
+from services.gateway.sse import Cursor
+from services.gateway.state import CallerDep, GatewayDep, fetch, get_session
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"])
+
+
+def _overrides(session: SessionState, body: PostMessageRequest) -> dict[str, Any]:
+    """The session's agent config overrides, then the message's (both validated)."""
+    merged = stored_overrides(session.metadata)
+    if body.agent_config is not None:
+        merged.update(body.agent_config.overrides())
+    return merged
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=MessageAccepted,
+    responses={**SSE_RESPONSE, **responses(404, 409, 413)},
+)
+async def post_message(
+    session_id: str, body: PostMessageRequest, gw: GatewayDep, caller: CallerDep
+) -> Any:
+    """Append a user message and queue its run (see ``multitask_strategy`` for a busy session).
+
+    ``parent_node_id`` branches from an earlier node. With ``stream=true`` the answer is the
+    run's event stream (200, ``text/event-stream``) instead of 202.
+    """
+    session = await get_session(gw, caller, session_id)
+    if session.status is SessionStatus.ARCHIVED:
+        raise ApiError(409, "session_archived", "the session is archived; unarchive it first")
+    if body.parent_node_id is not None:
+        if not is_valid_id(body.parent_node_id, "node"):
+            raise not_found("node")
+        query = GetNode(
+            session_id=session_id, node_id=body.parent_node_id, account_id=caller.account_id
+        )
+        await fetch(gw, query, "node")
+    if body.stream:  # take the slot first: a refused stream must not leave a run behind
+        await gw.slots.acquire(caller.key_id)
+    try:
+        submitted = await submit_message(
+            gw.storage,
+            gw.queue,
+            account_id=caller.account_id,
+            session_id=session_id,
+            content=list(body.blocks()),
+            parent_node_id=body.parent_node_id,
+            strategy=body.multitask_strategy,
+            config_overrides=_overrides(session, body),
+        )
+    except BaseException as exc:
+        if body.stream:
+            await gw.slots.release(caller.key_id)
+        if isinstance(exc, SessionBusyError):
+            raise ApiError(409, exc.code, exc.message) from exc
+        if isinstance(exc, StorageError) and exc.code == "not_found":
+            raise not_found("session") from exc
+        raise
+    gw.metrics.runs_submitted += 1
+    if body.stream:
+        response = await open_stream(
+            gw,
+            caller,
+            session_id,
+            submitted.run_id,
+            cursor=Cursor(redis_id="0-0"),
+            keepalive_s=15,
+            slot_taken=True,
+        )
+        response.headers["X-Run-Id"] = submitted.run_id
+        response.headers["X-Node-Id"] = submitted.node_id
+        return response
+    return MessageAccepted(
+        session_id=session_id,
+        run_id=submitted.run_id,
+        node_id=submitted.node_id,
+        kind="branch" if submitted.kind == "branch" else "main",
+        events_url=f"/v1/sessions/{session_id}/runs/{submitted.run_id}/events",
+    )

@@ -1,0 +1,141 @@
+"""The conversation tree: tree, node, switch_node, context preview, timeline events, agents."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from agent_core.bus.contracts.storage import (
+    GetActivePath,
+    GetNode,
+    GetTree,
+    ListAgents,
+    ListEvents,
+    SwitchActiveNode,
+)
+from agent_core.context import ContextBuilder
+from agent_core.ids import is_valid_id, new_id
+from agent_core.storage_client import raise_for_receipt
+from agent_core.types.mappers import to_agent_state, to_node, to_timeline_event
+from agent_core.types.runtime import AgentConfig, ContextBuildReport, Node, SessionState
+from agent_core.types.storage import AgentRecord, EventRecord, NodeRecord
+from services.gateway.errors import not_found, responses
+from services.gateway.models import (
+    AgentList,
+    EventList,
+    SwitchNodeRequest,
+    Tree,
+    TreeNode,
+    stored_overrides,
+)
+from services.gateway.state import CallerDep, GatewayDep, fetch, fetch_page, get_session
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["tree"])
+
+
+@router.get("/tree", response_model=Tree, responses=responses(404))
+async def read_tree(session_id: str, gw: GatewayDep, caller: CallerDep) -> Tree:
+    """Every node of the session (compact: ids, parents, roles, types, previews)."""
+    session = await get_session(gw, caller, session_id)
+    rows = await fetch(gw, GetTree(session_id=session_id, account_id=caller.account_id), "session")
+    return Tree(
+        session_id=session_id,
+        active_node_id=session.active_node_id,
+        nodes=[TreeNode.model_validate(r) for r in rows],
+    )
+
+
+async def _node(gw: GatewayDep, caller: CallerDep, session_id: str, node_id: str) -> Node:
+    if not is_valid_id(node_id, "node"):
+        raise not_found("node")
+    await get_session(gw, caller, session_id)
+    query = GetNode(session_id=session_id, node_id=node_id, account_id=caller.account_id)
+    return to_node(NodeRecord.model_validate(await fetch(gw, query, "node")))
+
+
+@router.get("/nodes/{node_id}", response_model=Node, responses=responses(404))
+async def read_node(session_id: str, node_id: str, gw: GatewayDep, caller: CallerDep) -> Node:
+    """One node with its full content."""
+    return await _node(gw, caller, session_id, node_id)
+
+
+@router.post("/switch_node", response_model=SessionState, responses=responses(404))
+async def switch_node(
+    session_id: str, body: SwitchNodeRequest, gw: GatewayDep, caller: CallerDep
+) -> SessionState:
+    """Make a node the active one: the next message continues the conversation from there."""
+    await _node(gw, caller, session_id, body.node_id)
+    raise_for_receipt(
+        await gw.storage.send(
+            SwitchActiveNode(command_id=new_id("cmd"), session_id=session_id, node_id=body.node_id)
+        )
+    )
+    return await get_session(gw, caller, session_id)
+
+
+@router.get("/nodes/{node_id}/context", response_model=ContextBuildReport, responses=responses(404))
+async def context_preview(
+    session_id: str, node_id: str, gw: GatewayDep, caller: CallerDep
+) -> ContextBuildReport:
+    """What the model would see if a run continued from this node (the context build report)."""
+    session = await get_session(gw, caller, session_id)
+    if not is_valid_id(node_id, "node"):
+        raise not_found("node")
+    query = GetActivePath(session_id=session_id, node_id=node_id, account_id=caller.account_id)
+    rows = await fetch(gw, query, "node")
+    if not rows:
+        raise not_found("node")
+    path = [to_node(NodeRecord.model_validate(r)) for r in rows]
+    _, report = ContextBuilder().build(path, session_id=session_id, config=_config(gw, session))
+    return report
+
+
+def _config(gw: GatewayDep, session: SessionState) -> AgentConfig:
+    m = gw.ctx.settings.model
+    base: dict[str, Any] = {
+        "provider": m.provider,
+        "model": m.name,
+        "max_output_tokens": m.max_output_tokens,
+    }
+    base.update(stored_overrides(session.metadata))
+    return AgentConfig.model_validate(base)
+
+
+@router.get("/events", response_model=EventList, responses=responses(404))
+async def list_events(
+    session_id: str,
+    gw: GatewayDep,
+    caller: CallerDep,
+    after_seq: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    run_id: Annotated[str | None, Query(max_length=80)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> EventList:
+    """Timeline events after ``after_seq`` (optionally of one run), in ``seq`` order."""
+    await get_session(gw, caller, session_id)
+    if run_id is not None and not is_valid_id(run_id, "run"):
+        raise not_found("run")
+    query = ListEvents(
+        session_id=session_id,
+        after_seq=after_seq,
+        run_id=run_id,
+        limit=limit,
+        account_id=caller.account_id,
+    )
+    rows, cursor = await fetch_page(gw, query)
+    if rows is None:
+        raise not_found("session")
+    items = [to_timeline_event(EventRecord.model_validate(r)) for r in rows]
+    return EventList(items=items, next_after_seq=int(cursor) if cursor else None)
+
+
+@router.get("/agents", response_model=AgentList, responses=responses(404))
+async def list_agents(session_id: str, gw: GatewayDep, caller: CallerDep) -> AgentList:
+    """Agents of the session (main, orchestrator, sub, fork)."""
+    await get_session(gw, caller, session_id)
+    rows = await fetch(
+        gw, ListAgents(session_id=session_id, account_id=caller.account_id), "session"
+    )
+    return AgentList(items=[to_agent_state(AgentRecord.model_validate(r)) for r in rows])

@@ -1,0 +1,101 @@
+"""Sessions: create, list (cursor, status), get, patch (archive/unarchive, metadata)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+
+from agent_core.bus.contracts.storage import CreateSession, ListSessions, UpdateSession
+from agent_core.ids import new_id, new_session_id
+from agent_core.storage_client import raise_for_receipt
+from agent_core.tools import Workspace
+from agent_core.types.enums import SessionStatus
+from agent_core.types.mappers import to_session_state
+from agent_core.types.runtime import SessionState
+from agent_core.types.storage import SessionRecord
+from services.gateway.errors import responses
+from services.gateway.models import (
+    RESERVED_METADATA_KEY,
+    CreateSessionRequest,
+    PatchSessionRequest,
+    SessionList,
+)
+from services.gateway.state import CallerDep, GatewayDep, fetch_page, get_session
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+
+
+@router.post("", status_code=201, response_model=SessionState, responses=responses(400, 413))
+async def create_session(
+    body: CreateSessionRequest, gw: GatewayDep, caller: CallerDep, response: Response
+) -> SessionState:
+    """Create a session (its workspace, tables and root agent)."""
+    session_id = new_session_id()
+    metadata = dict(body.metadata)
+    if body.agent_config is not None:
+        metadata[RESERVED_METADATA_KEY] = body.agent_config.overrides()
+    workspace = Workspace(gw.ctx.settings.home, caller.account_id, session_id)
+    workspace.ensure()
+    raise_for_receipt(
+        await gw.storage.send(
+            CreateSession(
+                command_id=new_id("cmd"),
+                session_id=session_id,
+                account_id=caller.account_id,
+                cwd=body.cwd or str(workspace.root),
+                root_agent_id=new_id("agent"),
+                metadata=metadata,
+            )
+        )
+    )
+    response.headers["Location"] = f"/v1/sessions/{session_id}"
+    return await get_session(gw, caller, session_id)
+
+
+@router.get("", response_model=SessionList, responses=responses(400))
+async def list_sessions(
+    gw: GatewayDep,
+    caller: CallerDep,
+    status: SessionStatus | None = None,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> SessionList:
+    """The caller's sessions, newest first."""
+    query = ListSessions(account_id=caller.account_id, status=status, cursor=cursor, limit=limit)
+    rows, next_cursor = await fetch_page(gw, query)
+    items = [to_session_state(SessionRecord.model_validate(r)) for r in rows or []]
+    return SessionList(items=items, next_cursor=next_cursor)
+
+
+@router.get("/{session_id}", response_model=SessionState, responses=responses(404))
+async def read_session(session_id: str, gw: GatewayDep, caller: CallerDep) -> SessionState:
+    """One session."""
+    return await get_session(gw, caller, session_id)
+
+
+@router.patch("/{session_id}", response_model=SessionState, responses=responses(404, 409))
+async def patch_session(
+    session_id: str, body: PatchSessionRequest, gw: GatewayDep, caller: CallerDep
+) -> SessionState:
+    """Archive or unarchive a session, or replace its metadata (the agent config is kept)."""
+    session = await get_session(gw, caller, session_id)
+    metadata = None
+    if body.metadata is not None:
+        metadata = dict(body.metadata)
+        if RESERVED_METADATA_KEY in session.metadata:
+            metadata[RESERVED_METADATA_KEY] = session.metadata[RESERVED_METADATA_KEY]
+    if body.status is not None or metadata is not None:
+        raise_for_receipt(
+            await gw.storage.send(
+                UpdateSession(
+                    command_id=new_id("cmd"),
+                    session_id=session_id,
+                    status=body.status,
+                    metadata=metadata,
+                )
+            )
+        )
+    return await get_session(gw, caller, session_id)

@@ -1,0 +1,214 @@
+"""A run's events as Server-Sent Events: live from Redis, or from the durable timeline.
+
+SSE ids come in two forms that cannot be confused:
+
+- ``<ms>-<n>`` — a Redis stream entry id (the live stream, kept an hour after the run ends);
+- ``db-<seq>`` — a row of the durable timeline in SQLite, and ``db-end`` for the synthesized
+  ``run_finished`` that closes a durable replay.
+
+A client resumes by sending the last id it saw (``Last-Event-ID``) and receives exactly the
+events after it. A client that comes back after the Redis stream expired is served the durable
+timeline: ``node_created`` rows become ``node_created`` events carrying the node, other rows
+``timeline`` events, and the stream ends with a ``run_finished`` built from the run record. While
+idle, a comment line keeps proxies from closing the connection. Every stream ends after the
+terminal ``run_finished``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from agent_core.bus.contracts.storage import GetNode, GetRun, ListEvents
+from agent_core.types.enums import EventType
+from agent_core.types.mappers import to_node, to_run_state, to_timeline_event
+from agent_core.types.runtime import (
+    RunFinished,
+    RunNodeCreated,
+    RunState,
+    RuntimeEvent,
+    TimelineEvent,
+)
+from agent_core.types.storage import EventRecord, NodeRecord, RunRecord
+from services.gateway.errors import ApiError
+from services.gateway.state import Gateway, fetch_optional
+
+__all__ = ["Cursor", "SseResponse", "parse_cursor", "run_event_stream"]
+
+_REDIS_ID = re.compile(r"(\d{1,20})-(\d{1,20})")
+_DB_ID = re.compile(r"db-(\d{1,18})")
+_PAGE = 500
+_RETRY_MS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """Where a client resumes: after a Redis entry, after a timeline seq, or past the end."""
+
+    redis_id: str | None = None
+    seq: int | None = None
+    ended: bool = False
+
+
+def parse_cursor(value: str | None) -> Cursor:
+    """The cursor of a ``Last-Event-ID`` value (``None``/empty: from the start); 400 if malformed."""
+    if not value:
+        return Cursor(redis_id="0-0")
+    value = value.strip()
+    if value == "db-end":
+        return Cursor(ended=True)
+    if (m := _DB_ID.fullmatch(value)) is not None:
+        return Cursor(seq=int(m.group(1)))
+    if _REDIS_ID.fullmatch(value) is not None:
+        return Cursor(redis_id=value)
+    raise ApiError(400, "invalid_last_event_id", "Last-Event-ID is not an id of this stream")
+
+
+def frame(event_id: str, event: RuntimeEvent) -> bytes:
+    """One SSE frame; the JSON is a single line, so no payload can break the framing."""
+    return f"id: {event_id}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n".encode()
+
+
+def _timeline_frame(event: TimelineEvent) -> bytes:
+    return f"id: db-{event.seq}\nevent: timeline\ndata: {event.model_dump_json()}\n\n".encode()
+
+
+def finished_from(run: RunState) -> RunFinished:
+    """The ``run_finished`` event of a terminal run record."""
+    return RunFinished(
+        run_id=run.run_id,
+        session_id=run.session_id,
+        agent_id=run.agent_id,
+        status=run.status,
+        end_reason=run.end_reason,
+        usage=run.usage,
+        error=run.error,
+        last_node_id=run.last_node_id,
+        created_at=run.updated_at,
+    )
+
+
+async def _run(gw: Gateway, session_id: str, run_id: str) -> RunState | None:
+    row = await fetch_optional(gw, GetRun(run_id=run_id, session_id=session_id))
+    return None if row is None else to_run_state(RunRecord.model_validate(row))
+
+
+async def _durable(
+    gw: Gateway, session_id: str, run_id: str, *, after_seq: int, after_ms: int
+) -> AsyncIterator[bytes]:
+    seq = after_seq
+    while True:
+        query = ListEvents(session_id=session_id, run_id=run_id, after_seq=seq, limit=_PAGE)
+        rows = await fetch_optional(gw, query) or []
+        for row in rows:
+            event = to_timeline_event(EventRecord.model_validate(row))
+            seq = event.seq
+            if after_ms and event.created_at.timestamp() * 1000 <= after_ms:
+                continue
+            if event.event_type is EventType.NODE_CREATED and event.node_id:
+                node_row = await fetch_optional(
+                    gw, GetNode(session_id=session_id, node_id=event.node_id)
+                )
+                if node_row is not None:
+                    node = to_node(NodeRecord.model_validate(node_row))
+                    created = RunNodeCreated(
+                        run_id=run_id,
+                        session_id=session_id,
+                        agent_id=node.agent_id,
+                        node=node,
+                        created_at=event.created_at,
+                    )
+                    yield frame(f"db-{event.seq}", created)
+                    continue
+            yield _timeline_frame(event)
+        if len(rows) < _PAGE:
+            break
+    run = await _run(gw, session_id, run_id)
+    if run is not None and run.is_terminal:
+        finished = finished_from(run)
+        gw.metrics.run_finished(run_id, finished.status.value)
+        yield frame("db-end", finished)
+
+
+async def run_event_stream(
+    gw: Gateway,
+    session_id: str,
+    run_id: str,
+    *,
+    cursor: Cursor,
+    keepalive_s: float,
+    on_idle: Callable[[], Awaitable[None]] | None = None,
+) -> AsyncIterator[bytes]:
+    """SSE bytes of one run (already checked to be the caller's), from ``cursor`` to the end."""
+    yield f"retry: {_RETRY_MS}\n\n".encode()
+    if cursor.ended:
+        return
+    if cursor.seq is not None:
+        async for chunk in _durable(gw, session_id, run_id, after_seq=cursor.seq, after_ms=0):
+            yield chunk
+        return
+    after = cursor.redis_id or "0-0"
+    if not await gw.events.exists(session_id, run_id):
+        run = await _run(gw, session_id, run_id)
+        if run is not None and run.is_terminal:
+            # The live stream expired: replay the durable timeline after the client's position.
+            after_ms = int(after.split("-", 1)[0])
+            async for chunk in _durable(gw, session_id, run_id, after_seq=0, after_ms=after_ms):
+                yield chunk
+            return
+    idle_terminal = 0
+    async for item in gw.events.follow(
+        session_id, run_id, after=after, block_ms=max(1, int(keepalive_s * 1000))
+    ):
+        if item is None:
+            yield b": keep-alive\n\n"
+            if on_idle is not None:
+                await on_idle()
+            # A run ended by a sweeper may never write run_finished to its stream: after two
+            # idle periods with a terminal record, close the stream with the record's verdict.
+            run = await _run(gw, session_id, run_id)
+            idle_terminal = idle_terminal + 1 if run is not None and run.is_terminal else 0
+            if run is not None and idle_terminal >= 2:
+                finished = finished_from(run)
+                gw.metrics.run_finished(run_id, finished.status.value)
+                yield frame("db-end", finished)
+                return
+            continue
+        entry_id, event = item
+        if isinstance(event, RunFinished) and event.run_id == run_id:
+            gw.metrics.run_finished(run_id, event.status.value)
+        yield frame(entry_id, event)
+
+
+class SseResponse(StreamingResponse):
+    """A streaming ``text/event-stream`` response that always runs ``on_close`` when it ends.
+
+    ``on_close`` runs whether the stream finished, failed or the client went away (then the
+    body generator is closed first), shielded from cancellation so a slot is never leaked.
+    """
+
+    def __init__(
+        self, content: AsyncIterator[bytes], *, on_close: Callable[[], Awaitable[None]]
+    ) -> None:
+        super().__init__(
+            content,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+        self._content = content
+        self._on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                aclose = getattr(self._content, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+                await self._on_close()

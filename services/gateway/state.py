@@ -1,0 +1,140 @@
+"""What every route needs: the gateway's connections (one per process) and account-scoped lookups.
+
+Every lookup passes the caller's account to the storage-writer, which answers another account's
+id exactly like a missing one; both become the same 404 here. Ids that could not have been
+generated answer 404 too, without a round trip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from agent_core.bus.contracts.storage import GetRun, GetSession, StorageQuery
+from agent_core.errors import StorageError
+from agent_core.ids import is_valid_id
+from agent_core.runqueue import RunEventReader, SessionQueue
+from agent_core.service import ServiceContext
+from agent_core.storage_client import StorageClient
+from agent_core.types.mappers import to_run_state, to_session_state
+from agent_core.types.runtime import RunState, SessionState
+from agent_core.types.storage import RunRecord, SessionRecord
+from services.gateway.auth import Authenticator, Caller
+from services.gateway.errors import not_found
+from services.gateway.limits import SseSlots
+from services.gateway.metrics import Metrics
+
+__all__ = [
+    "CallerDep",
+    "Gateway",
+    "GatewayDep",
+    "fetch",
+    "fetch_optional",
+    "fetch_page",
+    "get_run",
+    "get_session",
+    "valid_session_id",
+]
+
+_SESSION_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+@dataclass
+class Gateway:
+    """Connections and limits shared by the routes of one gateway process."""
+
+    ctx: ServiceContext
+    storage: StorageClient
+    queue: SessionQueue
+    events: RunEventReader
+    auth: Authenticator
+    slots: SseSlots
+    metrics: Metrics
+
+    @classmethod
+    def build(cls, ctx: ServiceContext) -> Gateway:
+        """Everything from the service context; no I/O."""
+        gw = ctx.settings.gateway
+        return cls(
+            ctx=ctx,
+            storage=StorageClient(ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s),
+            queue=SessionQueue(ctx.redis, ctx.names),
+            events=RunEventReader(ctx.redis, ctx.names),
+            auth=Authenticator(
+                ctx.redis, ctx.names, rate_per_s=gw.rate_limit_per_s, burst=gw.rate_limit_burst
+            ),
+            slots=SseSlots(ctx.redis, ctx.names, limit=gw.max_sse_streams_per_key),
+            metrics=Metrics(),
+        )
+
+
+def _gateway(request: Request) -> Gateway:
+    gw: Gateway = request.app.state.gateway
+    return gw
+
+
+async def _caller(request: Request) -> Caller:
+    return await _gateway(request).auth(request)
+
+
+GatewayDep = Annotated[Gateway, Depends(_gateway)]
+CallerDep = Annotated[Caller, Depends(_caller)]
+
+
+def valid_session_id(session_id: str) -> bool:
+    """Whether ``session_id`` has the shape of a generated id (cheap pre-check, no I/O)."""
+    return (
+        session_id.startswith("sess_")
+        and len(session_id) <= 64
+        and set(session_id) <= _SESSION_ID_CHARS
+    )
+
+
+async def fetch_page(gw: Gateway, query: StorageQuery) -> tuple[Any, str | None]:
+    """The data and next cursor of a query (data ``None``: nothing visible); a failed read raises."""
+    reply = await gw.storage.query(query)
+    if not reply.ok:
+        err = reply.error
+        raise StorageError(
+            err.code if err else "query_failed",
+            err.message if err else "storage query failed",
+            retryable=bool(err and err.retryable),
+        )
+    return reply.data, reply.next_cursor
+
+
+async def fetch_optional(gw: Gateway, query: StorageQuery) -> Any:
+    """The data of a query, ``None`` when nothing visible matched; a failed read raises."""
+    data, _ = await fetch_page(gw, query)
+    return data
+
+
+async def fetch(gw: Gateway, query: StorageQuery, what: str) -> Any:
+    """Like :func:`fetch_optional`, but nothing visible is a 404 naming ``what``."""
+    data = await fetch_optional(gw, query)
+    if data is None:
+        raise not_found(what)
+    return data
+
+
+async def get_session(gw: Gateway, caller: Caller, session_id: str) -> SessionState:
+    """The caller's session ``session_id`` or 404."""
+    if not valid_session_id(session_id):
+        raise not_found("session")
+    row = await fetch(
+        gw, GetSession(session_id=session_id, account_id=caller.account_id), "session"
+    )
+    return to_session_state(SessionRecord.model_validate(row))
+
+
+async def get_run(gw: Gateway, caller: Caller, session_id: str, run_id: str) -> RunState:
+    """The caller's run ``run_id`` of session ``session_id`` or 404."""
+    if not valid_session_id(session_id) or not is_valid_id(run_id, "run"):
+        raise not_found("run")
+    query = GetRun(run_id=run_id, session_id=session_id, account_id=caller.account_id)
+    row = await fetch(gw, query, "run")
+    if row.get("session_id") != session_id:
+        raise not_found("run")
+    return to_run_state(RunRecord.model_validate(row))
