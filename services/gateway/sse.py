@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 from starlette.responses import StreamingResponse
@@ -44,6 +45,7 @@ _REDIS_ID = re.compile(r"(\d{1,20})-(\d{1,20})")
 _DB_ID = re.compile(r"db-(\d{1,18})")
 _PAGE = 500
 _RETRY_MS = 1000
+_MAX_BLOCK_MS = 4000
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,13 +71,24 @@ def parse_cursor(value: str | None) -> Cursor:
     raise ApiError(400, "invalid_last_event_id", "Last-Event-ID is not an id of this stream")
 
 
+# JSON escapes CR, LF and every other control character, but leaves these as they are; many
+# clients (anything built on str.splitlines) split lines on them, so they are escaped too.
+_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
+def _data(json_text: str) -> str:
+    return json_text.translate(_LINE_BREAKS)
+
+
 def frame(event_id: str, event: RuntimeEvent) -> bytes:
     """One SSE frame; the JSON is a single line, so no payload can break the framing."""
-    return f"id: {event_id}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n".encode()
+    data = _data(event.model_dump_json())
+    return f"id: {event_id}\nevent: {event.type}\ndata: {data}\n\n".encode()
 
 
 def _timeline_frame(event: TimelineEvent) -> bytes:
-    return f"id: db-{event.seq}\nevent: timeline\ndata: {event.model_dump_json()}\n\n".encode()
+    data = _data(event.model_dump_json())
+    return f"id: db-{event.seq}\nevent: timeline\ndata: {data}\n\n".encode()
 
 
 def finished_from(run: RunState) -> RunFinished:
@@ -161,28 +174,64 @@ async def run_event_stream(
             async for chunk in _durable(gw, session_id, run_id, after_seq=0, after_ms=after_ms):
                 yield chunk
             return
-    idle_terminal = 0
-    async for item in gw.events.follow(
-        session_id, run_id, after=after, block_ms=max(1, int(keepalive_s * 1000))
+    if await _seen_the_end(gw, session_id, run_id, after):
+        return
+    async for chunk in _live(
+        gw, session_id, run_id, after=after, keepalive_s=keepalive_s, on_idle=on_idle
     ):
-        if item is None:
-            yield b": keep-alive\n\n"
-            if on_idle is not None:
-                await on_idle()
-            # A run ended by a sweeper may never write run_finished to its stream: after two
-            # idle periods with a terminal record, close the stream with the record's verdict.
-            run = await _run(gw, session_id, run_id)
-            idle_terminal = idle_terminal + 1 if run is not None and run.is_terminal else 0
-            if run is not None and idle_terminal >= 2:
-                finished = finished_from(run)
-                gw.metrics.run_finished(run_id, finished.status.value)
-                yield frame("db-end", finished)
-                return
+        yield chunk
+
+
+async def _seen_the_end(gw: Gateway, session_id: str, run_id: str, after: str) -> bool:
+    """Whether ``after`` is the stream's terminal entry (the client already has the end)."""
+    if after == "0-0":
+        return False
+    last: Any = await gw.ctx.redis.xrevrange(gw.ctx.names.run_events(session_id, run_id), count=1)
+    if not last:
+        return False
+    entry_id, fields = last[0]
+    entry = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+    return entry == after and b'"type":"run_finished"' in fields[b"data"]
+
+
+async def _live(
+    gw: Gateway,
+    session_id: str,
+    run_id: str,
+    *,
+    after: str,
+    keepalive_s: float,
+    on_idle: Callable[[], Awaitable[None]] | None,
+) -> AsyncIterator[bytes]:
+    # Blocking reads stay below the Redis client's socket timeout (5 s by default); idle time
+    # adds up to one keep-alive per ``keepalive_s``.
+    block_ms = max(1, min(int(keepalive_s * 1000), _MAX_BLOCK_MS))
+    idle_ms = 0
+    idle_terminal = 0
+    async for item in gw.events.follow(session_id, run_id, after=after, block_ms=block_ms):
+        if item is not None:
+            idle_ms = 0
+            entry_id, event = item
+            if isinstance(event, RunFinished) and event.run_id == run_id:
+                gw.metrics.run_finished(run_id, event.status.value)
+            yield frame(entry_id, event)
             continue
-        entry_id, event = item
-        if isinstance(event, RunFinished) and event.run_id == run_id:
-            gw.metrics.run_finished(run_id, event.status.value)
-        yield frame(entry_id, event)
+        idle_ms += block_ms
+        if idle_ms < keepalive_s * 1000:
+            continue
+        idle_ms = 0
+        yield b": keep-alive\n\n"
+        if on_idle is not None:
+            await on_idle()
+        # A run ended by a sweeper may never write run_finished to its stream: after two
+        # idle periods with a terminal record, close the stream with the record's verdict.
+        run = await _run(gw, session_id, run_id)
+        idle_terminal = idle_terminal + 1 if run is not None and run.is_terminal else 0
+        if run is not None and idle_terminal >= 2:
+            finished = finished_from(run)
+            gw.metrics.run_finished(run_id, finished.status.value)
+            yield frame("db-end", finished)
+            return
 
 
 class SseResponse(StreamingResponse):
