@@ -11,6 +11,7 @@ from agent_core.bus.contracts.memory import Interaction, InteractionTurn, Memory
 from agent_core.bus.contracts.storage import (
     ClaimRun,
     GetActivePath,
+    GetRun,
     GetSession,
     GetTree,
     RunFence,
@@ -42,7 +43,7 @@ from agent_core.types.enums import (
     Role,
     RunStatus,
 )
-from agent_core.types.mappers import to_node
+from agent_core.types.mappers import to_node, to_run_state
 from agent_core.types.protocol import TextBlock, ToolDefinition, ToolResultBlock
 from agent_core.types.runtime import (
     AgentConfig,
@@ -52,7 +53,7 @@ from agent_core.types.runtime import (
     RunNodeCreated,
     RunStatusChanged,
 )
-from agent_core.types.storage import NodeRecord
+from agent_core.types.storage import NodeRecord, RunRecord
 from services.run_worker.adapters import (
     BusRunStore,
     RedisPermissionBroker,
@@ -111,8 +112,11 @@ class RunExecutor:
 
     # -- one run -------------------------------------------------------------------------------
 
-    async def execute(self, item: InFlight) -> None:
-        """Execute (or recover) ``item``; returns once the run is terminal or no longer ours."""
+    async def execute(self, item: InFlight) -> bool:
+        """Execute (or recover) ``item``; return ``False`` if a newer attempt superseded ours.
+
+        ``True`` means the run is terminal in storage (by us, or it already was).
+        """
         run = item.run
         attempt = await self.queue.next_attempt(run.run_id)
         handle = RunHandle(
@@ -130,8 +134,12 @@ class RunExecutor:
         )
         if not claim.ok:
             # Terminal already (cancelled while queued, finished before a crash) or superseded.
-            log.info("run %s not claimable: %s", run.run_id, claim.error and claim.error.code)
-            return
+            code = claim.error.code if claim.error else "refused"
+            log.info("run %s not claimable: %s", run.run_id, code)
+            if code in ("stale_attempt", "unclaimed_attempt"):
+                return False
+            await self._close_stream_of_terminal_run(run.session_id, run.run_id)
+            return True
         events = RunEventWriter(self.ctx.redis, self.ctx.names, run.session_id, run.run_id)
         events.start()
         events.emit(
@@ -151,6 +159,8 @@ class RunExecutor:
         except _Fenced:
             log.warning("run %s attempt %d was superseded; stopping", run.run_id, attempt)
             await events.abort()
+            return False
+        return True
 
     async def _run(
         self,
@@ -355,6 +365,32 @@ class RunExecutor:
         await events.close()
         if item.run.kind == "main" and outcome.status is RunStatus.COMPLETED:
             await self._hand_off(item, outcome)
+
+    async def _close_stream_of_terminal_run(self, session_id: str, run_id: str) -> None:
+        """A worker can die after the run's final update and before its ``run_finished`` event:
+        the next holder finds the run terminal and writes the missing event from the record, so
+        that every stream ends and no SSE client waits forever."""
+        record = await self._query(GetRun(run_id=run_id, session_id=session_id))
+        if record is None or record["status"] not in {s.value for s in _FINAL_EVENT}:
+            return
+        events = RunEventWriter(self.ctx.redis, self.ctx.names, session_id, run_id)
+        if await events.last_type() == "run_finished":
+            return
+        state = to_run_state(RunRecord.model_validate(record))
+        events.start()
+        events.emit(
+            RunFinished(
+                run_id=run_id,
+                session_id=session_id,
+                agent_id=state.agent_id,
+                status=state.status,
+                end_reason=state.end_reason,
+                usage=state.usage,
+                error=state.error,
+                last_node_id=state.last_node_id,
+            )
+        )
+        await events.close()
 
     # -- helpers ---------------------------------------------------------------------------------
 

@@ -56,7 +56,8 @@ class RunWorker:
             orphan = await self.queue.in_flight(lane)
             if orphan is not None:  # its worker died (or stopped) mid-run: recover it first
                 log.info("recovering run %s of %s", orphan.run.run_id, lane)
-                await self.executor.execute(orphan)
+                if not await self.executor.execute(orphan):
+                    return  # superseded: the new lease holder owns the lane now
                 await self.queue.finish(orphan)
             while self._accepting and not lost.is_set():
                 item = await self.queue.take_next(lane)
@@ -64,7 +65,8 @@ class RunWorker:
                     if await self.queue.release_if_idle(lane, self.token) != 0:
                         return
                     continue
-                await self.executor.execute(item)
+                if not await self.executor.execute(item):
+                    return
                 await self.queue.finish(item)
         except asyncio.CancelledError:
             raise
@@ -87,11 +89,11 @@ class RunWorker:
                 log.warning("lease renewal of %s failed; retrying", lane)
                 continue
             if not ok:
+                # Another worker took the lane over (we were stopped or partitioned past the TTL).
+                # Our next storage write is refused by fencing, which ends the run here; we take
+                # no new run from this lane.
                 log.warning("lost the lease of %s; its runs are fenced from now on", lane)
                 lost.set()
-                task = self.lanes.get(lane)
-                if task is not None:
-                    task.cancel()
                 return
 
     async def sweep(self, stop: asyncio.Event) -> None:

@@ -37,6 +37,13 @@ class RunEventWriter:
         self._task: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
 
+    async def last_type(self) -> str | None:
+        """The ``type`` of the last event in the stream, if any."""
+        entries: Any = await self._redis.xrevrange(self.stream, count=1)
+        if not entries or not entries[0][1]:
+            return None
+        return str(json.loads(entries[0][1][b"data"]).get("type"))
+
     def start(self) -> None:
         """Start the writer task (needs a running loop)."""
         self._task = asyncio.create_task(self._run(), name=f"events:{self.stream}")

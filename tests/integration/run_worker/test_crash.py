@@ -1,0 +1,166 @@
+"""Crash safety: SIGKILL the worker running a run (20 kill points), SIGSTOP one past its lease.
+
+Invariants checked: every run ends terminal, none stuck ``running``; no tool call is executed twice
+(each execution appends its call id to a log in the session's scratchpad); a stopped worker that
+wakes up after a takeover has its writes refused by fencing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import secrets
+import signal
+import statistics
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tests.integration.run_worker.harness import (
+    BusClient,
+    Cluster,
+    last_role,
+    text_answer,
+    tool_calls_turn,
+)
+
+KILLS = 20
+
+
+def _tool_model(sleep_s: float) -> Any:
+    def answer(request: Any) -> Any:
+        if last_role(request) == "tool":
+            return text_answer("finished", pieces=2)
+        call_id = "call_" + secrets.token_hex(6)
+        code = (
+            "import time\n"
+            f"open('calls.log', 'a').write('{call_id}\\n')\n"
+            f"time.sleep({sleep_s})\n"
+            "print('ok')\n"
+        )
+        return tool_calls_turn((call_id, "run_python", {"code": code}))
+
+    return answer
+
+
+_PHASES = ("run_status_changed", "tool_started", "tool_result", "text_delta")
+
+
+async def _wait_for_event(client: BusClient, sid: str, run_id: str, kind: str) -> None:
+    deadline = time.monotonic() + 15
+    stream = client.ctx.names.run_events(sid, run_id)
+    while time.monotonic() < deadline:
+        seen = await client.ctx.redis.xrange(stream)
+        if any(json.loads(fields[b"data"])["type"] in (kind, "run_finished") for _, fields in seen):
+            return
+        await asyncio.sleep(0.01)
+
+
+async def _holder(client: BusClient, sid: str) -> int | None:
+    token = await client.queue.lease_holder(sid)
+    if token is None:
+        return None
+    return int(token.split(":")[0].rsplit("-", 1)[1])
+
+
+def _executed_calls(home: Path) -> Counter[str]:
+    calls: Counter[str] = Counter()
+    for log in home.glob("accounts/*/sessions/*/scratchpad/calls.log"):
+        calls.update(line for line in log.read_text().splitlines() if line)
+    return calls
+
+
+async def test_sigkill_of_the_running_worker(make_cluster: Any, client: BusClient) -> None:
+    rng = random.Random(1729)
+    cluster: Cluster = make_cluster(_tool_model(0.15), workers=2)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    runs: list[tuple[str, str]] = []
+    kills: list[tuple[str, str, float]] = []  # (session, run, time of the kill)
+    attempts = 0
+    while len(kills) < KILLS and attempts < 4 * KILLS:
+        attempts += 1
+        sid = await client.new_session()
+        run_id = (await client.send(sid, f"job {attempts}")).run_id
+        runs.append((sid, run_id))
+        # Kill points spread over the run: after a chosen event has appeared, plus jitter.
+        phase = rng.choice(_PHASES)
+        await _wait_for_event(client, sid, run_id, phase)
+        await asyncio.sleep(rng.uniform(0.0, 0.08))
+        holder = await _holder(client, sid)
+        if holder is None:
+            continue  # finished before the kill point, or not started yet
+        cluster.signal_worker(holder, signal.SIGKILL)
+        kills.append((sid, run_id, time.time()))
+        cluster.start_worker(holder)
+    assert len(kills) == KILLS
+
+    finished = await client.wait_terminal([r for _, r in runs], timeout_s=90)
+    statuses = Counter(r["status"] for r in finished.values())
+    assert set(statuses) <= {"completed", "failed"}, (statuses, cluster.log_text()[-4000:])
+    for run in finished.values():
+        if run["status"] == "failed":
+            assert json.loads(run["error_json"])["code"] == "worker_lost", run
+    # No tool call ran twice; every completed run ran its call exactly once.
+    executed = _executed_calls(client.home)
+    assert all(n == 1 for n in executed.values()), executed
+    for sid, run_id in runs:
+        if finished[run_id]["status"] != "completed":
+            continue
+        tree = await client.tree(sid)
+        tools = [n for n in tree if n["role"] == "tool"]
+        assert len(tools) == 1 and len(tree) == 4, tree
+    # Recovery time: from the kill to the run's next event on its stream.
+    recoveries = []
+    for sid, run_id, killed_at in kills:
+        events = await client.events(sid, run_id, timeout_s=10)
+        after = [
+            e.created_at.timestamp() for _, e in events if e.created_at.timestamp() > killed_at
+        ]
+        if after:
+            recoveries.append(min(after) - killed_at)
+    assert recoveries, "no killed run produced an event after its kill"
+    p99 = sorted(recoveries)[max(0, int(len(recoveries) * 0.99) - 1)]
+    print(
+        f"\nSIGKILL recovery over {len(recoveries)} kills: p50 {statistics.median(recoveries):.2f}s "
+        f"p99 {p99:.2f}s max {max(recoveries):.2f}s; outcomes {dict(statuses)}; "
+        f"attempts {dict(Counter(r['attempt'] for r in finished.values()))}"
+    )
+    assert max(recoveries) < 15, recoveries  # lease TTL 1.5 s + sweep + start-up of the restart
+
+
+async def test_stopped_worker_is_fenced_after_a_takeover(
+    make_cluster: Any, client: BusClient
+) -> None:
+    cluster: Cluster = make_cluster(_tool_model(2.5), workers=2)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    run_id = (await client.send(sid, "long job")).run_id
+
+    deadline = time.monotonic() + 20
+    while not _executed_calls(client.home):  # the tool is running now
+        assert time.monotonic() < deadline, cluster.log_text()[-3000:]
+        await asyncio.sleep(0.05)
+    stale = await _holder(client, sid)
+    assert stale is not None
+    cluster.signal_worker(stale, signal.SIGSTOP)
+    try:
+        done = await client.wait_terminal([run_id], timeout_s=30)
+        run = done[run_id]
+        # The other worker took over (attempt 2); the tool's result is unknown to it, so it
+        # ended the run rather than run the tool again.
+        assert run["attempt"] == 2 and run["status"] == "failed"
+        assert json.loads(run["error_json"])["code"] == "worker_lost"
+    finally:
+        cluster.signal_worker(stale, signal.SIGCONT)
+
+    # The stale worker wakes up, its tool finishes, it tries to store the result: refused.
+    deadline = time.monotonic() + 20
+    while "was superseded" not in cluster.log_text():
+        assert time.monotonic() < deadline, cluster.log_text()[-3000:]
+        await asyncio.sleep(0.1)
+    tree = await client.tree(sid)
+    assert [n["role"] for n in tree] == ["user", "assistant"], tree  # no tool node from attempt 1
+    assert (await client.run(run_id))["status"] == "failed"  # a terminal state never changes
+    assert sum(_executed_calls(client.home).values()) == 1
