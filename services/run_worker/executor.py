@@ -23,7 +23,13 @@ from agent_core.errors import AgentCoreError, ErrorPayload, StorageError, redact
 from agent_core.ids import new_id
 from agent_core.provider import ProviderRegistry, ProviderSettings
 from agent_core.provider.base import ProviderAdapter
-from agent_core.runqueue import InFlight, QueuedRun, RunEventWriter, SessionQueue
+from agent_core.runqueue import (
+    InFlight,
+    QueuedRun,
+    RunEventWriter,
+    SessionQueue,
+    cancel_queued_run,
+)
 from agent_core.runtime import AgentLoop, RunOutcome, resume_point
 from agent_core.service import ServiceContext
 from agent_core.storage_client import StorageClient
@@ -118,6 +124,17 @@ class RunExecutor:
         ``True`` means the run is terminal in storage (by us, or it already was).
         """
         run = item.run
+        if await self.queue.is_cancelled(run.run_id):
+            # Cancelled while queued: recorded without claiming, never executed.
+            if not await cancel_queued_run(
+                self.storage,
+                self.queue,
+                session_id=run.session_id,
+                run_id=run.run_id,
+                agent_id=run.agent_id,
+            ):
+                await self._close_stream_of_terminal_run(run.session_id, run.run_id)
+            return True
         attempt = await self.queue.next_attempt(run.run_id)
         handle = RunHandle(
             run_id=run.run_id, session_id=run.session_id, agent_id=run.agent_id, attempt=attempt

@@ -3,7 +3,13 @@
 from agent_core.runqueue.events import RunEventReader, RunEventWriter
 from agent_core.runqueue.fifo import InFlight, SessionQueue
 from agent_core.runqueue.models import QueuedRun
-from agent_core.runqueue.submit import SessionBusyError, Submitted, submit_message
+from agent_core.runqueue.submit import (
+    SessionBusyError,
+    Submitted,
+    cancel_queued_run,
+    cancel_run,
+    submit_message,
+)
 
 __all__ = [
     "InFlight",
@@ -13,5 +19,7 @@ __all__ = [
     "SessionBusyError",
     "SessionQueue",
     "Submitted",
+    "cancel_queued_run",
+    "cancel_run",
     "submit_message",
 ]

@@ -65,6 +65,8 @@ class SessionQueue:
     def __init__(self, redis: Redis, names: BusNames) -> None:
         self._redis = redis
         self._names = names
+        self.redis = redis
+        self.names = names
         self._renew = redis.register_script(_RENEW)
         self._release_if_idle = redis.register_script(_RELEASE_IF_IDLE)
         self._release = redis.register_script(_RELEASE)
@@ -112,13 +114,15 @@ class SessionQueue:
             queued, running = await pipe.execute()
         return bool(queued or running)
 
-    async def remove_queued(self, session_id: str, run_id: str) -> bool:
-        """Take a queued run out of the FIFO (a queued run cancelled before it started)."""
-        for raw in await self._redis.lrange(self._names.session_fifo(session_id), 0, -1):
-            if QueuedRun.model_validate_json(raw).run_id == run_id:
-                value = raw.decode() if isinstance(raw, bytes) else raw
-                return bool(await self._redis.lrem(self._names.session_fifo(session_id), 1, value))
-        return False
+    async def take_queued(self, lane: str, run_id: str) -> QueuedRun | None:
+        """Take a run out of the FIFO before it starts; ``None`` if it is not queued there."""
+        for raw in await self._redis.lrange(self._names.session_fifo(lane), 0, -1):
+            run = QueuedRun.model_validate_json(raw)
+            if run.run_id == run_id and await self._redis.lrem(
+                self._names.session_fifo(lane), 1, _s(raw)
+            ):
+                return run
+        return None
 
     # -- consumer side (run-worker) ---------------------------------------------------------------
 

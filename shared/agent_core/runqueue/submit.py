@@ -14,16 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent_core.bus.contracts.storage import CreateRun, GetSession
+from agent_core.bus.contracts.storage import CreateRun, GetSession, UpdateRun
 from agent_core.errors import AgentCoreError, StorageError
 from agent_core.ids import new_id
+from agent_core.runqueue.events import RunEventWriter
 from agent_core.runqueue.fifo import SessionQueue
 from agent_core.runqueue.models import QueuedRun
 from agent_core.storage_client import StorageClient, raise_for_receipt
-from agent_core.types.enums import MultitaskStrategy
+from agent_core.types.enums import MultitaskStrategy, RunStatus
 from agent_core.types.protocol import ContentBlock
+from agent_core.types.runtime import RunFinished
 
-__all__ = ["SessionBusyError", "Submitted", "submit_message"]
+__all__ = ["SessionBusyError", "Submitted", "cancel_queued_run", "cancel_run", "submit_message"]
 
 
 class SessionBusyError(AgentCoreError):
@@ -109,3 +111,50 @@ async def _interrupt(queue: SessionQueue, session_id: str) -> None:
     active = await queue.in_flight(session_id)
     if active is not None:
         await queue.request_cancel(active.run.run_id)
+
+
+async def cancel_queued_run(
+    storage: StorageClient, queue: SessionQueue, *, session_id: str, run_id: str, agent_id: str
+) -> bool:
+    """Record a run that never started as ``cancelled`` and end its event stream.
+
+    Returns ``False`` when the run is no longer queued (it started, or already ended): the
+    writer refuses the transition and nothing changes.
+    """
+    receipt = await storage.send(
+        UpdateRun(
+            command_id=new_id("cmd"),
+            session_id=session_id,
+            run_id=run_id,
+            status=RunStatus.CANCELLED,
+        )
+    )
+    if not receipt.ok:
+        return False
+    events = RunEventWriter(queue.redis, queue.names, session_id, run_id)
+    events.start()
+    events.emit(
+        RunFinished(
+            run_id=run_id, session_id=session_id, agent_id=agent_id, status=RunStatus.CANCELLED
+        )
+    )
+    await events.close()
+    return True
+
+
+async def cancel_run(
+    storage: StorageClient, queue: SessionQueue, *, session_id: str, run_id: str
+) -> str:
+    """Cancel a run wherever it is: ``"cancelled"`` if it was still queued (it never runs),
+    ``"signalled"`` if it may be running (its worker stops it within a second and records
+    ``aborted_streaming`` / ``aborted_tools``). Either way the flag stays set, so a run that is
+    between the FIFO and its worker is cancelled when the worker reaches it."""
+    await queue.request_cancel(run_id)
+    for lane in (session_id, f"{session_id}.{run_id}"):
+        queued = await queue.take_queued(lane, run_id)
+        if queued is not None:
+            await cancel_queued_run(
+                storage, queue, session_id=session_id, run_id=run_id, agent_id=queued.agent_id
+            )
+            return "cancelled"
+    return "signalled"

@@ -1,0 +1,140 @@
+"""Cancellation reaches a run within a second wherever it is, and ends it in exactly one state."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from typing import Any
+
+import psutil
+
+from agent_core.runqueue import cancel_run
+from tests.integration.run_worker.harness import (
+    BusClient,
+    Cluster,
+    last_role,
+    last_user_text,
+    text_answer,
+    tool_calls_turn,
+)
+
+
+async def _wait_event(
+    client: BusClient, sid: str, run_id: str, kind: str, timeout_s: float = 20
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    stream = client.ctx.names.run_events(sid, run_id)
+    while time.monotonic() < deadline:
+        if any(
+            json.loads(f[b"data"])["type"] == kind for _, f in await client.ctx.redis.xrange(stream)
+        ):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no {kind} event")
+
+
+async def _cancel_and_time(client: BusClient, sid: str, run_id: str) -> tuple[str, float, Any]:
+    started = time.monotonic()
+    how = await cancel_run(client.storage, client.queue, session_id=sid, run_id=run_id)
+    events = await client.events(sid, run_id, timeout_s=10)
+    return how, time.monotonic() - started, events[-1][1]
+
+
+def _slow_text(request: Any) -> Any:
+    return text_answer("one two three four five six seven eight nine ten", delay_s=0.4, pieces=10)
+
+
+async def test_cancel_mid_stream_closes_the_provider_stream(
+    make_cluster: Any, client: BusClient
+) -> None:
+    cluster: Cluster = make_cluster(_slow_text, workers=1)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    run_id = (await client.send(sid, "talk slowly")).run_id
+    await _wait_event(client, sid, run_id, "text_delta")
+    how, elapsed, finished = await _cancel_and_time(client, sid, run_id)
+    assert how == "signalled"
+    assert elapsed < 1.0, elapsed
+    assert finished.type == "run_finished" and finished.status == "cancelled"
+    assert finished.end_reason == "aborted_streaming"
+    run = await client.run(run_id)
+    assert (run["status"], run["end_reason"]) == ("cancelled", "aborted_streaming")
+    tree = await client.tree(sid)
+    assert [n["role"] for n in tree] == ["user", "assistant"]  # the partial answer is kept
+    assert tree[1]["preview"].startswith("one")
+    request = cluster.fake.requests[-1]
+    assert request.done.wait(5) and request.client_closed and not request.completed
+
+
+def _sleepy_tool(request: Any) -> Any:
+    if last_role(request) == "tool":
+        return text_answer("should not happen")
+    code = "import os, time\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(60)\n"
+    return tool_calls_turn(
+        ("call_" + secrets.token_hex(4), "run_python", {"code": code, "timeout_s": 120})
+    )
+
+
+async def test_cancel_during_a_tool_kills_it(make_cluster: Any, client: BusClient) -> None:
+    make_cluster(_sleepy_tool, workers=1)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    run_id = (await client.send(sid, "run the long script")).run_id
+    pid_file = client.home / "accounts/acct1/sessions" / sid / "scratchpad/pid"
+    deadline = time.monotonic() + 20
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    pid = int(pid_file.read_text())
+    how, elapsed, finished = await _cancel_and_time(client, sid, run_id)
+    assert how == "signalled" and elapsed < 1.0, elapsed
+    assert (finished.status, finished.end_reason) == ("cancelled", "aborted_tools")
+    await asyncio.sleep(0.2)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_queued_run_is_cancelled_without_executing(
+    make_cluster: Any, client: BusClient
+) -> None:
+    cluster: Cluster = make_cluster(_slow_text, workers=1)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    first = (await client.send(sid, "first")).run_id
+    second = await client.send(sid, "second")
+    await _wait_event(client, sid, first, "text_delta")
+    how, elapsed, finished = await _cancel_and_time(client, sid, second.run_id)
+    assert how == "cancelled" and elapsed < 1.0
+    assert finished.status == "cancelled"
+    await client.wait_terminal([first], timeout_s=20)
+    tree = await client.tree(sid)
+    assert second.node_id not in {n["node_id"] for n in tree}  # its message never became a node
+    assert (await client.run(second.run_id))["attempt"] == 0  # never claimed
+    assert all("second" not in last_user_text(r.json) for r in cluster.fake.requests)
+
+
+def _quick(request: Any) -> Any:
+    return text_answer("done quickly", pieces=2)
+
+
+async def test_cancel_racing_completion_ends_in_one_state(
+    make_cluster: Any, client: BusClient
+) -> None:
+    make_cluster(_quick, workers=2)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    seen: dict[str, int] = {}
+    for i in range(12):
+        sid = await client.new_session()
+        run_id = (await client.send(sid, f"race {i}")).run_id
+        await asyncio.sleep((i % 6) * 0.004)  # cancel at different points around completion
+        await cancel_run(client.storage, client.queue, session_id=sid, run_id=run_id)
+        events = await client.events(sid, run_id, timeout_s=10)
+        finals = [e for _, e in events if e.type == "run_finished"]
+        assert len(finals) == 1
+        run = await client.run(run_id)
+        assert run["status"] == finals[0].status in ("completed", "cancelled")
+        await asyncio.sleep(0.3)
+        assert (await client.run(run_id))["status"] == run["status"]  # never changes afterwards
+        seen[run["status"]] = seen.get(run["status"], 0) + 1
+    assert sum(seen.values()) == 12
