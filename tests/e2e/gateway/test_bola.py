@@ -1,0 +1,143 @@
+"""BOLA matrix (AU-01): account B calls every endpoint with account A's ids — all 404, no A data."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.e2e.gateway.conftest import Gw, new_session, run_message
+from tests.e2e.gateway.test_api import _seed_artifact, _until_permission
+
+pytestmark = pytest.mark.e2e
+
+
+@dataclass(frozen=True)
+class Ids:
+    session_id: str
+    run_id: str
+    node_id: str
+    artifact_id: str
+    request_id: str
+    pending_session_id: str
+    pending_run_id: str
+
+
+@pytest.fixture(scope="module")
+def a_ids(gw: Gw) -> Ids:
+    """A's session with a finished run, an artifact and files; and a run waiting on a permission."""
+    with gw.client() as c:
+        sid = new_session(c, metadata={"secret": "alpha-owner-data"})
+        run_id, events = run_message(c, sid, "alpha private text")
+        node_id = next(
+            e.data["node"]["node_id"] for e in events if e.event == "node_created" and e.data
+        )
+        assert c.put(f"/v1/sessions/{sid}/files/input/a.txt", content=b"alpha").status_code == 201
+        (gw.stack.home / "accounts" / "dev" / "sessions" / sid / "output" / "r.md").write_text(
+            "alpha"
+        )
+        artifact_id = _seed_artifact(gw, sid, "output/r.md")
+        pending = new_session(c, agent_config={"tool_policy": {"ask": ["lookup"]}})
+        pending_run = c.post(f"/v1/sessions/{pending}/messages", json={"text": "wait"}).json()[
+            "run_id"
+        ]
+        request_id = _until_permission(c, pending, pending_run)
+        return Ids(sid, run_id, node_id, artifact_id, request_id, pending, pending_run)
+
+
+def _matrix(ids: Ids) -> list[tuple[str, str, dict[str, Any] | bytes | None]]:
+    s, r, n, a = ids.session_id, ids.run_id, ids.node_id, ids.artifact_id
+    p, pr = ids.pending_session_id, ids.pending_run_id
+    return [
+        ("GET", f"/v1/sessions/{s}", None),
+        ("PATCH", f"/v1/sessions/{s}", {"status": "archived"}),
+        ("PATCH", f"/v1/sessions/{s}", {"metadata": {"owned": "by bob"}}),
+        ("POST", f"/v1/sessions/{s}/messages", {"text": "hijack"}),
+        ("POST", f"/v1/sessions/{s}/messages", {"text": "hijack", "stream": True}),
+        ("POST", f"/v1/sessions/{s}/messages", {"text": "x", "parent_node_id": n}),
+        ("GET", f"/v1/sessions/{s}/runs", None),
+        ("GET", f"/v1/sessions/{s}/runs/{r}", None),
+        ("POST", f"/v1/sessions/{s}/runs/{r}/cancel", None),
+        ("POST", f"/v1/sessions/{p}/runs/{pr}/cancel?wait=true", None),
+        ("GET", f"/v1/sessions/{s}/runs/{r}/events", None),
+        ("GET", f"/v1/sessions/{p}/runs/{pr}/events", None),
+        ("GET", f"/v1/sessions/{s}/tree", None),
+        ("GET", f"/v1/sessions/{s}/nodes/{n}", None),
+        ("GET", f"/v1/sessions/{s}/nodes/{n}/context", None),
+        ("POST", f"/v1/sessions/{s}/switch_node", {"node_id": n}),
+        ("GET", f"/v1/sessions/{s}/events", None),
+        ("GET", f"/v1/sessions/{s}/events?run_id={r}", None),
+        ("GET", f"/v1/sessions/{s}/agents", None),
+        ("POST", f"/v1/sessions/{p}/permissions/{ids.request_id}", {"behavior": "allow"}),
+        ("GET", f"/v1/sessions/{s}/artifacts", None),
+        ("GET", f"/v1/sessions/{s}/artifacts/{a}", None),
+        ("GET", f"/v1/sessions/{s}/artifacts/{a}/content", None),
+        ("GET", f"/v1/sessions/{s}/files?area=input", None),
+        ("GET", f"/v1/sessions/{s}/files?area=output", None),
+        ("GET", f"/v1/sessions/{s}/files/input/a.txt", None),
+        ("GET", f"/v1/sessions/{s}/files/output/r.md", None),
+        ("PUT", f"/v1/sessions/{s}/files/input/b.txt", b"bob was here"),
+    ]
+
+
+def _swap(path: str, ids: Ids) -> str:
+    """The same request with never-existing ids of the same shape."""
+    for real in (ids.session_id, ids.pending_session_id):
+        path = path.replace(real, real[:-16] + "0" * 16)
+    for real in (ids.run_id, ids.pending_run_id, ids.node_id, ids.artifact_id):
+        path = path.replace(real, real.split("_")[0] + "_" + "0" * 16)
+    return path.replace(ids.request_id, "0" * len(ids.request_id))
+
+
+def test_account_b_gets_404_everywhere(gw: Gw, a_ids: Ids) -> None:
+    secrets_of_a = [
+        a_ids.session_id,
+        a_ids.run_id,
+        a_ids.node_id,
+        a_ids.artifact_id,
+        a_ids.request_id,
+        a_ids.pending_session_id,
+        a_ids.pending_run_id,
+        "alpha",
+        "dev",
+    ]
+    with gw.client(gw.key_b) as bob:
+        for method, path, body in _matrix(a_ids):
+            kwargs: dict[str, Any] = {}
+            if isinstance(body, bytes):
+                kwargs["content"] = body
+            elif body is not None:
+                kwargs["json"] = body
+            foreign = bob.request(method, path, **kwargs)
+            assert foreign.status_code == 404, (method, path, foreign.text)
+            assert not any(secret in foreign.text for secret in secrets_of_a), (
+                method,
+                path,
+                foreign.text,
+            )
+            missing = bob.request(method, _swap(path, a_ids), **kwargs)
+            assert missing.status_code == 404 and missing.content == foreign.content, (method, path)
+        listed = bob.get("/v1/sessions").json()["items"]
+        assert not any(s in json.dumps(listed) for s in secrets_of_a[:7])
+    # Nothing of A changed under B's attempts.
+    with gw.client() as alice:
+        session = alice.get(f"/v1/sessions/{a_ids.session_id}").json()
+        assert session["status"] == "active" and session["metadata"] == {
+            "secret": "alpha-owner-data"
+        }
+        runs = alice.get(f"/v1/sessions/{a_ids.session_id}/runs").json()["items"]
+        assert [r["run_id"] for r in runs] == [a_ids.run_id]
+        pending = alice.get(
+            f"/v1/sessions/{a_ids.pending_session_id}/runs/{a_ids.pending_run_id}"
+        ).json()
+        assert pending["status"] == "running"
+        files = alice.get(f"/v1/sessions/{a_ids.session_id}/files", params={"area": "input"}).json()
+        assert [f["path"] for f in files["items"]] == ["input/a.txt"]
+        # A can still decide her own request: B's attempt left no decision behind.
+        decided = alice.post(
+            f"/v1/sessions/{a_ids.pending_session_id}/permissions/{a_ids.request_id}",
+            json={"behavior": "deny"},
+        )
+        assert decided.status_code == 200
