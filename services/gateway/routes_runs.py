@@ -148,6 +148,7 @@ async def _cancel_queued(gw: Gateway, run: RunState) -> None:
 
 @router.get(
     "/{run_id}/events",
+    status_code=200,
     response_class=SseResponse,
     responses={**SSE_RESPONSE, **responses(400, 404)},
 )
