@@ -33,6 +33,7 @@ class RunWorker:
         self.token = f"{ctx.consumer_name}:{secrets.token_hex(4)}"
         self.lanes: dict[str, asyncio.Task[None]] = {}
         self._accepting = True
+        self._refill: asyncio.Event | None = None
 
     async def on_nudge(self, nudge: RunsMessage, _: Delivery) -> None:
         """A lane has work: try to take it. Losing the race is fine: the holder sees the run."""
@@ -46,8 +47,15 @@ class RunWorker:
             return False
         task = asyncio.create_task(self._drain(lane), name=f"lane:{lane}")
         self.lanes[lane] = task
-        task.add_done_callback(lambda _: self.lanes.pop(lane, None))
+        task.add_done_callback(lambda _: self._lane_done(lane))
         return True
+
+    def _lane_done(self, lane: str) -> None:
+        self.lanes.pop(lane, None)
+        # A slot is free: lanes whose nudges were dropped while we were full need not wait
+        # for the next sweep.
+        if self._accepting and self._refill is not None:
+            self._refill.set()
 
     async def _drain(self, lane: str) -> None:
         lost = asyncio.Event()
@@ -97,16 +105,28 @@ class RunWorker:
                 return
 
     async def sweep(self, stop: asyncio.Event) -> None:
-        """Take over lanes with work and no lease holder (lost nudges, dead workers)."""
+        """Take over lanes with work and no lease holder (lost nudges, dead workers), every
+        sweep interval and whenever a slot frees up."""
+        self._refill = asyncio.Event()
         while not stop.is_set():
+            self._refill.clear()
             try:
                 for lane in await self.queue.pending_sessions():
+                    if len(self.lanes) >= self.max_lanes:
+                        break
                     if lane not in self.lanes and await self.queue.lease_holder(lane) is None:
                         await self.try_drain(lane)
             except Exception:
                 log.exception("sweep failed; retrying")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.sweep_interval_s)
+            waiters = [
+                asyncio.ensure_future(stop.wait()),
+                asyncio.ensure_future(self._refill.wait()),
+            ]
+            await asyncio.wait(
+                waiters, timeout=self.sweep_interval_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            for waiter in waiters:
+                waiter.cancel()
 
     async def listen_for_cancels(self, stop: asyncio.Event) -> None:
         """Cancel signals for runs executing here arrive on ``control:<run_id>``."""

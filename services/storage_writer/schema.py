@@ -50,6 +50,7 @@ SYNCHRONOUS: Final = "NORMAL"
 # The writer is the only process that writes; the wait covers checkpoints and external readers
 # such as the sqlite3 CLI, never another writer (the lock file refuses a second one).
 BUSY_TIMEOUT_MS: Final = 5_000
+JOURNAL_SIZE_LIMIT: Final = 1 << 20
 
 
 def configure(conn: sqlite3.Connection, *, readonly: bool = False) -> None:
@@ -63,6 +64,9 @@ def configure(conn: sqlite3.Connection, *, readonly: bool = False) -> None:
     if str(mode).lower() != "wal":
         raise RuntimeError(f"could not switch the database to WAL (got {mode!r})")
     conn.execute(f"PRAGMA synchronous={SYNCHRONOUS}")
+    # A checkpointed WAL is reused, never shrunk, unless limited: with one WAL per shard that
+    # would keep up to ~4 MB of dead log per shard on disk.
+    conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
 
 
 def nodes_table(session_id: str) -> str:

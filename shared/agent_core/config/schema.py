@@ -59,7 +59,8 @@ class RunWorkerSettings(_Section):
 
     count: int = Field(default=2, ge=1, le=64)
     lease_ttl_ms: int = Field(default=10_000, ge=1000)
-    max_concurrent_runs: int = Field(default=16, ge=1)
+    # Lanes (sessions) one worker drains at once; runs mostly wait on models and tools.
+    max_concurrent_runs: int = Field(default=64, ge=1)
 
 
 class TaskSettings(_Section):
