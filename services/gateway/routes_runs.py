@@ -9,11 +9,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 
-from agent_core.bus.contracts.storage import ListRuns, UpdateRun
-from agent_core.ids import new_id
-from agent_core.runqueue import RunEventWriter
-from agent_core.storage_client import raise_for_receipt
-from agent_core.types.enums import RunStatus
+from agent_core import runqueue
+from agent_core.bus.contracts.storage import ListRuns
 from agent_core.types.mappers import to_run_state
 from agent_core.types.runtime import RunState
 from agent_core.types.storage import RunRecord
@@ -23,7 +20,6 @@ from services.gateway.models import RunList
 from services.gateway.sse import (
     Cursor,
     SseResponse,
-    finished_from,
     parse_cursor,
     run_event_stream,
 )
@@ -113,9 +109,7 @@ async def cancel_run(
     run = await get_run(gw, caller, session_id, run_id)
     if run.is_terminal:
         return run
-    await gw.queue.request_cancel(run_id)
-    if await gw.queue.remove_queued(session_id, run_id):
-        await _cancel_queued(gw, run)
+    await runqueue.cancel_run(gw.storage, gw.queue, session_id=session_id, run_id=run_id)
     deadline = time.monotonic() + (timeout_s if wait else 0)
     while True:
         run = await get_run(gw, caller, session_id, run_id)
@@ -125,25 +119,6 @@ async def cancel_run(
     if run.is_terminal:
         return run
     return JSONResponse(run.model_dump(mode="json"), status_code=202)
-
-
-async def _cancel_queued(gw: Gateway, run: RunState) -> None:
-    """End a run that never left the FIFO: its record, then its stream's last event."""
-    raise_for_receipt(
-        await gw.storage.send(
-            UpdateRun(
-                command_id=new_id("cmd"),
-                session_id=run.session_id,
-                run_id=run.run_id,
-                status=RunStatus.CANCELLED,
-            )
-        )
-    )
-    ended = run.model_copy(update={"status": RunStatus.CANCELLED})
-    writer = RunEventWriter(gw.ctx.redis, gw.ctx.names, run.session_id, run.run_id)
-    writer.start()
-    writer.emit(finished_from(ended))
-    await writer.close()
 
 
 @router.get(
