@@ -1,0 +1,125 @@
+"""Auth, the token bucket, the auth-failure limit, SSE slots and the body cap on real Valkey."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import httpx
+import pytest
+from fastapi import Depends, FastAPI, Request
+from redis.asyncio import Redis
+
+from agent_core.bus import BusNames
+from services.gateway.auth import Authenticator, Caller
+from services.gateway.errors import ApiError, install_error_handlers
+from services.gateway.keys import ApiKeyStore
+from services.gateway.limits import BodyLimitMiddleware, SseSlots
+
+
+async def _caller(request: Request) -> Caller:
+    auth: Authenticator = request.app.state.auth
+    return await auth(request)
+
+
+CallerDep = Annotated[Caller, Depends(_caller)]
+
+
+def _app(auth: Authenticator, *, limit: int = 1024) -> FastAPI:
+    app = FastAPI()
+    app.state.auth = auth
+    install_error_handlers(app)
+
+    @app.get("/who")
+    async def who(c: CallerDep) -> dict[str, str]:
+        return {"account": c.account_id}
+
+    @app.post("/echo")
+    async def echo(body: dict[str, str]) -> dict[str, int]:
+        return {"keys": len(body)}
+
+    app.add_middleware(BodyLimitMiddleware, limit_for=lambda path: limit)
+    return app
+
+
+def _client(app: FastAPI, key: str | None = None) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t", headers=headers
+    )
+
+
+async def test_token_bucket_answers_429_with_retry_after(redis: Redis, names: BusNames) -> None:
+    key, record = await ApiKeyStore(redis, names).create("alice")
+    auth = Authenticator(redis, names, rate_per_s=1.0, burst=3)
+    async with _client(_app(auth), key) as c:
+        statuses = [(await c.get("/who")).status_code for _ in range(4)]
+        assert statuses == [200, 200, 200, 429]
+        limited = await c.get("/who")
+        assert limited.headers["retry-after"] == "1"
+        assert limited.json()["error"]["code"] == "rate_limited"
+    # Another key has its own bucket.
+    other, _ = await ApiKeyStore(redis, names).create("bob")
+    async with _client(_app(auth), other) as c:
+        assert (await c.get("/who")).json() == {"account": "bob"}
+
+
+async def test_revoked_and_unknown_keys_are_401(redis: Redis, names: BusNames) -> None:
+    store = ApiKeyStore(redis, names)
+    key, record = await store.create("alice")
+    auth = Authenticator(redis, names, rate_per_s=100.0, burst=100)
+    async with _client(_app(auth), key) as c:
+        assert (await c.get("/who")).json() == {"account": "alice"}
+        assert await store.revoke(record.key_id)
+        denied = await c.get("/who")
+        assert denied.status_code == 401 and denied.headers["www-authenticate"].startswith("Bearer")
+    async with _client(_app(auth), key[:-1] + ("A" if key[-1] != "A" else "B")) as c:
+        assert (await c.get("/who")).status_code == 401
+
+
+async def test_repeated_failures_turn_into_429(redis: Redis, names: BusNames) -> None:
+    auth = Authenticator(redis, names, rate_per_s=100.0, burst=100)
+    async with _client(_app(auth), "sa_live_" + "x" * 32) as c:
+        statuses = [(await c.get("/who")).status_code for _ in range(105)]
+    assert statuses[:100] == [401] * 100 and set(statuses[100:]) == {429}
+
+
+async def test_sse_slots_cap_and_release(redis: Redis, names: BusNames) -> None:
+    slots = SseSlots(redis, names, limit=2)
+    await slots.acquire("k1")
+    await slots.acquire("k1")
+    with pytest.raises(ApiError) as refused:
+        await slots.acquire("k1")
+    assert refused.value.status == 429 and refused.value.headers == {"Retry-After": "1"}
+    await slots.acquire("k2")  # per key
+    await slots.release("k1")
+    await slots.acquire("k1")
+    assert 0 < await redis.ttl(names.key("sse", "k1")) <= 120  # the safety net
+    for _ in range(5):
+        await slots.release("k2")
+    assert int(await redis.get(names.key("sse", "k2"))) == 0  # never below zero
+
+
+async def test_body_cap_counts_bytes_not_headers(redis: Redis, names: BusNames) -> None:
+    auth = Authenticator(redis, names, rate_per_s=100.0, burst=100)
+    app = _app(auth, limit=1024)
+    async with _client(app) as c:
+        small = await c.post("/echo", json={"a": "b"})
+        assert small.status_code == 200
+        big = await c.post("/echo", json={"a": "x" * 2000})
+        assert big.status_code == 413 and big.json()["error"]["code"] == "payload_too_large"
+
+        async def chunked():
+            for _ in range(10):
+                yield b" " * 200
+
+        streamed = await c.post(
+            "/echo", content=chunked(), headers={"content-type": "application/json"}
+        )
+        assert streamed.status_code == 413
+        # A Content-Length that lies low does not get more bytes through.
+        lying = await c.post(
+            "/echo",
+            content=b'{"a":"' + b"x" * 3000 + b'"}',
+            headers={"content-type": "application/json", "content-length": "10"},
+        )
+        assert lying.status_code == 413

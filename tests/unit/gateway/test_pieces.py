@@ -1,0 +1,104 @@
+"""SSE ids and frames, error statuses, request models and the metrics text."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from agent_core.errors import AgentCoreError, BusTimeoutError, StorageError
+from agent_core.runqueue import SessionBusyError
+from agent_core.types.runtime import RunTextDelta
+from services.gateway.errors import ApiError, _core_status
+from services.gateway.metrics import Metrics
+from services.gateway.models import AgentConfigOverrides, PatchSessionRequest, PostMessageRequest
+from services.gateway.sse import Cursor, frame, parse_cursor
+
+SID = "sess_20260101_120000_0123456789abcdef"
+
+
+def test_cursor_forms_cannot_be_confused() -> None:
+    assert parse_cursor(None) == Cursor(redis_id="0-0")
+    assert parse_cursor("1718000000000-3") == Cursor(redis_id="1718000000000-3")
+    assert parse_cursor("db-42") == Cursor(seq=42)
+    assert parse_cursor("db-end") == Cursor(ended=True)
+    for bad in ("db-", "db-x", "12", "1-2-3", "0-0; DROP", "db-1-0", "-1-0"):
+        with pytest.raises(ApiError) as err:
+            parse_cursor(bad)
+        assert err.value.status == 400
+
+
+@pytest.mark.parametrize(
+    "text", ["a\n\nb", "data: x\r\nid: 9", "\u2028\u2029\x85", "\x00\x1b[31m", "plain"]
+)
+def test_frames_are_one_data_line_whatever_the_text(text: str) -> None:
+    event = RunTextDelta(run_id="run_0123456789abcdef", session_id=SID, turn=0, text=text)
+    raw = frame("5-0", event).decode()
+    assert raw.endswith("\n\n") and raw.count("\n\n") == 1
+    lines = raw[:-2].splitlines()  # splitlines also splits on U+2028 and friends
+    assert [ln.split(":", 1)[0] for ln in lines] == ["id", "event", "data"]
+    assert json.loads(lines[2][6:])["text"] == text
+
+
+def test_core_errors_map_to_statuses() -> None:
+    assert _core_status(StorageError("not_found", "x")) == 404
+    assert _core_status(StorageError("node_not_found", "x")) == 404
+    assert _core_status(StorageError("invalid_transition", "x")) == 409
+    assert _core_status(SessionBusyError("session_busy", "x")) == 409
+    assert _core_status(BusTimeoutError("bus_timeout", "x")) == 503
+    assert _core_status(AgentCoreError("boom", "x")) == 500
+
+
+def test_request_models_refuse_server_owned_fields() -> None:
+    with pytest.raises(ValidationError):
+        AgentConfigOverrides.model_validate({"base_url": "http://169.254.169.254"})
+    with pytest.raises(ValidationError):
+        AgentConfigOverrides.model_validate({"api_key_env": "HOME"})
+    with pytest.raises(ValidationError):
+        PatchSessionRequest.model_validate({"metadata": {"agent_config": {"model": "x"}}})
+    with pytest.raises(ValidationError):
+        PostMessageRequest.model_validate({})
+    with pytest.raises(ValidationError):
+        PostMessageRequest.model_validate({"text": "a", "content": [{"type": "text", "text": "b"}]})
+    with pytest.raises(ValidationError):
+        PostMessageRequest.model_validate(
+            {"content": [{"type": "attachment", "path": "../other/secret"}]}
+        )
+    ok = PostMessageRequest.model_validate({"text": "hi", "agent_config": {"max_turns": 2}})
+    assert [b.model_dump() for b in ok.blocks()] == [{"type": "text", "text": "hi"}]
+    assert ok.agent_config is not None and ok.agent_config.overrides() == {"max_turns": 2}
+
+
+def test_metrics_count_routes_and_each_run_once() -> None:
+    m = Metrics()
+    m.observe("GET", "/v1/sessions/{session_id}", 200, 0.003)
+    m.observe("GET", "/v1/sessions/{session_id}", 404, 0.2)
+    m.run_finished("run_1", "completed")
+    m.run_finished("run_1", "completed")
+    m.run_finished("run_2", "failed")
+    text = "\n".join(
+        line
+        for line in _render_without_bus(m).splitlines()
+        if line.startswith(("soong_gateway_requests_total", "soong_runs_finished_total"))
+    )
+    assert 'route="/v1/sessions/{session_id}",status="200"} 1' in text
+    assert 'soong_runs_finished_total{status="completed"} 1' in text
+    assert 'soong_runs_finished_total{status="failed"} 1' in text
+    buckets = _render_without_bus(m)
+    assert 'le="0.005"} 1' in buckets and 'le="0.25"} 2' in buckets and 'le="+Inf"} 2' in buckets
+
+
+def _render_without_bus(m: Metrics) -> str:
+    class _NoRedis:
+        async def xpending(self, *_: object) -> dict[str, int]:
+            return {"pending": 0}
+
+        async def xlen(self, *_: object) -> int:
+            return 0
+
+    import asyncio
+
+    from agent_core.bus import BusNames
+
+    return asyncio.run(m.render(_NoRedis(), BusNames("soong")))  # type: ignore[arg-type]
