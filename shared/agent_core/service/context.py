@@ -58,6 +58,14 @@ class ServiceContext:
         self.rpc = RpcClient(self.redis, self.names.reply_channel(f"{service}-{instance}"))
         self.dead_letters = DeadLetterSink(self.redis, self.names.dead_letter)
         self.log = logging.getLogger(f"soong.{service}")
+        self._started: asyncio.Event | None = None
+
+    @property
+    def started(self) -> asyncio.Event:
+        """Set once every subscriber of the service runs (created lazily: loop-bound)."""
+        if self._started is None:
+            self._started = asyncio.Event()
+        return self._started
 
     @property
     def consumer_name(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,11 +26,15 @@ def health_consumer(
     """The consumer that answers this service's health pings."""
 
     async def answer(ping: HealthMessage, _: Delivery) -> HealthReply:
+        # A ping that arrives while the service is still starting its subscribers waits for
+        # the start to finish rather than reporting a half-started service as unhealthy.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ctx.started.wait(), timeout=5)
         subs = subscribers_running(consumers)
         return HealthReply(
             service=ctx.service,
             instance=ctx.instance,
-            ok=all(subs.values()),
+            ok=ctx.started.is_set() and all(subs.values()),
             subscribers=subs,
             nonce=ping.nonce,
         )

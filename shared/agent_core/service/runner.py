@@ -70,6 +70,7 @@ async def run_service(
             ctx.log.info("re-processed %d pending entries of %s", recovered, consumer.stream)
     await ctx.broker.start()
     await ctx.rpc.start()
+    ctx.started.set()
 
     _install_signals(stop)
     died = asyncio.Event()

@@ -76,7 +76,7 @@ async def test_service_answers_ping_and_stops_cleanly_on_sigterm(
     ctx = await _context(redis_url, names, tmp_path)
     try:
         reply = await ping_service(ctx, "task_wal", timeout_s=20)
-        assert reply.ok and reply.service == "task_wal" and reply.instance == "0"
+        assert reply.ok and reply.service == "task_wal" and reply.instance == "0", reply
         assert all(reply.subscribers.values())
         proc.send_signal(signal.SIGTERM)
         assert await _wait_exit(proc, 20) == 0
