@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from agent_core.bus.contracts.memory import Interaction, InteractionTurn, MemoryReply, RenderMemory
@@ -79,6 +80,17 @@ _FINAL_EVENT = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class _Prefetch:
+    """What the executor reads while claiming a run (one round trip for all of it)."""
+
+    cancelled: bool
+    session: dict[str, Any]
+    path: list[Node] | None
+    above: list[dict[str, Any]]
+    memory: str
+
+
 class _Fenced(Exception):
     """Our attempt was superseded: stop writing, finalize nothing."""
 
@@ -141,14 +153,18 @@ class RunExecutor:
         )
         fence = RunFence(run_id=run.run_id, attempt=attempt)
         # The claim and the reads it does not depend on travel together: one round trip.
-        claim, cancelled, session, path = await asyncio.gather(
+        claim, cancelled, session, path, above, memory = await asyncio.gather(
             self.storage.send(
                 ClaimRun(command_id=new_id("cmd"), session_id=run.session_id, fence=fence)
             ),
             self.queue.is_cancelled(run.run_id),
             self._query(GetSession(session_id=run.session_id)),
             self._path_or_none(run.session_id, run.start_node_id),
+            # Where a new message would go: the explicit parent, else the active node now.
+            self._query(GetActivePath(session_id=run.session_id, node_id=run.parent_node_id)),
+            self._memory_text(run, attempt),
         )
+        prefetch = _Prefetch(cancelled, session, path, above or [], memory)
         if not claim.ok:
             # Terminal already (cancelled while queued, finished before a crash) or superseded.
             code = claim.error.code if claim.error else "refused"
@@ -171,7 +187,7 @@ class RunExecutor:
         )
         store = BusRunStore(self.storage, handle, set_active=run.kind == "main")
         try:
-            outcome = await self._run(item, handle, store, events, cancelled, session, path)
+            outcome = await self._run(item, handle, store, events, prefetch)
             await self._finish(handle, store, events, outcome, item)
         except _Fenced:
             log.warning("run %s attempt %d was superseded; stopping", run.run_id, attempt)
@@ -185,19 +201,20 @@ class RunExecutor:
         handle: RunHandle,
         store: BusRunStore,
         events: RunEventWriter,
-        cancelled: bool,
-        session: dict[str, Any],
-        path: list[Node] | None,
+        prefetch: _Prefetch,
     ) -> RunOutcome:
         run = item.run
-        if cancelled:  # cancelled while queued: never executed
+        session, path = prefetch.session, prefetch.path
+        if prefetch.cancelled:  # cancelled while queued: never executed
             return RunOutcome(RunStatus.CANCELLED, EndReason.COMPLETED)
         try:
             config = self._config(run.config_overrides)
         except Exception as exc:
             return _failed("invalid_config", f"agent configuration is invalid: {exc}")
+        if path is None and run.parent_node_id and not prefetch.above:
+            return _failed("invalid_parent", "the message's parent node is not in this session")
         if path is None:  # the message becomes a node now, after whatever ran before it
-            path = await self._place_message(run, session, store)
+            path = await self._place_message(run, prefetch.above, store)
             events.emit(
                 RunNodeCreated(
                     run_id=run.run_id,
@@ -229,7 +246,7 @@ class RunExecutor:
                 )
             turns_done = point.turns_done
         elif run.kind == "main":
-            memory = await self._memory_node(run.account_id, config, handle, path[-1])
+            memory = self._memory_node(prefetch.memory, handle, path[-1])
             if memory is not None:
                 path.append(await self._fenced(store.append_node(memory)))
                 events.emit(
@@ -441,10 +458,10 @@ class RunExecutor:
         return [to_node(NodeRecord.model_validate(r)) for r in rows]
 
     async def _place_message(
-        self, run: QueuedRun, session: dict[str, Any], store: BusRunStore
+        self, run: QueuedRun, above_rows: list[dict[str, Any]], store: BusRunStore
     ) -> list[Node]:
-        parent = run.parent_node_id or session.get("active_node_id")
-        above = await self._path(run.session_id, parent) if parent else []
+        above = [to_node(NodeRecord.model_validate(r)) for r in above_rows]
+        parent = above[-1].node_id if above else None
         node = Node(
             node_id=run.start_node_id,
             parent_id=parent,
@@ -498,22 +515,25 @@ class RunExecutor:
             self._adapters[key] = adapter
         return adapter
 
-    async def _memory_node(
-        self, account_id: str, config: AgentConfig, handle: RunHandle, parent: Node
-    ) -> Node | None:
-        if not self.settings.memory.enabled:
-            return None
+    async def _memory_text(self, run: QueuedRun, attempt: int) -> str:
+        """The rendered memory for a main run's first attempt ('' when none or unavailable)."""
+        if not self.settings.memory.enabled or run.kind != "main" or attempt != 1:
+            return ""
+        skills = run.config_overrides.get("enabled_skills") or []
         try:
             reply = await self.ctx.rpc.request(
-                RenderMemory(account_id=account_id, skills=config.enabled_skills or []),
+                RenderMemory(account_id=run.account_id, skills=list(skills)),
                 stream=self.ctx.names.memory_queries,
                 reply=MemoryReply,
                 timeout_s=2.0,
             )
-        except AgentCoreError as exc:  # memory is an aid: a run never waits on it or fails for it
-            log.warning("memory unavailable for %s: %s", account_id, exc.code)
-            return None
-        text = reply.data if reply.ok and isinstance(reply.data, str) else ""
+        except Exception as exc:  # memory is an aid: a run never waits long on it or fails for it
+            log.warning("memory unavailable for %s: %s", run.account_id, type(exc).__name__)
+            return ""
+        return reply.data if reply.ok and isinstance(reply.data, str) else ""
+
+    @staticmethod
+    def _memory_node(text: str, handle: RunHandle, parent: Node) -> Node | None:
         if not text.strip():
             return None
         return Node(
