@@ -19,6 +19,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
+from agent_core.bus.broker import MAX_BLOCK_MS
 from agent_core.types.runtime import RUNTIME_EVENT, RunFinished, RunTextDelta, RuntimeEvent
 
 __all__ = ["RunEventReader", "RunEventWriter"]
@@ -135,14 +136,16 @@ class RunEventReader:
         after: str = "0-0",
         block_ms: int = 15_000,
     ) -> AsyncIterator[tuple[str, RuntimeEvent] | None]:
-        """Yield ``(entry_id, event)`` after ``after``; ``None`` when ``block_ms`` passed idle.
+        """Yield ``(entry_id, event)`` after ``after``; ``None`` when ``block_ms`` passed idle
+        (at most ``MAX_BLOCK_MS``, so the caller can send keep-alives).
 
         Stops after yielding the terminal :class:`RunFinished`.
         """
         stream = self._names.run_events(session_id, run_id)
         last = after
+        block = min(block_ms, MAX_BLOCK_MS)
         while True:
-            reply: Any = await self._redis.xread({stream: last}, count=500, block=block_ms)
+            reply: Any = await self._redis.xread({stream: last}, count=500, block=block)
             if not reply:
                 yield None
                 continue
