@@ -68,8 +68,17 @@ class ScriptedModel:
         yield MessageEndEvent(stop_reason=stop, raw_stop_reason=stop.value)
 
 
+DEMO_ANSWER = (
+    "[fake model] This answer comes from the scripted demo model of soong-agent, not from an "
+    "LLM: it looked your message up with the `lookup` tool and replies with this fixed text. "
+    "Configure a real provider in config.toml ([model] provider, name, api_key_env) to talk to "
+    "a real model. "
+) * 4
+DEMO_ANSWER = DEMO_ANSWER[:1000]
+
+
 def tool_then_answer(
-    tool_name: str = "lookup", answer: str = "z" * 1000
+    tool_name: str = "lookup", answer: str = DEMO_ANSWER
 ) -> Callable[[ModelRequest], ScriptedReply]:
     """The peers' workload: a user message → one tool call; a tool result → a ~1 KB answer."""
 
