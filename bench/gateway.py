@@ -47,18 +47,26 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def _stream_run(client: httpx.AsyncClient, session_id: str, samples: list[float]) -> None:
+async def _stream_run(
+    client: httpx.AsyncClient, session_id: str, samples: list[float], hops: list[float]
+) -> None:
+    """One ``stream=true`` run; per text delta: chunk → client, and Redis XADD → client."""
     body = {"text": "bench", "stream": True}
     async with client.stream("POST", f"/v1/sessions/{session_id}/messages", json=body) as r:
         assert r.status_code == 200, await r.aread()
         delta = False
+        entry_ms = 0.0
         async for line in r.aiter_lines():
             now = time.time()
-            if line.startswith("event: "):
+            if line.startswith("id: "):
+                head = line[4:].split("-", 1)[0]  # Redis server time of the XADD
+                entry_ms = float(head) if head.isdigit() else now * 1000
+            elif line.startswith("event: "):
                 delta = line == "event: text_delta"
             elif delta and line.startswith("data: "):
                 created = json.loads(line[6:])["created_at"]
                 samples.append((now - datetime.fromisoformat(created).timestamp()) * 1000)
+                hops.append(now * 1000 - entry_ms)
 
 
 async def _sessions(client: httpx.AsyncClient, n: int) -> list[str]:
@@ -69,20 +77,21 @@ async def _sessions(client: httpx.AsyncClient, n: int) -> list[str]:
     return out
 
 
-async def _sse(url: str, key: str, streams: int, runs_each: int) -> list[float]:
+async def _sse(url: str, key: str, streams: int, runs_each: int) -> tuple[list[float], list[float]]:
     limits = httpx.Limits(max_connections=streams + 10, max_keepalive_connections=streams + 10)
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60, limits=limits) as c:
         sessions = await _sessions(c, streams)
-        await _stream_run(c, sessions[0], [])  # warm-up
+        await _stream_run(c, sessions[0], [], [])  # warm-up
         samples: list[float] = []
+        hops: list[float] = []
 
         async def loop(session_id: str) -> None:
             for _ in range(runs_each):
-                await _stream_run(c, session_id, samples)
+                await _stream_run(c, session_id, samples, hops)
 
         await asyncio.gather(*(loop(s) for s in sessions))
-        return samples
+        return samples, hops
 
 
 async def _rps(url: str, key: str, clients: int, seconds: float) -> float:
@@ -115,8 +124,8 @@ def main() -> int:
     stack = start_stack(home, workers=2, extra_env={"SOONG_MODEL_PROVIDER": "fake"})
     result: dict[str, Any] = {}
     try:
-        one = asyncio.run(_sse(stack.gateway_url, stack.api_key, 1, RUNS_1))
-        fifty = asyncio.run(_sse(stack.gateway_url, stack.api_key, 50, ROUNDS_50))
+        one, one_hops = asyncio.run(_sse(stack.gateway_url, stack.api_key, 1, RUNS_1))
+        fifty, fifty_hops = asyncio.run(_sse(stack.gateway_url, stack.api_key, 50, ROUNDS_50))
         rps = asyncio.run(_rps(stack.gateway_url, stack.api_key, 50, RPS_SECONDS))
         result = {
             "sse_added_p50_ms_1": round(statistics.median(one), 2),
@@ -124,6 +133,10 @@ def main() -> int:
             "sse_added_p50_ms_50": round(statistics.median(fifty), 2),
             "sse_added_p99_ms_50": round(_pct(fifty, 0.99), 2),
             "get_session_rps_50": round(rps, 1),
+            # The gateway's own share: Redis XADD (entry id time) → the client read the frame.
+            "sse_redis_to_client_p50_ms_1": round(statistics.median(one_hops), 2),
+            "sse_redis_to_client_p50_ms_50": round(statistics.median(fifty_hops), 2),
+            "sse_redis_to_client_p99_ms_50": round(_pct(fifty_hops, 0.99), 2),
             "sse_samples_1": len(one),
             "sse_samples_50": len(fifty),
         }

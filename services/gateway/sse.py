@@ -16,9 +16,11 @@ terminal ``run_finished``.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -46,6 +48,9 @@ _DB_ID = re.compile(r"db-(\d{1,18})")
 _PAGE = 500
 _RETRY_MS = 1000
 _MAX_BLOCK_MS = 4000
+_RECENT_END_S = 60
+_APPEAR_POLLS = 20
+_APPEAR_POLL_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +171,7 @@ async def run_event_stream(
             yield chunk
         return
     after = cursor.redis_id or "0-0"
-    if not await gw.events.exists(session_id, run_id):
+    if not await _live_stream_exists(gw, session_id, run_id):
         run = await _run(gw, session_id, run_id)
         if run is not None and run.is_terminal:
             # The live stream expired: replay the durable timeline after the client's position.
@@ -180,6 +185,26 @@ async def run_event_stream(
         gw, session_id, run_id, after=after, keepalive_s=keepalive_s, on_idle=on_idle
     ):
         yield chunk
+
+
+async def _live_stream_exists(gw: Gateway, session_id: str, run_id: str) -> bool:
+    """Whether the run's Redis stream exists; for a run that just ended, wait for it briefly.
+
+    A run's record can turn terminal a moment before its event writer's first write lands,
+    and the live stream is the better answer then (the durable timeline has no text deltas).
+    """
+    if await gw.events.exists(session_id, run_id):
+        return True
+    run = await _run(gw, session_id, run_id)
+    if run is None or not run.is_terminal:
+        return False  # queued: the stream appears when the run starts; follow waits for it
+    if (datetime.now(UTC) - run.updated_at).total_seconds() > _RECENT_END_S:
+        return False
+    for _ in range(_APPEAR_POLLS):
+        await asyncio.sleep(_APPEAR_POLL_S)
+        if await gw.events.exists(session_id, run_id):
+            return True
+    return False
 
 
 async def _seen_the_end(gw: Gateway, session_id: str, run_id: str, after: str) -> bool:
