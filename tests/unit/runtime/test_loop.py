@@ -1,0 +1,145 @@
+"""The agent loop's logic with in-memory ports and the scripted model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_core.errors import ProviderError
+from agent_core.ids import new_id
+from agent_core.runtime import AgentLoop, ScriptedModel, ScriptedReply
+from agent_core.types.enums import EndReason, EventType, Role, RunStatus
+from agent_core.types.protocol import ModelRequest, TextBlock, ToolCall, ToolCallBlock, Usage
+from agent_core.types.runtime import AgentConfig, Node, RunBudget, RunHandle
+from tests.unit.runtime.fakes import EchoTools, ListSink, MemoryStore
+
+SESSION = "sess_20260101_000000_abcd"
+
+
+def _handle() -> RunHandle:
+    return RunHandle(run_id=new_id("run"), session_id=SESSION, agent_id=new_id("agent"), attempt=1)
+
+
+def _user(handle: RunHandle, text: str = "hi") -> Node:
+    return Node(
+        node_id=new_id("node"),
+        agent_id=handle.agent_id,
+        run_id=handle.run_id,
+        role=Role.USER,
+        content=[TextBlock(text=text)],
+    )
+
+
+def _loop(
+    reply: Any, *, tools: Any = None, **config: Any
+) -> tuple[AgentLoop, MemoryStore, ListSink]:
+    handle = _handle()
+    store, sink = MemoryStore(), ListSink()
+    loop = AgentLoop(
+        handle=handle,
+        config=AgentConfig(provider="fake", model="m", **config),
+        model=ScriptedModel(reply),
+        store=store,
+        events=sink,
+        tools=tools,
+    )
+    return loop, store, sink
+
+
+def _calls(*names: str) -> list[ToolCall]:
+    return [ToolCall(id=f"c{i}", name=n, arguments={"text": f"t{i}"}) for i, n in enumerate(names)]
+
+
+async def test_parallel_tools_then_answer_builds_the_tree() -> None:
+    def reply(request: ModelRequest) -> ScriptedReply:
+        if request.messages[-1].role is Role.TOOL:
+            return ScriptedReply(text="answer", usage=Usage(input_tokens=5, output_tokens=2))
+        return ScriptedReply(
+            tool_calls=_calls("echo", "fail"), usage=Usage(input_tokens=3, output_tokens=1)
+        )
+
+    tools = EchoTools()
+    loop, store, sink = _loop(reply, tools=tools)
+    outcome = await loop.run([_user(loop.handle)])
+    assert (outcome.status, outcome.end_reason, outcome.turns) == (
+        RunStatus.COMPLETED,
+        EndReason.COMPLETED,
+        2,
+    )
+    assert outcome.usage == Usage(input_tokens=8, output_tokens=3)
+    assert outcome.final_text == "answer"
+    assert [n.role for n in store.nodes] == [Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    assert [b.id for b in store.nodes[0].content if isinstance(b, ToolCallBlock)] == ["c0", "c1"]
+    results = store.nodes[1].content
+    assert [r.is_error for r in results] == [False, True]  # type: ignore[union-attr]
+    assert (
+        EventType.TOOL_FAILED,
+        {"tool_call_id": "c1", "tool": "fail", "error_code": "tool_failed"},
+    ) in store.events
+    assert [e.type for e in sink.events].count("tool_started") == 2
+    assert {c.name for c in tools.calls} == {"echo", "fail"}
+
+
+async def test_max_turns_ends_the_run() -> None:
+    loop, store, _ = _loop(
+        lambda r: ScriptedReply(tool_calls=_calls("echo")), tools=EchoTools(), max_turns=3
+    )
+    outcome = await loop.run([_user(loop.handle)])
+    assert (outcome.status, outcome.end_reason, outcome.turns) == (
+        RunStatus.COMPLETED,
+        EndReason.MAX_TURNS,
+        3,
+    )
+    assert len(store.nodes) == 6
+
+
+async def test_token_budget_fails_with_a_clear_code() -> None:
+    big = Usage(input_tokens=600, output_tokens=10)
+    loop, _, _ = _loop(
+        lambda r: ScriptedReply(tool_calls=_calls("echo"), usage=big),
+        tools=EchoTools(),
+        budget=RunBudget(max_total_tokens=1000),
+    )
+    outcome = await loop.run([_user(loop.handle)])
+    assert outcome.status is RunStatus.FAILED and outcome.error is not None
+    assert (
+        outcome.error.code == "budget_exceeded" and outcome.error.details["limit"] == "max_tokens"
+    )
+
+
+async def test_provider_error_fails_the_run_and_keeps_partial_text() -> None:
+    class Broken:
+        async def stream(self, request: ModelRequest):  # type: ignore[no-untyped-def]
+            from agent_core.types.protocol import MessageStartEvent, TextDeltaEvent
+
+            yield MessageStartEvent()
+            yield TextDeltaEvent(text="partial")
+            raise ProviderError(
+                "connection_dropped", "sk-abcdefghijklmnopqrstu dropped", retryable=True
+            )
+
+    handle = _handle()
+    store, sink = MemoryStore(), ListSink()
+    loop = AgentLoop(
+        handle=handle,
+        config=AgentConfig(provider="x", model="m"),
+        model=Broken(),
+        store=store,
+        events=sink,
+    )
+    outcome = await loop.run([_user(handle)])
+    assert outcome.status is RunStatus.FAILED and outcome.error is not None
+    assert outcome.error.code == "connection_dropped" and "sk-abc" not in outcome.error.message
+    assert store.nodes[0].metadata == {"interrupted": True}
+    assert store.nodes[0].content == [TextBlock(text="partial")]
+
+
+async def test_a_call_without_tools_is_an_error_result_and_the_loop_goes_on() -> None:
+    def reply(request: ModelRequest) -> ScriptedReply:
+        if request.messages[-1].role is Role.TOOL:
+            return ScriptedReply(text="ok then")
+        return ScriptedReply(tool_calls=_calls("missing"))
+
+    loop, store, _ = _loop(reply)
+    outcome = await loop.run([_user(loop.handle)])
+    assert outcome.status is RunStatus.COMPLETED
+    assert store.nodes[1].content[0].is_error  # type: ignore[union-attr]
