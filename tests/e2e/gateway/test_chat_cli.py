@@ -31,12 +31,15 @@ def test_chat_streams_the_answer_once_and_runs_commands(gw: Gw) -> None:
     done = _chat(gw, "hello there\n/runs\n/tree\n/files\n/cancel\n/quit\n")
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    answer = out.split("✓ lookup\n", 1)[1].split("\n", 1)[0]
-    assert answer == "z" * 1000  # the fake model's answer, every token exactly once
+    session_id = out.split("session ", 1)[1].split()[0]
+    with gw.client() as c:
+        last = c.get(f"/v1/sessions/{session_id}/tree").json()["nodes"][-1]["node_id"]
+        stored = c.get(f"/v1/sessions/{session_id}/nodes/{last}").json()["content"][0]["text"]
+    streamed = out.split("✓ lookup\n", 1)[1].split("\n— run", 1)[0]
+    assert len(stored) > 500 and streamed == stored  # every token printed exactly once
     assert "⚙ lookup" in out and "✓ lookup" in out and "run completed" in out
     assert "completed" in out.split("run completed", 1)[1]  # /runs lists the run
     assert "user" in out and "hello there" in out  # /tree shows the node
-    session_id = out.split("session ", 1)[1].split()[0]
     resumed = _chat(gw, "/tree\n", "--session", session_id)
     assert resumed.returncode == 0 and "hello there" in resumed.stdout
 
