@@ -2,9 +2,9 @@
 
 Only the nodes from the root to the run's head go into the context; sibling branches never do.
 Nodes map by role: ``user``/``assistant``/``tool`` nodes become messages, ``system`` nodes (memory,
-skill context, system notes) become system blocks after the agent's own prompt. Of the
-``memory_context`` nodes on the path only the newest is used — each run injects a fresh one, and
-an old memory must not contradict the current one. Every decision is recorded in the
+skill context, task boards, system notes) become system blocks after the agent's own prompt. Of
+the ``memory_context`` and ``task_board`` nodes on the path only the newest of each is used — an
+older snapshot must not contradict the current one. Every decision is recorded in the
 :class:`ContextBuildReport`, so what the model saw can be inspected later.
 """
 
@@ -36,7 +36,9 @@ from agent_core.types.runtime import (
 
 __all__ = ["ContextBuilder", "estimate_tokens"]
 
-_SYNTHETIC = {NodeType.MEMORY_CONTEXT, NodeType.SKILL_CONTEXT}
+_SYNTHETIC = {NodeType.MEMORY_CONTEXT, NodeType.SKILL_CONTEXT, NodeType.TASK_BOARD}
+# Snapshots where only the latest is true: an older memory or task board would contradict it.
+_NEWEST_ONLY = (NodeType.MEMORY_CONTEXT, NodeType.TASK_BOARD)
 
 
 def estimate_tokens(blocks: Sequence[ContentBlock]) -> int:
@@ -76,9 +78,10 @@ class ContextBuilder:
         """Build the request for the next model call after the last node of ``path``."""
         if not path:
             raise ValueError("an active path has at least the user's message")
-        newest_memory = next(
-            (n.node_id for n in reversed(path) if n.node_type is NodeType.MEMORY_CONTEXT), None
-        )
+        newest = {
+            kind: next((n.node_id for n in reversed(path) if n.node_type is kind), None)
+            for kind in _NEWEST_ONLY
+        }
         system: list[SystemBlock] = []
         if config.system_prompt:
             system.append(SystemBlock(text=config.system_prompt, cache=True))
@@ -92,8 +95,9 @@ class ContextBuilder:
         tokens = sum(estimate_tokens([TextBlock(text=b.text)]) for b in system)
         for node in path:
             cost = node.token_count or estimate_tokens(node.content)
-            if node.node_type is NodeType.MEMORY_CONTEXT and node.node_id != newest_memory:
-                report.dropped.append(DroppedNode(node_id=node.node_id, reason="superseded memory"))
+            if node.node_type in _NEWEST_ONLY and node.node_id != newest[node.node_type]:
+                reason = f"superseded {node.node_type.value}"
+                report.dropped.append(DroppedNode(node_id=node.node_id, reason=reason))
                 continue
             if node.role is Role.SYSTEM:
                 text = _text(node.content)

@@ -25,7 +25,15 @@ from agent_core.errors import AgentCoreError, ErrorPayload
 from agent_core.ids import new_id
 from agent_core.provider.base import ProviderAdapter
 from agent_core.runtime.ports import EventSink, RunOutcome, RunStore, ToolRunner
-from agent_core.types.enums import EndReason, EventLevel, EventType, Role, RunStatus, StopReason
+from agent_core.types.enums import (
+    EndReason,
+    EventLevel,
+    EventType,
+    NodeType,
+    Role,
+    RunStatus,
+    StopReason,
+)
 from agent_core.types.protocol import (
     ContentBlock,
     ErrorEvent,
@@ -45,6 +53,7 @@ from agent_core.types.runtime import (
     Node,
     RunHandle,
     RunNodeCreated,
+    RunTaskChanged,
     RunTextDelta,
     RunToolResult,
     RunToolStarted,
@@ -53,8 +62,24 @@ from agent_core.types.runtime import (
 
 __all__ = ["AgentLoop", "LoopPhase"]
 
+# Tool nodes may carry the meaning their tools declare (seed 000: a template tool's result is a
+# ``task_instruction`` / ``plan_instruction`` node).
+_TOOL_NODE_TYPES = frozenset({NodeType.TASK_INSTRUCTION, NodeType.PLAN_INSTRUCTION})
+
+
+def _declared_type(results: list[ToolResult]) -> NodeType:
+    declared = {r.metadata.get("node_type") for r in results}
+    if len(declared) == 1:
+        value = declared.pop()
+        if value in {t.value for t in _TOOL_NODE_TYPES}:
+            return NodeType(value)
+    return NodeType.MESSAGE
+
+
 LoopPhase = Literal["idle", "streaming", "tools"]
-E = TypeVar("E", RunTextDelta, RunToolStarted, RunToolResult, RunNodeCreated, RunUsage)
+E = TypeVar(
+    "E", RunTextDelta, RunToolStarted, RunToolResult, RunNodeCreated, RunUsage, RunTaskChanged
+)
 
 
 @dataclass
@@ -151,7 +176,10 @@ class AgentLoop:
             self.phase = "tools"
             results = await self._run_tools(response.calls, assistant.node_id)
             self.phase = "idle"
-            await self._append(nodes, Role.TOOL, [r.to_block() for r in results])
+            await self._append(
+                nodes, Role.TOOL, [r.to_block() for r in results], node_type=_declared_type(results)
+            )
+            await self._record_task_changes(nodes, response.calls, results)
             for call, result in zip(response.calls, results, strict=True):
                 if result.is_error:
                     await self.store.append_event(
@@ -250,6 +278,34 @@ class AgentLoop:
 
     # -- nodes and outcomes ------------------------------------------------------------------------
 
+    async def _record_task_changes(
+        self, nodes: list[Node], calls: list[ToolCall], results: list[ToolResult]
+    ) -> None:
+        """Task tools report changes in their metadata: a runtime + timeline event per change,
+        and one ``task_board`` node with the newest board after the tool node."""
+        board = None
+        for call, result in zip(calls, results, strict=True):
+            change = result.metadata.get("task_event")
+            if isinstance(change, dict):
+                self.events.emit(
+                    self._event(
+                        RunTaskChanged,
+                        list_name=str(change.get("list", "")),
+                        change=str(change.get("change", "")),
+                        task_id=change.get("task_id"),
+                        tool_call_id=call.id,
+                    )
+                )
+                await self.store.append_event(
+                    EventType.TASK_CHANGED, tool_call_id=call.id, payload=dict(change)
+                )
+            if isinstance(result.metadata.get("task_board"), str):
+                board = result.metadata["task_board"]
+        if board:
+            await self._append(
+                nodes, Role.SYSTEM, [TextBlock(text=board)], node_type=NodeType.TASK_BOARD
+            )
+
     async def _append(
         self,
         nodes: list[Node],
@@ -257,6 +313,7 @@ class AgentLoop:
         blocks: list[ContentBlock],
         *,
         interrupted: bool = False,
+        node_type: NodeType = NodeType.MESSAGE,
     ) -> Node:
         node = Node(
             node_id=new_id("node"),
@@ -264,6 +321,7 @@ class AgentLoop:
             agent_id=self.handle.agent_id,
             run_id=self.handle.run_id,
             role=role,
+            node_type=node_type,
             content=blocks,
             metadata={"interrupted": True} if interrupted else {},
         )

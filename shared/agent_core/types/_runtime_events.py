@@ -35,6 +35,7 @@ __all__ = [
     "RunNodeCreated",
     "RunPermissionRequested",
     "RunStatusChanged",
+    "RunTaskChanged",
     "RunTextDelta",
     "RunToolResult",
     "RunToolStarted",
@@ -108,6 +109,16 @@ class RunPermissionRequested(_RunEvent):
     request: PermissionRequest
 
 
+class RunTaskChanged(_RunEvent):
+    """A task list changed through a task tool (the board itself is a ``task_board`` node)."""
+
+    type: Literal["task_changed"] = "task_changed"
+    list_name: str
+    change: str
+    task_id: str | None = None
+    tool_call_id: ToolCallId | None = None
+
+
 class RunError(_RunEvent):
     """An error during the run; ``fatal`` errors are followed by :class:`RunFinished`."""
 
@@ -142,6 +153,7 @@ RuntimeEvent = Annotated[
     | RunStatusChanged
     | RunUsage
     | RunPermissionRequested
+    | RunTaskChanged
     | RunError
     | RunFinished,
     Field(discriminator="type"),

@@ -58,7 +58,9 @@ def test_build_maps_roles_and_keeps_only_the_newest_memory() -> None:
     ]
     assert [b.text for b in request.messages[-1].content] == ["second", "more"]  # type: ignore[union-attr]
     assert request.max_tokens == 100 and request.tools[0].name == "t"
-    assert [d.node_id for d in report.dropped] == [path[1].node_id]
+    assert [(d.node_id, d.reason) for d in report.dropped] == [
+        (path[1].node_id, "superseded memory_context")
+    ]
     assert [i.node_id for i in report.injected] == [path[7].node_id]
     assert report.node_ids == [n.node_id for n in path if n is not path[1]]
     assert report.token_estimate > 0 and report.active_node_id == path[-1].node_id

@@ -143,3 +143,47 @@ async def test_a_call_without_tools_is_an_error_result_and_the_loop_goes_on() ->
     outcome = await loop.run([_user(loop.handle)])
     assert outcome.status is RunStatus.COMPLETED
     assert store.nodes[1].content[0].is_error  # type: ignore[union-attr]
+
+
+async def test_task_tool_metadata_becomes_events_a_board_node_and_node_types() -> None:
+    from agent_core.types.enums import NodeType
+    from agent_core.types.protocol import ToolResult
+
+    class TaskTools(EchoTools):
+        async def execute(self, call: ToolCall, *, node_id: str | None = None) -> ToolResult:
+            if call.name == "template":
+                meta = {"node_type": "task_instruction"}
+            else:
+                meta = {
+                    "task_event": {"list": "build", "change": "task_added", "task_id": "t1"},
+                    "task_board": "- [ ] t1",
+                }
+            return ToolResult(tool_call_id=call.id, content=[TextBlock(text="ok")], metadata=meta)
+
+    def reply(request: ModelRequest) -> ScriptedReply:
+        tool_turns = sum(1 for m in request.messages if m.role is Role.TOOL)
+        if tool_turns == 0:
+            return ScriptedReply(tool_calls=[ToolCall(id="a", name="template")])
+        if tool_turns == 1:
+            return ScriptedReply(tool_calls=[ToolCall(id="b", name="add")])
+        return ScriptedReply(text="planned")
+
+    loop, store, sink = _loop(reply, tools=TaskTools())
+    outcome = await loop.run([_user(loop.handle)])
+    assert outcome.status is RunStatus.COMPLETED
+    kinds = [(n.role, n.node_type) for n in store.nodes]
+    assert kinds == [
+        (Role.ASSISTANT, NodeType.MESSAGE),
+        (Role.TOOL, NodeType.TASK_INSTRUCTION),
+        (Role.ASSISTANT, NodeType.MESSAGE),
+        (Role.TOOL, NodeType.MESSAGE),
+        (Role.SYSTEM, NodeType.TASK_BOARD),
+        (Role.ASSISTANT, NodeType.MESSAGE),
+    ]
+    assert store.nodes[4].content == [TextBlock(text="- [ ] t1")]
+    changed = [e for e in sink.events if e.type == "task_changed"]
+    assert len(changed) == 1 and changed[0].list_name == "build" and changed[0].tool_call_id == "b"
+    assert (
+        EventType.TASK_CHANGED,
+        {"tool_call_id": "b", "list": "build", "change": "task_added", "task_id": "t1"},
+    ) in store.events

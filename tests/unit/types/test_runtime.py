@@ -59,6 +59,9 @@ RUNTIME_EVENTS: list[BaseModel] = [
             tool_call=ToolCall(id="call_1", name="rm"),
         ),
     ),
+    rt.RunTaskChanged(
+        **EV, list_name="build", change="task_added", task_id="task_0123456789abcdef"
+    ),
     rt.RunError(
         **EV,
         error=ProviderErrorPayload(type="provider_error", code="429", message="m", status_code=429),
