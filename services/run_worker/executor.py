@@ -20,7 +20,7 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.bus.publish import publish
 from agent_core.config import Settings
-from agent_core.errors import AgentCoreError, ErrorPayload, StorageError, redact
+from agent_core.errors import AgentCoreError, ErrorPayload, StorageError, redact, redact_obj
 from agent_core.ids import new_id
 from agent_core.provider import ProviderRegistry, ProviderSettings
 from agent_core.provider.base import ProviderAdapter
@@ -51,7 +51,7 @@ from agent_core.types.enums import (
     RunStatus,
 )
 from agent_core.types.mappers import to_node, to_run_state
-from agent_core.types.protocol import TextBlock, ToolDefinition, ToolResultBlock
+from agent_core.types.protocol import TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock
 from agent_core.types.runtime import (
     AgentConfig,
     Node,
@@ -397,7 +397,11 @@ class RunExecutor:
             )
         )
         await events.close()
-        if item.run.kind == "main" and outcome.status is RunStatus.COMPLETED:
+        if (
+            self.settings.memory.enabled
+            and item.run.kind == "main"
+            and outcome.status is RunStatus.COMPLETED
+        ):
             await self._hand_off(item, outcome)
 
     async def _close_stream_of_terminal_run(self, session_id: str, run_id: str) -> None:
@@ -553,21 +557,25 @@ class RunExecutor:
             path = await self._path(
                 item.run.session_id, outcome.last_node_id or item.run.start_node_id
             )
-            turns = [t for n in path if n.run_id == item.run.run_id for t in _turns(n)]
+            own = [n for n in path if n.run_id == item.run.run_id]
+            calls = {b.id: b for n in own for b in n.content if isinstance(b, ToolCallBlock)}
+            turns = [t for n in own for t in _turns(n, calls)]
+            skills = item.run.config_overrides.get("enabled_skills") or []
             message = Interaction(
                 interaction_id=new_id("evt"),
                 account_id=item.run.account_id,
                 session_id=item.run.session_id,
                 run_id=item.run.run_id,
                 turns=turns,
-                skills=[],
+                skills=[str(s) for s in skills],
             )
             await publish(self.ctx.redis, self.ctx.names.memory_interactions, message)
         except Exception as exc:
             log.warning("memory hand-off of %s failed: %s", item.run.run_id, redact(str(exc)))
 
 
-def _turns(node: Node) -> list[InteractionTurn]:
+def _turns(node: Node, calls: dict[str, ToolCallBlock]) -> list[InteractionTurn]:
+    """The memory view of one node: plain text, tool results with the call that made them."""
     if node.role is Role.USER or node.role is Role.ASSISTANT:
         text = "".join(b.text for b in node.content if isinstance(b, TextBlock))
         return [InteractionTurn(role=node.role.value, content=redact(text))] if text else []
@@ -579,6 +587,10 @@ def _turns(node: Node) -> list[InteractionTurn]:
                     "".join(c.text for c in b.content if isinstance(c, TextBlock))[:2000]
                 ),
                 is_error=b.is_error,
+                tool_name=calls[b.tool_call_id].name if b.tool_call_id in calls else None,
+                arguments=redact_obj(calls[b.tool_call_id].arguments)
+                if b.tool_call_id in calls
+                else None,
             )
             for b in node.content
             if isinstance(b, ToolResultBlock)

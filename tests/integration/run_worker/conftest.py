@@ -19,8 +19,16 @@ def make_cluster(
     """Start a cluster whose fake model answers with ``default``; stopped after the test."""
     clusters: list[Cluster] = []
 
-    def make(default: Callable[[Any], Any], *, workers: int = 2, extra_config: str = "") -> Cluster:
-        (tmp_path / "config.toml").write_text(CONFIG + extra_config)
+    def make(
+        default: Callable[[Any], Any],
+        *,
+        workers: int = 2,
+        memory: bool = False,
+        extra_config: str = "",
+    ) -> Cluster:
+        (tmp_path / "config.toml").write_text(
+            CONFIG.format(memory=str(memory).lower()) + extra_config
+        )
         cluster = Cluster(redis_url, names, tmp_path, fake_server(default))
         cluster.start_writer()
         for i in range(workers):

@@ -38,7 +38,7 @@ from tests.fakes.script import (
 
 CONFIG = """
 [memory]
-enabled = false
+enabled = {memory}
 
 [run_worker]
 lease_ttl_ms = 1500

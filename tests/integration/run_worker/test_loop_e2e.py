@@ -3,6 +3,8 @@ then a final answer; the tree, the timeline, the run record and the event stream
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any
 
 from tests.integration.run_worker.harness import (
@@ -23,10 +25,12 @@ def _model(request: Any) -> Any:
 
 
 async def test_two_parallel_tool_calls_then_answer(make_cluster: Any, client: BusClient) -> None:
-    cluster = make_cluster(_model)
+    cluster = make_cluster(_model, memory=True)  # no memory service runs: injection times out
     await client.wait_ready(("storage_writer", "run_worker"))
     sid = await client.new_session()
-    submitted = await client.send(sid, "please write the report")
+    submitted = await client.send(
+        sid, "please write the report; my key is sk-abcdefghijklmnopqrstuvwx"
+    )
     events = await client.events(sid, submitted.run_id)
 
     run = await client.run(submitted.run_id)
@@ -76,3 +80,29 @@ async def test_two_parallel_tool_calls_then_answer(make_cluster: Any, client: Bu
     assert len(requests) == 2
     assert {t["function"]["name"] for t in requests[0]["tools"]} >= {"write_file", "list_dir"}
     assert [m["role"] for m in requests[1]["messages"]] == ["user", "assistant", "tool", "tool"]
+
+
+async def test_finished_main_run_hands_its_interaction_to_memory(
+    make_cluster: Any, client: BusClient
+) -> None:
+    make_cluster(_model, memory=True)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    submitted = await client.send(sid, "write it; password=hunter2hunter2 please")
+    await client.events(sid, submitted.run_id)
+    stream = client.ctx.names.memory_interactions
+    deadline = asyncio.get_running_loop().time() + 10
+    entries: list[Any] = []
+    while not entries:
+        entries = await client.ctx.redis.xrange(stream)
+        assert asyncio.get_running_loop().time() < deadline, "no interaction published"
+        await asyncio.sleep(0.05)
+    interaction = json.loads(entries[0][1][b"__data__"])
+    assert interaction["run_id"] == submitted.run_id and interaction["account_id"] == "acct1"
+    roles = [t["role"] for t in interaction["turns"]]
+    assert roles == ["user", "tool", "tool", "assistant"]
+    assert "hunter2hunter2" not in json.dumps(interaction)
+    assert {t["tool_name"] for t in interaction["turns"] if t["role"] == "tool"} == {
+        "write_file",
+        "list_dir",
+    }
