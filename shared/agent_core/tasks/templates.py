@@ -1,4 +1,5 @@
-"""What the task tools show the model: the task and plan templates, the board, error hints.
+"""What the task tools show the model: the task and plan templates (and the two tools that return
+them), the task board, error hints.
 
 The templates are written into the timeline as ``task_instruction`` / ``plan_instruction`` nodes
 (seed 000) and the board as a ``task_board`` node, so all of them stay in the context: keep them
@@ -7,13 +8,24 @@ short. Tool names mentioned here must match :mod:`agent_core.tasks.tools` (a tes
 
 from __future__ import annotations
 
-from typing import Final
+from typing import ClassVar, Final
 
 from agent_core.bus.contracts.tasks import TaskDagView, TaskListsView
 from agent_core.tasks.models import Task, TaskDAG, TaskStatus
 from agent_core.tasks.rules import unmet_dependencies
+from agent_core.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
+from agent_core.types.enums import NodeType
 
-__all__ = ["ERROR_HINTS", "PLAN_TEMPLATE", "TASK_TEMPLATE", "render_board", "render_lists"]
+__all__ = [
+    "BOARD_LIMIT",
+    "ERROR_HINTS",
+    "PLAN_TEMPLATE",
+    "TASK_TEMPLATE",
+    "PlanTemplate",
+    "TaskTemplate",
+    "render_board",
+    "render_lists",
+]
 
 TASK_TEMPLATE: Final = """\
 # Working with a task list
@@ -169,3 +181,40 @@ def render_lists(view: TaskListsView) -> str:
         lines.append(f"- `{name}`: {info.task_count} tasks" + (f" ({counts})" if counts else ""))
     lines.append("Call task_list with list_name for a list's board.")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ template tools
+
+
+class NoArgs(ToolArgs):
+    """No arguments."""
+
+
+class _Template(Tool[NoArgs]):
+    input_model = NoArgs
+    text: ClassVar[str]
+    node_type: ClassVar[str]
+
+    async def run(self, args: NoArgs, ctx: ToolContext) -> ToolOutput:
+        """The template, marked with its node type."""
+        return ToolOutput(self.text, metadata={"node_type": self.node_type})
+
+
+class TaskTemplate(_Template):
+    """``task_template``."""
+
+    name = "task_template"
+    description = (
+        "How to plan work as a task list with the task tools. Call it before the first list."
+    )
+    text = TASK_TEMPLATE
+    node_type = NodeType.TASK_INSTRUCTION.value
+
+
+class PlanTemplate(_Template):
+    """``plan_template``."""
+
+    name = "plan_template"
+    description = "A template for a plan: a Markdown file you write with the file tools."
+    text = PLAN_TEMPLATE
+    node_type = NodeType.PLAN_INSTRUCTION.value

@@ -47,16 +47,14 @@ from agent_core.tasks.dag import to_change
 from agent_core.tasks.models import ListName, NoteText, PlanRef, TaskId, Text, Title
 from agent_core.tasks.templates import (
     ERROR_HINTS,
-    PLAN_TEMPLATE,
-    TASK_TEMPLATE,
+    PlanTemplate,
+    TaskTemplate,
     render_board,
     render_lists,
 )
 from agent_core.tools.base import ArgsT, Tool, ToolArgs, ToolContext, ToolOutput
-from agent_core.types.enums import NodeType
 
 __all__ = [
-    "PlanTemplate",
     "TaskAdd",
     "TaskCancel",
     "TaskClaim",
@@ -65,7 +63,6 @@ __all__ = [
     "TaskFail",
     "TaskList",
     "TaskRelease",
-    "TaskTemplate",
     "TaskUpdate",
     "derived_id",
     "task_tools",
@@ -146,10 +143,6 @@ class FailArgs(TransitionArgs):
     note: Annotated[NoteText, Field(description="Why it failed; what would unblock it.")]
 
 
-class NoArgs(ToolArgs):
-    """No arguments."""
-
-
 TA = TypeVar("TA", bound=TransitionArgs)
 
 
@@ -177,8 +170,13 @@ class _ChangeTool(_TaskTool[ArgsT]):
         """Send the command; report what changed and the board, or the refusal."""
         try:
             command = self.command(args, ctx)
-        except ValidationError as exc:  # e.g. a session or agent id the domain refuses
-            return _failure("invalid_context", f"task tools are unavailable here: {exc}")
+        except ValidationError as exc:  # a session or agent id the domain refuses: not the model's
+            fields = ", ".join(str(e["loc"][0]) for e in exc.errors() if e["loc"])
+            return _failure(
+                "invalid_context",
+                f"Task lists are unavailable in this run (invalid {fields or 'context'}); "
+                "go on without them.",
+            )
         request_id = derived_id("cmd", ctx.session_id, ctx.tool_call_id, self.name)
         try:
             result = await self.client.execute(
@@ -361,36 +359,6 @@ class TaskList(_TaskTool[ListArgs]):
         except AgentCoreError as exc:
             return _error_output(exc)
         return ToolOutput(render_board(view, detailed=True))
-
-
-class _Template(Tool[NoArgs]):
-    input_model = NoArgs
-    text: ClassVar[str]
-    node_type: ClassVar[str]
-
-    async def run(self, args: NoArgs, ctx: ToolContext) -> ToolOutput:
-        """The template, marked with its node type."""
-        return ToolOutput(self.text, metadata={"node_type": self.node_type})
-
-
-class TaskTemplate(_Template):
-    """``task_template``."""
-
-    name = "task_template"
-    description = (
-        "How to plan work as a task list with the task tools. Call it before the first list."
-    )
-    text = TASK_TEMPLATE
-    node_type = NodeType.TASK_INSTRUCTION.value
-
-
-class PlanTemplate(_Template):
-    """``plan_template``."""
-
-    name = "plan_template"
-    description = "A template for a plan: a Markdown file you write with the file tools."
-    text = PLAN_TEMPLATE
-    node_type = NodeType.PLAN_INSTRUCTION.value
 
 
 def task_tools(client: TaskClient, *, cwd: str) -> list[Tool[Any]]:

@@ -11,7 +11,14 @@ from agent_core.tasks import ReplayStatus, TaskStatus, decode_record, list_file_
 from agent_core.tasks.client import TaskClient
 from agent_core.tasks.templates import PLAN_TEMPLATE, TASK_TEMPLATE
 from agent_core.tasks.tools import task_tools
-from agent_core.tools import ToolExecutor
+from agent_core.tools import (
+    MemoryArtifactSink,
+    PermissionGate,
+    PermissionRules,
+    ToolExecutor,
+    ToolRegistry,
+    Workspace,
+)
 from agent_core.types.protocol import TextBlock, ToolCall, ToolResult
 from tests.integration.task_tools.conftest import MakeExecutor
 from tests.integration.task_wal.conftest import RunningService
@@ -263,3 +270,19 @@ async def test_templates_name_node_types_and_only_real_tools(
     names = {t.name for t in task_tools(client, cwd=str(project))}
     mentioned = set(re.findall(r"`(task_[a-z_]+)`", TASK_TEMPLATE + PLAN_TEMPLATE))
     assert mentioned and mentioned <= names
+
+
+async def test_a_run_whose_ids_the_domain_refuses_gets_an_error_result(
+    client: TaskClient, project: Path, tmp_path: Path
+) -> None:
+    executor = ToolExecutor(
+        ToolRegistry(task_tools(client, cwd=str(project))),
+        workspace=Workspace(tmp_path / "home", "acct_1", "sess_1"),  # not a real session id
+        run_id="run_1",
+        agent_id="agent_alice",
+        permissions=PermissionGate(PermissionRules()),
+        artifacts=MemoryArtifactSink(),
+    )
+    result = await call(executor, "task_create_list", list_name="l")
+    assert result.is_error and result.metadata["error_code"] == "invalid_context"
+    assert "invalid session_id" in text(result)
