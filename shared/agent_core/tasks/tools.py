@@ -5,14 +5,17 @@ run-worker builds them per run). Each change tool sends one command as ``ctx.age
 ``ctx.session_id``, with a request id (and, for ``task_add``, a task id) derived from
 ``ctx.tool_call_id``: a resumed run that repeats a call is answered with the first outcome instead
 of applying it twice. Refusals (a rule, a corrupt list, no answer) become ``is_error`` outputs that
-say what went wrong and what to do; a tool never raises for them.
+say what went wrong and what to do; a tool never raises for them. No task tool has ``writes``
+set: they change task-wal's state, never workspace files (so no ``output/`` scan, no file prompt).
+The template tools and every text the model reads live in :mod:`agent_core.tasks.templates`.
 
 Metadata conventions read by the run loop (the executor merges ``ToolOutput.metadata`` into the
 ``ToolResult``):
 
 - ``metadata["task_board"]``: a Markdown summary of the list after the change, set on every
   successful change (also on a repeated call, whose first outcome may never have been recorded).
-  The loop appends a ``task_board`` node after the tool node.
+  The loop appends a ``task_board`` node after the tool node. A command whose effect already
+  held (nothing written) and ``task_list`` set neither key.
 - ``metadata["task_event"] = {"list": name, "change": kind, "task_id": id or None}``: the runtime
   event of the change; ``kind`` is a :class:`~agent_core.tasks.models.TaskChangeKind` value.
 - ``metadata["node_type"]``: ``"task_instruction"`` (``task_template``) or ``"plan_instruction"``
