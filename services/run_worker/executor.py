@@ -34,6 +34,8 @@ from agent_core.runqueue import (
 from agent_core.runtime import AgentLoop, RunOutcome, resume_point
 from agent_core.service import ServiceContext
 from agent_core.storage_client import StorageClient
+from agent_core.tasks.client import TaskClient
+from agent_core.tasks.tools import task_tools
 from agent_core.tools import (
     PermissionGate,
     PermissionRules,
@@ -112,6 +114,9 @@ class RunExecutor:
         self.queue = queue
         self.providers = providers
         self.tools = tools
+        self.task_client = TaskClient(
+            ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s
+        )
         self.running: dict[str, asyncio.Task[RunOutcome]] = {}
         self._cancel_requested: set[str] = set()
         self._adapters: dict[tuple[str, str | None, str | None], ProviderAdapter] = {}
@@ -265,8 +270,12 @@ class RunExecutor:
             allow_platform_work=config.allow_platform_writes,
         )
         await asyncio.to_thread(workspace.ensure)
+        # Per run: the shared built-in tools plus task tools bound to this session's project.
+        registry = ToolRegistry(
+            [*self.tools, *task_tools(self.task_client, cwd=str(session["cwd"]))]
+        )
         executor = ToolExecutor(
-            self.tools,
+            registry,
             workspace=workspace,
             run_id=run.run_id,
             agent_id=run.agent_id,
@@ -486,7 +495,9 @@ class RunExecutor:
         key = None if enabled is None else tuple(sorted(enabled))
         cached = self._tool_definitions.get(key)
         if cached is None:
-            cached = WorkerToolRunner.definitions_for(self.tools, enabled)
+            # Definitions do not depend on the project directory: any cwd describes them.
+            template = ToolRegistry([*self.tools, *task_tools(self.task_client, cwd="/")])
+            cached = WorkerToolRunner.definitions_for(template, enabled)
             self._tool_definitions[key] = cached
         return cached
 

@@ -98,6 +98,7 @@ class Cluster:
     fake: FakeOpenAIServer
     workers: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     writer: subprocess.Popen[bytes] | None = None
+    others: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[Path] = field(default_factory=list)
 
     def env(self) -> dict[str, str]:
@@ -127,6 +128,9 @@ class Cluster:
 
     def start_writer(self) -> None:
         self.writer = self._spawn("storage_writer", "0")
+
+    def start_service(self, name: str) -> None:
+        self.others.append(self._spawn(name, "0"))
 
     def start_worker(self, index: int) -> None:
         self.workers[index] = self._spawn("run_worker", str(index))
