@@ -7,7 +7,8 @@ Starts its own stack (``soong-agent up`` with the scripted fake model, via the t
   (stamped in the run-worker when the model emitted the chunk) to the moment the HTTP client read
   its ``data:`` line; same machine, same clock. With 1 stream (runs one after another) and with
   50 concurrent streams (50 sessions, each posting ``stream=true`` messages in a loop);
-* ``GET /v1/sessions/{id}`` requests/s with 50 concurrent clients for a fixed time.
+* ``GET /v1/sessions/{id}`` requests/s with 50 concurrent keep-alive connections for a fixed
+  time (a minimal HTTP/1.1 client: httpx itself saturated a core at ~300 requests/s here).
 
 The last line printed is one JSON object.
 """
@@ -48,25 +49,47 @@ def _pct(values: list[float], q: float) -> float:
 
 
 async def _stream_run(
-    client: httpx.AsyncClient, session_id: str, samples: list[float], hops: list[float]
+    url: str, key: str, session_id: str, samples: list[float], hops: list[float]
 ) -> None:
-    """One ``stream=true`` run; per text delta: chunk → client, and Redis XADD → client."""
-    body = {"text": "bench", "stream": True}
-    async with client.stream("POST", f"/v1/sessions/{session_id}/messages", json=body) as r:
-        assert r.status_code == 200, await r.aread()
+    """One ``stream=true`` run over a raw HTTP/1.1 connection (chunked SSE decoded by hand, so the
+    client's own CPU does not swamp what is measured); per text delta: chunk → client, and
+    Redis XADD → client."""
+    parsed = httpx.URL(url)
+    body = json.dumps({"text": "bench", "stream": True}).encode()
+    reader, writer = await asyncio.open_connection(parsed.host, parsed.port)
+    try:
+        writer.write(
+            f"POST /v1/sessions/{session_id}/messages HTTP/1.1\r\nHost: {parsed.host}\r\n"
+            f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and b"chunked" in head.lower(), head[:300]
+        pending = b""
         delta = False
         entry_ms = 0.0
-        async for line in r.aiter_lines():
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).strip(), 16)
+            chunk = await reader.readexactly(size + 2)
             now = time.time()
-            if line.startswith("id: "):
-                head = line[4:].split("-", 1)[0]  # Redis server time of the XADD
-                entry_ms = float(head) if head.isdigit() else now * 1000
-            elif line.startswith("event: "):
-                delta = line == "event: text_delta"
-            elif delta and line.startswith("data: "):
-                created = json.loads(line[6:])["created_at"]
-                samples.append((now - datetime.fromisoformat(created).timestamp()) * 1000)
-                hops.append(now * 1000 - entry_ms)
+            if size == 0:
+                return
+            pending += chunk[:-2]
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                line = raw.decode()
+                if line.startswith("id: "):
+                    head_id = line[4:].split("-", 1)[0]  # Redis server time of the XADD
+                    entry_ms = float(head_id) if head_id.isdigit() else now * 1000
+                elif line.startswith("event: "):
+                    delta = line == "event: text_delta"
+                elif delta and line.startswith("data: "):
+                    created = json.loads(line[6:])["created_at"]
+                    samples.append((now - datetime.fromisoformat(created).timestamp()) * 1000)
+                    hops.append(now * 1000 - entry_ms)
+    finally:
+        writer.close()
 
 
 async def _sessions(client: httpx.AsyncClient, n: int) -> list[str]:
@@ -82,39 +105,59 @@ async def _sse(url: str, key: str, streams: int, runs_each: int) -> tuple[list[f
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60, limits=limits) as c:
         sessions = await _sessions(c, streams)
-        await _stream_run(c, sessions[0], [], [])  # warm-up
+        await _stream_run(url, key, sessions[0], [], [])  # warm-up
         samples: list[float] = []
         hops: list[float] = []
 
         async def loop(session_id: str) -> None:
             for _ in range(runs_each):
-                await _stream_run(c, session_id, samples, hops)
+                await _stream_run(url, key, session_id, samples, hops)
 
         await asyncio.gather(*(loop(s) for s in sessions))
         return samples, hops
 
 
+async def _raw_get_loop(host: str, port: int, request: bytes, deadline: float) -> int:
+    """GETs on one keep-alive connection until ``deadline``; a minimal HTTP/1.1 client, so that
+    the load generator (one Python process) costs far less CPU than the server it measures."""
+    reader, writer = await asyncio.open_connection(host, port)
+    count = 0
+    try:
+        while time.perf_counter() < deadline:
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200"), head[:200]
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            await reader.readexactly(length)
+            count += 1
+    finally:
+        writer.close()
+    return count
+
+
 async def _rps(url: str, key: str, clients: int, seconds: float) -> float:
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     headers = {"Authorization": f"Bearer {key}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30, limits=limits) as c:
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as c:
         session_id = (await _sessions(c, 1))[0]
         path = f"/v1/sessions/{session_id}"
-        for _ in range(200):
+        for _ in range(100):
             assert (await c.get(path)).status_code == 200
-        count = 0
-        deadline = time.perf_counter() + seconds
-
-        async def worker() -> None:
-            nonlocal count
-            while time.perf_counter() < deadline:
-                r = await c.get(path)
-                assert r.status_code == 200, r.text
-                count += 1
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(clients)))
-        return count / (time.perf_counter() - started)
+    parsed = httpx.URL(url)
+    host, port = parsed.host, parsed.port or 80
+    request = (
+        f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {key}\r\n"
+        "Accept: application/json\r\n\r\n"
+    ).encode()
+    started = time.perf_counter()
+    deadline = started + seconds
+    counts = await asyncio.gather(
+        *(_raw_get_loop(host, port, request, deadline) for _ in range(clients))
+    )
+    return sum(counts) / (time.perf_counter() - started)
 
 
 def main() -> int:
