@@ -23,6 +23,7 @@ from services.gateway import (
     routes_permissions,
     routes_runs,
     routes_sessions,
+    routes_tasks_memory,
 )
 from services.gateway.errors import ErrorBody, install_error_handlers
 from services.gateway.limits import BodyLimitMiddleware
@@ -89,6 +90,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         routes_nodes,
         routes_permissions,
         routes_files,
+        routes_tasks_memory,
     ):
         app.include_router(module.router)
 

@@ -1,0 +1,146 @@
+"""Task lists of a session (read-only) and the account's memory files (read, replace with ETag)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Path, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_core.bus.contracts.tasks import TaskDagView, TaskListsView
+from agent_core.errors import AgentCoreError
+from agent_core.memory.client import MemoryClient, MemoryFile
+from agent_core.tasks.client import TaskClient
+from services.gateway.errors import ApiError, not_found, responses
+from services.gateway.state import CallerDep, GatewayDep, get_session
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["tasks", "memory"])
+
+_SKILL = r"^[A-Za-z0-9_\-]{1,64}$"
+
+
+def _tasks(gw: GatewayDep) -> TaskClient:
+    return TaskClient(gw.ctx.rpc, gw.ctx.names, timeout_s=gw.ctx.settings.bus.request_timeout_s)
+
+
+def _memory(gw: GatewayDep) -> MemoryClient:
+    return MemoryClient(gw.ctx.rpc, gw.ctx.names, timeout_s=gw.ctx.settings.bus.request_timeout_s)
+
+
+@router.get(
+    "/v1/sessions/{session_id}/tasks", response_model=TaskListsView, responses=responses(404, 503)
+)
+async def list_task_lists(session_id: str, gw: GatewayDep, caller: CallerDep) -> TaskListsView:
+    """The session's task lists; a corrupt list is listed as unavailable with its error."""
+    session = await get_session(gw, caller, session_id)
+    return await _tasks(gw).list_dags(session_id, session.cwd)
+
+
+@router.get(
+    "/v1/sessions/{session_id}/tasks/{list_name}",
+    response_model=TaskDagView,
+    responses=responses(404, 503),
+)
+async def read_task_list(
+    session_id: str, list_name: str, gw: GatewayDep, caller: CallerDep
+) -> TaskDagView:
+    """One task DAG with its ready and blocked tasks."""
+    session = await get_session(gw, caller, session_id)
+    try:
+        return await _tasks(gw).get_dag(session_id, session.cwd, list_name)
+    except AgentCoreError as exc:
+        if "not_found" in exc.code or exc.code in {"unknown_list", "list_not_found"}:
+            raise not_found("task list") from exc
+        raise
+
+
+class MemoryUpdate(BaseModel):
+    """The new Markdown of a memory file (frontmatter and one bullet per entry)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(max_length=200_000)
+
+
+def _scope(skill: str | None) -> str:
+    return "user" if skill is None else f"skill:{skill}"
+
+
+async def _read(gw: GatewayDep, account: str, scope: str, response: Response) -> MemoryFile:
+    memory = await _memory(gw).read(account, scope)
+    if memory.etag:
+        response.headers["ETag"] = f'"{memory.etag}"'
+    return memory
+
+
+async def _write(
+    gw: GatewayDep,
+    account: str,
+    scope: str,
+    body: MemoryUpdate,
+    if_match: str | None,
+    response: Response,
+) -> MemoryFile:
+    if not if_match:
+        # Without a precondition an API write could silently replace a concurrent edit.
+        raise ApiError(
+            428, "precondition_required", "send If-Match with the ETag you read ('*' if none)"
+        )
+    etag = None if if_match.strip() == "*" else if_match.strip().removeprefix("W/").strip('"')
+    try:
+        memory = await _memory(gw).write(account, scope, body.content, if_match=etag)
+    except AgentCoreError as exc:
+        if exc.code == "precondition_failed":
+            raise ApiError(
+                412, exc.code, "the file changed since you read it; read it again"
+            ) from exc
+        raise
+    if memory.etag:
+        response.headers["ETag"] = f'"{memory.etag}"'
+    return memory
+
+
+@router.get("/v1/memory/user", response_model=MemoryFile, responses=responses(503))
+async def read_user_memory(gw: GatewayDep, caller: CallerDep, response: Response) -> MemoryFile:
+    """The account's ``user.md`` with its ETag."""
+    return await _read(gw, caller.account_id, _scope(None), response)
+
+
+@router.put("/v1/memory/user", response_model=MemoryFile, responses=responses(400, 409, 412, 428))
+async def write_user_memory(
+    body: MemoryUpdate,
+    gw: GatewayDep,
+    caller: CallerDep,
+    response: Response,
+    if_match: Annotated[str | None, Header()] = None,
+) -> MemoryFile:
+    """Replace ``user.md`` if it still has the ETag given in If-Match."""
+    return await _write(gw, caller.account_id, _scope(None), body, if_match, response)
+
+
+@router.get("/v1/memory/skills/{skill}", response_model=MemoryFile, responses=responses(400, 503))
+async def read_skill_memory(
+    skill: Annotated[str, Path(pattern=_SKILL)],
+    gw: GatewayDep,
+    caller: CallerDep,
+    response: Response,
+) -> MemoryFile:
+    """``skills/<skill>.md`` with its ETag."""
+    return await _read(gw, caller.account_id, _scope(skill), response)
+
+
+@router.put(
+    "/v1/memory/skills/{skill}", response_model=MemoryFile, responses=responses(400, 409, 412, 428)
+)
+async def write_skill_memory(
+    skill: Annotated[str, Path(pattern=_SKILL)],
+    body: MemoryUpdate,
+    gw: GatewayDep,
+    caller: CallerDep,
+    response: Response,
+    if_match: Annotated[str | None, Header()] = None,
+) -> MemoryFile:
+    """Replace ``skills/<skill>.md`` if it still has the ETag given in If-Match."""
+    return await _write(gw, caller.account_id, _scope(skill), body, if_match, response)
