@@ -116,6 +116,11 @@ async def _run(gw: Gateway, session_id: str, run_id: str) -> RunState | None:
     return None if row is None else to_run_state(RunRecord.model_validate(row))
 
 
+_TERMINAL_EVENTS = frozenset(
+    {EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED, EventType.RUN_ABORTED}
+)
+
+
 async def _durable(
     gw: Gateway, session_id: str, run_id: str, *, after_seq: int, after_ms: int
 ) -> AsyncIterator[bytes]:
@@ -127,6 +132,11 @@ async def _durable(
             event = to_timeline_event(EventRecord.model_validate(row))
             seq = event.seq
             if after_ms and event.created_at.timestamp() * 1000 <= after_ms:
+                continue
+            if event.event_type in _TERMINAL_EVENTS:
+                # The replay ends with run_finished built from the run record, which says the
+                # same; the lifecycle event itself may be stamped a moment after the live
+                # run_finished a resuming client already holds, so it is not replayed twice.
                 continue
             if event.event_type is EventType.NODE_CREATED and event.node_id:
                 node_row = await fetch_optional(
