@@ -82,12 +82,15 @@ class Driver:
             session_id=sid,
             content=[TextBlock(text=f"turn {i}: " + "q" * 200)],
         )
-        status = None
+        finished = None
         async for item in self.reader.follow(sid, submitted.run_id, block_ms=10_000):
             if item is not None and item[1].type == "run_finished":
-                status = item[1].status
-        if status != "completed":
-            raise RuntimeError(f"run {submitted.run_id} ended {status}")
+                finished = item[1]
+        if finished is None or finished.status != "completed":
+            error = finished.error.model_dump() if finished and finished.error else None
+            raise RuntimeError(
+                f"run {submitted.run_id} ended {finished and finished.status}: {error}"
+            )
         return time.perf_counter() - started
 
     async def workload(self, sessions: int, turns: int) -> dict[str, float]:
@@ -140,6 +143,12 @@ def main() -> None:
         stack = start_stack(home, workers=2, extra_env={"SOONG_MODEL_PROVIDER": "fake"})
         try:
             result = asyncio.run(measure(home))
+        except Exception:
+            errors = [
+                line for line in stack.log().splitlines() if "ERROR" in line or "Error" in line
+            ]
+            print("\n".join(errors[-40:]), file=sys.stderr)
+            raise
         finally:
             stop_stack(stack.process)
     print(json.dumps(result))

@@ -47,11 +47,12 @@ class RunWorker:
             return False
         task = asyncio.create_task(self._drain(lane), name=f"lane:{lane}")
         self.lanes[lane] = task
-        task.add_done_callback(lambda _: self._lane_done(lane))
+        task.add_done_callback(lambda done: self._lane_done(lane, done))
         return True
 
-    def _lane_done(self, lane: str) -> None:
-        self.lanes.pop(lane, None)
+    def _lane_done(self, lane: str, task: asyncio.Task[None]) -> None:
+        if self.lanes.get(lane) is task:  # a newer drain of the same lane may have started
+            del self.lanes[lane]
         # A slot is free: lanes whose nudges were dropped while we were full need not wait
         # for the next sweep.
         if self._accepting and self._refill is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from faststream.redis import RedisBroker
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 
 __all__ = ["MAX_BLOCK_MS", "SOCKET_TIMEOUT_S", "make_broker", "make_redis"]
 
@@ -27,8 +27,21 @@ SOCKET_TIMEOUT_S = 30.0
 MAX_BLOCK_MS = 10_000
 
 
+# A busy worker runs dozens of runs at once, each with concurrent reads, writes, an event writer
+# and a lease heartbeat. redis-py's default pool *fails* past 100 connections; this pool waits
+# for a free connection instead (up to POOL_WAIT_S), so load slows a call down, never fails it.
+MAX_CONNECTIONS = 512
+POOL_WAIT_S = 10.0
+
+
 def make_redis(url: str) -> Redis:
     """A redis-py asyncio client (hiredis parser when installed) for commands FastStream lacks."""
-    return Redis.from_url(
-        url, health_check_interval=30, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=5
+    pool = BlockingConnectionPool.from_url(
+        url,
+        max_connections=MAX_CONNECTIONS,
+        timeout=POOL_WAIT_S,
+        health_check_interval=30,
+        socket_timeout=SOCKET_TIMEOUT_S,
+        socket_connect_timeout=5,
     )
+    return Redis.from_pool(pool)  # the client owns the pool: aclose() closes its connections
