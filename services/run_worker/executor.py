@@ -4,56 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
-from agent_core.bus.contracts.memory import Interaction, InteractionTurn, MemoryReply, RenderMemory
 from agent_core.bus.contracts.storage import (
     ClaimRun,
     GetActivePath,
-    GetRun,
     GetSession,
-    GetTree,
     RunFence,
     UpdateRun,
 )
-from agent_core.bus.publish import publish
-from agent_core.config import Settings
-from agent_core.errors import AgentCoreError, ErrorPayload, StorageError, redact, redact_obj
+from agent_core.errors import AgentCoreError, ErrorPayload, StorageError
 from agent_core.ids import new_id
-from agent_core.provider import ProviderRegistry, ProviderSettings
-from agent_core.provider.base import ProviderAdapter
-from agent_core.runqueue import (
-    InFlight,
-    QueuedRun,
-    RunEventWriter,
-    SessionQueue,
-    cancel_queued_run,
-)
+from agent_core.provider import ProviderRegistry
+from agent_core.runqueue import InFlight, RunEventWriter, SessionQueue, cancel_queued_run
 from agent_core.runtime import AgentLoop, RunOutcome, resume_point
 from agent_core.service import ServiceContext
 from agent_core.storage_client import StorageClient
 from agent_core.tasks.client import TaskClient
-from agent_core.tasks.tools import task_tools
-from agent_core.tools import (
-    PermissionGate,
-    PermissionRules,
-    ToolExecutor,
-    ToolRegistry,
-    Workspace,
-)
-from agent_core.types.enums import (
-    EndReason,
-    EventLevel,
-    EventType,
-    NodeType,
-    PermissionPolicy,
-    Role,
-    RunStatus,
-)
-from agent_core.types.mappers import to_node, to_run_state
-from agent_core.types.protocol import TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock
+from agent_core.tools import PermissionGate, ToolExecutor, ToolRegistry, Workspace
+from agent_core.types.enums import EndReason, EventLevel, Role, RunStatus
+from agent_core.types.protocol import TextBlock
 from agent_core.types.runtime import (
     AgentConfig,
     Node,
@@ -62,24 +33,22 @@ from agent_core.types.runtime import (
     RunNodeCreated,
     RunStatusChanged,
 )
-from agent_core.types.storage import NodeRecord, RunRecord
 from services.run_worker.adapters import (
     BusRunStore,
     RedisPermissionBroker,
     StorageArtifactSink,
     WorkerToolRunner,
 )
+from services.run_worker.agent_setup import AgentSetup
+from services.run_worker.endings import FINAL_EVENT, close_stream_of_terminal_run
+from services.run_worker.memory_link import hand_off, memory_node, memory_text
+from services.run_worker.reads import RunReads, nodes
 
 __all__ = ["RunExecutor"]
 
 log = logging.getLogger("soong.run_worker")
 
-_FINAL_EVENT = {
-    RunStatus.COMPLETED: EventType.RUN_COMPLETED,
-    RunStatus.FAILED: EventType.RUN_FAILED,
-    RunStatus.CANCELLED: EventType.RUN_CANCELLED,
-    RunStatus.ABORTED: EventType.RUN_ABORTED,
-}
+_FENCED_CODES = ("stale_attempt", "unclaimed_attempt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +60,17 @@ class _Prefetch:
     path: list[Node] | None
     above: list[dict[str, Any]]
     memory: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Attempt:
+    """One claimed attempt at a run and what it writes through."""
+
+    item: InFlight
+    handle: RunHandle
+    store: BusRunStore
+    events: RunEventWriter
+    prefetch: _Prefetch
 
 
 class _Fenced(Exception):
@@ -109,31 +89,20 @@ class RunExecutor:
         tools: ToolRegistry,
     ) -> None:
         self.ctx = ctx
-        self.settings: Settings = ctx.settings
         self.storage = storage
         self.queue = queue
-        self.providers = providers
-        self.tools = tools
-        self.task_client = TaskClient(
-            ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s
-        )
+        self.reads = RunReads(storage)
+        task_client = TaskClient(ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s)
+        self.setup = AgentSetup(ctx.settings, providers, tools, task_client)
         self.running: dict[str, asyncio.Task[RunOutcome]] = {}
-        self._cancel_requested: set[str] = set()
-        self._adapters: dict[tuple[str, str | None, str | None], ProviderAdapter] = {}
-        self._tool_definitions: dict[tuple[str, ...] | None, list[ToolDefinition]] = {}
-
-    # -- cancellation ------------------------------------------------------------------------------
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a run this process is executing; ``False`` if it is not here."""
         task = self.running.get(run_id)
         if task is None:
             return False
-        self._cancel_requested.add(run_id)
         task.cancel()
         return True
-
-    # -- one run -------------------------------------------------------------------------------
 
     async def execute(self, item: InFlight) -> bool:
         """Execute (or recover) ``item``; return ``False`` if a newer attempt superseded ours.
@@ -150,34 +119,49 @@ class RunExecutor:
                 run_id=run.run_id,
                 agent_id=run.agent_id,
             ):
-                await self._close_stream_of_terminal_run(run.session_id, run.run_id)
+                await close_stream_of_terminal_run(self.ctx, self.reads, run.session_id, run.run_id)
             return True
-        attempt = await self.queue.next_attempt(run.run_id)
-        handle = RunHandle(
-            run_id=run.run_id, session_id=run.session_id, agent_id=run.agent_id, attempt=attempt
-        )
-        fence = RunFence(run_id=run.run_id, attempt=attempt)
+        attempt = await self._claim(item)
+        if not isinstance(attempt, _Attempt):
+            return attempt
+        try:
+            outcome = await self._run(attempt)
+            await self._finish(attempt, outcome)
+        except _Fenced:
+            log.warning(
+                "run %s attempt %d was superseded; stopping", run.run_id, attempt.handle.attempt
+            )
+            await attempt.events.abort()
+            return False
+        return True
+
+    async def _claim(self, item: InFlight) -> _Attempt | bool:
+        run = item.run
+        number = await self.queue.next_attempt(run.run_id)
+        fence = RunFence(run_id=run.run_id, attempt=number)
         # The claim and the reads it does not depend on travel together: one round trip.
         claim, cancelled, session, path, above, memory = await asyncio.gather(
             self.storage.send(
                 ClaimRun(command_id=new_id("cmd"), session_id=run.session_id, fence=fence)
             ),
             self.queue.is_cancelled(run.run_id),
-            self._query(GetSession(session_id=run.session_id)),
-            self._path_or_none(run.session_id, run.start_node_id),
+            self.reads.query(GetSession(session_id=run.session_id)),
+            self.reads.path_or_none(run.session_id, run.start_node_id),
             # Where a new message would go: the explicit parent, else the active node now.
-            self._query(GetActivePath(session_id=run.session_id, node_id=run.parent_node_id)),
-            self._memory_text(run, attempt),
+            self.reads.query(GetActivePath(session_id=run.session_id, node_id=run.parent_node_id)),
+            memory_text(self.ctx, run, number),
         )
-        prefetch = _Prefetch(cancelled, session, path, above or [], memory)
         if not claim.ok:
             # Terminal already (cancelled while queued, finished before a crash) or superseded.
             code = claim.error.code if claim.error else "refused"
             log.info("run %s not claimable: %s", run.run_id, code)
-            if code in ("stale_attempt", "unclaimed_attempt"):
+            if code in _FENCED_CODES:
                 return False
-            await self._close_stream_of_terminal_run(run.session_id, run.run_id)
+            await close_stream_of_terminal_run(self.ctx, self.reads, run.session_id, run.run_id)
             return True
+        handle = RunHandle(
+            run_id=run.run_id, session_id=run.session_id, agent_id=run.agent_id, attempt=number
+        )
         events = RunEventWriter(self.ctx.redis, self.ctx.names, run.session_id, run.run_id)
         events.start()
         events.emit(
@@ -186,53 +170,33 @@ class RunExecutor:
                 session_id=run.session_id,
                 agent_id=run.agent_id,
                 status=RunStatus.RUNNING,
-                previous=RunStatus.QUEUED if attempt == 1 else RunStatus.RUNNING,
-                attempt=attempt,
+                previous=RunStatus.QUEUED if number == 1 else RunStatus.RUNNING,
+                attempt=number,
             )
         )
         store = BusRunStore(self.storage, handle, set_active=run.kind == "main")
-        try:
-            outcome = await self._run(item, handle, store, events, prefetch)
-            await self._finish(handle, store, events, outcome, item)
-        except _Fenced:
-            log.warning("run %s attempt %d was superseded; stopping", run.run_id, attempt)
-            await events.abort()
-            return False
-        return True
+        prefetch = _Prefetch(cancelled, session, path, above or [], memory)
+        return _Attempt(item, handle, store, events, prefetch)
 
-    async def _run(
-        self,
-        item: InFlight,
-        handle: RunHandle,
-        store: BusRunStore,
-        events: RunEventWriter,
-        prefetch: _Prefetch,
-    ) -> RunOutcome:
-        run = item.run
-        session, path = prefetch.session, prefetch.path
+    async def _run(self, a: _Attempt) -> RunOutcome:
+        """Decide where the run starts (or whether it already ended), then drive the loop."""
+        run, prefetch = a.item.run, a.prefetch
         if prefetch.cancelled:  # cancelled while queued: never executed
             return RunOutcome(RunStatus.CANCELLED, EndReason.COMPLETED)
         try:
-            config = self._config(run.config_overrides)
+            config = self.setup.config(run.config_overrides)
         except Exception as exc:
             return _failed("invalid_config", f"agent configuration is invalid: {exc}")
+        path = prefetch.path
         if path is None and run.parent_node_id and not prefetch.above:
             return _failed("invalid_parent", "the message's parent node is not in this session")
         if path is None:  # the message becomes a node now, after whatever ran before it
-            path = await self._place_message(run, prefetch.above, store)
-            events.emit(
-                RunNodeCreated(
-                    run_id=run.run_id,
-                    session_id=run.session_id,
-                    agent_id=run.agent_id,
-                    node=path[-1],
-                )
-            )
+            path = await self._place_message(a)
         turns_done = 0
-        if handle.attempt > 1:
-            last = await self._last_node_of(run.session_id, run.run_id)
+        if a.handle.attempt > 1:
+            last = await self.reads.last_node_of(run.session_id, run.run_id)
             if last is not None:
-                path = await self._path(run.session_id, last)
+                path = await self.reads.path(run.session_id, last)
             point = resume_point(path, run.run_id)
             if point.action == "complete":
                 return RunOutcome(
@@ -251,46 +215,39 @@ class RunExecutor:
                 )
             turns_done = point.turns_done
         elif run.kind == "main":
-            memory = self._memory_node(prefetch.memory, handle, path[-1])
+            memory = memory_node(prefetch.memory, a.handle, path[-1])
             if memory is not None:
-                path.append(await self._fenced(store.append_node(memory)))
-                events.emit(
-                    RunNodeCreated(
-                        run_id=run.run_id,
-                        session_id=run.session_id,
-                        agent_id=run.agent_id,
-                        node=path[-1],
-                    )
-                )
-        model = self._adapter(config)
+                path.append(await self._append(a, memory))
+        return await self._drive(a, config, path, turns_done)
+
+    async def _drive(
+        self, a: _Attempt, config: AgentConfig, path: list[Node], turns_done: int
+    ) -> RunOutcome:
+        """Run the loop as a task that a cancel request can stop; translate how it ended."""
+        run, session = a.item.run, a.prefetch.session
         workspace = Workspace(
-            self.settings.home,
+            self.ctx.settings.home,
             str(session["account_id"]),
             run.session_id,
             allow_platform_work=config.allow_platform_writes,
         )
         await asyncio.to_thread(workspace.ensure)
-        # Per run: the shared built-in tools plus task tools bound to this session's project.
-        registry = ToolRegistry(
-            [*self.tools, *task_tools(self.task_client, cwd=str(session["cwd"]))]
-        )
+        broker = RedisPermissionBroker(self.ctx.redis, self.ctx.names, a.events, a.store)
         executor = ToolExecutor(
-            registry,
+            self.setup.registry(str(session["cwd"])),
             workspace=workspace,
             run_id=run.run_id,
             agent_id=run.agent_id,
-            permissions=PermissionGate(
-                _rules(config), RedisPermissionBroker(self.ctx.redis, self.ctx.names, events, store)
-            ),
-            artifacts=StorageArtifactSink(self.storage, handle, str(workspace.root)),
+            permissions=PermissionGate(self.setup.rules(config), broker),
+            artifacts=StorageArtifactSink(self.storage, a.handle, str(workspace.root)),
         )
         loop = AgentLoop(
-            handle=handle,
+            handle=a.handle,
             config=config,
-            model=model,
-            store=store,
-            events=events,
-            tools=WorkerToolRunner(executor, self._definitions(config.enabled_tools)),
+            model=self.setup.adapter(config),
+            store=a.store,
+            events=a.events,
+            tools=WorkerToolRunner(executor, self.setup.definitions(config.enabled_tools)),
         )
         task = asyncio.create_task(loop.run(path, turns_done=turns_done), name=f"run:{run.run_id}")
         self.running[run.run_id] = task
@@ -307,32 +264,9 @@ class RunExecutor:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise  # this worker is shutting down: the run stays in flight for a takeover
-            reason = (
-                EndReason.ABORTED_TOOLS if loop.phase == "tools" else EndReason.ABORTED_STREAMING
-            )
-            if loop.phase == "streaming" and loop.partial_text:
-                await self._fenced(
-                    store.append_node(
-                        Node(
-                            node_id=new_id("node"),
-                            parent_id=loop.last_node_id,
-                            agent_id=run.agent_id,
-                            run_id=run.run_id,
-                            role=Role.ASSISTANT,
-                            content=[TextBlock(text=loop.partial_text)],
-                            metadata={"interrupted": True},
-                        )
-                    )
-                )
-            return RunOutcome(
-                RunStatus.CANCELLED,
-                reason,
-                usage=loop.usage,
-                turns=loop.turns,
-                last_node_id=loop.last_node_id,
-            )
+            return await self._cancelled(a, loop)
         except StorageError as exc:
-            if exc.code in ("stale_attempt", "unclaimed_attempt"):
+            if exc.code in _FENCED_CODES:
                 raise _Fenced from exc
             return _failed(exc.code, exc.message, last_node_id=loop.last_node_id)
         except AgentCoreError as exc:
@@ -346,24 +280,40 @@ class RunExecutor:
             )
         finally:
             self.running.pop(run.run_id, None)
-            self._cancel_requested.discard(run.run_id)
 
-    async def _finish(
-        self,
-        handle: RunHandle,
-        store: BusRunStore,
-        events: RunEventWriter,
-        outcome: RunOutcome,
-        item: InFlight,
-    ) -> None:
-        # The run record and its final timeline event commit together (one batch, one fsync).
+    async def _cancelled(self, a: _Attempt, loop: AgentLoop) -> RunOutcome:
+        """A cancel request stopped the loop: keep what was streamed, end ``aborted_*``."""
+        reason = EndReason.ABORTED_TOOLS if loop.phase == "tools" else EndReason.ABORTED_STREAMING
+        if loop.phase == "streaming" and loop.partial_text:
+            partial = Node(
+                node_id=new_id("node"),
+                parent_id=loop.last_node_id,
+                agent_id=a.handle.agent_id,
+                run_id=a.handle.run_id,
+                role=Role.ASSISTANT,
+                content=[TextBlock(text=loop.partial_text)],
+                metadata={"interrupted": True},
+            )
+            await self._fenced(a.store.append_node(partial))
+        return RunOutcome(
+            RunStatus.CANCELLED,
+            reason,
+            usage=loop.usage,
+            turns=loop.turns,
+            last_node_id=loop.last_node_id,
+        )
+
+    async def _finish(self, a: _Attempt, outcome: RunOutcome) -> None:
+        """Record the outcome (run row + final timeline event), end the stream, hand off."""
+        handle = a.handle
+        # The run record and its final timeline event commit together (one batch).
         receipt, _ = await asyncio.gather(
             self.storage.send(
                 UpdateRun(
                     command_id=new_id("cmd"),
                     session_id=handle.session_id,
                     run_id=handle.run_id,
-                    fence=store.fence,
+                    fence=a.store.fence,
                     status=outcome.status,
                     end_reason=outcome.end_reason,
                     turn_count=outcome.turns,
@@ -373,8 +323,8 @@ class RunExecutor:
                 )
             ),
             self._fenced(
-                store.append_event(
-                    _FINAL_EVENT[outcome.status],
+                a.store.append_event(
+                    FINAL_EVENT[outcome.status],
                     level=EventLevel.ERROR
                     if outcome.status is RunStatus.FAILED
                     else EventLevel.INFO,
@@ -390,10 +340,10 @@ class RunExecutor:
         )
         if not receipt.ok:
             code = receipt.error.code if receipt.error else "refused"
-            if code in ("stale_attempt", "unclaimed_attempt"):
+            if code in _FENCED_CODES:
                 raise _Fenced
             log.error("run %s: final update refused: %s", handle.run_id, code)
-        events.emit(
+        a.events.emit(
             RunFinished(
                 run_id=handle.run_id,
                 session_id=handle.session_id,
@@ -405,220 +355,48 @@ class RunExecutor:
                 last_node_id=outcome.last_node_id,
             )
         )
-        await events.close()
+        await a.events.close()
         if (
-            self.settings.memory.enabled
-            and item.run.kind == "main"
+            self.ctx.settings.memory.enabled
+            and a.item.run.kind == "main"
             and outcome.status is RunStatus.COMPLETED
         ):
-            await self._hand_off(item, outcome)
+            await hand_off(self.ctx, self.reads, a.item, outcome)
 
-    async def _close_stream_of_terminal_run(self, session_id: str, run_id: str) -> None:
-        """A worker can die after the run's final update and before its ``run_finished`` event:
-        the next holder finds the run terminal and writes the missing event from the record, so
-        that every stream ends and no SSE client waits forever."""
-        record = await self._query(GetRun(run_id=run_id, session_id=session_id))
-        if record is None or record["status"] not in {s.value for s in _FINAL_EVENT}:
-            return
-        events = RunEventWriter(self.ctx.redis, self.ctx.names, session_id, run_id)
-        if await events.last_type() == "run_finished":
-            return
-        state = to_run_state(RunRecord.model_validate(record))
-        events.start()
-        events.emit(
-            RunFinished(
-                run_id=run_id,
-                session_id=session_id,
-                agent_id=state.agent_id,
-                status=state.status,
-                end_reason=state.end_reason,
-                usage=state.usage,
-                error=state.error,
-                last_node_id=state.last_node_id,
-            )
-        )
-        await events.close()
-
-    # -- helpers ---------------------------------------------------------------------------------
-
-    async def _fenced(self, awaitable: Any) -> Any:
-        try:
-            return await awaitable
-        except StorageError as exc:
-            if exc.code in ("stale_attempt", "unclaimed_attempt"):
-                raise _Fenced from exc
-            raise
-
-    async def _query(self, query: Any) -> Any:
-        reply = await self.storage.query(query)
-        if not reply.ok:
-            err = reply.error
-            raise StorageError(
-                err.code if err else "query_failed", err.message if err else "query failed"
-            )
-        return reply.data
-
-    async def _path(self, session_id: str, node_id: str) -> list[Node]:
-        path = await self._path_or_none(session_id, node_id)
-        if path is None:
-            raise StorageError("not_found", "node not found", details={"node_id": node_id})
-        return path
-
-    async def _path_or_none(self, session_id: str, node_id: str) -> list[Node] | None:
-        rows = await self._query(GetActivePath(session_id=session_id, node_id=node_id))
-        if rows is None:  # the storage-writer answers a missing node with no data
-            return None
-        return [to_node(NodeRecord.model_validate(r)) for r in rows]
-
-    async def _place_message(
-        self, run: QueuedRun, above_rows: list[dict[str, Any]], store: BusRunStore
-    ) -> list[Node]:
-        above = [to_node(NodeRecord.model_validate(r)) for r in above_rows]
-        parent = above[-1].node_id if above else None
+    async def _place_message(self, a: _Attempt) -> list[Node]:
+        """The user's message becomes the run's start node, under the place read at claim."""
+        run = a.item.run
+        above = nodes(a.prefetch.above)
         node = Node(
             node_id=run.start_node_id,
-            parent_id=parent,
+            parent_id=above[-1].node_id if above else None,
             agent_id=run.agent_id,
             run_id=run.run_id,
             role=Role.USER,
             content=run.content or [TextBlock(text="")],
         )
-        return [*above, await self._fenced(store.append_node(node))]
+        return [*above, await self._append(a, node)]
 
-    async def _last_node_of(self, session_id: str, run_id: str) -> str | None:
-        tree = await self._query(GetTree(session_id=session_id))
-        own = [n for n in tree if n.get("run_id") == run_id]
-        return str(own[-1]["node_id"]) if own else None
-
-    def _definitions(self, enabled: list[str] | None) -> list[ToolDefinition]:
-        # JSON Schemas of tools are computed once per set of enabled tools, not once per run.
-        key = None if enabled is None else tuple(sorted(enabled))
-        cached = self._tool_definitions.get(key)
-        if cached is None:
-            # Definitions do not depend on the project directory: any cwd describes them.
-            template = ToolRegistry([*self.tools, *task_tools(self.task_client, cwd="/")])
-            cached = WorkerToolRunner.definitions_for(template, enabled)
-            self._tool_definitions[key] = cached
-        return cached
-
-    def _config(self, overrides: dict[str, Any]) -> AgentConfig:
-        m = self.settings.model
-        base: dict[str, Any] = {
-            "provider": m.provider,
-            "model": m.name,
-            "base_url": m.base_url,
-            "api_key_env": m.api_key_env,
-            "max_output_tokens": m.max_output_tokens,
-            "tool_policy": {"default": PermissionPolicy.ALLOW.value},
-        }
-        return AgentConfig.model_validate({**base, **overrides})
-
-    def _adapter(self, config: AgentConfig) -> ProviderAdapter:
-        key = (config.provider, config.base_url, config.api_key_env)
-        adapter = self._adapters.get(key)
-        if adapter is None:
-            api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
-            adapter = self.providers.create(
-                ProviderSettings(
-                    provider=config.provider,
-                    base_url=config.base_url,
-                    api_key=api_key,
-                    timeout_s=self.settings.model.timeout_s,
-                    provider_options=config.provider_options,
-                )
+    async def _append(self, a: _Attempt, node: Node) -> Node:
+        stored: Node = await self._fenced(a.store.append_node(node))
+        a.events.emit(
+            RunNodeCreated(
+                run_id=a.handle.run_id,
+                session_id=a.handle.session_id,
+                agent_id=a.handle.agent_id,
+                node=stored,
             )
-            self._adapters[key] = adapter
-        return adapter
-
-    async def _memory_text(self, run: QueuedRun, attempt: int) -> str:
-        """The rendered memory for a main run's first attempt ('' when none or unavailable)."""
-        if not self.settings.memory.enabled or run.kind != "main" or attempt != 1:
-            return ""
-        skills = run.config_overrides.get("enabled_skills") or []
-        try:
-            reply = await self.ctx.rpc.request(
-                RenderMemory(account_id=run.account_id, skills=list(skills)),
-                stream=self.ctx.names.memory_queries,
-                reply=MemoryReply,
-                timeout_s=2.0,
-            )
-        except Exception as exc:  # memory is an aid: a run never waits long on it or fails for it
-            log.warning("memory unavailable for %s: %s", run.account_id, type(exc).__name__)
-            return ""
-        return reply.data if reply.ok and isinstance(reply.data, str) else ""
+        )
+        return stored
 
     @staticmethod
-    def _memory_node(text: str, handle: RunHandle, parent: Node) -> Node | None:
-        if not text.strip():
-            return None
-        return Node(
-            node_id=new_id("node"),
-            parent_id=parent.node_id,
-            agent_id=handle.agent_id,
-            run_id=handle.run_id,
-            role=Role.SYSTEM,
-            node_type=NodeType.MEMORY_CONTEXT,
-            content=[TextBlock(text=text)],
-            metadata={"source": "memory"},
-        )
-
-    async def _hand_off(self, item: InFlight, outcome: RunOutcome) -> None:
-        """Publish the interaction to memory-extraction (redacted); never fails the run."""
+    async def _fenced(awaitable: Any) -> Any:
         try:
-            path = await self._path(
-                item.run.session_id, outcome.last_node_id or item.run.start_node_id
-            )
-            own = [n for n in path if n.run_id == item.run.run_id]
-            calls = {b.id: b for n in own for b in n.content if isinstance(b, ToolCallBlock)}
-            turns = [t for n in own for t in _turns(n, calls)]
-            skills = item.run.config_overrides.get("enabled_skills") or []
-            message = Interaction(
-                interaction_id=new_id("evt"),
-                account_id=item.run.account_id,
-                session_id=item.run.session_id,
-                run_id=item.run.run_id,
-                turns=turns,
-                skills=[str(s) for s in skills],
-            )
-            await publish(self.ctx.redis, self.ctx.names.memory_interactions, message)
-        except Exception as exc:
-            log.warning("memory hand-off of %s failed: %s", item.run.run_id, redact(str(exc)))
-
-
-def _turns(node: Node, calls: dict[str, ToolCallBlock]) -> list[InteractionTurn]:
-    """The memory view of one node: plain text, tool results with the call that made them."""
-    if node.role is Role.USER or node.role is Role.ASSISTANT:
-        text = "".join(b.text for b in node.content if isinstance(b, TextBlock))
-        return [InteractionTurn(role=node.role.value, content=redact(text))] if text else []
-    if node.role is Role.TOOL:
-        return [
-            InteractionTurn(
-                role="tool",
-                content=redact(
-                    "".join(c.text for c in b.content if isinstance(c, TextBlock))[:2000]
-                ),
-                is_error=b.is_error,
-                tool_name=calls[b.tool_call_id].name if b.tool_call_id in calls else None,
-                arguments=redact_obj(calls[b.tool_call_id].arguments)
-                if b.tool_call_id in calls
-                else None,
-            )
-            for b in node.content
-            if isinstance(b, ToolResultBlock)
-        ]
-    return []
-
-
-def _rules(config: AgentConfig) -> PermissionRules:
-    policy = config.tool_policy
-    per_tool: dict[str, PermissionPolicy] = {}
-    for name in policy.allow:
-        per_tool[name] = PermissionPolicy.ALLOW
-    for name in policy.ask:
-        per_tool[name] = PermissionPolicy.ASK
-    for name in policy.deny:
-        per_tool[name] = PermissionPolicy.DENY
-    return PermissionRules(default=policy.default, per_tool=per_tool)
+            return await awaitable
+        except StorageError as exc:
+            if exc.code in _FENCED_CODES:
+                raise _Fenced from exc
+            raise
 
 
 def _failed(

@@ -1,0 +1,96 @@
+"""What a run is configured with: agent config, provider adapter, tool definitions, permissions."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from agent_core.config import Settings
+from agent_core.provider import ProviderRegistry, ProviderSettings
+from agent_core.provider.base import ProviderAdapter
+from agent_core.tasks.client import TaskClient
+from agent_core.tasks.tools import task_tools
+from agent_core.tools import PermissionRules, Tool, ToolRegistry
+from agent_core.types.enums import PermissionPolicy
+from agent_core.types.protocol import ToolDefinition
+from agent_core.types.runtime import AgentConfig
+from services.run_worker.adapters import WorkerToolRunner
+
+__all__ = ["AgentSetup"]
+
+
+class AgentSetup:
+    """Per-process caches of adapters and tool schemas, and the per-run tool registry."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        providers: ProviderRegistry,
+        tools: ToolRegistry,
+        task_client: TaskClient,
+    ) -> None:
+        self.settings = settings
+        self.providers = providers
+        self.tools = tools
+        self.task_client = task_client
+        self._adapters: dict[tuple[str, str | None, str | None], ProviderAdapter] = {}
+        self._definitions: dict[tuple[str, ...] | None, list[ToolDefinition]] = {}
+
+    def config(self, overrides: dict[str, Any]) -> AgentConfig:
+        """The deployment's default model settings, with the run's overrides on top."""
+        m = self.settings.model
+        base: dict[str, Any] = {
+            "provider": m.provider,
+            "model": m.name,
+            "base_url": m.base_url,
+            "api_key_env": m.api_key_env,
+            "max_output_tokens": m.max_output_tokens,
+            "tool_policy": {"default": PermissionPolicy.ALLOW.value},
+        }
+        return AgentConfig.model_validate({**base, **overrides})
+
+    def adapter(self, config: AgentConfig) -> ProviderAdapter:
+        """One adapter per provider endpoint, reused across runs (its HTTP connections too)."""
+        key = (config.provider, config.base_url, config.api_key_env)
+        adapter = self._adapters.get(key)
+        if adapter is None:
+            api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
+            adapter = self.providers.create(
+                ProviderSettings(
+                    provider=config.provider,
+                    base_url=config.base_url,
+                    api_key=api_key,
+                    timeout_s=self.settings.model.timeout_s,
+                    provider_options=config.provider_options,
+                )
+            )
+            self._adapters[key] = adapter
+        return adapter
+
+    def registry(self, cwd: str) -> ToolRegistry:
+        """The run's tools: the shared built-ins plus task tools bound to the session's project."""
+        extra: list[Tool[Any]] = task_tools(self.task_client, cwd=cwd)
+        return ToolRegistry([*self.tools, *extra])
+
+    def definitions(self, enabled: list[str] | None) -> list[ToolDefinition]:
+        """Tool schemas, computed once per set of enabled tools rather than once per run."""
+        key = None if enabled is None else tuple(sorted(enabled))
+        cached = self._definitions.get(key)
+        if cached is None:
+            # Definitions do not depend on the project directory: any cwd describes them.
+            cached = WorkerToolRunner.definitions_for(self.registry("/"), enabled)
+            self._definitions[key] = cached
+        return cached
+
+    @staticmethod
+    def rules(config: AgentConfig) -> PermissionRules:
+        """The agent's tool policy as permission rules (deny over ask over allow)."""
+        policy = config.tool_policy
+        per_tool: dict[str, PermissionPolicy] = {}
+        for name in policy.allow:
+            per_tool[name] = PermissionPolicy.ALLOW
+        for name in policy.ask:
+            per_tool[name] = PermissionPolicy.ASK
+        for name in policy.deny:
+            per_tool[name] = PermissionPolicy.DENY
+        return PermissionRules(default=policy.default, per_tool=per_tool)

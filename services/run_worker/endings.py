@@ -1,0 +1,50 @@
+"""How a run's end is recorded: the final timeline event type, and a stream's missing end."""
+
+from __future__ import annotations
+
+from agent_core.bus.contracts.storage import GetRun
+from agent_core.runqueue import RunEventWriter
+from agent_core.service import ServiceContext
+from agent_core.types.enums import EventType, RunStatus
+from agent_core.types.mappers import to_run_state
+from agent_core.types.runtime import RunFinished
+from agent_core.types.storage import RunRecord
+from services.run_worker.reads import RunReads
+
+__all__ = ["FINAL_EVENT", "close_stream_of_terminal_run"]
+
+FINAL_EVENT = {
+    RunStatus.COMPLETED: EventType.RUN_COMPLETED,
+    RunStatus.FAILED: EventType.RUN_FAILED,
+    RunStatus.CANCELLED: EventType.RUN_CANCELLED,
+    RunStatus.ABORTED: EventType.RUN_ABORTED,
+}
+
+
+async def close_stream_of_terminal_run(
+    ctx: ServiceContext, reads: RunReads, session_id: str, run_id: str
+) -> None:
+    """A worker can die after the run's final update and before its ``run_finished`` event:
+    the next holder finds the run terminal and writes the missing event from the record, so
+    that every stream ends and no SSE client waits forever."""
+    record = await reads.query(GetRun(run_id=run_id, session_id=session_id))
+    if record is None or record["status"] not in {s.value for s in FINAL_EVENT}:
+        return
+    events = RunEventWriter(ctx.redis, ctx.names, session_id, run_id)
+    if await events.last_type() == "run_finished":
+        return
+    state = to_run_state(RunRecord.model_validate(record))
+    events.start()
+    events.emit(
+        RunFinished(
+            run_id=run_id,
+            session_id=session_id,
+            agent_id=state.agent_id,
+            status=state.status,
+            end_reason=state.end_reason,
+            usage=state.usage,
+            error=state.error,
+            last_node_id=state.last_node_id,
+        )
+    )
+    await events.close()

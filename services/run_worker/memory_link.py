@@ -1,0 +1,104 @@
+"""The run-worker's side of memory: the text injected at run start, the interaction handed off."""
+
+from __future__ import annotations
+
+import logging
+
+from agent_core.bus.contracts.memory import Interaction, InteractionTurn, MemoryReply, RenderMemory
+from agent_core.bus.publish import publish
+from agent_core.errors import redact, redact_obj
+from agent_core.ids import new_id
+from agent_core.runqueue import InFlight, QueuedRun
+from agent_core.runtime import RunOutcome
+from agent_core.service import ServiceContext
+from agent_core.types.enums import NodeType, Role
+from agent_core.types.protocol import TextBlock, ToolCallBlock, ToolResultBlock
+from agent_core.types.runtime import Node, RunHandle
+from services.run_worker.reads import RunReads
+
+__all__ = ["hand_off", "memory_node", "memory_text"]
+
+log = logging.getLogger("soong.run_worker")
+
+_RENDER_TIMEOUT_S = 2.0
+
+
+async def memory_text(ctx: ServiceContext, run: QueuedRun, attempt: int) -> str:
+    """The rendered memory for a main run's first attempt ('' when none or unavailable)."""
+    if not ctx.settings.memory.enabled or run.kind != "main" or attempt != 1:
+        return ""
+    skills = run.config_overrides.get("enabled_skills") or []
+    try:
+        reply = await ctx.rpc.request(
+            RenderMemory(account_id=run.account_id, skills=list(skills)),
+            stream=ctx.names.memory_queries,
+            reply=MemoryReply,
+            timeout_s=_RENDER_TIMEOUT_S,
+        )
+    except Exception as exc:  # memory is an aid: a run never waits long on it or fails for it
+        log.warning("memory unavailable for %s: %s", run.account_id, type(exc).__name__)
+        return ""
+    return reply.data if reply.ok and isinstance(reply.data, str) else ""
+
+
+def memory_node(text: str, handle: RunHandle, parent: Node) -> Node | None:
+    """The ``memory_context`` node that carries ``text`` (``None`` when there is none)."""
+    if not text.strip():
+        return None
+    return Node(
+        node_id=new_id("node"),
+        parent_id=parent.node_id,
+        agent_id=handle.agent_id,
+        run_id=handle.run_id,
+        role=Role.SYSTEM,
+        node_type=NodeType.MEMORY_CONTEXT,
+        content=[TextBlock(text=text)],
+        metadata={"source": "memory"},
+    )
+
+
+async def hand_off(
+    ctx: ServiceContext, reads: RunReads, item: InFlight, outcome: RunOutcome
+) -> None:
+    """Publish the finished interaction to memory-extraction (redacted); never fails the run."""
+    try:
+        path = await reads.path(item.run.session_id, outcome.last_node_id or item.run.start_node_id)
+        own = [n for n in path if n.run_id == item.run.run_id]
+        calls = {b.id: b for n in own for b in n.content if isinstance(b, ToolCallBlock)}
+        skills = item.run.config_overrides.get("enabled_skills") or []
+        message = Interaction(
+            interaction_id=new_id("evt"),
+            account_id=item.run.account_id,
+            session_id=item.run.session_id,
+            run_id=item.run.run_id,
+            turns=[t for n in own for t in _turns(n, calls)],
+            skills=[str(s) for s in skills],
+        )
+        await publish(ctx.redis, ctx.names.memory_interactions, message)
+    except Exception as exc:
+        log.warning("memory hand-off of %s failed: %s", item.run.run_id, redact(str(exc)))
+
+
+def _turns(node: Node, calls: dict[str, ToolCallBlock]) -> list[InteractionTurn]:
+    """The memory view of one node: plain text, tool results with the call that made them."""
+    if node.role is Role.USER or node.role is Role.ASSISTANT:
+        text = "".join(b.text for b in node.content if isinstance(b, TextBlock))
+        return [InteractionTurn(role=node.role.value, content=redact(text))] if text else []
+    if node.role is not Role.TOOL:
+        return []
+    turns = []
+    for block in node.content:
+        if not isinstance(block, ToolResultBlock):
+            continue
+        call = calls.get(block.tool_call_id)
+        text = "".join(c.text for c in block.content if isinstance(c, TextBlock))
+        turns.append(
+            InteractionTurn(
+                role="tool",
+                content=redact(text[:2000]),
+                is_error=block.is_error,
+                tool_name=call.name if call else None,
+                arguments=redact_obj(call.arguments) if call else None,
+            )
+        )
+    return turns
