@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,14 @@ from agent_core.bus.contracts.storage import CreateArtifact, EventDraft, NodeDra
 from agent_core.ids import new_id
 from agent_core.runqueue import RunEventWriter
 from agent_core.storage_client import StorageClient, raise_for_receipt
-from agent_core.tools import OutputFile, SavedToolOutput, ToolExecutor, ToolRegistry
+from agent_core.tools import (
+    OutputFile,
+    SavedToolOutput,
+    SessionPath,
+    ToolExecutor,
+    ToolRegistry,
+    Workspace,
+)
 from agent_core.types.enums import EventLevel, EventType, PermissionBehavior
 from agent_core.types.protocol import (
     PermissionDecision,
@@ -92,38 +100,76 @@ class BusRunStore:
         )
 
 
-class StorageArtifactSink:
-    """Registers files written to ``output/`` (and saved long tool outputs) as artifacts."""
+_TOOL_OUTPUT_DIR = ("scratchpad", "tool-outputs")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_\-]")
 
-    def __init__(self, storage: StorageClient, handle: RunHandle, workspace_root: str) -> None:
+
+class StorageArtifactSink:
+    """Registers files written to ``output/`` as artifacts, and saves long tool outputs whole.
+
+    A tool output above the inline cap is written to ``scratchpad/tool-outputs/<call id>.txt``
+    through the workspace's symlink-safe writer (an agent cannot redirect it out of the session)
+    and registered as an artifact, so the model's cut copy can point at the whole text.
+    """
+
+    def __init__(self, storage: StorageClient, handle: RunHandle, workspace: Workspace) -> None:
         self._storage = storage
         self._handle = handle
-        self._root = workspace_root
+        self._workspace = workspace
 
     async def register_output_file(self, file: OutputFile) -> str | None:
         """One ``create_artifact`` command per new or changed file."""
+        return await self._register(
+            file.path, file.mime_type, file.size_bytes, file.tool_call_id, file.node_id
+        )
+
+    async def save_tool_output(self, output: SavedToolOutput) -> str | None:
+        """Write the whole output beside the session's scratch files and register it."""
+        name = (_SAFE_NAME.sub("_", output.tool_call_id)[:80] or "output") + ".txt"
+        data = output.text.encode("utf-8", "replace")
+        path = SessionPath((*_TOOL_OUTPUT_DIR, name))
+        fs = self._workspace.fs
+        written = await asyncio.to_thread(
+            fs.write_bytes, path, data, check=self._workspace.check_write
+        )
+        return await self._register(
+            str(written),
+            "text/plain",
+            len(data),
+            output.tool_call_id,
+            None,
+            summary=output.tool_name,
+        )
+
+    async def _register(
+        self,
+        path: str,
+        mime_type: str,
+        size: int,
+        tool_call_id: str,
+        node_id: str | None,
+        *,
+        summary: str | None = None,
+    ) -> str | None:
         artifact_id = new_id("artifact")
         receipt = await self._storage.send(
             CreateArtifact(
                 command_id=new_id("cmd"),
                 session_id=self._handle.session_id,
                 artifact_id=artifact_id,
-                path=file.path,
+                path=path,
                 agent_id=self._handle.agent_id,
                 run_id=self._handle.run_id,
-                node_id=file.node_id,
-                tool_call_id=file.tool_call_id,
-                filename=file.path.rsplit("/", 1)[-1],
-                mime_type=file.mime_type,
-                size_bytes=file.size_bytes,
+                node_id=node_id,
+                tool_call_id=tool_call_id,
+                filename=path.rsplit("/", 1)[-1],
+                mime_type=mime_type,
+                size_bytes=size,
+                summary=f"full output of {summary}" if summary else None,
                 fence=RunFence(run_id=self._handle.run_id, attempt=self._handle.attempt),
             )
         )
         return artifact_id if receipt.ok else None
-
-    async def save_tool_output(self, output: SavedToolOutput) -> str | None:
-        """Long tool outputs are not persisted separately yet; the inline text is capped."""
-        return None
 
 
 class WorkerToolRunner:

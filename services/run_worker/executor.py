@@ -239,7 +239,7 @@ class RunExecutor:
             run_id=run.run_id,
             agent_id=run.agent_id,
             permissions=PermissionGate(self.setup.rules(config), broker),
-            artifacts=StorageArtifactSink(self.storage, a.handle, str(workspace.root)),
+            artifacts=StorageArtifactSink(self.storage, a.handle, workspace),
         )
         loop = AgentLoop(
             handle=a.handle,
