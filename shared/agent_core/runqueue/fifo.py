@@ -63,8 +63,6 @@ class SessionQueue:
     """Redis operations of the per-session FIFO, lease, cancel flags and nudges."""
 
     def __init__(self, redis: Redis, names: BusNames) -> None:
-        self._redis = redis
-        self._names = names
         self.redis = redis
         self.names = names
         self._renew = redis.register_script(_RENEW)
@@ -74,7 +72,7 @@ class SessionQueue:
     @property
     def pending_key(self) -> str:
         """The set of sessions that have queued or in-flight runs."""
-        return self._names.key("sessions", "pending")
+        return self.names.key("sessions", "pending")
 
     # -- producer side (gateway) ------------------------------------------------------------------
 
@@ -82,44 +80,44 @@ class SessionQueue:
         """Append ``run`` to its session's FIFO, list the session as pending, and nudge workers."""
         run = run.model_copy(update={"enqueued_at_ms": int(time.time() * 1000)})
         nudge = RunNudge(session_id=run.lane, run_id=run.run_id).model_dump_json()
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.rpush(self._names.session_fifo(run.lane), run.model_dump_json())
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(self.names.session_fifo(run.lane), run.model_dump_json())
             pipe.sadd(self.pending_key, run.lane)
             # A plain JSON field map: the consumer reads it like any other entry (see codec).
-            pipe.xadd(self._names.runs, {"__data__": nudge}, maxlen=100_000, approximate=True)
+            pipe.xadd(self.names.runs, {"__data__": nudge}, maxlen=100_000, approximate=True)
             await pipe.execute()
 
     async def nudge(self, session_id: str, run_id: str | None = None) -> None:
         """Wake a worker for ``session_id`` (used for branch runs and by the sweeper's tests)."""
         body = RunNudge(session_id=session_id, run_id=run_id).model_dump_json()
-        await self._redis.xadd(
-            self._names.runs, {"__data__": body}, maxlen=100_000, approximate=True
+        await self.redis.xadd(
+            self.names.runs, {"__data__": body}, maxlen=100_000, approximate=True
         )
 
     async def queued(self, session_id: str) -> list[QueuedRun]:
         """Runs waiting in the FIFO, oldest first."""
-        raw = await self._redis.lrange(self._names.session_fifo(session_id), 0, -1)
+        raw = await self.redis.lrange(self.names.session_fifo(session_id), 0, -1)
         return [QueuedRun.model_validate_json(r) for r in raw]
 
     async def in_flight(self, session_id: str) -> InFlight | None:
         """The run a worker moved to the processing list (executing, or orphaned by a crash)."""
-        raw = await self._redis.lindex(self._names.session_processing(session_id), 0)
+        raw = await self.redis.lindex(self.names.session_processing(session_id), 0)
         return None if raw is None else InFlight(QueuedRun.model_validate_json(raw), _s(raw))
 
     async def is_busy(self, session_id: str) -> bool:
         """Whether a main run of the session is queued or executing."""
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.llen(self._names.session_fifo(session_id))
-            pipe.llen(self._names.session_processing(session_id))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.llen(self.names.session_fifo(session_id))
+            pipe.llen(self.names.session_processing(session_id))
             queued, running = await pipe.execute()
         return bool(queued or running)
 
     async def take_queued(self, lane: str, run_id: str) -> QueuedRun | None:
         """Take a run out of the FIFO before it starts; ``None`` if it is not queued there."""
-        for raw in await self._redis.lrange(self._names.session_fifo(lane), 0, -1):
+        for raw in await self.redis.lrange(self.names.session_fifo(lane), 0, -1):
             run = QueuedRun.model_validate_json(raw)
-            if run.run_id == run_id and await self._redis.lrem(
-                self._names.session_fifo(lane), 1, _s(raw)
+            if run.run_id == run_id and await self.redis.lrem(
+                self.names.session_fifo(lane), 1, _s(raw)
             ):
                 return run
         return None
@@ -129,19 +127,19 @@ class SessionQueue:
     async def acquire(self, session_id: str, token: str, ttl_ms: int) -> bool:
         """Take the session's lease if nobody holds it."""
         return bool(
-            await self._redis.set(self._names.session_lease(session_id), token, nx=True, px=ttl_ms)
+            await self.redis.set(self.names.session_lease(session_id), token, nx=True, px=ttl_ms)
         )
 
     async def renew(self, session_id: str, token: str, ttl_ms: int) -> bool:
         """Extend our lease; ``False`` means we lost it and must stop writing."""
-        keys = [self._names.session_lease(session_id)]
+        keys = [self.names.session_lease(session_id)]
         return bool(await self._renew(keys=keys, args=[token, ttl_ms]))
 
     async def take_next(self, session_id: str) -> InFlight | None:
         """Move the oldest queued run to the processing list and return it (lease holder only)."""
-        raw = await self._redis.lmove(
-            self._names.session_fifo(session_id),
-            self._names.session_processing(session_id),
+        raw = await self.redis.lmove(
+            self.names.session_fifo(session_id),
+            self.names.session_processing(session_id),
             "LEFT",
             "RIGHT",
         )
@@ -149,11 +147,11 @@ class SessionQueue:
 
     async def finish(self, item: InFlight) -> None:
         """Drop a run from the processing list once it is terminal in storage."""
-        await self._redis.lrem(self._names.session_processing(item.run.lane), 0, item.raw)
+        await self.redis.lrem(self.names.session_processing(item.run.lane), 0, item.raw)
 
     async def release_if_idle(self, session_id: str, token: str) -> int:
         """1: released; 0: more work arrived, keep draining; -1: the lease was not ours."""
-        n = self._names
+        n = self.names
         keys = [
             n.session_lease(session_id),
             n.session_fifo(session_id),
@@ -164,16 +162,16 @@ class SessionQueue:
 
     async def release(self, session_id: str, token: str) -> None:
         """Give the lease up unconditionally (shutdown); the work stays for the next holder."""
-        await self._release(keys=[self._names.session_lease(session_id)], args=[token])
+        await self._release(keys=[self.names.session_lease(session_id)], args=[token])
 
     async def pending_sessions(self) -> list[str]:
         """Sessions with queued or in-flight runs (for the sweeper)."""
-        members = await self._redis.smembers(self.pending_key)
+        members = await self.redis.smembers(self.pending_key)
         return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
 
     async def lease_holder(self, session_id: str) -> str | None:
         """The token holding the lease, if any."""
-        raw = await self._redis.get(self._names.session_lease(session_id))
+        raw = await self.redis.get(self.names.session_lease(session_id))
         if raw is None:
             return None
         return raw.decode() if isinstance(raw, bytes) else str(raw)
@@ -181,23 +179,23 @@ class SessionQueue:
     # -- cancellation ------------------------------------------------------------------------------
 
     def _cancel_key(self, run_id: str) -> str:
-        return self._names.key("cancel", run_id)
+        return self.names.key("cancel", run_id)
 
     async def request_cancel(self, run_id: str) -> None:
         """Flag ``run_id`` as cancelled (checked before it starts) and signal a running executor."""
-        async with self._redis.pipeline(transaction=False) as pipe:
+        async with self.redis.pipeline(transaction=False) as pipe:
             pipe.set(self._cancel_key(run_id), b"1", ex=7 * 24 * 3600)
-            pipe.publish(self._names.run_control(run_id), b"cancel")
+            pipe.publish(self.names.run_control(run_id), b"cancel")
             await pipe.execute()
 
     async def is_cancelled(self, run_id: str) -> bool:
         """Whether a cancel was requested for ``run_id``."""
-        return bool(await self._redis.exists(self._cancel_key(run_id)))
+        return bool(await self.redis.exists(self._cancel_key(run_id)))
 
     async def next_attempt(self, run_id: str) -> int:
         """A new, strictly larger attempt number for ``run_id`` (the fencing token)."""
-        key = self._names.key("attempt", run_id)
-        async with self._redis.pipeline(transaction=True) as pipe:
+        key = self.names.key("attempt", run_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
             pipe.incr(key)
             pipe.expire(key, 30 * 24 * 3600)
             value, _ = await pipe.execute()
