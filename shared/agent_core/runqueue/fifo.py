@@ -90,9 +90,7 @@ class SessionQueue:
     async def nudge(self, session_id: str, run_id: str | None = None) -> None:
         """Wake a worker for ``session_id`` (used for branch runs and by the sweeper's tests)."""
         body = RunNudge(session_id=session_id, run_id=run_id).model_dump_json()
-        await self.redis.xadd(
-            self.names.runs, {"__data__": body}, maxlen=100_000, approximate=True
-        )
+        await self.redis.xadd(self.names.runs, {"__data__": body}, maxlen=100_000, approximate=True)
 
     async def queued(self, session_id: str) -> list[QueuedRun]:
         """Runs waiting in the FIFO, oldest first."""
