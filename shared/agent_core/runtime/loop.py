@@ -173,26 +173,27 @@ class AgentLoop:
                 return self._outcome(
                     RunStatus.COMPLETED, EndReason.COMPLETED, final_text=response.text
                 )
-            self.phase = "tools"
-            results = await self._run_tools(response.calls, assistant.node_id)
-            self.phase = "idle"
-            await self._append(
-                nodes, Role.TOOL, [r.to_block() for r in results], node_type=_declared_type(results)
-            )
-            await self._record_task_changes(nodes, response.calls, results)
-            for call, result in zip(response.calls, results, strict=True):
-                if result.is_error:
-                    await self.store.append_event(
-                        EventType.TOOL_FAILED,
-                        level=EventLevel.WARNING,
-                        node_id=self.last_node_id,
-                        tool_call_id=call.id,
-                        payload={
-                            "tool": call.name,
-                            "error_code": result.metadata.get("error_code"),
-                        },
-                    )
+            await self._tool_turn(nodes, response.calls, assistant.node_id)
         return self._outcome(RunStatus.COMPLETED, EndReason.MAX_TURNS)
+
+    async def _tool_turn(self, nodes: list[Node], calls: list[ToolCall], assistant_id: str) -> None:
+        """Run the calls, store every result in one tool node, then what the results report."""
+        self.phase = "tools"
+        results = await self._run_tools(calls, assistant_id)
+        self.phase = "idle"
+        await self._append(
+            nodes, Role.TOOL, [r.to_block() for r in results], node_type=_declared_type(results)
+        )
+        await self._record_task_changes(nodes, calls, results)
+        for call, result in zip(calls, results, strict=True):
+            if result.is_error:
+                await self.store.append_event(
+                    EventType.TOOL_FAILED,
+                    level=EventLevel.WARNING,
+                    node_id=self.last_node_id,
+                    tool_call_id=call.id,
+                    payload={"tool": call.name, "error_code": result.metadata.get("error_code")},
+                )
 
     # -- model -------------------------------------------------------------------------------------
 
