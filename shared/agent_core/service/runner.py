@@ -49,6 +49,9 @@ async def run_service(
         setup_logging(settings.log_level, f"{service}[{instance}]")
     ctx = ServiceContext(settings, service, instance)
     stop = stop or asyncio.Event()
+    # From the first moment: a SIGTERM during start-up (recovery can take a while) must lead to
+    # the same clean shutdown as one after it, never to the default "die at once".
+    _install_signals(stop)
     try:
         await asyncio.wait_for(ctx.redis.ping(), timeout=10)
     except Exception as exc:
@@ -72,7 +75,6 @@ async def run_service(
     await ctx.rpc.start()
     ctx.started.set()
 
-    _install_signals(stop)
     died = asyncio.Event()
     async with asyncio.TaskGroup() as tg:
         background = [

@@ -159,3 +159,40 @@ async def test_graceful_shutdown_finishes_in_flight_work(
 
 async def _no_pending(redis: Redis, stream: str, group: str) -> bool:
     return int((await redis.xpending(stream, group))["pending"]) == 0
+
+
+_SLOW_START = """
+import asyncio, sys
+from agent_core.config import load_settings
+from agent_core.service import ServiceParts, run_service
+
+async def factory(ctx):
+    async def slow_recovery():
+        print("starting", flush=True)
+        await asyncio.sleep(3)
+    return ServiceParts(on_start=[slow_recovery])
+
+sys.exit(asyncio.run(run_service(factory, load_settings(), "slow", "0")))
+"""
+
+
+async def test_sigterm_during_start_up_still_stops_cleanly(
+    redis_url: str, names: BusNames, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "SOONG_REDIS_URL": redis_url,
+        "SOONG_NAMESPACE": names.namespace,
+        "SOONG_AGENT_HOME": str(tmp_path),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_START],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == b"starting"
+    proc.send_signal(signal.SIGTERM)  # while the service is still starting
+    assert await _wait_exit(proc, 30) == 0, proc.stdout.read().decode()
