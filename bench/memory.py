@@ -93,7 +93,7 @@ async def bus_figures(tmp: Path) -> dict[str, Any]:
         for i in range(N):
             m = message.model_copy(update={"interaction_id": f"ix_{i}"})
             t0 = time.perf_counter()
-            await publish_interaction(ctx.broker, ctx.names, m)
+            await publish_interaction(ctx.redis, ctx.names, m)
             enqueue.append(time.perf_counter() - t0)
         for _ in range(N):
             t0 = time.perf_counter()

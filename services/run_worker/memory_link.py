@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 
 from agent_core.bus.contracts.memory import Interaction, InteractionTurn, MemoryReply, RenderMemory
-from agent_core.bus.publish import publish
 from agent_core.errors import redact, redact_obj
 from agent_core.ids import new_id
+from agent_core.memory.client import publish_interaction
 from agent_core.runqueue import InFlight, QueuedRun
 from agent_core.runtime import RunOutcome
 from agent_core.service import ServiceContext
@@ -74,7 +74,7 @@ async def hand_off(
             turns=[t for n in own for t in _turns(n, calls)],
             skills=[str(s) for s in skills],
         )
-        await publish(ctx.redis, ctx.names.memory_interactions, message)
+        await publish_interaction(ctx.redis, ctx.names, message)
     except Exception as exc:
         log.warning("memory hand-off of %s failed: %s", item.run.run_id, redact(str(exc)))
 

@@ -9,10 +9,10 @@
 
 from __future__ import annotations
 
-from faststream.redis import RedisBroker
 from pydantic import BaseModel, ConfigDict
+from redis.asyncio import Redis
 
-from agent_core.bus import BusNames, RpcClient
+from agent_core.bus import BusNames, RpcClient, publish
 from agent_core.bus.contracts.memory import (
     Interaction,
     MemoryReply,
@@ -61,10 +61,10 @@ class RenderedMemory(BaseModel):
 
 
 async def publish_interaction(
-    broker: RedisBroker, names: BusNames, interaction: Interaction, *, maxlen: int = 100_000
+    redis: Redis, names: BusNames, interaction: Interaction, *, maxlen: int = 100_000
 ) -> None:
     """Append ``interaction`` to the memory stream (one XADD; consolidation happens later)."""
-    await broker.publish(interaction, stream=names.memory_interactions, maxlen=maxlen)
+    await publish(redis, names.memory_interactions, interaction, maxlen=maxlen)
 
 
 def _raise(error: ErrorPayload | None) -> None:

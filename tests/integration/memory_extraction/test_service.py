@@ -66,13 +66,13 @@ async def test_interactions_become_memory_after_the_debounce_and_render_for_a_ru
 ) -> None:
     ctx, client = service
     assert await client.render("acme", []) == ""
-    await publish_interaction(ctx.broker, names, interaction(1, "以后日期统一用 YYYY-MM-DD。"))
+    await publish_interaction(ctx.redis, names, interaction(1, "以后日期统一用 YYYY-MM-DD。"))
     await publish_interaction(
-        ctx.broker, names, interaction(2, "报表的结论放在最前面，记住。", ["report"])
+        ctx.redis, names, interaction(2, "报表的结论放在最前面，记住。", ["report"])
     )
-    await publish_interaction(ctx.broker, names, interaction(3, "以后日期统一用 YYYY-MM-DD。"))
+    await publish_interaction(ctx.redis, names, interaction(3, "以后日期统一用 YYYY-MM-DD。"))
     # A duplicate delivery of the same interaction must change nothing.
-    await publish_interaction(ctx.broker, names, interaction(3, "以后日期统一用 YYYY-MM-DD。"))
+    await publish_interaction(ctx.redis, names, interaction(3, "以后日期统一用 YYYY-MM-DD。"))
     user_md = tmp_path / "accounts" / "acme" / "memory" / "user.md"
     skill_md = tmp_path / "accounts" / "acme" / "memory" / "skills" / "report.md"
     await wait_for(lambda: _exists(user_md) and _exists(skill_md), timeout_s=15)
