@@ -23,6 +23,8 @@ from agent_core.tasks.rules import evolve
 
 __all__ = ["ReplayResult", "ReplayStatus", "replay"]
 
+_RECORD_START = b'{"seq":'  # every line begins so (see codec.encode_record)
+
 
 class ReplayStatus(StrEnum):
     """How a replay ended."""
@@ -73,7 +75,7 @@ def replay(data: bytes) -> ReplayResult:
         try:
             event = decode_record(data[pos:end])
         except WalRecordError as exc:
-            if end + 1 == len(data) and exc.fault is WalFault.UNPARSABLE:
+            if _torn(data, pos, end, exc):
                 return ReplayResult(dag, records, pos, torn_bytes=len(data) - pos)
             return _corrupt(records, pos, line_no, exc.fault, exc.reason)
         expected = records + 1
@@ -87,6 +89,18 @@ def replay(data: bytes) -> ReplayResult:
         records += 1
         pos = end + 1
     return ReplayResult(dag, records, pos)
+
+
+def _torn(data: bytes, pos: int, end: int, exc: WalRecordError) -> bool:
+    """Whether the bad line ``data[pos:end]`` reads as a torn append rather than damage.
+
+    Only the final line can be torn, and only into something that is not JSON. A torn append is
+    (a prefix of) one record, so a final line holding the start of a second record lost the
+    newline between two acknowledged records to damage: that is corruption, not a torn write.
+    """
+    if end + 1 != len(data) or exc.fault is not WalFault.UNPARSABLE:
+        return False
+    return data.find(_RECORD_START, pos + 1, end) == -1
 
 
 def _corrupt(records: int, pos: int, line: int, fault: WalFault, reason: str) -> ReplayResult:

@@ -66,6 +66,17 @@ def test_unparsable_final_line_is_torn() -> None:
     )
 
 
+def test_lost_newline_between_the_last_two_records_is_corruption_not_a_torn_write() -> None:
+    # Damage turned the newline after record 4 into another byte: the final line now holds two
+    # records and parses as neither. A torn append holds one record's prefix, never two records.
+    _, lines = sample()
+    merged = lines[-2][:-1] + b"\x00" + lines[-1]
+    result = replay(b"".join(lines[:-2]) + merged)
+    assert result.status is ReplayStatus.CORRUPT
+    assert result.corruption is not None and result.corruption.fault is WalFault.UNPARSABLE
+    assert result.corruption.line == 4
+
+
 def test_truncated_file_is_appendable_again() -> None:
     board, lines = sample()
     torn = b"".join(lines) + lines[0][:20]
