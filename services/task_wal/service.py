@@ -1,18 +1,15 @@
 """task_wal: the Task DAGs of every session, each change durable in its WAL before it is acknowledged.
 
 One consumer in batch mode reads the task stream; each batch is one group commit (see
-:mod:`services.task_wal.handler`). Replies are published in one pipelined round trip per batch,
-before the batch is acknowledged on the stream: a crash in between re-delivers the batch at the next
-start, and the request ids recorded with the WAL keep it from applying twice.
+:mod:`services.task_wal.handler`). The consumer publishes the replies and acknowledges the batch in
+one pipelined round trip, replies first: a crash in between re-delivers the batch at the next start,
+and the request ids recorded with the WAL keep it from applying twice.
 """
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
-
 from agent_core.bus import GROUP_TASKS, Delivery
 from agent_core.bus.contracts.tasks import TASK_MESSAGE, TaskMessage, TaskReply
-from agent_core.bus.delivery import encode_reply
 from agent_core.service import ServiceContext, ServiceParts
 from services.task_wal.handler import TaskWalHandler
 from services.task_wal.store import TaskStore
@@ -27,10 +24,8 @@ async def build(ctx: ServiceContext) -> ServiceParts:
     store = TaskStore(fsync=ctx.settings.tasks.fsync)
     handler = TaskWalHandler(store)
 
-    async def on_batch(items: list[tuple[TaskMessage, Delivery]]) -> list[None]:
-        replies = await handler.handle([message for message, _ in items])
-        await _publish(ctx.redis, [d for _, d in items], replies)
-        return [None] * len(items)  # replied here already, in one round trip
+    async def on_batch(items: list[tuple[TaskMessage, Delivery]]) -> list[TaskReply]:
+        return await handler.handle([message for message, _ in items])
 
     consumer = ctx.consumer(
         ctx.names.task_commands,
@@ -46,12 +41,3 @@ async def build(ctx: ServiceContext) -> ServiceParts:
     if not ctx.settings.tasks.fsync:
         ctx.log.warning("tasks.fsync is off: acknowledged task changes may be lost on power loss")
     return ServiceParts(consumers=[consumer], on_stop=[close])
-
-
-async def _publish(redis: Redis, deliveries: list[Delivery], replies: list[TaskReply]) -> None:
-    async with redis.pipeline(transaction=False) as pipe:
-        for delivery, reply in zip(deliveries, replies, strict=True):
-            if delivery.reply_to is not None and delivery.correlation_id is not None:
-                frame = encode_reply(delivery.correlation_id, reply.model_dump_json().encode())
-                pipe.publish(delivery.reply_to, frame)
-        await pipe.execute()

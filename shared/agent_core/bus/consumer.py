@@ -20,7 +20,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from faststream.middlewares import AckPolicy
 from faststream.redis import RedisBatchStreamMessage, RedisBroker, RedisStreamMessage, StreamSub
+from faststream.redis.message import FAKE_CONSUMER
 from pydantic import BaseModel, TypeAdapter
 from redis.asyncio import Redis
 
@@ -104,24 +106,29 @@ class StreamConsumer(Generic[T]):
             batch=opts.batch,
             polling_interval=opts.polling_interval_ms,
         )
-        self._subscriber = broker.subscriber(stream=sub, title=self.stream)
+        # The subscriber hands over the raw entries (see _raw_parser) and leaves acknowledging to
+        # process(), which XACKs together with the replies: FastStream's own ack would be a second
+        # XACK round trip per message or batch.
+        self._subscriber = broker.subscriber(
+            stream=sub,
+            title=self.stream,
+            ack_policy=AckPolicy.MANUAL,
+            parser=_raw_batch_parser if opts.batch else _raw_parser,
+            decoder=_raw_decoder,
+        )
         if opts.batch:
 
-            async def on_batch(msg: RedisBatchStreamMessage) -> None:
-                ids = [_id(i) for i in msg.raw_message["message_ids"]]
-                entries = [
-                    RawEntry(i, f, 1) for i, f in zip(ids, msg.raw_message["data"], strict=True)
-                ]
+            async def on_batch(raw: Any) -> None:
+                ids = [_id(i) for i in raw["message_ids"]]
+                entries = [RawEntry(i, f, 1) for i, f in zip(ids, raw["data"], strict=True)]
                 await self.process(entries, raise_on_failure=True)
 
             self._subscriber(on_batch)
         else:
 
-            async def on_message(msg: RedisStreamMessage) -> None:
-                entry_id = _id(msg.raw_message["message_ids"][0])
-                await self.process(
-                    [RawEntry(entry_id, msg.raw_message["data"], 1)], raise_on_failure=True
-                )
+            async def on_message(raw: Any) -> None:
+                entry_id = _id(raw["message_ids"][0])
+                await self.process([RawEntry(entry_id, raw["data"], 1)], raise_on_failure=True)
 
             self._subscriber(on_message)
 
@@ -241,6 +248,32 @@ class StreamConsumer(Generic[T]):
         frame = _reply_frame(delivery, reply)
         if frame is not None:
             await self.redis.publish(*frame)
+
+
+# FastStream's stock parsers JSON-decode every body (a batch's list is then re-encoded whole) to
+# hand the handler a decoded body, and its message argument is injected through a thread pool.
+# StreamConsumer decodes and validates entries itself, so these pass the raw entry straight through:
+# the handler's one argument is FastStream's raw message, {"message_ids", "data", "channel", ...}.
+
+
+async def _raw_parser(raw: Any) -> RedisStreamMessage:
+    ids = raw["message_ids"]
+    first = _id(ids[0]) if ids else None
+    return RedisStreamMessage(
+        raw, b"", consumer=FAKE_CONSUMER, group=None, correlation_id=first, message_id=first
+    )
+
+
+async def _raw_batch_parser(raw: Any) -> RedisBatchStreamMessage:
+    ids = raw["message_ids"]
+    first = _id(ids[0]) if ids else None
+    return RedisBatchStreamMessage(
+        raw, b"", consumer=FAKE_CONSUMER, group=None, correlation_id=first, message_id=first
+    )
+
+
+async def _raw_decoder(msg: RedisStreamMessage | RedisBatchStreamMessage) -> Any:
+    return msg.raw_message
 
 
 def _reply_frame(delivery: Delivery, reply: BaseModel | None) -> tuple[str, bytes] | None:
