@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from agent_core.bus.contracts.storage import (
-    ClaimRun,
-    GetActivePath,
-    GetSession,
-    RunFence,
-    UpdateRun,
-)
+from agent_core.bus.contracts.storage import ClaimRun, GetSession, RunFence, UpdateRun
 from agent_core.errors import AgentCoreError, ErrorPayload, StorageError
 from agent_core.ids import new_id
 from agent_core.provider import ProviderRegistry
@@ -42,7 +36,7 @@ from services.run_worker.adapters import (
 from services.run_worker.agent_setup import AgentSetup
 from services.run_worker.endings import FINAL_EVENT, close_stream_of_terminal_run
 from services.run_worker.memory_link import hand_off, memory_node, memory_text
-from services.run_worker.reads import RunReads, nodes
+from services.run_worker.reads import RunReads
 
 __all__ = ["RunExecutor"]
 
@@ -58,7 +52,7 @@ class _Prefetch:
     cancelled: bool
     session: dict[str, Any]
     path: list[Node] | None
-    above: list[dict[str, Any]]
+    above: list[Node]
     memory: str
 
 
@@ -71,6 +65,8 @@ class _Attempt:
     store: BusRunStore
     events: RunEventWriter
     prefetch: _Prefetch
+    # The path the loop ended on (its own nodes included), for the memory hand-off.
+    nodes: list[Node] = field(default_factory=list)
 
 
 class _Fenced(Exception):
@@ -146,9 +142,10 @@ class RunExecutor:
             ),
             self.queue.is_cancelled(run.run_id),
             self.reads.query(GetSession(session_id=run.session_id)),
-            self.reads.path_or_none(run.session_id, run.start_node_id),
+            # Only an earlier attempt can have placed the message already.
+            self._placed(run.session_id, run.start_node_id) if number > 1 else _none(),
             # Where a new message would go: the explicit parent, else the active node now.
-            self.reads.query(GetActivePath(session_id=run.session_id, node_id=run.parent_node_id)),
+            self.reads.active_path(run.session_id, run.parent_node_id),
             memory_text(self.ctx, run, number),
         )
         if not claim.ok:
@@ -280,6 +277,7 @@ class RunExecutor:
             )
         finally:
             self.running.pop(run.run_id, None)
+            a.nodes[:] = loop.nodes
 
     async def _cancelled(self, a: _Attempt, loop: AgentLoop) -> RunOutcome:
         """A cancel request stopped the loop: keep what was streamed, end ``aborted_*``."""
@@ -361,12 +359,12 @@ class RunExecutor:
             and a.item.run.kind == "main"
             and outcome.status is RunStatus.COMPLETED
         ):
-            await hand_off(self.ctx, self.reads, a.item, outcome)
+            await hand_off(self.ctx, self.reads, a.item, outcome, a.nodes)
 
     async def _place_message(self, a: _Attempt) -> list[Node]:
         """The user's message becomes the run's start node, under the place read at claim."""
         run = a.item.run
-        above = nodes(a.prefetch.above)
+        above = a.prefetch.above
         node = Node(
             node_id=run.start_node_id,
             parent_id=above[-1].node_id if above else None,
@@ -389,6 +387,9 @@ class RunExecutor:
         )
         return stored
 
+    async def _placed(self, session_id: str, node_id: str) -> list[Node] | None:
+        return await self.reads.path_or_none(session_id, node_id)
+
     @staticmethod
     async def _fenced(awaitable: Any) -> Any:
         try:
@@ -397,6 +398,10 @@ class RunExecutor:
             if exc.code in _FENCED_CODES:
                 raise _Fenced from exc
             raise
+
+
+async def _none() -> None:
+    return None
 
 
 def _failed(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from agent_core.bus.contracts.memory import Interaction, InteractionTurn, MemoryReply, RenderMemory
 from agent_core.errors import redact, redact_obj
@@ -58,11 +59,21 @@ def memory_node(text: str, handle: RunHandle, parent: Node) -> Node | None:
 
 
 async def hand_off(
-    ctx: ServiceContext, reads: RunReads, item: InFlight, outcome: RunOutcome
+    ctx: ServiceContext,
+    reads: RunReads,
+    item: InFlight,
+    outcome: RunOutcome,
+    path: Sequence[Node] = (),
 ) -> None:
-    """Publish the finished interaction to memory-extraction (redacted); never fails the run."""
+    """Publish the finished interaction to memory-extraction (redacted); never fails the run.
+
+    ``path`` is the path the run ended on when the worker holds it (the loop's nodes); without it
+    the path is read from storage.
+    """
     try:
-        path = await reads.path(item.run.session_id, outcome.last_node_id or item.run.start_node_id)
+        if not path or path[-1].node_id != outcome.last_node_id:
+            tip = outcome.last_node_id or item.run.start_node_id
+            path = await reads.path(item.run.session_id, tip)
         own = [n for n in path if n.run_id == item.run.run_id]
         calls = {b.id: b for n in own for b in n.content if isinstance(b, ToolCallBlock)}
         skills = item.run.config_overrides.get("enabled_skills") or []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from agent_core.bus.contracts.storage import GetActivePath, GetTree, StorageQuery
@@ -15,10 +16,17 @@ __all__ = ["RunReads"]
 
 
 class RunReads:
-    """Queries over the storage client; a refused query is a :class:`StorageError`."""
+    """Queries over the storage client; a refused query is a :class:`StorageError`.
 
-    def __init__(self, storage: StorageClient) -> None:
+    Keeps the last active path read for each of the most recent ``cached_paths`` sessions: nodes
+    never change once written, so the next read of a session asks only for the nodes after the
+    held path's last one (see :class:`GetActivePath`) instead of the whole, ever longer, path.
+    """
+
+    def __init__(self, storage: StorageClient, *, cached_paths: int = 128) -> None:
         self.storage = storage
+        self._paths: OrderedDict[str, list[Node]] = OrderedDict()
+        self._cached_paths = cached_paths
 
     async def query(self, query: StorageQuery) -> Any:
         """The reply's data (``None`` when nothing visible matched)."""
@@ -29,6 +37,29 @@ class RunReads:
                 err.code if err else "query_failed", err.message if err else "query failed"
             )
         return reply.data
+
+    async def active_path(self, session_id: str, node_id: str | None = None) -> list[Node] | None:
+        """Nodes from the root to ``node_id`` (the active node when ``None``); ``None`` if missing.
+
+        Reads only the nodes after the path held for the session when the new path extends it.
+        """
+        held = self._paths.get(session_id)
+        after = held[-1].node_id if held else None
+        rows = await self.query(
+            GetActivePath(session_id=session_id, node_id=node_id, after_node_id=after)
+        )
+        if rows is None:
+            return None
+        new = nodes(rows)
+        # The writer's walk stopped below ``after`` (a continuation) or reached the root.
+        extends = held is not None and (not new or new[0].parent_id == after)
+        path = [*held, *new] if held is not None and extends else new
+        if path:
+            self._paths[session_id] = path
+            self._paths.move_to_end(session_id)
+            while len(self._paths) > self._cached_paths:
+                self._paths.popitem(last=False)
+        return list(path)
 
     async def path_or_none(self, session_id: str, node_id: str | None) -> list[Node] | None:
         """Nodes from the root to ``node_id`` (the active node when ``None``); ``None`` if missing."""

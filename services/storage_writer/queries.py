@@ -170,13 +170,19 @@ def _active_path(e: QueryEngine, q: GetActivePath) -> tuple[Any, str | None]:
         if node_id is None:
             return [], None
     nodes = nodes_table(q.session_id)
+    if node_id == q.after_node_id:
+        exists = conn.execute(f"SELECT 1 FROM {nodes} WHERE node_id = ?", (node_id,)).fetchone()
+        if exists is None:
+            raise _Missing
+        return [], None  # the reader holds the whole path already
+    # Walk up from the tip; the walk ends at the root or just below ``after_node_id``.
     rows = conn.execute(
         f"WITH RECURSIVE path(node_id, depth) AS ("
         f"  SELECT node_id, 0 FROM {nodes} WHERE node_id = ?"
         f"  UNION ALL SELECT n.parent_id, p.depth + 1 FROM {nodes} n JOIN path p"
-        f"  ON n.node_id = p.node_id WHERE n.parent_id IS NOT NULL)"
+        f"  ON n.node_id = p.node_id WHERE n.parent_id IS NOT NULL AND n.parent_id IS NOT ?)"
         f" SELECT n.* FROM path p JOIN {nodes} n ON n.node_id = p.node_id ORDER BY p.depth DESC",
-        (node_id,),
+        (node_id, q.after_node_id),
     ).fetchall()
     if not rows:
         raise _Missing

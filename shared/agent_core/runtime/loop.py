@@ -118,6 +118,8 @@ class AgentLoop:
         self.usage = Usage()
         self.turns = 0
         self.last_node_id: str | None = None
+        # The path this attempt works on: the given one, then every node it stored.
+        self.nodes: list[Node] = []
         self._tool_slots = asyncio.Semaphore(max_parallel_tools)
 
     async def run(
@@ -125,7 +127,7 @@ class AgentLoop:
     ) -> RunOutcome:
         """Continue the run after the last node of ``path`` until it ends; never raises but
         ``CancelledError`` (and fencing errors of the store, which mean: stop writing)."""
-        nodes = list(path)
+        nodes = self.nodes = list(path)
         self.turns = turns_done
         self.usage = usage or Usage()
         self.last_node_id = nodes[-1].node_id

@@ -177,3 +177,28 @@ def test_queries_are_account_scoped_and_follow_the_active_path(
     assert engine.answer(GetActivePath(session_id=s.session_id, account_id="acct_b")).data is None
     events = engine.answer(ListEvents(session_id=s.session_id, after_seq=1)).data
     assert [e["seq"] for e in events] == [2, 3, 4]
+
+
+def test_active_path_after_a_known_node_returns_only_what_follows_it(
+    writer: Writer, engine: QueryEngine
+) -> None:
+    s = create_session()
+    a = append_node(s)
+    b = append_node(s, parent_id=a.node.node_id)
+    c = append_node(s, parent_id=b.node.node_id)
+    side = append_node(s, parent_id=a.node.node_id, set_active=False)
+    writer.apply_batch([s, a, b, c, side])
+
+    def ids(**kw: Any) -> list[str] | None:
+        rows = engine.answer(GetActivePath(session_id=s.session_id, **kw)).data
+        return None if rows is None else [n["node_id"] for n in rows]
+
+    all_ids = [a.node.node_id, b.node.node_id, c.node.node_id]
+    assert ids() == all_ids
+    assert ids(after_node_id=a.node.node_id) == all_ids[1:]  # first one's parent is a
+    assert ids(after_node_id=c.node.node_id) == []  # the tip itself: nothing new
+    # Not on the path (a side branch) or unknown: the whole path, from the root.
+    assert ids(after_node_id=side.node.node_id) == all_ids
+    assert ids(after_node_id="node_unknown") == all_ids
+    # A missing tip stays a miss, whatever the reader holds.
+    assert ids(node_id="node_missing", after_node_id="node_missing") is None

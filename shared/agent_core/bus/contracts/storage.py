@@ -278,11 +278,19 @@ class ListSessions(_Query):
 
 
 class GetActivePath(_Query):
-    """Nodes from the root to ``node_id`` (the session's active node when omitted)."""
+    """Nodes from the root to ``node_id`` (the session's active node when omitted).
+
+    With ``after_node_id`` (the last node of a path the reader already holds) the walk up from the
+    tip stops there: if that node is on the path, only the nodes after it are returned (the first
+    one's parent is ``after_node_id``; none when it *is* the tip); otherwise the whole path, which
+    starts at the root (parent ``None``). Nodes never change once written, so a reader that keeps
+    paths reads each node once, not once per turn.
+    """
 
     type: Literal["get_active_path"] = "get_active_path"
     session_id: str
     node_id: str | None = None
+    after_node_id: str | None = None
 
 
 class GetTree(_Query):
