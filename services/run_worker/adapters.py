@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
 from agent_core.bus.contracts.storage import CreateArtifact, EventDraft, NodeDraft, RunFence
+from agent_core.context import estimate_tokens
 from agent_core.ids import new_id
 from agent_core.runqueue import RunEventWriter
 from agent_core.storage_client import StorageClient, raise_for_receipt
@@ -48,7 +49,14 @@ class BusRunStore:
         self.fence = RunFence(run_id=handle.run_id, attempt=handle.attempt)
 
     async def append_node(self, node: Node, *, payload: dict[str, Any] | None = None) -> Node:
-        """Node + ``node_created`` event in one transaction; returns the node with its seq."""
+        """Node + ``node_created`` event in one transaction; returns the node with its seq.
+
+        The node's token estimate is recorded with it, so context building reads it instead of
+        estimating the whole history again on every model call.
+        """
+        token_count = node.token_count
+        if token_count is None:
+            token_count = estimate_tokens(node.content)
         draft = NodeDraft(
             node_id=node.node_id,
             parent_id=node.parent_id,
@@ -58,7 +66,7 @@ class BusRunStore:
             node_type=node.node_type,
             content=node.content,
             metadata=node.metadata,
-            token_count=node.token_count,
+            token_count=token_count,
         )
         event = EventDraft(
             event_id=new_id("evt"),
@@ -73,7 +81,9 @@ class BusRunStore:
                 self.handle.session_id, draft, event, fence=self.fence, set_active=self._set_active
             )
         )
-        return node.model_copy(update={"node_seq": receipt.result.get("node_seq")})
+        return node.model_copy(
+            update={"node_seq": receipt.result.get("node_seq"), "token_count": token_count}
+        )
 
     async def append_event(
         self,

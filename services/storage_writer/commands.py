@@ -272,18 +272,24 @@ def _update_agent(conn: sqlite3.Connection, c: UpdateAgent, ctx: ApplyContext) -
 
 
 def _create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dict[str, Any]:
+    session = conn.execute(
+        "SELECT account_id, root_agent_id FROM sessions WHERE session_id = ?", (c.session_id,)
+    ).fetchone()
+    if session is None or (c.account_id is not None and session[0] != c.account_id):
+        raise _err("session_not_found", "no such session", session_id=c.session_id)
+    agent_id = c.agent_id or session[1]
     agent = conn.execute(
-        "SELECT 1 FROM agents WHERE agent_id = ? AND session_id = ?", (c.agent_id, c.session_id)
+        "SELECT 1 FROM agents WHERE agent_id = ? AND session_id = ?", (agent_id, c.session_id)
     ).fetchone()
     if agent is None:
-        raise _err("agent_not_found", "no such agent in this session", agent_id=c.agent_id)
+        raise _err("agent_not_found", "no such agent in this session", agent_id=agent_id)
     conn.execute(
         "INSERT INTO runs (run_id, session_id, agent_id, status, attempt, start_node_id, "
         "turn_count, metadata_json, created_at, updated_at) VALUES (?, ?, ?, ?, 0, ?, 0, ?, ?, ?)",
         (
             c.run_id,
             c.session_id,
-            c.agent_id,
+            agent_id,
             RunStatus(c.status).value,
             c.start_node_id,
             _dump(c.metadata),
@@ -291,7 +297,12 @@ def _create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> di
             ctx.now,
         ),
     )
-    return {"run_id": c.run_id, "status": RunStatus(c.status).value, "attempt": 0}
+    return {
+        "run_id": c.run_id,
+        "agent_id": agent_id,
+        "status": RunStatus(c.status).value,
+        "attempt": 0,
+    }
 
 
 def _claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[str, Any]:

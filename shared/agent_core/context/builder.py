@@ -11,6 +11,7 @@ older snapshot must not contradict the current one. Every decision is recorded i
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -62,6 +63,34 @@ def _text(blocks: Sequence[ContentBlock]) -> str:
     return "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
 
 
+class _MessageCache:
+    """The message of each recently seen node, so a long history is not rebuilt every call.
+
+    Nodes never change once written, and the run-worker keeps the node objects of a session's path
+    between runs; an entry is used only for the very node object it was made from. Messages are
+    built with ``model_construct``: a node's blocks were validated when the node was.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: OrderedDict[str, tuple[Node, ModelMessage]] = OrderedDict()
+
+    def message(self, node: Node) -> ModelMessage:
+        entry = self._entries.get(node.node_id)
+        if entry is not None and entry[0] is node:
+            return entry[1]
+        role = node.role
+        assert role is not Role.SYSTEM  # system nodes become system blocks, never messages
+        message = ModelMessage.model_construct(role=role, content=list(node.content))
+        self._entries[node.node_id] = (node, message)
+        if len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+        return message
+
+
+_MESSAGES = _MessageCache(50_000)
+
+
 @dataclass(frozen=True, slots=True)
 class ContextBuilder:
     """Turns an active path into a :class:`ModelRequest` plus its :class:`ContextBuildReport`."""
@@ -94,7 +123,10 @@ class ContextBuilder:
         )
         tokens = sum(estimate_tokens([TextBlock(text=b.text)]) for b in system)
         for node in path:
-            cost = node.token_count or estimate_tokens(node.content)
+            # Writers record the estimate with the node (see BusRunStore); older rows lack it.
+            cost = (
+                node.token_count if node.token_count is not None else estimate_tokens(node.content)
+            )
             if node.node_type in _NEWEST_ONLY and node.node_id != newest[node.node_type]:
                 reason = f"superseded {node.node_type.value}"
                 report.dropped.append(DroppedNode(node_id=node.node_id, reason=reason))
@@ -116,12 +148,12 @@ class ContextBuilder:
                 tokens += cost
                 continue
             role = node.role
-            content = list(node.content)
             if messages and messages[-1].role == role and role is not Role.ASSISTANT:
                 # Consecutive user (or tool) nodes merge into one message: providers want turns.
-                messages[-1] = ModelMessage(role=role, content=[*messages[-1].content, *content])
+                merged = [*messages[-1].content, *node.content]
+                messages[-1] = ModelMessage.model_construct(role=role, content=merged)
             else:
-                messages.append(ModelMessage(role=role, content=content))
+                messages.append(_MESSAGES.message(node))
             report.node_ids.append(node.node_id)
             tokens += cost
         report.token_estimate = tokens

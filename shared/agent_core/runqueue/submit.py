@@ -34,6 +34,10 @@ class SessionBusyError(AgentCoreError):
     error_type = "conflict"
 
 
+# Refusals that mean "no session of yours by that id" (a hostile id never was one).
+_NO_SESSION = frozenset({"session_not_found", "invalid_session_id", "invalid_identifier"})
+
+
 @dataclass(frozen=True, slots=True)
 class Submitted:
     """What a submission created."""
@@ -59,35 +63,40 @@ async def submit_message(
     Raises :class:`SessionBusyError` for ``reject`` on a busy session and :class:`StorageError`
     (``not_found``) when the session is not the account's.
     """
-    reply = await storage.query(GetSession(session_id=session_id, account_id=account_id))
-    if not reply.ok or not reply.data:
-        raise StorageError("not_found", "no such session", details={"session_id": session_id})
-    session = reply.data
-    busy = await queue.is_busy(session_id)
-    if busy and strategy is MultitaskStrategy.REJECT:
-        raise SessionBusyError("session_busy", "a run of this session is active")
-    if busy and strategy is MultitaskStrategy.INTERRUPT:
-        await _interrupt(queue, session_id)
-    kind = "branch" if strategy is MultitaskStrategy.BRANCH and busy else "main"
-    agent_id = str(session["root_agent_id"])
+    not_found = StorageError("not_found", "no such session", details={"session_id": session_id})
+    kind = "main"
+    if strategy is not MultitaskStrategy.ENQUEUE:
+        # These look at (and may cancel) the session's runs: check the owner first.
+        reply = await storage.query(GetSession(session_id=session_id, account_id=account_id))
+        if not reply.ok or not reply.data:
+            raise not_found
+        busy = await queue.is_busy(session_id)
+        if busy and strategy is MultitaskStrategy.REJECT:
+            raise SessionBusyError("session_busy", "a run of this session is active")
+        if busy and strategy is MultitaskStrategy.INTERRUPT:
+            await _interrupt(queue, session_id)
+        kind = "branch" if strategy is MultitaskStrategy.BRANCH and busy else "main"
     node_id, run_id = new_id("node"), new_id("run")
-    raise_for_receipt(
-        await storage.send(
-            CreateRun(
-                command_id=new_id("cmd"),
-                session_id=session_id,
-                run_id=run_id,
-                agent_id=agent_id,
-                start_node_id=node_id,
-                metadata={
-                    "kind": kind,
-                    "strategy": strategy.value,
-                    "parent_node_id": parent_node_id,
-                    "message": [b.model_dump(mode="json") for b in content],
-                },
-            )
+    # One command checks the owner, picks the root agent and records the run (a round trip less
+    # than reading the session first: submitting is on every turn's path).
+    receipt = await storage.send(
+        CreateRun(
+            command_id=new_id("cmd"),
+            session_id=session_id,
+            account_id=account_id,
+            run_id=run_id,
+            start_node_id=node_id,
+            metadata={
+                "kind": kind,
+                "strategy": strategy.value,
+                "parent_node_id": parent_node_id,
+                "message": [b.model_dump(mode="json") for b in content],
+            },
         )
     )
+    if not receipt.ok and receipt.error is not None and receipt.error.code in _NO_SESSION:
+        raise not_found
+    agent_id = str(raise_for_receipt(receipt).result["agent_id"])
     await queue.enqueue(
         QueuedRun(
             run_id=run_id,

@@ -92,8 +92,8 @@ time.sleep(600)
         # only a process still in the script's group is a survivor.
         return [p for p in info["pids"] if _alive(p) and _pgid(p) == info["pgid"]]
 
-    for _ in range(50):  # the kernel delivers SIGKILL asynchronously
-        if not survivors():
+    for _ in range(100):  # the kernel delivers SIGKILL asynchronously, grandchildren included
+        if not survivors() and not _group_members(info["pgid"]):
             break
         await asyncio.sleep(0.05)
     assert survivors() == []

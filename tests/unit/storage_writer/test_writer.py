@@ -9,6 +9,7 @@ import pytest
 
 from agent_core.bus.contracts.storage import (
     ClaimRun,
+    CreateRun,
     GetActivePath,
     GetSession,
     ListEvents,
@@ -202,3 +203,23 @@ def test_active_path_after_a_known_node_returns_only_what_follows_it(
     assert ids(after_node_id="node_unknown") == all_ids
     # A missing tip stays a miss, whatever the reader holds.
     assert ids(node_id="node_missing", after_node_id="node_missing") is None
+
+
+def test_create_run_checks_the_account_and_defaults_to_the_root_agent(writer: Writer) -> None:
+    s = create_session(account="acct_a")
+    writer.apply_batch([s])
+
+    def run(**kw: Any) -> Any:
+        cmd = CreateRun(
+            command_id=new_id("cmd"), session_id=s.session_id, run_id=new_id("run"), **kw
+        )
+        [receipt] = writer.apply_batch([cmd])
+        return receipt
+
+    mine = run(account_id="acct_a")
+    assert mine.ok and mine.result["agent_id"] == s.root_agent_id
+    theirs = run(account_id="acct_b")
+    assert not theirs.ok and theirs.error.code == "session_not_found"
+    unknown = run(account_id="acct_a", agent_id="agent_nobody")
+    assert not unknown.ok and unknown.error.code == "agent_not_found"
+    assert run().ok  # trusted callers (workers) name no account

@@ -151,11 +151,17 @@ class UpdateAgent(_Command):
 
 
 class CreateRun(_Command):
-    """Create a run in ``queued`` (or ``pending``) state."""
+    """Create a run in ``queued`` (or ``pending``) state.
+
+    ``agent_id`` ``None`` means the session's root agent. With ``account_id`` the session must
+    belong to that account, else the command is refused as ``session_not_found`` (the same answer
+    as for a session that does not exist). The receipt's result names the run's ``agent_id``.
+    """
 
     type: Literal["create_run"] = "create_run"
     run_id: str
-    agent_id: str
+    agent_id: str | None = None
+    account_id: str | None = None
     start_node_id: str | None = None
     status: Literal[RunStatus.QUEUED, RunStatus.PENDING] = RunStatus.QUEUED
     metadata: dict[str, Any] = Field(default_factory=dict)
