@@ -174,7 +174,9 @@ def _check_name(name: str) -> str:
 
 
 @router.put(
-    UPLOAD_PREFIX + "{filename}",
+    # ``:path`` so that a name with a slash (even one sent as %2F, which the server decodes before
+    # routing) reaches the handler and gets its 400, instead of another route's 405.
+    UPLOAD_PREFIX + "{filename:path}",
     status_code=201,
     response_model=UploadedFile,
     responses=responses(400, 404, 413),

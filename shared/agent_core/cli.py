@@ -18,6 +18,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import uvloop
+
 from agent_core.bus import SERVICE_NAMES, BusNames, make_redis
 from agent_core.config import Settings, load_settings
 from agent_core.errors import AgentCoreError, ConfigError
@@ -83,7 +85,10 @@ def _serve(name: str, instance: str | None) -> int:
     settings = _settings_with_stack(load_settings())
     module = importlib.import_module(f"services.{name}.service")
     inst = instance or os.environ.get("SOONG_INSTANCE") or f"{os.uname().nodename}-{os.getpid()}"
-    return asyncio.run(run_service(module.build, settings, name, inst))
+    # uvloop: the same asyncio semantics on libuv, a fraction of the event loop's CPU per I/O
+    # (every service here is I/O-bound on Redis round trips).
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(run_service(module.build, settings, name, inst))
 
 
 def _up(workers: int | None, fake_provider: bool) -> int:

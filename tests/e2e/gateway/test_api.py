@@ -353,10 +353,12 @@ def test_files_and_artifacts(gw: Gw) -> None:
         _error(
             c.put(f"/v1/sessions/{sid}/files/input/a%00b", content=b"x"), 400, "invalid_filename"
         )
-        assert (
-            c.put(f"/v1/sessions/{sid}/files/input/..%2F..%2Fescape", content=b"x").status_code
-            >= 400
-        )
+        for name in ("..%2F..%2Fescape", "%2F", "sub/dir.txt"):  # one name, never a folder
+            _error(
+                c.put(f"/v1/sessions/{sid}/files/input/{name}", content=b"x"),
+                400,
+                "invalid_filename",
+            )
         assert not (gw.stack.home / "accounts" / "dev" / "sessions" / "escape").exists()
         _error(c.get(f"/v1/sessions/{sid}/files/output/nothing.txt"), 404)
         _error(c.get(f"/v1/sessions/{sid}/files/scratchpad/x"), 422)
