@@ -87,8 +87,11 @@ def _data(json_text: str) -> str:
 
 def frame(event_id: str, event: RuntimeEvent) -> bytes:
     """One SSE frame; the JSON is a single line, so no payload can break the framing."""
-    data = _data(event.model_dump_json())
-    return f"id: {event_id}\nevent: {event.type}\ndata: {data}\n\n".encode()
+    return _frame_json(event_id, event.type, event.model_dump_json())
+
+
+def _frame_json(event_id: str, event_type: str, json_text: str) -> bytes:
+    return f"id: {event_id}\nevent: {event_type}\ndata: {_data(json_text)}\n\n".encode()
 
 
 def _timeline_frame(event: TimelineEvent) -> bytes:
@@ -243,13 +246,14 @@ async def _live(
     block_ms = max(1, min(int(keepalive_s * 1000), _MAX_BLOCK_MS))
     idle_ms = 0
     idle_terminal = 0
-    async for item in gw.events.follow(session_id, run_id, after=after, block_ms=block_ms):
+    async for item in gw.events.follow_raw(session_id, run_id, after=after, block_ms=block_ms):
         if item is not None:
             idle_ms = 0
-            entry_id, event = item
+            entry_id, event, raw = item
             if isinstance(event, RunFinished) and event.run_id == run_id:
                 gw.metrics.run_finished(run_id, event.status.value)
-            yield frame(entry_id, event)
+            # The stored JSON is the event's model_dump_json (validated on read): forward it.
+            yield _frame_json(entry_id, event.type, raw.decode())
             continue
         idle_ms += block_ms
         if idle_ms < keepalive_s * 1000:

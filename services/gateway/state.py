@@ -70,13 +70,16 @@ class Gateway:
         )
 
 
-def _gateway(request: Request) -> Gateway:
+# Dependencies are ``async def``: FastAPI runs a plain ``def`` dependency in a worker thread, a
+# thread hop on every request for what is an attribute read.
+async def _gateway(request: Request) -> Gateway:
     gw: Gateway = request.app.state.gateway
     return gw
 
 
 async def _caller(request: Request) -> Caller:
-    return await _gateway(request).auth(request)
+    gw: Gateway = request.app.state.gateway
+    return await gw.auth(request)
 
 
 GatewayDep = Annotated[Gateway, Depends(_gateway)]

@@ -141,6 +141,19 @@ class RunEventReader:
 
         Stops after yielding the terminal :class:`RunFinished`.
         """
+        async for item in self.follow_raw(session_id, run_id, after=after, block_ms=block_ms):
+            yield None if item is None else (item[0], item[1])
+
+    async def follow_raw(
+        self,
+        session_id: str,
+        run_id: str,
+        *,
+        after: str = "0-0",
+        block_ms: int = 15_000,
+    ) -> AsyncIterator[tuple[str, RuntimeEvent, bytes] | None]:
+        """Like :meth:`follow`, with each event's JSON as stored (validated, so safe to forward:
+        a relay need not serialize the event again)."""
         stream = self._names.run_events(session_id, run_id)
         last = after
         block = min(block_ms, MAX_BLOCK_MS)
@@ -151,7 +164,8 @@ class RunEventReader:
                 continue
             for entry_id, fields in reply[0][1]:
                 last = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-                event = RUNTIME_EVENT.validate_python(json.loads(fields[b"data"]))
-                yield last, event
+                raw = fields[b"data"]
+                event = RUNTIME_EVENT.validate_json(raw)
+                yield last, event, raw
                 if isinstance(event, RunFinished):
                     return
