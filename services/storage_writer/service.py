@@ -10,8 +10,10 @@ their own, so a query never waits behind a write batch.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agent_core.bus import GROUP_STORAGE, Delivery
@@ -24,6 +26,8 @@ from agent_core.bus.contracts.storage import (
     StorageQuery,
 )
 from agent_core.service import ServiceContext, ServiceParts
+from services.storage_writer.checkpoint import INTERVAL_S as CHECKPOINT_INTERVAL_S
+from services.storage_writer.checkpoint import Checkpointer
 from services.storage_writer.lock import WriterLock
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.shards import open_catalog
@@ -62,6 +66,8 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
     engine = QueryEngine(layout)
     write_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
     read_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-reader")
+    checkpoint_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
+    checkpointer = Checkpointer()
     loop = asyncio.get_running_loop()
 
     async def write_batch(batch: list[tuple[StorageCommand, Delivery]]) -> list[CommandReceipt]:
@@ -87,14 +93,27 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
         options=ctx.default_options(batch=True, max_records=_QUERY_BATCH),
     )
 
+    async def checkpoints(stop: asyncio.Event) -> None:
+        behind: set[Path] = set()
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), CHECKPOINT_INTERVAL_S)
+            dirty = await loop.run_in_executor(write_thread, writer.take_dirty)
+            paths = behind | {layout.path(shard) for shard in dirty}
+            if paths:
+                run = checkpointer.run
+                behind = set(await loop.run_in_executor(checkpoint_thread, run, sorted(paths)))
+
     async def close() -> None:
+        await loop.run_in_executor(checkpoint_thread, checkpointer.close)
+        checkpoint_thread.shutdown()
         await loop.run_in_executor(write_thread, writer.close)
         await loop.run_in_executor(read_thread, engine.close)
         write_thread.shutdown()
         read_thread.shutdown()
         lock.release()
 
-    parts = ServiceParts(consumers=[commands, queries], on_stop=[close])
+    parts = ServiceParts(consumers=[commands, queries], tasks=[checkpoints], on_stop=[close])
     return StorageWriterService(parts, writer, engine)
 
 

@@ -57,6 +57,7 @@ class Writer:
         # Fault injection for tests (e.g. "between_node_and_event"); None in production.
         self.fault = fault
         self._conns: dict[int, sqlite3.Connection] = {}
+        self._dirty: set[int] = set()  # shards committed to since take_dirty()
 
     def _conn(self, shard: int) -> sqlite3.Connection:
         conn = self._conns.get(shard)
@@ -68,6 +69,9 @@ class Writer:
                 cached_statements=_STATEMENT_CACHE,
             )
             configure(conn)
+            # Checkpoints run beside the writer (services.storage_writer.checkpoint), never
+            # inside a COMMIT that receipts wait for.
+            conn.execute("PRAGMA wal_autocheckpoint=0")
             self._conns[shard] = conn
         return conn
 
@@ -76,6 +80,11 @@ class Writer:
         for conn in self._conns.values():
             conn.close()
         self._conns.clear()
+
+    def take_dirty(self) -> set[int]:
+        """The shards written since the last call (call on the writer's thread)."""
+        dirty, self._dirty = self._dirty, set()
+        return dirty
 
     def apply_batch(self, commands: Sequence[StorageCommand]) -> list[CommandReceipt]:
         """Apply ``commands`` and return one receipt per command, in order, after COMMIT."""
@@ -91,6 +100,7 @@ class Writer:
         now = datetime.now(UTC).isoformat(timespec="microseconds")
         ctx = ApplyContext(now, self.data_dir, self.json_threshold_bytes, self.fault)
         for shard, indices in by_shard.items():
+            self._dirty.add(shard)  # before: a failed batch may have committed part of a shard
             done = self._apply_shard(self._conn(shard), [commands[i] for i in indices], ctx)
             for i, receipt in zip(indices, done, strict=True):
                 receipts[i] = receipt
