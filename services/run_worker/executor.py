@@ -106,7 +106,8 @@ class RunExecutor:
         ``True`` means the run is terminal in storage (by us, or it already was).
         """
         run = item.run
-        if await self.queue.is_cancelled(run.run_id):
+        cancelled, number = await self.queue.claim_prelude(run.run_id)
+        if cancelled:
             # Cancelled while queued: recorded without claiming, never executed.
             if not await cancel_queued_run(
                 self.storage,
@@ -117,7 +118,7 @@ class RunExecutor:
             ):
                 await close_stream_of_terminal_run(self.ctx, self.reads, run.session_id, run.run_id)
             return True
-        attempt = await self._claim(item)
+        attempt = await self._claim(item, number)
         if not isinstance(attempt, _Attempt):
             return attempt
         try:
@@ -131,9 +132,8 @@ class RunExecutor:
             return False
         return True
 
-    async def _claim(self, item: InFlight) -> _Attempt | bool:
+    async def _claim(self, item: InFlight, number: int) -> _Attempt | bool:
         run = item.run
-        number = await self.queue.next_attempt(run.run_id)
         fence = RunFence(run_id=run.run_id, attempt=number)
         # The claim and the reads it does not depend on travel together: one round trip.
         claim, cancelled, session, path, above, memory = await asyncio.gather(

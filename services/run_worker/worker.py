@@ -9,7 +9,7 @@ import secrets
 
 from agent_core.bus import Delivery
 from agent_core.bus.contracts.runs import RunsMessage
-from agent_core.runqueue import SessionQueue
+from agent_core.runqueue import DrainStart, SessionQueue
 from agent_core.service import ServiceContext
 from services.run_worker.executor import RunExecutor
 
@@ -43,9 +43,10 @@ class RunWorker:
         """Start draining ``lane`` if we can take its lease; return whether we did."""
         if not self._accepting or lane in self.lanes or len(self.lanes) >= self.max_lanes:
             return False
-        if not await self.queue.acquire(lane, self.token, self.ttl_ms):
+        start = await self.queue.start_drain(lane, self.token, self.ttl_ms)
+        if start is None:
             return False
-        task = asyncio.create_task(self._drain(lane), name=f"lane:{lane}")
+        task = asyncio.create_task(self._drain(lane, start), name=f"lane:{lane}")
         self.lanes[lane] = task
         task.add_done_callback(lambda done: self._lane_done(lane, done))
         return True
@@ -58,18 +59,21 @@ class RunWorker:
         if self._accepting and self._refill is not None:
             self._refill.set()
 
-    async def _drain(self, lane: str) -> None:
+    async def _drain(self, lane: str, start: DrainStart) -> None:
         lost = asyncio.Event()
         heartbeat = asyncio.create_task(self._heartbeat(lane, lost), name=f"lease:{lane}")
         try:
-            orphan = await self.queue.in_flight(lane)
-            if orphan is not None:  # its worker died (or stopped) mid-run: recover it first
-                log.info("recovering run %s of %s", orphan.run.run_id, lane)
-                if not await self.executor.execute(orphan):
+            item = start.item
+            if item is not None and start.orphan:
+                # Its worker died (or stopped) mid-run: recover it first.
+                log.info("recovering run %s of %s", item.run.run_id, lane)
+                if not await self.executor.execute(item):
                     return  # superseded: the new lease holder owns the lane now
-                await self.queue.finish(orphan)
+                await self.queue.finish(item)
+                item = None
             while self._accepting and not lost.is_set():
-                item = await self.queue.take_next(lane)
+                if item is None:
+                    item = await self.queue.take_next(lane)
                 if item is None:
                     if await self.queue.release_if_idle(lane, self.token) != 0:
                         return
@@ -77,6 +81,7 @@ class RunWorker:
                 if not await self.executor.execute(item):
                     return
                 await self.queue.finish(item)
+                item = None
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -1,7 +1,7 @@
 """Runs between gateway and workers: the per-session FIFO with its lease, and run event streams."""
 
 from agent_core.runqueue.events import RunEventReader, RunEventWriter
-from agent_core.runqueue.fifo import InFlight, SessionQueue
+from agent_core.runqueue.fifo import DrainStart, InFlight, SessionQueue
 from agent_core.runqueue.models import QueuedRun
 from agent_core.runqueue.submit import (
     SessionBusyError,
@@ -12,6 +12,7 @@ from agent_core.runqueue.submit import (
 )
 
 __all__ = [
+    "DrainStart",
     "InFlight",
     "QueuedRun",
     "RunEventReader",

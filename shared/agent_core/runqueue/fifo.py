@@ -23,7 +23,7 @@ from agent_core.bus import BusNames
 from agent_core.bus.contracts.runs import RunNudge
 from agent_core.runqueue.models import QueuedRun
 
-__all__ = ["InFlight", "SessionQueue"]
+__all__ = ["DrainStart", "InFlight", "SessionQueue"]
 
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -41,6 +41,17 @@ redis.call('SREM', KEYS[4], ARGV[2])
 return 1
 """
 
+# Take the lease and, in the same step, the lane's first piece of work: an orphan left in the
+# processing list by a dead holder (to recover), else the oldest queued run (moved to processing).
+_START_DRAIN = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+local orphan = redis.call('LINDEX', KEYS[3], 0)
+if orphan then return {1, orphan} end
+local raw = redis.call('LMOVE', KEYS[2], KEYS[3], 'LEFT', 'RIGHT')
+if raw then return {0, raw} end
+return {0}
+"""
+
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -53,6 +64,14 @@ class InFlight:
 
     run: QueuedRun
     raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class DrainStart:
+    """A lease just taken, with the lane's first work: ``orphan`` marks a run to recover."""
+
+    item: InFlight | None
+    orphan: bool = False
 
 
 def _s(raw: bytes | str) -> str:
@@ -68,6 +87,7 @@ class SessionQueue:
         self._renew = redis.register_script(_RENEW)
         self._release_if_idle = redis.register_script(_RELEASE_IF_IDLE)
         self._release = redis.register_script(_RELEASE)
+        self._start_drain = redis.register_script(_START_DRAIN)
 
     @property
     def pending_key(self) -> str:
@@ -127,6 +147,22 @@ class SessionQueue:
         return bool(
             await self.redis.set(self.names.session_lease(session_id), token, nx=True, px=ttl_ms)
         )
+
+    async def start_drain(self, lane: str, token: str, ttl_ms: int) -> DrainStart | None:
+        """Take the lane's lease and its first work in one round trip; ``None``: leased already.
+
+        The same as :meth:`acquire`, then :meth:`in_flight` (an orphan to recover), else
+        :meth:`take_next`.
+        """
+        n = self.names
+        keys = [n.session_lease(lane), n.session_fifo(lane), n.session_processing(lane)]
+        reply = await self._start_drain(keys=keys, args=[token, ttl_ms])
+        if reply is None:
+            return None
+        if len(reply) < 2:
+            return DrainStart(None)
+        raw = _s(reply[1])
+        return DrainStart(InFlight(QueuedRun.model_validate_json(raw), raw), bool(reply[0]))
 
     async def renew(self, session_id: str, token: str, ttl_ms: int) -> bool:
         """Extend our lease; ``False`` means we lost it and must stop writing."""
@@ -189,6 +225,17 @@ class SessionQueue:
     async def is_cancelled(self, run_id: str) -> bool:
         """Whether a cancel was requested for ``run_id``."""
         return bool(await self.redis.exists(self._cancel_key(run_id)))
+
+    async def claim_prelude(self, run_id: str) -> tuple[bool, int]:
+        """:meth:`is_cancelled` and :meth:`next_attempt` in one round trip (an attempt number
+        taken for a cancelled run is never used: numbers only have to grow)."""
+        key = self.names.key("attempt", run_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.exists(self._cancel_key(run_id))
+            pipe.incr(key)
+            pipe.expire(key, 30 * 24 * 3600)
+            cancelled, value, _ = await pipe.execute()
+        return bool(cancelled), int(value)
 
     async def next_attempt(self, run_id: str) -> int:
         """A new, strictly larger attempt number for ``run_id`` (the fencing token)."""

@@ -1,0 +1,61 @@
+"""The session FIFO's one-round-trip steps against real Valkey: lease + first work, claim prelude."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from agent_core.bus import BusNames
+from agent_core.ids import new_id, new_session_id
+from agent_core.runqueue import SessionQueue
+from agent_core.runqueue.models import QueuedRun
+
+
+def _run(session_id: str) -> QueuedRun:
+    return QueuedRun(
+        run_id=new_id("run"),
+        session_id=session_id,
+        account_id="acct",
+        agent_id=new_id("agent"),
+        start_node_id=new_id("node"),
+    )
+
+
+async def test_start_drain_takes_the_lease_and_the_first_work(
+    redis: Redis, names: BusNames
+) -> None:
+    queue = SessionQueue(redis, names)
+    lane = new_session_id()
+    empty = await queue.start_drain(lane, "w1", 10_000)
+    assert empty is not None and empty.item is None  # the lease, and nothing to do
+    assert await queue.lease_holder(lane) == "w1"
+    assert await queue.start_drain(lane, "w2", 10_000) is None  # leased: the holder drains
+    assert await queue.release_if_idle(lane, "w1") == 1
+
+    first, second = _run(lane), _run(lane)
+    await queue.enqueue(first)
+    await queue.enqueue(second)
+    start = await queue.start_drain(lane, "w2", 10_000)
+    assert start is not None and not start.orphan and start.item is not None
+    assert start.item.run.run_id == first.run_id
+    in_flight = await queue.in_flight(lane)
+    assert in_flight is not None and in_flight.raw == start.item.raw  # moved, exactly as stored
+    assert [r.run_id for r in await queue.queued(lane)] == [second.run_id]
+
+    # w2 dies mid-run: its lease expires, the run stays in processing and is recovered first.
+    await redis.delete(names.session_lease(lane))
+    again = await queue.start_drain(lane, "w3", 10_000)
+    assert again is not None and again.orphan and again.item is not None
+    assert again.item.raw == start.item.raw
+    assert [r.run_id for r in await queue.queued(lane)] == [second.run_id]  # not taken yet
+
+
+async def test_claim_prelude_numbers_attempts_and_sees_cancels(
+    redis: Redis, names: BusNames
+) -> None:
+    queue = SessionQueue(redis, names)
+    run_id = new_id("run")
+    assert await queue.claim_prelude(run_id) == (False, 1)
+    assert await queue.claim_prelude(run_id) == (False, 2)
+    await queue.request_cancel(run_id)
+    assert await queue.claim_prelude(run_id) == (True, 3)
+    assert await queue.next_attempt(run_id) == 4  # one counter for both
