@@ -143,8 +143,26 @@ def _statements(*sql: str) -> Migration:
     return apply
 
 
+# v2: receipts hold only what a duplicate's answer needs — the result — keyed by command id in
+# a WITHOUT ROWID table (no second index holding the key again), with an integer timestamp: ~100
+# bytes a command instead of ~370, about 2 KB less per agent turn (8 commands).
+_V2 = (
+    """CREATE TABLE command_receipts_v2 (
+        command_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, result_json TEXT NOT NULL,
+        created_at INTEGER NOT NULL) WITHOUT ROWID""",
+    """INSERT INTO command_receipts_v2 (command_id, session_id, result_json, created_at)
+        SELECT command_id, session_id, coalesce(json_extract(receipt_json, '$.result'), '{}'),
+               CAST(strftime('%s', created_at) AS INTEGER)
+        FROM command_receipts""",
+    "DROP TABLE command_receipts",
+    "ALTER TABLE command_receipts_v2 RENAME TO command_receipts",
+)
+
 # Ordered; a version is never edited once released, only new ones appended.
-MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = ((1, _statements(*_V1)),)
+MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
+    (1, _statements(*_V1)),
+    (2, _statements(*_V2)),
+)
 # The catalog file (``<db_path>``) only records how sessions are spread over shard files.
 CATALOG_MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
     (

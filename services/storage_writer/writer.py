@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -113,7 +114,8 @@ class Writer:
         try:
             seen = _stored_receipts(conn, [c.command_id for c in commands])
             out: list[CommandReceipt] = []
-            rows: list[tuple[str, str, str, str]] = []
+            rows: list[tuple[str, str, str, int]] = []
+            stamp = int(time.time())
             for command in commands:
                 first = seen.get(command.command_id)
                 if first is not None:
@@ -122,12 +124,11 @@ class Writer:
                 receipt = _apply_one(conn, command, ctx)
                 if receipt.ok:
                     seen[command.command_id] = receipt
-                    rows.append(
-                        (command.command_id, command.session_id, receipt.model_dump_json(), ctx.now)
-                    )
+                    result = json.dumps(receipt.result, separators=(",", ":"))
+                    rows.append((command.command_id, command.session_id, result, stamp))
                 out.append(receipt)
             conn.executemany(
-                "INSERT INTO command_receipts (command_id, session_id, receipt_json, created_at) "
+                "INSERT INTO command_receipts (command_id, session_id, result_json, created_at) "
                 "VALUES (?, ?, ?, ?)",
                 rows,
             )
@@ -171,8 +172,11 @@ def _stored_receipts(conn: sqlite3.Connection, command_ids: list[str]) -> dict[s
         chunk = unique[start : start + _IN_CHUNK]
         marks = ",".join("?" * len(chunk))
         for command_id, text in conn.execute(
-            f"SELECT command_id, receipt_json FROM command_receipts WHERE command_id IN ({marks})",
+            f"SELECT command_id, result_json FROM command_receipts WHERE command_id IN ({marks})",
             chunk,
         ):
-            found[command_id] = CommandReceipt.model_validate(json.loads(text))
+            # Only applied commands have receipts: ok, with the result they got.
+            found[command_id] = CommandReceipt(
+                command_id=command_id, ok=True, result=json.loads(text)
+            )
     return found

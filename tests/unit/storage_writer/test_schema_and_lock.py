@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,10 @@ def test_migrations_on_empty_then_current_database(tmp_path: Path) -> None:
     assert migrate(conn) == []
     conn.close()
     assert _dump(tmp_path / "a.sqlite") == before
-    assert any("CREATE TABLE command_receipts" in line for line in before)
+    assert any(
+        line.startswith("CREATE TABLE") and "command_receipts" in line and "WITHOUT ROWID" in line
+        for line in before
+    )
 
 
 def test_reopening_keeps_the_stored_shard_count(tmp_path: Path) -> None:
@@ -70,3 +74,25 @@ def test_lock_in_the_same_process_is_refused_too(tmp_path: Path) -> None:
         WriterLock(tmp_path / "s.sqlite").acquire()
     assert info.value.code == "writer_locked"
     first.release()
+
+
+def test_v2_keeps_the_results_of_receipts_stored_by_v1(tmp_path: Path) -> None:
+    db = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        assert migrate(conn, MIGRATIONS[:1]) == [1]
+        receipt = '{"type":"command_receipt","command_id":"cmd_1","ok":true,"result":{"seq":7}}'
+        conn.execute(
+            "INSERT INTO command_receipts VALUES ('cmd_1', 'sess_x', ?, ?)",
+            (receipt, "2026-11-29T10:00:00.000000+00:00"),
+        )
+        assert migrate(conn) == [2]
+        row = conn.execute("SELECT * FROM command_receipts").fetchone()
+        without_rowid = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'command_receipts'"
+        ).fetchone()[0]
+    finally:
+        conn.close()
+    stamp = int(datetime(2026, 11, 29, 10, tzinfo=UTC).timestamp())
+    assert row == ("cmd_1", "sess_x", '{"seq":7}', stamp)
+    assert "WITHOUT ROWID" in without_rowid
