@@ -4,9 +4,14 @@ Starts its own stack (``soong-agent up`` with the scripted fake model, via the t
 ``start_stack``), then measures on this machine:
 
 * SSE added latency — for every ``text_delta`` event, the time from the event's ``created_at``
-  (stamped in the run-worker when the model emitted the chunk) to the moment the HTTP client read
-  its ``data:`` line; same machine, same clock. With 1 stream (runs one after another) and with
-  50 concurrent streams (50 sessions, each posting ``stream=true`` messages in a loop);
+  (stamped in the run-worker when the provider's chunk arrived) to the moment the HTTP client read
+  its ``data:`` line; same machine, same clock. The provider is a fake OpenAI server in its own
+  process (``bench/paced_provider.py``) streaming 20 chunks 20 ms apart per answer, as a model
+  does (~50 chunks/s per stream). With 1 stream (runs one after another) and with 50 concurrent
+  streams (50 sessions, each posting ``stream=true`` messages in a loop): ``sse_added_*``;
+* the same with the in-process scripted model, which answers every turn (a tool call, then ~1 KB)
+  at once, so 50 sessions run agent turns back to back and saturate both cores:
+  ``sse_added_*_saturated`` — what streaming costs when the machine has no idle time left;
 * ``GET /v1/sessions/{id}`` requests/s with 50 concurrent keep-alive connections for a fixed
   time (a minimal HTTP/1.1 client: httpx itself saturated a core at ~300 requests/s here).
 
@@ -18,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +46,10 @@ max_sse_streams_per_key = 1000
 """
 RUNS_1 = 60
 ROUNDS_50 = 6
+PACED_RUNS_1 = 8
+PACED_ROUNDS_50 = 3
+PACED_CHUNKS = 20
+PACED_INTERVAL_MS = 20
 RPS_SECONDS = 5.0
 
 
@@ -160,32 +170,68 @@ async def _rps(url: str, key: str, clients: int, seconds: float) -> float:
     return sum(counts) / (time.perf_counter() - started)
 
 
+def _paced_provider() -> tuple[subprocess.Popen[str], str]:
+    """The paced fake provider as a process of its own; returns it and its SDK base URL."""
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "paced_provider.py"), str(PACED_CHUNKS)]
+        + [str(PACED_INTERVAL_MS)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
 def main() -> int:
     """Run the benchmark and print the figures."""
+    result: dict[str, Any] = {}
+    provider, base_url = _paced_provider()
+    try:
+        home = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+        (home / "config.toml").write_text(CONFIG)
+        env = {
+            "SOONG_MODEL_PROVIDER": "openai",
+            "SOONG_MODEL_NAME": "fake-model",
+            "SOONG_MODEL_BASE_URL": base_url,
+        }
+        stack = start_stack(home, workers=2, extra_env=env)
+        try:
+            url, key = stack.gateway_url, stack.api_key
+            one, one_hops = asyncio.run(_sse(url, key, 1, PACED_RUNS_1))
+            fifty, fifty_hops = asyncio.run(_sse(url, key, 50, PACED_ROUNDS_50))
+        finally:
+            stop_stack(stack.process)
+    finally:
+        provider.kill()
+        provider.wait()
     home = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     (home / "config.toml").write_text(CONFIG)
     stack = start_stack(home, workers=2, extra_env={"SOONG_MODEL_PROVIDER": "fake"})
-    result: dict[str, Any] = {}
     try:
-        one, one_hops = asyncio.run(_sse(stack.gateway_url, stack.api_key, 1, RUNS_1))
-        fifty, fifty_hops = asyncio.run(_sse(stack.gateway_url, stack.api_key, 50, ROUNDS_50))
-        rps = asyncio.run(_rps(stack.gateway_url, stack.api_key, 50, RPS_SECONDS))
-        result = {
-            "sse_added_p50_ms_1": round(statistics.median(one), 2),
-            "sse_added_p99_ms_1": round(_pct(one, 0.99), 2),
-            "sse_added_p50_ms_50": round(statistics.median(fifty), 2),
-            "sse_added_p99_ms_50": round(_pct(fifty, 0.99), 2),
-            "get_session_rps_50": round(rps, 1),
-            # The gateway's own share: Redis XADD (entry id time) → the client read the frame.
-            "sse_redis_to_client_p50_ms_1": round(statistics.median(one_hops), 2),
-            "sse_redis_to_client_p50_ms_50": round(statistics.median(fifty_hops), 2),
-            "sse_redis_to_client_p99_ms_50": round(_pct(fifty_hops, 0.99), 2),
-            "sse_samples_1": len(one),
-            "sse_samples_50": len(fifty),
-        }
-        print(f"SSE 1 stream: {len(one)} deltas; 50 streams: {len(fifty)} deltas", file=sys.stderr)
+        url, key = stack.gateway_url, stack.api_key
+        sat_one, _ = asyncio.run(_sse(url, key, 1, RUNS_1))
+        sat_fifty, sat_hops = asyncio.run(_sse(url, key, 50, ROUNDS_50))
+        rps = asyncio.run(_rps(url, key, 50, RPS_SECONDS))
     finally:
         stop_stack(stack.process)
+    result = {
+        "sse_added_p50_ms_1": round(statistics.median(one), 2),
+        "sse_added_p99_ms_1": round(_pct(one, 0.99), 2),
+        "sse_added_p50_ms_50": round(statistics.median(fifty), 2),
+        "sse_added_p99_ms_50": round(_pct(fifty, 0.99), 2),
+        "get_session_rps_50": round(rps, 1),
+        # The gateway's own share: Redis XADD (entry id time) → the client read the frame.
+        "sse_redis_to_client_p50_ms_50": round(statistics.median(fifty_hops), 2),
+        "sse_redis_to_client_p99_ms_50": round(_pct(fifty_hops, 0.99), 2),
+        "sse_samples_1": len(one),
+        "sse_samples_50": len(fifty),
+        "sse_added_p50_ms_1_saturated": round(statistics.median(sat_one), 2),
+        "sse_added_p99_ms_1_saturated": round(_pct(sat_one, 0.99), 2),
+        "sse_added_p50_ms_50_saturated": round(statistics.median(sat_fifty), 2),
+        "sse_added_p99_ms_50_saturated": round(_pct(sat_fifty, 0.99), 2),
+        "sse_redis_to_client_p50_ms_50_saturated": round(statistics.median(sat_hops), 2),
+    }
+    print(f"SSE paced: {len(one)} / {len(fifty)} deltas", file=sys.stderr)
     print(json.dumps(result))
     return 0
 
