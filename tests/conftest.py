@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from redis.asyncio import Redis
 
@@ -59,6 +60,39 @@ def _guarded_connect_ex(self: socket.socket, address: object) -> int:
 
 socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
 socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
+
+# ------------------------------------------------------------------ no process outlives the run
+
+
+def _leftover_services(basetemp: Path) -> list[str]:
+    """Service processes started by this run's tests (their home is under ``basetemp``)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if "agent_core.cli" not in " ".join(proc.info["cmdline"] or []):
+                continue
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            env = proc.environ()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if env.get("SOONG_AGENT_HOME", "").startswith(str(basetemp)):
+            found.append(f"pid {proc.pid} from {env.get('PYTEST_CURRENT_TEST', '?')}")
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leftover_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fail the run if a test left a service process behind (it would burn CPU for good)."""
+    yield
+    basetemp = tmp_path_factory.getbasetemp()
+    deadline = time.monotonic() + 10
+    while (left := _leftover_services(basetemp)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for line in left:
+        os.kill(int(line.split()[1]), signal.SIGKILL)
+    assert not left, f"service processes outlived their tests: {left}"
+
 
 # ------------------------------------------------------------------ Valkey and bus names
 

@@ -93,18 +93,29 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
         options=ctx.default_options(batch=True, max_records=_QUERY_BATCH),
     )
 
+    # A round in progress finishes before close() shuts the threads down; none starts after.
+    rounds = asyncio.Lock()
+    closed = False
+
     async def checkpoints(stop: asyncio.Event) -> None:
         behind: set[Path] = set()
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), CHECKPOINT_INTERVAL_S)
-            dirty = await loop.run_in_executor(write_thread, writer.take_dirty)
-            paths = behind | {layout.path(shard) for shard in dirty}
-            if paths:
-                run = checkpointer.run
-                behind = set(await loop.run_in_executor(checkpoint_thread, run, sorted(paths)))
+            async with rounds:
+                if closed:
+                    return
+                dirty = await loop.run_in_executor(write_thread, writer.take_dirty)
+                paths = behind | {layout.path(shard) for shard in dirty}
+                if paths:
+                    run = checkpointer.run
+                    done = await loop.run_in_executor(checkpoint_thread, run, sorted(paths))
+                    behind = set(done)
 
     async def close() -> None:
+        nonlocal closed
+        async with rounds:
+            closed = True
         await loop.run_in_executor(checkpoint_thread, checkpointer.close)
         checkpoint_thread.shutdown()
         await loop.run_in_executor(write_thread, writer.close)

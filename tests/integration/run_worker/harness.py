@@ -144,7 +144,7 @@ class Cluster:
         return self.workers[index].pid
 
     def stop(self) -> None:
-        procs = [*self.workers.values(), *([self.writer] if self.writer else [])]
+        procs = [*self.workers.values(), *self.others, *([self.writer] if self.writer else [])]
         for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)

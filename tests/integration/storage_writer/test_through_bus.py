@@ -7,6 +7,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames, make_broker
@@ -20,6 +21,7 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.ids import new_id
 from services.storage_writer.schema import events_table, nodes_table
+from services.storage_writer.writer import Writer
 from tests.integration.storage_writer.helpers import (
     in_process_writer,
     layout_of,
@@ -180,3 +182,28 @@ async def test_hostile_session_id_is_refused_through_the_bus(
     assert not receipt.ok and receipt.error is not None
     assert receipt.error.code in ("invalid_identifier", "invalid_session_id")
     assert ok.ok
+
+
+async def test_stopping_while_checkpoints_run_is_clean(
+    tmp_path: Path, redis_url: str, names: BusNames, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Back-to-back, slow checkpoint rounds, so that stopping lands in the middle of one.
+    monkeypatch.setattr("services.storage_writer.service.CHECKPOINT_INTERVAL_S", 0.0005)
+    take_dirty = Writer.take_dirty
+
+    def slow_take_dirty(self: Writer) -> set[int]:
+        time.sleep(0.02)
+        return take_dirty(self)
+
+    monkeypatch.setattr(Writer, "take_dirty", slow_take_dirty)
+    settings = writer_settings(tmp_path, redis_url, names)
+    s = create_session()
+    for round_ in range(10):
+        # in_process_writer asserts that the service exits with 0 when stopped.
+        async with in_process_writer(settings), storage_client(redis_url, names) as client:
+            if round_ == 0:
+                assert (await client.send(s)).ok
+            assert all(
+                r.ok for r in await asyncio.gather(*(client.send(append_node(s)) for _ in range(5)))
+            )
+    assert _count(tmp_path, s.session_id, nodes_table(s.session_id)) == 50
