@@ -39,7 +39,7 @@ __all__ = [
 # therefore means: the write survives any *process* crash — the writer, a worker, SIGKILL, OOM —
 # which is what the crash tests prove. On *power loss or an OS crash* the last commits before the
 # loss can roll back — those since the WAL was last synced, which happens at each checkpoint
-# (every 0.5 s for a shard being written, see services/storage_writer/checkpoint.py). The database
+# (within 10 s of a shard's first unsynced write, see services/storage_writer/checkpoint.py). The database
 # stays consistent (atomic transactions, integrity_check ok); it just ends earlier.
 # Why not FULL: the bus (Redis/Valkey with appendfsync everysec) already bounds what a power loss
 # can lose to about a second, so FULL would buy little for the system as a whole, while costing an

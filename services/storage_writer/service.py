@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from agent_core.bus import GROUP_STORAGE, Delivery
@@ -27,7 +26,7 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.service import ServiceContext, ServiceParts
 from services.storage_writer.checkpoint import INTERVAL_S as CHECKPOINT_INTERVAL_S
-from services.storage_writer.checkpoint import Checkpointer
+from services.storage_writer.checkpoint import Checkpointer, CheckpointPolicy
 from services.storage_writer.lock import WriterLock
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.shards import open_catalog
@@ -98,19 +97,20 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
     closed = False
 
     async def checkpoints(stop: asyncio.Event) -> None:
-        behind: set[Path] = set()
+        policy = CheckpointPolicy()
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), CHECKPOINT_INTERVAL_S)
             async with rounds:
                 if closed:
                     return
-                dirty = await loop.run_in_executor(write_thread, writer.take_dirty)
-                paths = behind | {layout.path(shard) for shard in dirty}
-                if paths:
+                written = await loop.run_in_executor(write_thread, writer.take_dirty)
+                due = policy.due(written, loop.time())
+                if due:
+                    paths = {layout.path(shard): shard for shard in due}
                     run = checkpointer.run
-                    done = await loop.run_in_executor(checkpoint_thread, run, sorted(paths))
-                    behind = set(done)
+                    behind = await loop.run_in_executor(checkpoint_thread, run, list(paths))
+                    policy.done([paths[p] for p in paths if p not in behind])
 
     async def close() -> None:
         nonlocal closed

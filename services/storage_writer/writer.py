@@ -58,7 +58,7 @@ class Writer:
         # Fault injection for tests (e.g. "between_node_and_event"); None in production.
         self.fault = fault
         self._conns: dict[int, sqlite3.Connection] = {}
-        self._dirty: set[int] = set()  # shards committed to since take_dirty()
+        self._dirty: dict[int, int] = {}  # shard -> commands applied since take_dirty()
 
     def _conn(self, shard: int) -> sqlite3.Connection:
         conn = self._conns.get(shard)
@@ -82,9 +82,9 @@ class Writer:
             conn.close()
         self._conns.clear()
 
-    def take_dirty(self) -> set[int]:
-        """The shards written since the last call (call on the writer's thread)."""
-        dirty, self._dirty = self._dirty, set()
+    def take_dirty(self) -> dict[int, int]:
+        """Shard -> commands applied to it since the last call (call on the writer's thread)."""
+        dirty, self._dirty = self._dirty, {}
         return dirty
 
     def apply_batch(self, commands: Sequence[StorageCommand]) -> list[CommandReceipt]:
@@ -101,7 +101,8 @@ class Writer:
         now = datetime.now(UTC).isoformat(timespec="microseconds")
         ctx = ApplyContext(now, self.data_dir, self.json_threshold_bytes, self.fault)
         for shard, indices in by_shard.items():
-            self._dirty.add(shard)  # before: a failed batch may have committed part of a shard
+            # Counted before applying: a failed batch may have committed part of a shard.
+            self._dirty[shard] = self._dirty.get(shard, 0) + len(indices)
             done = self._apply_shard(self._conn(shard), [commands[i] for i in indices], ctx)
             for i, receipt in zip(indices, done, strict=True):
                 receipts[i] = receipt

@@ -20,6 +20,7 @@ from agent_core.bus.contracts.storage import (
     RunFence,
 )
 from agent_core.ids import new_id
+from services.storage_writer.checkpoint import CheckpointPolicy
 from services.storage_writer.schema import events_table, nodes_table
 from services.storage_writer.writer import Writer
 from tests.integration.storage_writer.helpers import (
@@ -189,9 +190,13 @@ async def test_stopping_while_checkpoints_run_is_clean(
 ) -> None:
     # Back-to-back, slow checkpoint rounds, so that stopping lands in the middle of one.
     monkeypatch.setattr("services.storage_writer.service.CHECKPOINT_INTERVAL_S", 0.0005)
+    monkeypatch.setattr(
+        "services.storage_writer.service.CheckpointPolicy",
+        lambda: CheckpointPolicy(commands_due=1, max_age_s=0),  # every round checkpoints
+    )
     take_dirty = Writer.take_dirty
 
-    def slow_take_dirty(self: Writer) -> set[int]:
+    def slow_take_dirty(self: Writer) -> dict[int, int]:
         time.sleep(0.02)
         return take_dirty(self)
 

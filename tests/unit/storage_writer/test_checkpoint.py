@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from agent_core.types.protocol import TextBlock
-from services.storage_writer.checkpoint import Checkpointer
+from services.storage_writer.checkpoint import Checkpointer, CheckpointPolicy
 from services.storage_writer.shards import open_catalog
 from services.storage_writer.writer import Writer
 from tests.unit.storage_writer.factories import append_node, create_session
@@ -33,8 +33,8 @@ def test_commits_leave_checkpoints_to_the_checkpointer(tmp_path: Path) -> None:
         # Past SQLite's default 1,000-page autocheckpoint, which would have restarted the log:
         # the commits left every frame in it.
         assert _wal_frames(path) > 1500
-        assert writer.take_dirty() == {shard}
-        assert writer.take_dirty() == set()  # taken: the next round sees only new writes
+        assert writer.take_dirty() == {shard: 1501}  # commands applied, session included
+        assert writer.take_dirty() == {}  # taken: the next round sees only new writes
 
         checkpointer = Checkpointer()
         try:
@@ -52,3 +52,16 @@ def test_commits_leave_checkpoints_to_the_checkpointer(tmp_path: Path) -> None:
             conn.close()
     finally:
         writer.close()
+
+
+def test_policy_checkpoints_busy_shards_by_count_and_quiet_ones_by_age() -> None:
+    policy = CheckpointPolicy(commands_due=100, max_age_s=10)
+    assert policy.due({1: 60, 2: 5}, now=0) == []
+    assert policy.due({1: 40}, now=1) == [1]  # 100 commands since its last checkpoint
+    policy.done([1])
+    assert policy.due({}, now=9.9) == []
+    assert policy.due({3: 1}, now=10) == [2]  # 10 s after shard 2's first unsynced write
+    policy.done([2])  # shard 3's clock started at 10
+    assert policy.due({}, now=19.9) == []
+    assert policy.due({}, now=20) == [3]
+    assert policy.due({}, now=21) == [3]  # not done (the round fell behind): due again
