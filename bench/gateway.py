@@ -6,8 +6,8 @@ Starts its own stack (``soong-agent up`` with the scripted fake model, via the t
 * SSE added latency — for every ``text_delta`` event, the time from the event's ``created_at``
   (stamped in the run-worker when the provider's chunk arrived) to the moment the HTTP client read
   its ``data:`` line; same machine, same clock. The provider is a fake OpenAI server in its own
-  process (``bench/paced_provider.py``) streaming 20 chunks 20 ms apart per answer, as a model
-  does (~50 chunks/s per stream). With 1 stream (runs one after another) and with 50 concurrent
+  process (``bench/helpers/paced_provider.py``) streaming 20 chunks 20 ms apart per answer, as a
+  model does (~50 chunks/s per stream). With 1 stream (runs one after another) and with 50 concurrent
   streams (50 sessions, each posting ``stream=true`` messages in a loop): ``sse_added_*``;
 * the same with the in-process scripted model, which answers every turn (a tool call, then ~1 KB)
   at once, so 50 sessions run agent turns back to back and saturate both cores:
@@ -173,7 +173,7 @@ async def _rps(url: str, key: str, clients: int, seconds: float) -> float:
 def _paced_provider() -> tuple[subprocess.Popen[str], str]:
     """The paced fake provider as a process of its own; returns it and its SDK base URL."""
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "paced_provider.py"), str(PACED_CHUNKS)]
+        [sys.executable, str(ROOT / "bench" / "helpers" / "paced_provider.py"), str(PACED_CHUNKS)]
         + [str(PACED_INTERVAL_MS)],
         stdout=subprocess.PIPE,
         text=True,

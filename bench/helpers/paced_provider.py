@@ -1,8 +1,8 @@
 """A fake OpenAI provider that streams like a model does: text chunks at a steady pace.
 
-Run as a process by ``bench/gateway.py`` (``python bench/paced_provider.py CHUNKS INTERVAL_MS``):
-every request is answered with ``CHUNKS`` text deltas of a few words, ``INTERVAL_MS`` apart, over
-the real Chat Completions streaming protocol (``tests/fakes/openai_server.py``). Prints its SDK
+Run as a process by ``bench/gateway.py`` (``python bench/helpers/paced_provider.py CHUNKS
+INTERVAL_MS``): every request is answered with ``CHUNKS`` text deltas of a few words,
+``INTERVAL_MS`` apart, over the real Chat Completions streaming protocol (``tests/fakes/openai_server.py``). Prints its SDK
 base URL on the first line of stdout, then serves until killed.
 """
 
@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "shared")]
 
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
