@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -17,6 +18,8 @@ from agent_core.types.runtime import AgentConfig
 from services.run_worker.adapters import WorkerToolRunner
 
 __all__ = ["AgentSetup"]
+
+log = logging.getLogger("soong.run_worker")
 
 
 class AgentSetup:
@@ -66,6 +69,18 @@ class AgentSetup:
             )
             self._adapters[key] = adapter
         return adapter
+
+    def warm_up(self) -> None:
+        """Build the default model's adapter and its client (imports the provider SDK, which
+        takes a CPU-second): at start-up, not inside the first run. Never raises: a bad model
+        configuration is reported by the runs that use it."""
+        try:
+            adapter = self.adapter(self.config({}))
+            warm = getattr(adapter, "warm_up", None)  # optional: in-process models have nothing
+            if callable(warm):
+                warm()
+        except Exception as exc:
+            log.warning("could not prepare the default model adapter: %s", exc)
 
     def registry(self, cwd: str) -> ToolRegistry:
         """The run's tools: the shared built-ins plus task tools bound to the session's project."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from agent_core.bus import GROUP_RUN_WORKERS
 from agent_core.bus.contracts.runs import RUNS_MESSAGE
 from agent_core.provider import ProviderRegistry
@@ -26,7 +28,8 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         tools.register(LookupTool())
     storage = StorageClient(ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s)
     queue = SessionQueue(ctx.redis, ctx.names)
-    worker = RunWorker(ctx, queue, RunExecutor(ctx, storage, queue, providers, tools))
+    executor = RunExecutor(ctx, storage, queue, providers, tools)
+    worker = RunWorker(ctx, queue, executor)
     nudges = ctx.consumer(
         ctx.names.runs,
         GROUP_RUN_WORKERS,
@@ -35,8 +38,13 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         # Handling a nudge only takes a lease; the run itself is tracked by the FIFO.
         options=ctx.default_options(max_records=16, min_idle_ms=10_000),
     )
+
+    async def warm_up() -> None:
+        await asyncio.to_thread(executor.setup.warm_up)
+
     return ServiceParts(
         consumers=[nudges],
         tasks=[worker.sweep, worker.listen_for_cancels],
+        on_start=[warm_up],
         on_stop=[worker.shutdown],
     )

@@ -171,6 +171,10 @@ class AnthropicProviderAdapter:
         self.policy = RetryPolicy.from_settings(settings)
         self._client: anthropic.AsyncAnthropic | None = None
 
+    def warm_up(self) -> None:
+        """Build the client now (CPU only, no I/O), so the first run does not pay for it."""
+        self._get_client()
+
     def _get_client(self) -> anthropic.AsyncAnthropic:
         if self._client is None:
             s = self.settings

@@ -120,6 +120,10 @@ class OllamaProviderAdapter:
         self._client: httpx.AsyncClient | None = None
         self._tools_support: dict[str, bool | None] = {}
 
+    def warm_up(self) -> None:
+        """Build the client now (CPU only, no I/O), so the first run does not pay for it."""
+        self._get_client()
+
     def _get_client(self) -> httpx.AsyncClient:
         if self._client is None:
             s = self.settings

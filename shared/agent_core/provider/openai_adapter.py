@@ -155,6 +155,10 @@ class OpenAIProviderAdapter:
         self.policy = RetryPolicy.from_settings(settings)
         self._client: openai.AsyncOpenAI | None = None
 
+    def warm_up(self) -> None:
+        """Build the client now (CPU only, no I/O), so the first run does not pay for it."""
+        self._get_client()
+
     def _get_client(self) -> openai.AsyncOpenAI:
         if self._client is None:
             s = self.settings
