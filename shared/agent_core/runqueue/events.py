@@ -11,8 +11,9 @@ the stream is trimmed and expires; late readers fall back to the durable timelin
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import weakref
+from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,15 +29,91 @@ _MAXLEN = 50_000
 _EXPIRE_AFTER_FINISH_S = 3600
 
 
+class _Batcher:
+    """Writes the queued events of every run of the process in one pipeline per round.
+
+    One per Redis client and event loop. Idle, a queued event is written at once (the round
+    starts when it is queued); busy, whatever queued up during a round — from any number of runs —
+    goes out in the next one, so 50 streaming runs cost a few round trips per tick, not 50.
+    Events of one run keep their order (one FIFO); consecutive text deltas of a run are merged.
+    """
+
+    def __init__(self, redis: Redis) -> None:
+        self._redis = redis
+        self._queue: deque[tuple[RunEventWriter, RuntimeEvent | None]] = deque()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.loop = asyncio.get_running_loop()
+
+    def put(self, writer: RunEventWriter, event: RuntimeEvent | None) -> None:
+        self._queue.append((writer, event))
+        self._wake.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="run-events")
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                items = list(self._queue)
+                self._queue.clear()
+                await self._write_round(items)
+
+    async def _write_round(self, items: list[tuple[RunEventWriter, RuntimeEvent | None]]) -> None:
+        per_writer: dict[RunEventWriter, list[RuntimeEvent | None]] = {}
+        for writer, event in items:
+            per_writer.setdefault(writer, []).append(event)
+        writing: list[RunEventWriter] = []
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for writer, queued in per_writer.items():
+                    if writer.aborted:
+                        continue
+                    events = _coalesce([e for e in queued if e is not None])
+                    for event in events:
+                        pipe.xadd(
+                            writer.stream,
+                            {"data": event.model_dump_json()},
+                            maxlen=_MAXLEN,
+                            approximate=True,
+                        )
+                    if events and isinstance(events[-1], RunFinished):
+                        pipe.expire(writer.stream, _EXPIRE_AFTER_FINISH_S)
+                    writing.append(writer)
+                if writing:
+                    await pipe.execute()
+        except Exception as exc:  # every run of the round hears of it at close()
+            for writer in writing:
+                writer.failure = exc
+        for writer, queued in per_writer.items():
+            if None in queued:
+                writer.closed.set()
+
+
+_BATCHERS: weakref.WeakKeyDictionary[Redis, _Batcher] = weakref.WeakKeyDictionary()
+
+
+def _batcher(redis: Redis) -> _Batcher:
+    batcher = _BATCHERS.get(redis)
+    if batcher is None or batcher.loop is not asyncio.get_running_loop():
+        batcher = _BATCHERS[redis] = _Batcher(redis)
+    return batcher
+
+
 class RunEventWriter:
-    """Appends one run's events to its stream in order; start it, emit, then ``close()``."""
+    """Appends one run's events to its stream in order; start it, emit, then ``close()``.
+
+    Writes go through the process's :class:`_Batcher` for the Redis client.
+    """
 
     def __init__(self, redis: Redis, names: BusNames, session_id: str, run_id: str) -> None:
         self._redis = redis
         self.stream = names.run_events(session_id, run_id)
-        self._queue: asyncio.Queue[RuntimeEvent | None] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
-        self._failure: BaseException | None = None
+        self._batcher: _Batcher | None = None
+        self.closed = asyncio.Event()
+        self.failure: BaseException | None = None
+        self.aborted = False
 
     async def last_type(self) -> str | None:
         """The ``type`` of the last event in the stream, if any."""
@@ -46,59 +123,29 @@ class RunEventWriter:
         return str(json.loads(entries[0][1][b"data"]).get("type"))
 
     def start(self) -> None:
-        """Start the writer task (needs a running loop)."""
-        self._task = asyncio.create_task(self._run(), name=f"events:{self.stream}")
+        """Attach to the process's batcher (needs a running loop)."""
+        self._batcher = _batcher(self._redis)
 
     def emit(self, event: RuntimeEvent) -> None:
         """Queue ``event``; it is written after every event queued before it."""
-        self._queue.put_nowait(event)
+        if self._batcher is None:
+            raise RuntimeError("RunEventWriter.start() was not called")
+        self._batcher.put(self, event)
 
     async def close(self) -> None:
         """Write everything queued, then stop; re-raises a write failure."""
-        if self._task is None:
+        if self._batcher is None:
             return
-        self._queue.put_nowait(None)
-        await self._task
-        self._task = None
-        if self._failure is not None:
-            raise self._failure
+        self._batcher.put(self, None)
+        self._batcher = None
+        await self.closed.wait()
+        if self.failure is not None:
+            raise self.failure
 
     async def abort(self) -> None:
-        """Stop without waiting for queued events (the run was taken over)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            first = await self._queue.get()
-            batch = [first]
-            while not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            done = batch[-1] is None
-            events = _coalesce([e for e in batch if e is not None])
-            if events:
-                try:
-                    await self._write(events)
-                except Exception as exc:  # keep draining so close() returns; report there
-                    self._failure = exc
-            if done:
-                return
-
-    async def _write(self, events: list[RuntimeEvent]) -> None:
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for event in events:
-                pipe.xadd(
-                    self.stream,
-                    {"data": event.model_dump_json()},
-                    maxlen=_MAXLEN,
-                    approximate=True,
-                )
-            if isinstance(events[-1], RunFinished):
-                pipe.expire(self.stream, _EXPIRE_AFTER_FINISH_S)
-            await pipe.execute()
+        """Stop without waiting for queued events (the run was taken over): they are dropped."""
+        self.aborted = True
+        self._batcher = None
 
 
 def _coalesce(events: list[RuntimeEvent]) -> list[RuntimeEvent]:

@@ -1,0 +1,88 @@
+"""Run event streams against real Valkey: many runs' events share pipelines, each run's order holds."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from agent_core.bus import BusNames, make_redis
+from agent_core.ids import new_id, new_session_id
+from agent_core.runqueue import RunEventReader, RunEventWriter
+from agent_core.service.valkey import find_free_port
+from agent_core.types.enums import RunStatus
+from agent_core.types.runtime import RunFinished, RunTextDelta
+
+
+class _CountingPipelines:
+    """Counts the pipelines a Redis client executes (wraps the real client's method)."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.executed = 0
+        real = redis.pipeline
+
+        def pipeline(*args: Any, **kwargs: Any) -> Any:
+            pipe = real(*args, **kwargs)
+            execute = pipe.execute
+
+            async def counted(*a: Any, **k: Any) -> Any:
+                self.executed += 1
+                return await execute(*a, **k)
+
+            pipe.execute = counted  # type: ignore[method-assign]
+            return pipe
+
+        redis.pipeline = pipeline  # type: ignore[method-assign]
+
+
+async def test_events_of_many_runs_share_pipelines_and_keep_their_order(
+    redis: Redis, names: BusNames
+) -> None:
+    counter = _CountingPipelines(redis)
+    sid = new_session_id()
+    runs = [new_id("run") for _ in range(20)]
+    writers = [RunEventWriter(redis, names, sid, run_id) for run_id in runs]
+    for writer in writers:
+        writer.start()
+    for turn in range(3):  # interleaved: every run emits before any write completes
+        for run_id, writer in zip(runs, writers, strict=True):
+            writer.emit(RunTextDelta(run_id=run_id, session_id=sid, turn=turn, text=f"{turn}a"))
+            writer.emit(RunTextDelta(run_id=run_id, session_id=sid, turn=turn, text=f"{turn}b"))
+    for run_id, writer in zip(runs, writers, strict=True):
+        writer.emit(RunFinished(run_id=run_id, session_id=sid, status=RunStatus.COMPLETED))
+    await asyncio.gather(*(w.close() for w in writers))
+    # 20 runs × 7 events: a couple of rounds, not one round trip per event or per run.
+    assert 1 <= counter.executed <= 3
+
+    reader = RunEventReader(redis, names)
+    for run_id in runs:
+        got = [event async for event in _all(reader, sid, run_id)]
+        texts = [e.text for e in got if isinstance(e, RunTextDelta)]
+        assert texts == ["0a0b", "1a1b", "2a2b"]  # in order; a turn's deltas merged
+        assert isinstance(got[-1], RunFinished)
+        assert await redis.ttl(names.run_events(sid, run_id)) > 0  # expires after the end
+
+
+async def _all(reader: RunEventReader, sid: str, run_id: str) -> Any:
+    async for item in reader.follow(sid, run_id, block_ms=1000):
+        assert item is not None, "the stream ended without run_finished"
+        yield item[1]
+
+
+async def test_a_failed_write_is_raised_by_close_and_abort_drops_the_rest(names: BusNames) -> None:
+    dead = make_redis(f"redis://127.0.0.1:{find_free_port()}")  # nothing listens there
+    try:
+        sid, run_id = new_session_id(), new_id("run")
+        writer = RunEventWriter(dead, names, sid, run_id)
+        writer.start()
+        writer.emit(RunTextDelta(run_id=run_id, session_id=sid, turn=0, text="lost"))
+        with pytest.raises(Exception, match="(?i)connect"):
+            await writer.close()
+        aborted = RunEventWriter(dead, names, sid, new_id("run"))
+        aborted.start()
+        aborted.emit(RunTextDelta(run_id=run_id, session_id=sid, turn=0, text="never written"))
+        await asyncio.wait_for(aborted.abort(), 1)  # returns at once, waits for nothing
+    finally:
+        await dead.aclose()
