@@ -246,14 +246,15 @@ async def _live(
     block_ms = max(1, min(int(keepalive_s * 1000), _MAX_BLOCK_MS))
     idle_ms = 0
     idle_terminal = 0
-    async for item in gw.events.follow_raw(session_id, run_id, after=after, block_ms=block_ms):
-        if item is not None:
+    async for batch in gw.events.follow_raw(session_id, run_id, after=after, block_ms=block_ms):
+        if batch is not None:
             idle_ms = 0
-            entry_id, event, raw = item
-            if isinstance(event, RunFinished) and event.run_id == run_id:
-                gw.metrics.run_finished(run_id, event.status.value)
-            # The stored JSON is the event's model_dump_json (validated on read): forward it.
-            yield _frame_json(entry_id, event.type, raw.decode())
+            for _, event, _ in batch:
+                if isinstance(event, RunFinished) and event.run_id == run_id:
+                    gw.metrics.run_finished(run_id, event.status.value)
+            # What one read returned goes out as one write; the stored JSON is the event's
+            # model_dump_json (validated on read), forwarded as it is.
+            yield b"".join(_frame_json(i, e.type, raw.decode()) for i, e, raw in batch)
             continue
         idle_ms += block_ms
         if idle_ms < keepalive_s * 1000:

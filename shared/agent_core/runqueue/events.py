@@ -188,8 +188,12 @@ class RunEventReader:
 
         Stops after yielding the terminal :class:`RunFinished`.
         """
-        async for item in self.follow_raw(session_id, run_id, after=after, block_ms=block_ms):
-            yield None if item is None else (item[0], item[1])
+        async for batch in self.follow_raw(session_id, run_id, after=after, block_ms=block_ms):
+            if batch is None:
+                yield None
+                continue
+            for entry_id, event, _ in batch:
+                yield entry_id, event
 
     async def follow_raw(
         self,
@@ -198,9 +202,9 @@ class RunEventReader:
         *,
         after: str = "0-0",
         block_ms: int = 15_000,
-    ) -> AsyncIterator[tuple[str, RuntimeEvent, bytes] | None]:
-        """Like :meth:`follow`, with each event's JSON as stored (validated, so safe to forward:
-        a relay need not serialize the event again)."""
+    ) -> AsyncIterator[list[tuple[str, RuntimeEvent, bytes]] | None]:
+        """Like :meth:`follow`, one list per read (what arrived together), each event with its
+        JSON as stored (validated, so safe to forward: a relay need not serialize it again)."""
         stream = self._names.run_events(session_id, run_id)
         last = after
         block = min(block_ms, MAX_BLOCK_MS)
@@ -209,10 +213,14 @@ class RunEventReader:
             if not reply:
                 yield None
                 continue
+            batch = []
             for entry_id, fields in reply[0][1]:
                 last = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
                 raw = fields[b"data"]
                 event = RUNTIME_EVENT.validate_json(raw)
-                yield last, event, raw
+                batch.append((last, event, raw))
                 if isinstance(event, RunFinished):
-                    return
+                    break
+            yield batch
+            if isinstance(batch[-1][1], RunFinished):
+                return
