@@ -90,6 +90,7 @@ async def post_message(
             cursor=Cursor(redis_id="0-0"),
             keepalive_s=15,
             slot_taken=True,
+            fresh=True,
         )
         response.headers["X-Run-Id"] = submitted.run_id
         response.headers["X-Node-Id"] = submitted.node_id

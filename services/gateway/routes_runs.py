@@ -55,8 +55,10 @@ async def open_stream(
     cursor: Cursor,
     keepalive_s: float,
     slot_taken: bool = False,
+    fresh: bool = False,
 ) -> SseResponse:
-    """Take one of the key's stream slots (unless taken) and answer with the run's events."""
+    """Take one of the key's stream slots (unless taken) and answer with the run's events
+    (``fresh``: the run was queued by this request, see :func:`run_event_stream`)."""
     if not slot_taken:
         await gw.slots.acquire(caller.key_id)
     gw.metrics.sse_open += 1
@@ -69,7 +71,13 @@ async def open_stream(
         await gw.slots.release(caller.key_id)
 
     body = run_event_stream(
-        gw, session_id, run_id, cursor=cursor, keepalive_s=keepalive_s, on_idle=refresh
+        gw,
+        session_id,
+        run_id,
+        cursor=cursor,
+        keepalive_s=keepalive_s,
+        on_idle=refresh,
+        fresh=fresh,
     )
     return SseResponse(body, on_close=close)
 

@@ -174,10 +174,21 @@ async def run_event_stream(
     cursor: Cursor,
     keepalive_s: float,
     on_idle: Callable[[], Awaitable[None]] | None = None,
+    fresh: bool = False,
 ) -> AsyncIterator[bytes]:
-    """SSE bytes of one run (already checked to be the caller's), from ``cursor`` to the end."""
+    """SSE bytes of one run (already checked to be the caller's), from ``cursor`` to the end.
+
+    ``fresh``: the run was queued by this very request, so its live stream is followed from the
+    start without asking whether it exists yet or already ended (it cannot have expired).
+    """
     yield f"retry: {_RETRY_MS}\n\n".encode()
     if cursor.ended:
+        return
+    if fresh and cursor.redis_id == "0-0":
+        async for chunk in _live(
+            gw, session_id, run_id, after="0-0", keepalive_s=keepalive_s, on_idle=on_idle
+        ):
+            yield chunk
         return
     if cursor.seq is not None:
         async for chunk in _durable(gw, session_id, run_id, after_seq=cursor.seq, after_ms=0):
