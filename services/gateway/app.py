@@ -79,6 +79,9 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         version="0.1.0",
         description="Agent runtime API: sessions, messages, runs, the node tree and live events. "
         'Every error answers `{"error": {"code", "message", "details"}}`.',
+        # An id with a slash in it (even sent as %2F, which the server decodes before routing)
+        # must get a 404 from the API, not a redirect to some other route.
+        redirect_slashes=False,
     )
     gateway = Gateway.build(ctx)
     app.state.gateway = gateway

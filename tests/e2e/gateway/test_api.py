@@ -84,6 +84,10 @@ def test_session_errors(gw: Gw) -> None:
         _error(c.get("/v1/sessions", params={"limit": 0}), 422)
         _error(c.get("/v1/nope"), 404)
         _error(c.delete("/v1/sessions"), 405)
+        # An id with a slash (%2F is decoded before routing) is not found, never redirected.
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        _error(c.get(f"/v1/sessions/{sid}/tasks/%2F"), 404)
+        _error(c.get(f"/v1/sessions/{sid}/"), 404)
 
 
 def test_auth_errors(gw: Gw) -> None:
