@@ -70,6 +70,7 @@ class _Batcher:
                 for writer, queued in per_writer.items():
                     if writer.aborted:
                         continue
+                    writing.append(writer)
                     events = _coalesce([e for e in queued if e is not None])
                     for event in events:
                         pipe.xadd(
@@ -80,15 +81,15 @@ class _Batcher:
                         )
                     if events and isinstance(events[-1], RunFinished):
                         pipe.expire(writer.stream, _EXPIRE_AFTER_FINISH_S)
-                    writing.append(writer)
                 if writing:
                     await pipe.execute()
         except Exception as exc:  # every run of the round hears of it at close()
             for writer in writing:
                 writer.failure = exc
-        for writer, queued in per_writer.items():
-            if None in queued:
-                writer.closed.set()
+        finally:  # a close() must never wait for a round that is over, however it ended
+            for writer, queued in per_writer.items():
+                if None in queued:
+                    writer.closed.set()
 
 
 _BATCHERS: weakref.WeakKeyDictionary[Redis, _Batcher] = weakref.WeakKeyDictionary()
@@ -127,10 +128,13 @@ class RunEventWriter:
         self._batcher = _batcher(self._redis)
 
     def emit(self, event: RuntimeEvent) -> None:
-        """Queue ``event``; it is written after every event queued before it."""
-        if self._batcher is None:
-            raise RuntimeError("RunEventWriter.start() was not called")
-        self._batcher.put(self, event)
+        """Queue ``event``; it is written after every event queued before it.
+
+        Before ``start()`` and after ``close()`` or ``abort()`` an event is dropped: a run's
+        stream ends with its terminal event, and a superseded attempt must not write at all.
+        """
+        if self._batcher is not None:
+            self._batcher.put(self, event)
 
     async def close(self) -> None:
         """Write everything queued, then stop; re-raises a write failure."""

@@ -56,6 +56,11 @@ async def test_events_of_many_runs_share_pipelines_and_keep_their_order(
     # 20 runs × 7 events: a couple of rounds, not one round trip per event or per run.
     assert 1 <= counter.executed <= 3
 
+    late = writers[0]
+    late.emit(RunTextDelta(run_id=runs[0], session_id=sid, turn=9, text="after the end"))
+    await asyncio.sleep(0.05)  # dropped: a stream ends with its terminal event
+    assert await redis.xlen(names.run_events(sid, runs[0])) == 4
+
     reader = RunEventReader(redis, names)
     for run_id in runs:
         got = [event async for event in _all(reader, sid, run_id)]
