@@ -143,7 +143,7 @@ class RunExecutor:
             self.queue.is_cancelled(run.run_id),
             self.reads.query(GetSession(session_id=run.session_id)),
             # Only an earlier attempt can have placed the message already.
-            self._placed(run.session_id, run.start_node_id) if number > 1 else _none(),
+            self.reads.path_or_none(run.session_id, run.start_node_id) if number > 1 else _none(),
             # Where a new message would go: the explicit parent, else the active node now.
             self.reads.active_path(run.session_id, run.parent_node_id),
             memory_text(self.ctx, run, number),
@@ -386,9 +386,6 @@ class RunExecutor:
             )
         )
         return stored
-
-    async def _placed(self, session_id: str, node_id: str) -> list[Node] | None:
-        return await self.reads.path_or_none(session_id, node_id)
 
     @staticmethod
     async def _fenced(awaitable: Any) -> Any:

@@ -16,14 +16,25 @@ unsynced write — which bounds what a power loss can roll back (see ``schema.SY
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import sqlite3
 from collections.abc import Iterable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
 from services.storage_writer.schema import BUSY_TIMEOUT_MS
+from services.storage_writer.writer import Writer
 
-__all__ = ["COMMANDS_DUE", "INTERVAL_S", "MAX_AGE_S", "CheckpointPolicy", "Checkpointer"]
+__all__ = [
+    "COMMANDS_DUE",
+    "INTERVAL_S",
+    "MAX_AGE_S",
+    "CheckpointLoop",
+    "CheckpointPolicy",
+    "Checkpointer",
+]
 
 log = logging.getLogger("soong.storage_writer")
 
@@ -94,3 +105,46 @@ class Checkpointer:
         for conn in self._conns.values():
             conn.close()
         self._conns.clear()
+
+
+class CheckpointLoop:
+    """The writer service's background task: every ``INTERVAL_S`` asks the writer what it wrote
+    (on the writer's own thread) and checkpoints the due shards on a thread of its own.
+
+    ``close()`` lets a round in progress finish and starts none after it, so no round ever
+    submits work to a thread that is shutting down.
+    """
+
+    def __init__(self, writer: Writer, write_thread: Executor) -> None:
+        self._writer = writer
+        self._write_thread = write_thread
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
+        self._checkpointer = Checkpointer()
+        self._rounds = asyncio.Lock()
+        self._closed = False
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Rounds until ``stop`` is set or :meth:`close` was called."""
+        loop = asyncio.get_running_loop()
+        policy = CheckpointPolicy()
+        layout = self._writer.layout
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), INTERVAL_S)
+            async with self._rounds:
+                if self._closed:
+                    return
+                written = await loop.run_in_executor(self._write_thread, self._writer.take_dirty)
+                due = policy.due(written, loop.time())
+                if due:
+                    paths = {layout.path(shard): shard for shard in due}
+                    run = self._checkpointer.run
+                    behind = await loop.run_in_executor(self._thread, run, list(paths))
+                    policy.done([paths[p] for p in paths if p not in behind])
+
+    async def close(self) -> None:
+        """Wait for a round in progress, then close the connections and the thread."""
+        async with self._rounds:
+            self._closed = True
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._checkpointer.close)
+        self._thread.shutdown()

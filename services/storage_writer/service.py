@@ -10,7 +10,6 @@ their own, so a query never waits behind a write batch.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +24,7 @@ from agent_core.bus.contracts.storage import (
     StorageQuery,
 )
 from agent_core.service import ServiceContext, ServiceParts
-from services.storage_writer.checkpoint import INTERVAL_S as CHECKPOINT_INTERVAL_S
-from services.storage_writer.checkpoint import Checkpointer, CheckpointPolicy
+from services.storage_writer.checkpoint import CheckpointLoop
 from services.storage_writer.lock import WriterLock
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.shards import open_catalog
@@ -65,8 +63,6 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
     engine = QueryEngine(layout)
     write_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
     read_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-reader")
-    checkpoint_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
-    checkpointer = Checkpointer()
     loop = asyncio.get_running_loop()
 
     async def write_batch(batch: list[tuple[StorageCommand, Delivery]]) -> list[CommandReceipt]:
@@ -92,39 +88,17 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
         options=ctx.default_options(batch=True, max_records=_QUERY_BATCH),
     )
 
-    # A round in progress finishes before close() shuts the threads down; none starts after.
-    rounds = asyncio.Lock()
-    closed = False
-
-    async def checkpoints(stop: asyncio.Event) -> None:
-        policy = CheckpointPolicy()
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), CHECKPOINT_INTERVAL_S)
-            async with rounds:
-                if closed:
-                    return
-                written = await loop.run_in_executor(write_thread, writer.take_dirty)
-                due = policy.due(written, loop.time())
-                if due:
-                    paths = {layout.path(shard): shard for shard in due}
-                    run = checkpointer.run
-                    behind = await loop.run_in_executor(checkpoint_thread, run, list(paths))
-                    policy.done([paths[p] for p in paths if p not in behind])
+    checkpoints = CheckpointLoop(writer, write_thread)
 
     async def close() -> None:
-        nonlocal closed
-        async with rounds:
-            closed = True
-        await loop.run_in_executor(checkpoint_thread, checkpointer.close)
-        checkpoint_thread.shutdown()
+        await checkpoints.close()
         await loop.run_in_executor(write_thread, writer.close)
         await loop.run_in_executor(read_thread, engine.close)
         write_thread.shutdown()
         read_thread.shutdown()
         lock.release()
 
-    parts = ServiceParts(consumers=[commands, queries], tasks=[checkpoints], on_stop=[close])
+    parts = ServiceParts(consumers=[commands, queries], tasks=[checkpoints.run], on_stop=[close])
     return StorageWriterService(parts, writer, engine)
 
 

@@ -256,20 +256,21 @@ class StreamConsumer(Generic[T]):
 # the handler's one argument is FastStream's raw message, {"message_ids", "data", "channel", ...}.
 
 
-async def _raw_parser(raw: Any) -> RedisStreamMessage:
-    ids = raw["message_ids"]
-    first = _id(ids[0]) if ids else None
-    return RedisStreamMessage(
-        raw, b"", consumer=FAKE_CONSUMER, group=None, correlation_id=first, message_id=first
-    )
+def _raw_parser_of(
+    cls: type[RedisStreamMessage] | type[RedisBatchStreamMessage],
+) -> Callable[[Any], Awaitable[Any]]:
+    async def parse(raw: Any) -> Any:
+        ids = raw["message_ids"]
+        first = _id(ids[0]) if ids else None
+        return cls(
+            raw, b"", consumer=FAKE_CONSUMER, group=None, correlation_id=first, message_id=first
+        )
+
+    return parse
 
 
-async def _raw_batch_parser(raw: Any) -> RedisBatchStreamMessage:
-    ids = raw["message_ids"]
-    first = _id(ids[0]) if ids else None
-    return RedisBatchStreamMessage(
-        raw, b"", consumer=FAKE_CONSUMER, group=None, correlation_id=first, message_id=first
-    )
+_raw_parser = _raw_parser_of(RedisStreamMessage)
+_raw_batch_parser = _raw_parser_of(RedisBatchStreamMessage)
 
 
 async def _raw_decoder(msg: RedisStreamMessage | RedisBatchStreamMessage) -> Any:

@@ -212,6 +212,9 @@ class SessionQueue:
 
     # -- cancellation ------------------------------------------------------------------------------
 
+    def _attempt_key(self, run_id: str) -> str:
+        return self.names.key("attempt", run_id)
+
     def _cancel_key(self, run_id: str) -> str:
         return self.names.key("cancel", run_id)
 
@@ -229,7 +232,7 @@ class SessionQueue:
     async def claim_prelude(self, run_id: str) -> tuple[bool, int]:
         """:meth:`is_cancelled` and :meth:`next_attempt` in one round trip (an attempt number
         taken for a cancelled run is never used: numbers only have to grow)."""
-        key = self.names.key("attempt", run_id)
+        key = self._attempt_key(run_id)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.exists(self._cancel_key(run_id))
             pipe.incr(key)
@@ -239,7 +242,7 @@ class SessionQueue:
 
     async def next_attempt(self, run_id: str) -> int:
         """A new, strictly larger attempt number for ``run_id`` (the fencing token)."""
-        key = self.names.key("attempt", run_id)
+        key = self._attempt_key(run_id)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.incr(key)
             pipe.expire(key, 30 * 24 * 3600)

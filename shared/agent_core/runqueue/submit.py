@@ -66,16 +66,7 @@ async def submit_message(
     not_found = StorageError("not_found", "no such session", details={"session_id": session_id})
     kind = "main"
     if strategy is not MultitaskStrategy.ENQUEUE:
-        # These look at (and may cancel) the session's runs: check the owner first.
-        reply = await storage.query(GetSession(session_id=session_id, account_id=account_id))
-        if not reply.ok or not reply.data:
-            raise not_found
-        busy = await queue.is_busy(session_id)
-        if busy and strategy is MultitaskStrategy.REJECT:
-            raise SessionBusyError("session_busy", "a run of this session is active")
-        if busy and strategy is MultitaskStrategy.INTERRUPT:
-            await _interrupt(queue, session_id)
-        kind = "branch" if strategy is MultitaskStrategy.BRANCH and busy else "main"
+        kind = await _apply_strategy(storage, queue, account_id, session_id, strategy, not_found)
     node_id, run_id = new_id("node"), new_id("run")
     # One command checks the owner, picks the root agent and records the run (a round trip less
     # than reading the session first: submitting is on every turn's path).
@@ -112,6 +103,29 @@ async def submit_message(
         )
     )
     return Submitted(run_id, node_id, kind)
+
+
+async def _apply_strategy(
+    storage: StorageClient,
+    queue: SessionQueue,
+    account_id: str,
+    session_id: str,
+    strategy: MultitaskStrategy,
+    not_found: StorageError,
+) -> str:
+    """The run's kind under ``strategy`` (not ``enqueue``), refusing or interrupting first.
+
+    These look at (and may cancel) the session's runs, so the owner is checked before anything.
+    """
+    reply = await storage.query(GetSession(session_id=session_id, account_id=account_id))
+    if not reply.ok or not reply.data:
+        raise not_found
+    busy = await queue.is_busy(session_id)
+    if busy and strategy is MultitaskStrategy.REJECT:
+        raise SessionBusyError("session_busy", "a run of this session is active")
+    if busy and strategy is MultitaskStrategy.INTERRUPT:
+        await _interrupt(queue, session_id)
+    return "branch" if strategy is MultitaskStrategy.BRANCH and busy else "main"
 
 
 async def _interrupt(queue: SessionQueue, session_id: str) -> None:

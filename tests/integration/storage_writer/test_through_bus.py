@@ -189,9 +189,9 @@ async def test_stopping_while_checkpoints_run_is_clean(
     tmp_path: Path, redis_url: str, names: BusNames, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Back-to-back, slow checkpoint rounds, so that stopping lands in the middle of one.
-    monkeypatch.setattr("services.storage_writer.service.CHECKPOINT_INTERVAL_S", 0.0005)
+    monkeypatch.setattr("services.storage_writer.checkpoint.INTERVAL_S", 0.0005)
     monkeypatch.setattr(
-        "services.storage_writer.service.CheckpointPolicy",
+        "services.storage_writer.checkpoint.CheckpointPolicy",
         lambda: CheckpointPolicy(commands_due=1, max_age_s=0),  # every round checkpoints
     )
     take_dirty = Writer.take_dirty
