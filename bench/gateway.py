@@ -6,9 +6,15 @@ Starts its own stack (``soong-agent up`` with the scripted fake model, via the t
 * SSE added latency — for every ``text_delta`` event, the time from the event's ``created_at``
   (stamped in the run-worker when the provider's chunk arrived) to the moment the HTTP client read
   its ``data:`` line; same machine, same clock. The provider is a fake OpenAI server in its own
-  process (``bench/helpers/paced_provider.py``) streaming 20 chunks 20 ms apart per answer, as a
-  model does (~50 chunks/s per stream). With 1 stream (runs one after another) and with 50 concurrent
-  streams (50 sessions, each posting ``stream=true`` messages in a loop): ``sse_added_*``;
+  process (``bench/helpers/paced_provider.py``) streaming 100 chunks 20 ms apart per answer, as a
+  model does (~50 chunks/s per stream). ``sse_added_*_1``: one stream (runs one after another).
+  ``sse_added_*_50``: 50 concurrent streams — 50 sessions each posting ``stream=true`` messages in
+  a loop, their first messages spread over one answer's length (as independent users' messages
+  arrive), counting the deltas received while all 50 sessions are streaming.
+  ``sse_added_*_50_sync_start``: the same 50 sessions with every first message posted at the same
+  instant, so that 50 runs start (and, as answers are equally long, end) together, every run's
+  set-up competing with the other streams' deltas for the two cores — a burst, kept as its own
+  figure;
 * the same with the in-process scripted model, which answers every turn (a tool call, then ~1 KB)
   at once, so 50 sessions run agent turns back to back and saturate both cores:
   ``sse_added_*_saturated`` — what streaming costs when the machine has no idle time left;
@@ -47,7 +53,8 @@ max_sse_streams_per_key = 1000
 RUNS_1 = 60
 ROUNDS_50 = 6
 PACED_RUNS_1 = 3
-PACED_ROUNDS_50 = 2
+PACED_ROUNDS_50 = 3
+SYNC_ROUNDS_50 = 2
 PACED_CHUNKS = 100
 PACED_INTERVAL_MS = 20
 RPS_SECONDS = 5.0
@@ -58,12 +65,13 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def _stream_run(
-    url: str, key: str, session_id: str, samples: list[float], hops: list[float]
-) -> None:
+Sample = tuple[float, float, float]  # (received at, chunk → client ms, Redis XADD → client ms)
+
+
+async def _stream_run(url: str, key: str, session_id: str, samples: list[Sample]) -> None:
     """One ``stream=true`` run over a raw HTTP/1.1 connection (chunked SSE decoded by hand, so the
-    client's own CPU does not swamp what is measured); per text delta: chunk → client, and
-    Redis XADD → client."""
+    client's own CPU does not swamp what is measured); per text delta: when it was read, chunk →
+    client, and Redis XADD → client."""
     parsed = httpx.URL(url)
     body = json.dumps({"text": "bench", "stream": True}).encode()
     reader, writer = await asyncio.open_connection(parsed.host, parsed.port)
@@ -96,8 +104,8 @@ async def _stream_run(
                     delta = line == "event: text_delta"
                 elif delta and line.startswith("data: "):
                     created = json.loads(line[6:])["created_at"]
-                    samples.append((now - datetime.fromisoformat(created).timestamp()) * 1000)
-                    hops.append(now * 1000 - entry_ms)
+                    added = (now - datetime.fromisoformat(created).timestamp()) * 1000
+                    samples.append((now, added, now * 1000 - entry_ms))
     finally:
         writer.close()
 
@@ -110,21 +118,33 @@ async def _sessions(client: httpx.AsyncClient, n: int) -> list[str]:
     return out
 
 
-async def _sse(url: str, key: str, streams: int, runs_each: int) -> tuple[list[float], list[float]]:
+async def _sse(
+    url: str, key: str, streams: int, runs_each: int, *, spread_s: float = 0.0
+) -> tuple[list[float], list[float]]:
+    """Added latencies and Redis → client hops of ``streams`` sessions streaming ``runs_each``
+    runs each. ``spread_s`` > 0: session ``i`` starts ``i * spread_s / streams`` late, and only
+    deltas read while every session is inside its loop (after the last one started, before the
+    first one finished) count. ``spread_s`` = 0: all start together and every delta counts."""
     limits = httpx.Limits(max_connections=streams + 10, max_keepalive_connections=streams + 10)
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60, limits=limits) as c:
         sessions = await _sessions(c, streams)
-        await _stream_run(url, key, sessions[0], [], [])  # warm-up
-        samples: list[float] = []
-        hops: list[float] = []
+        await _stream_run(url, key, sessions[0], [])  # warm-up
+        samples: list[Sample] = []
+        spans: list[tuple[float, float]] = []
 
-        async def loop(session_id: str) -> None:
+        async def loop(i: int, session_id: str) -> None:
+            await asyncio.sleep(i * spread_s / streams)
+            started = time.time()
             for _ in range(runs_each):
-                await _stream_run(url, key, session_id, samples, hops)
+                await _stream_run(url, key, session_id, samples)
+            spans.append((started, time.time()))
 
-        await asyncio.gather(*(loop(s) for s in sessions))
-        return samples, hops
+        await asyncio.gather(*(loop(i, s) for i, s in enumerate(sessions)))
+    if spread_s > 0:
+        opened, closed = max(a for a, _ in spans), min(b for _, b in spans)
+        samples = [s for s in samples if opened <= s[0] <= closed]
+    return [s[1] for s in samples], [s[2] for s in samples]
 
 
 async def _raw_get_loop(host: str, port: int, request: bytes, deadline: float) -> int:
@@ -197,8 +217,10 @@ def main() -> int:
         stack = start_stack(home, workers=2, extra_env=env)
         try:
             url, key = stack.gateway_url, stack.api_key
-            one, one_hops = asyncio.run(_sse(url, key, 1, PACED_RUNS_1))
-            fifty, fifty_hops = asyncio.run(_sse(url, key, 50, PACED_ROUNDS_50))
+            one, _ = asyncio.run(_sse(url, key, 1, PACED_RUNS_1))
+            answer_s = PACED_CHUNKS * PACED_INTERVAL_MS / 1000
+            fifty, fifty_hops = asyncio.run(_sse(url, key, 50, PACED_ROUNDS_50, spread_s=answer_s))
+            sync, sync_hops = asyncio.run(_sse(url, key, 50, SYNC_ROUNDS_50))
         finally:
             stop_stack(stack.process)
     finally:
@@ -225,13 +247,16 @@ def main() -> int:
         "sse_redis_to_client_p99_ms_50": round(_pct(fifty_hops, 0.99), 2),
         "sse_samples_1": len(one),
         "sse_samples_50": len(fifty),
+        "sse_added_p50_ms_50_sync_start": round(statistics.median(sync), 2),
+        "sse_added_p99_ms_50_sync_start": round(_pct(sync, 0.99), 2),
+        "sse_redis_to_client_p99_ms_50_sync_start": round(_pct(sync_hops, 0.99), 2),
         "sse_added_p50_ms_1_saturated": round(statistics.median(sat_one), 2),
         "sse_added_p99_ms_1_saturated": round(_pct(sat_one, 0.99), 2),
         "sse_added_p50_ms_50_saturated": round(statistics.median(sat_fifty), 2),
         "sse_added_p99_ms_50_saturated": round(_pct(sat_fifty, 0.99), 2),
         "sse_redis_to_client_p50_ms_50_saturated": round(statistics.median(sat_hops), 2),
     }
-    print(f"SSE paced: {len(one)} / {len(fifty)} deltas", file=sys.stderr)
+    print(f"SSE paced: {len(one)} / {len(fifty)} / {len(sync)} deltas", file=sys.stderr)
     print(json.dumps(result))
     return 0
 
