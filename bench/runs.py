@@ -5,10 +5,14 @@ answers ~1 KB. The model is the in-process scripted adapter (provider key ``fake
 through the provider registry), so what is measured is the runtime's own overhead: queueing,
 leases, persistence, tools and streaming. The stack is the real one (`soong-agent up`: Valkey,
 storage-writer, task-wal, memory-extraction, gateway and 2 run-workers as processes). Each turn is
-posted with the same bus messages the gateway sends and awaited on the run's event stream.
+posted through the gateway's HTTP API (``POST /v1/sessions/{id}/messages`` with ``stream=true``,
+one keep-alive connection per session, as an SDK keeps one) and awaited on the run's SSE stream
+until ``run_finished``; a turn's latency is that whole request.
 
 Printed last: one JSON line with turns_per_s_1x200, turn_p50_ms_1x200, turn_p99_ms_1x200,
-turns_per_s_50x10, turn_p50_ms_50x10, turn_p99_ms_50x10 and db_bytes_per_turn.
+turns_per_s_50x10, turn_p50_ms_50x10, turn_p99_ms_50x10 and db_bytes_per_turn. The ``*_bus`` keys
+are 1 × 200 once more with each turn posted as the gateway's bus messages and read from the run's
+Redis stream directly — what the HTTP layer adds is the difference.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "shared")]
+sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
+
+from helpers.sse_client import RawClient  # noqa: E402
 
 from agent_core.config import load_settings  # noqa: E402
 from agent_core.ids import new_id, new_session_id  # noqa: E402
@@ -33,6 +39,13 @@ from agent_core.service import ServiceContext  # noqa: E402
 from agent_core.storage_client import StorageClient  # noqa: E402
 from agent_core.types.protocol import TextBlock  # noqa: E402
 from tests.conftest import start_stack, stop_stack  # noqa: E402
+
+CONFIG = """
+[gateway]
+rate_limit_per_s = 1000000.0
+rate_limit_burst = 1000000
+max_sse_streams_per_key = 1000
+"""
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -53,10 +66,15 @@ def _db_bytes(home: Path) -> int:
     return sum(f.stat().st_size for f in files if f.exists())
 
 
-class Driver:
-    """Creates sessions and runs turns through the bus, as the gateway does."""
+def _question(i: int) -> str:
+    return f"turn {i}: " + "q" * 200
 
-    def __init__(self, home: Path) -> None:
+
+class Driver:
+    """Creates sessions and runs turns: through the gateway's HTTP API, or (``bus=True``) with
+    the bus messages the gateway sends."""
+
+    def __init__(self, home: Path, gateway_url: str, api_key: str) -> None:
         url = json.loads((home / "run" / "stack.json").read_text())["redis_url"]
         settings = load_settings(env={"SOONG_AGENT_HOME": str(home), "SOONG_REDIS_URL": url})
         self.ctx = ServiceContext(settings, "bench", new_id("cmd"))
@@ -64,23 +82,33 @@ class Driver:
         self.queue = SessionQueue(self.ctx.redis, self.ctx.names)
         self.reader = RunEventReader(self.ctx.redis, self.ctx.names)
         self.home = home
+        self.gateway_url = gateway_url
+        self.api_key = api_key
 
-    async def session(self) -> str:
-        sid = new_session_id()
-        receipt = await self.storage.create_session(
-            sid, account_id="bench", cwd=str(self.home), root_agent_id=new_id("agent")
-        )
-        assert receipt.ok, receipt.error
-        return sid
+    async def session(self, client: RawClient) -> str:
+        status, body = await client.json("POST", "/v1/sessions", {})
+        assert status == 201, body
+        return str(body["session_id"])
 
-    async def turn(self, sid: str, i: int) -> float:
+    async def turn(self, client: RawClient, sid: str, i: int) -> float:
+        started = time.perf_counter()
+        finished = None
+        path = f"/v1/sessions/{sid}/messages"
+        async for frame in client.stream(path, {"text": _question(i), "stream": True}):
+            if frame.event == "run_finished":
+                finished = json.loads(frame.data)
+        if finished is None or finished["status"] != "completed":
+            raise RuntimeError(f"run ended {finished}")
+        return time.perf_counter() - started
+
+    async def bus_turn(self, sid: str, i: int) -> float:
         started = time.perf_counter()
         submitted = await submit_message(
             self.storage,
             self.queue,
             account_id="bench",
             session_id=sid,
-            content=[TextBlock(text=f"turn {i}: " + "q" * 200)],
+            content=[TextBlock(text=_question(i))],
         )
         finished = None
         async for item in self.reader.follow(sid, submitted.run_id, block_ms=10_000):
@@ -93,18 +121,37 @@ class Driver:
             )
         return time.perf_counter() - started
 
-    async def workload(self, sessions: int, turns: int) -> dict[str, float]:
-        sids = [await self.session() for _ in range(sessions)]
-        latencies: list[float] = []
+    async def workload(self, sessions: int, turns: int, *, bus: bool = False) -> dict[str, float]:
+        clients = [RawClient(self.gateway_url, self.api_key) for _ in range(sessions + 1)]
+        try:
+            if bus:
+                sids = []
+                for _ in range(sessions + 1):
+                    sid = new_session_id()
+                    receipt = await self.storage.create_session(
+                        sid, account_id="bench", cwd=str(self.home), root_agent_id=new_id("agent")
+                    )
+                    assert receipt.ok, receipt.error
+                    sids.append(sid)
+            else:
+                sids = [await self.session(c) for c in clients]
+            latencies: list[float] = []
 
-        async def one(sid: str) -> None:
-            for i in range(turns):
-                latencies.append(await self.turn(sid, i))
+            async def one(k: int) -> None:
+                for i in range(turns):
+                    if bus:
+                        latencies.append(await self.bus_turn(sids[k], i))
+                    else:
+                        latencies.append(await self.turn(clients[k], sids[k], i))
 
-        await self.turn(await self.session(), 0)  # warm-up, not counted
-        started = time.perf_counter()
-        await asyncio.gather(*(one(s) for s in sids))
-        wall = time.perf_counter() - started
+            # warm-up, not counted: one turn in a session of its own
+            await (self.bus_turn(sids[-1], 0) if bus else self.turn(clients[-1], sids[-1], 0))
+            started = time.perf_counter()
+            await asyncio.gather(*(one(k) for k in range(sessions)))
+            wall = time.perf_counter() - started
+        finally:
+            for c in clients:
+                await c.close()
         return {
             "turns_per_s": round(sessions * turns / wall, 1),
             "p50_ms": round(statistics.median(latencies) * 1000, 2),
@@ -112,8 +159,8 @@ class Driver:
         }
 
 
-async def measure(home: Path) -> dict[str, Any]:
-    driver = Driver(home)
+async def measure(home: Path, gateway_url: str, api_key: str) -> dict[str, Any]:
+    driver = Driver(home, gateway_url, api_key)
     await driver.ctx.rpc.start()
     try:
         before = _db_bytes(home)
@@ -121,6 +168,7 @@ async def measure(home: Path) -> dict[str, Any]:
         many = await driver.workload(50, 10)
         turns = 200 + 500 + 2
         grown = _db_bytes(home) - before
+        bus = await driver.workload(1, 200, bus=True)
     finally:
         await driver.ctx.rpc.stop()
         await driver.ctx.redis.aclose()
@@ -133,6 +181,8 @@ async def measure(home: Path) -> dict[str, Any]:
         "turn_p50_ms_50x10": many["p50_ms"],
         "turn_p99_ms_50x10": many["p99_ms"],
         "db_bytes_per_turn": round(grown / turns),
+        "turns_per_s_1x200_bus": bus["turns_per_s"],
+        "turn_p50_ms_1x200_bus": bus["p50_ms"],
         "workers": 2,
     }
 
@@ -140,9 +190,11 @@ async def measure(home: Path) -> dict[str, Any]:
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="soong-bench-runs-") as tmp:
         home = Path(tmp) / "home"
+        home.mkdir()
+        (home / "config.toml").write_text(CONFIG)
         stack = start_stack(home, workers=2, extra_env={"SOONG_MODEL_PROVIDER": "fake"})
         try:
-            result = asyncio.run(measure(home))
+            result = asyncio.run(measure(home, stack.gateway_url, stack.api_key))
         except Exception:
             errors = [
                 line for line in stack.log().splitlines() if "ERROR" in line or "Error" in line
