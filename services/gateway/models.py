@@ -21,13 +21,14 @@ from agent_core.types.enums import (
 )
 from agent_core.types.protocol import AttachmentBlock, JsonBlock, TextBlock
 from agent_core.types.runtime import (
+    SESSION_CONFIG_KEY,
+    AgentConfigOverrides,
     AgentState,
     ArtifactRef,
-    RunBudget,
     RunState,
     SessionState,
     TimelineEvent,
-    ToolPolicy,
+    overrides_from,
 )
 
 __all__ = [
@@ -52,44 +53,16 @@ __all__ = [
     "stored_overrides",
 ]
 
-RESERVED_METADATA_KEY = "agent_config"
+RESERVED_METADATA_KEY = SESSION_CONFIG_KEY
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class AgentConfigOverrides(_Body):
-    """What a client may change of an agent's config (no provider, endpoint or key variable)."""
-
-    model: str | None = Field(default=None, min_length=1, max_length=200)
-    max_turns: int | None = Field(default=None, ge=1, le=1000)
-    budget: RunBudget | None = None
-    tool_policy: ToolPolicy | None = None
-    enabled_tools: list[Annotated[str, Field(max_length=128)]] | None = Field(
-        default=None, max_length=256
-    )
-    enabled_skills: list[Annotated[str, Field(max_length=128)]] | None = Field(
-        default=None, max_length=256
-    )
-    system_prompt: str | None = Field(default=None, max_length=100_000)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    max_output_tokens: int | None = Field(default=None, gt=0, le=1_000_000)
-
-    def overrides(self) -> dict[str, Any]:
-        """The fields that were set, as ``AgentConfig`` input."""
-        return self.model_dump(mode="json", exclude_none=True)
-
-
 def stored_overrides(metadata: dict[str, Any]) -> dict[str, Any]:
     """The agent config overrides kept in a session's metadata (ignored if no longer valid)."""
-    stored = metadata.get(RESERVED_METADATA_KEY)
-    if not isinstance(stored, dict):
-        return {}
-    try:
-        return AgentConfigOverrides.model_validate(stored).overrides()
-    except ValueError:  # written under older rules: ignore rather than fail every run
-        return {}
+    return overrides_from(metadata.get(RESERVED_METADATA_KEY))
 
 
 def _no_reserved(metadata: dict[str, Any] | None) -> dict[str, Any] | None:

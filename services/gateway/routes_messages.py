@@ -10,29 +10,18 @@ from agent_core.bus.contracts.storage import GetNode
 from agent_core.errors import StorageError
 from agent_core.ids import is_valid_id
 from agent_core.runqueue import SessionBusyError, submit_message
-from agent_core.types.enums import SessionStatus
-from agent_core.types.runtime import SessionState
 from services.gateway.errors import ApiError, not_found, responses
 from services.gateway.models import (
     MessageAccepted,
     PostMessageRequest,
-    stored_overrides,
 )
 from services.gateway.routes_runs import SSE_RESPONSE, open_stream
 from services.gateway.sse import Cursor
-from services.gateway.state import CallerDep, GatewayDep, fetch, get_session
+from services.gateway.state import CallerDep, GatewayDep, fetch, valid_session_id
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"])
-
-
-def _overrides(session: SessionState, body: PostMessageRequest) -> dict[str, Any]:
-    """The session's agent config overrides, then the message's (both validated)."""
-    merged = stored_overrides(session.metadata)
-    if body.agent_config is not None:
-        merged.update(body.agent_config.overrides())
-    return merged
 
 
 @router.post(
@@ -49,9 +38,11 @@ async def post_message(
     ``parent_node_id`` branches from an earlier node. With ``stream=true`` the answer is the
     run's event stream (200, ``text/event-stream``) instead of 202.
     """
-    session = await get_session(gw, caller, session_id)
-    if session.status is SessionStatus.ARCHIVED:
-        raise ApiError(409, "session_archived", "the session is archived; unarchive it first")
+    # No session read first: the run's creation checks the owner (404 alike for a missing
+    # session and another account's), refuses an archived session and returns the session's
+    # stored agent config, which submit puts under the message's own.
+    if not valid_session_id(session_id):
+        raise not_found("session")
     if body.parent_node_id is not None:
         if not is_valid_id(body.parent_node_id, "node"):
             raise not_found("node")
@@ -70,7 +61,7 @@ async def post_message(
             content=list(body.blocks()),
             parent_node_id=body.parent_node_id,
             strategy=body.multitask_strategy,
-            config_overrides=_overrides(session, body),
+            config_overrides=body.agent_config.overrides() if body.agent_config else None,
         )
     except BaseException as exc:
         if body.stream:
@@ -79,6 +70,8 @@ async def post_message(
             raise ApiError(409, exc.code, exc.message) from exc
         if isinstance(exc, StorageError) and exc.code == "not_found":
             raise not_found("session") from exc
+        if isinstance(exc, StorageError) and exc.code == "session_archived":
+            raise ApiError(409, exc.code, "the session is archived; unarchive it first") from exc
         raise
     gw.metrics.runs_submitted += 1
     if body.stream:

@@ -35,6 +35,7 @@ from agent_core.bus.contracts.storage import (
 from agent_core.errors import StorageError
 from agent_core.types.enums import AgentStatus, AgentType, EventType, RunStatus, SessionStatus
 from agent_core.types.protocol import CONTENT_BLOCKS
+from agent_core.types.runtime import SESSION_CONFIG_KEY
 from services.storage_writer.artifacts import offload_large_json
 from services.storage_writer.schema import create_session_tables, events_table, nodes_table
 from services.storage_writer.transitions import CLAIMABLE, check_run_transition
@@ -273,10 +274,16 @@ def _update_agent(conn: sqlite3.Connection, c: UpdateAgent, ctx: ApplyContext) -
 
 def _create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dict[str, Any]:
     session = conn.execute(
-        "SELECT account_id, root_agent_id FROM sessions WHERE session_id = ?", (c.session_id,)
+        "SELECT account_id, root_agent_id, status, "
+        f"CASE json_type(metadata_json, '$.{SESSION_CONFIG_KEY}') WHEN 'object' "
+        f"THEN json_extract(metadata_json, '$.{SESSION_CONFIG_KEY}') END "
+        "FROM sessions WHERE session_id = ?",
+        (c.session_id,),
     ).fetchone()
     if session is None or (c.account_id is not None and session[0] != c.account_id):
         raise _err("session_not_found", "no such session", session_id=c.session_id)
+    if session[2] == SessionStatus.ARCHIVED.value:
+        raise _err("session_archived", "the session is archived; unarchive it first")
     agent_id = c.agent_id or session[1]
     agent = conn.execute(
         "SELECT 1 FROM agents WHERE agent_id = ? AND session_id = ?", (agent_id, c.session_id)
@@ -297,12 +304,15 @@ def _create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> di
             ctx.now,
         ),
     )
-    return {
+    result = {
         "run_id": c.run_id,
         "agent_id": agent_id,
         "status": RunStatus(c.status).value,
         "attempt": 0,
     }
+    if session[3] is not None:  # the session's config overrides, as stored (JSON text)
+        result["session_config"] = json.loads(session[3])
+    return result
 
 
 def _claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from agent_core.runqueue.models import QueuedRun
 from agent_core.storage_client import StorageClient, raise_for_receipt
 from agent_core.types.enums import MultitaskStrategy, RunStatus
 from agent_core.types.protocol import ContentBlock
-from agent_core.types.runtime import RunFinished
+from agent_core.types.runtime import RunFinished, overrides_from
 
 __all__ = ["SessionBusyError", "Submitted", "cancel_queued_run", "cancel_run", "submit_message"]
 
@@ -60,8 +60,10 @@ async def submit_message(
 ) -> Submitted:
     """Append the user's node and queue a run for it; see the module docstring for strategies.
 
+    The run's config overrides are the session's stored ones with ``config_overrides`` on top.
     Raises :class:`SessionBusyError` for ``reject`` on a busy session and :class:`StorageError`
-    (``not_found``) when the session is not the account's.
+    (``not_found``) when the session is not the account's, ``session_archived`` when it is
+    archived.
     """
     not_found = StorageError("not_found", "no such session", details={"session_id": session_id})
     kind = "main"
@@ -87,7 +89,10 @@ async def submit_message(
     )
     if not receipt.ok and receipt.error is not None and receipt.error.code in _NO_SESSION:
         raise not_found
-    agent_id = str(raise_for_receipt(receipt).result["agent_id"])
+    result = raise_for_receipt(receipt).result
+    agent_id = str(result["agent_id"])
+    # The session's stored overrides, then the message's: read by the same command.
+    overrides = {**overrides_from(result.get("session_config")), **(config_overrides or {})}
     await queue.enqueue(
         QueuedRun(
             run_id=run_id,
@@ -99,7 +104,7 @@ async def submit_message(
             parent_node_id=parent_node_id,
             kind=kind,
             strategy=strategy,
-            config_overrides=config_overrides or {},
+            config_overrides=overrides,
         )
     )
     return Submitted(run_id, node_id, kind)

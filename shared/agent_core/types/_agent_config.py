@@ -7,14 +7,25 @@ enforced by the loop.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Final
 
 from pydantic import Field, model_validator
 
 from agent_core.types._fields import Strict
 from agent_core.types.enums import PermissionPolicy
 
-__all__ = ["AgentConfig", "RunBudget", "ToolPolicy"]
+__all__ = [
+    "SESSION_CONFIG_KEY",
+    "AgentConfig",
+    "AgentConfigOverrides",
+    "RunBudget",
+    "ToolPolicy",
+    "overrides_from",
+]
+
+# The key of a session's metadata under which its agent config overrides are kept (set through the
+# API's ``agent_config``, never as plain metadata); every run of the session starts from them.
+SESSION_CONFIG_KEY: Final = "agent_config"
 
 
 class ToolPolicy(Strict):
@@ -83,3 +94,36 @@ class AgentConfig(Strict):
         ):
             raise ValueError("max_output_tokens exceeds budget.max_total_tokens")
         return self
+
+
+class AgentConfigOverrides(Strict):
+    """What a client may change of an agent's config (no provider, endpoint or key variable)."""
+
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    max_turns: int | None = Field(default=None, ge=1, le=1000)
+    budget: RunBudget | None = None
+    tool_policy: ToolPolicy | None = None
+    enabled_tools: list[Annotated[str, Field(max_length=128)]] | None = Field(
+        default=None, max_length=256
+    )
+    enabled_skills: list[Annotated[str, Field(max_length=128)]] | None = Field(
+        default=None, max_length=256
+    )
+    system_prompt: str | None = Field(default=None, max_length=100_000)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_output_tokens: int | None = Field(default=None, gt=0, le=1_000_000)
+
+    def overrides(self) -> dict[str, Any]:
+        """The fields that were set, as ``AgentConfig`` input."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def overrides_from(stored: Any) -> dict[str, Any]:
+    """The overrides of a stored ``SESSION_CONFIG_KEY`` value; ``{}`` for none, or for a value
+    written under older rules (ignored rather than failing every run of the session)."""
+    if not isinstance(stored, dict):
+        return {}
+    try:
+        return AgentConfigOverrides.model_validate(stored).overrides()
+    except ValueError:
+        return {}

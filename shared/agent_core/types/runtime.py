@@ -15,7 +15,14 @@ from __future__ import annotations
 from pydantic import Field
 
 from agent_core.tasks.models import PlanRef, Task, TaskDAG, TaskStatus, TaskWalEvent
-from agent_core.types._agent_config import AgentConfig, RunBudget, ToolPolicy
+from agent_core.types._agent_config import (
+    SESSION_CONFIG_KEY,
+    AgentConfig,
+    AgentConfigOverrides,
+    RunBudget,
+    ToolPolicy,
+    overrides_from,
+)
 from agent_core.types._fields import AgentId, NodeId, RunId, SessionId, Strict, TaskId
 from agent_core.types._runtime_events import (
     RUNTIME_EVENT,
@@ -45,7 +52,9 @@ from agent_core.types.enums import NodeType
 
 __all__ = [
     "RUNTIME_EVENT",
+    "SESSION_CONFIG_KEY",
     "AgentConfig",
+    "AgentConfigOverrides",
     "AgentState",
     "ArtifactRef",
     "ChildAgentResult",
@@ -75,6 +84,7 @@ __all__ = [
     "TaskWalEvent",
     "TimelineEvent",
     "ToolPolicy",
+    "overrides_from",
 ]
 
 Plan = PlanRef

@@ -16,10 +16,12 @@ from agent_core.bus.contracts.storage import (
     RunFence,
     SwitchActiveNode,
     UpdateRun,
+    UpdateSession,
 )
 from agent_core.ids import new_id
-from agent_core.types.enums import RunStatus
+from agent_core.types.enums import RunStatus, SessionStatus
 from agent_core.types.protocol import JsonBlock
+from agent_core.types.runtime import SESSION_CONFIG_KEY
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.schema import events_table, nodes_table
 from services.storage_writer.writer import Writer
@@ -223,3 +225,41 @@ def test_create_run_checks_the_account_and_defaults_to_the_root_agent(writer: Wr
     unknown = run(account_id="acct_a", agent_id="agent_nobody")
     assert not unknown.ok and unknown.error.code == "agent_not_found"
     assert run().ok  # trusted callers (workers) name no account
+
+
+def test_create_run_returns_the_session_config_and_refuses_an_archived_session(
+    writer: Writer,
+) -> None:
+    plain, configured, odd = create_session(), create_session(), create_session()
+    writer.apply_batch([plain, configured, odd])
+    config = {"max_turns": 3, "tool_policy": {"ask": ["lookup"]}}
+    writer.apply_batch(
+        [
+            UpdateSession(
+                command_id=new_id("cmd"),
+                session_id=configured.session_id,
+                metadata={"title": "t", SESSION_CONFIG_KEY: config},
+            ),
+            # Not an object (never written by the API): no config rather than a failed command.
+            UpdateSession(
+                command_id=new_id("cmd"),
+                session_id=odd.session_id,
+                metadata={SESSION_CONFIG_KEY: "x"},
+            ),
+        ]
+    )
+    receipts = writer.apply_batch([create_run(plain), create_run(configured), create_run(odd)])
+    assert all(r.ok for r in receipts)
+    assert "session_config" not in receipts[0].result
+    assert receipts[1].result["session_config"] == config
+    assert "session_config" not in receipts[2].result
+
+    archive = UpdateSession(
+        command_id=new_id("cmd"), session_id=plain.session_id, status=SessionStatus.ARCHIVED
+    )
+    writer.apply_batch([archive])
+    runs_before = _rows(writer, plain.session_id, "runs")
+    [refused] = writer.apply_batch([create_run(plain)])
+    assert not refused.ok and refused.error is not None
+    assert refused.error.code == "session_archived"
+    assert _rows(writer, plain.session_id, "runs") == runs_before

@@ -102,6 +102,7 @@ EXAMPLES: list[BaseModel] = [
     CONFIG,
     CONFIG.budget,
     CONFIG.tool_policy,
+    rt.AgentConfigOverrides(max_turns=4, tool_policy=rt.ToolPolicy(ask=["lookup"])),
     RUN_STATE,
     RUN_STATE.handle(),
     NODE_EXAMPLE,
@@ -247,3 +248,15 @@ def test_task_types_are_the_task_domains_own() -> None:
     assert rt.Plan is task_models.PlanRef
     with pytest.raises(ValidationError):
         rt.TaskStep(task_id="task_1", index=0, title="x", status="blocked")
+
+
+def test_stored_overrides_are_what_a_client_may_set() -> None:
+    good = {"max_turns": 4, "tool_policy": {"ask": ["lookup"]}}
+    assert rt.overrides_from(good) == {
+        "max_turns": 4,
+        "tool_policy": {"default": "ask", "allow": [], "deny": [], "ask": ["lookup"]},
+    }
+    # Never a provider, endpoint or key variable; a value written under older rules is ignored.
+    assert rt.overrides_from({"base_url": "http://x"}) == {}
+    assert rt.overrides_from({"max_turns": 0}) == {}
+    assert rt.overrides_from("x") == {} and rt.overrides_from(None) == {}
