@@ -31,6 +31,7 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         log_config=None,
         access_log=False,
         lifespan="off",
+        http="httptools",
         timeout_graceful_shutdown=10,
     )
     server = _Server(config)
