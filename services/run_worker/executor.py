@@ -11,7 +11,13 @@ from agent_core.bus.contracts.storage import ClaimRun, GetSession, RunFence, Upd
 from agent_core.errors import AgentCoreError, ErrorPayload, StorageError
 from agent_core.ids import new_id
 from agent_core.provider import ProviderRegistry
-from agent_core.runqueue import InFlight, RunEventWriter, SessionQueue, cancel_queued_run
+from agent_core.runqueue import (
+    InFlight,
+    QueuedRun,
+    RunEventWriter,
+    SessionQueue,
+    cancel_queued_run,
+)
 from agent_core.runtime import AgentLoop, RunOutcome, resume_point
 from agent_core.service import ServiceContext
 from agent_core.storage_client import StorageClient
@@ -50,7 +56,7 @@ class _Prefetch:
     """What the executor reads while claiming a run (one round trip for all of it)."""
 
     cancelled: bool
-    session: dict[str, Any]
+    cwd: str
     path: list[Node] | None
     above: list[Node]
     memory: str
@@ -136,12 +142,12 @@ class RunExecutor:
         run = item.run
         fence = RunFence(run_id=run.run_id, attempt=number)
         # The claim and the reads it does not depend on travel together: one round trip.
-        claim, cancelled, session, path, above, memory = await asyncio.gather(
+        claim, cancelled, cwd, path, above, memory = await asyncio.gather(
             self.storage.send(
                 ClaimRun(command_id=new_id("cmd"), session_id=run.session_id, fence=fence)
             ),
             self.queue.is_cancelled(run.run_id),
-            self.reads.query(GetSession(session_id=run.session_id)),
+            self._cwd(run),
             # Only an earlier attempt can have placed the message already.
             self.reads.path_or_none(run.session_id, run.start_node_id) if number > 1 else _none(),
             # Where a new message would go: the explicit parent, else the active node now.
@@ -172,8 +178,15 @@ class RunExecutor:
             )
         )
         store = BusRunStore(self.storage, handle, set_active=run.kind == "main")
-        prefetch = _Prefetch(cancelled, session, path, above or [], memory)
+        prefetch = _Prefetch(cancelled, cwd, path, above or [], memory)
         return _Attempt(item, handle, store, events, prefetch)
+
+    async def _cwd(self, run: QueuedRun) -> str:
+        """The session's working directory: carried by the run, else (older runs) read."""
+        if run.cwd is not None:
+            return run.cwd
+        session = await self.reads.query(GetSession(session_id=run.session_id))
+        return str(session["cwd"]) if session else ""
 
     async def _run(self, a: _Attempt) -> RunOutcome:
         """Decide where the run starts (or whether it already ended), then drive the loop."""
@@ -221,17 +234,18 @@ class RunExecutor:
         self, a: _Attempt, config: AgentConfig, path: list[Node], turns_done: int
     ) -> RunOutcome:
         """Run the loop as a task that a cancel request can stop; translate how it ended."""
-        run, session = a.item.run, a.prefetch.session
+        run = a.item.run
         workspace = Workspace(
             self.ctx.settings.home,
-            str(session["account_id"]),
+            run.account_id,
             run.session_id,
             allow_platform_work=config.allow_platform_writes,
         )
-        await asyncio.to_thread(workspace.ensure)
+        # Inline: three mkdir calls on a local disk (tens of µs) cost less than a thread hop.
+        workspace.ensure()
         broker = RedisPermissionBroker(self.ctx.redis, self.ctx.names, a.events, a.store)
         executor = ToolExecutor(
-            self.setup.registry(str(session["cwd"])),
+            self.setup.registry(a.prefetch.cwd),
             workspace=workspace,
             run_id=run.run_id,
             agent_id=run.agent_id,

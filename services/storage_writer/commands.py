@@ -274,7 +274,7 @@ def _update_agent(conn: sqlite3.Connection, c: UpdateAgent, ctx: ApplyContext) -
 
 def _create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dict[str, Any]:
     session = conn.execute(
-        "SELECT account_id, root_agent_id, status, "
+        "SELECT account_id, root_agent_id, status, cwd, "
         f"CASE json_type(metadata_json, '$.{SESSION_CONFIG_KEY}') WHEN 'object' "
         f"THEN json_extract(metadata_json, '$.{SESSION_CONFIG_KEY}') END "
         "FROM sessions WHERE session_id = ?",
@@ -309,9 +309,10 @@ def _create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> di
         "agent_id": agent_id,
         "status": RunStatus(c.status).value,
         "attempt": 0,
+        "cwd": session[3],
     }
-    if session[3] is not None:  # the session's config overrides, as stored (JSON text)
-        result["session_config"] = json.loads(session[3])
+    if session[4] is not None:  # the session's config overrides, as stored (JSON text)
+        result["session_config"] = json.loads(session[4])
     return result
 
 

@@ -35,6 +35,9 @@ class QueuedRun(BaseModel):
     kind: Literal["main", "branch"] = "main"
     strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE
     config_overrides: dict[str, Any] = Field(default_factory=dict)
+    # The session's working directory (fixed at its creation), so a worker need not read the
+    # session to start the run; ``None`` for runs queued before it was carried here.
+    cwd: str | None = None
     enqueued_at_ms: int = 0
 
     @property

@@ -105,6 +105,7 @@ async def submit_message(
             kind=kind,
             strategy=strategy,
             config_overrides=overrides,
+            cwd=result.get("cwd"),
         )
     )
     return Submitted(run_id, node_id, kind)

@@ -251,6 +251,7 @@ def test_create_run_returns_the_session_config_and_refuses_an_archived_session(
     receipts = writer.apply_batch([create_run(plain), create_run(configured), create_run(odd)])
     assert all(r.ok for r in receipts)
     assert "session_config" not in receipts[0].result
+    assert receipts[0].result["cwd"] == plain.cwd  # fixed at creation: carried by the run
     assert receipts[1].result["session_config"] == config
     assert "session_config" not in receipts[2].result
 

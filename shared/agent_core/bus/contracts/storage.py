@@ -156,7 +156,8 @@ class CreateRun(_Command):
     ``agent_id`` ``None`` means the session's root agent. With ``account_id`` the session must
     belong to that account, else the command is refused as ``session_not_found`` (the same answer
     as for a session that does not exist); an archived session refuses it as ``session_archived``.
-    The receipt's result names the run's ``agent_id`` and, when the session keeps agent config
+    The receipt's result names the run's ``agent_id`` and the session's ``cwd`` and, when the
+    session keeps agent config
     overrides in its metadata (``SESSION_CONFIG_KEY``), carries them as ``session_config``.
     """
 
