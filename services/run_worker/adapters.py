@@ -11,10 +11,17 @@ from typing import Any
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
-from agent_core.bus.contracts.storage import CreateArtifact, EventDraft, NodeDraft, RunFence
+from agent_core.bus.contracts.storage import (
+    CreateArtifact,
+    EventDraft,
+    NodeDraft,
+    RunFence,
+    RunFinish,
+)
 from agent_core.context import estimate_tokens
 from agent_core.ids import new_id
 from agent_core.runqueue import RunEventWriter
+from agent_core.runtime import RunOutcome
 from agent_core.storage_client import StorageClient, raise_for_receipt
 from agent_core.tools import (
     OutputFile,
@@ -33,6 +40,7 @@ from agent_core.types.protocol import (
     ToolResult,
 )
 from agent_core.types.runtime import Node, RunHandle, RunPermissionRequested
+from services.run_worker.endings import final_event
 
 __all__ = ["BusRunStore", "RedisPermissionBroker", "StorageArtifactSink", "WorkerToolRunner"]
 
@@ -48,11 +56,18 @@ class BusRunStore:
         self._set_active = set_active  # branch runs leave the session's active node alone
         self.fence = RunFence(run_id=handle.run_id, attempt=handle.attempt)
 
-    async def append_node(self, node: Node, *, payload: dict[str, Any] | None = None) -> Node:
+    async def append_node(
+        self,
+        node: Node,
+        *,
+        payload: dict[str, Any] | None = None,
+        finish: RunOutcome | None = None,
+    ) -> Node:
         """Node + ``node_created`` event in one transaction; returns the node with its seq.
 
         The node's token estimate is recorded with it, so context building reads it instead of
-        estimating the whole history again on every model call.
+        estimating the whole history again on every model call. ``finish``: the same
+        transaction ends the run (``AppendNode.finish``).
         """
         token_count = node.token_count
         if token_count is None:
@@ -78,11 +93,35 @@ class BusRunStore:
         )
         receipt = raise_for_receipt(
             await self._storage.append_node(
-                self.handle.session_id, draft, event, fence=self.fence, set_active=self._set_active
+                self.handle.session_id,
+                draft,
+                event,
+                fence=self.fence,
+                set_active=self._set_active,
+                finish=None if finish is None else self._finish(finish, node),
             )
         )
         return node.model_copy(
             update={"node_seq": receipt.result.get("node_seq"), "token_count": token_count}
+        )
+
+    def _finish(self, outcome: RunOutcome, node: Node) -> RunFinish:
+        event_type, level, payload = final_event(outcome)
+        return RunFinish(
+            status=outcome.status,
+            end_reason=outcome.end_reason,
+            turn_count=outcome.turns,
+            usage=outcome.usage,
+            error=outcome.error,
+            event=EventDraft(
+                event_id=new_id("evt"),
+                event_type=event_type,
+                level=level,
+                agent_id=node.agent_id,
+                run_id=self.handle.run_id,
+                node_id=node.node_id,
+                payload=payload,
+            ),
         )
 
     async def append_event(

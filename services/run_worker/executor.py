@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_core.bus.contracts.storage import ClaimRun, GetSession, RunFence, UpdateRun
+from agent_core.bus.contracts.storage import ClaimRun, GetRun, GetSession, RunFence, UpdateRun
 from agent_core.errors import AgentCoreError, ErrorPayload, StorageError
 from agent_core.ids import new_id
 from agent_core.provider import ProviderRegistry
@@ -23,7 +23,7 @@ from agent_core.service import ServiceContext
 from agent_core.storage_client import StorageClient
 from agent_core.tasks.client import TaskClient
 from agent_core.tools import PermissionGate, ToolExecutor, ToolRegistry, Workspace
-from agent_core.types.enums import EndReason, EventLevel, Role, RunStatus
+from agent_core.types.enums import EndReason, Role, RunStatus
 from agent_core.types.protocol import TextBlock
 from agent_core.types.runtime import (
     AgentConfig,
@@ -40,7 +40,11 @@ from services.run_worker.adapters import (
     WorkerToolRunner,
 )
 from services.run_worker.agent_setup import AgentSetup
-from services.run_worker.endings import FINAL_EVENT, close_stream_of_terminal_run
+from services.run_worker.endings import (
+    close_stream_of_terminal_run,
+    final_event,
+    stored_outcome,
+)
 from services.run_worker.memory_link import hand_off, memory_node, memory_text
 from services.run_worker.reads import RunReads
 
@@ -318,43 +322,8 @@ class RunExecutor:
     async def _finish(self, a: _Attempt, outcome: RunOutcome) -> None:
         """Record the outcome (run row + final timeline event), end the stream, hand off."""
         handle = a.handle
-        # The run record and its final timeline event commit together (one batch).
-        receipt, _ = await asyncio.gather(
-            self.storage.send(
-                UpdateRun(
-                    command_id=new_id("cmd"),
-                    session_id=handle.session_id,
-                    run_id=handle.run_id,
-                    fence=a.store.fence,
-                    status=outcome.status,
-                    end_reason=outcome.end_reason,
-                    turn_count=outcome.turns,
-                    usage=outcome.usage,
-                    error=outcome.error,
-                    end_node_id=outcome.last_node_id,
-                )
-            ),
-            self._fenced(
-                a.store.append_event(
-                    FINAL_EVENT[outcome.status],
-                    level=EventLevel.ERROR
-                    if outcome.status is RunStatus.FAILED
-                    else EventLevel.INFO,
-                    node_id=outcome.last_node_id,
-                    payload={
-                        "status": outcome.status.value,
-                        "end_reason": outcome.end_reason.value,
-                        "turns": outcome.turns,
-                        **({"error": outcome.error.model_dump()} if outcome.error else {}),
-                    },
-                )
-            ),
-        )
-        if not receipt.ok:
-            code = receipt.error.code if receipt.error else "refused"
-            if code in _FENCED_CODES:
-                raise _Fenced
-            log.error("run %s: final update refused: %s", handle.run_id, code)
+        if not outcome.recorded:  # else the answer's node recorded the end with it
+            outcome = await self._record_end(a, outcome)
         a.events.emit(
             RunFinished(
                 run_id=handle.run_id,
@@ -374,6 +343,45 @@ class RunExecutor:
             and outcome.status is RunStatus.COMPLETED
         ):
             await hand_off(self.ctx, self.reads, a.item, outcome, a.nodes)
+
+    async def _record_end(self, a: _Attempt, outcome: RunOutcome) -> RunOutcome:
+        """The run record and its final timeline event, committed together (one batch); the
+        outcome to announce — the stored one if the run had already ended (a cancel that
+        arrived while the answer that ended it was being written)."""
+        event_type, level, payload = final_event(outcome)
+        receipt, _ = await asyncio.gather(
+            self.storage.send(
+                UpdateRun(
+                    command_id=new_id("cmd"),
+                    session_id=a.handle.session_id,
+                    run_id=a.handle.run_id,
+                    fence=a.store.fence,
+                    status=outcome.status,
+                    end_reason=outcome.end_reason,
+                    turn_count=outcome.turns,
+                    usage=outcome.usage,
+                    error=outcome.error,
+                    end_node_id=outcome.last_node_id,
+                )
+            ),
+            self._fenced(
+                a.store.append_event(
+                    event_type, level=level, node_id=outcome.last_node_id, payload=payload
+                )
+            ),
+        )
+        if not receipt.ok:
+            code = receipt.error.code if receipt.error else "refused"
+            if code in _FENCED_CODES:
+                raise _Fenced
+            record = await self.reads.query(
+                GetRun(run_id=a.handle.run_id, session_id=a.handle.session_id)
+            )
+            stored = stored_outcome(record) if record else None
+            if stored is not None:
+                return stored
+            log.error("run %s: final update refused: %s", a.handle.run_id, code)
+        return outcome
 
     async def _place_message(self, a: _Attempt) -> list[Node]:
         """The user's message becomes the run's start node, under the place read at claim."""

@@ -438,13 +438,41 @@ def _append_node(conn: sqlite3.Connection, c: AppendNode, ctx: ApplyContext) -> 
             "UPDATE runs SET end_node_id = ?, updated_at = ? WHERE run_id = ? AND session_id = ?",
             (node.node_id, ctx.now, node.run_id, sid),
         )
-    return {
+    result = {
         "node_id": node.node_id,
         "node_seq": node_seq,
         "created_at": ctx.now,
         "artifact_ids": [a.artifact_id for a in moved],
         **ev,
     }
+    if c.finish is not None:
+        result["finish"] = _finish_run(conn, c, ctx)
+    return result
+
+
+def _finish_run(conn: sqlite3.Connection, c: AppendNode, ctx: ApplyContext) -> dict[str, Any]:
+    """End the appended node's run in the node's transaction (``AppendNode.finish``)."""
+    f, fence = c.finish, c.fence
+    assert f is not None
+    if fence is None:
+        raise _err("fence_required", "ending a run with a node needs the attempt's fence")
+    update = UpdateRun(
+        command_id=c.command_id,
+        session_id=c.session_id,
+        run_id=fence.run_id,
+        fence=fence,
+        status=f.status,
+        end_reason=f.end_reason,
+        turn_count=f.turn_count,
+        usage=f.usage,
+        error=f.error,
+        end_node_id=c.node.node_id,
+    )
+    if f.event.run_id not in (None, fence.run_id):
+        raise _err("fence_mismatch", "the final event belongs to another run", run_id=fence.run_id)
+    run = _update_run(conn, update, ctx)
+    event = f.event.model_copy(update={"run_id": fence.run_id})
+    return {**run, "event": _insert_event(conn, c.session_id, event, ctx.now, c.node.node_id)}
 
 
 def _append_event(conn: sqlite3.Connection, c: AppendEvent, ctx: ApplyContext) -> dict[str, Any]:

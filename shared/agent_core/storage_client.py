@@ -21,6 +21,7 @@ from agent_core.bus.contracts.storage import (
     NodeDraft,
     QueryReply,
     RunFence,
+    RunFinish,
     StorageCommand,
     StorageQuery,
 )
@@ -132,8 +133,10 @@ class StorageClient:
         fence: RunFence | None = None,
         set_active: bool = True,
         command_id: str | None = None,
+        finish: RunFinish | None = None,
     ) -> CommandReceipt:
-        """Append a node and its event atomically; ``result`` holds ``node_seq``, ``seq``."""
+        """Append a node and its event atomically (and end its run: ``finish``, see
+        :class:`AppendNode`); ``result`` holds ``node_seq``, ``seq``."""
         return await self.send(
             AppendNode(
                 command_id=command_id or self.new_command_id(),
@@ -142,6 +145,7 @@ class StorageClient:
                 event=event,
                 fence=fence,
                 set_active=set_active,
+                finish=finish,
             )
         )
 

@@ -159,24 +159,32 @@ class AgentLoop:
                         nodes, Role.ASSISTANT, [TextBlock(text=response.text)], interrupted=True
                     )
                 return self._outcome(RunStatus.FAILED, EndReason.FAILED, error=response.error)
-            assistant = await self._append(nodes, Role.ASSISTANT, self._assistant_blocks(response))
-            if (
+            blocks = self._assistant_blocks(response)
+            over_budget = (
                 budget.max_total_tokens is not None
                 and self.usage.total_tokens > budget.max_total_tokens
-            ):
+            )
+            if not response.calls and not over_budget:
+                return await self._answer(nodes, blocks, response)
+            assistant = await self._append(nodes, Role.ASSISTANT, blocks)
+            if over_budget:
+                assert budget.max_total_tokens is not None
                 return self._budget_exceeded("max_tokens", budget.max_total_tokens)
-            if not response.calls:
-                if response.stop is StopReason.MAX_TOKENS:
-                    return self._outcome(
-                        RunStatus.COMPLETED,
-                        EndReason.MAX_OUTPUT_TOKENS_RECOVERY,
-                        final_text=response.text,
-                    )
-                return self._outcome(
-                    RunStatus.COMPLETED, EndReason.COMPLETED, final_text=response.text
-                )
             await self._tool_turn(nodes, response.calls, assistant.node_id)
         return self._outcome(RunStatus.COMPLETED, EndReason.MAX_TURNS)
+
+    async def _answer(
+        self, nodes: list[Node], blocks: list[ContentBlock], response: _Response
+    ) -> RunOutcome:
+        """The final answer: its node and the run's end are one write (``append_node(finish=)``)."""
+        reason = EndReason.COMPLETED
+        if response.stop is StopReason.MAX_TOKENS:
+            reason = EndReason.MAX_OUTPUT_TOKENS_RECOVERY
+        outcome = self._outcome(RunStatus.COMPLETED, reason, final_text=response.text)
+        outcome.last_node_id = new_id("node")
+        await self._append(nodes, Role.ASSISTANT, blocks, finish=outcome)
+        outcome.recorded = True
+        return outcome
 
     async def _tool_turn(self, nodes: list[Node], calls: list[ToolCall], assistant_id: str) -> None:
         """Run the calls, store every result in one tool node, then what the results report."""
@@ -317,9 +325,11 @@ class AgentLoop:
         *,
         interrupted: bool = False,
         node_type: NodeType = NodeType.MESSAGE,
+        finish: RunOutcome | None = None,
     ) -> Node:
         node = Node(
-            node_id=new_id("node"),
+            # A finishing node's id is named by the outcome it ends the run with.
+            node_id=finish.last_node_id if finish and finish.last_node_id else new_id("node"),
             parent_id=nodes[-1].node_id,
             agent_id=self.handle.agent_id,
             run_id=self.handle.run_id,
@@ -328,7 +338,7 @@ class AgentLoop:
             content=blocks,
             metadata={"interrupted": True} if interrupted else {},
         )
-        stored = await self.store.append_node(node)
+        stored = await self.store.append_node(node, finish=finish)
         nodes.append(stored)
         self.last_node_id = stored.node_id
         self.events.emit(self._event(RunNodeCreated, node=stored))

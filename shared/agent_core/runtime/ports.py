@@ -20,8 +20,16 @@ __all__ = ["EventSink", "RunOutcome", "RunStore", "ToolRunner"]
 class RunStore(Protocol):
     """Durable writes of one run attempt (fenced by the implementation)."""
 
-    async def append_node(self, node: Node, *, payload: dict[str, Any] | None = None) -> Node:
-        """Persist ``node`` with its ``node_created`` event in one transaction; return it with its seq."""
+    async def append_node(
+        self,
+        node: Node,
+        *,
+        payload: dict[str, Any] | None = None,
+        finish: RunOutcome | None = None,
+    ) -> Node:
+        """Persist ``node`` with its ``node_created`` event in one transaction; return it with its
+        seq. With ``finish`` the same transaction records the run's end (``finish`` with
+        ``last_node_id`` = this node) and its final timeline event."""
         ...
 
     async def append_event(
@@ -68,3 +76,6 @@ class RunOutcome:
     last_node_id: str | None = None
     error: ErrorPayload | None = None
     final_text: str = ""
+    # The run record and final timeline event were written with the last node (by the store's
+    # ``append_node(finish=…)``); what is left is to announce the end.
+    recorded: bool = False

@@ -77,6 +77,9 @@ async def test_parallel_tools_then_answer_builds_the_tree() -> None:
     ) in store.events
     assert [e.type for e in sink.events].count("tool_started") == 2
     assert {c.name for c in tools.calls} == {"echo", "fail"}
+    # The answer's node ended the run in the same write; the executor has nothing to record.
+    assert outcome.recorded and store.finished is outcome
+    assert outcome.last_node_id == store.nodes[-1].node_id
 
 
 async def test_max_turns_ends_the_run() -> None:
@@ -90,6 +93,7 @@ async def test_max_turns_ends_the_run() -> None:
         3,
     )
     assert len(store.nodes) == 6
+    assert not outcome.recorded and store.finished is None  # the executor records this end
 
 
 async def test_token_budget_fails_with_a_clear_code() -> None:
@@ -104,6 +108,21 @@ async def test_token_budget_fails_with_a_clear_code() -> None:
     assert (
         outcome.error.code == "budget_exceeded" and outcome.error.details["limit"] == "max_tokens"
     )
+
+
+async def test_an_answer_over_the_token_budget_fails_the_run_and_does_not_end_it_completed() -> (
+    None
+):
+    big = Usage(input_tokens=600, output_tokens=500)
+    loop, store, _ = _loop(
+        lambda r: ScriptedReply(text="long answer", usage=big),
+        budget=RunBudget(max_total_tokens=1000),
+    )
+    outcome = await loop.run([_user(loop.handle)])
+    assert outcome.status is RunStatus.FAILED and outcome.error is not None
+    assert outcome.error.code == "budget_exceeded"
+    assert [n.role for n in store.nodes] == [Role.ASSISTANT]  # the answer is kept
+    assert not outcome.recorded and store.finished is None
 
 
 async def test_provider_error_fails_the_run_and_keeps_partial_text() -> None:

@@ -10,17 +10,20 @@ import pytest
 from agent_core.bus.contracts.storage import (
     ClaimRun,
     CreateRun,
+    EventDraft,
     GetActivePath,
+    GetRun,
     GetSession,
     ListEvents,
     RunFence,
+    RunFinish,
     SwitchActiveNode,
     UpdateRun,
     UpdateSession,
 )
 from agent_core.ids import new_id
-from agent_core.types.enums import RunStatus, SessionStatus
-from agent_core.types.protocol import JsonBlock
+from agent_core.types.enums import EndReason, EventType, RunStatus, SessionStatus
+from agent_core.types.protocol import JsonBlock, Usage
 from agent_core.types.runtime import SESSION_CONFIG_KEY
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.schema import events_table, nodes_table
@@ -264,3 +267,57 @@ def test_create_run_returns_the_session_config_and_refuses_an_archived_session(
     assert not refused.ok and refused.error is not None
     assert refused.error.code == "session_archived"
     assert _rows(writer, plain.session_id, "runs") == runs_before
+
+
+def _finish(session_id: str, status: RunStatus = RunStatus.COMPLETED) -> RunFinish:
+    return RunFinish(
+        status=status,
+        end_reason=EndReason.COMPLETED,
+        turn_count=2,
+        usage=Usage(input_tokens=5, output_tokens=7),
+        event=EventDraft(event_id=new_id("evt"), event_type=EventType.RUN_COMPLETED),
+    )
+
+
+def test_a_node_that_ends_its_run_is_one_write_with_the_runs_end(writer: Writer) -> None:
+    s = create_session()
+    run = create_run(s)
+    writer.apply_batch([s, run])
+    fence = RunFence(run_id=run.run_id, attempt=1)
+    [claimed] = writer.apply_batch(
+        [ClaimRun(command_id=new_id("cmd"), session_id=s.session_id, fence=fence)]
+    )
+    assert claimed.ok
+    answer = append_node(s, run_id=run.run_id, fence=fence, finish=_finish(s.session_id))
+    [receipt] = writer.apply_batch([answer])
+    assert receipt.ok, receipt.error
+    assert receipt.result["finish"]["status"] == "completed"
+    engine = QueryEngine(writer.layout)
+    try:
+        stored = engine.answer(GetRun(run_id=run.run_id, session_id=s.session_id)).data
+        events = engine.answer(ListEvents(session_id=s.session_id, run_id=run.run_id)).data
+    finally:
+        engine.close()
+    assert stored["status"] == "completed" and stored["end_reason"] == "completed"
+    assert stored["end_node_id"] == answer.node.node_id and stored["turn_count"] == 2
+    assert '"output_tokens":7' in stored["usage_json"]
+    kinds = [(e["event_type"], e["node_id"]) for e in events]
+    assert kinds[-2:] == [
+        ("node_created", answer.node.node_id),
+        ("run_completed", answer.node.node_id),
+    ]
+    # Redelivered: the first result, nothing twice.
+    [again] = writer.apply_batch([answer])
+    assert again.duplicate and again.result == receipt.result
+
+    # An ended run cannot end again: the node is refused with it, nothing is written.
+    nodes_before = _rows(writer, s.session_id, nodes_table(s.session_id))
+    late = append_node(s, run_id=run.run_id, fence=fence, finish=_finish(s.session_id))
+    [refused] = writer.apply_batch([late])
+    assert not refused.ok and refused.error is not None
+    assert refused.error.code == "invalid_transition"
+    assert _rows(writer, s.session_id, nodes_table(s.session_id)) == nodes_before
+    # Without a fence there is no attempt to end the run with.
+    [unfenced] = writer.apply_batch([append_node(s, finish=_finish(s.session_id))])
+    assert not unfenced.ok and unfenced.error is not None
+    assert unfenced.error.code == "fence_required"

@@ -53,6 +53,7 @@ __all__ = [
     "NodeDraft",
     "QueryReply",
     "RunFence",
+    "RunFinish",
     "StorageCommand",
     "StorageQuery",
     "SwitchActiveNode",
@@ -192,14 +193,32 @@ class UpdateRun(_Command):
     metadata: dict[str, Any] | None = None
 
 
+class RunFinish(BusMessage):
+    """A run's end, recorded with the node that ends it (see :class:`AppendNode`)."""
+
+    status: Literal[RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.ABORTED]
+    end_reason: EndReason
+    turn_count: int = Field(ge=0)
+    usage: Usage
+    error: ErrorPayload | None = None
+    event: EventDraft  # the run's final timeline event (``run_completed``, …)
+
+
 class AppendNode(_Command):
-    """Append a node and its event in one transaction; optionally make it the active node."""
+    """Append a node and its event in one transaction; optionally make it the active node.
+
+    With ``finish`` (and a ``fence``) the same transaction also ends the node's run — status,
+    end reason, turn count, usage, error, ``end_node_id`` = this node — and appends the run's final
+    event: an answer and its run's end are one write, never one without the other. The status
+    transition is checked as for :class:`UpdateRun`.
+    """
 
     type: Literal["append_node"] = "append_node"
     node: NodeDraft
     event: EventDraft
     fence: RunFence | None = None
     set_active: bool = True
+    finish: RunFinish | None = None
 
 
 class AppendEvent(_Command):
