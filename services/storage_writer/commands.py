@@ -375,8 +375,53 @@ def _missing_node(conn: sqlite3.Connection, nodes: str, node_id: str) -> bool:
     return conn.execute(f"SELECT 1 FROM {nodes} WHERE node_id = ?", (node_id,)).fetchone() is None
 
 
+class AlreadyApplied(Exception):
+    """The command was applied before and its own rows prove it; ``result`` is what it got."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__("already applied")
+        self.result = result
+
+
+def needs_receipt(command: StorageCommand, result: dict[str, Any]) -> bool:
+    """Whether an applied command's result must be stored in ``command_receipts``.
+
+    A plain ``append_node`` (no artifacts moved out, no run ended) needs none: its node's unique
+    id and its event prove it was applied and give its result back (:class:`AlreadyApplied`) —
+    a third of a turn's database bytes were these receipts.
+    """
+    return command.type != "append_node" or bool(result.get("artifact_ids")) or "finish" in result
+
+
+def _applied_before(conn: sqlite3.Connection, c: AppendNode) -> dict[str, Any] | None:
+    """The first result of ``c`` if its node exists (see :func:`needs_receipt`), else ``None``."""
+    sid = c.session_id
+    node = conn.execute(
+        f"SELECT node_seq, created_at FROM {nodes_table(sid)} WHERE node_id = ?", (c.node.node_id,)
+    ).fetchone()
+    if node is None:
+        return None
+    event = conn.execute(
+        f"SELECT seq, run_seq, node_id FROM {events_table(sid)} WHERE event_id = ?",
+        (c.event.event_id,),
+    ).fetchone()
+    if event is None or event[2] != c.node.node_id:
+        raise _err("conflict", "the node id belongs to another command", node_id=c.node.node_id)
+    return {
+        "node_id": c.node.node_id,
+        "node_seq": node[0],
+        "created_at": node[1],
+        "artifact_ids": [],
+        "event_id": c.event.event_id,
+        "seq": event[0],
+        "run_seq": event[1],
+    }
+
+
 def _append_node(conn: sqlite3.Connection, c: AppendNode, ctx: ApplyContext) -> dict[str, Any]:
     _session(conn, c.session_id)
+    if (first := _applied_before(conn, c)) is not None:
+        raise AlreadyApplied(first)
     node, sid = c.node, c.session_id
     _check_fence(conn, sid, c.fence)
     if c.fence is not None and node.run_id not in (None, c.fence.run_id):

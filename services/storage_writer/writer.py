@@ -9,7 +9,9 @@ only after this returns, i.e. after every COMMIT of the batch.
 
 Idempotency: the receipt of every applied command is stored in ``command_receipts`` in the same
 transaction as its effects, so a command seen again (redelivery, retry after a timeout, replay
-after a crash) gets the first receipt back with ``duplicate=True`` and changes nothing. Refused
+after a crash) gets the first receipt back with ``duplicate=True`` and changes nothing. The one
+exception is a plain ``append_node``: its own rows (a node with a unique id and its event) are
+the record, and its first result is read back from them (``commands.needs_receipt``). Refused
 commands are not stored: retrying one re-evaluates it (a refusal changed nothing).
 
 An error that is not a command's fault (disk full, I/O error) aborts the batch: shards already
@@ -29,7 +31,13 @@ from pathlib import Path
 from agent_core.bus.contracts.storage import CommandReceipt, StorageCommand
 from agent_core.errors import AgentCoreError, SchemaError, StorageError
 from agent_core.ids import validate_session_id
-from services.storage_writer.commands import ApplyContext, FaultHook, apply_command
+from services.storage_writer.commands import (
+    AlreadyApplied,
+    ApplyContext,
+    FaultHook,
+    apply_command,
+    needs_receipt,
+)
 from services.storage_writer.schema import configure
 from services.storage_writer.shards import ShardLayout
 
@@ -125,8 +133,9 @@ class Writer:
                 receipt = _apply_one(conn, command, ctx)
                 if receipt.ok:
                     seen[command.command_id] = receipt
-                    result = json.dumps(receipt.result, separators=(",", ":"))
-                    rows.append((command.command_id, command.session_id, result, stamp))
+                    if not receipt.duplicate and needs_receipt(command, receipt.result):
+                        result = json.dumps(receipt.result, separators=(",", ":"))
+                        rows.append((command.command_id, command.session_id, result, stamp))
                 out.append(receipt)
             conn.executemany(
                 "INSERT INTO command_receipts (command_id, session_id, result_json, created_at) "
@@ -149,6 +158,11 @@ def _apply_one(
     conn.execute("SAVEPOINT cmd")
     try:
         result = apply_command(conn, command, ctx)
+    except AlreadyApplied as done:
+        conn.execute("RELEASE cmd")  # nothing was written
+        return CommandReceipt(
+            command_id=command.command_id, ok=True, result=done.result, duplicate=True
+        )
     except AgentCoreError as exc:
         conn.execute("ROLLBACK TO cmd")
         conn.execute("RELEASE cmd")

@@ -321,3 +321,26 @@ def test_a_node_that_ends_its_run_is_one_write_with_the_runs_end(writer: Writer)
     [unfenced] = writer.apply_batch([append_node(s, finish=_finish(s.session_id))])
     assert not unfenced.ok and unfenced.error is not None
     assert unfenced.error.code == "fence_required"
+
+
+def test_a_plain_node_is_its_own_receipt(writer: Writer) -> None:
+    s = create_session()
+    writer.apply_batch([s])
+    first = append_node(s)
+    [applied] = writer.apply_batch([first])
+    receipts_before = _rows(writer, s.session_id, "command_receipts")
+    # Redelivered alone and twice within one batch: the first result, nothing written again.
+    [again] = writer.apply_batch([first])
+    twice = writer.apply_batch([first, first])
+    assert again.duplicate and again.result == applied.result
+    assert [r.duplicate for r in twice] == [True, True]
+    assert all(r.result == applied.result for r in twice)
+    assert len(_rows(writer, s.session_id, nodes_table(s.session_id))) == 1
+    assert _rows(writer, s.session_id, "command_receipts") == receipts_before  # none stored
+    # Another command reusing the node's id is a conflict, not a duplicate.
+    other = append_node(s)
+    other = other.model_copy(
+        update={"node": other.node.model_copy(update={"node_id": first.node.node_id})}
+    )
+    [clash] = writer.apply_batch([other])
+    assert not clash.ok and clash.error is not None and clash.error.code == "conflict"
