@@ -84,6 +84,10 @@ class PendingQueue:
         self._due = names.key("memory", "due")
         self._first = names.key("memory", "first")
         self._attempts: dict[str, int] = {}
+        # EVALSHA with a fallback to EVAL: the script text is not sent on every call.
+        self._push: Any = redis.register_script(_PUSH)
+        self._trim: Any = redis.register_script(_TRIM)
+        self._unlock: Any = redis.register_script(_UNLOCK)
 
     # -- keys (declared here, once) ----------------------------------------------------------
 
@@ -110,7 +114,7 @@ class PendingQueue:
             self.debounce_s,
             self.max_wait_s,
         ]
-        await self.redis.eval(_PUSH, len(keys), *keys, *args)
+        await self._push(keys=keys, args=args)
 
     # -- consumer side -----------------------------------------------------------------------
 
@@ -138,10 +142,10 @@ class PendingQueue:
             self._attempts.pop(account_id, None)
             keys = [self.pending_key(account_id), self._due, self._first]
             args: list[str | float] = [len(raw), account_id, time.time(), self.debounce_s]
-            await self.redis.eval(_TRIM, len(keys), *keys, *args)
+            await self._trim(keys=keys, args=args)
             return len(raw)
         finally:
-            await self.redis.eval(_UNLOCK, 1, lock, token)
+            await self._unlock(keys=[lock], args=[token])
 
     async def _give_up(self, account_id: str, raw: list[Any]) -> bool:
         self._attempts[account_id] = self._attempts.get(account_id, 0) + 1
