@@ -1,0 +1,132 @@
+"""What every storage command applier shares: the batch's context, refusals, fencing, events.
+
+Appliers (:mod:`commands` dispatches to them; runs in :mod:`apply_runs`, nodes and events in
+:mod:`apply_nodes`) either return the command's result (what goes into its receipt) or raise
+:class:`StorageError` with a stable code, in which case the writer rolls the command's savepoint
+back, so a refused command changes no row. Values always travel as bound parameters; the only
+identifiers built from input are the per-session table names, which :mod:`schema` refuses
+unless the session id is one the core could have generated.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent_core.bus.contracts.storage import EventDraft, RunFence
+from agent_core.errors import StorageError
+from agent_core.types.enums import RunStatus
+from services.storage_writer.schema import events_table
+
+__all__ = [
+    "ApplyContext",
+    "FaultHook",
+    "check_fence",
+    "dump_json",
+    "insert_event",
+    "refusal",
+    "require_session",
+    "run_status",
+]
+
+FaultHook = Callable[[str], None]
+
+
+@dataclass
+class ApplyContext:
+    """What appliers need besides the connection: the batch's clock, files and the fault hook."""
+
+    now: str
+    data_dir: Path
+    json_threshold_bytes: int
+    fault: FaultHook | None = None
+
+    def fault_point(self, name: str) -> None:
+        """Call the injected fault hook (tests only; ``None`` in production)."""
+        if self.fault is not None:
+            self.fault(name)
+
+
+def dump_json(value: Any) -> str | None:
+    if value is None or value == {}:
+        return None
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def refusal(code: str, message: str, **details: Any) -> StorageError:
+    return StorageError(code, message, details=details)
+
+
+def require_session(conn: sqlite3.Connection, session_id: str) -> None:
+    row = conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    if row is None:
+        raise refusal("session_not_found", "no such session", session_id=session_id)
+
+
+def run_status(conn: sqlite3.Connection, session_id: str, run_id: str) -> tuple[RunStatus, int]:
+    row = conn.execute(
+        "SELECT status, attempt FROM runs WHERE run_id = ? AND session_id = ?",
+        (run_id, session_id),
+    ).fetchone()
+    if row is None:
+        raise refusal("run_not_found", "no such run in this session", run_id=run_id)
+    return RunStatus(row[0]), int(row[1])
+
+
+def check_fence(conn: sqlite3.Connection, session_id: str, fence: RunFence | None) -> None:
+    """Refuse a write from an attempt other than the run's current one (ARCHITECTURE §5)."""
+    if fence is None:
+        return
+    _, attempt = run_status(conn, session_id, fence.run_id)
+    if fence.attempt < attempt:
+        raise refusal(
+            "stale_attempt",
+            f"attempt {fence.attempt} of the run was superseded by attempt {attempt}",
+            run_id=fence.run_id,
+            attempt=fence.attempt,
+            current_attempt=attempt,
+        )
+    if fence.attempt > attempt:
+        raise refusal(
+            "unclaimed_attempt",
+            f"attempt {fence.attempt} never claimed the run (current attempt {attempt})",
+            run_id=fence.run_id,
+            attempt=fence.attempt,
+            current_attempt=attempt,
+        )
+
+
+def insert_event(
+    conn: sqlite3.Connection, session_id: str, event: EventDraft, now: str, node_id: str | None
+) -> dict[str, Any]:
+    run_seq: int | None = None
+    if event.run_id is not None:
+        (last,) = conn.execute(
+            f"SELECT max(run_seq) FROM {events_table(session_id)} WHERE run_id = ?",
+            (event.run_id,),
+        ).fetchone()
+        run_seq = (last or 0) + 1
+    # seq is the rowid: NULL makes SQLite allocate max(seq)+1 — gap-free because rows are never
+    # deleted and only this writer inserts.
+    cur = conn.execute(
+        f"INSERT INTO {events_table(session_id)} (seq, event_id, run_seq, agent_id, run_id, level, "
+        "event_type, node_id, tool_call_id, payload_json, created_at) "
+        "VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            event.event_id,
+            run_seq,
+            event.agent_id,
+            event.run_id,
+            event.level.value,
+            event.event_type.value,
+            node_id if event.node_id is None else event.node_id,
+            event.tool_call_id,
+            dump_json(event.payload),
+            now,
+        ),
+    )
+    return {"event_id": event.event_id, "seq": cur.lastrowid, "run_seq": run_seq}

@@ -1,0 +1,163 @@
+"""Appliers of node and event commands: a node with its event (and, optionally, its run's end),
+and a lifecycle event alone; and how a plain node proves it was applied without a receipt."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from agent_core.bus.contracts.storage import AppendEvent, AppendNode, NodeDraft, StorageCommand
+from agent_core.types.protocol import CONTENT_BLOCKS
+from services.storage_writer.apply_common import (
+    ApplyContext,
+    check_fence,
+    dump_json,
+    insert_event,
+    refusal,
+    require_session,
+)
+from services.storage_writer.apply_runs import finish_run
+from services.storage_writer.artifacts import offload_large_json
+from services.storage_writer.schema import events_table, nodes_table
+
+__all__ = ["AlreadyApplied", "append_event", "append_node", "needs_receipt"]
+
+
+def _missing_node(conn: sqlite3.Connection, nodes: str, node_id: str) -> bool:
+    return conn.execute(f"SELECT 1 FROM {nodes} WHERE node_id = ?", (node_id,)).fetchone() is None
+
+
+class AlreadyApplied(Exception):
+    """The command was applied before and its own rows prove it; ``result`` is what it got."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__("already applied")
+        self.result = result
+
+
+def needs_receipt(command: StorageCommand, result: dict[str, Any]) -> bool:
+    """Whether an applied command's result must be stored in ``command_receipts``.
+
+    A plain ``append_node`` (no artifacts moved out, no run ended) needs none: its node's unique
+    id and its event prove it was applied and give its result back (:class:`AlreadyApplied`) —
+    a third of a turn's database bytes were these receipts.
+    """
+    return command.type != "append_node" or bool(result.get("artifact_ids")) or "finish" in result
+
+
+def _applied_before(conn: sqlite3.Connection, c: AppendNode) -> dict[str, Any] | None:
+    """The first result of ``c`` if its node exists (see :func:`needs_receipt`), else ``None``."""
+    sid = c.session_id
+    node = conn.execute(
+        f"SELECT node_seq, created_at FROM {nodes_table(sid)} WHERE node_id = ?", (c.node.node_id,)
+    ).fetchone()
+    if node is None:
+        return None
+    event = conn.execute(
+        f"SELECT seq, run_seq, node_id FROM {events_table(sid)} WHERE event_id = ?",
+        (c.event.event_id,),
+    ).fetchone()
+    if event is None or event[2] != c.node.node_id:
+        raise refusal("conflict", "the node id belongs to another command", node_id=c.node.node_id)
+    return {
+        "node_id": c.node.node_id,
+        "node_seq": node[0],
+        "created_at": node[1],
+        "artifact_ids": [],
+        "event_id": c.event.event_id,
+        "seq": event[0],
+        "run_seq": event[1],
+    }
+
+
+def append_node(conn: sqlite3.Connection, c: AppendNode, ctx: ApplyContext) -> dict[str, Any]:
+    require_session(conn, c.session_id)
+    if (first := _applied_before(conn, c)) is not None:
+        raise AlreadyApplied(first)
+    node, sid = c.node, c.session_id
+    check_fence(conn, sid, c.fence)
+    if c.fence is not None and node.run_id not in (None, c.fence.run_id):
+        raise refusal("fence_mismatch", "the node belongs to another run", run_id=node.run_id)
+    parent = node.parent_id
+    if parent is not None and _missing_node(conn, nodes_table(sid), parent):
+        raise refusal(
+            "parent_not_found", "the parent is not a node of this session", parent_id=parent
+        )
+    blocks, moved = offload_large_json(
+        list(node.content),
+        node_id=node.node_id,
+        session_dir=ctx.data_dir / sid,
+        threshold_bytes=ctx.json_threshold_bytes,
+    )
+    node_seq = _insert_node(conn, sid, node, blocks, ctx.now)
+    ctx.fault_point("between_node_and_event")
+    ev = insert_event(conn, sid, c.event, ctx.now, node.node_id)
+    for art in moved:
+        conn.execute(
+            "INSERT INTO artifacts (artifact_id, session_id, agent_id, run_id, node_id, "
+            "tool_call_id, path, filename, mime_type, size_bytes, summary, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'application/json', ?, ?, ?)",
+            (
+                art.artifact_id, sid, node.agent_id, node.run_id, node.node_id, art.tool_call_id,
+                art.path, art.artifact_id + ".json", art.size_bytes, art.summary, ctx.now,
+            ),
+        )  # fmt: skip
+    if c.set_active:
+        conn.execute(
+            "UPDATE sessions SET active_node_id = ?, updated_at = ? WHERE session_id = ?",
+            (node.node_id, ctx.now, sid),
+        )
+    if node.run_id is not None:
+        # The run's last durable node: where a takeover resumes (ARCHITECTURE §5).
+        conn.execute(
+            "UPDATE runs SET end_node_id = ?, updated_at = ? WHERE run_id = ? AND session_id = ?",
+            (node.node_id, ctx.now, node.run_id, sid),
+        )
+    result = {
+        "node_id": node.node_id,
+        "node_seq": node_seq,
+        "created_at": ctx.now,
+        "artifact_ids": [a.artifact_id for a in moved],
+        **ev,
+    }
+    if c.finish is not None:
+        result["finish"] = finish_run(conn, c, ctx)
+    return result
+
+
+def _insert_node(
+    conn: sqlite3.Connection, sid: str, node: NodeDraft, blocks: list[Any], now: str
+) -> int | None:
+    content = json.dumps(
+        CONTENT_BLOCKS.dump_python(blocks, exclude_none=True),
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+    cur = conn.execute(
+        f"INSERT INTO {nodes_table(sid)} (node_seq, node_id, parent_id, agent_id, run_id, role, "
+        "node_type, content_json, metadata_json, token_count, created_at) "
+        "VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            node.node_id,
+            node.parent_id,
+            node.agent_id,
+            node.run_id,
+            node.role.value,
+            node.node_type.value,
+            content,
+            dump_json(node.metadata),
+            node.token_count,
+            now,
+        ),
+    )
+    return cur.lastrowid
+
+
+def append_event(conn: sqlite3.Connection, c: AppendEvent, ctx: ApplyContext) -> dict[str, Any]:
+    require_session(conn, c.session_id)
+    check_fence(conn, c.session_id, c.fence)
+    if c.fence is not None and c.event.run_id not in (None, c.fence.run_id):
+        raise refusal("fence_mismatch", "the event belongs to another run", run_id=c.event.run_id)
+    return {"created_at": ctx.now, **insert_event(conn, c.session_id, c.event, ctx.now, None)}

@@ -1,0 +1,147 @@
+"""Appliers of run commands: create, claim (a new attempt), update, and a run's end recorded
+with the node that ends it (``AppendNode.finish``). Status transitions are checked by
+:mod:`transitions`; run-scoped writes are fenced by ``(run_id, attempt)``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from agent_core.bus.contracts.storage import AppendNode, ClaimRun, CreateRun, UpdateRun
+from agent_core.types.enums import RunStatus, SessionStatus
+from agent_core.types.runtime import SESSION_CONFIG_KEY
+from services.storage_writer.apply_common import (
+    ApplyContext,
+    check_fence,
+    dump_json,
+    insert_event,
+    refusal,
+    run_status,
+)
+from services.storage_writer.transitions import CLAIMABLE, check_run_transition
+
+__all__ = ["claim_run", "create_run", "finish_run", "update_run"]
+
+
+def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dict[str, Any]:
+    session = conn.execute(
+        "SELECT account_id, root_agent_id, status, cwd, "
+        f"CASE json_type(metadata_json, '$.{SESSION_CONFIG_KEY}') WHEN 'object' "
+        f"THEN json_extract(metadata_json, '$.{SESSION_CONFIG_KEY}') END "
+        "FROM sessions WHERE session_id = ?",
+        (c.session_id,),
+    ).fetchone()
+    if session is None or (c.account_id is not None and session[0] != c.account_id):
+        raise refusal("session_not_found", "no such session", session_id=c.session_id)
+    if session[2] == SessionStatus.ARCHIVED.value:
+        raise refusal("session_archived", "the session is archived; unarchive it first")
+    agent_id = c.agent_id or session[1]
+    agent = conn.execute(
+        "SELECT 1 FROM agents WHERE agent_id = ? AND session_id = ?", (agent_id, c.session_id)
+    ).fetchone()
+    if agent is None:
+        raise refusal("agent_not_found", "no such agent in this session", agent_id=agent_id)
+    conn.execute(
+        "INSERT INTO runs (run_id, session_id, agent_id, status, attempt, start_node_id, "
+        "turn_count, metadata_json, created_at, updated_at) VALUES (?, ?, ?, ?, 0, ?, 0, ?, ?, ?)",
+        (
+            c.run_id,
+            c.session_id,
+            agent_id,
+            RunStatus(c.status).value,
+            c.start_node_id,
+            dump_json(c.metadata),
+            ctx.now,
+            ctx.now,
+        ),
+    )
+    result = {
+        "run_id": c.run_id,
+        "agent_id": agent_id,
+        "status": RunStatus(c.status).value,
+        "attempt": 0,
+        "cwd": session[3],
+    }
+    if session[4] is not None:  # the session's config overrides, as stored (JSON text)
+        result["session_config"] = json.loads(session[4])
+    return result
+
+
+def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[str, Any]:
+    status, attempt = run_status(conn, c.session_id, c.fence.run_id)
+    if status not in CLAIMABLE:
+        raise refusal(
+            "invalid_transition", f"a {status.value} run cannot be claimed", status=status.value
+        )
+    if c.fence.attempt <= attempt:
+        raise refusal(
+            "stale_attempt",
+            f"claim by attempt {c.fence.attempt} but the run is at attempt {attempt}",
+            run_id=c.fence.run_id,
+            attempt=c.fence.attempt,
+            current_attempt=attempt,
+        )
+    conn.execute(
+        "UPDATE runs SET status = ?, attempt = ?, updated_at = ? WHERE run_id = ?",
+        (RunStatus.RUNNING.value, c.fence.attempt, ctx.now, c.fence.run_id),
+    )
+    return {"run_id": c.fence.run_id, "status": RunStatus.RUNNING.value, "attempt": c.fence.attempt}
+
+
+def update_run(conn: sqlite3.Connection, c: UpdateRun, ctx: ApplyContext) -> dict[str, Any]:
+    status, attempt = run_status(conn, c.session_id, c.run_id)
+    if c.fence is not None:
+        if c.fence.run_id != c.run_id:
+            raise refusal("fence_mismatch", "the fence names another run", run_id=c.run_id)
+        check_fence(conn, c.session_id, c.fence)
+    target = status if c.status is None else c.status
+    check_run_transition(status, target)
+    if target == RunStatus.RUNNING and status != RunStatus.RUNNING:
+        raise refusal("invalid_transition", "a run starts running through claim_run only")
+    fields: dict[str, Any] = {"status": target.value}
+    if c.end_node_id is not None:
+        fields["end_node_id"] = c.end_node_id
+    if c.end_reason is not None:
+        fields["end_reason"] = c.end_reason.value
+    if c.turn_count is not None:
+        fields["turn_count"] = c.turn_count
+    if c.usage is not None:
+        fields["usage_json"] = c.usage.model_dump_json()
+    if c.error is not None:
+        fields["error_json"] = c.error.model_dump_json()
+    if c.metadata is not None:
+        fields["metadata_json"] = dump_json(c.metadata)
+    fields["updated_at"] = ctx.now
+    conn.execute(
+        f"UPDATE runs SET {', '.join(f'{k} = ?' for k in fields)} WHERE run_id = ?",
+        (*fields.values(), c.run_id),
+    )
+    return {"run_id": c.run_id, "status": target.value, "attempt": attempt}
+
+
+def finish_run(conn: sqlite3.Connection, c: AppendNode, ctx: ApplyContext) -> dict[str, Any]:
+    """End the appended node's run in the node's transaction (``AppendNode.finish``)."""
+    f, fence = c.finish, c.fence
+    assert f is not None
+    if fence is None:
+        raise refusal("fence_required", "ending a run with a node needs the attempt's fence")
+    update = UpdateRun(
+        command_id=c.command_id,
+        session_id=c.session_id,
+        run_id=fence.run_id,
+        fence=fence,
+        status=f.status,
+        end_reason=f.end_reason,
+        turn_count=f.turn_count,
+        usage=f.usage,
+        error=f.error,
+        end_node_id=c.node.node_id,
+    )
+    if f.event.run_id not in (None, fence.run_id):
+        raise refusal(
+            "fence_mismatch", "the final event belongs to another run", run_id=fence.run_id
+        )
+    run = update_run(conn, update, ctx)
+    event = f.event.model_copy(update={"run_id": fence.run_id})
+    return {**run, "event": insert_event(conn, c.session_id, event, ctx.now, c.node.node_id)}
