@@ -42,7 +42,44 @@ from agent_core.types.protocol import (
 from agent_core.types.runtime import Node, RunHandle, RunPermissionRequested
 from services.run_worker.endings import final_event
 
-__all__ = ["BusRunStore", "RedisPermissionBroker", "StorageArtifactSink", "WorkerToolRunner"]
+__all__ = [
+    "BusRunStore",
+    "RedisPermissionBroker",
+    "StorageArtifactSink",
+    "WorkerToolRunner",
+    "node_drafts",
+]
+
+
+def node_drafts(node: Node, payload: dict[str, Any] | None = None) -> tuple[NodeDraft, EventDraft]:
+    """The bus drafts of ``node`` and its ``node_created`` event.
+
+    The node's token estimate is recorded with it, so context building reads it instead of
+    estimating the whole history again on every model call.
+    """
+    token_count = node.token_count
+    if token_count is None:
+        token_count = estimate_tokens(node.content)
+    draft = NodeDraft(
+        node_id=node.node_id,
+        parent_id=node.parent_id,
+        agent_id=node.agent_id,
+        run_id=node.run_id,
+        role=node.role,
+        node_type=node.node_type,
+        content=node.content,
+        metadata=node.metadata,
+        token_count=token_count,
+    )
+    event = EventDraft(
+        event_id=new_id("evt"),
+        event_type=EventType.NODE_CREATED,
+        agent_id=node.agent_id,
+        run_id=node.run_id,
+        node_id=node.node_id,
+        payload={"role": node.role.value, "node_type": node.node_type.value, **(payload or {})},
+    )
+    return draft, event
 
 
 class BusRunStore:
@@ -63,34 +100,11 @@ class BusRunStore:
         payload: dict[str, Any] | None = None,
         finish: RunOutcome | None = None,
     ) -> Node:
-        """Node + ``node_created`` event in one transaction; returns the node with its seq.
-
-        The node's token estimate is recorded with it, so context building reads it instead of
-        estimating the whole history again on every model call. ``finish``: the same
-        transaction ends the run (``AppendNode.finish``).
+        """Node + ``node_created`` event in one transaction (see :func:`node_drafts`); returns
+        the node with its seq. ``finish``: the same transaction ends the run
+        (``AppendNode.finish``).
         """
-        token_count = node.token_count
-        if token_count is None:
-            token_count = estimate_tokens(node.content)
-        draft = NodeDraft(
-            node_id=node.node_id,
-            parent_id=node.parent_id,
-            agent_id=node.agent_id,
-            run_id=node.run_id,
-            role=node.role,
-            node_type=node.node_type,
-            content=node.content,
-            metadata=node.metadata,
-            token_count=token_count,
-        )
-        event = EventDraft(
-            event_id=new_id("evt"),
-            event_type=EventType.NODE_CREATED,
-            agent_id=node.agent_id,
-            run_id=node.run_id,
-            node_id=node.node_id,
-            payload={"role": node.role.value, "node_type": node.node_type.value, **(payload or {})},
-        )
+        draft, event = node_drafts(node, payload)
         receipt = raise_for_receipt(
             await self._storage.append_node(
                 self.handle.session_id,
@@ -102,7 +116,7 @@ class BusRunStore:
             )
         )
         return node.model_copy(
-            update={"node_seq": receipt.result.get("node_seq"), "token_count": token_count}
+            update={"node_seq": receipt.result.get("node_seq"), "token_count": draft.token_count}
         )
 
     def _finish(self, outcome: RunOutcome, node: Node) -> RunFinish:

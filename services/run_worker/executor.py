@@ -7,7 +7,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_core.bus.contracts.storage import ClaimRun, GetRun, GetSession, RunFence, UpdateRun
+from agent_core.bus.contracts.storage import (
+    ClaimRun,
+    GetRun,
+    GetSession,
+    PlaceMessage,
+    RunFence,
+    UpdateRun,
+)
 from agent_core.errors import AgentCoreError, ErrorPayload, StorageError
 from agent_core.ids import new_id
 from agent_core.provider import ProviderRegistry
@@ -38,6 +45,7 @@ from services.run_worker.adapters import (
     RedisPermissionBroker,
     StorageArtifactSink,
     WorkerToolRunner,
+    node_drafts,
 )
 from services.run_worker.agent_setup import AgentSetup
 from services.run_worker.endings import (
@@ -61,6 +69,7 @@ class _Prefetch:
 
     cancelled: bool
     cwd: str
+    placed: Node | None  # the run's message, placed by the claim (first attempts)
     path: list[Node] | None
     above: list[Node]
     memory: str
@@ -145,10 +154,19 @@ class RunExecutor:
     async def _claim(self, item: InFlight, number: int) -> _Attempt | bool:
         run = item.run
         fence = RunFence(run_id=run.run_id, attempt=number)
+        # A first attempt's claim also places the message (under the active node of that
+        # moment, or the message's parent): one write instead of two.
+        place, message = None, _message(run, run.parent_node_id)
+        if number == 1:
+            draft, event = node_drafts(message)
+            place = PlaceMessage(node=draft, event=event, set_active=run.kind == "main")
+            message = message.model_copy(update={"token_count": draft.token_count})
         # The claim and the reads it does not depend on travel together: one round trip.
         claim, cancelled, cwd, path, above, memory = await asyncio.gather(
             self.storage.send(
-                ClaimRun(command_id=new_id("cmd"), session_id=run.session_id, fence=fence)
+                ClaimRun(
+                    command_id=new_id("cmd"), session_id=run.session_id, fence=fence, place=place
+                )
             ),
             self.queue.is_cancelled(run.run_id),
             self._cwd(run),
@@ -182,7 +200,12 @@ class RunExecutor:
             )
         )
         store = BusRunStore(self.storage, handle, set_active=run.kind == "main")
-        prefetch = _Prefetch(cancelled, cwd, path, above or [], memory)
+        placed = claim.result.get("placed")
+        if placed:
+            message = message.model_copy(
+                update={"parent_id": placed["parent_id"], "node_seq": placed["node_seq"]}
+            )
+        prefetch = _Prefetch(cancelled, cwd, message if placed else None, path, above or [], memory)
         return _Attempt(item, handle, store, events, prefetch)
 
     async def _cwd(self, run: QueuedRun) -> str:
@@ -196,6 +219,8 @@ class RunExecutor:
         """Decide where the run starts (or whether it already ended), then drive the loop."""
         run, prefetch = a.item.run, a.prefetch
         if prefetch.cancelled:  # cancelled while queued: never executed
+            if prefetch.placed is not None:  # (a cancel that came while it was being claimed)
+                self._announce(a, prefetch.placed)
             return RunOutcome(RunStatus.CANCELLED, EndReason.COMPLETED)
         try:
             config = self.setup.config(run.config_overrides)
@@ -384,30 +409,34 @@ class RunExecutor:
         return outcome
 
     async def _place_message(self, a: _Attempt) -> list[Node]:
-        """The user's message becomes the run's start node, under the place read at claim."""
+        """The user's message becomes the run's start node, under the place read at claim
+        (placed by the claim itself on a first attempt: then only its path is put together)."""
         run = a.item.run
-        above = a.prefetch.above
-        node = Node(
-            node_id=run.start_node_id,
-            parent_id=above[-1].node_id if above else None,
-            agent_id=run.agent_id,
-            run_id=run.run_id,
-            role=Role.USER,
-            content=run.content or [TextBlock(text="")],
-        )
+        above, placed = a.prefetch.above, a.prefetch.placed
+        if placed is not None:
+            self._announce(a, placed)
+            path = placed_path(above, placed)
+            if path is None:  # the active node moved between the read and the claim
+                path = await self.reads.path(run.session_id, placed.node_id)
+            return path
+        node = _message(run, above[-1].node_id if above else None)
         return [*above, await self._append(a, node)]
 
     async def _append(self, a: _Attempt, node: Node) -> Node:
         stored: Node = await self._fenced(a.store.append_node(node))
+        self._announce(a, stored)
+        return stored
+
+    @staticmethod
+    def _announce(a: _Attempt, node: Node) -> None:
         a.events.emit(
             RunNodeCreated(
                 run_id=a.handle.run_id,
                 session_id=a.handle.session_id,
                 agent_id=a.handle.agent_id,
-                node=stored,
+                node=node,
             )
         )
-        return stored
 
     @staticmethod
     async def _fenced(awaitable: Any) -> Any:
@@ -421,6 +450,30 @@ class RunExecutor:
 
 async def _none() -> None:
     return None
+
+
+def placed_path(above: list[Node], placed: Node) -> list[Node] | None:
+    """The path to a message the claim placed, from the path read beside the claim (``above``:
+    to the message's parent, or — read after the claim committed — to the message itself);
+    ``None`` when ``above`` leads elsewhere (the active node moved in between)."""
+    tip = above[-1].node_id if above else None
+    if tip == placed.node_id:
+        return list(above)
+    if tip == placed.parent_id:
+        return [*above, placed]
+    return None
+
+
+def _message(run: QueuedRun, parent_id: str | None) -> Node:
+    """The run's message as its start node."""
+    return Node(
+        node_id=run.start_node_id,
+        parent_id=parent_id,
+        agent_id=run.agent_id,
+        run_id=run.run_id,
+        role=Role.USER,
+        content=run.content or [TextBlock(text="")],
+    )
 
 
 def _failed(

@@ -7,7 +7,13 @@ import json
 import sqlite3
 from typing import Any
 
-from agent_core.bus.contracts.storage import AppendEvent, AppendNode, NodeDraft, StorageCommand
+from agent_core.bus.contracts.storage import (
+    AppendEvent,
+    AppendNode,
+    ClaimRun,
+    NodeDraft,
+    StorageCommand,
+)
 from agent_core.types.protocol import CONTENT_BLOCKS
 from services.storage_writer.apply_common import (
     ApplyContext,
@@ -21,7 +27,7 @@ from services.storage_writer.apply_runs import finish_run
 from services.storage_writer.artifacts import offload_large_json
 from services.storage_writer.schema import events_table, nodes_table
 
-__all__ = ["AlreadyApplied", "append_event", "append_node", "needs_receipt"]
+__all__ = ["AlreadyApplied", "append_event", "append_node", "needs_receipt", "place_message"]
 
 
 def _missing_node(conn: sqlite3.Connection, nodes: str, node_id: str) -> bool:
@@ -161,3 +167,29 @@ def append_event(conn: sqlite3.Connection, c: AppendEvent, ctx: ApplyContext) ->
     if c.fence is not None and c.event.run_id not in (None, c.fence.run_id):
         raise refusal("fence_mismatch", "the event belongs to another run", run_id=c.event.run_id)
     return {"created_at": ctx.now, **insert_event(conn, c.session_id, c.event, ctx.now, None)}
+
+
+def place_message(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[str, Any]:
+    """Append the message of a run being claimed (``ClaimRun.place``); what goes in ``placed``."""
+    assert c.place is not None
+    node, sid = c.place.node, c.session_id
+    parent = node.parent_id
+    if parent is None:
+        row = conn.execute("SELECT active_node_id FROM sessions WHERE session_id = ?", (sid,))
+        parent = row.fetchone()[0]
+    elif _missing_node(conn, nodes_table(sid), parent):
+        return {"placed": None, "place_error": "parent_not_found"}
+    append = AppendNode(
+        command_id=c.command_id,
+        session_id=sid,
+        node=node.model_copy(update={"parent_id": parent}),
+        event=c.place.event,
+        fence=c.fence,
+        set_active=c.place.set_active,
+    )
+    try:
+        result = append_node(conn, append, ctx)
+    except AlreadyApplied as done:  # placed by this very claim before (cannot recur: receipts)
+        result = done.result
+    placed = {"node_id": node.node_id, "node_seq": result["node_seq"], "parent_id": parent}
+    return {"placed": placed}

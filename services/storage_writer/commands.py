@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_core.bus.contracts.storage import (
+    ClaimRun,
     CreateAgent,
     CreateArtifact,
     CreateSession,
@@ -37,6 +38,7 @@ from services.storage_writer.apply_nodes import (
     append_event,
     append_node,
     needs_receipt,
+    place_message,
 )
 from services.storage_writer.apply_runs import claim_run, create_run, update_run
 from services.storage_writer.schema import create_session_tables, nodes_table
@@ -171,6 +173,13 @@ def _update_agent(conn: sqlite3.Connection, c: UpdateAgent, ctx: ApplyContext) -
     return {"agent_id": c.agent_id, "updated_at": ctx.now}
 
 
+def _claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[str, Any]:
+    result = claim_run(conn, c, ctx)
+    if c.place is not None:
+        result.update(place_message(conn, c, ctx))
+    return result
+
+
 def _create_artifact(
     conn: sqlite3.Connection, c: CreateArtifact, ctx: ApplyContext
 ) -> dict[str, Any]:
@@ -195,7 +204,7 @@ _APPLIERS: dict[str, Callable[[sqlite3.Connection, Any, ApplyContext], dict[str,
     "create_agent": _create_agent,
     "update_agent": _update_agent,
     "create_run": create_run,
-    "claim_run": claim_run,
+    "claim_run": _claim_run,
     "update_run": update_run,
     "append_node": append_node,
     "append_event": append_event,

@@ -15,6 +15,7 @@ from agent_core.bus.contracts.storage import (
     GetRun,
     GetSession,
     ListEvents,
+    PlaceMessage,
     RunFence,
     RunFinish,
     SwitchActiveNode,
@@ -344,3 +345,53 @@ def test_a_plain_node_is_its_own_receipt(writer: Writer) -> None:
     )
     [clash] = writer.apply_batch([other])
     assert not clash.ok and clash.error is not None and clash.error.code == "conflict"
+
+
+def test_a_claim_places_the_runs_message_under_the_active_node_of_that_moment(
+    writer: Writer,
+) -> None:
+    s = create_session()
+    earlier = append_node(s)
+    run = create_run(s)
+    writer.apply_batch([s, earlier, run])
+    message = append_node(s, run_id=run.run_id)  # its parent_id is None: "the active node"
+
+    first = ClaimRun(
+        command_id=new_id("cmd"),
+        session_id=s.session_id,
+        fence=RunFence(run_id=run.run_id, attempt=1),
+        place=PlaceMessage(node=message.node, event=message.event),
+    )
+    [claimed] = writer.apply_batch([first])
+    assert claimed.ok, claimed.error
+    placed = claimed.result["placed"]
+    assert placed["node_id"] == message.node.node_id and placed["node_seq"] == 2
+    assert placed["parent_id"] == earlier.node.node_id
+    [again] = writer.apply_batch([first])
+    assert again.duplicate and again.result == claimed.result
+    engine = QueryEngine(writer.layout)
+    try:
+        session = engine.answer(GetSession(session_id=s.session_id)).data
+        path = engine.answer(GetActivePath(session_id=s.session_id)).data
+    finally:
+        engine.close()
+    assert session["active_node_id"] == message.node.node_id
+    assert [n["node_id"] for n in path] == [earlier.node.node_id, message.node.node_id]
+
+    # A given parent that is not a node of the session: the claim stands, nothing is placed.
+    other = create_run(s)
+    writer.apply_batch([other])
+    lost = append_node(s, run_id=other.run_id, parent_id="node_nowhere")
+    [unplaced] = writer.apply_batch(
+        [
+            ClaimRun(
+                command_id=new_id("cmd"),
+                session_id=s.session_id,
+                fence=RunFence(run_id=other.run_id, attempt=1),
+                place=PlaceMessage(node=lost.node, event=lost.event),
+            )
+        ]
+    )
+    assert unplaced.ok and unplaced.result["placed"] is None
+    assert unplaced.result["place_error"] == "parent_not_found"
+    assert len(_rows(writer, s.session_id, nodes_table(s.session_id))) == 2

@@ -51,6 +51,7 @@ __all__ = [
     "ListRuns",
     "ListSessions",
     "NodeDraft",
+    "PlaceMessage",
     "QueryReply",
     "RunFence",
     "RunFinish",
@@ -171,11 +172,28 @@ class CreateRun(_Command):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class PlaceMessage(BusMessage):
+    """The run's message, placed by the claim that starts the run (see :class:`ClaimRun`)."""
+
+    node: NodeDraft  # ``parent_id`` None: under the session's active node as it is then
+    event: EventDraft
+    set_active: bool = True
+
+
 class ClaimRun(_Command):
-    """A worker takes a run: ``attempt`` must exceed the stored attempt; the run becomes ``running``."""
+    """A worker takes a run: ``attempt`` must exceed the stored attempt; the run becomes ``running``.
+
+    With ``place`` the same transaction appends the run's message node — under
+    ``place.node.parent_id`` when given, else under the session's active node at that moment (the
+    root when there is none) — as :class:`AppendNode` would. The result's ``placed`` holds the
+    node's ``node_id``, ``node_seq`` and ``parent_id``; a given parent that is not a node of the
+    session leaves the message unplaced (``placed`` null, ``place_error`` ``parent_not_found``)
+    and the claim stands.
+    """
 
     type: Literal["claim_run"] = "claim_run"
     fence: RunFence
+    place: PlaceMessage | None = None
 
 
 class UpdateRun(_Command):
