@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -69,13 +69,41 @@ _SECRET_KEY = re.compile(
 )
 
 
+# For ASCII text, what each pattern above cannot match without (in the same order): a
+# substring that every match contains, looked up in the lowercased text — a cheap test that lets
+# most texts skip most patterns (the last one alone scans every word). Non-ASCII text runs every
+# pattern: case-insensitive matching of non-ASCII letters is not plain lowercasing.
+_NEEDLES: Final[tuple[tuple[tuple[str, ...], ...], ...]] = (
+    (("://",), ("@",)),  # all of these groups, each: any of its strings
+    (("bearer", "basic"),),
+    (("sk-",),),
+    (("sa_",),),
+    (("gh",),),
+    (("xox",),),
+    (("akia",),),
+    (("aiza",),),
+    ((":", "="), ("key", "passw", "pwd", "secret", "token", "auth")),
+)
+
+
+def _may_match(lowered: str, groups: tuple[tuple[str, ...], ...]) -> bool:
+    return all(any(needle in lowered for needle in group) for group in groups)
+
+
 def redact(text: str) -> str:
     """Return ``text`` with API keys, bearer tokens, passwords and URL credentials replaced.
 
     The function is total and idempotent: ``redact(redact(s)) == redact(s)``.
     """
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
+    ascii_only = text.isascii()
+    lowered = text.lower() if ascii_only else ""
+    for (pattern, replacement), needles in zip(_PATTERNS, _NEEDLES, strict=True):
+        if ascii_only and not _may_match(lowered, needles):
+            continue
+        replaced = pattern.sub(replacement, text)
+        if replaced != text:
+            text = replaced
+            lowered = text.lower()  # "[REDACTED]" is ASCII: still ascii_only
     return text
 
 

@@ -93,6 +93,29 @@ def test_redact_is_idempotent(text: str) -> None:
     assert redact(once) == once
 
 
+def _every_pattern(text: str) -> str:
+    for pattern, replacement in errors._PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+# Text made of the pieces the patterns look for, so that matches are frequent, near misses too.
+_PIECES = st.sampled_from(
+    [
+        "sk-", "sk-ant-", "sa_live_", "ghp_", "xoxb-", "AKIA", "AIza", "Bearer ", "basic ",
+        "://", "@", ":", "=", '"', " ", "\n", "api_key", "ApiKey", "PASSWORD", "passwd", "pwd",
+        "secret", "Token", "tokens", "token_count", "auth", "access-key", "private_key",
+        "https://u:p@h", "0123456789abcdefABCDEF", "_-.", "ſ", "K", "é",
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=1000)
+@given(text=st.lists(st.one_of(_PIECES, st.text(max_size=8)), max_size=25).map("".join))
+def test_the_prefilter_never_changes_what_is_redacted(text: str) -> None:
+    assert redact(text) == _every_pattern(text)
+
+
 def test_redact_obj_walks_nested_details() -> None:
     details = {
         "request": {
