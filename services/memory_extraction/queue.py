@@ -106,15 +106,23 @@ class PendingQueue:
 
     async def push(self, interaction: BusInteraction) -> None:
         """Queue ``interaction`` and (re)schedule its account."""
-        keys = [self.pending_key(interaction.account_id), self._due, self._first]
-        args: list[str | float] = [
-            interaction.model_dump_json(),
-            interaction.account_id,
-            time.time(),
-            self.debounce_s,
-            self.max_wait_s,
-        ]
-        await self._push(keys=keys, args=args)
+        await self.push_many([interaction])
+
+    async def push_many(self, interactions: Sequence[BusInteraction]) -> None:
+        """Queue ``interactions`` in order and (re)schedule their accounts: one round trip."""
+        now = time.time()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for interaction in interactions:
+                keys = [self.pending_key(interaction.account_id), self._due, self._first]
+                args: list[str | float] = [
+                    interaction.model_dump_json(),
+                    interaction.account_id,
+                    now,
+                    self.debounce_s,
+                    self.max_wait_s,
+                ]
+                await self._push(keys=keys, args=args, client=pipe)
+            await pipe.execute()
 
     # -- consumer side -----------------------------------------------------------------------
 

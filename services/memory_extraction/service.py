@@ -75,8 +75,10 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         lock_ttl_s=(proposer.timeout_s if proposer else 0) + 60,
     )
 
-    async def on_interaction(message: BusInteraction, _: Delivery) -> None:
-        await queue.push(message)  # acknowledged once queued in Redis; consolidation is later
+    async def on_interactions(batch: list[tuple[BusInteraction, Delivery]]) -> list[None]:
+        # Acknowledged once queued in Redis (one round trip per batch); consolidation is later.
+        await queue.push_many([message for message, _ in batch])
+        return [None] * len(batch)
 
     async def flush(account_id: str, items: Sequence[BusInteraction]) -> None:
         report = await consolidator.consolidate(account_id, [to_batch_item(m) for m in items])
@@ -95,7 +97,10 @@ async def build(ctx: ServiceContext) -> ServiceParts:
 
     parts.consumers.append(
         ctx.consumer(
-            ctx.names.memory_interactions, GROUP_MEMORY, MEMORY_INTERACTION, handler=on_interaction
+            ctx.names.memory_interactions,
+            GROUP_MEMORY,
+            MEMORY_INTERACTION,
+            batch_handler=on_interactions,
         )
     )
     parts.tasks.append(flush_loop)

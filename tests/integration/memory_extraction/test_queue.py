@@ -49,3 +49,21 @@ async def test_a_batch_failing_every_time_is_moved_aside_not_lost(
     assert await queue.flush_account("acme", broken) == 1
     assert await redis.llen(queue.pending_key("acme")) == 0
     assert await redis.llen(queue.failed_key("acme")) == 1
+
+
+async def test_a_batch_of_interactions_is_queued_in_order_in_one_call(
+    redis: Redis, names: BusNames
+) -> None:
+    queue = PendingQueue(redis, names, debounce_s=0)
+    other = ix(9).model_copy(update={"account_id": "globex"})
+    await redis.script_flush()  # the pipeline loads the script itself when the server lacks it
+    await queue.push_many([ix(1), other, ix(2), ix(3)])
+    assert sorted(await queue.due_accounts()) == ["acme", "globex"]
+    seen: dict[str, list[str]] = {}
+
+    async def flush(account: str, items: Sequence[Interaction]) -> None:
+        seen[account] = [i.interaction_id for i in items]
+
+    assert await queue.flush_account("acme", flush) == 3
+    assert await queue.flush_account("globex", flush) == 1
+    assert seen == {"acme": ["ix_1", "ix_2", "ix_3"], "globex": ["ix_9"]}
