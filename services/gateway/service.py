@@ -10,6 +10,7 @@ import uvicorn
 
 from agent_core.service import ServiceContext, ServiceParts
 from services.gateway.app import create_app
+from services.gateway.state import Gateway
 
 __all__ = ["build"]
 
@@ -24,8 +25,10 @@ class _Server(uvicorn.Server):
 async def build(ctx: ServiceContext) -> ServiceParts:
     """Serve the HTTP app until the service stops."""
     gw = ctx.settings.gateway
+    app = create_app(ctx)
+    gateway: Gateway = app.state.gateway
     config = uvicorn.Config(
-        create_app(ctx),
+        app,
         host=gw.host,
         port=gw.port,
         log_config=None,
@@ -47,4 +50,4 @@ async def build(ctx: ServiceContext) -> ServiceParts:
             ctx.log.critical("HTTP server exited on its own; stopping the gateway")
             stop.set()
 
-    return ServiceParts(tasks=[serve])
+    return ServiceParts(tasks=[serve], on_stop=[gateway.events.close])

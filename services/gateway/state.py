@@ -15,7 +15,7 @@ from fastapi import Depends, Request
 from agent_core.bus.contracts.storage import GetRun, GetSession, StorageQuery
 from agent_core.errors import StorageError
 from agent_core.ids import is_valid_id
-from agent_core.runqueue import RunEventReader, SessionQueue
+from agent_core.runqueue import SessionQueue
 from agent_core.service import ServiceContext
 from agent_core.storage_client import StorageClient
 from agent_core.types.mappers import to_run_state, to_session_state
@@ -23,6 +23,7 @@ from agent_core.types.runtime import RunState, SessionState
 from agent_core.types.storage import RunRecord, SessionRecord
 from services.gateway.auth import Authenticator, Caller
 from services.gateway.errors import not_found
+from services.gateway.hub import EventHub
 from services.gateway.limits import SseSlots
 from services.gateway.metrics import Metrics
 
@@ -48,7 +49,7 @@ class Gateway:
     ctx: ServiceContext
     storage: StorageClient
     queue: SessionQueue
-    events: RunEventReader
+    events: EventHub
     auth: Authenticator
     slots: SseSlots
     metrics: Metrics
@@ -61,7 +62,7 @@ class Gateway:
             ctx=ctx,
             storage=StorageClient(ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s),
             queue=SessionQueue(ctx.redis, ctx.names),
-            events=RunEventReader(ctx.redis, ctx.names),
+            events=EventHub(ctx.redis, ctx.names),
             auth=Authenticator(
                 ctx.redis, ctx.names, rate_per_s=gw.rate_limit_per_s, burst=gw.rate_limit_burst
             ),

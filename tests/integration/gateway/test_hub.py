@@ -1,0 +1,117 @@
+"""The gateway's SSE hub against real Valkey: one read for many followed runs, each run's events
+exactly once and in order, and followers that carry on alone when the read fails."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from redis.asyncio import Redis
+
+from agent_core.bus import BusNames, make_redis
+from agent_core.ids import new_id, new_session_id
+from agent_core.runqueue import RunEventWriter
+from agent_core.types.enums import RunStatus
+from agent_core.types.runtime import RunFinished, RunTextDelta
+from services.gateway.hub import EventHub
+
+
+async def _collect(hub: EventHub, sid: str, run_id: str, after: str = "0-0") -> list[Any]:
+    events: list[Any] = []
+    async for batch in hub.follow_raw(sid, run_id, after=after, block_ms=10_000):
+        assert batch is not None, "idle: the hub did not deliver"
+        events += [(entry_id, event) for entry_id, event, _ in batch]
+    return events
+
+
+async def _emit_turns(redis: Redis, names: BusNames, sid: str, runs: list[str], turns: int) -> None:
+    writers = [RunEventWriter(redis, names, sid, run_id) for run_id in runs]
+    for writer in writers:
+        writer.start()
+    for turn in range(turns):  # interleaved, a little at a time, as workers write them
+        for run_id, writer in zip(runs, writers, strict=True):
+            writer.emit(RunTextDelta(run_id=run_id, session_id=sid, turn=turn, text=f"t{turn}"))
+        await asyncio.sleep(0.005)
+    for run_id, writer in zip(runs, writers, strict=True):
+        writer.emit(RunFinished(run_id=run_id, session_id=sid, status=RunStatus.COMPLETED))
+    await asyncio.gather(*(w.close() for w in writers))
+
+
+async def test_many_followed_runs_get_their_own_events_once_in_order(
+    redis: Redis, names: BusNames
+) -> None:
+    # A read that would block for a minute: followers joining while it waits must wake it.
+    hub = EventHub(redis, names, read_block_ms=60_000)
+    sid = new_session_id()
+    runs = [new_id("run") for _ in range(30)]
+    try:
+        followers = [asyncio.create_task(_collect(hub, sid, r)) for r in runs[:15]]
+        await asyncio.sleep(0.05)  # the hub is blocked on these when the rest join
+        followers += [asyncio.create_task(_collect(hub, sid, r)) for r in runs[15:]]
+        await asyncio.sleep(0.05)
+        await _emit_turns(redis, names, sid, runs, turns=20)
+        results = await asyncio.wait_for(asyncio.gather(*followers), timeout=30)
+    finally:
+        await hub.close()
+    for run_id, events in zip(runs, results, strict=True):
+        assert all(e.run_id == run_id for _, e in events)
+        ids = [i for i, _ in events]
+        assert ids == sorted(set(ids), key=lambda i: tuple(map(int, i.split("-"))))
+        text = "".join(e.text for _, e in events if isinstance(e, RunTextDelta))
+        assert text == "".join(f"t{t}" for t in range(20))  # nothing lost, nothing twice
+        assert isinstance(events[-1][1], RunFinished)
+
+
+async def test_a_second_follower_of_a_run_and_a_resumed_one_read_on_their_own(
+    redis: Redis, names: BusNames
+) -> None:
+    hub = EventHub(redis, names)
+    sid, run_id = new_session_id(), new_id("run")
+    try:
+        first = asyncio.create_task(_collect(hub, sid, run_id))
+        await asyncio.sleep(0.05)
+        second = asyncio.create_task(_collect(hub, sid, run_id))
+        await asyncio.sleep(0.05)
+        await _emit_turns(redis, names, sid, [run_id], turns=5)
+        one, two = await asyncio.wait_for(asyncio.gather(first, second), timeout=30)
+        assert [i for i, _ in one] == [i for i, _ in two] and len(one) == 6
+        resumed = await asyncio.wait_for(_collect(hub, sid, run_id, after=one[2][0]), 10)
+        assert [i for i, _ in resumed] == [i for i, _ in one[3:]]
+    finally:
+        await hub.close()
+
+
+async def test_followers_carry_on_alone_when_the_hub_loses_its_connection(
+    redis: Redis, names: BusNames, redis_url: str
+) -> None:
+    hub = EventHub(redis, names, read_block_ms=60_000)
+    sid = new_session_id()
+    runs = [new_id("run") for _ in range(5)]
+    admin = make_redis(redis_url)
+    try:
+        followers = [asyncio.create_task(_collect(hub, sid, r)) for r in runs]
+        await asyncio.sleep(0.05)
+        writers = [RunEventWriter(redis, names, sid, r) for r in runs]
+        for writer, run_id in zip(writers, runs, strict=True):
+            writer.start()
+            writer.emit(RunTextDelta(run_id=run_id, session_id=sid, turn=0, text="before "))
+        await asyncio.sleep(0.1)
+        # Kill the hub's blocked connection (only it is blocked in XREAD).
+        clients = await admin.client_list()
+        blocked = [c for c in clients if c.get("cmd") == "xread"]
+        assert blocked, clients
+        for client in blocked:
+            await admin.client_kill_filter(_id=client["id"])
+        await asyncio.sleep(0.1)
+        for writer, run_id in zip(writers, runs, strict=True):
+            writer.emit(RunTextDelta(run_id=run_id, session_id=sid, turn=1, text="after"))
+            writer.emit(RunFinished(run_id=run_id, session_id=sid, status=RunStatus.COMPLETED))
+        await asyncio.gather(*(w.close() for w in writers))
+        results = await asyncio.wait_for(asyncio.gather(*followers), timeout=30)
+    finally:
+        await hub.close()
+        await admin.aclose()
+    for events in results:
+        text = "".join(e.text for _, e in events if isinstance(e, RunTextDelta))
+        assert text == "before after"  # each delta once, across the switch
+        assert isinstance(events[-1][1], RunFinished)
