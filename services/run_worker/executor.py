@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 from agent_core.bus.contracts.storage import (
-    ClaimRun,
     GetRun,
-    GetSession,
-    PlaceMessage,
-    RunFence,
     UpdateRun,
 )
 from agent_core.errors import AgentCoreError, ErrorPayload, StorageError
@@ -20,8 +15,6 @@ from agent_core.ids import new_id
 from agent_core.provider import ProviderRegistry
 from agent_core.runqueue import (
     InFlight,
-    QueuedRun,
-    RunEventWriter,
     SessionQueue,
     cancel_queued_run,
 )
@@ -36,56 +29,32 @@ from agent_core.types.runtime import (
     AgentConfig,
     Node,
     RunFinished,
-    RunHandle,
     RunNodeCreated,
-    RunStatusChanged,
 )
 from services.run_worker.adapters import (
-    BusRunStore,
     RedisPermissionBroker,
     StorageArtifactSink,
     WorkerToolRunner,
-    node_drafts,
 )
 from services.run_worker.agent_setup import AgentSetup
+from services.run_worker.claim import (
+    FENCED_CODES,
+    Attempt,
+    Claimer,
+    message_node,
+    placed_path,
+)
 from services.run_worker.endings import (
     close_stream_of_terminal_run,
     final_event,
     stored_outcome,
 )
-from services.run_worker.memory_link import hand_off, memory_node, memory_text
+from services.run_worker.memory_link import hand_off, memory_node
 from services.run_worker.reads import RunReads
 
 __all__ = ["RunExecutor"]
 
 log = logging.getLogger("soong.run_worker")
-
-_FENCED_CODES = ("stale_attempt", "unclaimed_attempt")
-
-
-@dataclass(frozen=True, slots=True)
-class _Prefetch:
-    """What the executor reads while claiming a run (one round trip for all of it)."""
-
-    cancelled: bool
-    cwd: str
-    placed: Node | None  # the run's message, placed by the claim (first attempts)
-    path: list[Node] | None
-    above: list[Node]
-    memory: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Attempt:
-    """One claimed attempt at a run and what it writes through."""
-
-    item: InFlight
-    handle: RunHandle
-    store: BusRunStore
-    events: RunEventWriter
-    prefetch: _Prefetch
-    # The path the loop ended on (its own nodes included), for the memory hand-off.
-    nodes: list[Node] = field(default_factory=list)
 
 
 class _Fenced(Exception):
@@ -107,6 +76,7 @@ class RunExecutor:
         self.storage = storage
         self.queue = queue
         self.reads = RunReads(storage)
+        self.claimer = Claimer(ctx, storage, queue, self.reads)
         task_client = TaskClient(ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s)
         self.setup = AgentSetup(ctx.settings, providers, tools, task_client)
         self.running: dict[str, asyncio.Task[RunOutcome]] = {}
@@ -137,8 +107,8 @@ class RunExecutor:
             ):
                 await close_stream_of_terminal_run(self.ctx, self.reads, run.session_id, run.run_id)
             return True
-        attempt = await self._claim(item, number)
-        if not isinstance(attempt, _Attempt):
+        attempt = await self.claimer.claim(item, number)
+        if not isinstance(attempt, Attempt):
             return attempt
         try:
             outcome = await self._run(attempt)
@@ -151,71 +121,7 @@ class RunExecutor:
             return False
         return True
 
-    async def _claim(self, item: InFlight, number: int) -> _Attempt | bool:
-        run = item.run
-        fence = RunFence(run_id=run.run_id, attempt=number)
-        # A first attempt's claim also places the message (under the active node of that
-        # moment, or the message's parent): one write instead of two.
-        place, message = None, _message(run, run.parent_node_id)
-        if number == 1:
-            draft, event = node_drafts(message)
-            place = PlaceMessage(node=draft, event=event, set_active=run.kind == "main")
-            message = message.model_copy(update={"token_count": draft.token_count})
-        # The claim and the reads it does not depend on travel together: one round trip.
-        claim, cancelled, cwd, path, above, memory = await asyncio.gather(
-            self.storage.send(
-                ClaimRun(
-                    command_id=new_id("cmd"), session_id=run.session_id, fence=fence, place=place
-                )
-            ),
-            self.queue.is_cancelled(run.run_id),
-            self._cwd(run),
-            # Only an earlier attempt can have placed the message already.
-            self.reads.path_or_none(run.session_id, run.start_node_id) if number > 1 else _none(),
-            # Where a new message would go: the explicit parent, else the active node now.
-            self.reads.active_path(run.session_id, run.parent_node_id),
-            memory_text(self.ctx, run, number),
-        )
-        if not claim.ok:
-            # Terminal already (cancelled while queued, finished before a crash) or superseded.
-            code = claim.error.code if claim.error else "refused"
-            log.info("run %s not claimable: %s", run.run_id, code)
-            if code in _FENCED_CODES:
-                return False
-            await close_stream_of_terminal_run(self.ctx, self.reads, run.session_id, run.run_id)
-            return True
-        handle = RunHandle(
-            run_id=run.run_id, session_id=run.session_id, agent_id=run.agent_id, attempt=number
-        )
-        events = RunEventWriter(self.ctx.redis, self.ctx.names, run.session_id, run.run_id)
-        events.start()
-        events.emit(
-            RunStatusChanged(
-                run_id=run.run_id,
-                session_id=run.session_id,
-                agent_id=run.agent_id,
-                status=RunStatus.RUNNING,
-                previous=RunStatus.QUEUED if number == 1 else RunStatus.RUNNING,
-                attempt=number,
-            )
-        )
-        store = BusRunStore(self.storage, handle, set_active=run.kind == "main")
-        placed = claim.result.get("placed")
-        if placed:
-            message = message.model_copy(
-                update={"parent_id": placed["parent_id"], "node_seq": placed["node_seq"]}
-            )
-        prefetch = _Prefetch(cancelled, cwd, message if placed else None, path, above or [], memory)
-        return _Attempt(item, handle, store, events, prefetch)
-
-    async def _cwd(self, run: QueuedRun) -> str:
-        """The session's working directory: carried by the run, else (older runs) read."""
-        if run.cwd is not None:
-            return run.cwd
-        session = await self.reads.query(GetSession(session_id=run.session_id))
-        return str(session["cwd"]) if session else ""
-
-    async def _run(self, a: _Attempt) -> RunOutcome:
+    async def _run(self, a: Attempt) -> RunOutcome:
         """Decide where the run starts (or whether it already ended), then drive the loop."""
         run, prefetch = a.item.run, a.prefetch
         if prefetch.cancelled:  # cancelled while queued: never executed
@@ -260,7 +166,7 @@ class RunExecutor:
         return await self._drive(a, config, path, turns_done)
 
     async def _drive(
-        self, a: _Attempt, config: AgentConfig, path: list[Node], turns_done: int
+        self, a: Attempt, config: AgentConfig, path: list[Node], turns_done: int
     ) -> RunOutcome:
         """Run the loop as a task that a cancel request can stop; translate how it ended."""
         run = a.item.run
@@ -306,7 +212,7 @@ class RunExecutor:
                 raise  # this worker is shutting down: the run stays in flight for a takeover
             return await self._cancelled(a, loop)
         except StorageError as exc:
-            if exc.code in _FENCED_CODES:
+            if exc.code in FENCED_CODES:
                 raise _Fenced from exc
             return _failed(exc.code, exc.message, last_node_id=loop.last_node_id)
         except AgentCoreError as exc:
@@ -322,7 +228,7 @@ class RunExecutor:
             self.running.pop(run.run_id, None)
             a.nodes[:] = loop.nodes
 
-    async def _cancelled(self, a: _Attempt, loop: AgentLoop) -> RunOutcome:
+    async def _cancelled(self, a: Attempt, loop: AgentLoop) -> RunOutcome:
         """A cancel request stopped the loop: keep what was streamed, end ``aborted_*``."""
         reason = EndReason.ABORTED_TOOLS if loop.phase == "tools" else EndReason.ABORTED_STREAMING
         if loop.phase == "streaming" and loop.partial_text:
@@ -344,7 +250,7 @@ class RunExecutor:
             last_node_id=loop.last_node_id,
         )
 
-    async def _finish(self, a: _Attempt, outcome: RunOutcome) -> None:
+    async def _finish(self, a: Attempt, outcome: RunOutcome) -> None:
         """Record the outcome (run row + final timeline event), end the stream, hand off."""
         handle = a.handle
         if not outcome.recorded:  # else the answer's node recorded the end with it
@@ -369,7 +275,7 @@ class RunExecutor:
         ):
             await hand_off(self.ctx, self.reads, a.item, outcome, a.nodes)
 
-    async def _record_end(self, a: _Attempt, outcome: RunOutcome) -> RunOutcome:
+    async def _record_end(self, a: Attempt, outcome: RunOutcome) -> RunOutcome:
         """The run record and its final timeline event, committed together (one batch); the
         outcome to announce — the stored one if the run had already ended (a cancel that
         arrived while the answer that ended it was being written)."""
@@ -397,7 +303,7 @@ class RunExecutor:
         )
         if not receipt.ok:
             code = receipt.error.code if receipt.error else "refused"
-            if code in _FENCED_CODES:
+            if code in FENCED_CODES:
                 raise _Fenced
             record = await self.reads.query(
                 GetRun(run_id=a.handle.run_id, session_id=a.handle.session_id)
@@ -408,7 +314,7 @@ class RunExecutor:
             log.error("run %s: final update refused: %s", a.handle.run_id, code)
         return outcome
 
-    async def _place_message(self, a: _Attempt) -> list[Node]:
+    async def _place_message(self, a: Attempt) -> list[Node]:
         """The user's message becomes the run's start node, under the place read at claim
         (placed by the claim itself on a first attempt: then only its path is put together)."""
         run = a.item.run
@@ -419,16 +325,16 @@ class RunExecutor:
             if path is None:  # the active node moved between the read and the claim
                 path = await self.reads.path(run.session_id, placed.node_id)
             return path
-        node = _message(run, above[-1].node_id if above else None)
+        node = message_node(run, above[-1].node_id if above else None)
         return [*above, await self._append(a, node)]
 
-    async def _append(self, a: _Attempt, node: Node) -> Node:
+    async def _append(self, a: Attempt, node: Node) -> Node:
         stored: Node = await self._fenced(a.store.append_node(node))
         self._announce(a, stored)
         return stored
 
     @staticmethod
-    def _announce(a: _Attempt, node: Node) -> None:
+    def _announce(a: Attempt, node: Node) -> None:
         a.events.emit(
             RunNodeCreated(
                 run_id=a.handle.run_id,
@@ -443,37 +349,9 @@ class RunExecutor:
         try:
             return await awaitable
         except StorageError as exc:
-            if exc.code in _FENCED_CODES:
+            if exc.code in FENCED_CODES:
                 raise _Fenced from exc
             raise
-
-
-async def _none() -> None:
-    return None
-
-
-def placed_path(above: list[Node], placed: Node) -> list[Node] | None:
-    """The path to a message the claim placed, from the path read beside the claim (``above``:
-    to the message's parent, or — read after the claim committed — to the message itself);
-    ``None`` when ``above`` leads elsewhere (the active node moved in between)."""
-    tip = above[-1].node_id if above else None
-    if tip == placed.node_id:
-        return list(above)
-    if tip == placed.parent_id:
-        return [*above, placed]
-    return None
-
-
-def _message(run: QueuedRun, parent_id: str | None) -> Node:
-    """The run's message as its start node."""
-    return Node(
-        node_id=run.start_node_id,
-        parent_id=parent_id,
-        agent_id=run.agent_id,
-        run_id=run.run_id,
-        role=Role.USER,
-        content=run.content or [TextBlock(text="")],
-    )
 
 
 def _failed(

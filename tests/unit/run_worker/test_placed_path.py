@@ -5,7 +5,7 @@ from __future__ import annotations
 from agent_core.types.enums import Role
 from agent_core.types.protocol import TextBlock
 from agent_core.types.runtime import Node
-from services.run_worker.executor import placed_path
+from services.run_worker.claim import placed_path
 
 
 def _node(node_id: str, parent_id: str | None) -> Node:

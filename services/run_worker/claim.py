@@ -1,0 +1,163 @@
+"""Claiming a run: the fenced claim, the message placed with it, and the reads its start needs.
+
+A first attempt's claim also places the run's message (``ClaimRun.place``); the reads the start
+depends on (cancel flag, the path where the message goes, memory) travel beside it, so a claim is
+one round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from agent_core.bus.contracts.storage import ClaimRun, GetSession, PlaceMessage, RunFence
+from agent_core.ids import new_id
+from agent_core.runqueue import InFlight, QueuedRun, RunEventWriter, SessionQueue
+from agent_core.service import ServiceContext
+from agent_core.storage_client import StorageClient
+from agent_core.types.enums import Role, RunStatus
+from agent_core.types.protocol import TextBlock
+from agent_core.types.runtime import Node, RunHandle, RunStatusChanged
+from services.run_worker.adapters import BusRunStore, node_drafts
+from services.run_worker.endings import close_stream_of_terminal_run
+from services.run_worker.memory_link import memory_text
+from services.run_worker.reads import RunReads
+
+__all__ = ["FENCED_CODES", "Attempt", "Claimer", "Prefetch", "message_node", "placed_path"]
+
+log = logging.getLogger("soong.run_worker")
+
+# Refusals that mean: a newer attempt owns the run.
+FENCED_CODES = ("stale_attempt", "unclaimed_attempt")
+
+
+@dataclass(frozen=True, slots=True)
+class Prefetch:
+    """What the executor reads while claiming a run (one round trip for all of it)."""
+
+    cancelled: bool
+    cwd: str
+    placed: Node | None  # the run's message, placed by the claim (first attempts)
+    path: list[Node] | None
+    above: list[Node]
+    memory: str
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One claimed attempt at a run and what it writes through."""
+
+    item: InFlight
+    handle: RunHandle
+    store: BusRunStore
+    events: RunEventWriter
+    prefetch: Prefetch
+    # The path the loop ended on (its own nodes included), for the memory hand-off.
+    nodes: list[Node] = field(default_factory=list)
+
+
+class Claimer:
+    """Claims runs for one worker process."""
+
+    def __init__(
+        self, ctx: ServiceContext, storage: StorageClient, queue: SessionQueue, reads: RunReads
+    ) -> None:
+        self.ctx = ctx
+        self.storage = storage
+        self.queue = queue
+        self.reads = reads
+
+    async def claim(self, item: InFlight, number: int) -> Attempt | bool:
+        """Claim attempt ``number`` at ``item`` with the reads its start needs; ``False`` if
+        a newer attempt superseded it, ``True`` if the run is terminal already (stream closed)."""
+        run = item.run
+        fence = RunFence(run_id=run.run_id, attempt=number)
+        # A first attempt's claim also places the message (under the active node of that
+        # moment, or the message's parent): one write instead of two.
+        place, message = None, message_node(run, run.parent_node_id)
+        if number == 1:
+            draft, event = node_drafts(message)
+            place = PlaceMessage(node=draft, event=event, set_active=run.kind == "main")
+            message = message.model_copy(update={"token_count": draft.token_count})
+        # The claim and the reads it does not depend on travel together: one round trip.
+        claim, cancelled, cwd, path, above, memory = await asyncio.gather(
+            self.storage.send(
+                ClaimRun(
+                    command_id=new_id("cmd"), session_id=run.session_id, fence=fence, place=place
+                )
+            ),
+            self.queue.is_cancelled(run.run_id),
+            self._cwd(run),
+            # Only an earlier attempt can have placed the message already.
+            self.reads.path_or_none(run.session_id, run.start_node_id) if number > 1 else _none(),
+            # Where a new message would go: the explicit parent, else the active node now.
+            self.reads.active_path(run.session_id, run.parent_node_id),
+            memory_text(self.ctx, run, number),
+        )
+        if not claim.ok:
+            # Terminal already (cancelled while queued, finished before a crash) or superseded.
+            code = claim.error.code if claim.error else "refused"
+            log.info("run %s not claimable: %s", run.run_id, code)
+            if code in FENCED_CODES:
+                return False
+            await close_stream_of_terminal_run(self.ctx, self.reads, run.session_id, run.run_id)
+            return True
+        handle = RunHandle(
+            run_id=run.run_id, session_id=run.session_id, agent_id=run.agent_id, attempt=number
+        )
+        events = RunEventWriter(self.ctx.redis, self.ctx.names, run.session_id, run.run_id)
+        events.start()
+        events.emit(
+            RunStatusChanged(
+                run_id=run.run_id,
+                session_id=run.session_id,
+                agent_id=run.agent_id,
+                status=RunStatus.RUNNING,
+                previous=RunStatus.QUEUED if number == 1 else RunStatus.RUNNING,
+                attempt=number,
+            )
+        )
+        store = BusRunStore(self.storage, handle, set_active=run.kind == "main")
+        placed = claim.result.get("placed")
+        if placed:
+            message = message.model_copy(
+                update={"parent_id": placed["parent_id"], "node_seq": placed["node_seq"]}
+            )
+        prefetch = Prefetch(cancelled, cwd, message if placed else None, path, above or [], memory)
+        return Attempt(item, handle, store, events, prefetch)
+
+    async def _cwd(self, run: QueuedRun) -> str:
+        """The session's working directory: carried by the run, else (older runs) read."""
+        if run.cwd is not None:
+            return run.cwd
+        session = await self.reads.query(GetSession(session_id=run.session_id))
+        return str(session["cwd"]) if session else ""
+
+
+async def _none() -> None:
+    return None
+
+
+def placed_path(above: list[Node], placed: Node) -> list[Node] | None:
+    """The path to a message the claim placed, from the path read beside the claim (``above``:
+    to the message's parent, or — read after the claim committed — to the message itself);
+    ``None`` when ``above`` leads elsewhere (the active node moved in between)."""
+    tip = above[-1].node_id if above else None
+    if tip == placed.node_id:
+        return list(above)
+    if tip == placed.parent_id:
+        return [*above, placed]
+    return None
+
+
+def message_node(run: QueuedRun, parent_id: str | None) -> Node:
+    """The run's message as its start node."""
+    return Node(
+        node_id=run.start_node_id,
+        parent_id=parent_id,
+        agent_id=run.agent_id,
+        run_id=run.run_id,
+        role=Role.USER,
+        content=run.content or [TextBlock(text="")],
+    )
