@@ -10,6 +10,7 @@ from agent_core.bus.contracts.storage import GetNode
 from agent_core.errors import StorageError
 from agent_core.ids import is_valid_id
 from agent_core.runqueue import SessionBusyError, submit_message
+from services.gateway.auth import Caller
 from services.gateway.errors import ApiError, not_found, responses
 from services.gateway.models import (
     MessageAccepted,
@@ -17,7 +18,7 @@ from services.gateway.models import (
 )
 from services.gateway.routes_runs import SSE_RESPONSE, open_stream
 from services.gateway.sse import Cursor
-from services.gateway.state import CallerDep, GatewayDep, fetch, valid_session_id
+from services.gateway.state import CallerDep, Gateway, GatewayDep, fetch, valid_session_id
 
 __all__ = ["router"]
 
@@ -44,12 +45,7 @@ async def post_message(
     if not valid_session_id(session_id):
         raise not_found("session")
     if body.parent_node_id is not None:
-        if not is_valid_id(body.parent_node_id, "node"):
-            raise not_found("node")
-        query = GetNode(
-            session_id=session_id, node_id=body.parent_node_id, account_id=caller.account_id
-        )
-        await fetch(gw, query, "node")
+        await _check_parent(gw, caller, session_id, body.parent_node_id)
     if body.stream:  # take the slot first: a refused stream must not leave a run behind
         await gw.slots.acquire(caller.key_id)
     try:
@@ -66,13 +62,10 @@ async def post_message(
     except BaseException as exc:
         if body.stream:
             await gw.slots.release(caller.key_id)
-        if isinstance(exc, SessionBusyError):
-            raise ApiError(409, exc.code, exc.message) from exc
-        if isinstance(exc, StorageError) and exc.code == "not_found":
-            raise not_found("session") from exc
-        if isinstance(exc, StorageError) and exc.code == "session_archived":
-            raise ApiError(409, exc.code, "the session is archived; unarchive it first") from exc
-        raise
+        mapped = _refusal(exc)
+        if mapped is exc:
+            raise
+        raise mapped from exc
     gw.metrics.runs_submitted += 1
     if body.stream:
         response = await open_stream(
@@ -95,3 +88,23 @@ async def post_message(
         kind="branch" if submitted.kind == "branch" else "main",
         events_url=f"/v1/sessions/{session_id}/runs/{submitted.run_id}/events",
     )
+
+
+async def _check_parent(gw: Gateway, caller: Caller, session_id: str, node_id: str) -> None:
+    """404 unless ``node_id`` is a node of the caller's session."""
+    if not is_valid_id(node_id, "node"):
+        raise not_found("node")
+    await fetch(
+        gw, GetNode(session_id=session_id, node_id=node_id, account_id=caller.account_id), "node"
+    )
+
+
+def _refusal(exc: BaseException) -> BaseException:
+    """The API error for a refused submission (anything else as it is)."""
+    if isinstance(exc, SessionBusyError):
+        return ApiError(409, exc.code, exc.message)
+    if isinstance(exc, StorageError) and exc.code == "not_found":
+        return not_found("session")
+    if isinstance(exc, StorageError) and exc.code == "session_archived":
+        return ApiError(409, exc.code, "the session is archived; unarchive it first")
+    return exc

@@ -181,8 +181,8 @@ class AgentLoop:
         if response.stop is StopReason.MAX_TOKENS:
             reason = EndReason.MAX_OUTPUT_TOKENS_RECOVERY
         outcome = self._outcome(RunStatus.COMPLETED, reason, final_text=response.text)
-        outcome.last_node_id = new_id("node")
-        await self._append(nodes, Role.ASSISTANT, blocks, finish=outcome)
+        outcome.last_node_id = node_id = new_id("node")  # the outcome names the node it ends on
+        await self._append(nodes, Role.ASSISTANT, blocks, node_id=node_id, finish=outcome)
         outcome.recorded = True
         return outcome
 
@@ -325,11 +325,11 @@ class AgentLoop:
         *,
         interrupted: bool = False,
         node_type: NodeType = NodeType.MESSAGE,
+        node_id: str | None = None,
         finish: RunOutcome | None = None,
     ) -> Node:
         node = Node(
-            # A finishing node's id is named by the outcome it ends the run with.
-            node_id=finish.last_node_id if finish and finish.last_node_id else new_id("node"),
+            node_id=node_id or new_id("node"),
             parent_id=nodes[-1].node_id,
             agent_id=self.handle.agent_id,
             run_id=self.handle.run_id,
