@@ -23,6 +23,7 @@ from agent_core.types.enums import RunStatus
 from services.storage_writer.schema import events_table
 
 __all__ = [
+    "AlreadyApplied",
     "ApplyContext",
     "FaultHook",
     "check_fence",
@@ -34,6 +35,14 @@ __all__ = [
 ]
 
 FaultHook = Callable[[str], None]
+
+
+class AlreadyApplied(Exception):
+    """The command was applied before and its own rows prove it; ``result`` is what it got."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__("already applied")
+        self.result = result
 
 
 @dataclass

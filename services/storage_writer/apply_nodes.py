@@ -12,10 +12,10 @@ from agent_core.bus.contracts.storage import (
     AppendNode,
     ClaimRun,
     NodeDraft,
-    StorageCommand,
 )
 from agent_core.types.protocol import CONTENT_BLOCKS
 from services.storage_writer.apply_common import (
+    AlreadyApplied,
     ApplyContext,
     check_fence,
     dump_json,
@@ -27,29 +27,11 @@ from services.storage_writer.apply_runs import finish_run
 from services.storage_writer.artifacts import offload_large_json
 from services.storage_writer.schema import events_table, nodes_table
 
-__all__ = ["AlreadyApplied", "append_event", "append_node", "needs_receipt", "place_message"]
+__all__ = ["append_event", "append_node", "place_message", "placed_before"]
 
 
 def _missing_node(conn: sqlite3.Connection, nodes: str, node_id: str) -> bool:
     return conn.execute(f"SELECT 1 FROM {nodes} WHERE node_id = ?", (node_id,)).fetchone() is None
-
-
-class AlreadyApplied(Exception):
-    """The command was applied before and its own rows prove it; ``result`` is what it got."""
-
-    def __init__(self, result: dict[str, Any]) -> None:
-        super().__init__("already applied")
-        self.result = result
-
-
-def needs_receipt(command: StorageCommand, result: dict[str, Any]) -> bool:
-    """Whether an applied command's result must be stored in ``command_receipts``.
-
-    A plain ``append_node`` (no artifacts moved out, no run ended) needs none: its node's unique
-    id and its event prove it was applied and give its result back (:class:`AlreadyApplied`) —
-    a third of a turn's database bytes were these receipts.
-    """
-    return command.type != "append_node" or bool(result.get("artifact_ids")) or "finish" in result
 
 
 def _applied_before(conn: sqlite3.Connection, c: AppendNode) -> dict[str, Any] | None:
@@ -66,7 +48,7 @@ def _applied_before(conn: sqlite3.Connection, c: AppendNode) -> dict[str, Any] |
     ).fetchone()
     if event is None or event[2] != c.node.node_id:
         raise refusal("conflict", "the node id belongs to another command", node_id=c.node.node_id)
-    return {
+    result: dict[str, Any] = {
         "node_id": c.node.node_id,
         "node_seq": node[0],
         "created_at": node[1],
@@ -74,6 +56,34 @@ def _applied_before(conn: sqlite3.Connection, c: AppendNode) -> dict[str, Any] |
         "event_id": c.event.event_id,
         "seq": event[0],
         "run_seq": event[1],
+    }
+    if c.finish is not None:
+        result["finish"] = _finished_before(conn, c)
+    return result
+
+
+def _finished_before(conn: sqlite3.Connection, c: AppendNode) -> dict[str, Any]:
+    """The ``finish`` part of an applied ``c``'s result, from the ended run and its end event
+    (written in the node's transaction, so present whenever the node is; an ended run never
+    changes again, so what is read is what the first application returned)."""
+    f, fence = c.finish, c.fence
+    if f is None or fence is None:  # the first application had a fence, or it was refused
+        raise refusal("conflict", "the node id belongs to another command", node_id=c.node.node_id)
+    sid, event_id = c.session_id, f.event.event_id
+    run = conn.execute(
+        "SELECT status, attempt FROM runs WHERE run_id = ? AND session_id = ?",
+        (fence.run_id, sid),
+    ).fetchone()
+    event = conn.execute(
+        f"SELECT seq, run_seq, node_id FROM {events_table(sid)} WHERE event_id = ?", (event_id,)
+    ).fetchone()
+    if run is None or event is None or event[2] != c.node.node_id:
+        raise refusal("conflict", "the node id belongs to another command", node_id=c.node.node_id)
+    return {
+        "run_id": fence.run_id,
+        "status": run[0],
+        "attempt": run[1],
+        "event": {"event_id": event_id, "seq": event[0], "run_seq": event[1]},
     }
 
 
@@ -189,7 +199,27 @@ def place_message(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> d
     )
     try:
         result = append_node(conn, append, ctx)
-    except AlreadyApplied as done:  # placed by this very claim before (cannot recur: receipts)
+    except AlreadyApplied as done:  # placed by this very claim before (cannot recur: see
+        # apply_runs.claim_run, which answers a repeated claim before it gets here)
         result = done.result
+    # The message now lives in its node; the run kept it only while it waited in the queue.
+    conn.execute(
+        "UPDATE runs SET metadata_json = json_remove(metadata_json, '$.message') "
+        "WHERE run_id = ? AND session_id = ?",
+        (c.fence.run_id, sid),
+    )
     placed = {"node_id": node.node_id, "node_seq": result["node_seq"], "parent_id": parent}
     return {"placed": placed}
+
+
+def placed_before(conn: sqlite3.Connection, c: ClaimRun) -> dict[str, Any]:
+    """The ``placed`` part of a repeated claim's result, from the message's node: absent only
+    when the first claim could not place it (``place_message``: its parent was missing)."""
+    assert c.place is not None
+    row = conn.execute(
+        f"SELECT node_seq, parent_id FROM {nodes_table(c.session_id)} WHERE node_id = ?",
+        (c.place.node.node_id,),
+    ).fetchone()
+    if row is None:
+        return {"placed": None, "place_error": "parent_not_found"}
+    return {"placed": {"node_id": c.place.node.node_id, "node_seq": row[0], "parent_id": row[1]}}

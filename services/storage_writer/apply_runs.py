@@ -12,6 +12,7 @@ from agent_core.bus.contracts.storage import AppendNode, ClaimRun, CreateRun, Up
 from agent_core.types.enums import RunStatus, SessionStatus
 from agent_core.types.runtime import SESSION_CONFIG_KEY
 from services.storage_writer.apply_common import (
+    AlreadyApplied,
     ApplyContext,
     check_fence,
     dump_json,
@@ -34,6 +35,16 @@ def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dic
     ).fetchone()
     if session is None or (c.account_id is not None and session[0] != c.account_id):
         raise refusal("session_not_found", "no such session", session_id=c.session_id)
+    result = {
+        "run_id": c.run_id,
+        "status": RunStatus(c.status).value,
+        "attempt": 0,
+        "cwd": session[3],
+    }
+    if session[4] is not None:  # the session's config overrides, as stored (JSON text)
+        result["session_config"] = json.loads(session[4])
+    if (agent_id := _created_before(conn, c)) is not None:
+        raise AlreadyApplied({**result, "agent_id": agent_id})
     if session[2] == SessionStatus.ARCHIVED.value:
         raise refusal("session_archived", "the session is archived; unarchive it first")
     agent_id = c.agent_id or session[1]
@@ -56,20 +67,40 @@ def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dic
             ctx.now,
         ),
     )
-    result = {
-        "run_id": c.run_id,
-        "agent_id": agent_id,
-        "status": RunStatus(c.status).value,
-        "attempt": 0,
-        "cwd": session[3],
-    }
-    if session[4] is not None:  # the session's config overrides, as stored (JSON text)
-        result["session_config"] = json.loads(session[4])
-    return result
+    return {**result, "agent_id": agent_id}
+
+
+def _created_before(conn: sqlite3.Connection, c: CreateRun) -> str | None:
+    """The agent of the run ``c`` created if it was applied before (no receipt is stored: the
+    run row, named by the run id and start node id the command allocated, is the record)."""
+    row = conn.execute(
+        "SELECT session_id, start_node_id, agent_id FROM runs WHERE run_id = ?", (c.run_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    if (row[0], row[1]) != (c.session_id, c.start_node_id):
+        raise refusal("conflict", "the run id belongs to another command", run_id=c.run_id)
+    return str(row[2])
 
 
 def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[str, Any]:
-    status, attempt = run_status(conn, c.session_id, c.fence.run_id)
+    """Start attempt ``c.fence.attempt`` at the run. Raises :class:`AlreadyApplied` (with the
+    claim's part of the result) when this very command claimed it before: the run row names the
+    command that claimed its current attempt, so a repeat needs no receipt."""
+    row = conn.execute(
+        "SELECT status, attempt, claim_command_id FROM runs WHERE run_id = ? AND session_id = ?",
+        (c.fence.run_id, c.session_id),
+    ).fetchone()
+    if row is None:
+        raise refusal("run_not_found", "no such run in this session", run_id=c.fence.run_id)
+    result = {
+        "run_id": c.fence.run_id,
+        "status": RunStatus.RUNNING.value,
+        "attempt": c.fence.attempt,
+    }
+    if row[2] == c.command_id:
+        raise AlreadyApplied(result)
+    status, attempt = RunStatus(row[0]), int(row[1])
     if status not in CLAIMABLE:
         raise refusal(
             "invalid_transition", f"a {status.value} run cannot be claimed", status=status.value
@@ -83,10 +114,11 @@ def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[
             current_attempt=attempt,
         )
     conn.execute(
-        "UPDATE runs SET status = ?, attempt = ?, updated_at = ? WHERE run_id = ?",
-        (RunStatus.RUNNING.value, c.fence.attempt, ctx.now, c.fence.run_id),
+        "UPDATE runs SET status = ?, attempt = ?, claim_command_id = ?, updated_at = ? "
+        "WHERE run_id = ?",
+        (RunStatus.RUNNING.value, c.fence.attempt, c.command_id, ctx.now, c.fence.run_id),
     )
-    return {"run_id": c.fence.run_id, "status": RunStatus.RUNNING.value, "attempt": c.fence.attempt}
+    return result
 
 
 def update_run(conn: sqlite3.Connection, c: UpdateRun, ctx: ApplyContext) -> dict[str, Any]:
@@ -107,7 +139,9 @@ def update_run(conn: sqlite3.Connection, c: UpdateRun, ctx: ApplyContext) -> dic
     if c.turn_count is not None:
         fields["turn_count"] = c.turn_count
     if c.usage is not None:
-        fields["usage_json"] = c.usage.model_dump_json()
+        # Zero counters are left out (most providers report no cache tokens): they read back
+        # as the model's defaults.
+        fields["usage_json"] = c.usage.model_dump_json(exclude_defaults=True)
     if c.error is not None:
         fields["error_json"] = c.error.model_dump_json()
     if c.metadata is not None:

@@ -25,6 +25,7 @@ from agent_core.bus.contracts.storage import (
 from agent_core.errors import StorageError
 from agent_core.types.enums import AgentStatus, AgentType, EventType, SessionStatus
 from services.storage_writer.apply_common import (
+    AlreadyApplied,
     ApplyContext,
     FaultHook,
     check_fence,
@@ -34,11 +35,10 @@ from services.storage_writer.apply_common import (
     require_session,
 )
 from services.storage_writer.apply_nodes import (
-    AlreadyApplied,
     append_event,
     append_node,
-    needs_receipt,
     place_message,
+    placed_before,
 )
 from services.storage_writer.apply_runs import claim_run, create_run, update_run
 from services.storage_writer.schema import create_session_tables, nodes_table
@@ -125,6 +125,22 @@ def _switch_active(
     return {"session_id": c.session_id, "active_node_id": c.node_id}
 
 
+def needs_receipt(command: StorageCommand, result: dict[str, Any]) -> bool:
+    """Whether an applied command's result must be stored in ``command_receipts``.
+
+    None of a turn's commands needs one, because their own rows prove they were applied and
+    give their first result back (:class:`AlreadyApplied`): a ``create_run`` (its run row, named
+    by the run id and start node id the command allocated), a ``claim_run`` (the run row names
+    the command that claimed its current attempt; a placed message is its node) and an
+    ``append_node`` that moved no artifact out (its node's unique id and its event; with
+    ``finish``, also the run's end event and the ended run, which cannot change again).
+    Receipts were a third of a turn's database bytes.
+    """
+    if command.type == "append_node":
+        return bool(result.get("artifact_ids"))
+    return command.type not in ("create_run", "claim_run")
+
+
 # ------------------------------------------------------------------------------ agents
 
 
@@ -174,7 +190,12 @@ def _update_agent(conn: sqlite3.Connection, c: UpdateAgent, ctx: ApplyContext) -
 
 
 def _claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[str, Any]:
-    result = claim_run(conn, c, ctx)
+    try:
+        result = claim_run(conn, c, ctx)
+    except AlreadyApplied as done:
+        if c.place is not None:
+            done.result.update(placed_before(conn, c))
+        raise
     if c.place is not None:
         result.update(place_message(conn, c, ctx))
     return result

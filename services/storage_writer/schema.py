@@ -2,7 +2,7 @@
 
 Every shard file (see :mod:`services.storage_writer.shards`) holds the full schema of seed 000 for
 the sessions routed to it: the global tables ``sessions, agents, runs, artifacts`` (plus
-``sessions.account_id`` and ``runs.attempt``, ARCHITECTURE §3/§5), the idempotency table
+``sessions.account_id``, ``runs.attempt`` and ``runs.claim_command_id``, ARCHITECTURE §3/§5), the idempotency table
 ``command_receipts`` and, per session, ``nodes_<session_id>`` and ``events_<session_id>``.
 
 Deviation from the seed's column constraints, kept to the seed's columns: ``node_seq`` and ``seq``
@@ -158,10 +158,17 @@ _V2 = (
     "ALTER TABLE command_receipts_v2 RENAME TO command_receipts",
 )
 
+# v3: the command that claimed a run's current attempt. A repeated claim is recognised by it
+# (the run row is its record, as a created run's and an appended node's rows are theirs), so no
+# command of a turn's path stores a receipt any more; another claim naming the same attempt is
+# still refused as stale.
+_V3 = ("ALTER TABLE runs ADD COLUMN claim_command_id TEXT",)
+
 # Ordered; a version is never edited once released, only new ones appended.
 MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
     (1, _statements(*_V1)),
     (2, _statements(*_V2)),
+    (3, _statements(*_V3)),
 )
 # The catalog file (``<db_path>``) only records how sessions are spread over shard files.
 CATALOG_MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (

@@ -7,12 +7,13 @@ which is what aiosqlite would cost (~0.1–0.2 ms each). Per shard: ``BEGIN IMME
 ``executemany`` for the receipts of the applied commands, ``COMMIT``. The caller sends receipts
 only after this returns, i.e. after every COMMIT of the batch.
 
-Idempotency: the receipt of every applied command is stored in ``command_receipts`` in the same
-transaction as its effects, so a command seen again (redelivery, retry after a timeout, replay
-after a crash) gets the first receipt back with ``duplicate=True`` and changes nothing. The one
-exception is a plain ``append_node``: its own rows (a node with a unique id and its event) are
-the record, and its first result is read back from them (``commands.needs_receipt``). Refused
-commands are not stored: retrying one re-evaluates it (a refusal changed nothing).
+Idempotency: a command seen again (redelivery, retry after a timeout, replay after a crash) gets
+its first result back with ``duplicate=True`` and changes nothing. The record of an applied
+command is written in the same transaction as its effects: for the commands of a turn's path
+(``create_run``, ``claim_run``, ``append_node``) it is their own rows, from which the first result
+is read back; every other command stores its result in ``command_receipts``
+(``commands.needs_receipt``). Refused commands leave no record: retrying one re-evaluates it (a
+refusal changed nothing).
 
 An error that is not a command's fault (disk full, I/O error) aborts the batch: shards already
 committed keep their commits (their receipts are stored, so the redelivered batch answers them as

@@ -83,6 +83,8 @@ async def submit_message(
                 "kind": kind,
                 "strategy": strategy.value,
                 "parent_node_id": parent_node_id,
+                # The accepted message's durable copy until the claim places it as a node
+                # (the writer then drops it from here: stored once).
                 "message": [b.model_dump(mode="json") for b in content],
             },
         )

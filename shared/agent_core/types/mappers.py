@@ -180,7 +180,14 @@ def to_agent_record(state: AgentState) -> AgentRecord:
 def to_run_state(record: RunRecord) -> RunState:
     """The runtime view of a ``runs`` row (``end_node_id`` → ``last_node_id``)."""
     data = record.model_dump(
-        exclude={"end_node_id", "turn_count", "usage_json", "error_json", "metadata_json"}
+        exclude={
+            "end_node_id",
+            "turn_count",
+            "usage_json",
+            "error_json",
+            "metadata_json",
+            "claim_command_id",
+        }
     )
     data["last_node_id"] = record.end_node_id
     data["turn"] = record.turn_count or 0

@@ -7,7 +7,8 @@ columns are the shared enums. Ids are validated (prefix and safe body); ``sessio
 the core could have generated, since it becomes part of table names.
 
 Records do not parse their JSON columns: that is the mappers' job (:mod:`agent_core.types.mappers`).
-Additions to seed 000 (ARCHITECTURE §3, §5): ``sessions.account_id`` and ``runs.attempt``.
+Additions to seed 000 (ARCHITECTURE §3, §5): ``sessions.account_id``, ``runs.attempt`` and
+``runs.claim_command_id``.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class RunRecord(Strict):
     ``attempt`` is the fencing counter (ARCHITECTURE §5): 0 while queued, incremented each time a
     worker takes the run; the storage-writer refuses writes from an older attempt.
     ``end_node_id`` is the last durable node of the run (final once the run is terminal).
+    ``claim_command_id`` is the storage command that claimed the current attempt (how the writer
+    recognises that claim repeated; internal, not part of the run's API view).
     """
 
     run_id: RunId
@@ -101,6 +104,7 @@ class RunRecord(Strict):
     metadata_json: str | None = None
     created_at: IsoTimestamp
     updated_at: IsoTimestamp
+    claim_command_id: str | None = None
 
 
 class NodeRecord(Strict):

@@ -86,7 +86,7 @@ def test_v2_keeps_the_results_of_receipts_stored_by_v1(tmp_path: Path) -> None:
             "INSERT INTO command_receipts VALUES ('cmd_1', 'sess_x', ?, ?)",
             (receipt, "2026-11-29T10:00:00.000000+00:00"),
         )
-        assert migrate(conn) == [2]
+        assert migrate(conn, MIGRATIONS[:2]) == [2]
         row = conn.execute("SELECT * FROM command_receipts").fetchone()
         without_rowid = conn.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'command_receipts'"

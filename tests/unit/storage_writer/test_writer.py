@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
@@ -270,6 +271,37 @@ def test_create_run_returns_the_session_config_and_refuses_an_archived_session(
     assert _rows(writer, plain.session_id, "runs") == runs_before
 
 
+def _receipt_ids(writer: Writer, session_id: str) -> set[str]:
+    return {row[0] for row in _rows(writer, session_id, "command_receipts")}
+
+
+def test_a_created_run_is_its_own_receipt(writer: Writer) -> None:
+    s = create_session()
+    writer.apply_batch([s])
+    cmd = create_run(s).model_copy(update={"start_node_id": new_id("node")})
+    [first] = writer.apply_batch([cmd])
+    assert first.ok and first.result["status"] == "queued"
+    assert cmd.command_id not in _receipt_ids(writer, s.session_id)
+    # Redelivered later (even once the session is archived) and twice in one batch: the first
+    # result, one run row.
+    writer.apply_batch(
+        [
+            UpdateSession(
+                command_id=new_id("cmd"), session_id=s.session_id, status=SessionStatus.ARCHIVED
+            )
+        ]
+    )
+    [again] = writer.apply_batch([cmd])
+    twice = writer.apply_batch([cmd, cmd])
+    assert again.ok and again.duplicate and again.result == first.result
+    assert [(r.duplicate, r.result) for r in twice] == [(True, first.result)] * 2
+    assert len(_rows(writer, s.session_id, "runs")) == 1
+    # Another command reusing the run id (other start node) is a conflict, not a duplicate.
+    clash = cmd.model_copy(update={"command_id": new_id("cmd"), "start_node_id": new_id("node")})
+    [refused] = writer.apply_batch([clash])
+    assert not refused.ok and refused.error is not None and refused.error.code == "conflict"
+
+
 def _finish(session_id: str, status: RunStatus = RunStatus.COMPLETED) -> RunFinish:
     return RunFinish(
         status=status,
@@ -307,9 +339,12 @@ def test_a_node_that_ends_its_run_is_one_write_with_the_runs_end(writer: Writer)
         ("node_created", answer.node.node_id),
         ("run_completed", answer.node.node_id),
     ]
-    # Redelivered: the first result, nothing twice.
+    # Redelivered: the first result, read back from the node, the run and its end event (no
+    # receipt is stored for it); nothing twice.
+    assert _receipt_ids(writer, s.session_id) == {s.command_id}
     [again] = writer.apply_batch([answer])
     assert again.duplicate and again.result == receipt.result
+    assert len(_rows(writer, s.session_id, events_table(s.session_id))) == 1 + len(events)
 
     # An ended run cannot end again: the node is refused with it, nothing is written.
     nodes_before = _rows(writer, s.session_id, nodes_table(s.session_id))
@@ -367,8 +402,15 @@ def test_a_claim_places_the_runs_message_under_the_active_node_of_that_moment(
     placed = claimed.result["placed"]
     assert placed["node_id"] == message.node.node_id and placed["node_seq"] == 2
     assert placed["parent_id"] == earlier.node.node_id
+    # Repeated, the claim gets its first result back from the run row and the placed node (it
+    # stores no receipt); another claim naming the same attempt is refused, not taken for it.
     [again] = writer.apply_batch([first])
     assert again.duplicate and again.result == claimed.result
+    assert first.command_id not in _receipt_ids(writer, s.session_id)
+    rival = first.model_copy(update={"command_id": new_id("cmd"), "place": None})
+    [refused] = writer.apply_batch([rival])
+    assert not refused.ok and refused.error is not None
+    assert refused.error.code == "stale_attempt"
     engine = QueryEngine(writer.layout)
     try:
         session = engine.answer(GetSession(session_id=s.session_id)).data
@@ -382,16 +424,50 @@ def test_a_claim_places_the_runs_message_under_the_active_node_of_that_moment(
     other = create_run(s)
     writer.apply_batch([other])
     lost = append_node(s, run_id=other.run_id, parent_id="node_nowhere")
-    [unplaced] = writer.apply_batch(
+    lost_claim = ClaimRun(
+        command_id=new_id("cmd"),
+        session_id=s.session_id,
+        fence=RunFence(run_id=other.run_id, attempt=1),
+        place=PlaceMessage(node=lost.node, event=lost.event),
+    )
+    [unplaced] = writer.apply_batch([lost_claim])
+    assert unplaced.ok and unplaced.result["placed"] is None
+    assert unplaced.result["place_error"] == "parent_not_found"
+    [unplaced_again] = writer.apply_batch([lost_claim])
+    assert unplaced_again.duplicate and unplaced_again.result == unplaced.result
+    assert len(_rows(writer, s.session_id, nodes_table(s.session_id))) == 2
+
+
+def test_a_runs_message_is_stored_once_the_claim_has_placed_it(writer: Writer) -> None:
+    s = create_session()
+    writer.apply_batch([s])
+    message = [{"type": "text", "text": "hello"}]
+    waiting, started = (
+        create_run(s).model_copy(update={"metadata": {"kind": "main", "message": message}})
+        for _ in range(2)
+    )
+    writer.apply_batch([waiting, started])
+    node = append_node(s, run_id=started.run_id)
+    [claimed] = writer.apply_batch(
         [
             ClaimRun(
                 command_id=new_id("cmd"),
                 session_id=s.session_id,
-                fence=RunFence(run_id=other.run_id, attempt=1),
-                place=PlaceMessage(node=lost.node, event=lost.event),
+                fence=RunFence(run_id=started.run_id, attempt=1),
+                place=PlaceMessage(node=node.node, event=node.event),
             )
         ]
     )
-    assert unplaced.ok and unplaced.result["placed"] is None
-    assert unplaced.result["place_error"] == "parent_not_found"
-    assert len(_rows(writer, s.session_id, nodes_table(s.session_id))) == 2
+    assert claimed.ok and claimed.result["placed"]["node_id"] == node.node.node_id
+    engine = QueryEngine(writer.layout)
+    try:
+        runs = {
+            r.run_id: engine.answer(GetRun(run_id=r.run_id, session_id=s.session_id)).data
+            for r in (waiting, started)
+        }
+    finally:
+        engine.close()
+    # The queued run still holds its message (its only durable copy); the started one's is
+    # its node now.
+    assert json.loads(runs[waiting.run_id]["metadata_json"]) == {"kind": "main", "message": message}
+    assert json.loads(runs[started.run_id]["metadata_json"]) == {"kind": "main"}

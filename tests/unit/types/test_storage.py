@@ -20,7 +20,8 @@ from agent_core.types.storage import (
 SID = "sess_20260612_153022_a1b2c3d4"
 TS = "2026-06-12T15:30:22.000000+00:00"
 
-# Seed 000's columns, in its order; ARCHITECTURE §3 adds sessions.account_id, §5 runs.attempt.
+# Seed 000's columns, in its order; ARCHITECTURE §3 adds sessions.account_id, §5 runs.attempt;
+# the writer's own runs.claim_command_id (schema v3) comes last.
 SEED_COLUMNS: dict[type[BaseModel], list[str]] = {
     SessionRecord: [
         "session_id", "account_id", "cwd", "root_agent_id", "active_node_id",
@@ -33,7 +34,7 @@ SEED_COLUMNS: dict[type[BaseModel], list[str]] = {
     RunRecord: [
         "run_id", "session_id", "agent_id", "status", "attempt", "start_node_id", "end_node_id",
         "end_reason", "turn_count", "usage_json", "error_json", "metadata_json", "created_at",
-        "updated_at",
+        "updated_at", "claim_command_id",
     ],
     NodeRecord: [
         "node_id", "node_seq", "parent_id", "agent_id", "run_id", "role", "node_type",
