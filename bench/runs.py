@@ -10,9 +10,10 @@ one keep-alive connection per session, as an SDK keeps one) and awaited on the r
 until ``run_finished``; a turn's latency is that whole request.
 
 Printed last: one JSON line with turns_per_s_1x200, turn_p50_ms_1x200, turn_p99_ms_1x200,
-turns_per_s_50x10, turn_p50_ms_50x10, turn_p99_ms_50x10 and db_bytes_per_turn. The ``*_bus`` keys
-are 1 × 200 once more with each turn posted as the gateway's bus messages and read from the run's
-Redis stream directly — what the HTTP layer adds is the difference.
+turns_per_s_50x10, turn_p50_ms_50x10, turn_p99_ms_50x10 and db_bytes_per_turn (both workloads'
+growth ÷ their turns; ``db_bytes_per_turn_1x200`` is the 1 × 200 session's alone). The ``*_bus``
+keys are 1 × 200 once more with each turn posted as the gateway's bus messages and read from the
+run's Redis stream directly — what the HTTP layer adds is the difference.
 """
 
 from __future__ import annotations
@@ -165,6 +166,7 @@ async def measure(home: Path, gateway_url: str, api_key: str) -> dict[str, Any]:
     try:
         before = _db_bytes(home)
         single = await driver.workload(1, 200)
+        after_single = _db_bytes(home)
         many = await driver.workload(50, 10)
         turns = 200 + 500 + 2
         grown = _db_bytes(home) - before
@@ -181,6 +183,9 @@ async def measure(home: Path, gateway_url: str, api_key: str) -> dict[str, Any]:
         "turn_p50_ms_50x10": many["p50_ms"],
         "turn_p99_ms_50x10": many["p99_ms"],
         "db_bytes_per_turn": round(grown / turns),
+        # One long session: what each further turn adds, without the fixed cost of a session's
+        # tables (the 50 short sessions pay ~11 KB each of b-tree roots and half-full pages).
+        "db_bytes_per_turn_1x200": round((after_single - before) / 201),
         "turns_per_s_1x200_bus": bus["turns_per_s"],
         "turn_p50_ms_1x200_bus": bus["p50_ms"],
         "workers": 2,
