@@ -29,7 +29,7 @@ from starlette.types import Receive, Scope, Send
 
 from agent_core.bus.contracts.storage import GetNode, GetRun, ListEvents
 from agent_core.types.enums import EventType
-from agent_core.types.mappers import to_node, to_run_state, to_timeline_event
+from agent_core.types.mappers import to_node, to_run_finished, to_run_state, to_timeline_event
 from agent_core.types.runtime import (
     RunFinished,
     RunNodeCreated,
@@ -99,21 +99,6 @@ def _timeline_frame(event: TimelineEvent) -> bytes:
     return f"id: db-{event.seq}\nevent: timeline\ndata: {data}\n\n".encode()
 
 
-def finished_from(run: RunState) -> RunFinished:
-    """The ``run_finished`` event of a terminal run record."""
-    return RunFinished(
-        run_id=run.run_id,
-        session_id=run.session_id,
-        agent_id=run.agent_id,
-        status=run.status,
-        end_reason=run.end_reason,
-        usage=run.usage,
-        error=run.error,
-        last_node_id=run.last_node_id,
-        created_at=run.updated_at,
-    )
-
-
 async def _run(gw: Gateway, session_id: str, run_id: str) -> RunState | None:
     row = await fetch_optional(gw, GetRun(run_id=run_id, session_id=session_id))
     return None if row is None else to_run_state(RunRecord.model_validate(row))
@@ -161,7 +146,7 @@ async def _durable(
             break
     run = await _run(gw, session_id, run_id)
     if run is not None and run.is_terminal:
-        finished = finished_from(run)
+        finished = to_run_finished(run)
         gw.metrics.run_finished(run_id, finished.status.value)
         yield frame("db-end", finished)
 
@@ -279,7 +264,7 @@ async def _live(
         run = await _run(gw, session_id, run_id)
         idle_terminal = idle_terminal + 1 if run is not None and run.is_terminal else 0
         if run is not None and idle_terminal >= 2:
-            finished = finished_from(run)
+            finished = to_run_finished(run)
             gw.metrics.run_finished(run_id, finished.status.value)
             yield frame("db-end", finished)
             return

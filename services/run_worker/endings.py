@@ -9,8 +9,7 @@ from agent_core.runqueue import RunEventWriter
 from agent_core.runtime import RunOutcome
 from agent_core.service import ServiceContext
 from agent_core.types.enums import EventLevel, EventType, RunStatus
-from agent_core.types.mappers import to_run_state
-from agent_core.types.runtime import RunFinished
+from agent_core.types.mappers import to_run_finished, to_run_state
 from agent_core.types.storage import RunRecord
 from services.run_worker.reads import RunReads
 
@@ -65,18 +64,6 @@ async def close_stream_of_terminal_run(
     events = RunEventWriter(ctx.redis, ctx.names, session_id, run_id)
     if await events.last_type() == "run_finished":
         return
-    state = to_run_state(RunRecord.model_validate(record))
     events.start()
-    events.emit(
-        RunFinished(
-            run_id=run_id,
-            session_id=session_id,
-            agent_id=state.agent_id,
-            status=state.status,
-            end_reason=state.end_reason,
-            usage=state.usage,
-            error=state.error,
-            last_node_id=state.last_node_id,
-        )
-    )
+    events.emit(to_run_finished(to_run_state(RunRecord.model_validate(record))))
     await events.close()

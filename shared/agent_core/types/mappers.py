@@ -33,6 +33,7 @@ from agent_core.types.runtime import (
     ArtifactRef,
     ChildAgentResult,
     Node,
+    RunFinished,
     RunState,
     SessionState,
     TimelineEvent,
@@ -55,6 +56,7 @@ __all__ = [
     "to_event_record",
     "to_node",
     "to_node_record",
+    "to_run_finished",
     "to_run_record",
     "to_run_state",
     "to_session_record",
@@ -199,6 +201,23 @@ def to_run_state(record: RunRecord) -> RunState:
     data["error"] = _parse_error(record.error_json, "run")
     data["metadata"] = _load_object(record.metadata_json, "run", "metadata_json")
     return _build(RunState, "run", data)
+
+
+def to_run_finished(state: RunState) -> RunFinished:
+    """The ``run_finished`` event of an ended run, from its record: what a reader that finds the
+    run ended (the gateway) or a worker that closes a dead attempt's stream sends. It carries the
+    run's end time (``updated_at``), not the time it is sent."""
+    return RunFinished(
+        run_id=state.run_id,
+        session_id=state.session_id,
+        agent_id=state.agent_id,
+        status=state.status,
+        end_reason=state.end_reason,
+        usage=state.usage,
+        error=state.error,
+        last_node_id=state.last_node_id,
+        created_at=state.updated_at,
+    )
 
 
 def to_run_record(state: RunState) -> RunRecord:

@@ -325,3 +325,32 @@ def test_run_state_view_matches_record_fields() -> None:
     for column in RunRecord.model_fields.keys() - internal:
         assert renamed.get(column, column) in state, column
     assert internal.isdisjoint(state)
+
+
+def test_the_run_finished_event_of_an_ended_run_carries_its_end() -> None:
+    record = RunRecord(
+        run_id="run_0000000000000001",
+        session_id=SID,
+        agent_id="agent_0000000000000001",
+        status="failed",
+        attempt=2,
+        end_node_id="node_0000000000000009",
+        end_reason="failed",
+        turn_count=3,
+        usage_json='{"input_tokens":4}',
+        error_json='{"type":"RuntimeError","code":"worker_lost","message":"lost"}',
+        created_at=TS,
+        updated_at="2026-06-12T15:31:00.000000+00:00",
+    )
+    event = mappers.to_run_finished(mappers.to_run_state(record))
+    assert (event.run_id, event.session_id, event.agent_id) == (
+        record.run_id,
+        SID,
+        record.agent_id,
+    )
+    assert event.status is RunStatus.FAILED and event.end_reason is not None
+    assert event.end_reason.value == "failed"
+    assert event.usage == Usage(input_tokens=4)
+    assert event.error is not None and event.error.code == "worker_lost"
+    assert event.last_node_id == "node_0000000000000009"
+    assert event.created_at == datetime(2026, 6, 12, 15, 31, tzinfo=UTC)  # when it ended
