@@ -115,6 +115,9 @@ class ChatClient:
 
     def _show(self, event: Event) -> None:
         _, kind, data = event
+        if data.get("run_id") not in (None, self.last_run):
+            self._show_child(kind, data)
+            return
         if kind == "text_delta":
             self.console.print(data["text"], end="", markup=False, highlight=False, soft_wrap=True)
         elif kind == "tool_started":
@@ -128,6 +131,17 @@ class ChatClient:
         elif kind == "run_finished":
             reason = data.get("end_reason") or ""
             self.console.print(f"\n[dim]— run {data['status']} {reason}[/dim]")
+
+    def _show_child(self, kind: str, data: dict[str, Any]) -> None:
+        """A worker's run (``dispatch_worker``) streams into its parent's: its starts and ends
+        are shown, one dim line each, not its text (workers running together would interleave);
+        a permission it asks for is asked like the parent's."""
+        if kind == "run_status_changed":
+            self.console.print(
+                f"\n[dim]  ⤷ worker run {data['run_id']} {data['status']}[/dim]", highlight=False
+            )
+        elif kind == "permission_requested":
+            self._decide(data["request"])
 
     def _decide(self, request: dict[str, Any]) -> None:
         call = request["tool_call"]

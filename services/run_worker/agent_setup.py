@@ -16,6 +16,7 @@ from agent_core.types.enums import PermissionPolicy
 from agent_core.types.protocol import ToolDefinition
 from agent_core.types.runtime import AgentConfig
 from services.run_worker.adapters import WorkerToolRunner
+from services.run_worker.children import DispatchWorker
 
 __all__ = ["AgentSetup"]
 
@@ -37,7 +38,7 @@ class AgentSetup:
         self.tools = tools
         self.task_client = task_client
         self._adapters: dict[tuple[str, str | None, str | None], ProviderAdapter] = {}
-        self._definitions: dict[tuple[str, ...] | None, list[ToolDefinition]] = {}
+        self._definitions: dict[tuple[bool, tuple[str, ...] | None], list[ToolDefinition]] = {}
 
     def config(self, overrides: dict[str, Any]) -> AgentConfig:
         """The deployment's default model settings, with the run's overrides on top."""
@@ -82,18 +83,22 @@ class AgentSetup:
         except Exception as exc:
             log.warning("could not prepare the default model adapter: %s", exc)
 
-    def registry(self, cwd: str) -> ToolRegistry:
-        """The run's tools: the shared built-ins plus task tools bound to the session's project."""
+    def registry(self, cwd: str, dispatch: Tool[Any] | None = None) -> ToolRegistry:
+        """The run's tools: the shared built-ins plus task tools bound to the session's project,
+        and ``dispatch`` (a parent's ``dispatch_worker``; child runs get none)."""
         extra: list[Tool[Any]] = task_tools(self.task_client, cwd=cwd)
+        if dispatch is not None:
+            extra.append(dispatch)
         return ToolRegistry([*self.tools, *extra])
 
-    def definitions(self, enabled: list[str] | None) -> list[ToolDefinition]:
+    def definitions(self, enabled: list[str] | None, *, dispatch: bool) -> list[ToolDefinition]:
         """Tool schemas, computed once per set of enabled tools rather than once per run."""
-        key = None if enabled is None else tuple(sorted(enabled))
+        key = (dispatch, None if enabled is None else tuple(sorted(enabled)))
         cached = self._definitions.get(key)
         if cached is None:
-            # Definitions do not depend on the project directory: any cwd describes them.
-            cached = WorkerToolRunner.definitions_for(self.registry("/"), enabled)
+            # Definitions do not depend on the project directory or on who runs: any describe them.
+            registry = self.registry("/", DispatchWorker() if dispatch else None)
+            cached = WorkerToolRunner.definitions_for(registry, enabled)
             self._definitions[key] = cached
         return cached
 

@@ -20,16 +20,13 @@ from agent_core.types.enums import Role, RunStatus
 from agent_core.types.protocol import TextBlock
 from agent_core.types.runtime import Node, RunHandle, RunStatusChanged
 from services.run_worker.adapters import BusRunStore, node_drafts
-from services.run_worker.endings import close_stream_of_terminal_run
+from services.run_worker.endings import FENCED_CODES, close_stream_of_terminal_run
 from services.run_worker.memory_link import memory_text
 from services.run_worker.reads import RunReads
 
 __all__ = ["FENCED_CODES", "Attempt", "Claimer", "Prefetch", "message_node", "placed_path"]
 
 log = logging.getLogger("soong.run_worker")
-
-# Refusals that mean: a newer attempt owns the run.
-FENCED_CODES = ("stale_attempt", "unclaimed_attempt")
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
 
-from agent_core.bus.contracts.storage import GetRun
+from agent_core.bus.contracts.storage import GetRun, UpdateRun
+from agent_core.errors import StorageError
+from agent_core.ids import new_id
 from agent_core.runqueue import RunEventWriter
 from agent_core.runtime import RunOutcome
 from agent_core.service import ServiceContext
+from agent_core.storage_client import StorageClient
 from agent_core.types.enums import EventLevel, EventType, RunStatus
 from agent_core.types.mappers import to_run_finished, to_run_state
 from agent_core.types.storage import RunRecord
 from services.run_worker.reads import RunReads
 
-__all__ = ["FINAL_EVENT", "close_stream_of_terminal_run", "final_event", "stored_outcome"]
+if TYPE_CHECKING:  # adapters imports this module (final_event)
+    from services.run_worker.adapters import BusRunStore
+
+__all__ = [
+    "FENCED_CODES",
+    "FINAL_EVENT",
+    "close_stream_of_terminal_run",
+    "final_event",
+    "record_end",
+    "stored_outcome",
+]
+
+log = logging.getLogger("soong.run_worker")
+
+# Refusals that mean: a newer attempt owns the run.
+FENCED_CODES = ("stale_attempt", "unclaimed_attempt")
 
 FINAL_EVENT = {
     RunStatus.COMPLETED: EventType.RUN_COMPLETED,
@@ -67,3 +87,42 @@ async def close_stream_of_terminal_run(
     events.start()
     events.emit(to_run_finished(to_run_state(RunRecord.model_validate(record))))
     await events.close()
+
+
+async def record_end(
+    storage: StorageClient, reads: RunReads, store: BusRunStore, outcome: RunOutcome
+) -> RunOutcome:
+    """Write a run's end that no answer node recorded: the run row and its final timeline event,
+    committed together (one batch). Returns the outcome to announce — the stored one if the run
+    had ended already (a cancel that arrived while the answer that ended it was being written).
+    Raises :class:`StorageError` with a ``FENCED_CODES`` code when a newer attempt owns the run.
+    """
+    handle = store.handle
+    event_type, level, payload = final_event(outcome)
+    receipt, _ = await asyncio.gather(
+        storage.send(
+            UpdateRun(
+                command_id=new_id("cmd"),
+                session_id=handle.session_id,
+                run_id=handle.run_id,
+                fence=store.fence,
+                status=outcome.status,
+                end_reason=outcome.end_reason,
+                turn_count=outcome.turns,
+                usage=outcome.usage,
+                error=outcome.error,
+                end_node_id=outcome.last_node_id,
+            )
+        ),
+        store.append_event(event_type, level=level, node_id=outcome.last_node_id, payload=payload),
+    )
+    if not receipt.ok:
+        code = receipt.error.code if receipt.error else "refused"
+        if code in FENCED_CODES:
+            raise StorageError(code, "a newer attempt owns the run")
+        record = await reads.query(GetRun(run_id=handle.run_id, session_id=handle.session_id))
+        stored = stored_outcome(record) if record else None
+        if stored is not None:
+            return stored
+        log.error("run %s: final update refused: %s", handle.run_id, code)
+    return outcome

@@ -6,10 +6,6 @@ import asyncio
 import logging
 from typing import Any
 
-from agent_core.bus.contracts.storage import (
-    GetRun,
-    UpdateRun,
-)
 from agent_core.errors import AgentCoreError, ErrorPayload, StorageError
 from agent_core.ids import new_id
 from agent_core.provider import ProviderRegistry
@@ -32,11 +28,13 @@ from agent_core.types.runtime import (
     RunNodeCreated,
 )
 from services.run_worker.adapters import (
+    BusRunStore,
     RedisPermissionBroker,
     StorageArtifactSink,
     WorkerToolRunner,
 )
 from services.run_worker.agent_setup import AgentSetup
+from services.run_worker.children import ChildRunner, DispatchWorker, end_orphans
 from services.run_worker.claim import (
     FENCED_CODES,
     Attempt,
@@ -44,11 +42,7 @@ from services.run_worker.claim import (
     message_node,
     placed_path,
 )
-from services.run_worker.endings import (
-    close_stream_of_terminal_run,
-    final_event,
-    stored_outcome,
-)
+from services.run_worker.endings import close_stream_of_terminal_run, record_end
 from services.run_worker.memory_link import hand_off, memory_node
 from services.run_worker.reads import RunReads
 
@@ -139,6 +133,8 @@ class RunExecutor:
             path = await self._place_message(a)
         turns_done = 0
         if a.handle.attempt > 1:
+            # Child runs in flight ran in the process that is gone (or stopped): end them first.
+            await end_orphans(self.storage, self.queue, self.reads, a.events, a.handle)
             last = await self.reads.last_node_of(run.session_id, run.run_id)
             if last is not None:
                 path = await self.reads.path(run.session_id, last)
@@ -178,22 +174,25 @@ class RunExecutor:
         )
         # Inline: three mkdir calls on a local disk (tens of µs) cost less than a thread hop.
         workspace.ensure()
-        broker = RedisPermissionBroker(self.ctx.redis, self.ctx.names, a.events, a.store)
-        executor = ToolExecutor(
-            self.setup.registry(a.prefetch.cwd),
-            workspace=workspace,
-            run_id=run.run_id,
-            agent_id=run.agent_id,
-            permissions=PermissionGate(self.setup.rules(config), broker),
-            artifacts=StorageArtifactSink(self.storage, a.handle, workspace),
+        model = self.setup.adapter(config)
+        children = ChildRunner(
+            self.storage,
+            self.queue,
+            self.reads,
+            a.store,
+            a.events,
+            config,
+            model,
+            tools=lambda store: self._tools(a, config, workspace, store, None),
+            running=self.running,
         )
         loop = AgentLoop(
             handle=a.handle,
             config=config,
-            model=self.setup.adapter(config),
+            model=model,
             store=a.store,
             events=a.events,
-            tools=WorkerToolRunner(executor, self.setup.definitions(config.enabled_tools)),
+            tools=self._tools(a, config, workspace, a.store, DispatchWorker(children)),
         )
         task = asyncio.create_task(loop.run(path, turns_done=turns_done), name=f"run:{run.run_id}")
         self.running[run.run_id] = task
@@ -228,6 +227,30 @@ class RunExecutor:
             self.running.pop(run.run_id, None)
             a.nodes[:] = loop.nodes
 
+    def _tools(
+        self,
+        a: Attempt,
+        config: AgentConfig,
+        workspace: Workspace,
+        store: BusRunStore,
+        dispatch: DispatchWorker | None,
+    ) -> WorkerToolRunner:
+        """The tools of the run that writes through ``store`` (the attempt's, or a child's)."""
+        handle = store.handle
+        broker = RedisPermissionBroker(self.ctx.redis, self.ctx.names, a.events, store)
+        executor = ToolExecutor(
+            self.setup.registry(a.prefetch.cwd, dispatch),
+            workspace=workspace,
+            run_id=handle.run_id,
+            agent_id=handle.agent_id,
+            permissions=PermissionGate(self.setup.rules(config), broker),
+            artifacts=StorageArtifactSink(self.storage, handle, workspace),
+        )
+        enabled = config.enabled_tools
+        return WorkerToolRunner(
+            executor, self.setup.definitions(enabled, dispatch=dispatch is not None)
+        )
+
     async def _cancelled(self, a: Attempt, loop: AgentLoop) -> RunOutcome:
         """A cancel request stopped the loop: keep what was streamed, end ``aborted_*``."""
         reason = EndReason.ABORTED_TOOLS if loop.phase == "tools" else EndReason.ABORTED_STREAMING
@@ -254,7 +277,7 @@ class RunExecutor:
         """Record the outcome (run row + final timeline event), end the stream, hand off."""
         handle = a.handle
         if not outcome.recorded:  # else the answer's node recorded the end with it
-            outcome = await self._record_end(a, outcome)
+            outcome = await self._fenced(record_end(self.storage, self.reads, a.store, outcome))
         a.events.emit(
             RunFinished(
                 run_id=handle.run_id,
@@ -274,45 +297,6 @@ class RunExecutor:
             and outcome.status is RunStatus.COMPLETED
         ):
             await hand_off(self.ctx, self.reads, a.item, outcome, a.nodes)
-
-    async def _record_end(self, a: Attempt, outcome: RunOutcome) -> RunOutcome:
-        """The run record and its final timeline event, committed together (one batch); the
-        outcome to announce — the stored one if the run had already ended (a cancel that
-        arrived while the answer that ended it was being written)."""
-        event_type, level, payload = final_event(outcome)
-        receipt, _ = await asyncio.gather(
-            self.storage.send(
-                UpdateRun(
-                    command_id=new_id("cmd"),
-                    session_id=a.handle.session_id,
-                    run_id=a.handle.run_id,
-                    fence=a.store.fence,
-                    status=outcome.status,
-                    end_reason=outcome.end_reason,
-                    turn_count=outcome.turns,
-                    usage=outcome.usage,
-                    error=outcome.error,
-                    end_node_id=outcome.last_node_id,
-                )
-            ),
-            self._fenced(
-                a.store.append_event(
-                    event_type, level=level, node_id=outcome.last_node_id, payload=payload
-                )
-            ),
-        )
-        if not receipt.ok:
-            code = receipt.error.code if receipt.error else "refused"
-            if code in FENCED_CODES:
-                raise _Fenced
-            record = await self.reads.query(
-                GetRun(run_id=a.handle.run_id, session_id=a.handle.session_id)
-            )
-            stored = stored_outcome(record) if record else None
-            if stored is not None:
-                return stored
-            log.error("run %s: final update refused: %s", a.handle.run_id, code)
-        return outcome
 
     async def _place_message(self, a: Attempt) -> list[Node]:
         """The user's message becomes the run's start node, under the place read at claim

@@ -1,14 +1,16 @@
-"""The chat client's stream follower: drops mid-stream lose and repeat nothing."""
+"""The chat client: its stream follower loses and repeats nothing; worker runs show as lines."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 
 import httpx
 import pytest
+from rich.console import Console
 
-from services.gateway.chat import Event, follow_run
+from services.gateway.chat import ChatClient, Event, follow_run
 
 
 def _frame(entry_id: str, kind: str, **data: object) -> bytes:
@@ -84,3 +86,22 @@ def test_a_refused_stream_raises_and_gives_up_after_attempts() -> None:
         assert (
             follow_run(client, "sess_x", "run_1", lambda e: None, attempts=3, backoff_s=0) is None
         )
+
+
+def test_a_worker_runs_progress_shows_as_dim_lines_not_its_text() -> None:
+    out = io.StringIO()
+    chat = ChatClient(httpx.Client(), Console(file=out, width=100), "sess_x")
+    chat.last_run = "run_parent"
+    events: list[Event] = [
+        ("1-0", "text_delta", {"run_id": "run_parent", "text": "Asking. "}),
+        ("2-0", "run_status_changed", {"run_id": "run_child", "status": "running"}),
+        ("3-0", "text_delta", {"run_id": "run_child", "text": "worker chatter"}),
+        ("4-0", "run_status_changed", {"run_id": "run_child", "status": "completed"}),
+        ("5-0", "text_delta", {"run_id": "run_parent", "text": "Done."}),
+    ]
+    for event in events:
+        chat._show(event)
+    text = out.getvalue()
+    assert "worker chatter" not in text
+    assert "⤷ worker run run_child running" in text and "⤷ worker run run_child completed" in text
+    assert text.index("Asking.") < text.index("completed") < text.index("Done.")

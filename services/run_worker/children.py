@@ -1,0 +1,444 @@
+"""Child agents: a run hands a task to a worker sub-agent (``dispatch_worker``) and gets its answer.
+
+A worker is an agent of type ``sub`` (purpose ``worker``, seed 000) named by the dispatching run
+and owned by its agent; each dispatch is a child run of that worker in the same session. Its nodes
+carry the worker's agent id and never move the session's active node, so they form the worker's own
+context tree: dispatching to the same worker again continues after its last completed answer,
+``new_branch`` starts a new branch at the root of its tree (seed 000: a worker run reads only the
+path of its dispatch branch).
+
+A child run executes inside the dispatching tool call, on the parent's worker process and
+concurrently with the parent's other tool calls (ARCHITECTURE §5: child runs may run concurrently,
+main runs may not). Its writes are fenced by its own attempt; its runtime events go to the parent
+run's stream (one ordered stream covers a run and the child runs it started; a child's end is a
+``run_status_changed`` there, ``run_finished`` stays the parent's), its start and end to the
+parent's timeline (``child_run_started`` / ``child_run_finished``).
+
+Every child run ends: with its answer (recorded with the answer node), failed, or — when its own
+run is cancelled or its parent's is — ``cancelled`` with ``aborted_*``; a parent taken over after
+its worker died ends the child runs that were in flight there ``failed`` / ``worker_lost``
+(:func:`end_orphans`). A child gets no dispatch tool, so child runs do not nest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field
+
+from agent_core.bus.contracts.storage import (
+    ClaimRun,
+    CreateAgent,
+    CreateRun,
+    ListAgents,
+    ListRuns,
+    RunFence,
+    UpdateAgent,
+)
+from agent_core.errors import AgentCoreError, ErrorPayload, StorageError, ToolError
+from agent_core.ids import new_id
+from agent_core.provider.base import ProviderAdapter
+from agent_core.runqueue import RunEventWriter, SessionQueue
+from agent_core.runtime import AgentLoop, RunOutcome
+from agent_core.runtime.ports import ToolRunner
+from agent_core.storage_client import StorageClient, raise_for_receipt
+from agent_core.tools import Tool, ToolArgs, ToolContext, ToolOutput
+from agent_core.types.enums import (
+    AgentStatus,
+    AgentType,
+    EndReason,
+    EventLevel,
+    EventType,
+    NodeType,
+    Role,
+    RunStatus,
+)
+from agent_core.types.protocol import TextBlock
+from agent_core.types.runtime import (
+    AgentConfig,
+    ChildAgentResult,
+    Node,
+    RunHandle,
+    RunNodeCreated,
+    RunStatusChanged,
+)
+from services.run_worker.adapters import BusRunStore
+from services.run_worker.endings import FENCED_CODES, record_end
+from services.run_worker.reads import RunReads
+
+__all__ = ["DISPATCH_TOOL", "ChildRunner", "DispatchArgs", "DispatchWorker", "end_orphans"]
+
+DISPATCH_TOOL = "dispatch_worker"
+_ACTIVE = (RunStatus.QUEUED.value, RunStatus.PENDING.value, RunStatus.RUNNING.value)
+_AGENT_STATUS = {
+    RunStatus.COMPLETED: AgentStatus.COMPLETED,
+    RunStatus.FAILED: AgentStatus.FAILED,
+    RunStatus.ABORTED: AgentStatus.FAILED,
+    RunStatus.CANCELLED: AgentStatus.CANCELLED,
+}
+
+
+class DispatchArgs(ToolArgs):
+    """What the model gives ``dispatch_worker``."""
+
+    worker: str = Field(
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="The worker's name. Dispatching to the same name again continues that "
+        "worker's context (it remembers its earlier tasks and answers).",
+    )
+    task: str = Field(
+        min_length=1,
+        max_length=100_000,
+        description="The task, with everything the worker needs: it does not see this "
+        "conversation.",
+    )
+    new_branch: bool = Field(
+        default=False,
+        description="Start the worker on a fresh branch of its context instead of after its "
+        "last answer.",
+    )
+
+
+class DispatchWorker(Tool[DispatchArgs]):
+    """``dispatch_worker``: run a task on a worker sub-agent and return its final answer."""
+
+    name = DISPATCH_TOOL
+    description = (
+        "Hand a self-contained task to a worker sub-agent and wait for its final answer. The "
+        "worker has the same tools as you except this one. Tasks dispatched in the same turn run "
+        "concurrently."
+    )
+    input_model = DispatchArgs
+    # A child run is bounded by its own budgets (turns, tokens, wall clock); this only caps a
+    # dispatch whose config sets none.
+    timeout_s = 3600.0
+
+    def __init__(self, children: ChildRunner | None = None) -> None:
+        self._children = children
+
+    async def run(self, args: DispatchArgs, ctx: ToolContext) -> ToolOutput:
+        if self._children is None:
+            raise ToolError("dispatch_unavailable", "worker sub-agents are not available here")
+        return await self._children.dispatch(args, ctx)
+
+
+@dataclass
+class ChildRunner:
+    """Starts, runs and ends the child runs of one parent attempt."""
+
+    storage: StorageClient
+    queue: SessionQueue
+    reads: RunReads
+    parent: BusRunStore
+    events: RunEventWriter  # the parent run's stream
+    config: AgentConfig
+    model: ProviderAdapter
+    tools: Callable[[BusRunStore], ToolRunner]  # a child's tools (no dispatch tool)
+    running: dict[str, asyncio.Task[RunOutcome]]  # where a cancel request finds a run's task
+    _workers: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    async def dispatch(self, args: DispatchArgs, ctx: ToolContext) -> ToolOutput:
+        """Run ``args.task`` as a child run of worker ``args.worker``; its answer as the result.
+
+        Raises ``CancelledError`` when the parent is cancelled (the child is ended first) and
+        :class:`StorageError` when the parent's attempt was superseded (the child's writes are
+        refused as well); every other way a child run ends is a result for the model.
+        """
+        # One worker of a name, even when two calls of one turn name a new one.
+        async with self._workers.setdefault(args.worker, asyncio.Lock()):
+            agent_id, after = await self._worker(args.worker, args.new_branch)
+            store = await self._start(agent_id, args.worker, ctx.tool_call_id)
+        child = store.handle
+        await self.parent.append_event(
+            EventType.CHILD_RUN_STARTED,
+            tool_call_id=ctx.tool_call_id,
+            payload={"child_run_id": child.run_id, "agent_id": agent_id, "worker": args.worker},
+        )
+        task = Node(
+            node_id=new_id("node"),
+            parent_id=after,
+            agent_id=agent_id,
+            run_id=child.run_id,
+            role=Role.USER,
+            content=[TextBlock(text=args.task)],
+        )
+        above = [] if after is None else await self.reads.path(child.session_id, after)
+        stored = await store.append_node(task)
+        self.events.emit(
+            RunNodeCreated(
+                run_id=child.run_id,
+                session_id=child.session_id,
+                agent_id=agent_id,
+                node=stored,
+            )
+        )
+        outcome, parent_cancelled = await self._run(store, [*above, stored])
+        await self._finished(store, outcome, args.worker, ctx.tool_call_id)
+        if parent_cancelled:
+            raise asyncio.CancelledError  # the parent's cancellation goes on, its child ended
+        return _as_tool_output(child, outcome)
+
+    async def _worker(self, name: str, new_branch: bool) -> tuple[str, str | None]:
+        """The worker's agent id (created on first use) and the node its task goes under."""
+        parent = self.parent.handle
+        agents = await self.reads.query(ListAgents(session_id=parent.session_id)) or []
+        for agent in agents:
+            metadata = json.loads(agent.get("metadata_json") or "{}")
+            if (
+                agent["parent_agent_id"] == parent.agent_id
+                and agent["agent_type"] == AgentType.SUB.value
+                and metadata.get("name") == name
+            ):
+                return agent["agent_id"], None if new_branch else await self._last(agent)
+        agent_id = new_id("agent")
+        raise_for_receipt(
+            await self.storage.send(
+                CreateAgent(
+                    command_id=new_id("cmd"),
+                    session_id=parent.session_id,
+                    agent_id=agent_id,
+                    agent_type=AgentType.SUB,
+                    parent_agent_id=parent.agent_id,
+                    created_by_run_id=parent.run_id,
+                    metadata={"purpose": "worker", "name": name},
+                )
+            )
+        )
+        return agent_id, None
+
+    async def _last(self, agent: dict[str, Any]) -> str | None:
+        """Where the worker's last completed run ended (``None``: it has none)."""
+        runs = await self.reads.query(ListRuns(session_id=agent["session_id"])) or []
+        done = [
+            r
+            for r in runs
+            if r["agent_id"] == agent["agent_id"]
+            and r["status"] == RunStatus.COMPLETED.value
+            and r["end_node_id"]
+        ]
+        return max(done, key=lambda r: r["created_at"])["end_node_id"] if done else None
+
+    async def _start(self, agent_id: str, worker: str, tool_call_id: str) -> BusRunStore:
+        """Create the child run and claim its first attempt (this process runs it)."""
+        parent = self.parent.handle
+        run_id = new_id("run")
+        raise_for_receipt(
+            await self.storage.send(
+                CreateRun(
+                    command_id=new_id("cmd"),
+                    session_id=parent.session_id,
+                    run_id=run_id,
+                    agent_id=agent_id,
+                    metadata={
+                        "kind": "child",
+                        "parent_run_id": parent.run_id,
+                        "tool_call_id": tool_call_id,
+                        "worker": worker,
+                    },
+                )
+            )
+        )
+        number = await self.queue.next_attempt(run_id)
+        fence = RunFence(run_id=run_id, attempt=number)
+        raise_for_receipt(
+            await self.storage.send(
+                ClaimRun(command_id=new_id("cmd"), session_id=parent.session_id, fence=fence)
+            )
+        )
+        child = RunHandle(
+            run_id=run_id, session_id=parent.session_id, agent_id=agent_id, attempt=number
+        )
+        self.events.emit(
+            RunStatusChanged(
+                run_id=run_id,
+                session_id=child.session_id,
+                agent_id=agent_id,
+                status=RunStatus.RUNNING,
+                previous=RunStatus.QUEUED,
+                attempt=number,
+            )
+        )
+        return BusRunStore(self.storage, child, set_active=False)
+
+    async def _run(self, store: BusRunStore, path: list[Node]) -> tuple[RunOutcome, bool]:
+        """The child's loop, as a task a cancel request for the child alone can stop; how it
+        ended, and whether that was the parent being cancelled."""
+        child = store.handle
+        loop = AgentLoop(
+            handle=child,
+            config=self.config,
+            model=self.model,
+            store=store,
+            events=self.events,
+            tools=self.tools(store),
+        )
+        task = asyncio.create_task(loop.run(path), name=f"run:{child.run_id}")
+        self.running[child.run_id] = task
+        try:
+            outcome = await task
+        except asyncio.CancelledError:
+            # The child was cancelled, alone or with its parent: either way it ends now.
+            reason = (
+                EndReason.ABORTED_TOOLS if loop.phase == "tools" else EndReason.ABORTED_STREAMING
+            )
+            outcome = RunOutcome(
+                RunStatus.CANCELLED,
+                reason,
+                usage=loop.usage,
+                turns=loop.turns,
+                last_node_id=loop.last_node_id,
+            )
+            current = asyncio.current_task()
+            return outcome, current is not None and current.cancelling() > 0
+        except StorageError as exc:
+            if exc.code in FENCED_CODES:
+                raise  # the parent's attempt is stale too: stop writing
+            outcome = _failed(exc.to_payload(), loop)
+        except AgentCoreError as exc:
+            outcome = _failed(exc.to_payload(), loop)
+        finally:
+            self.running.pop(child.run_id, None)
+        return outcome, False
+
+    async def _finished(
+        self,
+        store: BusRunStore,
+        outcome: RunOutcome,
+        worker: str,
+        tool_call_id: str,
+    ) -> None:
+        """Record the child's end (unless its answer did), announce it, store the worker's
+        result and the parent's ``child_run_finished`` event."""
+        child = store.handle
+        if not outcome.recorded:
+            outcome = await record_end(self.storage, self.reads, store, outcome)
+        self.events.emit(_child_ended(child, outcome))
+        result = ChildAgentResult(
+            agent_id=child.agent_id,
+            run_id=child.run_id,
+            status=outcome.status,
+            end_reason=outcome.end_reason,
+            text=outcome.final_text,
+            usage=outcome.usage,
+            turns=outcome.turns,
+            error=outcome.error,
+        )
+        await asyncio.gather(
+            self.storage.send(
+                UpdateAgent(
+                    command_id=new_id("cmd"),
+                    session_id=child.session_id,
+                    agent_id=child.agent_id,
+                    status=_AGENT_STATUS.get(outcome.status, AgentStatus.IDLE),
+                    result=result.model_dump(mode="json"),
+                )
+            ),
+            self.parent.append_event(
+                EventType.CHILD_RUN_FINISHED,
+                level=EventLevel.INFO
+                if outcome.status is RunStatus.COMPLETED
+                else EventLevel.WARNING,
+                tool_call_id=tool_call_id,
+                payload={
+                    "child_run_id": child.run_id,
+                    "agent_id": child.agent_id,
+                    "worker": worker,
+                    "status": outcome.status.value,
+                    "end_reason": outcome.end_reason.value,
+                },
+            ),
+        )
+
+
+async def end_orphans(
+    storage: StorageClient,
+    queue: SessionQueue,
+    reads: RunReads,
+    events: RunEventWriter,
+    parent: RunHandle,
+) -> list[str]:
+    """End the child runs of ``parent`` still in flight: they ran in a worker that is gone.
+
+    Each is claimed with a new attempt first, so that a worker that was only stopped, not dead,
+    cannot write for it any more; then ended ``failed`` / ``worker_lost``. Returns their ids.
+    """
+    runs = await reads.query(ListRuns(session_id=parent.session_id)) or []
+    ended: list[str] = []
+    for run in runs:
+        metadata = json.loads(run.get("metadata_json") or "{}")
+        if (
+            metadata.get("kind") != "child"
+            or metadata.get("parent_run_id") != parent.run_id
+            or run["status"] not in _ACTIVE
+        ):
+            continue
+        number = await queue.next_attempt(run["run_id"])
+        fence = RunFence(run_id=run["run_id"], attempt=number)
+        claim = await storage.send(
+            ClaimRun(command_id=new_id("cmd"), session_id=parent.session_id, fence=fence)
+        )
+        if not claim.ok:
+            continue  # ended meanwhile, or claimed by a newer takeover
+        child = RunHandle(
+            run_id=run["run_id"],
+            session_id=parent.session_id,
+            agent_id=run["agent_id"],
+            attempt=number,
+        )
+        error = ErrorPayload(
+            type="run_error",
+            code="worker_lost",
+            message="the worker running this child run was lost",
+        )
+        store = BusRunStore(storage, child, set_active=False)
+        outcome = RunOutcome(
+            RunStatus.FAILED, EndReason.FAILED, error=error, last_node_id=run.get("end_node_id")
+        )
+        outcome = await record_end(storage, reads, store, outcome)
+        events.emit(_child_ended(child, outcome))
+        ended.append(child.run_id)
+    return ended
+
+
+def _child_ended(child: RunHandle, outcome: RunOutcome) -> RunStatusChanged:
+    """A child's end on its parent's stream: a status change, since ``run_finished`` ends the
+    stream for its readers (the child's record has the rest: ``GET /v1/runs/{id}``)."""
+    return RunStatusChanged(
+        run_id=child.run_id,
+        session_id=child.session_id,
+        agent_id=child.agent_id,
+        status=outcome.status,
+        previous=RunStatus.RUNNING,
+        attempt=child.attempt,
+    )
+
+
+def _failed(error: ErrorPayload, loop: AgentLoop) -> RunOutcome:
+    return RunOutcome(
+        RunStatus.FAILED,
+        EndReason.FAILED,
+        usage=loop.usage,
+        turns=loop.turns,
+        last_node_id=loop.last_node_id,
+        error=error,
+    )
+
+
+def _as_tool_output(child: RunHandle, outcome: RunOutcome) -> ToolOutput:
+    """The worker's answer for the parent's model; the tool node becomes a ``child_result``."""
+    metadata = {
+        "node_type": NodeType.CHILD_RESULT.value,
+        "child_run_id": child.run_id,
+        "agent_id": child.agent_id,
+    }
+    if outcome.status is RunStatus.COMPLETED:
+        return ToolOutput(outcome.final_text or "(the worker gave no answer)", metadata=metadata)
+    why = outcome.error.message if outcome.error else outcome.end_reason.value
+    metadata["error_code"] = outcome.error.code if outcome.error else outcome.status.value
+    return ToolOutput(
+        f"The worker's run ended {outcome.status.value}: {why}", is_error=True, metadata=metadata
+    )

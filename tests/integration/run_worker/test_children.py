@@ -1,0 +1,229 @@
+"""Child agents through real Valkey, the storage-writer, workers and the OpenAI fake.
+
+A main run dispatches tasks to worker sub-agents (``dispatch_worker``): the workers run
+concurrently as child runs, their nodes form each worker's own tree, their answers come back as
+the parent's ``child_result`` tool node; a worker dispatched again continues its context (or starts
+a new branch); cancelling the parent or the child, and killing the worker, end every run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from typing import Any
+
+from agent_core.bus.contracts.storage import GetSession, ListAgents, ListRuns
+from agent_core.runqueue import cancel_run
+from tests.integration.run_worker.harness import (
+    BusClient,
+    Cluster,
+    last_role,
+    last_user_text,
+    text_answer,
+    tool_calls_turn,
+)
+
+
+def _first_user_text(request: Any) -> str:
+    first = next(m for m in request["messages"] if m["role"] == "user")
+    content = first["content"]
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+
+
+def _dispatch(call_id: str, worker: str, task: str, **extra: Any) -> tuple[str, str, Any]:
+    return (call_id, "dispatch_worker", {"worker": worker, "task": task, **extra})
+
+
+def _model(request: Any) -> Any:
+    if _first_user_text(request).startswith("TASK"):  # a worker: answers its latest task
+        if "slowly" in last_user_text(request):
+            return text_answer("w " * 30, delay_s=0.3, pieces=30)
+        return text_answer(f"done: {last_user_text(request)}", pieces=2)
+    if last_role(request) == "tool":
+        return text_answer("The workers answered.")
+    text = last_user_text(request)
+    if "round 1" in text:
+        return tool_calls_turn(
+            _dispatch("call_a", "alpha", "TASK alpha: count the rows"),
+            _dispatch("call_b", "beta", "TASK beta: sum the column"),
+        )
+    if "round 2" in text:
+        return tool_calls_turn(
+            _dispatch("call_a2", "alpha", "TASK alpha: and now the median"),
+            _dispatch("call_b2", "beta", "TASK beta: start over", new_branch=True),
+        )
+    return tool_calls_turn(_dispatch("call_s", "slow", "TASK slow: talk slowly"))
+
+
+async def _query(client: BusClient, query: Any) -> list[dict[str, Any]]:
+    reply = await client.storage.query(query)
+    assert reply.ok, reply
+    return list(reply.data)
+
+
+async def _children_of(client: BusClient, sid: str, run_id: str) -> list[dict[str, Any]]:
+    runs = await _query(client, ListRuns(session_id=sid))
+    return [
+        r for r in runs if json.loads(r["metadata_json"] or "{}").get("parent_run_id") == run_id
+    ]
+
+
+async def test_workers_run_as_child_runs_and_keep_their_own_context(
+    make_cluster: Any, client: BusClient
+) -> None:
+    cluster: Cluster = make_cluster(_model)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    first = await client.send(sid, "round 1: ask the workers")
+    events = await client.events(sid, first.run_id)
+
+    run = await client.run(first.run_id)
+    assert run["status"] == "completed", cluster.log_text()
+    children = await _children_of(client, sid, first.run_id)
+    assert len(children) == 2 and all(c["status"] == "completed" for c in children)
+    agents = {a["agent_id"]: a for a in await _query(client, ListAgents(session_id=sid))}
+    root = agents[run["agent_id"]]
+    workers = {json.loads(a["metadata_json"])["name"]: a for a in agents.values() if a is not root}
+    assert set(workers) == {"alpha", "beta"}
+    for name, agent in workers.items():
+        assert agent["agent_type"] == "sub" and agent["parent_agent_id"] == root["agent_id"]
+        assert agent["created_by_run_id"] == first.run_id and agent["status"] == "completed"
+        result = json.loads(agent["result_json"])
+        assert result["status"] == "completed" and result["text"].startswith(f"done: TASK {name}")
+    assert {c["agent_id"] for c in children} == {a["agent_id"] for a in workers.values()}
+
+    # The parent's tree: message → dispatch calls → one child_result node → answer; the workers'
+    # nodes are trees of their own and the session's active node stays on the parent's answer.
+    path = await client.path(sid, run["end_node_id"])
+    assert [(n["role"], n["node_type"]) for n in path] == [
+        ("user", "message"),
+        ("assistant", "message"),
+        ("tool", "child_result"),
+        ("assistant", "message"),
+    ]
+    assert "done: TASK alpha: count the rows" in path[2]["content_json"]
+    assert "done: TASK beta: sum the column" in path[2]["content_json"]
+    tree = await client.tree(sid)
+    by_agent = {a: [n for n in tree if n["agent_id"] == a] for a in agents}
+    for agent in workers.values():
+        task, answer = by_agent[agent["agent_id"]]
+        assert task["parent_id"] is None and answer["parent_id"] == task["node_id"]
+    session = (await client.storage.query(GetSession(session_id=sid))).data
+    assert session is not None and session["active_node_id"] == run["end_node_id"]
+
+    # One ordered stream: the children's events, each child's end, then the parent's end.
+    child_ids = {c["run_id"] for c in children}
+    finished = [e.run_id for _, e in events if e.type == "run_finished"]
+    assert finished == [first.run_id]  # run_finished is the parent's; a child's end a status
+    ended = [
+        (e.run_id, e.status)
+        for _, e in events
+        if e.type == "run_status_changed" and e.run_id in child_ids
+    ]
+    assert sorted(ended) == sorted(
+        [(c, "running") for c in child_ids] + [(c, "completed") for c in child_ids]
+    )
+    assert events[-1][1].type == "run_finished" and events[-1][1].run_id == first.run_id
+    child_nodes = [e for _, e in events if e.type == "node_created" and e.run_id in child_ids]
+    assert len(child_nodes) == 4  # each child: its task, its answer
+    timeline = [e["event_type"] for e in await client.timeline(sid, first.run_id)]
+    assert timeline.count("child_run_started") == 2 and timeline.count("child_run_finished") == 2
+
+    # Again: alpha continues after its answer, beta starts a new branch of its tree.
+    second = await client.send(sid, "round 2: ask again")
+    await client.events(sid, second.run_id)
+    assert (await client.run(second.run_id))["status"] == "completed", cluster.log_text()
+    agents_after = await _query(client, ListAgents(session_id=sid))
+    assert len(agents_after) == 3  # the same two workers
+    tree = await client.tree(sid)
+    alpha = [n for n in tree if n["agent_id"] == workers["alpha"]["agent_id"]]
+    beta = [n for n in tree if n["agent_id"] == workers["beta"]["agent_id"]]
+    assert alpha[2]["parent_id"] == alpha[1]["node_id"]  # after its first answer
+    assert beta[2]["parent_id"] is None  # a new branch
+    worker_requests = [
+        r.json for r in cluster.fake.requests if _first_user_text(r.json).startswith("TASK")
+    ]
+    median = next(r for r in worker_requests if "median" in last_user_text(r))
+    assert [m["role"] for m in median["messages"]] == ["user", "assistant", "user"]
+    fresh = next(r for r in worker_requests if "start over" in last_user_text(r))
+    assert [m["role"] for m in fresh["messages"]] == ["user"]
+    assert all(
+        "dispatch_worker" not in {t["function"]["name"] for t in r.get("tools", [])}
+        for r in worker_requests
+    )
+
+
+async def _child_streaming(client: BusClient, sid: str, run_id: str) -> str:
+    """The id of ``run_id``'s child once the child streams text."""
+    stream = client.ctx.names.run_events(sid, run_id)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for _, fields in await client.ctx.redis.xrange(stream):
+            event = json.loads(fields[b"data"])
+            if event["type"] == "text_delta" and event["run_id"] != run_id:
+                return str(event["run_id"])
+        await asyncio.sleep(0.02)
+    raise AssertionError("the child never streamed")
+
+
+async def test_cancelling_the_parent_ends_its_child(make_cluster: Any, client: BusClient) -> None:
+    make_cluster(_model, workers=1)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    parent = (await client.send(sid, "go")).run_id
+    child = await _child_streaming(client, sid, parent)
+    started = time.monotonic()
+    assert await cancel_run(client.storage, client.queue, session_id=sid, run_id=parent)
+    events = await client.events(sid, parent, timeout_s=10)
+    assert time.monotonic() - started < 1.0
+    runs = await client.wait_terminal([parent, child], timeout_s=10)
+    assert (runs[parent]["status"], runs[parent]["end_reason"]) == ("cancelled", "aborted_tools")
+    assert (runs[child]["status"], runs[child]["end_reason"]) == (
+        "cancelled",
+        "aborted_streaming",
+    )
+    ends = [
+        (e.type, e.run_id) for _, e in events if e.type in ("run_finished", "run_status_changed")
+    ]
+    assert ends[-2:] == [("run_status_changed", child), ("run_finished", parent)]
+
+
+async def test_cancelling_the_child_alone_gives_the_parent_an_error_result(
+    make_cluster: Any, client: BusClient
+) -> None:
+    make_cluster(_model, workers=1)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    parent = (await client.send(sid, "go")).run_id
+    child = await _child_streaming(client, sid, parent)
+    await cancel_run(client.storage, client.queue, session_id=sid, run_id=child)
+    await client.events(sid, parent, timeout_s=20)
+    runs = await client.wait_terminal([parent, child], timeout_s=10)
+    assert runs[child]["status"] == "cancelled"
+    assert runs[parent]["status"] == "completed"  # the parent went on, told what happened
+    path = await client.path(sid, runs[parent]["end_node_id"])
+    result = path[2]
+    assert result["node_type"] == "child_result" and '"is_error":true' in result["content_json"]
+    assert "ended cancelled" in result["content_json"]
+
+
+async def test_a_child_in_flight_when_its_worker_dies_is_ended_by_the_takeover(
+    make_cluster: Any, client: BusClient
+) -> None:
+    cluster: Cluster = make_cluster(_model, workers=2)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    parent = (await client.send(sid, "go")).run_id
+    child = await _child_streaming(client, sid, parent)
+    token = await client.queue.lease_holder(sid)
+    assert token is not None
+    holder = int(token.split(":")[0].rsplit("-", 1)[1])
+    cluster.signal_worker(holder, signal.SIGKILL)
+    runs = await client.wait_terminal([parent, child], timeout_s=30)
+    # The dispatch's result is unknown to the parent: not re-run, both end worker_lost.
+    for run_id in (parent, child):
+        error = json.loads(runs[run_id]["error_json"])
+        assert runs[run_id]["status"] == "failed" and error["code"] == "worker_lost", runs
+    assert runs[child]["attempt"] == 2  # claimed by the takeover, so a stopped worker is fenced
