@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from agent_core.config import Settings
@@ -16,7 +17,7 @@ from agent_core.types.enums import PermissionPolicy
 from agent_core.types.protocol import ToolDefinition
 from agent_core.types.runtime import AgentConfig
 from services.run_worker.adapters import WorkerToolRunner
-from services.run_worker.children import DispatchWorker
+from services.run_worker.children import child_tools
 
 __all__ = ["AgentSetup"]
 
@@ -83,21 +84,19 @@ class AgentSetup:
         except Exception as exc:
             log.warning("could not prepare the default model adapter: %s", exc)
 
-    def registry(self, cwd: str, dispatch: Tool[Any] | None = None) -> ToolRegistry:
+    def registry(self, cwd: str, children: Sequence[Tool[Any]] = ()) -> ToolRegistry:
         """The run's tools: the shared built-ins plus task tools bound to the session's project,
-        and ``dispatch`` (a parent's ``dispatch_worker``; child runs get none)."""
+        and ``children`` (a parent's tools that start child runs; child runs get none)."""
         extra: list[Tool[Any]] = task_tools(self.task_client, cwd=cwd)
-        if dispatch is not None:
-            extra.append(dispatch)
-        return ToolRegistry([*self.tools, *extra])
+        return ToolRegistry([*self.tools, *extra, *children])
 
-    def definitions(self, enabled: list[str] | None, *, dispatch: bool) -> list[ToolDefinition]:
+    def definitions(self, enabled: list[str] | None, *, children: bool) -> list[ToolDefinition]:
         """Tool schemas, computed once per set of enabled tools rather than once per run."""
-        key = (dispatch, None if enabled is None else tuple(sorted(enabled)))
+        key = (children, None if enabled is None else tuple(sorted(enabled)))
         cached = self._definitions.get(key)
         if cached is None:
             # Definitions do not depend on the project directory or on who runs: any describe them.
-            registry = self.registry("/", DispatchWorker() if dispatch else None)
+            registry = self.registry("/", child_tools(None) if children else ())
             cached = WorkerToolRunner.definitions_for(registry, enabled)
             self._definitions[key] = cached
         return cached

@@ -18,6 +18,10 @@ Every child run ends: with its answer (recorded with the answer node), failed, o
 run is cancelled or its parent's is — ``cancelled`` with ``aborted_*``; a parent taken over after
 its worker died ends the child runs that were in flight there ``failed`` / ``worker_lost``
 (:func:`end_orphans`). A child gets no dispatch tool, so child runs do not nest.
+
+``fork_agent`` starts the other kind of child (seed 000's ``fork``): a one-off agent whose context
+is the parent's conversation up to the turn that forks, branching off the parent's tree there
+(``agents.fork_from_node_id``); it runs, ends and answers exactly like a worker's run.
 """
 
 from __future__ import annotations
@@ -70,9 +74,20 @@ from services.run_worker.adapters import BusRunStore
 from services.run_worker.endings import FENCED_CODES, record_end
 from services.run_worker.reads import RunReads
 
-__all__ = ["DISPATCH_TOOL", "ChildRunner", "DispatchArgs", "DispatchWorker", "end_orphans"]
+__all__ = [
+    "DISPATCH_TOOL",
+    "FORK_TOOL",
+    "ChildRunner",
+    "DispatchArgs",
+    "DispatchWorker",
+    "ForkAgent",
+    "ForkArgs",
+    "child_tools",
+    "end_orphans",
+]
 
 DISPATCH_TOOL = "dispatch_worker"
+FORK_TOOL = "fork_agent"
 _ACTIVE = (RunStatus.QUEUED.value, RunStatus.PENDING.value, RunStatus.RUNNING.value)
 _AGENT_STATUS = {
     RunStatus.COMPLETED: AgentStatus.COMPLETED,
@@ -109,8 +124,8 @@ class DispatchWorker(Tool[DispatchArgs]):
     name = DISPATCH_TOOL
     description = (
         "Hand a self-contained task to a worker sub-agent and wait for its final answer. The "
-        "worker has the same tools as you except this one. Tasks dispatched in the same turn run "
-        "concurrently."
+        "worker has the same tools as you except this one and fork_agent. Tasks dispatched in "
+        "the same turn run concurrently."
     )
     input_model = DispatchArgs
     # A child run is bounded by its own budgets (turns, tokens, wall clock); this only caps a
@@ -126,6 +141,43 @@ class DispatchWorker(Tool[DispatchArgs]):
         return await self._children.dispatch(args, ctx)
 
 
+class ForkArgs(ToolArgs):
+    """What the model gives ``fork_agent``."""
+
+    task: str = Field(
+        min_length=1,
+        max_length=100_000,
+        description="What the fork should do; it knows this conversation up to now.",
+    )
+
+
+class ForkAgent(Tool[ForkArgs]):
+    """``fork_agent``: run a task on a copy of the agent that knows the conversation so far."""
+
+    name = FORK_TOOL
+    description = (
+        "Hand a task to a fork of yourself: it knows this conversation up to now (not this "
+        "turn), works on its own branch with the same tools as you except this one and "
+        "dispatch_worker, and returns its final answer — so its exploring stays out of your "
+        "context. Forks started in the same turn run concurrently."
+    )
+    input_model = ForkArgs
+    timeout_s = DispatchWorker.timeout_s
+
+    def __init__(self, children: ChildRunner | None = None) -> None:
+        self._children = children
+
+    async def run(self, args: ForkArgs, ctx: ToolContext) -> ToolOutput:
+        if self._children is None:
+            raise ToolError("fork_unavailable", "forks are not available here")
+        return await self._children.fork(args, ctx)
+
+
+def child_tools(children: ChildRunner | None) -> list[Tool[Any]]:
+    """The tools that start child runs, bound to ``children`` (``None``: for definitions)."""
+    return [DispatchWorker(children), ForkAgent(children)]
+
+
 @dataclass
 class ChildRunner:
     """Starts, runs and ends the child runs of one parent attempt."""
@@ -137,7 +189,7 @@ class ChildRunner:
     events: RunEventWriter  # the parent run's stream
     config: AgentConfig
     model: ProviderAdapter
-    tools: Callable[[BusRunStore], ToolRunner]  # a child's tools (no dispatch tool)
+    tools: Callable[[BusRunStore], ToolRunner]  # a child's tools (none that start children)
     running: dict[str, asyncio.Task[RunOutcome]]  # where a cancel request finds a run's task
     _workers: dict[str, asyncio.Lock] = field(default_factory=dict)
 
@@ -148,36 +200,63 @@ class ChildRunner:
         :class:`StorageError` when the parent's attempt was superseded (the child's writes are
         refused as well); every other way a child run ends is a result for the model.
         """
+        label = {"worker": args.worker}
         # One worker of a name, even when two calls of one turn name a new one.
         async with self._workers.setdefault(args.worker, asyncio.Lock()):
             agent_id, after = await self._worker(args.worker, args.new_branch)
-            store = await self._start(agent_id, args.worker, ctx.tool_call_id)
+            store = await self._start(agent_id, label, ctx.tool_call_id)
+        above = [] if after is None else await self.reads.path(store.handle.session_id, after)
+        return await self._child(store, above, args.task, ctx.tool_call_id, label)
+
+    async def fork(self, args: ForkArgs, ctx: ToolContext) -> ToolOutput:
+        """Run ``args.task`` as a child run of a new fork agent whose context is the parent's
+        path before the turn that asked for it (that turn's tool calls have no results yet); the
+        fork's nodes branch off there. Raises as :meth:`dispatch` does."""
+        if ctx.node_id is None:
+            raise ToolError("fork_unavailable", "a fork needs the calling turn's node")
+        parent = self.parent.handle
+        above = (await self.reads.path(parent.session_id, ctx.node_id))[:-1]
+        if not above:
+            raise ToolError("fork_unavailable", "there is no conversation to fork from")
+        label = {"fork_from_node_id": above[-1].node_id}
+        agent_id = await self._create_agent(AgentType.FORK, {"purpose": "fork"}, **label)
+        store = await self._start(agent_id, label, ctx.tool_call_id)
+        return await self._child(store, above, args.task, ctx.tool_call_id, label)
+
+    async def _child(
+        self,
+        store: BusRunStore,
+        above: list[Node],
+        text: str,
+        tool_call_id: str,
+        label: dict[str, Any],
+    ) -> ToolOutput:
+        """Put the task under ``above``, run the child, record its end, answer the parent."""
         child = store.handle
         await self.parent.append_event(
             EventType.CHILD_RUN_STARTED,
-            tool_call_id=ctx.tool_call_id,
-            payload={"child_run_id": child.run_id, "agent_id": agent_id, "worker": args.worker},
+            tool_call_id=tool_call_id,
+            payload={"child_run_id": child.run_id, "agent_id": child.agent_id, **label},
         )
         task = Node(
             node_id=new_id("node"),
-            parent_id=after,
-            agent_id=agent_id,
+            parent_id=above[-1].node_id if above else None,
+            agent_id=child.agent_id,
             run_id=child.run_id,
             role=Role.USER,
-            content=[TextBlock(text=args.task)],
+            content=[TextBlock(text=text)],
         )
-        above = [] if after is None else await self.reads.path(child.session_id, after)
         stored = await store.append_node(task)
         self.events.emit(
             RunNodeCreated(
                 run_id=child.run_id,
                 session_id=child.session_id,
-                agent_id=agent_id,
+                agent_id=child.agent_id,
                 node=stored,
             )
         )
         outcome, parent_cancelled = await self._run(store, [*above, stored])
-        await self._finished(store, outcome, args.worker, ctx.tool_call_id)
+        await self._finished(store, outcome, label, tool_call_id)
         if parent_cancelled:
             raise asyncio.CancelledError  # the parent's cancellation goes on, its child ended
         return _as_tool_output(child, outcome)
@@ -194,6 +273,17 @@ class ChildRunner:
                 and metadata.get("name") == name
             ):
                 return agent["agent_id"], None if new_branch else await self._last(agent)
+        return await self._create_agent(AgentType.SUB, {"purpose": "worker", "name": name}), None
+
+    async def _create_agent(
+        self,
+        agent_type: AgentType,
+        metadata: dict[str, Any],
+        *,
+        fork_from_node_id: str | None = None,
+    ) -> str:
+        """A new child agent of the parent's agent, created by the parent's run."""
+        parent = self.parent.handle
         agent_id = new_id("agent")
         raise_for_receipt(
             await self.storage.send(
@@ -201,14 +291,15 @@ class ChildRunner:
                     command_id=new_id("cmd"),
                     session_id=parent.session_id,
                     agent_id=agent_id,
-                    agent_type=AgentType.SUB,
+                    agent_type=agent_type,
                     parent_agent_id=parent.agent_id,
                     created_by_run_id=parent.run_id,
-                    metadata={"purpose": "worker", "name": name},
+                    fork_from_node_id=fork_from_node_id,
+                    metadata=metadata,
                 )
             )
         )
-        return agent_id, None
+        return agent_id
 
     async def _last(self, agent: dict[str, Any]) -> str | None:
         """Where the worker's last completed run ended (``None``: it has none)."""
@@ -222,7 +313,7 @@ class ChildRunner:
         ]
         return max(done, key=lambda r: r["created_at"])["end_node_id"] if done else None
 
-    async def _start(self, agent_id: str, worker: str, tool_call_id: str) -> BusRunStore:
+    async def _start(self, agent_id: str, label: dict[str, Any], tool_call_id: str) -> BusRunStore:
         """Create the child run and claim its first attempt (this process runs it)."""
         parent = self.parent.handle
         run_id = new_id("run")
@@ -237,7 +328,7 @@ class ChildRunner:
                         "kind": "child",
                         "parent_run_id": parent.run_id,
                         "tool_call_id": tool_call_id,
-                        "worker": worker,
+                        **label,
                     },
                 )
             )
@@ -308,7 +399,7 @@ class ChildRunner:
         self,
         store: BusRunStore,
         outcome: RunOutcome,
-        worker: str,
+        label: dict[str, Any],
         tool_call_id: str,
     ) -> None:
         """Record the child's end (unless its answer did), announce it, store the worker's
@@ -346,7 +437,7 @@ class ChildRunner:
                 payload={
                     "child_run_id": child.run_id,
                     "agent_id": child.agent_id,
-                    "worker": worker,
+                    **label,
                     "status": outcome.status.value,
                     "end_reason": outcome.end_reason.value,
                 },

@@ -34,7 +34,7 @@ from services.run_worker.adapters import (
     WorkerToolRunner,
 )
 from services.run_worker.agent_setup import AgentSetup
-from services.run_worker.children import ChildRunner, DispatchWorker, end_orphans
+from services.run_worker.children import ChildRunner, child_tools, end_orphans
 from services.run_worker.claim import (
     FENCED_CODES,
     Attempt,
@@ -192,7 +192,7 @@ class RunExecutor:
             model=model,
             store=a.store,
             events=a.events,
-            tools=self._tools(a, config, workspace, a.store, DispatchWorker(children)),
+            tools=self._tools(a, config, workspace, a.store, children),
         )
         task = asyncio.create_task(loop.run(path, turns_done=turns_done), name=f"run:{run.run_id}")
         self.running[run.run_id] = task
@@ -233,13 +233,14 @@ class RunExecutor:
         config: AgentConfig,
         workspace: Workspace,
         store: BusRunStore,
-        dispatch: DispatchWorker | None,
+        children: ChildRunner | None,
     ) -> WorkerToolRunner:
-        """The tools of the run that writes through ``store`` (the attempt's, or a child's)."""
+        """The tools of the run that writes through ``store`` (the attempt's, or a child's):
+        with ``children``, also the tools that start child runs (children start none)."""
         handle = store.handle
         broker = RedisPermissionBroker(self.ctx.redis, self.ctx.names, a.events, store)
         executor = ToolExecutor(
-            self.setup.registry(a.prefetch.cwd, dispatch),
+            self.setup.registry(a.prefetch.cwd, child_tools(children) if children else ()),
             workspace=workspace,
             run_id=handle.run_id,
             agent_id=handle.agent_id,
@@ -248,7 +249,7 @@ class RunExecutor:
         )
         enabled = config.enabled_tools
         return WorkerToolRunner(
-            executor, self.setup.definitions(enabled, dispatch=dispatch is not None)
+            executor, self.setup.definitions(enabled, children=children is not None)
         )
 
     async def _cancelled(self, a: Attempt, loop: AgentLoop) -> RunOutcome:

@@ -16,6 +16,8 @@ from typing import Any
 
 from agent_core.bus.contracts.storage import GetSession, ListAgents, ListRuns
 from agent_core.runqueue import cancel_run
+from agent_core.types.mappers import to_agent_state
+from agent_core.types.storage import AgentRecord
 from tests.integration.run_worker.harness import (
     BusClient,
     Cluster,
@@ -37,6 +39,8 @@ def _dispatch(call_id: str, worker: str, task: str, **extra: Any) -> tuple[str, 
 
 
 def _model(request: Any) -> Any:
+    if "FORK:" in last_user_text(request):  # a fork: knows the conversation
+        return text_answer(f"fork read: {_first_user_text(request).split(chr(10))[0]}")
     if _first_user_text(request).startswith("TASK"):  # a worker: answers its latest task
         if "slowly" in last_user_text(request):
             return text_answer("w " * 30, delay_s=0.3, pieces=30)
@@ -54,6 +58,8 @@ def _model(request: Any) -> Any:
             _dispatch("call_a2", "alpha", "TASK alpha: and now the median"),
             _dispatch("call_b2", "beta", "TASK beta: start over", new_branch=True),
         )
+    if "fork" in text:
+        return tool_calls_turn(("call_f", "fork_agent", {"task": "FORK: what did they ask?"}))
     return tool_calls_turn(_dispatch("call_s", "slow", "TASK slow: talk slowly"))
 
 
@@ -90,8 +96,9 @@ async def test_workers_run_as_child_runs_and_keep_their_own_context(
     for name, agent in workers.items():
         assert agent["agent_type"] == "sub" and agent["parent_agent_id"] == root["agent_id"]
         assert agent["created_by_run_id"] == first.run_id and agent["status"] == "completed"
-        result = json.loads(agent["result_json"])
-        assert result["status"] == "completed" and result["text"].startswith(f"done: TASK {name}")
+        state = to_agent_state(AgentRecord.model_validate(agent))  # what GET .../agents shows
+        assert state.result is not None and state.result.status == "completed"
+        assert state.result.text.startswith(f"done: TASK {name}")
     assert {c["agent_id"] for c in children} == {a["agent_id"] for a in workers.values()}
 
     # The parent's tree: message → dispatch calls → one child_result node → answer; the workers'
@@ -153,6 +160,37 @@ async def test_workers_run_as_child_runs_and_keep_their_own_context(
         "dispatch_worker" not in {t["function"]["name"] for t in r.get("tools", [])}
         for r in worker_requests
     )
+
+
+async def test_a_fork_knows_the_conversation_and_branches_off_it(
+    make_cluster: Any, client: BusClient
+) -> None:
+    cluster: Cluster = make_cluster(_model)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    sent = await client.send(sid, "please fork a helper")
+    await client.events(sid, sent.run_id)
+    run = await client.run(sent.run_id)
+    assert run["status"] == "completed", cluster.log_text()
+    [fork] = [
+        a for a in await _query(client, ListAgents(session_id=sid)) if a["agent_type"] == "fork"
+    ]
+    assert fork["fork_from_node_id"] == sent.node_id and fork["parent_agent_id"] == run["agent_id"]
+    [child] = await _children_of(client, sid, sent.run_id)
+    assert child["agent_id"] == fork["agent_id"] and child["status"] == "completed"
+    tree = await client.tree(sid)
+    task = next(n for n in tree if n["agent_id"] == fork["agent_id"])
+    assert task["parent_id"] == sent.node_id  # a branch off the parent's conversation
+    path = await client.path(sid, run["end_node_id"])
+    assert path[2]["node_type"] == "child_result"
+    assert "fork read: please fork a helper" in path[2]["content_json"]
+    [request] = [r.json for r in cluster.fake.requests if "FORK:" in last_user_text(r.json)]
+    said = json.dumps(request["messages"])  # the conversation before the fork's turn, then its task
+    assert said.index("please fork a helper") < said.index("FORK: what did they ask?")
+    assert '"assistant"' not in said  # not the turn that called it
+    names = {t["function"]["name"] for t in request.get("tools", [])}
+    assert "lookup" in names or "read_file" in names
+    assert not names & {"dispatch_worker", "fork_agent"}
 
 
 async def _child_streaming(client: BusClient, sid: str, run_id: str) -> str:
