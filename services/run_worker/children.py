@@ -14,10 +14,14 @@ run's stream (one ordered stream covers a run and the child runs it started; a c
 ``run_status_changed`` there, ``run_finished`` stays the parent's), its start and end to the
 parent's timeline (``child_run_started`` / ``child_run_finished``).
 
-Every child run ends: with its answer (recorded with the answer node), failed, or — when its own
-run is cancelled or its parent's is — ``cancelled`` with ``aborted_*``; a parent taken over after
-its worker died ends the child runs that were in flight there ``failed`` / ``worker_lost``
-(:func:`end_orphans`). A child gets no dispatch tool, so child runs do not nest.
+Every child run ends, and its end is recorded before the dispatching tool call returns or
+raises: with its answer (recorded with the answer node); ``failed``; ``cancelled`` with
+``aborted_*`` when it is cancelled alone (the parent gets an error result and goes on), when its
+parent is cancelled or its dispatch times out, or when its worker process shuts down; ``failed`` /
+``child_interrupted`` when its dispatch is interrupted otherwise (a write that failed). A parent
+taken over after its worker died ends the child runs that were in flight there ``failed`` /
+``worker_lost`` (:func:`end_orphans`), claiming each first so that a worker that was only stopped
+cannot write for it again. A child gets no tool that starts children, so child runs do not nest.
 
 ``fork_agent`` starts the other kind of child (seed 000's ``fork``): a one-off agent whose context
 is the parent's conversation up to the turn that forks, branching off the parent's tree there
@@ -28,7 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +79,8 @@ from services.run_worker.adapters import BusRunStore
 from services.run_worker.endings import FENCED_CODES, record_end
 from services.run_worker.reads import RunReads
 
+log = logging.getLogger("soong.run_worker")
+
 __all__ = [
     "DISPATCH_TOOL",
     "FORK_TOOL",
@@ -83,6 +90,7 @@ __all__ = [
     "ForkAgent",
     "ForkArgs",
     "child_tools",
+    "end_child",
     "end_orphans",
 ]
 
@@ -179,6 +187,18 @@ def child_tools(children: ChildRunner | None) -> list[Tool[Any]]:
 
 
 @dataclass
+class _Child:
+    """A child run from its creation on: what it takes to end it whatever happens."""
+
+    run_id: str
+    agent_id: str
+    label: dict[str, Any]
+    tool_call_id: str | None
+    store: BusRunStore | None = None  # once claimed
+    ended: bool = False
+
+
+@dataclass
 class ChildRunner:
     """Starts, runs and ends the child runs of one parent attempt."""
 
@@ -196,17 +216,20 @@ class ChildRunner:
     async def dispatch(self, args: DispatchArgs, ctx: ToolContext) -> ToolOutput:
         """Run ``args.task`` as a child run of worker ``args.worker``; its answer as the result.
 
-        Raises ``CancelledError`` when the parent is cancelled (the child is ended first) and
-        :class:`StorageError` when the parent's attempt was superseded (the child's writes are
-        refused as well); every other way a child run ends is a result for the model.
+        Raises ``CancelledError`` when the parent is cancelled; every way the child run ends is
+        recorded before this returns or raises (see :meth:`_spawn`).
         """
         label = {"worker": args.worker}
         # One worker of a name, even when two calls of one turn name a new one.
         async with self._workers.setdefault(args.worker, asyncio.Lock()):
             agent_id, after = await self._worker(args.worker, args.new_branch)
-            store = await self._start(agent_id, label, ctx.tool_call_id)
-        above = [] if after is None else await self.reads.path(store.handle.session_id, after)
-        return await self._child(store, above, args.task, ctx.tool_call_id, label)
+            child = await self._create_run(agent_id, label, ctx.tool_call_id)
+        session_id = self.parent.handle.session_id
+
+        async def above() -> list[Node]:
+            return [] if after is None else await self.reads.path(session_id, after)
+
+        return await self._spawn(child, above, args.task)
 
     async def fork(self, args: ForkArgs, ctx: ToolContext) -> ToolOutput:
         """Run ``args.task`` as a child run of a new fork agent whose context is the parent's
@@ -215,51 +238,86 @@ class ChildRunner:
         if ctx.node_id is None:
             raise ToolError("fork_unavailable", "a fork needs the calling turn's node")
         parent = self.parent.handle
-        above = (await self.reads.path(parent.session_id, ctx.node_id))[:-1]
-        if not above:
+        path = (await self.reads.path(parent.session_id, ctx.node_id))[:-1]
+        if not path:
             raise ToolError("fork_unavailable", "there is no conversation to fork from")
-        label = {"fork_from_node_id": above[-1].node_id}
+        label = {"fork_from_node_id": path[-1].node_id}
         agent_id = await self._create_agent(AgentType.FORK, {"purpose": "fork"}, **label)
-        store = await self._start(agent_id, label, ctx.tool_call_id)
-        return await self._child(store, above, args.task, ctx.tool_call_id, label)
+        child = await self._create_run(agent_id, label, ctx.tool_call_id)
 
-    async def _child(
-        self,
-        store: BusRunStore,
-        above: list[Node],
-        text: str,
-        tool_call_id: str,
-        label: dict[str, Any],
+        async def above() -> list[Node]:
+            return path
+
+        return await self._spawn(child, above, args.task)
+
+    async def _spawn(
+        self, child: _Child, above: Callable[[], Awaitable[list[Node]]], text: str
     ) -> ToolOutput:
-        """Put the task under ``above``, run the child, record its end, answer the parent."""
-        child = store.handle
-        await self.parent.append_event(
-            EventType.CHILD_RUN_STARTED,
-            tool_call_id=tool_call_id,
-            payload={"child_run_id": child.run_id, "agent_id": child.agent_id, **label},
-        )
-        task = Node(
-            node_id=new_id("node"),
-            parent_id=above[-1].node_id if above else None,
-            agent_id=child.agent_id,
-            run_id=child.run_id,
-            role=Role.USER,
-            content=[TextBlock(text=text)],
-        )
-        stored = await store.append_node(task)
-        self.events.emit(
-            RunNodeCreated(
-                run_id=child.run_id,
-                session_id=child.session_id,
-                agent_id=child.agent_id,
-                node=stored,
+        """Claim the created child, put its task under ``above()``, run it, record its end and
+        answer the parent. Whatever interrupts this (the parent cancelled or timed out, a write
+        that failed, a bug) the child is ended before the exception goes on (:func:`end_child`):
+        a child run never stays in flight behind a parent that carries on or ends."""
+        try:
+            store = child.store = await self._claim(child)
+            await self.parent.append_event(
+                EventType.CHILD_RUN_STARTED,
+                tool_call_id=child.tool_call_id,
+                payload={"child_run_id": child.run_id, "agent_id": child.agent_id, **child.label},
             )
-        )
-        outcome, parent_cancelled = await self._run(store, [*above, stored])
-        await self._finished(store, outcome, label, tool_call_id)
+            path = await above()
+            task = Node(
+                node_id=new_id("node"),
+                parent_id=path[-1].node_id if path else None,
+                agent_id=child.agent_id,
+                run_id=child.run_id,
+                role=Role.USER,
+                content=[TextBlock(text=text)],
+            )
+            stored = await store.append_node(task)
+            self.events.emit(
+                RunNodeCreated(
+                    run_id=child.run_id,
+                    session_id=store.handle.session_id,
+                    agent_id=child.agent_id,
+                    node=stored,
+                )
+            )
+            outcome, parent_cancelled = await self._run(store, [*path, stored])
+            await self._finished(child, store, outcome)
+        except BaseException as exc:
+            if not child.ended:
+                await _shielded(self._abandon(child, exc))
+            raise
         if parent_cancelled:
             raise asyncio.CancelledError  # the parent's cancellation goes on, its child ended
-        return _as_tool_output(child, outcome)
+        return _as_tool_output(store.handle, outcome)
+
+    async def _abandon(self, child: _Child, exc: BaseException) -> None:
+        """End a child whose dispatch was interrupted (see :meth:`_spawn`); never raises."""
+        if isinstance(exc, asyncio.CancelledError):
+            outcome = RunOutcome(RunStatus.CANCELLED, EndReason.ABORTED_TOOLS)
+        else:
+            error = ErrorPayload(
+                type="run_error",
+                code="child_interrupted",
+                message=f"the child run could not go on ({type(exc).__name__})",
+            )
+            outcome = RunOutcome(RunStatus.FAILED, EndReason.FAILED, error=error)
+        try:
+            await end_child(
+                self.storage,
+                self.queue,
+                self.reads,
+                child.run_id,
+                child.agent_id,
+                outcome,
+                session_id=self.parent.handle.session_id,
+                events=self.events,
+                parent=self.parent,
+                label={**child.label, "tool_call_id": child.tool_call_id},
+            )
+        except Exception:
+            log.exception("child run %s could not be ended; a takeover will", child.run_id)
 
     async def _worker(self, name: str, new_branch: bool) -> tuple[str, str | None]:
         """The worker's agent id (created on first use) and the node its task goes under."""
@@ -311,10 +369,11 @@ class ChildRunner:
             and r["status"] == RunStatus.COMPLETED.value
             and r["end_node_id"]
         ]
-        return max(done, key=lambda r: r["created_at"])["end_node_id"] if done else None
+        # The answer that ended last (two dispatches to one worker may overlap).
+        return max(done, key=lambda r: r["updated_at"])["end_node_id"] if done else None
 
-    async def _start(self, agent_id: str, label: dict[str, Any], tool_call_id: str) -> BusRunStore:
-        """Create the child run and claim its first attempt (this process runs it)."""
+    async def _create_run(self, agent_id: str, label: dict[str, Any], tool_call_id: str) -> _Child:
+        """Record the child run (queued): from here on it must end, whatever happens."""
         parent = self.parent.handle
         run_id = new_id("run")
         raise_for_receipt(
@@ -333,31 +392,36 @@ class ChildRunner:
                 )
             )
         )
-        number = await self.queue.next_attempt(run_id)
-        fence = RunFence(run_id=run_id, attempt=number)
+        return _Child(run_id, agent_id, label, tool_call_id)
+
+    async def _claim(self, child: _Child) -> BusRunStore:
+        """Claim the child's first attempt (this process runs it)."""
+        session_id = self.parent.handle.session_id
+        number = await self.queue.next_attempt(child.run_id)
+        fence = RunFence(run_id=child.run_id, attempt=number)
         raise_for_receipt(
             await self.storage.send(
-                ClaimRun(command_id=new_id("cmd"), session_id=parent.session_id, fence=fence)
+                ClaimRun(command_id=new_id("cmd"), session_id=session_id, fence=fence)
             )
         )
-        child = RunHandle(
-            run_id=run_id, session_id=parent.session_id, agent_id=agent_id, attempt=number
+        handle = RunHandle(
+            run_id=child.run_id, session_id=session_id, agent_id=child.agent_id, attempt=number
         )
         self.events.emit(
             RunStatusChanged(
-                run_id=run_id,
-                session_id=child.session_id,
-                agent_id=agent_id,
+                run_id=child.run_id,
+                session_id=session_id,
+                agent_id=child.agent_id,
                 status=RunStatus.RUNNING,
                 previous=RunStatus.QUEUED,
                 attempt=number,
             )
         )
-        return BusRunStore(self.storage, child, set_active=False)
+        return BusRunStore(self.storage, handle, set_active=False)
 
     async def _run(self, store: BusRunStore, path: list[Node]) -> tuple[RunOutcome, bool]:
         """The child's loop, as a task a cancel request for the child alone can stop; how it
-        ended, and whether that was the parent being cancelled."""
+        ended, and whether that was the parent being cancelled (or timing out)."""
         child = store.handle
         loop = AgentLoop(
             handle=child,
@@ -370,9 +434,19 @@ class ChildRunner:
         task = asyncio.create_task(loop.run(path), name=f"run:{child.run_id}")
         self.running[child.run_id] = task
         try:
+            # A cancel requested before the task could be found (its flag stays set).
+            if await self.queue.is_cancelled(child.run_id):
+                task.cancel()
             outcome = await task
         except asyncio.CancelledError:
-            # The child was cancelled, alone or with its parent: either way it ends now.
+            current = asyncio.current_task()
+            parent_cancelled = current is not None and current.cancelling() > 0
+            if task.done() and not task.cancelled():
+                return task.result(), parent_cancelled  # it ended just before the cancel
+            if not task.done():  # the cancel came before the child's task was awaited
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            # Cancelled, alone or with its parent: either way the child ends now.
             reason = (
                 EndReason.ABORTED_TOOLS if loop.phase == "tools" else EndReason.ABORTED_STREAMING
             )
@@ -383,11 +457,10 @@ class ChildRunner:
                 turns=loop.turns,
                 last_node_id=loop.last_node_id,
             )
-            current = asyncio.current_task()
-            return outcome, current is not None and current.cancelling() > 0
+            return outcome, parent_cancelled
         except StorageError as exc:
             if exc.code in FENCED_CODES:
-                raise  # the parent's attempt is stale too: stop writing
+                raise  # a takeover owns the child: stop writing for it
             outcome = _failed(exc.to_payload(), loop)
         except AgentCoreError as exc:
             outcome = _failed(exc.to_payload(), loop)
@@ -395,104 +468,162 @@ class ChildRunner:
             self.running.pop(child.run_id, None)
         return outcome, False
 
-    async def _finished(
-        self,
-        store: BusRunStore,
-        outcome: RunOutcome,
-        label: dict[str, Any],
-        tool_call_id: str,
-    ) -> None:
-        """Record the child's end (unless its answer did), announce it, store the worker's
-        result and the parent's ``child_run_finished`` event."""
-        child = store.handle
+    async def _finished(self, child: _Child, store: BusRunStore, outcome: RunOutcome) -> None:
+        """Record the child's end (unless its answer did), then announce it."""
         if not outcome.recorded:
             outcome = await record_end(self.storage, self.reads, store, outcome)
-        self.events.emit(_child_ended(child, outcome))
-        result = ChildAgentResult(
-            agent_id=child.agent_id,
-            run_id=child.run_id,
-            status=outcome.status,
-            end_reason=outcome.end_reason,
-            text=outcome.final_text,
-            usage=outcome.usage,
-            turns=outcome.turns,
-            error=outcome.error,
+        child.ended = True
+        await _announce_end(
+            self.storage,
+            store.handle,
+            outcome,
+            events=self.events,
+            parent=self.parent,
+            label={**child.label, "tool_call_id": child.tool_call_id},
         )
-        await asyncio.gather(
-            self.storage.send(
-                UpdateAgent(
-                    command_id=new_id("cmd"),
-                    session_id=child.session_id,
-                    agent_id=child.agent_id,
-                    status=_AGENT_STATUS.get(outcome.status, AgentStatus.IDLE),
-                    result=result.model_dump(mode="json"),
-                )
-            ),
-            self.parent.append_event(
-                EventType.CHILD_RUN_FINISHED,
-                level=EventLevel.INFO
-                if outcome.status is RunStatus.COMPLETED
-                else EventLevel.WARNING,
-                tool_call_id=tool_call_id,
-                payload={
-                    "child_run_id": child.run_id,
-                    "agent_id": child.agent_id,
-                    **label,
-                    "status": outcome.status.value,
-                    "end_reason": outcome.end_reason.value,
-                },
-            ),
-        )
+
+
+async def end_child(
+    storage: StorageClient,
+    queue: SessionQueue,
+    reads: RunReads,
+    run_id: str,
+    agent_id: str,
+    outcome: RunOutcome,
+    *,
+    session_id: str,
+    events: RunEventWriter | None,
+    parent: BusRunStore | None,
+    label: dict[str, Any],
+) -> bool:
+    """End a child run from outside its loop with ``outcome``: claim it with a new attempt (so
+    whoever was running it can write for it no more), record the end at its last stored node,
+    announce it. ``False`` when it could not be claimed (it had ended, or a newer takeover has it).
+    """
+    number = await queue.next_attempt(run_id)
+    fence = RunFence(run_id=run_id, attempt=number)
+    claim = await storage.send(
+        ClaimRun(command_id=new_id("cmd"), session_id=session_id, fence=fence)
+    )
+    if not claim.ok:
+        return False
+    handle = RunHandle(run_id=run_id, session_id=session_id, agent_id=agent_id, attempt=number)
+    outcome.last_node_id = await reads.last_node_of(session_id, run_id)
+    store = BusRunStore(storage, handle, set_active=False)
+    outcome = await record_end(storage, reads, store, outcome)
+    await _announce_end(storage, handle, outcome, events=events, parent=parent, label=label)
+    return True
 
 
 async def end_orphans(
     storage: StorageClient,
     queue: SessionQueue,
     reads: RunReads,
-    events: RunEventWriter,
-    parent: RunHandle,
+    session_id: str,
+    parent_run_id: str,
+    *,
+    events: RunEventWriter | None = None,
+    parent: BusRunStore | None = None,
 ) -> list[str]:
-    """End the child runs of ``parent`` still in flight: they ran in a worker that is gone.
-
-    Each is claimed with a new attempt first, so that a worker that was only stopped, not dead,
-    cannot write for it any more; then ended ``failed`` / ``worker_lost``. Returns their ids.
-    """
-    runs = await reads.query(ListRuns(session_id=parent.session_id)) or []
+    """End the child runs of ``parent_run_id`` still in flight: they ran in a worker that is
+    gone (or stopped) — ``failed`` / ``worker_lost``. Returns the ids of those ended."""
+    runs = await reads.query(ListRuns(session_id=session_id)) or []
     ended: list[str] = []
     for run in runs:
         metadata = json.loads(run.get("metadata_json") or "{}")
         if (
             metadata.get("kind") != "child"
-            or metadata.get("parent_run_id") != parent.run_id
+            or metadata.get("parent_run_id") != parent_run_id
             or run["status"] not in _ACTIVE
         ):
             continue
-        number = await queue.next_attempt(run["run_id"])
-        fence = RunFence(run_id=run["run_id"], attempt=number)
-        claim = await storage.send(
-            ClaimRun(command_id=new_id("cmd"), session_id=parent.session_id, fence=fence)
-        )
-        if not claim.ok:
-            continue  # ended meanwhile, or claimed by a newer takeover
-        child = RunHandle(
-            run_id=run["run_id"],
-            session_id=parent.session_id,
-            agent_id=run["agent_id"],
-            attempt=number,
-        )
         error = ErrorPayload(
             type="run_error",
             code="worker_lost",
             message="the worker running this child run was lost",
         )
-        store = BusRunStore(storage, child, set_active=False)
-        outcome = RunOutcome(
-            RunStatus.FAILED, EndReason.FAILED, error=error, last_node_id=run.get("end_node_id")
-        )
-        outcome = await record_end(storage, reads, store, outcome)
-        events.emit(_child_ended(child, outcome))
-        ended.append(child.run_id)
+        outcome = RunOutcome(RunStatus.FAILED, EndReason.FAILED, error=error)
+        label = {k: v for k, v in metadata.items() if k in ("worker", "fork_from_node_id")}
+        label["tool_call_id"] = metadata.get("tool_call_id")
+        if await end_child(
+            storage,
+            queue,
+            reads,
+            run["run_id"],
+            run["agent_id"],
+            outcome,
+            session_id=session_id,
+            events=events,
+            parent=parent,
+            label=label,
+        ):
+            ended.append(run["run_id"])
     return ended
+
+
+async def _announce_end(
+    storage: StorageClient,
+    child: RunHandle,
+    outcome: RunOutcome,
+    *,
+    events: RunEventWriter | None,
+    parent: BusRunStore | None,
+    label: dict[str, Any],
+) -> None:
+    """A child's end, told: on the parent's stream, as the child agent's result, and on the
+    parent's timeline (``child_run_finished``, when the parent's attempt can still write)."""
+    if events is not None:
+        events.emit(_child_ended(child, outcome))
+    result = ChildAgentResult(
+        agent_id=child.agent_id,
+        run_id=child.run_id,
+        status=outcome.status,
+        end_reason=outcome.end_reason,
+        text=outcome.final_text,
+        usage=outcome.usage,
+        turns=outcome.turns,
+        error=outcome.error,
+    )
+    writes: list[Awaitable[Any]] = [
+        storage.send(
+            UpdateAgent(
+                command_id=new_id("cmd"),
+                session_id=child.session_id,
+                agent_id=child.agent_id,
+                status=_AGENT_STATUS.get(outcome.status, AgentStatus.IDLE),
+                result=result.model_dump(mode="json"),
+            )
+        )
+    ]
+    if parent is not None:
+        tool_call_id = label.get("tool_call_id")
+        writes.append(
+            parent.append_event(
+                EventType.CHILD_RUN_FINISHED,
+                level=EventLevel.INFO
+                if outcome.status is RunStatus.COMPLETED
+                else EventLevel.WARNING,
+                tool_call_id=tool_call_id if isinstance(tool_call_id, str) else None,
+                payload={
+                    "child_run_id": child.run_id,
+                    "agent_id": child.agent_id,
+                    **{k: v for k, v in label.items() if k != "tool_call_id"},
+                    "status": outcome.status.value,
+                    "end_reason": outcome.end_reason.value,
+                },
+            )
+        )
+    await asyncio.gather(*writes)
+
+
+async def _shielded(work: Awaitable[None]) -> None:
+    """Finish ``work`` even when the caller is being cancelled (it is how a child ends)."""
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await task  # cancelled once more while ending the child: still end it, then go on
+        raise
 
 
 def _child_ended(child: RunHandle, outcome: RunOutcome) -> RunStatusChanged:
@@ -527,9 +658,13 @@ def _as_tool_output(child: RunHandle, outcome: RunOutcome) -> ToolOutput:
         "agent_id": child.agent_id,
     }
     if outcome.status is RunStatus.COMPLETED:
-        return ToolOutput(outcome.final_text or "(the worker gave no answer)", metadata=metadata)
+        return ToolOutput(
+            outcome.final_text or "(the child agent gave no answer)", metadata=metadata
+        )
     why = outcome.error.message if outcome.error else outcome.end_reason.value
     metadata["error_code"] = outcome.error.code if outcome.error else outcome.status.value
     return ToolOutput(
-        f"The worker's run ended {outcome.status.value}: {why}", is_error=True, metadata=metadata
+        f"The child agent's run ended {outcome.status.value}: {why}",
+        is_error=True,
+        metadata=metadata,
     )

@@ -91,6 +91,8 @@ class RunExecutor:
         run = item.run
         cancelled, number = await self.queue.claim_prelude(run.run_id)
         if cancelled:
+            if number > 1:  # it ran before: children it started there ran in that worker
+                await end_orphans(self.storage, self.queue, self.reads, run.session_id, run.run_id)
             # Cancelled while queued: recorded without claiming, never executed.
             if not await cancel_queued_run(
                 self.storage,
@@ -118,6 +120,19 @@ class RunExecutor:
     async def _run(self, a: Attempt) -> RunOutcome:
         """Decide where the run starts (or whether it already ended), then drive the loop."""
         run, prefetch = a.item.run, a.prefetch
+        if a.handle.attempt > 1:
+            # Child runs in flight ran in the process that is gone (or stopped): end them first.
+            await self._fenced(
+                end_orphans(
+                    self.storage,
+                    self.queue,
+                    self.reads,
+                    run.session_id,
+                    run.run_id,
+                    events=a.events,
+                    parent=a.store,
+                )
+            )
         if prefetch.cancelled:  # cancelled while queued: never executed
             if prefetch.placed is not None:  # (a cancel that came while it was being claimed)
                 self._announce(a, prefetch.placed)
@@ -133,8 +148,6 @@ class RunExecutor:
             path = await self._place_message(a)
         turns_done = 0
         if a.handle.attempt > 1:
-            # Child runs in flight ran in the process that is gone (or stopped): end them first.
-            await end_orphans(self.storage, self.queue, self.reads, a.events, a.handle)
             last = await self.reads.last_node_of(run.session_id, run.run_id)
             if last is not None:
                 path = await self.reads.path(run.session_id, last)

@@ -265,3 +265,22 @@ async def test_a_child_in_flight_when_its_worker_dies_is_ended_by_the_takeover(
         error = json.loads(runs[run_id]["error_json"])
         assert runs[run_id]["status"] == "failed" and error["code"] == "worker_lost", runs
     assert runs[child]["attempt"] == 2  # claimed by the takeover, so a stopped worker is fenced
+
+
+async def test_a_parent_cancelled_after_its_worker_died_ends_its_child_too(
+    make_cluster: Any, client: BusClient
+) -> None:
+    cluster: Cluster = make_cluster(_model, workers=2)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    parent = (await client.send(sid, "go")).run_id
+    child = await _child_streaming(client, sid, parent)
+    token = await client.queue.lease_holder(sid)
+    assert token is not None
+    cluster.signal_worker(int(token.split(":")[0].rsplit("-", 1)[1]), signal.SIGKILL)
+    # Nobody hears this cancel; the worker that takes the run over finds its flag.
+    await cancel_run(client.storage, client.queue, session_id=sid, run_id=parent)
+    runs = await client.wait_terminal([parent, child], timeout_s=30)
+    assert runs[parent]["status"] == "cancelled"
+    assert runs[child]["status"] == "failed"
+    assert json.loads(runs[child]["error_json"])["code"] == "worker_lost"
