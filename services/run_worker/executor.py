@@ -179,34 +179,7 @@ class RunExecutor:
     ) -> RunOutcome:
         """Run the loop as a task that a cancel request can stop; translate how it ended."""
         run = a.item.run
-        workspace = Workspace(
-            self.ctx.settings.home,
-            run.account_id,
-            run.session_id,
-            allow_platform_work=config.allow_platform_writes,
-        )
-        # Inline: three mkdir calls on a local disk (tens of µs) cost less than a thread hop.
-        workspace.ensure()
-        model = self.setup.adapter(config)
-        children = ChildRunner(
-            self.storage,
-            self.queue,
-            self.reads,
-            a.store,
-            a.events,
-            config,
-            model,
-            tools=lambda store: self._tools(a, config, workspace, store, None),
-            running=self.running,
-        )
-        loop = AgentLoop(
-            handle=a.handle,
-            config=config,
-            model=model,
-            store=a.store,
-            events=a.events,
-            tools=self._tools(a, config, workspace, a.store, children),
-        )
+        loop = self._loop(a, config)
         task = asyncio.create_task(loop.run(path, turns_done=turns_done), name=f"run:{run.run_id}")
         self.running[run.run_id] = task
         try:
@@ -239,6 +212,38 @@ class RunExecutor:
         finally:
             self.running.pop(run.run_id, None)
             a.nodes[:] = loop.nodes
+
+    def _loop(self, a: Attempt, config: AgentConfig) -> AgentLoop:
+        """The attempt's loop: its model, its workspace's tools, and the child runs it may start."""
+        run = a.item.run
+        workspace = Workspace(
+            self.ctx.settings.home,
+            run.account_id,
+            run.session_id,
+            allow_platform_work=config.allow_platform_writes,
+        )
+        # Inline: three mkdir calls on a local disk (tens of µs) cost less than a thread hop.
+        workspace.ensure()
+        model = self.setup.adapter(config)
+        children = ChildRunner(
+            self.storage,
+            self.queue,
+            self.reads,
+            a.store,
+            a.events,
+            config,
+            model,
+            tools=lambda store: self._tools(a, config, workspace, store, None),
+            running=self.running,
+        )
+        return AgentLoop(
+            handle=a.handle,
+            config=config,
+            model=model,
+            store=a.store,
+            events=a.events,
+            tools=self._tools(a, config, workspace, a.store, children),
+        )
 
     def _tools(
         self,
