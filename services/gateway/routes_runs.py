@@ -32,7 +32,9 @@ router = APIRouter(prefix="/v1/sessions/{session_id}/runs", tags=["runs"])
 SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "Server-Sent Events: `id:` lines are resumable with Last-Event-ID; the "
-        "stream ends after `run_finished`; `: keep-alive` comments while idle.",
+        "stream ends after the run's `run_finished`; `: keep-alive` comments while idle. The "
+        "child runs a run starts (`dispatch_worker`, `fork_agent`) stream on it too, under their "
+        "own `run_id`; a child's end is a `run_status_changed`.",
         "content": {
             "text/event-stream": {
                 "schema": {"type": "string"},
