@@ -23,6 +23,9 @@ taken over after its worker died ends the child runs that were in flight there `
 ``worker_lost`` (:func:`end_orphans`), claiming each first so that a worker that was only stopped
 cannot write for it again. A child gets no tool that starts children, so child runs do not nest.
 
+Children run with their parent's configuration (model, budgets, tool policy, enabled tools and
+system prompt), without the tools that start children.
+
 ``fork_agent`` starts the other kind of child (seed 000's ``fork``): a one-off agent whose context
 is the parent's conversation up to the turn that forks, branching off the parent's tree there
 (``agents.fork_from_node_id``); it runs, ends and answers exactly like a worker's run.
