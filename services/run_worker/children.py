@@ -3,9 +3,9 @@
 A worker is an agent of type ``sub`` (purpose ``worker``, seed 000) named by the dispatching run
 and owned by its agent; each dispatch is a child run of that worker in the same session. Its nodes
 carry the worker's agent id and never move the session's active node, so they form the worker's own
-context tree: dispatching to the same worker again continues after its last completed answer,
-``new_branch`` starts a new branch at the root of its tree (seed 000: a worker run reads only the
-path of its dispatch branch).
+context tree: dispatching to the same worker again continues after its answer that ended last
+(kept in the worker's metadata as ``last_answer_node_id``), ``new_branch`` starts a new branch at
+the root of its tree (seed 000: a worker run reads only the path of its dispatch branch).
 
 A child run executes inside the dispatching tool call, on the parent's worker process and
 concurrently with the parent's other tool calls (ARCHITECTURE §5: child runs may run concurrently,
@@ -99,6 +99,8 @@ __all__ = [
 
 DISPATCH_TOOL = "dispatch_worker"
 FORK_TOOL = "fork_agent"
+# Where a worker's next dispatch continues: the node of its answer that ended last.
+_CONTINUE_FROM = "last_answer_node_id"
 _ACTIVE = (RunStatus.QUEUED.value, RunStatus.PENDING.value, RunStatus.RUNNING.value)
 _AGENT_STATUS = {
     RunStatus.COMPLETED: AgentStatus.COMPLETED,
@@ -333,8 +335,9 @@ class ChildRunner:
                 and agent["agent_type"] == AgentType.SUB.value
                 and metadata.get("name") == name
             ):
-                return agent["agent_id"], None if new_branch else await self._last(agent)
-        return await self._create_agent(AgentType.SUB, {"purpose": "worker", "name": name}), None
+                after = metadata.get(_CONTINUE_FROM)
+                return agent["agent_id"], None if new_branch or not after else str(after)
+        return await self._create_agent(AgentType.SUB, _worker_metadata(name)), None
 
     async def _create_agent(
         self,
@@ -361,19 +364,6 @@ class ChildRunner:
             )
         )
         return agent_id
-
-    async def _last(self, agent: dict[str, Any]) -> str | None:
-        """Where the worker's last completed run ended (``None``: it has none)."""
-        runs = await self.reads.query(ListRuns(session_id=agent["session_id"])) or []
-        done = [
-            r
-            for r in runs
-            if r["agent_id"] == agent["agent_id"]
-            and r["status"] == RunStatus.COMPLETED.value
-            and r["end_node_id"]
-        ]
-        # The answer that ended last (two dispatches to one worker may overlap).
-        return max(done, key=lambda r: r["updated_at"])["end_node_id"] if done else None
 
     async def _create_run(self, agent_id: str, label: dict[str, Any], tool_call_id: str) -> _Child:
         """Record the child run (queued): from here on it must end, whatever happens."""
@@ -476,6 +466,11 @@ class ChildRunner:
         if not outcome.recorded:
             outcome = await record_end(self.storage, self.reads, store, outcome)
         child.ended = True
+        worker = child.label.get("worker")
+        metadata = None
+        if worker is not None and outcome.status is RunStatus.COMPLETED and outcome.last_node_id:
+            # The next dispatch to this worker continues after the answer that ended last.
+            metadata = {**_worker_metadata(worker), _CONTINUE_FROM: outcome.last_node_id}
         await _announce_end(
             self.storage,
             store.handle,
@@ -483,6 +478,7 @@ class ChildRunner:
             events=self.events,
             parent=self.parent,
             label={**child.label, "tool_call_id": child.tool_call_id},
+            metadata=metadata,
         )
 
 
@@ -572,9 +568,11 @@ async def _announce_end(
     events: RunEventWriter | None,
     parent: BusRunStore | None,
     label: dict[str, Any],
+    metadata: dict[str, Any] | None = None,
 ) -> None:
-    """A child's end, told: on the parent's stream, as the child agent's result, and on the
-    parent's timeline (``child_run_finished``, when the parent's attempt can still write)."""
+    """A child's end, told: on the parent's stream, as the child agent's result (and
+    ``metadata``, when given), and on the parent's timeline (``child_run_finished``, when the
+    parent's attempt can still write)."""
     if events is not None:
         events.emit(_child_ended(child, outcome))
     result = ChildAgentResult(
@@ -595,6 +593,7 @@ async def _announce_end(
                 agent_id=child.agent_id,
                 status=_AGENT_STATUS.get(outcome.status, AgentStatus.IDLE),
                 result=result.model_dump(mode="json"),
+                metadata=metadata,
             )
         )
     ]
@@ -627,6 +626,10 @@ async def _shielded(work: Awaitable[None]) -> None:
     except asyncio.CancelledError:
         await task  # cancelled once more while ending the child: still end it, then go on
         raise
+
+
+def _worker_metadata(name: str) -> dict[str, Any]:
+    return {"purpose": "worker", "name": name}
 
 
 def _child_ended(child: RunHandle, outcome: RunOutcome) -> RunStatusChanged:
