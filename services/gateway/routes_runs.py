@@ -34,7 +34,7 @@ SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
         "description": "Server-Sent Events: `id:` lines are resumable with Last-Event-ID; the "
         "stream ends after the run's `run_finished`; `: keep-alive` comments while idle. The "
         "child runs a run starts (`dispatch_worker`, `fork_agent`) stream on it too, under their "
-        "own `run_id`; a child's end is a `run_status_changed`.",
+        "own `run_id` (a child's end is a `run_status_changed` there), and on their own streams.",
         "content": {
             "text/event-stream": {
                 "schema": {"type": "string"},

@@ -11,8 +11,9 @@ A child run executes inside the dispatching tool call, on the parent's worker pr
 concurrently with the parent's other tool calls (ARCHITECTURE §5: child runs may run concurrently,
 main runs may not). Its writes are fenced by its own attempt; its runtime events go to the parent
 run's stream (one ordered stream covers a run and the child runs it started; a child's end is a
-``run_status_changed`` there, ``run_finished`` stays the parent's), its start and end to the
-parent's timeline (``child_run_started`` / ``child_run_finished``).
+``run_status_changed`` there, ``run_finished`` stays the parent's) and to its own stream (which
+ends with its ``run_finished``), its start and end to the parent's timeline
+(``child_run_started`` / ``child_run_finished``).
 
 Every child run ends, and its end is recorded before the dispatching tool call returns or
 raises: with its answer (recorded with the answer node); ``failed``; ``cancelled`` with
@@ -74,9 +75,11 @@ from agent_core.types.runtime import (
     AgentConfig,
     ChildAgentResult,
     Node,
+    RunFinished,
     RunHandle,
     RunNodeCreated,
     RunStatusChanged,
+    RuntimeEvent,
 )
 from services.run_worker.adapters import BusRunStore
 from services.run_worker.endings import FENCED_CODES, record_end
@@ -200,7 +203,21 @@ class _Child:
     label: dict[str, Any]
     tool_call_id: str | None
     store: BusRunStore | None = None  # once claimed
+    own: RunEventWriter | None = None  # its own stream, once claimed
     ended: bool = False
+
+
+class _Tee:
+    """A child's runtime events: on its parent's stream and on its own, so that the child's
+    events can be followed (and resumed) by themselves too (``GET …/runs/{child}/events``)."""
+
+    def __init__(self, parent: RunEventWriter, own: RunEventWriter) -> None:
+        self._parent = parent
+        self._own = own
+
+    def emit(self, event: RuntimeEvent) -> None:
+        self._parent.emit(event)
+        self._own.emit(event)
 
 
 @dataclass
@@ -279,7 +296,7 @@ class ChildRunner:
                 content=[TextBlock(text=text)],
             )
             stored = await store.append_node(task)
-            self.events.emit(
+            self._sink(child).emit(
                 RunNodeCreated(
                     run_id=child.run_id,
                     session_id=store.handle.session_id,
@@ -287,7 +304,7 @@ class ChildRunner:
                     node=stored,
                 )
             )
-            outcome, parent_cancelled = await self._run(store, [*path, stored])
+            outcome, parent_cancelled = await self._run(store, self._sink(child), [*path, stored])
             await self._finished(child, store, outcome)
         except BaseException as exc:
             if not child.ended:
@@ -296,6 +313,10 @@ class ChildRunner:
         if parent_cancelled:
             raise asyncio.CancelledError  # the parent's cancellation goes on, its child ended
         return _as_tool_output(store.handle, outcome)
+
+    def _sink(self, child: _Child) -> _Tee:
+        assert child.own is not None  # started by the claim
+        return _Tee(self.events, child.own)
 
     async def _abandon(self, child: _Child, exc: BaseException) -> None:
         """End a child whose dispatch was interrupted (see :meth:`_spawn`); never raises."""
@@ -320,6 +341,7 @@ class ChildRunner:
                 events=self.events,
                 parent=self.parent,
                 label={**child.label, "tool_call_id": child.tool_call_id},
+                own=child.own,
             )
         except Exception:
             log.exception("child run %s could not be ended; a takeover will", child.run_id)
@@ -400,7 +422,9 @@ class ChildRunner:
         handle = RunHandle(
             run_id=child.run_id, session_id=session_id, agent_id=child.agent_id, attempt=number
         )
-        self.events.emit(
+        child.own = RunEventWriter(self.queue.redis, self.queue.names, session_id, child.run_id)
+        child.own.start()
+        self._sink(child).emit(
             RunStatusChanged(
                 run_id=child.run_id,
                 session_id=session_id,
@@ -412,7 +436,9 @@ class ChildRunner:
         )
         return BusRunStore(self.storage, handle, set_active=False)
 
-    async def _run(self, store: BusRunStore, path: list[Node]) -> tuple[RunOutcome, bool]:
+    async def _run(
+        self, store: BusRunStore, events: _Tee, path: list[Node]
+    ) -> tuple[RunOutcome, bool]:
         """The child's loop, as a task a cancel request for the child alone can stop; how it
         ended, and whether that was the parent being cancelled (or timing out)."""
         child = store.handle
@@ -421,7 +447,7 @@ class ChildRunner:
             config=self.config,
             model=self.model,
             store=store,
-            events=self.events,
+            events=events,
             tools=self.tools(store),
         )
         task = asyncio.create_task(loop.run(path), name=f"run:{child.run_id}")
@@ -479,6 +505,7 @@ class ChildRunner:
             parent=self.parent,
             label={**child.label, "tool_call_id": child.tool_call_id},
             metadata=metadata,
+            own=child.own,
         )
 
 
@@ -494,10 +521,12 @@ async def end_child(
     events: RunEventWriter | None,
     parent: BusRunStore | None,
     label: dict[str, Any],
+    own: RunEventWriter | None = None,
 ) -> bool:
     """End a child run from outside its loop with ``outcome``: claim it with a new attempt (so
     whoever was running it can write for it no more), record the end at its last stored node,
     announce it. ``False`` when it could not be claimed (it had ended, or a newer takeover has it).
+    ``own``: the child's stream writer, when this process has one (else a new one ends it).
     """
     number = await queue.next_attempt(run_id)
     fence = RunFence(run_id=run_id, attempt=number)
@@ -510,7 +539,12 @@ async def end_child(
     outcome.last_node_id = await reads.last_node_of(session_id, run_id)
     store = BusRunStore(storage, handle, set_active=False)
     outcome = await record_end(storage, reads, store, outcome)
-    await _announce_end(storage, handle, outcome, events=events, parent=parent, label=label)
+    if own is None:
+        own = RunEventWriter(queue.redis, queue.names, session_id, run_id)
+        own.start()
+    await _announce_end(
+        storage, handle, outcome, events=events, parent=parent, label=label, own=own
+    )
     return True
 
 
@@ -569,12 +603,16 @@ async def _announce_end(
     parent: BusRunStore | None,
     label: dict[str, Any],
     metadata: dict[str, Any] | None = None,
+    own: RunEventWriter | None = None,
 ) -> None:
-    """A child's end, told: on the parent's stream, as the child agent's result (and
+    """A child's end, told: on the parent's stream (a status change), on the child's own
+    stream (its ``run_finished``, which ends that stream), as the child agent's result (and
     ``metadata``, when given), and on the parent's timeline (``child_run_finished``, when the
     parent's attempt can still write)."""
     if events is not None:
         events.emit(_child_ended(child, outcome))
+    if own is not None:
+        own.emit(_run_finished(child, outcome))
     result = ChildAgentResult(
         agent_id=child.agent_id,
         run_id=child.run_id,
@@ -615,7 +653,22 @@ async def _announce_end(
                 },
             )
         )
+    if own is not None:
+        writes.append(own.close())
     await asyncio.gather(*writes)
+
+
+def _run_finished(child: RunHandle, outcome: RunOutcome) -> RunFinished:
+    return RunFinished(
+        run_id=child.run_id,
+        session_id=child.session_id,
+        agent_id=child.agent_id,
+        status=outcome.status,
+        end_reason=outcome.end_reason,
+        usage=outcome.usage,
+        error=outcome.error,
+        last_node_id=outcome.last_node_id,
+    )
 
 
 async def _shielded(work: Awaitable[None]) -> None:

@@ -135,6 +135,17 @@ async def test_workers_run_as_child_runs_and_keep_their_own_context(
     assert events[-1][1].type == "run_finished" and events[-1][1].run_id == first.run_id
     child_nodes = [e for _, e in events if e.type == "node_created" and e.run_id in child_ids]
     assert len(child_nodes) == 4  # each child: its task, its answer
+    for child_id in child_ids:  # each child's own stream: its events alone, ending with its end
+        own = await client.events(sid, child_id, timeout_s=5)
+        assert {e.run_id for _, e in own} == {child_id}
+        assert [e.type for _, e in own if e.type != "text_delta"] == [
+            "run_status_changed",
+            "node_created",
+            "usage",
+            "node_created",
+            "run_finished",
+        ]
+        assert own[-1][1].status == "completed"
     timeline = [e["event_type"] for e in await client.timeline(sid, first.run_id)]
     assert timeline.count("child_run_started") == 2 and timeline.count("child_run_finished") == 2
 
@@ -226,6 +237,8 @@ async def test_cancelling_the_parent_ends_its_child(make_cluster: Any, client: B
         (e.type, e.run_id) for _, e in events if e.type in ("run_finished", "run_status_changed")
     ]
     assert ends[-2:] == [("run_status_changed", child), ("run_finished", parent)]
+    own = await client.events(sid, child, timeout_s=5)
+    assert own[-1][1].type == "run_finished" and own[-1][1].status == "cancelled"
 
 
 async def test_cancelling_the_child_alone_gives_the_parent_an_error_result(
@@ -265,6 +278,8 @@ async def test_a_child_in_flight_when_its_worker_dies_is_ended_by_the_takeover(
         error = json.loads(runs[run_id]["error_json"])
         assert runs[run_id]["status"] == "failed" and error["code"] == "worker_lost", runs
     assert runs[child]["attempt"] == 2  # claimed by the takeover, so a stopped worker is fenced
+    own = await client.events(sid, child, timeout_s=5)  # its own stream ended by the takeover
+    assert own[-1][1].type == "run_finished" and own[-1][1].status == "failed"
 
 
 async def test_a_parent_cancelled_after_its_worker_died_ends_its_child_too(
