@@ -132,28 +132,9 @@ class ContextBuilder:
                 report.dropped.append(DroppedNode(node_id=node.node_id, reason=reason))
                 continue
             if node.role is Role.SYSTEM:
-                text = _text(node.content)
-                if text:
-                    system.append(SystemBlock(text=text))
-                if node.node_type in _SYNTHETIC:
-                    report.injected.append(
-                        InjectedContext(
-                            node_type=node.node_type,
-                            source=str(node.metadata.get("source", node.node_type.value)),
-                            token_estimate=cost,
-                            node_id=node.node_id,
-                        )
-                    )
-                report.node_ids.append(node.node_id)
-                tokens += cost
-                continue
-            role = node.role
-            if messages and messages[-1].role == role and role is not Role.ASSISTANT:
-                # Consecutive user (or tool) nodes merge into one message: providers want turns.
-                merged = [*messages[-1].content, *node.content]
-                messages[-1] = ModelMessage.model_construct(role=role, content=merged)
+                _add_system(node, cost, system, report)
             else:
-                messages.append(_MESSAGES.message(node))
+                _add_message(node, messages)
             report.node_ids.append(node.node_id)
             tokens += cost
         report.token_estimate = tokens
@@ -168,3 +149,31 @@ class ContextBuilder:
             metadata={"run_id": run_id} if run_id else {},
         )
         return request, report
+
+
+def _add_system(
+    node: Node, cost: int, system: list[SystemBlock], report: ContextBuildReport
+) -> None:
+    """A system node's text joins the system prompt; synthetic context is reported as injected."""
+    text = _text(node.content)
+    if text:
+        system.append(SystemBlock(text=text))
+    if node.node_type in _SYNTHETIC:
+        report.injected.append(
+            InjectedContext(
+                node_type=node.node_type,
+                source=str(node.metadata.get("source", node.node_type.value)),
+                token_estimate=cost,
+                node_id=node.node_id,
+            )
+        )
+
+
+def _add_message(node: Node, messages: list[ModelMessage]) -> None:
+    role = node.role
+    if messages and messages[-1].role == role and role is not Role.ASSISTANT:
+        # Consecutive user (or tool) nodes merge into one message: providers want turns.
+        merged = [*messages[-1].content, *node.content]
+        messages[-1] = ModelMessage.model_construct(role=role, content=merged)
+    else:
+        messages.append(_MESSAGES.message(node))
