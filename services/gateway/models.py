@@ -83,6 +83,12 @@ class CreateSessionRequest(_Body):
     cwd: str | None = Field(default=None, max_length=4096, description="working directory label")
     metadata: dict[str, Any] = Field(default_factory=dict)
     agent_config: AgentConfigOverrides | None = None
+    mode: Literal["agent", "orchestrator"] = Field(
+        default="agent",
+        description="`orchestrator`: the session's root agent plans and delegates — it gets only "
+        "the tools that start worker sub-agents and forks and the task tools, and its workers do "
+        "the work with the session's tools.",
+    )
 
     @model_validator(mode="after")
     def _reserved(self) -> CreateSessionRequest:

@@ -10,7 +10,7 @@ from agent_core.bus.contracts.storage import CreateSession, ListSessions, Update
 from agent_core.ids import new_id, new_session_id
 from agent_core.storage_client import raise_for_receipt
 from agent_core.tools import Workspace
-from agent_core.types.enums import SessionStatus
+from agent_core.types.enums import AgentType, SessionStatus
 from agent_core.types.mappers import to_session_state
 from agent_core.types.runtime import SessionState
 from agent_core.types.storage import SessionRecord
@@ -47,6 +47,9 @@ async def create_session(
                 account_id=caller.account_id,
                 cwd=body.cwd or str(workspace.root),
                 root_agent_id=new_id("agent"),
+                root_agent_type=(
+                    AgentType.ORCHESTRATOR if body.mode == "orchestrator" else AgentType.MAIN
+                ),
                 metadata=metadata,
             )
         )

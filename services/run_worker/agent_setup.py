@@ -39,7 +39,9 @@ class AgentSetup:
         self.tools = tools
         self.task_client = task_client
         self._adapters: dict[tuple[str, str | None, str | None], ProviderAdapter] = {}
-        self._definitions: dict[tuple[bool, tuple[str, ...] | None], list[ToolDefinition]] = {}
+        self._definitions: dict[
+            tuple[bool, bool, tuple[str, ...] | None], list[ToolDefinition]
+        ] = {}
 
     def config(self, overrides: dict[str, Any]) -> AgentConfig:
         """The deployment's default model settings, with the run's overrides on top."""
@@ -84,19 +86,28 @@ class AgentSetup:
         except Exception as exc:
             log.warning("could not prepare the default model adapter: %s", exc)
 
-    def registry(self, cwd: str, children: Sequence[Tool[Any]] = ()) -> ToolRegistry:
+    def registry(
+        self, cwd: str, children: Sequence[Tool[Any]] = (), *, orchestrator: bool = False
+    ) -> ToolRegistry:
         """The run's tools: the shared built-ins plus task tools bound to the session's project,
-        and ``children`` (a parent's tools that start child runs; child runs get none)."""
+        and ``children`` (a parent's tools that start child runs; child runs get none). An
+        orchestrator works through its workers: it gets no built-ins."""
         extra: list[Tool[Any]] = task_tools(self.task_client, cwd=cwd)
-        return ToolRegistry([*self.tools, *extra, *children])
+        return ToolRegistry([*(() if orchestrator else self.tools), *extra, *children])
 
-    def definitions(self, enabled: list[str] | None, *, children: bool) -> list[ToolDefinition]:
-        """Tool schemas, computed once per set of enabled tools rather than once per run."""
-        key = (children, None if enabled is None else tuple(sorted(enabled)))
+    def definitions(
+        self, enabled: list[str] | None, *, children: bool, orchestrator: bool = False
+    ) -> list[ToolDefinition]:
+        """Tool schemas, computed once per set of enabled tools rather than once per run
+        (``enabled`` restricts what an orchestrator's workers see, not the orchestrator)."""
+        if orchestrator:
+            enabled = None
+        key = (children, orchestrator, None if enabled is None else tuple(sorted(enabled)))
         cached = self._definitions.get(key)
         if cached is None:
             # Definitions do not depend on the project directory or on who runs: any describe them.
-            registry = self.registry("/", child_tools(None) if children else ())
+            tools = child_tools(None) if children else ()
+            registry = self.registry("/", tools, orchestrator=orchestrator)
             cached = WorkerToolRunner.definitions_for(registry, enabled)
             self._definitions[key] = cached
         return cached

@@ -27,6 +27,10 @@ cannot write for it again. A child gets no tool that starts children, so child r
 Children run with their parent's configuration (model, budgets, tool policy, enabled tools and
 system prompt), without the tools that start children.
 
+A session in orchestrator mode (seed 000: its root agent is of type ``orchestrator``) works
+through children: its root agent's runs get the orchestration prompt (:data:`ORCHESTRATOR_PROMPT`)
+and only the tools that start children and the task tools; its workers get the session's tools.
+
 ``fork_agent`` starts the other kind of child (seed 000's ``fork``): a one-off agent whose context
 is the parent's conversation up to the turn that forks, branching off the parent's tree there
 (``agents.fork_from_node_id``); it runs, ends and answers exactly like a worker's run.
@@ -95,9 +99,11 @@ __all__ = [
     "DispatchWorker",
     "ForkAgent",
     "ForkArgs",
+    "ORCHESTRATOR_PROMPT",
     "child_tools",
     "end_child",
     "end_orphans",
+    "orchestrator_config",
 ]
 
 DISPATCH_TOOL = "dispatch_worker"
@@ -187,6 +193,22 @@ class ForkAgent(Tool[ForkArgs]):
         if self._children is None:
             raise ToolError("fork_unavailable", "forks are not available here")
         return await self._children.fork(args, ctx)
+
+
+ORCHESTRATOR_PROMPT = (
+    "You are the orchestrator of this session: you do not do the work yourself. Break the "
+    "request into self-contained tasks and hand each to a worker with dispatch_worker (tasks "
+    "dispatched in the same turn run concurrently; a worker you name again remembers its earlier "
+    "tasks). Keep track of the work with the task tools, check what the workers return, dispatch "
+    "again where something is missing, and answer the user with the combined result."
+)
+
+
+def orchestrator_config(config: AgentConfig) -> AgentConfig:
+    """An orchestrator's config: the session's, with the orchestration prompt first (its
+    workers keep the session's prompt)."""
+    prompt = "\n\n".join(p for p in (ORCHESTRATOR_PROMPT, config.system_prompt) if p)
+    return config.model_copy(update={"system_prompt": prompt})
 
 
 def child_tools(children: ChildRunner | None) -> list[Tool[Any]]:

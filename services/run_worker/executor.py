@@ -19,7 +19,7 @@ from agent_core.service import ServiceContext
 from agent_core.storage_client import StorageClient
 from agent_core.tasks.client import TaskClient
 from agent_core.tools import PermissionGate, ToolExecutor, ToolRegistry, Workspace
-from agent_core.types.enums import EndReason, Role, RunStatus
+from agent_core.types.enums import AgentType, EndReason, Role, RunStatus
 from agent_core.types.protocol import TextBlock
 from agent_core.types.runtime import (
     AgentConfig,
@@ -34,7 +34,12 @@ from services.run_worker.adapters import (
     WorkerToolRunner,
 )
 from services.run_worker.agent_setup import AgentSetup
-from services.run_worker.children import ChildRunner, child_tools, end_orphans
+from services.run_worker.children import (
+    ChildRunner,
+    child_tools,
+    end_orphans,
+    orchestrator_config,
+)
 from services.run_worker.claim import (
     FENCED_CODES,
     Attempt,
@@ -214,8 +219,10 @@ class RunExecutor:
             a.nodes[:] = loop.nodes
 
     def _loop(self, a: Attempt, config: AgentConfig) -> AgentLoop:
-        """The attempt's loop: its model, its workspace's tools, and the child runs it may start."""
+        """The attempt's loop: its model, its workspace's tools, and the child runs it may start
+        (an orchestrator's loop: the orchestration prompt and tools; its children do the work)."""
         run = a.item.run
+        orchestrator = run.agent_type == AgentType.ORCHESTRATOR.value
         workspace = Workspace(
             self.ctx.settings.home,
             run.account_id,
@@ -238,11 +245,11 @@ class RunExecutor:
         )
         return AgentLoop(
             handle=a.handle,
-            config=config,
+            config=orchestrator_config(config) if orchestrator else config,
             model=model,
             store=a.store,
             events=a.events,
-            tools=self._tools(a, config, workspace, a.store, children),
+            tools=self._tools(a, config, workspace, a.store, children, orchestrator=orchestrator),
         )
 
     def _tools(
@@ -252,13 +259,16 @@ class RunExecutor:
         workspace: Workspace,
         store: BusRunStore,
         children: ChildRunner | None,
+        *,
+        orchestrator: bool = False,
     ) -> WorkerToolRunner:
         """The tools of the run that writes through ``store`` (the attempt's, or a child's):
         with ``children``, also the tools that start child runs (children start none)."""
         handle = store.handle
         broker = RedisPermissionBroker(self.ctx.redis, self.ctx.names, a.events, store)
+        starters = child_tools(children) if children else ()
         executor = ToolExecutor(
-            self.setup.registry(a.prefetch.cwd, child_tools(children) if children else ()),
+            self.setup.registry(a.prefetch.cwd, starters, orchestrator=orchestrator),
             workspace=workspace,
             run_id=handle.run_id,
             agent_id=handle.agent_id,
@@ -267,7 +277,10 @@ class RunExecutor:
         )
         enabled = config.enabled_tools
         return WorkerToolRunner(
-            executor, self.setup.definitions(enabled, children=children is not None)
+            executor,
+            self.setup.definitions(
+                enabled, children=children is not None, orchestrator=orchestrator
+            ),
         )
 
     async def _cancelled(self, a: Attempt, loop: AgentLoop) -> RunOutcome:

@@ -44,22 +44,17 @@ def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dic
     if session[4] is not None:  # the session's config overrides, as stored (JSON text)
         result["session_config"] = json.loads(session[4])
     if (agent_id := _created_before(conn, c)) is not None:
-        raise AlreadyApplied({**result, "agent_id": agent_id})
+        raise AlreadyApplied({**result, **_agent(conn, c.session_id, agent_id)})
     if session[2] == SessionStatus.ARCHIVED.value:
         raise refusal("session_archived", "the session is archived; unarchive it first")
-    agent_id = c.agent_id or session[1]
-    agent = conn.execute(
-        "SELECT 1 FROM agents WHERE agent_id = ? AND session_id = ?", (agent_id, c.session_id)
-    ).fetchone()
-    if agent is None:
-        raise refusal("agent_not_found", "no such agent in this session", agent_id=agent_id)
+    agent = _agent(conn, c.session_id, c.agent_id or session[1])
     conn.execute(
         "INSERT INTO runs (run_id, session_id, agent_id, status, attempt, start_node_id, "
         "turn_count, metadata_json, created_at, updated_at) VALUES (?, ?, ?, ?, 0, ?, 0, ?, ?, ?)",
         (
             c.run_id,
             c.session_id,
-            agent_id,
+            agent["agent_id"],
             RunStatus(c.status).value,
             c.start_node_id,
             dump_json(c.metadata),
@@ -67,7 +62,19 @@ def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dic
             ctx.now,
         ),
     )
-    return {**result, "agent_id": agent_id}
+    return {**result, **agent}
+
+
+def _agent(conn: sqlite3.Connection, session_id: str, agent_id: str) -> dict[str, Any]:
+    """The run's agent as the result names it: its id and type (``orchestrator``: the run is
+    the orchestrator's of a session in orchestrator mode)."""
+    row = conn.execute(
+        "SELECT agent_type FROM agents WHERE agent_id = ? AND session_id = ?",
+        (agent_id, session_id),
+    ).fetchone()
+    if row is None:
+        raise refusal("agent_not_found", "no such agent in this session", agent_id=agent_id)
+    return {"agent_id": agent_id, "agent_type": row[0]}
 
 
 def _created_before(conn: sqlite3.Connection, c: CreateRun) -> str | None:

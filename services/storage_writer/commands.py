@@ -75,7 +75,7 @@ def _create_session(
         (
             c.root_agent_id,
             c.session_id,
-            AgentType.MAIN.value,
+            AgentType(c.root_agent_type).value,
             AgentStatus.IDLE.value,
             ctx.now,
             ctx.now,

@@ -9,7 +9,7 @@ twice. No SQL here; everything goes over the bus (ARCHITECTURE §1).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 from agent_core.bus import BusNames, RpcClient
 from agent_core.bus.contracts.storage import (
@@ -27,6 +27,7 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.errors import BusTimeoutError, StorageError
 from agent_core.ids import new_id
+from agent_core.types.enums import AgentType
 
 __all__ = ["StorageClient", "raise_for_receipt"]
 
@@ -109,10 +110,12 @@ class StorageClient:
         account_id: str,
         cwd: str,
         root_agent_id: str,
+        root_agent_type: Literal[AgentType.MAIN, AgentType.ORCHESTRATOR] = AgentType.MAIN,
         metadata: dict[str, Any] | None = None,
         command_id: str | None = None,
     ) -> CommandReceipt:
-        """Create a session with its tables, root agent and ``session_created`` event."""
+        """Create a session with its tables, root agent and ``session_created`` event
+        (``root_agent_type`` ``orchestrator``: a session in orchestrator mode)."""
         return await self.send(
             CreateSession(
                 command_id=command_id or self.new_command_id(),
@@ -120,6 +123,7 @@ class StorageClient:
                 account_id=account_id,
                 cwd=cwd,
                 root_agent_id=root_agent_id,
+                root_agent_type=root_agent_type,
                 metadata=metadata or {},
             )
         )

@@ -38,6 +38,8 @@ class QueuedRun(BaseModel):
     # The session's working directory (fixed at its creation), so a worker need not read the
     # session to start the run; ``None`` for runs queued before it was carried here.
     cwd: str | None = None
+    # ``orchestrator``: the run's agent is the orchestrator of a session in orchestrator mode.
+    agent_type: Literal["main", "orchestrator"] = "main"
     enqueued_at_ms: int = 0
 
     @property

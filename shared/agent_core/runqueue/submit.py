@@ -108,6 +108,7 @@ async def submit_message(
             strategy=strategy,
             config_overrides=overrides,
             cwd=result.get("cwd"),
+            agent_type="orchestrator" if result.get("agent_type") == "orchestrator" else "main",
         )
     )
     return Submitted(run_id, node_id, kind)

@@ -65,6 +65,20 @@ def test_sessions_create_get_list_patch(gw: Gw) -> None:
         assert len(seen) == len(set(seen)) and sid in seen
 
 
+def test_a_session_in_orchestrator_mode(gw: Gw) -> None:
+    with gw.client() as c:
+        created = c.post("/v1/sessions", json={"mode": "orchestrator"})
+        assert created.status_code == 201
+        sid = created.json()["session_id"]
+        [root] = c.get(f"/v1/sessions/{sid}/agents").json()["items"]
+        assert root["agent_type"] == "orchestrator"
+        default = new_session(c)
+        [plain] = c.get(f"/v1/sessions/{default}/agents").json()["items"]
+        assert plain["agent_type"] == "main"
+        err = _error(c.post("/v1/sessions", json={"mode": "sub"}), 422, "validation_error")
+        assert "mode" in json.dumps(err["details"])
+
+
 def test_session_errors(gw: Gw) -> None:
     with gw.client() as c:
         _error(c.get("/v1/sessions/sess_20200101_000000_00000000"), 404, "not_found")

@@ -21,7 +21,7 @@ from agent_core.ids import new_id, new_session_id
 from agent_core.runqueue import RunEventReader, SessionQueue, Submitted, submit_message
 from agent_core.service import ServiceContext, ping_service
 from agent_core.storage_client import StorageClient
-from agent_core.types.enums import MultitaskStrategy
+from agent_core.types.enums import AgentType, MultitaskStrategy
 from agent_core.types.protocol import TextBlock
 from agent_core.types.runtime import RuntimeEvent
 from tests.conftest import REPO
@@ -198,10 +198,14 @@ class BusClient:
                         raise
                 await asyncio.sleep(0.1)
 
-    async def new_session(self, account: str = "acct1") -> str:
+    async def new_session(self, account: str = "acct1", *, orchestrator: bool = False) -> str:
         sid = new_session_id()
         receipt = await self.storage.create_session(
-            sid, account_id=account, cwd=str(self.home), root_agent_id=new_id("agent")
+            sid,
+            account_id=account,
+            cwd=str(self.home),
+            root_agent_id=new_id("agent"),
+            root_agent_type=AgentType.ORCHESTRATOR if orchestrator else AgentType.MAIN,
         )
         assert receipt.ok, receipt.error
         return sid

@@ -299,3 +299,43 @@ async def test_a_parent_cancelled_after_its_worker_died_ends_its_child_too(
     assert runs[parent]["status"] == "cancelled"
     assert runs[child]["status"] == "failed"
     assert json.loads(runs[child]["error_json"])["code"] == "worker_lost"
+
+
+def _orchestrated(request: Any) -> Any:
+    if _first_user_text(request).startswith("TASK"):
+        return text_answer("rows: 42")
+    if last_role(request) == "tool":
+        return text_answer("The table has 42 rows.")
+    return tool_calls_turn(_dispatch("call_o", "counter", "TASK counter: count the rows"))
+
+
+async def test_an_orchestrator_delegates_and_its_workers_do_the_work(
+    make_cluster: Any, client: BusClient
+) -> None:
+    cluster: Cluster = make_cluster(_orchestrated)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session(orchestrator=True)
+    sent = await client.send(sid, "how many rows?")
+    await client.events(sid, sent.run_id)
+    run = await client.run(sent.run_id)
+    assert run["status"] == "completed", cluster.log_text()
+    agents = {a["agent_id"]: a for a in await _query(client, ListAgents(session_id=sid))}
+    assert agents[run["agent_id"]]["agent_type"] == "orchestrator"
+    [child] = await _children_of(client, sid, sent.run_id)
+    assert agents[child["agent_id"]]["agent_type"] == "sub" and child["status"] == "completed"
+
+    def tools(request: dict[str, Any]) -> set[str]:
+        return {t["function"]["name"] for t in request.get("tools", [])}
+
+    requests = [r.json for r in cluster.fake.requests]
+    mine = [r for r in requests if not _first_user_text(r).startswith("TASK")]
+    theirs = [r for r in requests if _first_user_text(r).startswith("TASK")]
+    # The orchestrator plans and delegates: no workspace tools, the orchestration prompt.
+    assert {"dispatch_worker", "fork_agent"} <= tools(mine[0])
+    assert not tools(mine[0]) & {"run_python", "write_file", "read_file", "lookup"}
+    assert mine[0]["messages"][0]["role"] == "system"
+    assert "orchestrator" in mine[0]["messages"][0]["content"]
+    # Its worker does the work with the session's tools and prompt (none here).
+    assert {"run_python", "write_file"} <= tools(theirs[0])
+    assert not tools(theirs[0]) & {"dispatch_worker", "fork_agent"}
+    assert all(m["role"] != "system" for m in theirs[0]["messages"])

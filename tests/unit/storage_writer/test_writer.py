@@ -11,6 +11,7 @@ import pytest
 from agent_core.bus.contracts.storage import (
     ClaimRun,
     CreateRun,
+    CreateSession,
     EventDraft,
     GetActivePath,
     GetRun,
@@ -24,7 +25,7 @@ from agent_core.bus.contracts.storage import (
     UpdateSession,
 )
 from agent_core.ids import new_id
-from agent_core.types.enums import EndReason, EventType, RunStatus, SessionStatus
+from agent_core.types.enums import AgentType, EndReason, EventType, RunStatus, SessionStatus
 from agent_core.types.protocol import JsonBlock, Usage
 from agent_core.types.runtime import SESSION_CONFIG_KEY
 from services.storage_writer.queries import QueryEngine
@@ -471,3 +472,21 @@ def test_a_runs_message_is_stored_once_the_claim_has_placed_it(writer: Writer) -
     # its node now.
     assert json.loads(runs[waiting.run_id]["metadata_json"]) == {"kind": "main", "message": message}
     assert json.loads(runs[started.run_id]["metadata_json"]) == {"kind": "main"}
+
+
+def test_a_session_in_orchestrator_mode_has_an_orchestrator_root(writer: Writer) -> None:
+    plain = create_session()
+    orchestrated = create_session().model_copy(update={"root_agent_type": AgentType.ORCHESTRATOR})
+    writer.apply_batch([plain, orchestrated])
+    runs = [create_run(plain), create_run(orchestrated)]
+    receipts = writer.apply_batch(runs)
+    assert [r.result["agent_type"] for r in receipts] == ["main", "orchestrator"]
+    # Read back the same when the command is repeated (no receipt is stored for it).
+    again = writer.apply_batch(runs)
+    assert [r.result for r in again] == [r.result for r in receipts]
+    assert all(r.duplicate for r in again)
+    for session, expected in ((plain, "main"), (orchestrated, "orchestrator")):
+        types = {row[0]: row[3] for row in _rows(writer, session.session_id, "agents")}
+        assert types[session.root_agent_id] == expected
+    with pytest.raises(ValueError):  # only the two root types exist
+        CreateSession.model_validate({**plain.model_dump(), "root_agent_type": "sub"})

@@ -104,12 +104,17 @@ class EventDraft(BusMessage):
 
 
 class CreateSession(_Command):
-    """Create a session, its two per-session tables, its root agent and a ``session_created`` event."""
+    """Create a session, its two per-session tables, its root agent and a ``session_created`` event.
+
+    ``root_agent_type`` ``orchestrator`` starts the session in orchestrator mode (seed 000): its
+    root agent plans and delegates to worker sub-agents instead of doing the work itself.
+    """
 
     type: Literal["create_session"] = "create_session"
     account_id: str = Field(min_length=1, max_length=64)
     cwd: str
     root_agent_id: str
+    root_agent_type: Literal[AgentType.MAIN, AgentType.ORCHESTRATOR] = AgentType.MAIN
     parent_session_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -158,8 +163,8 @@ class CreateRun(_Command):
     ``agent_id`` ``None`` means the session's root agent. With ``account_id`` the session must
     belong to that account, else the command is refused as ``session_not_found`` (the same answer
     as for a session that does not exist); an archived session refuses it as ``session_archived``.
-    The receipt's result names the run's ``agent_id`` and the session's ``cwd`` and, when the
-    session keeps agent config
+    The receipt's result names the run's ``agent_id`` and ``agent_type`` and the session's ``cwd``
+    and, when the session keeps agent config
     overrides in its metadata (``SESSION_CONFIG_KEY``), carries them as ``session_config``.
     """
 
