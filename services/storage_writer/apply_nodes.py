@@ -220,6 +220,12 @@ def placed_before(conn: sqlite3.Connection, c: ClaimRun) -> dict[str, Any]:
         f"SELECT node_seq, parent_id FROM {nodes_table(c.session_id)} WHERE node_id = ?",
         (c.place.node.node_id,),
     ).fetchone()
-    if row is None:
+    # Placed by the claim only if the node came with the claim's own event (after a
+    # ``place_error`` the worker appends the message itself, with another event).
+    event = conn.execute(
+        f"SELECT 1 FROM {events_table(c.session_id)} WHERE event_id = ?",
+        (c.place.event.event_id,),
+    ).fetchone()
+    if row is None or event is None:
         return {"placed": None, "place_error": "parent_not_found"}
     return {"placed": {"node_id": c.place.node.node_id, "node_seq": row[0], "parent_id": row[1]}}

@@ -79,7 +79,13 @@ def _agent(conn: sqlite3.Connection, session_id: str, agent_id: str) -> dict[str
 
 def _created_before(conn: sqlite3.Connection, c: CreateRun) -> str | None:
     """The agent of the run ``c`` created if it was applied before (no receipt is stored: the
-    run row, named by the run id and start node id the command allocated, is the record)."""
+    run row, named by the run id and start node id the command allocated, is the record).
+
+    A run without a start node (a child run) is not told apart by its row: its command keeps a
+    receipt (``commands.needs_receipt``), and a second command reusing its id is a conflict.
+    """
+    if c.start_node_id is None:
+        return None  # the insert then refuses a reused run id as a conflict
     row = conn.execute(
         "SELECT session_id, start_node_id, agent_id FROM runs WHERE run_id = ?", (c.run_id,)
     ).fetchone()
@@ -105,8 +111,8 @@ def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[
         "status": RunStatus.RUNNING.value,
         "attempt": c.fence.attempt,
     }
-    if row[2] == c.command_id:
-        raise AlreadyApplied(result)
+    if row[2] == c.command_id and int(row[1]) == c.fence.attempt:
+        raise AlreadyApplied(result)  # (the same id naming another attempt is not a repeat)
     status, attempt = RunStatus(row[0]), int(row[1])
     if status not in CLAIMABLE:
         raise refusal(

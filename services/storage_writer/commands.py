@@ -129,8 +129,9 @@ def needs_receipt(command: StorageCommand, result: dict[str, Any]) -> bool:
     """Whether an applied command's result must be stored in ``command_receipts``.
 
     None of a turn's commands needs one, because their own rows prove they were applied and
-    give their first result back (:class:`AlreadyApplied`): a ``create_run`` (its run row, named
-    by the run id and start node id the command allocated), a ``claim_run`` (the run row names
+    give their first result back (:class:`AlreadyApplied`): a ``create_run`` with a start node
+    (its run row, named by the run id and start node id the command allocated; the answer's
+    ``cwd`` and ``session_config`` are read again, as they are then), a ``claim_run`` (the run row names
     the command that claimed its current attempt; a placed message is its node) and an
     ``append_node`` that moved no artifact out (its node's unique id and its event; with
     ``finish``, also the run's end event and the ended run, which cannot change again).
@@ -138,7 +139,9 @@ def needs_receipt(command: StorageCommand, result: dict[str, Any]) -> bool:
     """
     if command.type == "append_node":
         return bool(result.get("artifact_ids"))
-    return command.type not in ("create_run", "claim_run")
+    if command.type == "create_run":
+        return command.start_node_id is None  # see apply_runs._created_before
+    return command.type != "claim_run"
 
 
 # ------------------------------------------------------------------------------ agents

@@ -201,6 +201,14 @@ def migrate(
     """
     applied: list[int] = []
     done = applied_versions(conn)
+    newest = max(v for v, _ in migrations)
+    if done and max(done) > newest:
+        # Written by a newer writer: this one would misread it (e.g. take repeats of commands
+        # it stores no receipts for as new commands). Refuse rather than guess.
+        raise RuntimeError(
+            f"the database is at schema version {max(done)}, newer than this writer knows "
+            f"({newest}): run the newer version"
+        )
     for version, migration in migrations:
         if version in done:
             continue

@@ -96,3 +96,18 @@ def test_v2_keeps_the_results_of_receipts_stored_by_v1(tmp_path: Path) -> None:
     stamp = int(datetime(2026, 11, 29, 10, tzinfo=UTC).timestamp())
     assert row == ("cmd_1", "sess_x", '{"seq":7}', stamp)
     assert "WITHOUT ROWID" in without_rowid
+
+
+def test_a_database_from_a_newer_writer_is_refused(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "new.sqlite", isolation_level=None)
+    try:
+        migrate(conn)
+        newest = max(v for v, _ in MIGRATIONS)
+        conn.execute(
+            "INSERT INTO schema_migrations (version, applied_at) VALUES (?, 'later')",
+            (newest + 1,),
+        )
+        with pytest.raises(RuntimeError, match="newer than this writer knows"):
+            migrate(conn)
+    finally:
+        conn.close()

@@ -301,6 +301,20 @@ def test_a_created_run_is_its_own_receipt(writer: Writer) -> None:
     clash = cmd.model_copy(update={"command_id": new_id("cmd"), "start_node_id": new_id("node")})
     [refused] = writer.apply_batch([clash])
     assert not refused.ok and refused.error is not None and refused.error.code == "conflict"
+    # A run without a start node (a child's) is not told apart by its row: it keeps a receipt,
+    # and another command reusing its id is a conflict too.
+    child = create_run(s)
+    writer.apply_batch(
+        [
+            UpdateSession(
+                command_id=new_id("cmd"), session_id=s.session_id, status=SessionStatus.ACTIVE
+            )
+        ]
+    )
+    [made] = writer.apply_batch([child])
+    assert made.ok and child.command_id in _receipt_ids(writer, s.session_id)
+    [reused] = writer.apply_batch([child.model_copy(update={"command_id": new_id("cmd")})])
+    assert not reused.ok and reused.error is not None and reused.error.code == "conflict"
 
 
 def _finish(session_id: str, status: RunStatus = RunStatus.COMPLETED) -> RunFinish:
@@ -342,7 +356,7 @@ def test_a_node_that_ends_its_run_is_one_write_with_the_runs_end(writer: Writer)
     ]
     # Redelivered: the first result, read back from the node, the run and its end event (no
     # receipt is stored for it); nothing twice.
-    assert _receipt_ids(writer, s.session_id) == {s.command_id}
+    assert _receipt_ids(writer, s.session_id) == {s.command_id, run.command_id}  # no start node
     [again] = writer.apply_batch([answer])
     assert again.duplicate and again.result == receipt.result
     assert len(_rows(writer, s.session_id, events_table(s.session_id))) == 1 + len(events)
@@ -412,6 +426,12 @@ def test_a_claim_places_the_runs_message_under_the_active_node_of_that_moment(
     [refused] = writer.apply_batch([rival])
     assert not refused.ok and refused.error is not None
     assert refused.error.code == "stale_attempt"
+    # The same command id naming another attempt is not a repeat either.
+    other_attempt = first.model_copy(
+        update={"fence": RunFence(run_id=run.run_id, attempt=2), "place": None}
+    )
+    [odd] = writer.apply_batch([other_attempt])
+    assert odd.ok and not odd.duplicate and odd.result["attempt"] == 2
     engine = QueryEngine(writer.layout)
     try:
         session = engine.answer(GetSession(session_id=s.session_id)).data
@@ -437,6 +457,16 @@ def test_a_claim_places_the_runs_message_under_the_active_node_of_that_moment(
     [unplaced_again] = writer.apply_batch([lost_claim])
     assert unplaced_again.duplicate and unplaced_again.result == unplaced.result
     assert len(_rows(writer, s.session_id, nodes_table(s.session_id))) == 2
+    # The worker then appends the message itself (same node, its own event): a later repeat of
+    # the claim still says it placed nothing.
+    by_worker = append_node(s, run_id=other.run_id)  # a new event, the message's node
+    by_worker = by_worker.model_copy(
+        update={"node": lost.node.model_copy(update={"parent_id": None})}
+    )
+    [appended] = writer.apply_batch([by_worker])
+    assert appended.ok and appended.result["node_id"] == lost.node.node_id
+    [late] = writer.apply_batch([lost_claim])
+    assert late.duplicate and late.result == unplaced.result
 
 
 def test_a_runs_message_is_stored_once_the_claim_has_placed_it(writer: Writer) -> None:
@@ -490,3 +520,9 @@ def test_a_session_in_orchestrator_mode_has_an_orchestrator_root(writer: Writer)
         assert types[session.root_agent_id] == expected
     with pytest.raises(ValueError):  # only the two root types exist
         CreateSession.model_validate({**plain.model_dump(), "root_agent_type": "sub"})
+
+
+def test_numbers_beyond_sqlite_integers_are_refused_at_the_boundary() -> None:
+    with pytest.raises(ValueError):
+        RunFence(run_id="run_0000000000000001", attempt=2**63)
+    assert RunFence(run_id="run_0000000000000001", attempt=2**63 - 1).attempt == 2**63 - 1

@@ -27,6 +27,10 @@ from agent_core.types.enums import (
 )
 from agent_core.types.protocol import ContentBlock, Usage
 
+# SQLite's INTEGER is 64-bit: a larger number would fail inside the writer's batch (not as a
+# refusal of one command), so the contracts refuse it at the boundary.
+SQLITE_INT_MAX = 2**63 - 1
+
 __all__ = [
     "STORAGE_COMMAND",
     "STORAGE_QUERY",
@@ -68,7 +72,7 @@ class RunFence(BusMessage):
     """Which attempt at a run makes a write; stale attempts are refused."""
 
     run_id: str
-    attempt: int = Field(ge=1)
+    attempt: int = Field(ge=1, le=SQLITE_INT_MAX)
 
 
 class _Command(BusMessage):
@@ -87,7 +91,7 @@ class NodeDraft(BusMessage):
     node_type: NodeType = NodeType.MESSAGE
     content: list[ContentBlock]
     metadata: dict[str, Any] = Field(default_factory=dict)
-    token_count: int | None = Field(default=None, ge=0)
+    token_count: int | None = Field(default=None, ge=0, le=SQLITE_INT_MAX)
 
 
 class EventDraft(BusMessage):
@@ -210,7 +214,7 @@ class UpdateRun(_Command):
     status: RunStatus | None = None
     end_node_id: str | None = None
     end_reason: EndReason | None = None
-    turn_count: int | None = Field(default=None, ge=0)
+    turn_count: int | None = Field(default=None, ge=0, le=SQLITE_INT_MAX)
     usage: Usage | None = None
     error: ErrorPayload | None = None
     metadata: dict[str, Any] | None = None
@@ -221,7 +225,7 @@ class RunFinish(BusMessage):
 
     status: Literal[RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.ABORTED]
     end_reason: EndReason
-    turn_count: int = Field(ge=0)
+    turn_count: int = Field(ge=0, le=SQLITE_INT_MAX)
     usage: Usage
     error: ErrorPayload | None = None
     event: EventDraft  # the run's final timeline event (``run_completed``, …)
@@ -264,7 +268,7 @@ class CreateArtifact(_Command):
     tool_call_id: str | None = None
     filename: str | None = None
     mime_type: str | None = None
-    size_bytes: int | None = Field(default=None, ge=0)
+    size_bytes: int | None = Field(default=None, ge=0, le=SQLITE_INT_MAX)
     summary: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     fence: RunFence | None = None
@@ -364,7 +368,7 @@ class ListEvents(_Query):
 
     type: Literal["list_events"] = "list_events"
     session_id: str
-    after_seq: int = Field(default=0, ge=0)
+    after_seq: int = Field(default=0, ge=0, le=SQLITE_INT_MAX)
     run_id: str | None = None
     limit: int = Field(default=500, ge=1, le=5000)
 
