@@ -224,6 +224,7 @@ class _Child:
     agent_id: str
     label: dict[str, Any]
     tool_call_id: str | None
+    task_node_id: str  # the run's start node: its task
     store: BusRunStore | None = None  # once claimed
     own: RunEventWriter | None = None  # its own stream, once claimed
     ended: bool = False
@@ -310,7 +311,7 @@ class ChildRunner:
             )
             path = await above()
             task = Node(
-                node_id=new_id("node"),
+                node_id=child.task_node_id,
                 parent_id=path[-1].node_id if path else None,
                 agent_id=child.agent_id,
                 run_id=child.run_id,
@@ -412,7 +413,7 @@ class ChildRunner:
     async def _create_run(self, agent_id: str, label: dict[str, Any], tool_call_id: str) -> _Child:
         """Record the child run (queued): from here on it must end, whatever happens."""
         parent = self.parent.handle
-        run_id = new_id("run")
+        run_id, task_node_id = new_id("run"), new_id("node")
         raise_for_receipt(
             await self.storage.send(
                 CreateRun(
@@ -420,6 +421,7 @@ class ChildRunner:
                     session_id=parent.session_id,
                     run_id=run_id,
                     agent_id=agent_id,
+                    start_node_id=task_node_id,
                     metadata={
                         "kind": "child",
                         "parent_run_id": parent.run_id,
@@ -429,7 +431,7 @@ class ChildRunner:
                 )
             )
         )
-        return _Child(run_id, agent_id, label, tool_call_id)
+        return _Child(run_id, agent_id, label, tool_call_id, task_node_id)
 
     async def _claim(self, child: _Child) -> BusRunStore:
         """Claim the child's first attempt (this process runs it)."""

@@ -117,6 +117,9 @@ async def test_workers_run_as_child_runs_and_keep_their_own_context(
     for agent in workers.values():
         task, answer = by_agent[agent["agent_id"]]
         assert task["parent_id"] is None and answer["parent_id"] == task["node_id"]
+    for c in children:  # a child run starts at its task, ends at its answer
+        task, answer = by_agent[c["agent_id"]]
+        assert (c["start_node_id"], c["end_node_id"]) == (task["node_id"], answer["node_id"])
     session = (await client.storage.query(GetSession(session_id=sid))).data
     assert session is not None and session["active_node_id"] == run["end_node_id"]
 
