@@ -17,7 +17,7 @@ from agent_core.types.enums import PermissionPolicy
 from agent_core.types.protocol import ToolDefinition
 from agent_core.types.runtime import AgentConfig
 from services.run_worker.adapters import WorkerToolRunner
-from services.run_worker.children import child_tools
+from services.run_worker.child_tools import child_tools
 
 __all__ = ["AgentSetup"]
 

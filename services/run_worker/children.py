@@ -21,15 +21,17 @@ raises: with its answer (recorded with the answer node); ``failed``; ``cancelled
 parent is cancelled or its dispatch times out, or when its worker process shuts down; ``failed`` /
 ``child_interrupted`` when its dispatch is interrupted otherwise (a write that failed). A parent
 taken over after its worker died ends the child runs that were in flight there ``failed`` /
-``worker_lost`` (:func:`end_orphans`), claiming each first so that a worker that was only stopped
-cannot write for it again. A child gets no tool that starts children, so child runs do not nest.
+``worker_lost`` (``child_endings.end_orphans``), claiming each first so that a worker that was
+only stopped cannot write for it again. A child gets no tool that starts children (those are in
+``child_tools``), so child runs do not nest.
 
 Children run with their parent's configuration (model, budgets, tool policy, enabled tools and
 system prompt), without the tools that start children.
 
 A session in orchestrator mode (seed 000: its root agent is of type ``orchestrator``) works
-through children: its root agent's runs get the orchestration prompt (:data:`ORCHESTRATOR_PROMPT`)
-and only the tools that start children and the task tools; its workers get the session's tools.
+through children: its root agent's runs get the orchestration prompt
+(``child_tools.ORCHESTRATOR_PROMPT``) and only the tools that start children and the task tools;
+its workers get the session's tools.
 
 ``fork_agent`` starts the other kind of child (seed 000's ``fork``): a one-off agent whose context
 is the parent's conversation up to the turn that forks, branching off the parent's tree there
@@ -45,16 +47,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import Field
-
 from agent_core.bus.contracts.storage import (
     ClaimRun,
     CreateAgent,
     CreateRun,
     ListAgents,
-    ListRuns,
     RunFence,
-    UpdateAgent,
 )
 from agent_core.errors import AgentCoreError, ErrorPayload, StorageError, ToolError
 from agent_core.ids import new_id
@@ -63,12 +61,10 @@ from agent_core.runqueue import RunEventWriter, SessionQueue
 from agent_core.runtime import AgentLoop, RunOutcome
 from agent_core.runtime.ports import ToolRunner
 from agent_core.storage_client import StorageClient, raise_for_receipt
-from agent_core.tools import Tool, ToolArgs, ToolContext, ToolOutput
+from agent_core.tools import ToolContext, ToolOutput
 from agent_core.types.enums import (
-    AgentStatus,
     AgentType,
     EndReason,
-    EventLevel,
     EventType,
     NodeType,
     Role,
@@ -77,143 +73,23 @@ from agent_core.types.enums import (
 from agent_core.types.protocol import TextBlock
 from agent_core.types.runtime import (
     AgentConfig,
-    ChildAgentResult,
     Node,
-    RunFinished,
     RunHandle,
     RunNodeCreated,
     RunStatusChanged,
     RuntimeEvent,
 )
 from services.run_worker.adapters import BusRunStore
+from services.run_worker.child_endings import announce_end, end_child
+from services.run_worker.child_tools import DispatchArgs, ForkArgs
 from services.run_worker.endings import FENCED_CODES, record_end
 from services.run_worker.reads import RunReads
 
+__all__ = ["ChildRunner"]
+
 log = logging.getLogger("soong.run_worker")
 
-__all__ = [
-    "DISPATCH_TOOL",
-    "FORK_TOOL",
-    "ChildRunner",
-    "DispatchArgs",
-    "DispatchWorker",
-    "ForkAgent",
-    "ForkArgs",
-    "ORCHESTRATOR_PROMPT",
-    "child_tools",
-    "end_child",
-    "end_orphans",
-    "orchestrator_config",
-]
-
-DISPATCH_TOOL = "dispatch_worker"
-FORK_TOOL = "fork_agent"
-# Where a worker's next dispatch continues: the node of its answer that ended last.
 _CONTINUE_FROM = "last_answer_node_id"
-_ACTIVE = (RunStatus.QUEUED.value, RunStatus.PENDING.value, RunStatus.RUNNING.value)
-_AGENT_STATUS = {
-    RunStatus.COMPLETED: AgentStatus.COMPLETED,
-    RunStatus.FAILED: AgentStatus.FAILED,
-    RunStatus.ABORTED: AgentStatus.FAILED,
-    RunStatus.CANCELLED: AgentStatus.CANCELLED,
-}
-
-
-class DispatchArgs(ToolArgs):
-    """What the model gives ``dispatch_worker``."""
-
-    worker: str = Field(
-        pattern=r"^[A-Za-z0-9_-]{1,64}$",
-        description="The worker's name. Dispatching to the same name again continues that "
-        "worker's context (it remembers its earlier tasks and answers).",
-    )
-    task: str = Field(
-        min_length=1,
-        max_length=100_000,
-        description="The task, with everything the worker needs: it does not see this "
-        "conversation.",
-    )
-    new_branch: bool = Field(
-        default=False,
-        description="Start the worker on a fresh branch of its context instead of after its "
-        "last answer.",
-    )
-
-
-class DispatchWorker(Tool[DispatchArgs]):
-    """``dispatch_worker``: run a task on a worker sub-agent and return its final answer."""
-
-    name = DISPATCH_TOOL
-    description = (
-        "Hand a self-contained task to a worker sub-agent and wait for its final answer. The "
-        "worker has the same tools as you except this one and fork_agent. Tasks dispatched in "
-        "the same turn run concurrently."
-    )
-    input_model = DispatchArgs
-    # A child run is bounded by its own budgets (turns, tokens, wall clock); this only caps a
-    # dispatch whose config sets none.
-    timeout_s = 3600.0
-
-    def __init__(self, children: ChildRunner | None = None) -> None:
-        self._children = children
-
-    async def run(self, args: DispatchArgs, ctx: ToolContext) -> ToolOutput:
-        if self._children is None:
-            raise ToolError("dispatch_unavailable", "worker sub-agents are not available here")
-        return await self._children.dispatch(args, ctx)
-
-
-class ForkArgs(ToolArgs):
-    """What the model gives ``fork_agent``."""
-
-    task: str = Field(
-        min_length=1,
-        max_length=100_000,
-        description="What the fork should do; it knows this conversation up to now.",
-    )
-
-
-class ForkAgent(Tool[ForkArgs]):
-    """``fork_agent``: run a task on a copy of the agent that knows the conversation so far."""
-
-    name = FORK_TOOL
-    description = (
-        "Hand a task to a fork of yourself: it knows this conversation up to now (not this "
-        "turn), works on its own branch with the same tools as you except this one and "
-        "dispatch_worker, and returns its final answer — so its exploring stays out of your "
-        "context. Forks started in the same turn run concurrently."
-    )
-    input_model = ForkArgs
-    timeout_s = DispatchWorker.timeout_s
-
-    def __init__(self, children: ChildRunner | None = None) -> None:
-        self._children = children
-
-    async def run(self, args: ForkArgs, ctx: ToolContext) -> ToolOutput:
-        if self._children is None:
-            raise ToolError("fork_unavailable", "forks are not available here")
-        return await self._children.fork(args, ctx)
-
-
-ORCHESTRATOR_PROMPT = (
-    "You are the orchestrator of this session: you do not do the work yourself. Break the "
-    "request into self-contained tasks and hand each to a worker with dispatch_worker (tasks "
-    "dispatched in the same turn run concurrently; a worker you name again remembers its earlier "
-    "tasks). Keep track of the work with the task tools, check what the workers return, dispatch "
-    "again where something is missing, and answer the user with the combined result."
-)
-
-
-def orchestrator_config(config: AgentConfig) -> AgentConfig:
-    """An orchestrator's config: the session's, with the orchestration prompt first (its
-    workers keep the session's prompt)."""
-    prompt = "\n\n".join(p for p in (ORCHESTRATOR_PROMPT, config.system_prompt) if p)
-    return config.model_copy(update={"system_prompt": prompt})
-
-
-def child_tools(children: ChildRunner | None) -> list[Tool[Any]]:
-    """The tools that start child runs, bound to ``children`` (``None``: for definitions)."""
-    return [DispatchWorker(children), ForkAgent(children)]
 
 
 @dataclass
@@ -521,7 +397,7 @@ class ChildRunner:
         if worker is not None and outcome.status is RunStatus.COMPLETED and outcome.last_node_id:
             # The next dispatch to this worker continues after the answer that ended last.
             metadata = {**_worker_metadata(worker), _CONTINUE_FROM: outcome.last_node_id}
-        await _announce_end(
+        await announce_end(
             self.storage,
             store.handle,
             outcome,
@@ -531,168 +407,6 @@ class ChildRunner:
             metadata=metadata,
             own=child.own,
         )
-
-
-async def end_child(
-    storage: StorageClient,
-    queue: SessionQueue,
-    reads: RunReads,
-    run_id: str,
-    agent_id: str,
-    outcome: RunOutcome,
-    *,
-    session_id: str,
-    events: RunEventWriter | None,
-    parent: BusRunStore | None,
-    label: dict[str, Any],
-    own: RunEventWriter | None = None,
-) -> bool:
-    """End a child run from outside its loop with ``outcome``: claim it with a new attempt (so
-    whoever was running it can write for it no more), record the end at its last stored node,
-    announce it. ``False`` when it could not be claimed (it had ended, or a newer takeover has it).
-    ``own``: the child's stream writer, when this process has one (else a new one ends it).
-    """
-    number = await queue.next_attempt(run_id)
-    fence = RunFence(run_id=run_id, attempt=number)
-    claim = await storage.send(
-        ClaimRun(command_id=new_id("cmd"), session_id=session_id, fence=fence)
-    )
-    if not claim.ok:
-        return False
-    handle = RunHandle(run_id=run_id, session_id=session_id, agent_id=agent_id, attempt=number)
-    outcome.last_node_id = await reads.last_node_of(session_id, run_id)
-    store = BusRunStore(storage, handle, set_active=False)
-    outcome = await record_end(storage, reads, store, outcome)
-    if own is None:
-        own = RunEventWriter(queue.redis, queue.names, session_id, run_id)
-        own.start()
-    await _announce_end(
-        storage, handle, outcome, events=events, parent=parent, label=label, own=own
-    )
-    return True
-
-
-async def end_orphans(
-    storage: StorageClient,
-    queue: SessionQueue,
-    reads: RunReads,
-    session_id: str,
-    parent_run_id: str,
-    *,
-    events: RunEventWriter | None = None,
-    parent: BusRunStore | None = None,
-) -> list[str]:
-    """End the child runs of ``parent_run_id`` still in flight: they ran in a worker that is
-    gone (or stopped) — ``failed`` / ``worker_lost``. Returns the ids of those ended."""
-    runs = await reads.query(ListRuns(session_id=session_id)) or []
-    ended: list[str] = []
-    for run in runs:
-        metadata = json.loads(run.get("metadata_json") or "{}")
-        if (
-            metadata.get("kind") != "child"
-            or metadata.get("parent_run_id") != parent_run_id
-            or run["status"] not in _ACTIVE
-        ):
-            continue
-        error = ErrorPayload(
-            type="run_error",
-            code="worker_lost",
-            message="the worker running this child run was lost",
-        )
-        outcome = RunOutcome(RunStatus.FAILED, EndReason.FAILED, error=error)
-        label = {k: v for k, v in metadata.items() if k in ("worker", "fork_from_node_id")}
-        label["tool_call_id"] = metadata.get("tool_call_id")
-        if await end_child(
-            storage,
-            queue,
-            reads,
-            run["run_id"],
-            run["agent_id"],
-            outcome,
-            session_id=session_id,
-            events=events,
-            parent=parent,
-            label=label,
-        ):
-            ended.append(run["run_id"])
-    return ended
-
-
-async def _announce_end(
-    storage: StorageClient,
-    child: RunHandle,
-    outcome: RunOutcome,
-    *,
-    events: RunEventWriter | None,
-    parent: BusRunStore | None,
-    label: dict[str, Any],
-    metadata: dict[str, Any] | None = None,
-    own: RunEventWriter | None = None,
-) -> None:
-    """A child's end, told: on the parent's stream (a status change), on the child's own
-    stream (its ``run_finished``, which ends that stream), as the child agent's result (and
-    ``metadata``, when given), and on the parent's timeline (``child_run_finished``, when the
-    parent's attempt can still write)."""
-    if events is not None:
-        events.emit(_child_ended(child, outcome))
-    if own is not None:
-        own.emit(_run_finished(child, outcome))
-    result = ChildAgentResult(
-        agent_id=child.agent_id,
-        run_id=child.run_id,
-        status=outcome.status,
-        end_reason=outcome.end_reason,
-        text=outcome.final_text,
-        usage=outcome.usage,
-        turns=outcome.turns,
-        error=outcome.error,
-    )
-    writes: list[Awaitable[Any]] = [
-        storage.send(
-            UpdateAgent(
-                command_id=new_id("cmd"),
-                session_id=child.session_id,
-                agent_id=child.agent_id,
-                status=_AGENT_STATUS.get(outcome.status, AgentStatus.IDLE),
-                result=result.model_dump(mode="json"),
-                metadata=metadata,
-            )
-        )
-    ]
-    if parent is not None:
-        tool_call_id = label.get("tool_call_id")
-        writes.append(
-            parent.append_event(
-                EventType.CHILD_RUN_FINISHED,
-                level=EventLevel.INFO
-                if outcome.status is RunStatus.COMPLETED
-                else EventLevel.WARNING,
-                tool_call_id=tool_call_id if isinstance(tool_call_id, str) else None,
-                payload={
-                    "child_run_id": child.run_id,
-                    "agent_id": child.agent_id,
-                    **{k: v for k, v in label.items() if k != "tool_call_id"},
-                    "status": outcome.status.value,
-                    "end_reason": outcome.end_reason.value,
-                },
-            )
-        )
-    if own is not None:
-        writes.append(own.close())
-    await asyncio.gather(*writes)
-
-
-def _run_finished(child: RunHandle, outcome: RunOutcome) -> RunFinished:
-    return RunFinished(
-        run_id=child.run_id,
-        session_id=child.session_id,
-        agent_id=child.agent_id,
-        status=outcome.status,
-        end_reason=outcome.end_reason,
-        usage=outcome.usage,
-        error=outcome.error,
-        last_node_id=outcome.last_node_id,
-    )
 
 
 async def _shielded(work: Awaitable[None]) -> None:
@@ -707,19 +421,6 @@ async def _shielded(work: Awaitable[None]) -> None:
 
 def _worker_metadata(name: str) -> dict[str, Any]:
     return {"purpose": "worker", "name": name}
-
-
-def _child_ended(child: RunHandle, outcome: RunOutcome) -> RunStatusChanged:
-    """A child's end on its parent's stream: a status change, since ``run_finished`` ends the
-    stream for its readers (the child's record has the rest: ``GET /v1/runs/{id}``)."""
-    return RunStatusChanged(
-        run_id=child.run_id,
-        session_id=child.session_id,
-        agent_id=child.agent_id,
-        status=outcome.status,
-        previous=RunStatus.RUNNING,
-        attempt=child.attempt,
-    )
 
 
 def _failed(error: ErrorPayload, loop: AgentLoop) -> RunOutcome:

@@ -34,12 +34,9 @@ from services.run_worker.adapters import (
     WorkerToolRunner,
 )
 from services.run_worker.agent_setup import AgentSetup
-from services.run_worker.children import (
-    ChildRunner,
-    child_tools,
-    end_orphans,
-    orchestrator_config,
-)
+from services.run_worker.child_endings import end_orphans
+from services.run_worker.child_tools import child_tools, orchestrator_config
+from services.run_worker.children import ChildRunner
 from services.run_worker.claim import (
     FENCED_CODES,
     Attempt,

@@ -1,0 +1,204 @@
+"""How a child run's end is told, and how child runs are ended from outside their loop (an
+interrupted dispatch, a takeover of their parent): see :mod:`services.run_worker.children`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable
+from typing import Any
+
+from agent_core.bus.contracts.storage import ClaimRun, ListRuns, RunFence, UpdateAgent
+from agent_core.errors import ErrorPayload
+from agent_core.ids import new_id
+from agent_core.runqueue import RunEventWriter, SessionQueue
+from agent_core.runtime import RunOutcome
+from agent_core.storage_client import StorageClient
+from agent_core.types.enums import AgentStatus, EndReason, EventLevel, EventType, RunStatus
+from agent_core.types.runtime import ChildAgentResult, RunFinished, RunHandle, RunStatusChanged
+from services.run_worker.adapters import BusRunStore
+from services.run_worker.endings import record_end
+from services.run_worker.reads import RunReads
+
+__all__ = ["announce_end", "end_child", "end_orphans"]
+
+_ACTIVE = (RunStatus.QUEUED.value, RunStatus.PENDING.value, RunStatus.RUNNING.value)
+_AGENT_STATUS = {
+    RunStatus.COMPLETED: AgentStatus.COMPLETED,
+    RunStatus.FAILED: AgentStatus.FAILED,
+    RunStatus.ABORTED: AgentStatus.FAILED,
+    RunStatus.CANCELLED: AgentStatus.CANCELLED,
+}
+
+
+async def end_child(
+    storage: StorageClient,
+    queue: SessionQueue,
+    reads: RunReads,
+    run_id: str,
+    agent_id: str,
+    outcome: RunOutcome,
+    *,
+    session_id: str,
+    events: RunEventWriter | None,
+    parent: BusRunStore | None,
+    label: dict[str, Any],
+    own: RunEventWriter | None = None,
+) -> bool:
+    """End a child run from outside its loop with ``outcome``: claim it with a new attempt (so
+    whoever was running it can write for it no more), record the end at its last stored node,
+    announce it. ``False`` when it could not be claimed (it had ended, or a newer takeover has it).
+    ``own``: the child's stream writer, when this process has one (else a new one ends it).
+    """
+    number = await queue.next_attempt(run_id)
+    fence = RunFence(run_id=run_id, attempt=number)
+    claim = await storage.send(
+        ClaimRun(command_id=new_id("cmd"), session_id=session_id, fence=fence)
+    )
+    if not claim.ok:
+        return False
+    handle = RunHandle(run_id=run_id, session_id=session_id, agent_id=agent_id, attempt=number)
+    outcome.last_node_id = await reads.last_node_of(session_id, run_id)
+    store = BusRunStore(storage, handle, set_active=False)
+    outcome = await record_end(storage, reads, store, outcome)
+    if own is None:
+        own = RunEventWriter(queue.redis, queue.names, session_id, run_id)
+        own.start()
+    await announce_end(storage, handle, outcome, events=events, parent=parent, label=label, own=own)
+    return True
+
+
+async def end_orphans(
+    storage: StorageClient,
+    queue: SessionQueue,
+    reads: RunReads,
+    session_id: str,
+    parent_run_id: str,
+    *,
+    events: RunEventWriter | None = None,
+    parent: BusRunStore | None = None,
+) -> list[str]:
+    """End the child runs of ``parent_run_id`` still in flight: they ran in a worker that is
+    gone (or stopped) — ``failed`` / ``worker_lost``. Returns the ids of those ended."""
+    runs = await reads.query(ListRuns(session_id=session_id)) or []
+    ended: list[str] = []
+    for run in runs:
+        metadata = json.loads(run.get("metadata_json") or "{}")
+        if (
+            metadata.get("kind") != "child"
+            or metadata.get("parent_run_id") != parent_run_id
+            or run["status"] not in _ACTIVE
+        ):
+            continue
+        error = ErrorPayload(
+            type="run_error",
+            code="worker_lost",
+            message="the worker running this child run was lost",
+        )
+        outcome = RunOutcome(RunStatus.FAILED, EndReason.FAILED, error=error)
+        label = {k: v for k, v in metadata.items() if k in ("worker", "fork_from_node_id")}
+        label["tool_call_id"] = metadata.get("tool_call_id")
+        if await end_child(
+            storage,
+            queue,
+            reads,
+            run["run_id"],
+            run["agent_id"],
+            outcome,
+            session_id=session_id,
+            events=events,
+            parent=parent,
+            label=label,
+        ):
+            ended.append(run["run_id"])
+    return ended
+
+
+async def announce_end(
+    storage: StorageClient,
+    child: RunHandle,
+    outcome: RunOutcome,
+    *,
+    events: RunEventWriter | None,
+    parent: BusRunStore | None,
+    label: dict[str, Any],
+    metadata: dict[str, Any] | None = None,
+    own: RunEventWriter | None = None,
+) -> None:
+    """A child's end, told: on the parent's stream (a status change), on the child's own
+    stream (its ``run_finished``, which ends that stream), as the child agent's result (and
+    ``metadata``, when given), and on the parent's timeline (``child_run_finished``, when the
+    parent's attempt can still write)."""
+    if events is not None:
+        events.emit(_child_ended(child, outcome))
+    if own is not None:
+        own.emit(_run_finished(child, outcome))
+    result = ChildAgentResult(
+        agent_id=child.agent_id,
+        run_id=child.run_id,
+        status=outcome.status,
+        end_reason=outcome.end_reason,
+        text=outcome.final_text,
+        usage=outcome.usage,
+        turns=outcome.turns,
+        error=outcome.error,
+    )
+    writes: list[Awaitable[Any]] = [
+        storage.send(
+            UpdateAgent(
+                command_id=new_id("cmd"),
+                session_id=child.session_id,
+                agent_id=child.agent_id,
+                status=_AGENT_STATUS.get(outcome.status, AgentStatus.IDLE),
+                result=result.model_dump(mode="json"),
+                metadata=metadata,
+            )
+        )
+    ]
+    if parent is not None:
+        tool_call_id = label.get("tool_call_id")
+        writes.append(
+            parent.append_event(
+                EventType.CHILD_RUN_FINISHED,
+                level=EventLevel.INFO
+                if outcome.status is RunStatus.COMPLETED
+                else EventLevel.WARNING,
+                tool_call_id=tool_call_id if isinstance(tool_call_id, str) else None,
+                payload={
+                    "child_run_id": child.run_id,
+                    "agent_id": child.agent_id,
+                    **{k: v for k, v in label.items() if k != "tool_call_id"},
+                    "status": outcome.status.value,
+                    "end_reason": outcome.end_reason.value,
+                },
+            )
+        )
+    if own is not None:
+        writes.append(own.close())
+    await asyncio.gather(*writes)
+
+
+def _run_finished(child: RunHandle, outcome: RunOutcome) -> RunFinished:
+    return RunFinished(
+        run_id=child.run_id,
+        session_id=child.session_id,
+        agent_id=child.agent_id,
+        status=outcome.status,
+        end_reason=outcome.end_reason,
+        usage=outcome.usage,
+        error=outcome.error,
+        last_node_id=outcome.last_node_id,
+    )
+
+
+def _child_ended(child: RunHandle, outcome: RunOutcome) -> RunStatusChanged:
+    """A child's end on its parent's stream: a status change, since ``run_finished`` ends the
+    stream for its readers (the child's record has the rest: ``GET /v1/runs/{id}``)."""
+    return RunStatusChanged(
+        run_id=child.run_id,
+        session_id=child.session_id,
+        agent_id=child.agent_id,
+        status=outcome.status,
+        previous=RunStatus.RUNNING,
+        attempt=child.attempt,
+    )

@@ -1,0 +1,127 @@
+"""The tools that start child runs (``dispatch_worker``, ``fork_agent``) and orchestrator mode's
+prompt; what they do is :class:`services.run_worker.children.ChildRunner`'s."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from agent_core.errors import ToolError
+from agent_core.tools import Tool, ToolArgs, ToolContext, ToolOutput
+from agent_core.types.runtime import AgentConfig
+
+if TYPE_CHECKING:  # children imports this module's argument models
+    from services.run_worker.children import ChildRunner
+
+__all__ = [
+    "DISPATCH_TOOL",
+    "FORK_TOOL",
+    "ORCHESTRATOR_PROMPT",
+    "DispatchArgs",
+    "DispatchWorker",
+    "ForkAgent",
+    "ForkArgs",
+    "child_tools",
+    "orchestrator_config",
+]
+
+DISPATCH_TOOL = "dispatch_worker"
+FORK_TOOL = "fork_agent"
+
+
+class DispatchArgs(ToolArgs):
+    """What the model gives ``dispatch_worker``."""
+
+    worker: str = Field(
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="The worker's name. Dispatching to the same name again continues that "
+        "worker's context (it remembers its earlier tasks and answers).",
+    )
+    task: str = Field(
+        min_length=1,
+        max_length=100_000,
+        description="The task, with everything the worker needs: it does not see this "
+        "conversation.",
+    )
+    new_branch: bool = Field(
+        default=False,
+        description="Start the worker on a fresh branch of its context instead of after its "
+        "last answer.",
+    )
+
+
+class DispatchWorker(Tool[DispatchArgs]):
+    """``dispatch_worker``: run a task on a worker sub-agent and return its final answer."""
+
+    name = DISPATCH_TOOL
+    description = (
+        "Hand a self-contained task to a worker sub-agent and wait for its final answer. The "
+        "worker has the same tools as you except this one and fork_agent. Tasks dispatched in "
+        "the same turn run concurrently."
+    )
+    input_model = DispatchArgs
+    # A child run is bounded by its own budgets (turns, tokens, wall clock); this only caps a
+    # dispatch whose config sets none.
+    timeout_s = 3600.0
+
+    def __init__(self, children: ChildRunner | None = None) -> None:
+        self._children = children
+
+    async def run(self, args: DispatchArgs, ctx: ToolContext) -> ToolOutput:
+        if self._children is None:
+            raise ToolError("dispatch_unavailable", "worker sub-agents are not available here")
+        return await self._children.dispatch(args, ctx)
+
+
+class ForkArgs(ToolArgs):
+    """What the model gives ``fork_agent``."""
+
+    task: str = Field(
+        min_length=1,
+        max_length=100_000,
+        description="What the fork should do; it knows this conversation up to now.",
+    )
+
+
+class ForkAgent(Tool[ForkArgs]):
+    """``fork_agent``: run a task on a copy of the agent that knows the conversation so far."""
+
+    name = FORK_TOOL
+    description = (
+        "Hand a task to a fork of yourself: it knows this conversation up to now (not this "
+        "turn), works on its own branch with the same tools as you except this one and "
+        "dispatch_worker, and returns its final answer — so its exploring stays out of your "
+        "context. Forks started in the same turn run concurrently."
+    )
+    input_model = ForkArgs
+    timeout_s = DispatchWorker.timeout_s
+
+    def __init__(self, children: ChildRunner | None = None) -> None:
+        self._children = children
+
+    async def run(self, args: ForkArgs, ctx: ToolContext) -> ToolOutput:
+        if self._children is None:
+            raise ToolError("fork_unavailable", "forks are not available here")
+        return await self._children.fork(args, ctx)
+
+
+ORCHESTRATOR_PROMPT = (
+    "You are the orchestrator of this session: you do not do the work yourself. Break the "
+    "request into self-contained tasks and hand each to a worker with dispatch_worker (tasks "
+    "dispatched in the same turn run concurrently; a worker you name again remembers its earlier "
+    "tasks). Keep track of the work with the task tools, check what the workers return, dispatch "
+    "again where something is missing, and answer the user with the combined result."
+)
+
+
+def orchestrator_config(config: AgentConfig) -> AgentConfig:
+    """An orchestrator's config: the session's, with the orchestration prompt first (its
+    workers keep the session's prompt)."""
+    prompt = "\n\n".join(p for p in (ORCHESTRATOR_PROMPT, config.system_prompt) if p)
+    return config.model_copy(update={"system_prompt": prompt})
+
+
+def child_tools(children: ChildRunner | None) -> list[Tool[Any]]:
+    """The tools that start child runs, bound to ``children`` (``None``: for definitions)."""
+    return [DispatchWorker(children), ForkAgent(children)]
