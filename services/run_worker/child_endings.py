@@ -15,9 +15,9 @@ from agent_core.runqueue import RunEventWriter, SessionQueue
 from agent_core.runtime import RunOutcome
 from agent_core.storage_client import StorageClient
 from agent_core.types.enums import AgentStatus, EndReason, EventLevel, EventType, RunStatus
-from agent_core.types.runtime import ChildAgentResult, RunFinished, RunHandle, RunStatusChanged
+from agent_core.types.runtime import ChildAgentResult, RunHandle, RunStatusChanged
 from services.run_worker.adapters import BusRunStore
-from services.run_worker.endings import record_end
+from services.run_worker.endings import record_end, run_finished
 from services.run_worker.reads import RunReads
 
 __all__ = ["announce_end", "end_child", "end_orphans"]
@@ -132,7 +132,7 @@ async def announce_end(
     if events is not None:
         events.emit(_child_ended(child, outcome))
     if own is not None:
-        own.emit(_run_finished(child, outcome))
+        own.emit(run_finished(child, outcome))
     result = ChildAgentResult(
         agent_id=child.agent_id,
         run_id=child.run_id,
@@ -176,19 +176,6 @@ async def announce_end(
     if own is not None:
         writes.append(own.close())
     await asyncio.gather(*writes)
-
-
-def _run_finished(child: RunHandle, outcome: RunOutcome) -> RunFinished:
-    return RunFinished(
-        run_id=child.run_id,
-        session_id=child.session_id,
-        agent_id=child.agent_id,
-        status=outcome.status,
-        end_reason=outcome.end_reason,
-        usage=outcome.usage,
-        error=outcome.error,
-        last_node_id=outcome.last_node_id,
-    )
 
 
 def _child_ended(child: RunHandle, outcome: RunOutcome) -> RunStatusChanged:

@@ -82,7 +82,7 @@ from agent_core.types.runtime import (
 from services.run_worker.adapters import BusRunStore
 from services.run_worker.child_endings import announce_end, end_child
 from services.run_worker.child_tools import DispatchArgs, ForkArgs
-from services.run_worker.endings import FENCED_CODES, record_end
+from services.run_worker.endings import FENCED_CODES, loop_failed, record_end
 from services.run_worker.reads import RunReads
 
 __all__ = ["ChildRunner"]
@@ -380,9 +380,9 @@ class ChildRunner:
         except StorageError as exc:
             if exc.code in FENCED_CODES:
                 raise  # a takeover owns the child: stop writing for it
-            outcome = _failed(exc.to_payload(), loop)
+            outcome = loop_failed(loop, exc.to_payload())
         except AgentCoreError as exc:
-            outcome = _failed(exc.to_payload(), loop)
+            outcome = loop_failed(loop, exc.to_payload())
         finally:
             self.running.pop(child.run_id, None)
         return outcome, False
@@ -421,17 +421,6 @@ async def _shielded(work: Awaitable[None]) -> None:
 
 def _worker_metadata(name: str) -> dict[str, Any]:
     return {"purpose": "worker", "name": name}
-
-
-def _failed(error: ErrorPayload, loop: AgentLoop) -> RunOutcome:
-    return RunOutcome(
-        RunStatus.FAILED,
-        EndReason.FAILED,
-        usage=loop.usage,
-        turns=loop.turns,
-        last_node_id=loop.last_node_id,
-        error=error,
-    )
 
 
 def _as_tool_output(child: RunHandle, outcome: RunOutcome) -> ToolOutput:

@@ -7,14 +7,15 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from agent_core.bus.contracts.storage import GetRun, UpdateRun
-from agent_core.errors import StorageError
+from agent_core.errors import ErrorPayload, StorageError
 from agent_core.ids import new_id
 from agent_core.runqueue import RunEventWriter
-from agent_core.runtime import RunOutcome
+from agent_core.runtime import AgentLoop, RunOutcome
 from agent_core.service import ServiceContext
 from agent_core.storage_client import StorageClient
-from agent_core.types.enums import EventLevel, EventType, RunStatus
+from agent_core.types.enums import EndReason, EventLevel, EventType, RunStatus
 from agent_core.types.mappers import to_run_finished, to_run_state
+from agent_core.types.runtime import RunFinished, RunHandle
 from agent_core.types.storage import RunRecord
 from services.run_worker.reads import RunReads
 
@@ -26,7 +27,9 @@ __all__ = [
     "FINAL_EVENT",
     "close_stream_of_terminal_run",
     "final_event",
+    "loop_failed",
     "record_end",
+    "run_finished",
     "stored_outcome",
 ]
 
@@ -54,6 +57,32 @@ def final_event(outcome: RunOutcome) -> tuple[EventType, EventLevel, dict[str, A
     if outcome.error:
         payload["error"] = outcome.error.model_dump()
     return FINAL_EVENT[outcome.status], level, payload
+
+
+def run_finished(handle: RunHandle, outcome: RunOutcome) -> RunFinished:
+    """The ``run_finished`` event of ``handle``'s run ending with ``outcome``."""
+    return RunFinished(
+        run_id=handle.run_id,
+        session_id=handle.session_id,
+        agent_id=handle.agent_id,
+        status=outcome.status,
+        end_reason=outcome.end_reason,
+        usage=outcome.usage,
+        error=outcome.error,
+        last_node_id=outcome.last_node_id,
+    )
+
+
+def loop_failed(loop: AgentLoop, error: ErrorPayload) -> RunOutcome:
+    """A run that failed with ``error`` after what ``loop`` did (its usage, turns, last node)."""
+    return RunOutcome(
+        RunStatus.FAILED,
+        EndReason.FAILED,
+        usage=loop.usage,
+        turns=loop.turns,
+        last_node_id=loop.last_node_id,
+        error=error,
+    )
 
 
 def stored_outcome(record: dict[str, Any]) -> RunOutcome | None:

@@ -24,7 +24,6 @@ from agent_core.types.protocol import TextBlock
 from agent_core.types.runtime import (
     AgentConfig,
     Node,
-    RunFinished,
     RunNodeCreated,
 )
 from services.run_worker.adapters import (
@@ -44,7 +43,12 @@ from services.run_worker.claim import (
     message_node,
     placed_path,
 )
-from services.run_worker.endings import close_stream_of_terminal_run, record_end
+from services.run_worker.endings import (
+    close_stream_of_terminal_run,
+    loop_failed,
+    record_end,
+    run_finished,
+)
 from services.run_worker.memory_link import hand_off, memory_node
 from services.run_worker.reads import RunReads
 
@@ -203,14 +207,7 @@ class RunExecutor:
                 raise _Fenced from exc
             return _failed(exc.code, exc.message, last_node_id=loop.last_node_id)
         except AgentCoreError as exc:
-            return RunOutcome(
-                RunStatus.FAILED,
-                EndReason.FAILED,
-                usage=loop.usage,
-                turns=loop.turns,
-                last_node_id=loop.last_node_id,
-                error=exc.to_payload(),
-            )
+            return loop_failed(loop, exc.to_payload())
         finally:
             self.running.pop(run.run_id, None)
             a.nodes[:] = loop.nodes
@@ -307,18 +304,7 @@ class RunExecutor:
         handle = a.handle
         if not outcome.recorded:  # else the answer's node recorded the end with it
             outcome = await self._fenced(record_end(self.storage, self.reads, a.store, outcome))
-        a.events.emit(
-            RunFinished(
-                run_id=handle.run_id,
-                session_id=handle.session_id,
-                agent_id=handle.agent_id,
-                status=outcome.status,
-                end_reason=outcome.end_reason,
-                usage=outcome.usage,
-                error=outcome.error,
-                last_node_id=outcome.last_node_id,
-            )
-        )
+        a.events.emit(run_finished(handle, outcome))
         await a.events.close()
         if (
             self.ctx.settings.memory.enabled

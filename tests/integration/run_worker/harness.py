@@ -242,6 +242,26 @@ class BusClient:
         await asyncio.wait_for(collect(), timeout_s)
         return out
 
+    async def wait_event(
+        self, sid: str, run_id: str, match: Callable[[dict[str, Any]], bool], timeout_s: float
+    ) -> dict[str, Any] | None:
+        """The first event on ``run_id``'s stream that ``match`` accepts (as its JSON), polling
+        the stream; ``None`` if none came within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        stream = self.ctx.names.run_events(sid, run_id)
+        while time.monotonic() < deadline:
+            for _, fields in await self.ctx.redis.xrange(stream):
+                event: dict[str, Any] = json.loads(fields[b"data"])
+                if match(event):
+                    return event
+            await asyncio.sleep(0.01)
+        return None
+
+    async def lease_holder_index(self, sid: str) -> int | None:
+        """The index of the worker that holds the session's lease (``None``: nobody)."""
+        token = await self.queue.lease_holder(sid)
+        return None if token is None else int(token.split(":")[0].rsplit("-", 1)[1])
+
     async def run(self, run_id: str) -> dict[str, Any]:
         reply = await self.storage.query(GetRun(run_id=run_id))
         assert reply.ok and reply.data, reply

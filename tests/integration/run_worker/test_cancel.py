@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import time
 from typing import Any
@@ -24,15 +23,8 @@ from tests.integration.run_worker.harness import (
 async def _wait_event(
     client: BusClient, sid: str, run_id: str, kind: str, timeout_s: float = 20
 ) -> None:
-    deadline = time.monotonic() + timeout_s
-    stream = client.ctx.names.run_events(sid, run_id)
-    while time.monotonic() < deadline:
-        if any(
-            json.loads(f[b"data"])["type"] == kind for _, f in await client.ctx.redis.xrange(stream)
-        ):
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no {kind} event")
+    found = await client.wait_event(sid, run_id, lambda e: e["type"] == kind, timeout_s)
+    assert found is not None, f"no {kind} event"
 
 
 async def _cancel_and_time(client: BusClient, sid: str, run_id: str) -> tuple[str, float, Any]:

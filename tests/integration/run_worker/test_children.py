@@ -8,7 +8,6 @@ a new branch); cancelling the parent or the child, and killing the worker, end e
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import time
@@ -209,15 +208,17 @@ async def test_a_fork_knows_the_conversation_and_branches_off_it(
 
 async def _child_streaming(client: BusClient, sid: str, run_id: str) -> str:
     """The id of ``run_id``'s child once the child streams text."""
-    stream = client.ctx.names.run_events(sid, run_id)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        for _, fields in await client.ctx.redis.xrange(stream):
-            event = json.loads(fields[b"data"])
-            if event["type"] == "text_delta" and event["run_id"] != run_id:
-                return str(event["run_id"])
-        await asyncio.sleep(0.02)
-    raise AssertionError("the child never streamed")
+    event = await client.wait_event(
+        sid, run_id, lambda e: e["type"] == "text_delta" and e["run_id"] != run_id, 20
+    )
+    assert event is not None, "the child never streamed"
+    return str(event["run_id"])
+
+
+async def _kill_the_holder(client: BusClient, cluster: Cluster, sid: str) -> None:
+    holder = await client.lease_holder_index(sid)
+    assert holder is not None
+    cluster.signal_worker(holder, signal.SIGKILL)
 
 
 async def test_cancelling_the_parent_ends_its_child(make_cluster: Any, client: BusClient) -> None:
@@ -271,10 +272,7 @@ async def test_a_child_in_flight_when_its_worker_dies_is_ended_by_the_takeover(
     sid = await client.new_session()
     parent = (await client.send(sid, "go")).run_id
     child = await _child_streaming(client, sid, parent)
-    token = await client.queue.lease_holder(sid)
-    assert token is not None
-    holder = int(token.split(":")[0].rsplit("-", 1)[1])
-    cluster.signal_worker(holder, signal.SIGKILL)
+    await _kill_the_holder(client, cluster, sid)
     runs = await client.wait_terminal([parent, child], timeout_s=30)
     # The dispatch's result is unknown to the parent: not re-run, both end worker_lost.
     for run_id in (parent, child):
@@ -293,9 +291,7 @@ async def test_a_parent_cancelled_after_its_worker_died_ends_its_child_too(
     sid = await client.new_session()
     parent = (await client.send(sid, "go")).run_id
     child = await _child_streaming(client, sid, parent)
-    token = await client.queue.lease_holder(sid)
-    assert token is not None
-    cluster.signal_worker(int(token.split(":")[0].rsplit("-", 1)[1]), signal.SIGKILL)
+    await _kill_the_holder(client, cluster, sid)
     # Nobody hears this cancel; the worker that takes the run over finds its flag.
     await cancel_run(client.storage, client.queue, session_id=sid, run_id=parent)
     runs = await client.wait_terminal([parent, child], timeout_s=30)

@@ -49,20 +49,11 @@ _PHASES = ("run_status_changed", "tool_started", "tool_result", "text_delta")
 
 
 async def _wait_for_event(client: BusClient, sid: str, run_id: str, kind: str) -> None:
-    deadline = time.monotonic() + 15
-    stream = client.ctx.names.run_events(sid, run_id)
-    while time.monotonic() < deadline:
-        seen = await client.ctx.redis.xrange(stream)
-        if any(json.loads(fields[b"data"])["type"] in (kind, "run_finished") for _, fields in seen):
-            return
-        await asyncio.sleep(0.01)
+    await client.wait_event(sid, run_id, lambda e: e["type"] in (kind, "run_finished"), 15)
 
 
 async def _holder(client: BusClient, sid: str) -> int | None:
-    token = await client.queue.lease_holder(sid)
-    if token is None:
-        return None
-    return int(token.split(":")[0].rsplit("-", 1)[1])
+    return await client.lease_holder_index(sid)
 
 
 def _executed_calls(home: Path) -> Counter[str]:
