@@ -111,6 +111,13 @@ def create_app(ctx: ServiceContext) -> FastAPI:
     app.add_middleware(MetricsMiddleware, metrics=gateway.metrics)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
 
+    _add_health_routes(app, ctx, gateway)
+    return app
+
+
+def _add_health_routes(app: FastAPI, ctx: ServiceContext, gateway: Gateway) -> None:
+    """``/healthz`` (liveness), ``/readyz`` (the bus and every backend answer), ``/metrics``."""
+
     @app.get("/healthz", response_model=Health, tags=["health"])
     async def healthz() -> Health:
         """Process liveness."""
@@ -149,5 +156,3 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         """Prometheus text format: requests, latencies, runs by status, open streams, bus lag."""
         text = await gateway.metrics.render(ctx.redis, ctx.names)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
-
-    return app
