@@ -8,7 +8,13 @@ import json
 from collections.abc import Awaitable
 from typing import Any
 
-from agent_core.bus.contracts.storage import ClaimRun, ListRuns, RunFence, UpdateAgent
+from agent_core.bus.contracts.storage import (
+    ClaimRun,
+    CommandReceipt,
+    ListRuns,
+    RunFence,
+    UpdateAgent,
+)
 from agent_core.errors import ErrorPayload
 from agent_core.ids import new_id
 from agent_core.runqueue import RunEventWriter, SessionQueue
@@ -20,7 +26,7 @@ from services.run_worker.adapters import BusRunStore
 from services.run_worker.endings import record_end, run_finished
 from services.run_worker.reads import RunReads
 
-__all__ = ["announce_end", "end_child", "end_orphans"]
+__all__ = ["announce_end", "claim_next_attempt", "end_child", "end_orphans"]
 
 _ACTIVE = (RunStatus.QUEUED.value, RunStatus.PENDING.value, RunStatus.RUNNING.value)
 _AGENT_STATUS = {
@@ -29,6 +35,20 @@ _AGENT_STATUS = {
     RunStatus.ABORTED: AgentStatus.FAILED,
     RunStatus.CANCELLED: AgentStatus.CANCELLED,
 }
+
+
+async def claim_next_attempt(
+    storage: StorageClient, queue: SessionQueue, session_id: str, run_id: str, agent_id: str
+) -> tuple[CommandReceipt, RunHandle]:
+    """Claim a new attempt at a child run (from then on, whoever held an older one can write for
+    it no more): the claim's receipt and the attempt's handle."""
+    number = await queue.next_attempt(run_id)
+    fence = RunFence(run_id=run_id, attempt=number)
+    receipt = await storage.send(
+        ClaimRun(command_id=new_id("cmd"), session_id=session_id, fence=fence)
+    )
+    handle = RunHandle(run_id=run_id, session_id=session_id, agent_id=agent_id, attempt=number)
+    return receipt, handle
 
 
 async def end_child(
@@ -43,6 +63,7 @@ async def end_child(
     events: RunEventWriter | None,
     parent: BusRunStore | None,
     label: dict[str, Any],
+    tool_call_id: str | None,
     own: RunEventWriter | None = None,
 ) -> bool:
     """End a child run from outside its loop with ``outcome``: claim it with a new attempt (so
@@ -50,21 +71,25 @@ async def end_child(
     announce it. ``False`` when it could not be claimed (it had ended, or a newer takeover has it).
     ``own``: the child's stream writer, when this process has one (else a new one ends it).
     """
-    number = await queue.next_attempt(run_id)
-    fence = RunFence(run_id=run_id, attempt=number)
-    claim = await storage.send(
-        ClaimRun(command_id=new_id("cmd"), session_id=session_id, fence=fence)
-    )
+    claim, handle = await claim_next_attempt(storage, queue, session_id, run_id, agent_id)
     if not claim.ok:
         return False
-    handle = RunHandle(run_id=run_id, session_id=session_id, agent_id=agent_id, attempt=number)
     outcome.last_node_id = await reads.last_node_of(session_id, run_id)
     store = BusRunStore(storage, handle, set_active=False)
     outcome = await record_end(storage, reads, store, outcome)
     if own is None:
         own = RunEventWriter(queue.redis, queue.names, session_id, run_id)
         own.start()
-    await announce_end(storage, handle, outcome, events=events, parent=parent, label=label, own=own)
+    await announce_end(
+        storage,
+        handle,
+        outcome,
+        events=events,
+        parent=parent,
+        label=label,
+        tool_call_id=tool_call_id,
+        own=own,
+    )
     return True
 
 
@@ -97,7 +122,6 @@ async def end_orphans(
         )
         outcome = RunOutcome(RunStatus.FAILED, EndReason.FAILED, error=error)
         label = {k: v for k, v in metadata.items() if k in ("worker", "fork_from_node_id")}
-        label["tool_call_id"] = metadata.get("tool_call_id")
         if await end_child(
             storage,
             queue,
@@ -109,6 +133,7 @@ async def end_orphans(
             events=events,
             parent=parent,
             label=label,
+            tool_call_id=metadata.get("tool_call_id"),
         ):
             ended.append(run["run_id"])
     return ended
@@ -122,6 +147,7 @@ async def announce_end(
     events: RunEventWriter | None,
     parent: BusRunStore | None,
     label: dict[str, Any],
+    tool_call_id: str | None,
     metadata: dict[str, Any] | None = None,
     own: RunEventWriter | None = None,
 ) -> None:
@@ -156,18 +182,17 @@ async def announce_end(
         )
     ]
     if parent is not None:
-        tool_call_id = label.get("tool_call_id")
         writes.append(
             parent.append_event(
                 EventType.CHILD_RUN_FINISHED,
                 level=EventLevel.INFO
                 if outcome.status is RunStatus.COMPLETED
                 else EventLevel.WARNING,
-                tool_call_id=tool_call_id if isinstance(tool_call_id, str) else None,
+                tool_call_id=tool_call_id,
                 payload={
                     "child_run_id": child.run_id,
                     "agent_id": child.agent_id,
-                    **{k: v for k, v in label.items() if k != "tool_call_id"},
+                    **label,
                     "status": outcome.status.value,
                     "end_reason": outcome.end_reason.value,
                 },

@@ -1,5 +1,6 @@
-"""The tools that start child runs (``dispatch_worker``, ``fork_agent``) and orchestrator mode's
-prompt; what they do is :class:`services.run_worker.children.ChildRunner`'s."""
+"""The tools that start child runs (``dispatch_worker``, ``fork_agent``), what they answer
+(:func:`child_result`) and orchestrator mode's prompt; what they do is
+:class:`services.run_worker.children.ChildRunner`'s."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from agent_core.errors import ToolError
+from agent_core.runtime import RunOutcome
 from agent_core.tools import Tool, ToolArgs, ToolContext, ToolOutput
-from agent_core.types.runtime import AgentConfig
+from agent_core.types.enums import NodeType, RunStatus
+from agent_core.types.runtime import AgentConfig, RunHandle
 
 if TYPE_CHECKING:  # children imports this module's argument models
     from services.run_worker.children import ChildRunner
@@ -22,6 +25,7 @@ __all__ = [
     "DispatchWorker",
     "ForkAgent",
     "ForkArgs",
+    "child_result",
     "child_tools",
     "orchestrator_config",
 ]
@@ -125,3 +129,23 @@ def orchestrator_config(config: AgentConfig) -> AgentConfig:
 def child_tools(children: ChildRunner | None) -> list[Tool[Any]]:
     """The tools that start child runs, bound to ``children`` (``None``: for definitions)."""
     return [DispatchWorker(children), ForkAgent(children)]
+
+
+def child_result(child: RunHandle, outcome: RunOutcome) -> ToolOutput:
+    """The worker's answer for the parent's model; the tool node becomes a ``child_result``."""
+    metadata = {
+        "node_type": NodeType.CHILD_RESULT.value,
+        "child_run_id": child.run_id,
+        "agent_id": child.agent_id,
+    }
+    if outcome.status is RunStatus.COMPLETED:
+        return ToolOutput(
+            outcome.final_text or "(the child agent gave no answer)", metadata=metadata
+        )
+    why = outcome.error.message if outcome.error else outcome.end_reason.value
+    metadata["error_code"] = outcome.error.code if outcome.error else outcome.status.value
+    return ToolOutput(
+        f"The child agent's run ended {outcome.status.value}: {why}",
+        is_error=True,
+        metadata=metadata,
+    )

@@ -48,11 +48,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_core.bus.contracts.storage import (
-    ClaimRun,
     CreateAgent,
     CreateRun,
     ListAgents,
-    RunFence,
 )
 from agent_core.errors import AgentCoreError, ErrorPayload, StorageError, ToolError
 from agent_core.ids import new_id
@@ -66,7 +64,6 @@ from agent_core.types.enums import (
     AgentType,
     EndReason,
     EventType,
-    NodeType,
     Role,
     RunStatus,
 )
@@ -74,15 +71,14 @@ from agent_core.types.protocol import TextBlock
 from agent_core.types.runtime import (
     AgentConfig,
     Node,
-    RunHandle,
     RunNodeCreated,
     RunStatusChanged,
     RuntimeEvent,
 )
 from services.run_worker.adapters import BusRunStore
-from services.run_worker.child_endings import announce_end, end_child
-from services.run_worker.child_tools import DispatchArgs, ForkArgs
-from services.run_worker.endings import FENCED_CODES, loop_failed, record_end
+from services.run_worker.child_endings import announce_end, claim_next_attempt, end_child
+from services.run_worker.child_tools import DispatchArgs, ForkArgs, child_result
+from services.run_worker.endings import FENCED_CODES, loop_cancelled, loop_failed, record_end
 from services.run_worker.reads import RunReads
 
 __all__ = ["ChildRunner"]
@@ -99,10 +95,9 @@ class _Child:
     run_id: str
     agent_id: str
     label: dict[str, Any]
-    tool_call_id: str | None
+    tool_call_id: str
     task_node_id: str  # the run's start node: its task
-    store: BusRunStore | None = None  # once claimed
-    own: RunEventWriter | None = None  # its own stream, once claimed
+    events: _Tee | None = None  # once claimed
     ended: bool = False
 
 
@@ -112,11 +107,11 @@ class _Tee:
 
     def __init__(self, parent: RunEventWriter, own: RunEventWriter) -> None:
         self._parent = parent
-        self._own = own
+        self.own = own
 
     def emit(self, event: RuntimeEvent) -> None:
         self._parent.emit(event)
-        self._own.emit(event)
+        self.own.emit(event)
 
 
 @dataclass
@@ -144,12 +139,8 @@ class ChildRunner:
         # One worker of a name, even when two calls of one turn name a new one.
         async with self._workers.setdefault(args.worker, asyncio.Lock()):
             agent_id, after = await self._worker(args.worker, args.new_branch)
+            above = [] if after is None else await self.reads.path(self._session_id, after)
             child = await self._create_run(agent_id, label, ctx.tool_call_id)
-        session_id = self.parent.handle.session_id
-
-        async def above() -> list[Node]:
-            return [] if after is None else await self.reads.path(session_id, after)
-
         return await self._spawn(child, above, args.task)
 
     async def fork(self, args: ForkArgs, ctx: ToolContext) -> ToolOutput:
@@ -158,52 +149,48 @@ class ChildRunner:
         fork's nodes branch off there. Raises as :meth:`dispatch` does."""
         if ctx.node_id is None:
             raise ToolError("fork_unavailable", "a fork needs the calling turn's node")
-        parent = self.parent.handle
-        path = (await self.reads.path(parent.session_id, ctx.node_id))[:-1]
-        if not path:
+        above = (await self.reads.path(self._session_id, ctx.node_id))[:-1]
+        if not above:
             raise ToolError("fork_unavailable", "there is no conversation to fork from")
-        label = {"fork_from_node_id": path[-1].node_id}
+        label = {"fork_from_node_id": above[-1].node_id}
         agent_id = await self._create_agent(AgentType.FORK, {"purpose": "fork"}, **label)
         child = await self._create_run(agent_id, label, ctx.tool_call_id)
-
-        async def above() -> list[Node]:
-            return path
-
         return await self._spawn(child, above, args.task)
 
-    async def _spawn(
-        self, child: _Child, above: Callable[[], Awaitable[list[Node]]], text: str
-    ) -> ToolOutput:
-        """Claim the created child, put its task under ``above()``, run it, record its end and
-        answer the parent. Whatever interrupts this (the parent cancelled or timed out, a write
+    @property
+    def _session_id(self) -> str:
+        return self.parent.handle.session_id
+
+    async def _spawn(self, child: _Child, above: list[Node], text: str) -> ToolOutput:
+        """Claim the created child, put its task under the path ``above``, run it, record its end
+        and answer the parent. Whatever interrupts this (the parent cancelled or timed out, a write
         that failed, a bug) the child is ended before the exception goes on (:func:`end_child`):
         a child run never stays in flight behind a parent that carries on or ends."""
         try:
-            store = child.store = await self._claim(child)
+            store, events = await self._claim(child)
             await self.parent.append_event(
                 EventType.CHILD_RUN_STARTED,
                 tool_call_id=child.tool_call_id,
                 payload={"child_run_id": child.run_id, "agent_id": child.agent_id, **child.label},
             )
-            path = await above()
             task = Node(
                 node_id=child.task_node_id,
-                parent_id=path[-1].node_id if path else None,
+                parent_id=above[-1].node_id if above else None,
                 agent_id=child.agent_id,
                 run_id=child.run_id,
                 role=Role.USER,
                 content=[TextBlock(text=text)],
             )
             stored = await store.append_node(task)
-            self._sink(child).emit(
+            events.emit(
                 RunNodeCreated(
                     run_id=child.run_id,
-                    session_id=store.handle.session_id,
+                    session_id=self._session_id,
                     agent_id=child.agent_id,
                     node=stored,
                 )
             )
-            outcome, parent_cancelled = await self._run(store, self._sink(child), [*path, stored])
+            outcome, parent_cancelled = await self._run(store, events, [*above, stored])
             await self._finished(child, store, outcome)
         except BaseException as exc:
             if not child.ended:
@@ -211,11 +198,7 @@ class ChildRunner:
             raise
         if parent_cancelled:
             raise asyncio.CancelledError  # the parent's cancellation goes on, its child ended
-        return _as_tool_output(store.handle, outcome)
-
-    def _sink(self, child: _Child) -> _Tee:
-        assert child.own is not None  # started by the claim
-        return _Tee(self.events, child.own)
+        return child_result(store.handle, outcome)
 
     async def _abandon(self, child: _Child, exc: BaseException) -> None:
         """End a child whose dispatch was interrupted (see :meth:`_spawn`); never raises."""
@@ -236,11 +219,12 @@ class ChildRunner:
                 child.run_id,
                 child.agent_id,
                 outcome,
-                session_id=self.parent.handle.session_id,
+                session_id=self._session_id,
                 events=self.events,
                 parent=self.parent,
-                label={**child.label, "tool_call_id": child.tool_call_id},
-                own=child.own,
+                label=child.label,
+                tool_call_id=child.tool_call_id,
+                own=None if child.events is None else child.events.own,
             )
         except Exception:
             log.exception("child run %s could not be ended; a takeover will", child.run_id)
@@ -309,32 +293,27 @@ class ChildRunner:
         )
         return _Child(run_id, agent_id, label, tool_call_id, task_node_id)
 
-    async def _claim(self, child: _Child) -> BusRunStore:
-        """Claim the child's first attempt (this process runs it)."""
-        session_id = self.parent.handle.session_id
-        number = await self.queue.next_attempt(child.run_id)
-        fence = RunFence(run_id=child.run_id, attempt=number)
-        raise_for_receipt(
-            await self.storage.send(
-                ClaimRun(command_id=new_id("cmd"), session_id=session_id, fence=fence)
-            )
+    async def _claim(self, child: _Child) -> tuple[BusRunStore, _Tee]:
+        """Claim the child's first attempt (this process runs it); its store and its events."""
+        session_id = self._session_id
+        claim, handle = await claim_next_attempt(
+            self.storage, self.queue, session_id, child.run_id, child.agent_id
         )
-        handle = RunHandle(
-            run_id=child.run_id, session_id=session_id, agent_id=child.agent_id, attempt=number
-        )
-        child.own = RunEventWriter(self.queue.redis, self.queue.names, session_id, child.run_id)
-        child.own.start()
-        self._sink(child).emit(
+        raise_for_receipt(claim)
+        own = RunEventWriter(self.queue.redis, self.queue.names, session_id, child.run_id)
+        own.start()
+        events = child.events = _Tee(self.events, own)
+        events.emit(
             RunStatusChanged(
                 run_id=child.run_id,
                 session_id=session_id,
                 agent_id=child.agent_id,
                 status=RunStatus.RUNNING,
                 previous=RunStatus.QUEUED,
-                attempt=number,
+                attempt=handle.attempt,
             )
         )
-        return BusRunStore(self.storage, handle, set_active=False)
+        return BusRunStore(self.storage, handle, set_active=False), events
 
     async def _run(
         self, store: BusRunStore, events: _Tee, path: list[Node]
@@ -366,17 +345,7 @@ class ChildRunner:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
             # Cancelled, alone or with its parent: either way the child ends now.
-            reason = (
-                EndReason.ABORTED_TOOLS if loop.phase == "tools" else EndReason.ABORTED_STREAMING
-            )
-            outcome = RunOutcome(
-                RunStatus.CANCELLED,
-                reason,
-                usage=loop.usage,
-                turns=loop.turns,
-                last_node_id=loop.last_node_id,
-            )
-            return outcome, parent_cancelled
+            return loop_cancelled(loop), parent_cancelled
         except StorageError as exc:
             if exc.code in FENCED_CODES:
                 raise  # a takeover owns the child: stop writing for it
@@ -403,9 +372,10 @@ class ChildRunner:
             outcome,
             events=self.events,
             parent=self.parent,
-            label={**child.label, "tool_call_id": child.tool_call_id},
+            label=child.label,
+            tool_call_id=child.tool_call_id,
             metadata=metadata,
-            own=child.own,
+            own=None if child.events is None else child.events.own,
         )
 
 
@@ -421,23 +391,3 @@ async def _shielded(work: Awaitable[None]) -> None:
 
 def _worker_metadata(name: str) -> dict[str, Any]:
     return {"purpose": "worker", "name": name}
-
-
-def _as_tool_output(child: RunHandle, outcome: RunOutcome) -> ToolOutput:
-    """The worker's answer for the parent's model; the tool node becomes a ``child_result``."""
-    metadata = {
-        "node_type": NodeType.CHILD_RESULT.value,
-        "child_run_id": child.run_id,
-        "agent_id": child.agent_id,
-    }
-    if outcome.status is RunStatus.COMPLETED:
-        return ToolOutput(
-            outcome.final_text or "(the child agent gave no answer)", metadata=metadata
-        )
-    why = outcome.error.message if outcome.error else outcome.end_reason.value
-    metadata["error_code"] = outcome.error.code if outcome.error else outcome.status.value
-    return ToolOutput(
-        f"The child agent's run ended {outcome.status.value}: {why}",
-        is_error=True,
-        metadata=metadata,
-    )

@@ -24,7 +24,7 @@ from services.run_worker.endings import FENCED_CODES, close_stream_of_terminal_r
 from services.run_worker.memory_link import memory_text
 from services.run_worker.reads import RunReads
 
-__all__ = ["FENCED_CODES", "Attempt", "Claimer", "Prefetch", "message_node", "placed_path"]
+__all__ = ["Attempt", "Claimer", "Prefetch", "message_node", "placed_path"]
 
 log = logging.getLogger("soong.run_worker")
 

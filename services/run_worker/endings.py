@@ -27,6 +27,7 @@ __all__ = [
     "FINAL_EVENT",
     "close_stream_of_terminal_run",
     "final_event",
+    "loop_cancelled",
     "loop_failed",
     "record_end",
     "run_finished",
@@ -82,6 +83,19 @@ def loop_failed(loop: AgentLoop, error: ErrorPayload) -> RunOutcome:
         turns=loop.turns,
         last_node_id=loop.last_node_id,
         error=error,
+    )
+
+
+def loop_cancelled(loop: AgentLoop) -> RunOutcome:
+    """A run a cancel stopped after what ``loop`` did: ``aborted_tools`` while tools ran,
+    ``aborted_streaming`` otherwise."""
+    reason = EndReason.ABORTED_TOOLS if loop.phase == "tools" else EndReason.ABORTED_STREAMING
+    return RunOutcome(
+        RunStatus.CANCELLED,
+        reason,
+        usage=loop.usage,
+        turns=loop.turns,
+        last_node_id=loop.last_node_id,
     )
 
 

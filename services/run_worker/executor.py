@@ -37,14 +37,15 @@ from services.run_worker.child_endings import end_orphans
 from services.run_worker.child_tools import child_tools, orchestrator_config
 from services.run_worker.children import ChildRunner
 from services.run_worker.claim import (
-    FENCED_CODES,
     Attempt,
     Claimer,
     message_node,
     placed_path,
 )
 from services.run_worker.endings import (
+    FENCED_CODES,
     close_stream_of_terminal_run,
+    loop_cancelled,
     loop_failed,
     record_end,
     run_finished,
@@ -279,7 +280,6 @@ class RunExecutor:
 
     async def _cancelled(self, a: Attempt, loop: AgentLoop) -> RunOutcome:
         """A cancel request stopped the loop: keep what was streamed, end ``aborted_*``."""
-        reason = EndReason.ABORTED_TOOLS if loop.phase == "tools" else EndReason.ABORTED_STREAMING
         if loop.phase == "streaming" and loop.partial_text:
             partial = Node(
                 node_id=new_id("node"),
@@ -291,13 +291,7 @@ class RunExecutor:
                 metadata={"interrupted": True},
             )
             await self._fenced(a.store.append_node(partial))
-        return RunOutcome(
-            RunStatus.CANCELLED,
-            reason,
-            usage=loop.usage,
-            turns=loop.turns,
-            last_node_id=loop.last_node_id,
-        )
+        return loop_cancelled(loop)
 
     async def _finish(self, a: Attempt, outcome: RunOutcome) -> None:
         """Record the outcome (run row + final timeline event), end the stream, hand off."""
