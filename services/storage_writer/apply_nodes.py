@@ -22,6 +22,7 @@ from services.storage_writer.apply_common import (
     insert_event,
     refusal,
     require_session,
+    run_status,
 )
 from services.storage_writer.apply_runs import finish_run
 from services.storage_writer.artifacts import offload_large_json
@@ -34,20 +35,32 @@ def _missing_node(conn: sqlite3.Connection, nodes: str, node_id: str) -> bool:
     return conn.execute(f"SELECT 1 FROM {nodes} WHERE node_id = ?", (node_id,)).fetchone() is None
 
 
+def _event_of(
+    conn: sqlite3.Connection, session_id: str, event_id: str, node_id: str
+) -> tuple[int, int | None] | None:
+    """``(seq, run_seq)`` of event ``event_id`` if it exists and is ``node_id``'s."""
+    row = conn.execute(
+        f"SELECT seq, run_seq, node_id FROM {events_table(session_id)} WHERE event_id = ?",
+        (event_id,),
+    ).fetchone()
+    return None if row is None or row[2] != node_id else (row[0], row[1])
+
+
+def _not_a_repeat(c: AppendNode) -> Exception:
+    return refusal("conflict", "the node id belongs to another command", node_id=c.node.node_id)
+
+
 def _applied_before(conn: sqlite3.Connection, c: AppendNode) -> dict[str, Any] | None:
-    """The first result of ``c`` if its node exists (see :func:`needs_receipt`), else ``None``."""
+    """The first result of ``c`` if its node exists (``commands.needs_receipt``), else ``None``."""
     sid = c.session_id
     node = conn.execute(
         f"SELECT node_seq, created_at FROM {nodes_table(sid)} WHERE node_id = ?", (c.node.node_id,)
     ).fetchone()
     if node is None:
         return None
-    event = conn.execute(
-        f"SELECT seq, run_seq, node_id FROM {events_table(sid)} WHERE event_id = ?",
-        (c.event.event_id,),
-    ).fetchone()
-    if event is None or event[2] != c.node.node_id:
-        raise refusal("conflict", "the node id belongs to another command", node_id=c.node.node_id)
+    event = _event_of(conn, sid, c.event.event_id, c.node.node_id)
+    if event is None:
+        raise _not_a_repeat(c)
     result: dict[str, Any] = {
         "node_id": c.node.node_id,
         "node_seq": node[0],
@@ -68,22 +81,16 @@ def _finished_before(conn: sqlite3.Connection, c: AppendNode) -> dict[str, Any]:
     changes again, so what is read is what the first application returned)."""
     f, fence = c.finish, c.fence
     if f is None or fence is None:  # the first application had a fence, or it was refused
-        raise refusal("conflict", "the node id belongs to another command", node_id=c.node.node_id)
-    sid, event_id = c.session_id, f.event.event_id
-    run = conn.execute(
-        "SELECT status, attempt FROM runs WHERE run_id = ? AND session_id = ?",
-        (fence.run_id, sid),
-    ).fetchone()
-    event = conn.execute(
-        f"SELECT seq, run_seq, node_id FROM {events_table(sid)} WHERE event_id = ?", (event_id,)
-    ).fetchone()
-    if run is None or event is None or event[2] != c.node.node_id:
-        raise refusal("conflict", "the node id belongs to another command", node_id=c.node.node_id)
+        raise _not_a_repeat(c)
+    event = _event_of(conn, c.session_id, f.event.event_id, c.node.node_id)
+    if event is None:
+        raise _not_a_repeat(c)
+    status, attempt = run_status(conn, c.session_id, fence.run_id)
     return {
         "run_id": fence.run_id,
-        "status": run[0],
-        "attempt": run[1],
-        "event": {"event_id": event_id, "seq": event[0], "run_seq": event[1]},
+        "status": status.value,
+        "attempt": attempt,
+        "event": {"event_id": f.event.event_id, "seq": event[0], "run_seq": event[1]},
     }
 
 
@@ -216,16 +223,13 @@ def placed_before(conn: sqlite3.Connection, c: ClaimRun) -> dict[str, Any]:
     """The ``placed`` part of a repeated claim's result, from the message's node: absent only
     when the first claim could not place it (``place_message``: its parent was missing)."""
     assert c.place is not None
+    node_id = c.place.node.node_id
     row = conn.execute(
         f"SELECT node_seq, parent_id FROM {nodes_table(c.session_id)} WHERE node_id = ?",
-        (c.place.node.node_id,),
+        (node_id,),
     ).fetchone()
     # Placed by the claim only if the node came with the claim's own event (after a
     # ``place_error`` the worker appends the message itself, with another event).
-    event = conn.execute(
-        f"SELECT 1 FROM {events_table(c.session_id)} WHERE event_id = ?",
-        (c.place.event.event_id,),
-    ).fetchone()
-    if row is None or event is None:
+    if row is None or _event_of(conn, c.session_id, c.place.event.event_id, node_id) is None:
         return {"placed": None, "place_error": "parent_not_found"}
-    return {"placed": {"node_id": c.place.node.node_id, "node_seq": row[0], "parent_id": row[1]}}
+    return {"placed": {"node_id": node_id, "node_seq": row[0], "parent_id": row[1]}}
