@@ -159,28 +159,7 @@ async def announce_end(
         events.emit(_child_ended(child, outcome))
     if own is not None:
         own.emit(run_finished(child, outcome))
-    result = ChildAgentResult(
-        agent_id=child.agent_id,
-        run_id=child.run_id,
-        status=outcome.status,
-        end_reason=outcome.end_reason,
-        text=outcome.final_text,
-        usage=outcome.usage,
-        turns=outcome.turns,
-        error=outcome.error,
-    )
-    writes: list[Awaitable[Any]] = [
-        storage.send(
-            UpdateAgent(
-                command_id=new_id("cmd"),
-                session_id=child.session_id,
-                agent_id=child.agent_id,
-                status=_AGENT_STATUS.get(outcome.status, AgentStatus.IDLE),
-                result=result.model_dump(mode="json"),
-                metadata=metadata,
-            )
-        )
-    ]
+    writes: list[Awaitable[Any]] = [storage.send(_agent_result(child, outcome, metadata))]
     if parent is not None:
         writes.append(
             parent.append_event(
@@ -201,6 +180,30 @@ async def announce_end(
     if own is not None:
         writes.append(own.close())
     await asyncio.gather(*writes)
+
+
+def _agent_result(
+    child: RunHandle, outcome: RunOutcome, metadata: dict[str, Any] | None
+) -> UpdateAgent:
+    """The child agent's status and result (``ChildAgentResult``) after its run."""
+    result = ChildAgentResult(
+        agent_id=child.agent_id,
+        run_id=child.run_id,
+        status=outcome.status,
+        end_reason=outcome.end_reason,
+        text=outcome.final_text,
+        usage=outcome.usage,
+        turns=outcome.turns,
+        error=outcome.error,
+    )
+    return UpdateAgent(
+        command_id=new_id("cmd"),
+        session_id=child.session_id,
+        agent_id=child.agent_id,
+        status=_AGENT_STATUS.get(outcome.status, AgentStatus.IDLE),
+        result=result.model_dump(mode="json"),
+        metadata=metadata,
+    )
 
 
 def _child_ended(child: RunHandle, outcome: RunOutcome) -> RunStatusChanged:

@@ -79,14 +79,7 @@ async def submit_message(
             account_id=account_id,
             run_id=run_id,
             start_node_id=node_id,
-            metadata={
-                "kind": kind,
-                "strategy": strategy.value,
-                "parent_node_id": parent_node_id,
-                # The accepted message's durable copy until the claim places it as a node
-                # (the writer then drops it from here: stored once).
-                "message": [b.model_dump(mode="json") for b in content],
-            },
+            metadata=_run_metadata(kind, strategy, parent_node_id, content),
         )
     )
     if not receipt.ok and receipt.error is not None and receipt.error.code in _NO_SESSION:
@@ -112,6 +105,19 @@ async def submit_message(
         )
     )
     return Submitted(run_id, node_id, kind)
+
+
+def _run_metadata(
+    kind: str, strategy: MultitaskStrategy, parent_node_id: str | None, content: list[ContentBlock]
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "strategy": strategy.value,
+        "parent_node_id": parent_node_id,
+        # The accepted message's durable copy until the claim places it as a node (the writer
+        # then drops it from here: stored once).
+        "message": [b.model_dump(mode="json") for b in content],
+    }
 
 
 async def _apply_strategy(
