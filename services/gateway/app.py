@@ -12,10 +12,10 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel, ConfigDict
 
 from agent_core.bus import SERVICE_NAMES
 from agent_core.service import ServiceContext, ping_services
+from agent_core.types.api import Health, Readiness
 from services.gateway import (
     routes_files,
     routes_messages,
@@ -33,22 +33,6 @@ from services.gateway.state import Gateway
 __all__ = ["create_app"]
 
 _BACKEND_SERVICES = tuple(s for s in SERVICE_NAMES if s != "gateway")
-
-
-class Health(BaseModel):
-    """Liveness: the process is up."""
-
-    model_config = ConfigDict(extra="forbid")
-    status: str
-
-
-class Readiness(BaseModel):
-    """Readiness: the bus answers and every service answered its ping."""
-
-    model_config = ConfigDict(extra="forbid")
-    ready: bool
-    bus: bool
-    services: dict[str, bool]
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

@@ -22,12 +22,12 @@ from agent_core.bus.contracts.storage import GetArtifact, ListArtifacts
 from agent_core.ids import is_valid_id
 from agent_core.tools import Workspace
 from agent_core.tools.paths import Area, SessionPath
+from agent_core.types.api import ArtifactList, FileEntry, FileList, UploadedFile
 from agent_core.types.mappers import to_artifact_ref
 from agent_core.types.runtime import ArtifactRef, SessionState
 from agent_core.types.storage import ArtifactRecord
 from services.gateway.errors import ApiError, not_found, responses
 from services.gateway.limits import BodyTooLarge
-from services.gateway.models import ArtifactList, FileEntry, FileList, UploadedFile
 from services.gateway.state import CallerDep, Gateway, GatewayDep, fetch, get_session
 
 __all__ = ["UPLOAD_PREFIX", "router"]

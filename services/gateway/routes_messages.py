@@ -10,12 +10,12 @@ from agent_core.bus.contracts.storage import GetNode
 from agent_core.errors import StorageError
 from agent_core.ids import is_valid_id
 from agent_core.runqueue import SessionBusyError, submit_message
-from services.gateway.auth import Caller
-from services.gateway.errors import ApiError, not_found, responses
-from services.gateway.models import (
+from agent_core.types.api import (
     MessageAccepted,
     PostMessageRequest,
 )
+from services.gateway.auth import Caller
+from services.gateway.errors import ApiError, not_found, responses
 from services.gateway.routes_runs import SSE_RESPONSE, open_stream
 from services.gateway.sse import Cursor
 from services.gateway.state import CallerDep, Gateway, GatewayDep, fetch, valid_session_id

@@ -17,11 +17,7 @@ from agent_core.bus.contracts.storage import (
 from agent_core.context import ContextBuilder
 from agent_core.ids import is_valid_id, new_id
 from agent_core.storage_client import raise_for_receipt
-from agent_core.types.mappers import to_agent_state, to_node, to_timeline_event
-from agent_core.types.runtime import AgentConfig, ContextBuildReport, Node, SessionState
-from agent_core.types.storage import AgentRecord, EventRecord, NodeRecord
-from services.gateway.errors import not_found, responses
-from services.gateway.models import (
+from agent_core.types.api import (
     AgentList,
     EventList,
     SwitchNodeRequest,
@@ -29,6 +25,10 @@ from services.gateway.models import (
     TreeNode,
     stored_overrides,
 )
+from agent_core.types.mappers import to_agent_state, to_node, to_timeline_event
+from agent_core.types.runtime import AgentConfig, ContextBuildReport, Node, SessionState
+from agent_core.types.storage import AgentRecord, EventRecord, NodeRecord
+from services.gateway.errors import not_found, responses
 from services.gateway.state import CallerDep, GatewayDep, fetch, fetch_page, get_session
 
 __all__ = ["router"]

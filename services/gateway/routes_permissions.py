@@ -10,9 +10,9 @@ import re
 
 from fastapi import APIRouter
 
+from agent_core.types.api import PermissionDecisionRequest
 from agent_core.types.protocol import PermissionDecision, PermissionRequest
 from services.gateway.errors import ApiError, not_found, responses
-from services.gateway.models import PermissionDecisionRequest
 from services.gateway.state import CallerDep, GatewayDep, get_session
 
 __all__ = ["router"]

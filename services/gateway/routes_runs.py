@@ -11,12 +11,12 @@ from fastapi.responses import JSONResponse
 
 from agent_core import runqueue
 from agent_core.bus.contracts.storage import ListRuns
+from agent_core.types.api import RunList
 from agent_core.types.mappers import to_run_state
 from agent_core.types.runtime import RunState
 from agent_core.types.storage import RunRecord
 from services.gateway.auth import Caller
 from services.gateway.errors import responses
-from services.gateway.models import RunList
 from services.gateway.sse import (
     Cursor,
     SseResponse,

@@ -10,17 +10,17 @@ from agent_core.bus.contracts.storage import CreateSession, ListSessions, Update
 from agent_core.ids import new_id, new_session_id
 from agent_core.storage_client import raise_for_receipt
 from agent_core.tools import Workspace
-from agent_core.types.enums import AgentType, SessionStatus
-from agent_core.types.mappers import to_session_state
-from agent_core.types.runtime import SessionState
-from agent_core.types.storage import SessionRecord
-from services.gateway.errors import responses
-from services.gateway.models import (
+from agent_core.types.api import (
     RESERVED_METADATA_KEY,
     CreateSessionRequest,
     PatchSessionRequest,
     SessionList,
 )
+from agent_core.types.enums import AgentType, SessionStatus
+from agent_core.types.mappers import to_session_state
+from agent_core.types.runtime import SessionState
+from agent_core.types.storage import SessionRecord
+from services.gateway.errors import responses
 from services.gateway.state import CallerDep, GatewayDep, fetch_page, get_session
 
 __all__ = ["router"]

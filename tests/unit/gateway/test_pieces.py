@@ -9,10 +9,10 @@ from pydantic import ValidationError
 
 from agent_core.errors import AgentCoreError, BusTimeoutError, StorageError
 from agent_core.runqueue import SessionBusyError
+from agent_core.types.api import AgentConfigOverrides, PatchSessionRequest, PostMessageRequest
 from agent_core.types.runtime import RunTextDelta
 from services.gateway.errors import ApiError, _core_status
 from services.gateway.metrics import Metrics
-from services.gateway.models import AgentConfigOverrides, PatchSessionRequest, PostMessageRequest
 from services.gateway.sse import Cursor, frame, parse_cursor
 
 SID = "sess_20260101_120000_0123456789abcdef"

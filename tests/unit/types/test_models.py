@@ -122,5 +122,5 @@ def test_public_surface_is_explicit(module: ModuleType) -> None:
     assert len(set(module.__all__)) == len(module.__all__)
 
 
-def test_package_exports_the_five_layers() -> None:
-    assert set(types_pkg.__all__) == {"enums", "protocol", "runtime", "storage", "mappers"}
+def test_package_exports_the_six_layers() -> None:
+    assert set(types_pkg.__all__) == {"api", "enums", "protocol", "runtime", "storage", "mappers"}

@@ -1,5 +1,7 @@
 """Request and response bodies of the HTTP API that are not runtime types themselves.
 
+Shared by the gateway (which validates requests and serialises responses with them) and the client
+SDK ``soong_agent`` (which parses responses with them), so the two cannot drift apart.
 Responses reuse the runtime views (:class:`SessionState`, :class:`RunState`, :class:`Node`, …)
 so the API and the library describe a thing once. Requests are strict (``extra="forbid"``):
 server-owned fields such as ``account_id``, ``status`` of a run or a provider's ``base_url``
@@ -39,10 +41,12 @@ __all__ = [
     "EventList",
     "FileEntry",
     "FileList",
+    "Health",
     "MessageAccepted",
     "PatchSessionRequest",
     "PermissionDecisionRequest",
     "PostMessageRequest",
+    "Readiness",
     "RunList",
     "SessionList",
     "SwitchNodeRequest",
@@ -268,3 +272,17 @@ class UploadedFile(_Body):
 
     path: str
     size_bytes: int
+
+
+class Health(_Body):
+    """Liveness: the process is up."""
+
+    status: str
+
+
+class Readiness(_Body):
+    """Readiness: the bus answers and every service answered its ping."""
+
+    ready: bool
+    bus: bool
+    services: dict[str, bool]
