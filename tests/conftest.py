@@ -167,7 +167,8 @@ def start_stack(home: Path, *, workers: int = 2, extra_env: dict[str, str] | Non
             start_new_session=True,
         )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    # Generous: on a loaded 2-core machine six Python services can take a minute to import.
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"stack exited early:\n{log_path.read_text()}")
@@ -179,7 +180,7 @@ def start_stack(home: Path, *, workers: int = 2, extra_env: dict[str, str] | Non
         time.sleep(0.2)
     else:
         stop_stack(proc)
-        raise AssertionError(f"stack not ready in 60 s:\n{log_path.read_text()}")
+        raise AssertionError(f"stack not ready in 120 s:\n{log_path.read_text()}")
     match = re.search(r"API key for account 'dev': (\S+)", log_path.read_text())
     assert match, log_path.read_text()
     return Stack(proc, home, url, match.group(1), log_path)

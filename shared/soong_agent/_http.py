@@ -1,0 +1,178 @@
+"""The SDK's one HTTP path: requests with the API key, error mapping, and retries where safe.
+
+Retries (at most ``max_retries``, exponential back-off with jitter, or the server's
+``Retry-After`` when it gives one and it is within ``max_retry_wait_s``):
+
+- a connection that could not be made (nothing was sent) — any operation;
+- 429 (the gateway refuses before acting: rate limit, stream slots) — any operation;
+- a connection that broke after sending, or 502/503/504 — only operations marked idempotent in
+  :mod:`soong_agent._operations` (a repeated message would be a second message).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import httpx
+import pydantic
+
+from soong_agent._errors import (
+    APIError,
+    ProtocolError,
+    RateLimitedError,
+    ServerError,
+    TransportError,
+    error_from_response,
+)
+from soong_agent._operations import Operation
+
+__all__ = ["HttpCore", "backoff_s"]
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_RETRY_STATUSES = frozenset({502, 503, 504})
+
+
+def backoff_s(attempt: int, *, base_s: float = 0.2, cap_s: float = 5.0) -> float:
+    """Exponential back-off with jitter: ~``base_s`` · 2^attempt, at most ``cap_s``."""
+    return float(min(cap_s, base_s * 2**attempt)) * (0.5 + random.random() / 2)
+
+
+class HttpCore:
+    """An ``httpx.AsyncClient`` bound to one gateway and key, with the SDK's error handling."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout_s: float,
+        max_retries: int,
+        max_retry_wait_s: float,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.max_retries = max_retries
+        self.max_retry_wait_s = max_retry_wait_s
+        self._client = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers={"Authorization": f"Bearer {api_key}", "User-Agent": "soong-agent-sdk"},
+            timeout=timeout_s,
+            transport=transport,
+        )
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._client.aclose()
+
+    async def request(
+        self,
+        op: Operation,
+        params: Mapping[str, str] | None = None,
+        *,
+        query: Mapping[str, Any] | None = None,
+        json: Any = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        """Send ``op`` and return its successful answer; raise the mapped error otherwise."""
+        url = op.url(**(params or {}))
+        query = {k: v for k, v in (query or {}).items() if v is not None}
+        attempt = 0
+        while True:
+            try:
+                response = await self._client.request(
+                    op.method, url, params=query, json=json, content=content, headers=headers
+                )
+            except httpx.TransportError as exc:
+                safe = isinstance(exc, _NOT_SENT) or op.idempotent
+                if safe and attempt < self.max_retries:
+                    await asyncio.sleep(backoff_s(attempt))
+                    attempt += 1
+                    continue
+                raise TransportError(f"{op.method} {url}: {type(exc).__name__}: {exc}") from exc
+            if response.status_code < 400:
+                return response
+            error = error_from_response(response)
+            wait = self._retry_wait(op, error, attempt)
+            if wait is None:
+                raise error
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    async def send_once(
+        self, op: Operation, params: Mapping[str, str] | None = None
+    ) -> httpx.Response:
+        """Send ``op`` once and return whatever it answered (a failed connection still raises)."""
+        url = op.url(**(params or {}))
+        try:
+            return await self._client.request(op.method, url)
+        except httpx.TransportError as exc:
+            raise TransportError(f"{op.method} {url}: {type(exc).__name__}: {exc}") from exc
+
+    def _retry_wait(self, op: Operation, error: APIError, attempt: int) -> float | None:
+        """How long to wait before sending ``op`` again after ``error``; ``None``: don't."""
+        if attempt >= self.max_retries:
+            return None
+        if isinstance(error, RateLimitedError) or (
+            op.idempotent and error.status in _RETRY_STATUSES
+        ):
+            asked = (
+                error.retry_after_s if isinstance(error, RateLimitedError | ServerError) else None
+            )
+            wait = backoff_s(attempt) if asked is None else asked
+            return wait if wait <= self.max_retry_wait_s else None
+        return None
+
+    async def model(
+        self,
+        op: Operation,
+        model: type[M],
+        params: Mapping[str, str] | None = None,
+        **kw: Any,
+    ) -> M:
+        """Send ``op`` and parse its JSON answer as ``model`` (the server's own class)."""
+        response = await self.request(op, params, **kw)
+        return parse(model, response.content)
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        op: Operation,
+        params: Mapping[str, str] | None = None,
+        *,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[httpx.Response]:
+        """Open ``op`` as a streaming response (no retries: the caller resumes by itself).
+
+        Raises the mapped :class:`APIError` for an error status, and lets ``httpx`` transport
+        errors through so that the caller can tell a drop from a refusal.
+        """
+        url = op.url(**(params or {}))
+        request = self._client.build_request(op.method, url, json=json, headers=headers)
+        # No read timeout: a live stream may stay quiet between keep-alives for a long time.
+        request.extensions["timeout"] = httpx.Timeout(
+            self._client.timeout.connect, read=None
+        ).as_dict()
+        response = await self._client.send(request, stream=True)
+        try:
+            if response.status_code >= 400:
+                await response.aread()
+                raise error_from_response(response)
+            yield response
+        finally:
+            await response.aclose()
+
+
+def parse(model: type[M], raw: bytes) -> M:
+    """``raw`` as ``model``; a body that does not fit is a :class:`ProtocolError`."""
+    try:
+        return model.model_validate_json(raw)
+    except pydantic.ValidationError as exc:
+        raise ProtocolError(f"the gateway's answer is not a {model.__name__}: {exc}") from exc

@@ -1,0 +1,84 @@
+"""Every operation of the HTTP API the SDK calls, declared once: method, path template, retry safety.
+
+:data:`OPERATIONS` is what a test compares with the gateway's OpenAPI document, so an operation
+the API gained and the SDK lacks fails the build. ``idempotent`` says whether a request may be sent
+again after it may have reached the server (a dropped connection, a 503): reads, replacing
+uploads, conditional writes, cancels and switches are; creating a session or posting a message
+is not (a repeat would create a second one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+__all__ = ["OPERATIONS", "Operation"]
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One API operation."""
+
+    method: str
+    path: str
+    idempotent: bool
+
+    def url(self, **params: str) -> str:
+        """The path with its parameters filled in, each quoted as one path segment (a ``path``
+        parameter — a file's path in a workspace — keeps its slashes)."""
+        return self.path.format(
+            **{k: quote(v, safe="/" if k == "path" else "") for k, v in params.items()}
+        )
+
+
+OPERATIONS: dict[tuple[str, str], Operation] = {}
+
+
+def _op(method: str, path: str, *, idempotent: bool | None = None) -> Operation:
+    safe = method in {"GET", "PUT", "DELETE"} if idempotent is None else idempotent
+    op = Operation(method, path, safe)
+    OPERATIONS[(method, path)] = op
+    return op
+
+
+_S = "/v1/sessions/{session_id}"
+
+HEALTHZ = _op("GET", "/healthz")
+READYZ = _op("GET", "/readyz")
+METRICS = _op("GET", "/metrics")
+
+CREATE_SESSION = _op("POST", "/v1/sessions")
+LIST_SESSIONS = _op("GET", "/v1/sessions")
+GET_SESSION = _op("GET", _S)
+PATCH_SESSION = _op("PATCH", _S, idempotent=True)  # sets fields to given values
+
+POST_MESSAGE = _op("POST", _S + "/messages")
+
+LIST_RUNS = _op("GET", _S + "/runs")
+GET_RUN = _op("GET", _S + "/runs/{run_id}")
+CANCEL_RUN = _op("POST", _S + "/runs/{run_id}/cancel", idempotent=True)
+RUN_EVENTS = _op("GET", _S + "/runs/{run_id}/events")
+
+TREE = _op("GET", _S + "/tree")
+GET_NODE = _op("GET", _S + "/nodes/{node_id}")
+NODE_CONTEXT = _op("GET", _S + "/nodes/{node_id}/context")
+SWITCH_NODE = _op("POST", _S + "/switch_node", idempotent=True)
+LIST_EVENTS = _op("GET", _S + "/events")
+LIST_AGENTS = _op("GET", _S + "/agents")
+
+DECIDE_PERMISSION = _op("POST", _S + "/permissions/{request_id}", idempotent=True)  # once: 409
+
+LIST_ARTIFACTS = _op("GET", _S + "/artifacts")
+GET_ARTIFACT = _op("GET", _S + "/artifacts/{artifact_id}")
+ARTIFACT_CONTENT = _op("GET", _S + "/artifacts/{artifact_id}/content")
+LIST_FILES = _op("GET", _S + "/files")
+DOWNLOAD_FILE = _op("GET", _S + "/files/{area}/{path}")
+UPLOAD_FILE = _op("PUT", _S + "/files/input/{filename}")
+
+LIST_TASK_LISTS = _op("GET", _S + "/tasks")
+GET_TASK_LIST = _op("GET", _S + "/tasks/{list_name}")
+
+READ_USER_MEMORY = _op("GET", "/v1/memory/user")
+WRITE_USER_MEMORY = _op("PUT", "/v1/memory/user")  # conditional on If-Match
+READ_SKILL_MEMORY = _op("GET", "/v1/memory/skills/{skill}")
+WRITE_SKILL_MEMORY = _op("PUT", "/v1/memory/skills/{skill}")

@@ -1,0 +1,328 @@
+"""Handles on one session and one run: every ``/v1/sessions/{id}/…`` operation.
+
+A handle holds ids only and does no I/O when made; each method is one request (or, for
+``send`` and ``events``, one resumable stream). Answers are the server's own types.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Literal
+
+from agent_core.bus.contracts.tasks import TaskDagView, TaskListsView
+from agent_core.types.api import (
+    AgentList,
+    ArtifactList,
+    EventList,
+    FileEntry,
+    FileList,
+    MessageAccepted,
+    RunList,
+    Tree,
+    UploadedFile,
+)
+from agent_core.types.enums import MultitaskStrategy, PermissionBehavior, SessionStatus
+from agent_core.types.protocol import PermissionDecision
+from agent_core.types.runtime import (
+    AgentConfigOverrides,
+    AgentState,
+    ArtifactRef,
+    ContextBuildReport,
+    Node,
+    RunFinished,
+    RunState,
+    SessionState,
+    TimelineEvent,
+)
+from soong_agent import _operations as ops
+from soong_agent._http import HttpCore
+from soong_agent._stream import RunStream
+
+__all__ = ["AsyncRun", "AsyncSession", "message_body"]
+
+Area = Literal["input", "output"]
+
+
+def message_body(
+    text: str | None,
+    *,
+    content: list[dict[str, Any]] | None,
+    parent_node_id: str | None,
+    multitask_strategy: MultitaskStrategy | str | None,
+    agent_config: AgentConfigOverrides | dict[str, Any] | None,
+    stream: bool,
+) -> dict[str, Any]:
+    """The JSON of ``POST …/messages``: only the fields given (the server validates them)."""
+    body: dict[str, Any] = {"stream": stream}
+    if text is not None:
+        body["text"] = text
+    if content is not None:
+        body["content"] = content
+    if parent_node_id is not None:
+        body["parent_node_id"] = parent_node_id
+    if multitask_strategy is not None:
+        body["multitask_strategy"] = str(multitask_strategy)
+    if agent_config is not None:
+        body["agent_config"] = _config_json(agent_config)
+    return body
+
+
+def _config_json(config: AgentConfigOverrides | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(config, AgentConfigOverrides):
+        return config.model_dump(mode="json", exclude_unset=True)
+    return config
+
+
+class AsyncRun:
+    """One run of a session."""
+
+    def __init__(self, http: HttpCore, session_id: str, run_id: str, *, reconnect_s: float) -> None:
+        self.session_id = session_id
+        self.id = run_id
+        self._http = http
+        self._reconnect_s = reconnect_s
+
+    def _params(self) -> dict[str, str]:
+        return {"session_id": self.session_id, "run_id": self.id}
+
+    async def get(self) -> RunState:
+        """The run's state."""
+        return await self._http.model(ops.GET_RUN, RunState, self._params())
+
+    async def cancel(self, *, wait: bool = False, timeout_s: float = 30.0) -> RunState:
+        """Ask the run to stop; with ``wait`` answer once it ended (or ``timeout_s`` passed)."""
+        query = {"wait": "true" if wait else "false", "timeout_s": timeout_s}
+        return await self._http.model(ops.CANCEL_RUN, RunState, self._params(), query=query)
+
+    def events(
+        self, *, last_event_id: str | None = None, cancel_on_exit: bool = False
+    ) -> RunStream:
+        """The run's events from its start (or after ``last_event_id``) until it finished."""
+        return RunStream(
+            self._http,
+            self.session_id,
+            run_id=self.id,
+            last_event_id=last_event_id,
+            cancel_on_exit=cancel_on_exit,
+            reconnect_timeout_s=self._reconnect_s,
+        )
+
+    async def wait(self) -> RunFinished:
+        """Follow the run's events until it finished; its ``run_finished``."""
+        return await self.events().wait()
+
+
+class AsyncSession:
+    """One session: messages, runs, the tree, files, artifacts, tasks and permissions."""
+
+    def __init__(self, http: HttpCore, session_id: str, *, reconnect_s: float = 60.0) -> None:
+        self.id = session_id
+        self._http = http
+        self._reconnect_s = reconnect_s
+
+    def __repr__(self) -> str:
+        return f"<AsyncSession {self.id}>"
+
+    def _p(self, **more: str) -> dict[str, str]:
+        return {"session_id": self.id, **more}
+
+    # ---------------------------------------------------------------- the session itself
+
+    async def get(self) -> SessionState:
+        """The session's state (status, active node, metadata, …)."""
+        return await self._http.model(ops.GET_SESSION, SessionState, self._p())
+
+    async def update(
+        self, *, status: SessionStatus | str | None = None, metadata: dict[str, Any] | None = None
+    ) -> SessionState:
+        """Set the status (archive/unarchive) and/or replace the metadata."""
+        body: dict[str, Any] = {}
+        if status is not None:
+            body["status"] = str(status)
+        if metadata is not None:
+            body["metadata"] = metadata
+        return await self._http.model(ops.PATCH_SESSION, SessionState, self._p(), json=body)
+
+    async def archive(self) -> SessionState:
+        """Archive the session (it refuses new messages until unarchived)."""
+        return await self.update(status=SessionStatus.ARCHIVED)
+
+    async def unarchive(self) -> SessionState:
+        """Make an archived session active again."""
+        return await self.update(status=SessionStatus.ACTIVE)
+
+    # ---------------------------------------------------------------- messages and runs
+
+    def send(
+        self,
+        text: str | None = None,
+        *,
+        content: list[dict[str, Any]] | None = None,
+        parent_node_id: str | None = None,
+        multitask_strategy: MultitaskStrategy | str | None = None,
+        agent_config: AgentConfigOverrides | dict[str, Any] | None = None,
+        cancel_on_exit: bool = False,
+    ) -> RunStream:
+        """Send a message and stream its run: ``async for event in session.send("hi")``.
+
+        Nothing is sent until the stream is iterated or entered (``async with``). See
+        :class:`RunStream` for resumption and ``cancel_on_exit``.
+        """
+        body = message_body(
+            text,
+            content=content,
+            parent_node_id=parent_node_id,
+            multitask_strategy=multitask_strategy,
+            agent_config=agent_config,
+            stream=True,
+        )
+        return RunStream(
+            self._http,
+            self.id,
+            message=body,
+            cancel_on_exit=cancel_on_exit,
+            reconnect_timeout_s=self._reconnect_s,
+        )
+
+    async def post(
+        self,
+        text: str | None = None,
+        *,
+        content: list[dict[str, Any]] | None = None,
+        parent_node_id: str | None = None,
+        multitask_strategy: MultitaskStrategy | str | None = None,
+        agent_config: AgentConfigOverrides | dict[str, Any] | None = None,
+    ) -> MessageAccepted:
+        """Send a message without streaming: its run is queued (follow it with :meth:`run`)."""
+        body = message_body(
+            text,
+            content=content,
+            parent_node_id=parent_node_id,
+            multitask_strategy=multitask_strategy,
+            agent_config=agent_config,
+            stream=False,
+        )
+        return await self._http.model(ops.POST_MESSAGE, MessageAccepted, self._p(), json=body)
+
+    async def runs(self) -> list[RunState]:
+        """The session's runs, oldest first."""
+        return (await self._http.model(ops.LIST_RUNS, RunList, self._p())).items
+
+    def run(self, run_id: str) -> AsyncRun:
+        """A handle on one run of this session (no request)."""
+        return AsyncRun(self._http, self.id, run_id, reconnect_s=self._reconnect_s)
+
+    # ---------------------------------------------------------------- tree and timeline
+
+    async def tree(self) -> Tree:
+        """Every node (compact) and the active node."""
+        return await self._http.model(ops.TREE, Tree, self._p())
+
+    async def node(self, node_id: str) -> Node:
+        """One node with its full content."""
+        return await self._http.model(ops.GET_NODE, Node, self._p(node_id=node_id))
+
+    async def context(self, node_id: str) -> ContextBuildReport:
+        """What the model would see if a run continued from ``node_id``."""
+        return await self._http.model(
+            ops.NODE_CONTEXT, ContextBuildReport, self._p(node_id=node_id)
+        )
+
+    async def switch_node(self, node_id: str) -> SessionState:
+        """Make ``node_id`` the active node: the next message continues from it."""
+        return await self._http.model(
+            ops.SWITCH_NODE, SessionState, self._p(), json={"node_id": node_id}
+        )
+
+    async def timeline(
+        self, *, after_seq: int = 0, run_id: str | None = None, limit: int = 200
+    ) -> EventList:
+        """One page of the durable timeline after ``after_seq`` (optionally of one run)."""
+        query = {"after_seq": after_seq, "run_id": run_id, "limit": limit}
+        return await self._http.model(ops.LIST_EVENTS, EventList, self._p(), query=query)
+
+    async def all_timeline(self, *, run_id: str | None = None) -> list[TimelineEvent]:
+        """The whole durable timeline (every page), in ``seq`` order."""
+        events: list[TimelineEvent] = []
+        after = 0
+        while True:
+            page = await self.timeline(after_seq=after, run_id=run_id, limit=1000)
+            events += page.items
+            if page.next_after_seq is None:
+                return events
+            after = page.next_after_seq
+
+    async def agents(self) -> list[AgentState]:
+        """The session's agents (main, orchestrator, workers, forks)."""
+        return (await self._http.model(ops.LIST_AGENTS, AgentList, self._p())).items
+
+    # ---------------------------------------------------------------- permissions
+
+    async def decide(
+        self, request_id: str, behavior: PermissionBehavior | str, *, reason: str | None = None
+    ) -> PermissionDecision:
+        """Allow or deny a tool call waiting for permission (decided once; again: 409)."""
+        body: dict[str, Any] = {"behavior": str(behavior)}
+        if reason is not None:
+            body["reason"] = reason
+        return await self._http.model(
+            ops.DECIDE_PERMISSION, PermissionDecision, self._p(request_id=request_id), json=body
+        )
+
+    async def allow(self, request_id: str) -> PermissionDecision:
+        """Allow a waiting tool call."""
+        return await self.decide(request_id, PermissionBehavior.ALLOW)
+
+    async def deny(self, request_id: str, reason: str | None = None) -> PermissionDecision:
+        """Deny a waiting tool call (the model is told ``reason``)."""
+        return await self.decide(request_id, PermissionBehavior.DENY, reason=reason)
+
+    # ---------------------------------------------------------------- files and artifacts
+
+    async def files(self, area: Area = "output", *, limit: int = 1000) -> list[FileEntry]:
+        """Regular files below ``input/`` or ``output/``."""
+        query = {"area": area, "limit": limit}
+        return (await self._http.model(ops.LIST_FILES, FileList, self._p(), query=query)).items
+
+    async def upload(self, filename: str, data: bytes | Path) -> UploadedFile:
+        """Put ``data`` (bytes, or a local file's content) at ``input/<filename>``."""
+        body = await asyncio.to_thread(data.read_bytes) if isinstance(data, Path) else data
+        return await self._http.model(
+            ops.UPLOAD_FILE,
+            UploadedFile,
+            self._p(filename=filename),
+            content=body,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+
+    async def download(self, path: str) -> bytes:
+        """A workspace file's bytes: ``path`` is ``output/…`` or ``input/…``."""
+        area, _, rest = path.partition("/")
+        response = await self._http.request(ops.DOWNLOAD_FILE, self._p(area=area, path=rest))
+        return response.content
+
+    async def artifacts(self) -> list[ArtifactRef]:
+        """The session's artifacts, oldest first."""
+        return (await self._http.model(ops.LIST_ARTIFACTS, ArtifactList, self._p())).items
+
+    async def artifact(self, artifact_id: str) -> ArtifactRef:
+        """One artifact's metadata and provenance."""
+        return await self._http.model(
+            ops.GET_ARTIFACT, ArtifactRef, self._p(artifact_id=artifact_id)
+        )
+
+    async def artifact_content(self, artifact_id: str) -> bytes:
+        """An artifact's bytes."""
+        params = self._p(artifact_id=artifact_id)
+        return (await self._http.request(ops.ARTIFACT_CONTENT, params)).content
+
+    # ---------------------------------------------------------------- tasks
+
+    async def task_lists(self) -> TaskListsView:
+        """The session's task lists (a corrupt one is listed as unavailable)."""
+        return await self._http.model(ops.LIST_TASK_LISTS, TaskListsView, self._p())
+
+    async def task_list(self, list_name: str) -> TaskDagView:
+        """One task DAG with its ready and blocked tasks."""
+        return await self._http.model(ops.GET_TASK_LIST, TaskDagView, self._p(list_name=list_name))

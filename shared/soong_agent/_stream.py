@@ -1,0 +1,334 @@
+"""One run's events as an async iterator that resumes by itself.
+
+``async for event in session.send("…")`` posts the message with ``stream=true`` and yields the
+run's typed events until its own ``run_finished``. When the connection drops (a gateway restart,
+a proxy timeout, a network blip) the stream reopens ``GET …/runs/{run_id}/events`` with the last
+event id it delivered as ``Last-Event-ID``: the server sends exactly the events after it, so
+nothing is lost or delivered twice. It keeps trying with back-off until ``reconnect_timeout_s``
+passed without progress, then raises :class:`~soong_agent.StreamLostError`.
+
+Leaving the iteration early (``break`` inside ``async with``, an exception, a cancelled task)
+closes the connection and leaves the run running — unless the stream was made with
+``cancel_on_exit=True``, which then cancels the run too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import AsyncGenerator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from agent_core.types.enums import Role
+from agent_core.types.protocol import TextBlock
+from agent_core.types.runtime import (
+    RunFinished,
+    RunNodeCreated,
+    RunState,
+    RunTextDelta,
+    RunToolResult,
+    RunToolStarted,
+)
+from soong_agent import _operations as ops
+from soong_agent._errors import (
+    ProtocolError,
+    RateLimitedError,
+    ServerError,
+    SoongError,
+    StreamLostError,
+    TransportError,
+)
+from soong_agent._http import HttpCore, backoff_s
+from soong_agent._sse import SseDecoder, StreamEvent, decode_event
+
+__all__ = ["RunStream", "ToolUse"]
+
+Entry = tuple[str | None, StreamEvent]
+"""An event with its SSE id (``None`` for a frame without one)."""
+
+
+@dataclass(slots=True)
+class ToolUse:
+    """One tool call of a run: when it started and, once finished, its result."""
+
+    started: RunToolStarted
+    result: RunToolResult | None = None
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return self.started.name
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The arguments the model gave."""
+        return self.started.arguments
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the call failed (``False`` while it has no result yet)."""
+        return self.result is not None and self.result.is_error
+
+
+class RunStream:
+    """The events of one run, from its start or after ``last_event_id``, until it finished.
+
+    Iterate it once. ``run_id`` is known after :meth:`start` (``async with`` calls it);
+    ``finished`` holds the run's ``run_finished`` once seen; ``reconnects`` counts resumptions.
+    """
+
+    def __init__(
+        self,
+        http: HttpCore,
+        session_id: str,
+        *,
+        run_id: str | None = None,
+        message: dict[str, Any] | None = None,
+        last_event_id: str | None = None,
+        cancel_on_exit: bool = False,
+        reconnect_timeout_s: float = 60.0,
+    ) -> None:
+        if (run_id is None) == (message is None):
+            raise ValueError("give a run id to follow or a message to send, not both")
+        self.session_id = session_id
+        self.run_id = run_id
+        self.node_id: str | None = None
+        self.last_event_id = last_event_id
+        self.finished: RunFinished | None = None
+        self.reconnects = 0
+        self.cancel_on_exit = cancel_on_exit
+        self._http = http
+        self._message = message
+        self._reconnect_timeout_s = reconnect_timeout_s
+        self._exits = AsyncExitStack()
+        self._first: httpx.Response | None = None
+        self._started = False
+        self._batches: AsyncGenerator[list[Entry]] | None = None
+        self._pending: deque[Entry] = deque()
+        self._received = last_event_id
+        self._received_end = False
+        self._answer: str | None = None
+        self._deltas: dict[int, list[str]] = {}
+        self._tools: dict[str, ToolUse] = {}
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Send the message (for a stream from ``send``) and wait until the gateway took it.
+
+        After this ``run_id`` is set. A connection that breaks before the gateway answered
+        raises :class:`TransportError`: the message may or may not have been accepted (look at
+        the session's runs); it is never sent twice.
+        """
+        if self._started:
+            return
+        self._started = True
+        if self._message is None:
+            return
+        params = {"session_id": self.session_id}
+        try:
+            response = await self._exits.enter_async_context(
+                self._http.stream(ops.POST_MESSAGE, params, json=self._message)
+            )
+        except httpx.TransportError as exc:
+            raise TransportError(
+                f"the connection broke while sending the message ({type(exc).__name__}); it may "
+                "or may not have been accepted: see the session's runs"
+            ) from exc
+        self.run_id = response.headers.get("x-run-id")
+        self.node_id = response.headers.get("x-node-id")
+        if not self.run_id:
+            await self._exits.aclose()
+            raise ProtocolError("the gateway answered a streamed message without X-Run-Id")
+        self._first = response
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop reading; with ``cancel_on_exit`` cancel the run if it has not finished."""
+        batches, self._batches = self._batches, None
+        if batches is not None:
+            await batches.aclose()
+        await self._exits.aclose()
+        await self._abandon()
+
+    async def _abandon(self) -> None:
+        if not self.cancel_on_exit or self._received_end or self.run_id is None:
+            return
+        # Shielded: the cancel must reach the gateway even when we got here by being cancelled.
+        with contextlib.suppress(SoongError):
+            await asyncio.shield(self.cancel(wait=False))
+
+    # ---------------------------------------------------------------- iteration
+    #
+    # Frames are read and decoded a network chunk at a time (a batch); events are handed out one
+    # by one from the batch. Two positions are kept apart: ``_received`` (the last id read from
+    # the connection, where a reconnect resumes) and ``last_event_id`` (the last id handed to
+    # the caller). Events received but not yet handed out stay queued across a reconnect.
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        while not self._pending:
+            if self._received_end:
+                raise StopAsyncIteration
+            if self._batches is None:
+                self._batches = self._read_all()
+            try:
+                self._pending.extend(await anext(self._batches))
+            except asyncio.CancelledError:
+                await self._abandon()
+                raise
+        entry_id, event = self._pending.popleft()
+        if entry_id is not None:
+            self.last_event_id = entry_id
+        if event.run_id == self.run_id:
+            self._observe(event)
+        return event
+
+    async def _read_all(self) -> AsyncGenerator[list[Entry]]:
+        await self.start()
+        first, self._first = self._first, None
+        if first is not None:
+            try:
+                async for batch in self._read(first):
+                    yield batch
+            except httpx.TransportError:
+                pass  # resumed below from the last event received
+            finally:
+                await self._exits.aclose()
+        attempt = 0
+        deadline: float | None = None
+        opened = first is not None
+        while not self._received_end:
+            seen = self._received
+            wait: float | None = None
+            self.reconnects += opened
+            opened = True
+            try:
+                async for batch in self._follow():
+                    yield batch
+            except httpx.TransportError:
+                pass
+            except (RateLimitedError, ServerError) as exc:
+                wait = exc.retry_after_s
+            if self._received_end:
+                return
+            if self._received != seen:  # progress: the deadline counts from now
+                attempt, deadline = 0, None
+            now = time.monotonic()
+            deadline = deadline or now + self._reconnect_timeout_s
+            if now >= deadline:
+                raise StreamLostError(
+                    f"the event stream of run {self.run_id} could not be resumed within "
+                    f"{self._reconnect_timeout_s:.0f} s",
+                    run_id=self.run_id,
+                    last_event_id=self._received,
+                )
+            pause = backoff_s(attempt, base_s=0.1, cap_s=2.0) if wait is None else wait
+            await asyncio.sleep(min(pause, max(0.0, deadline - now)))
+            attempt += 1
+
+    async def _follow(self) -> AsyncGenerator[list[Entry]]:
+        assert self.run_id is not None
+        headers = {"Last-Event-ID": self._received} if self._received else None
+        params = {"session_id": self.session_id, "run_id": self.run_id}
+        async with self._http.stream(ops.RUN_EVENTS, params, headers=headers) as response:
+            async for batch in self._read(response):
+                yield batch
+
+    async def _read(self, response: httpx.Response) -> AsyncGenerator[list[Entry]]:
+        """The events of one connection, one list per chunk read, up to the run's end."""
+        decoder = SseDecoder()
+        async for chunk in response.aiter_bytes():
+            batch: list[Entry] = []
+            for frame in decoder.feed(chunk):
+                event = decode_event(frame)
+                batch.append((frame.id, event))
+                if frame.id is not None:
+                    self._received = frame.id
+                if type(event) is RunFinished and event.run_id == self.run_id:
+                    self._received_end = True
+                    break
+            if batch:
+                yield batch
+            if self._received_end:
+                return
+
+    # ---------------------------------------------------------------- what the run said
+
+    def _observe(self, event: StreamEvent) -> None:
+        """Keep what the helpers answer from one of this run's own events."""
+        if type(event) is RunTextDelta:
+            self._deltas.setdefault(event.turn, []).append(event.text)
+        elif type(event) is RunFinished:
+            self.finished = event
+        elif type(event) is RunNodeCreated:
+            if event.node.role is Role.ASSISTANT:
+                text = "".join(b.text for b in event.node.content if isinstance(b, TextBlock))
+                if text:
+                    self._answer = text
+        elif type(event) is RunToolStarted:
+            self._tools[event.tool_call_id] = ToolUse(started=event)
+        elif type(event) is RunToolResult and event.tool_call_id in self._tools:
+            self._tools[event.tool_call_id].result = event
+
+    @property
+    def text(self) -> str:
+        """The run's answer so far: its last assistant node's text, else its last turn's deltas."""
+        if self._answer is not None:
+            return self._answer
+        if not self._deltas:
+            return ""
+        return "".join(self._deltas[max(self._deltas)])
+
+    @property
+    def tool_uses(self) -> list[ToolUse]:
+        """The run's tool calls seen so far, in the order they started."""
+        return list(self._tools.values())
+
+    # ---------------------------------------------------------------- helpers
+
+    async def wait(self) -> RunFinished:
+        """Read the stream to its end and return the run's ``run_finished``."""
+        async for _ in self:
+            pass
+        if self.finished is None:  # iterated by someone else before, and closed early
+            raise SoongError("this stream was closed before the run finished")
+        return self.finished
+
+    async def final_text(self) -> str:
+        """Read to the end and return the run's final answer text."""
+        await self.wait()
+        return self.text
+
+    async def tool_calls(self) -> list[ToolUse]:
+        """Read to the end and return the run's tool calls with their results."""
+        await self.wait()
+        return self.tool_uses
+
+    async def cancel(self, *, wait: bool = True, timeout_s: float = 30.0) -> RunState:
+        """Cancel the run; with ``wait`` answer once it is terminal (or ``timeout_s`` passed)."""
+        await self.start()
+        assert self.run_id is not None
+        query = {"wait": "true" if wait else "false", "timeout_s": timeout_s}
+        params = {"session_id": self.session_id, "run_id": self.run_id}
+        return await self._http.model(ops.CANCEL_RUN, RunState, params, query=query)
