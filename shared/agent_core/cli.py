@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("compose-check", help="validate a compose file against this CLI")
     check.add_argument("file", type=Path)
     importlib.import_module("services.memory_extraction.replay").add_parser(sub)
-    importlib.import_module("services.gateway.chat").add_parser(sub)
+    importlib.import_module("soong_agent.chat").add_parser(sub)
     return parser
 
 
@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "keys":
             return asyncio.run(_keys(args))
         if args.command == "chat":
-            return int(importlib.import_module("services.gateway.chat").run(args))
+            return int(importlib.import_module("soong_agent.chat").run(args))
         if args.command == "memory":
             return int(importlib.import_module("services.memory_extraction.replay").run(args))
         if args.command == "compose-check":

@@ -1,15 +1,19 @@
-"""``soong-agent chat`` against the running stack: the answer streams once, commands work."""
+"""``soong-agent chat`` against the running stack: the answer streams once, commands work, and a
+run that did not complete says why."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
+from agent_core.types.runtime import RunFinished, RunState
+from soong_agent.chat import describe_end
 from tests.conftest import REPO
-from tests.e2e.gateway.conftest import Gw
+from tests.e2e.gateway.conftest import Gw, SseEvent, new_session, read_events
 
 pytestmark = pytest.mark.e2e
 
@@ -57,3 +61,46 @@ def test_chat_refuses_without_a_key_or_with_a_foreign_session(gw: Gw) -> None:
     )
     assert no_key.returncode == 2
     assert _chat(gw, "", "--session", "sess_20200101_000000_0000000000000000").returncode == 1
+
+
+def test_chat_says_how_a_cancelled_run_ended(gw: Gw) -> None:
+    """A run cancelled while chat waits on its permission prompt: chat prints its end reason."""
+    with gw.client() as c:
+        sid = new_session(c, agent_config={"tool_policy": {"ask": ["lookup"]}})
+        env = {**os.environ, "SOONG_API_KEY": gw.stack.api_key, "COLUMNS": "200", "TERM": "dumb"}
+        argv = [sys.executable, "-m", "agent_core.cli", "chat", "--url", gw.stack.gateway_url]
+        with subprocess.Popen(
+            [*argv, "--session", sid],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=REPO,
+        ) as chat:
+            assert chat.stdin is not None
+            chat.stdin.write("wait for me\n")
+            chat.stdin.flush()
+            deadline = time.monotonic() + 60
+            while not (runs := c.get(f"/v1/sessions/{sid}/runs").json()["items"]):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            run_id = runs[0]["run_id"]
+            events = f"/v1/sessions/{sid}/runs/{run_id}/events"
+            head: list[SseEvent] = []
+            while not head or head[-1].event != "permission_requested":
+                last = head[-1].id if head else None
+                head += read_events(c, events, stop_after=1, last_event_id=last)
+            cancelled = c.post(f"/v1/sessions/{sid}/runs/{run_id}/cancel", params={"wait": True})
+            assert cancelled.json()["status"] == "cancelled", cancelled.text
+            out, err = chat.communicate("n\n/quit\n", timeout=60)
+        assert chat.returncode == 0, err
+        state = RunState.model_validate(c.get(f"/v1/sessions/{sid}/runs/{run_id}").json())
+    ended = RunFinished(
+        run_id=run_id,
+        session_id=sid,
+        status=state.status,
+        end_reason=state.end_reason,
+        error=state.error,
+    )
+    assert describe_end(ended) in out and "— run cancelled" in out
