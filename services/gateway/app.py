@@ -25,9 +25,11 @@ from services.gateway import (
     routes_sessions,
     routes_tasks_memory,
 )
+from services.gateway.docs import add_docs_routes
 from services.gateway.errors import ErrorBody, install_error_handlers
 from services.gateway.limits import BodyLimitMiddleware
 from services.gateway.metrics import MetricsMiddleware
+from services.gateway.openapi_events import add_event_stream
 from services.gateway.state import Gateway
 
 __all__ = ["create_app"]
@@ -52,6 +54,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         if path.startswith("/v1/"):
             for operation in operations.values():
                 operation["security"] = [{"bearer": []}]
+    add_event_stream(schema)
     app.openapi_schema = schema
     return schema
 
@@ -66,6 +69,9 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         # An id with a slash in it (even sent as %2F, which the server decodes before routing)
         # must get a 404 from the API, not a redirect to some other route.
         redirect_slashes=False,
+        # Served from vendored files by add_docs_routes: the default pages load from a CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     gateway = Gateway.build(ctx)
     app.state.gateway = gateway
@@ -96,6 +102,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
 
     _add_health_routes(app, ctx, gateway)
+    add_docs_routes(app)
     return app
 
 

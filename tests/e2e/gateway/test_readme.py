@@ -1,0 +1,73 @@
+"""The README's examples run as written against a stack: the curl session (only the two values
+`make run` prints are filled in) and the ten-line SDK program."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from soong_agent._sse import SseDecoder
+from tests.conftest import REPO
+from tests.e2e.gateway.conftest import Gw
+
+pytestmark = pytest.mark.e2e
+
+
+def _block(lang: str) -> str:
+    blocks = re.findall(rf"^```{lang}\n(.*?)^```", (REPO / "README.md").read_text(), re.S | re.M)
+    assert len(blocks) == 1, f"expected one ```{lang} block in the README"
+    return str(blocks[0])
+
+
+def _fill(script: str, name: str, value: str) -> str:
+    filled, count = re.subn(rf"^export {name}=\S+", f"export {name}={value}", script, flags=re.M)
+    assert count == 1, name
+    return filled
+
+
+def _ids(sse: str) -> list[str]:
+    return [f.id for f in SseDecoder().feed(sse.encode()) if f.id is not None]
+
+
+def test_the_curl_examples_run_as_written(gw: Gw) -> None:
+    script = _fill(_block("sh"), "SOONG_GATEWAY_URL", gw.stack.gateway_url)
+    script = _fill(script, "SOONG_API_KEY", gw.stack.api_key)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    start = done.stdout.index('{"session_id"')  # the tree's JSON, between the two streams
+    end = done.stdout.index("retry:", start)
+    streamed, tree, resumed = done.stdout[:start], done.stdout[start:end], done.stdout[end:]
+    assert json.loads(tree)["nodes"] and json.loads(tree)["active_node_id"]
+    assert streamed.count("event: run_finished") == 1 and resumed.count("event: run_finished") == 1
+    ids = _ids(streamed)
+    assert len(ids) > 3 and _ids(resumed) == ids[3:]  # exactly the events after the third
+
+
+def test_the_sdk_example_runs_as_written(gw: Gw) -> None:
+    env = {
+        **os.environ,
+        "SOONG_GATEWAY_URL": gw.stack.gateway_url,
+        "SOONG_API_KEY": gw.stack.api_key,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _block("python")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[fake model]" in done.stdout
+    assert "[completed] tools: ['lookup']" in done.stdout
