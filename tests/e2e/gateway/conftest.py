@@ -12,7 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_core.bus import BusNames, make_redis
+from agent_core.bus import BusNames, RpcClient, make_redis
+from agent_core.bus.contracts.storage import CreateArtifact
+from agent_core.ids import new_id
+from agent_core.storage_client import StorageClient, raise_for_receipt
 from services.gateway.keys import ApiKeyStore
 from tests.conftest import Stack, start_stack, stop_stack
 
@@ -130,3 +133,28 @@ def run_message(
     events = read_events(client, f"/v1/sessions/{session_id}/runs/{run_id}/events")
     assert events[-1].event == "run_finished"
     return run_id, events
+
+
+async def seed_artifact(redis_url: str, session_id: str, path: str, *, size_bytes: int) -> str:
+    """Record ``path`` of a session's workspace as an artifact through the bus (what a tool that
+    makes a file does; the scripted model has no such tool); its id."""
+    redis = make_redis(redis_url)
+    names = BusNames("soong")
+    rpc = RpcClient(redis, names.reply_channel(f"test-{new_id('cmd')}"))
+    await rpc.start()
+    try:
+        artifact_id = new_id("artifact")
+        command = CreateArtifact(
+            command_id=new_id("cmd"),
+            session_id=session_id,
+            artifact_id=artifact_id,
+            path=path,
+            filename=path.rsplit("/", 1)[-1],
+            mime_type="text/markdown",
+            size_bytes=size_bytes,
+        )
+        raise_for_receipt(await StorageClient(rpc, names).send(command))
+        return artifact_id
+    finally:
+        await rpc.stop()
+        await redis.aclose()

@@ -9,11 +9,7 @@ import time
 import httpx
 import pytest
 
-from agent_core.bus import BusNames, RpcClient, make_redis
-from agent_core.bus.contracts.storage import CreateArtifact
-from agent_core.ids import new_id
-from agent_core.storage_client import StorageClient, raise_for_receipt
-from tests.e2e.gateway.conftest import Gw, new_session, read_events, run_message
+from tests.e2e.gateway.conftest import Gw, new_session, read_events, run_message, seed_artifact
 
 pytestmark = pytest.mark.e2e
 
@@ -330,29 +326,7 @@ def test_tree_nodes_switch_context_events_agents(gw: Gw) -> None:
 
 
 def _seed_artifact(gw: Gw, sid: str, path: str) -> str:
-    async def go() -> str:
-        redis = make_redis(gw.redis_url)
-        names = BusNames("soong")
-        rpc = RpcClient(redis, names.reply_channel(f"test-{new_id('cmd')}"))
-        await rpc.start()
-        try:
-            artifact_id = new_id("artifact")
-            command = CreateArtifact(
-                command_id=new_id("cmd"),
-                session_id=sid,
-                artifact_id=artifact_id,
-                path=path,
-                filename="report.md",
-                mime_type="text/markdown",
-                size_bytes=5,
-            )
-            raise_for_receipt(await StorageClient(rpc, names).send(command))
-            return artifact_id
-        finally:
-            await rpc.stop()
-            await redis.aclose()
-
-    return asyncio.run(go())
+    return asyncio.run(seed_artifact(gw.redis_url, sid, path, size_bytes=5))
 
 
 def test_files_and_artifacts(gw: Gw) -> None:

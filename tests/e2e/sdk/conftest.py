@@ -10,10 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 import soong_agent
-from agent_core.bus import BusNames, RpcClient, make_redis
-from agent_core.bus.contracts.storage import CreateArtifact
-from agent_core.ids import new_id
-from agent_core.storage_client import StorageClient, raise_for_receipt
+from tests.e2e.gateway.conftest import seed_artifact
 
 # A rate limit the tests can reach on purpose (the SDK retries 429s, so the others only slow down
 # for a moment when they get near it).
@@ -37,31 +34,11 @@ class SdkStack:
         await self.exits.aclose()
 
     async def seed_artifact(self, session_id: str, path: str, data: bytes) -> str:
-        """Write ``path`` in the session's workspace and record it as an artifact (what a tool
-        that makes a file does; the scripted model has no such tool)."""
+        """Write ``path`` in the session's workspace and record it as an artifact."""
         workspace = self.client.home / "accounts" / "dev" / "sessions" / session_id
         (workspace / path).write_bytes(data)
         stack = json.loads((self.client.home / "run" / "stack.json").read_text())
-        redis = make_redis(stack["redis_url"])
-        names = BusNames("soong")
-        rpc = RpcClient(redis, names.reply_channel(f"test-{new_id('cmd')}"))
-        await rpc.start()
-        try:
-            artifact_id = new_id("artifact")
-            command = CreateArtifact(
-                command_id=new_id("cmd"),
-                session_id=session_id,
-                artifact_id=artifact_id,
-                path=path,
-                filename=path.rsplit("/", 1)[-1],
-                mime_type="text/markdown",
-                size_bytes=len(data),
-            )
-            raise_for_receipt(await StorageClient(rpc, names).send(command))
-            return artifact_id
-        finally:
-            await rpc.stop()
-            await redis.aclose()
+        return await seed_artifact(stack["redis_url"], session_id, path, size_bytes=len(data))
 
 
 @pytest.fixture(scope="module")
