@@ -3,11 +3,13 @@
 ::
 
     import soong_agent
+    from soong_agent.types import RunTextDelta
 
     async with soong_agent.AsyncClient() as client:        # $SOONG_GATEWAY_URL, $SOONG_API_KEY
         session = await client.create_session()
         async for event in session.send("Summarise input/report.pdf"):
-            print(event.type)                               # typed runtime events …
+            if isinstance(event, RunTextDelta):             # typed runtime events …
+                print(event.text, end="")
         # … until run_finished; a dropped connection resumes by itself (Last-Event-ID)
 
 The models are the server's own (``agent_core.types``), re-exported by :mod:`soong_agent.types`;
