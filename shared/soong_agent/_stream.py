@@ -163,11 +163,16 @@ class RunStream:
 
     async def aclose(self) -> None:
         """Stop reading; with ``cancel_on_exit`` cancel the run if it has not finished."""
+        await self._close_reader()
+        await self._exits.aclose()
+        await self._abandon()
+
+    async def _close_reader(self) -> None:
+        """Close the reading generators (and so the connection) deterministically, in this task:
+        left to the garbage collector, nested async generators are finalised out of order."""
         batches, self._batches = self._batches, None
         if batches is not None:
             await batches.aclose()
-        await self._exits.aclose()
-        await self._abandon()
 
     async def _abandon(self) -> None:
         if not self.cancel_on_exit or self._received_end or self.run_id is None:
@@ -189,6 +194,7 @@ class RunStream:
     async def __anext__(self) -> StreamEvent:
         while not self._pending:
             if self._received_end:
+                await self._close_reader()  # suspended after the last batch: close it now
                 raise StopAsyncIteration
             if self._batches is None:
                 self._batches = self._read_all()
