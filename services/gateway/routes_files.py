@@ -1,4 +1,5 @@
-"""Artifacts (list, metadata, download) and workspace files (upload to ``input/``, list, download).
+"""Artifacts (list, metadata, download) and workspace files (upload to ``input/``; list and
+download in ``input/``, ``scratchpad/`` and ``output/``).
 
 Every path goes through the workspace's confined file access: symlinks cannot lead out of the
 session, ``..`` and absolute paths are refused, and uploads land only in ``input/``. Uploads are
@@ -127,10 +128,10 @@ async def list_files(
     session_id: str,
     gw: GatewayDep,
     caller: CallerDep,
-    area: Literal["input", "output"] = "output",
+    area: Literal["input", "scratchpad", "output"] = "output",
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> FileList:
-    """Regular files below ``input/`` or ``output/`` (symlinks are not followed)."""
+    """Regular files below ``input/``, ``scratchpad/`` or ``output/`` (symlinks not followed)."""
     ws = _workspace(gw, await get_session(gw, caller, session_id))
     items = [
         FileEntry(path=str(e.path), size_bytes=e.size, modified_at=e.mtime_ns / 1e9)
@@ -147,12 +148,12 @@ async def list_files(
 )
 async def download_file(
     session_id: str,
-    area: Literal["input", "output"],
+    area: Literal["input", "scratchpad", "output"],
     path: str,
     gw: GatewayDep,
     caller: CallerDep,
 ) -> StreamingResponse:
-    """Download a file of ``output/`` (or ``input/``)."""
+    """Download a file of ``output/``, ``scratchpad/`` or ``input/``."""
     ws = _workspace(gw, await get_session(gw, caller, session_id))
     resolved = ws.resolve(f"{area}/{path}")
     if resolved.area is not Area(area):

@@ -1,4 +1,4 @@
-"""The conversation tree: tree, node, switch_node, context preview, timeline events, agents."""
+"""The conversation tree: tree, path, node, switch_node, context preview, timeline events, agents."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from agent_core.storage_client import raise_for_receipt
 from agent_core.types.api import (
     AgentList,
     EventList,
+    NodePath,
     SwitchNodeRequest,
     Tree,
     TreeNode,
@@ -45,6 +46,41 @@ async def read_tree(session_id: str, gw: GatewayDep, caller: CallerDep) -> Tree:
         session_id=session_id,
         active_node_id=session.active_node_id,
         nodes=[TreeNode.model_validate(r) for r in rows],
+    )
+
+
+@router.get("/path", response_model=NodePath, responses=responses(404))
+async def read_path(
+    session_id: str,
+    gw: GatewayDep,
+    caller: CallerDep,
+    node_id: Annotated[str | None, Query(max_length=80)] = None,
+    after_node_id: Annotated[str | None, Query(max_length=80)] = None,
+) -> NodePath:
+    """The conversation from the root to ``node_id`` (the active node by default), full nodes.
+
+    With ``after_node_id`` (the last node of a path the client already holds) only the nodes after
+    it come back when it lies on the path; otherwise the whole path from the root. A session with
+    no node yet answers an empty path.
+    """
+    session = await get_session(gw, caller, session_id)
+    for value in (node_id, after_node_id):
+        if value is not None and not is_valid_id(value, "node"):
+            raise not_found("node")
+    tip = node_id or session.active_node_id  # the active node as read with the session
+    rows: list[Any] = []
+    if tip is not None:
+        query = GetActivePath(
+            session_id=session_id,
+            node_id=tip,
+            after_node_id=after_node_id,
+            account_id=caller.account_id,
+        )
+        rows = await fetch(gw, query, "node")
+    return NodePath(
+        session_id=session_id,
+        active_node_id=session.active_node_id,
+        items=[to_node(NodeRecord.model_validate(r)) for r in rows],
     )
 
 

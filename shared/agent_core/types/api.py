@@ -27,6 +27,7 @@ from agent_core.types.runtime import (
     AgentConfigOverrides,
     AgentState,
     ArtifactRef,
+    Node,
     RunState,
     SessionState,
     TimelineEvent,
@@ -43,6 +44,7 @@ __all__ = [
     "FileList",
     "Health",
     "MessageAccepted",
+    "NodePath",
     "PatchSessionRequest",
     "PermissionDecisionRequest",
     "PostMessageRequest",
@@ -210,6 +212,14 @@ class Tree(_Body):
     session_id: str
     active_node_id: str | None = None
     nodes: list[TreeNode]
+
+
+class NodePath(_Body):
+    """Nodes with their full content from the root (or after ``after_node_id``) to a node."""
+
+    session_id: str
+    active_node_id: str | None = None
+    items: list[Node]
 
 
 class SwitchNodeRequest(_Body):

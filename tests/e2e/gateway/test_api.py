@@ -353,7 +353,8 @@ def test_files_and_artifacts(gw: Gw) -> None:
             )
         assert not (gw.stack.home / "accounts" / "dev" / "sessions" / "escape").exists()
         _error(c.get(f"/v1/sessions/{sid}/files/output/nothing.txt"), 404)
-        _error(c.get(f"/v1/sessions/{sid}/files/scratchpad/x"), 422)
+        _error(c.get(f"/v1/sessions/{sid}/files/scratchpad/x"), 404)
+        _error(c.get(f"/v1/sessions/{sid}/files/secrets/x"), 422)
         _error(c.get(f"/v1/sessions/{sid}/files/output/..%2F..%2F..%2Fetc%2Fpasswd"), 400)
         # An artifact in output/: listed, described and downloaded with its content type.
         ws = gw.stack.home / "accounts" / "dev" / "sessions" / sid
