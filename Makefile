@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run install test lint bench compose-config asyncapi clean
+.PHONY: run install test lint bench compose-config asyncapi console-screenshots console-vendor clean
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -41,6 +41,14 @@ compose-config: install
 
 asyncapi: install
 	$(VENV)/bin/soong-agent asyncapi > docs/asyncapi.json
+
+# Re-takes docs/console/*.png with the console's browser tests (commit them with the change).
+console-screenshots: install
+	SOONG_CONSOLE_SCREENSHOTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/e2e/console
+
+# Re-vendors the console's JavaScript libraries from npm at the pinned versions (never in CI).
+console-vendor:
+	bash tools/console-vendor/vendor.sh
 
 lock: | $(UV)
 	$(UV) pip compile pyproject.toml --extra dev -o requirements.lock --python-version 3.11 -q

@@ -1,4 +1,4 @@
-"""The gateway's FastAPI application: the ``/v1`` API, health, readiness and metrics.
+"""The gateway's FastAPI application: the ``/v1`` API, health, readiness, metrics, the console.
 
 Stateless: everything lives in Redis and the storage-writer, so any number of instances can
 serve behind a load balancer. Middleware is plain ASGI (no ``BaseHTTPMiddleware``), so streams
@@ -30,6 +30,7 @@ from services.gateway.errors import ErrorBody, install_error_handlers
 from services.gateway.limits import BodyLimitMiddleware
 from services.gateway.metrics import MetricsMiddleware
 from services.gateway.openapi_events import add_event_stream
+from services.gateway.routes_console import mount_console
 from services.gateway.state import Gateway
 
 __all__ = ["create_app"]
@@ -103,6 +104,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
 
     _add_health_routes(app, ctx, gateway)
     add_docs_routes(app)
+    mount_console(app)  # last: API paths match before they could reach it
     return app
 
 

@@ -1,0 +1,68 @@
+// The console's shell: sign-in gate, top bar, session list, and the view the URL names.
+
+import { html, useCallback, useMemo, useRef, useState } from './lib.js';
+import { Api, forgetKey, saveKey, savedKey } from './api.js';
+import { useRoute } from './route.js';
+import { SignIn } from './signin.js';
+import { Sessions } from './sessions.js';
+import { SessionView } from './session.js';
+import { Memory } from './memory.js';
+
+function useToasts() {
+  const [toasts, setToasts] = useState([]);
+  const next = useRef(0);
+  const notify = useCallback((message) => {
+    next.current += 1;
+    const id = next.current;
+    setToasts((t) => [...t, { id, message }]);
+    setTimeout(() => setToasts((t) => t.filter((x) => x.id !== id)), 6000);
+  }, []);
+  return [toasts, notify];
+}
+
+function Home() {
+  return html`<div class="home">
+    <h2>Welcome</h2>
+    <p>Pick a session on the left or create one. Each session keeps its conversation as a tree you
+      can branch, its runs with their events, its files, and its task lists. Memory is shared by
+      all your sessions.</p>
+    <p class="muted">Keys: <kbd>/</kbd> searches sessions; in a message <kbd>Enter</kbd> sends and
+      <kbd>Shift</kbd>+<kbd>Enter</kbd> starts a new line; arrow keys move between tabs and tree nodes.</p>
+  </div>`;
+}
+
+export function App() {
+  const [key, setKey] = useState(savedKey());
+  const [reason, setReason] = useState(null);
+  const [toasts, notify] = useToasts();
+  const route = useRoute();
+  const api = useMemo(() => (key ? new Api(key, {
+    onUnauthorized: () => {
+      forgetKey();
+      setReason('The gateway no longer accepts this key: sign in again.');
+      setKey(null);
+    },
+  }) : null), [key]);
+  const signOut = () => {
+    forgetKey();
+    setReason(null);
+    setKey(null);
+  };
+  if (!api) return html`<${SignIn} reason=${reason} onSignedIn=${(k) => { saveKey(k); setKey(k); }} />`;
+  let main;
+  if (route.view === 'session') main = html`<${SessionView} key=${route.sid} api=${api} sid=${route.sid} tab=${route.tab} notify=${notify} />`;
+  else if (route.view === 'memory') main = html`<${Memory} api=${api} notify=${notify} />`;
+  else main = html`<${Home} />`;
+  return html`<div class="layout">
+    <header class="topbar">
+      <a class="brand" href="#/">soong-agent</a>
+      <a href="#/memory" class=${route.view === 'memory' ? 'current' : ''}>Memory</a>
+      <a href="/docs" target="_blank" rel="noopener">API docs</a>
+      <span class="spacer"></span>
+      <button class="link" onClick=${signOut}>Sign out</button>
+    </header>
+    <${Sessions} api=${api} route=${route} notify=${notify} />
+    <main class="main">${main}</main>
+    <div class="toasts" role="status" aria-live="polite">${toasts.map((t) => html`<div class="toast" key=${t.id}>${t.message}</div>`)}</div>
+  </div>`;
+}

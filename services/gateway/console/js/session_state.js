@@ -1,0 +1,163 @@
+// One session's state in the page: the session, the active path, its runs and artifacts, and the
+// live activity of every main run that has not ended, followed over SSE.
+//
+// Activities live in a ref (they are folded in place as events arrive) and `version` re-renders
+// the views after each batch. When a followed run ends, the path and runs are read again and
+// its activity is dropped in the same render: the conversation then shows the stored nodes.
+// After a reload, every run that has not ended is followed again from the start of its stream,
+// so the activity is rebuilt whole, and each event id is applied once.
+
+import { useCallback, useEffect, useMemo, useReducer, useRef } from './lib.js';
+import { sessionPath, withQuery } from './api.js';
+import { applyEvent, isTerminal, newActivity } from './activity.js';
+import { followRun } from './sse.js';
+
+const FLUSH_MS = 40;
+
+const initial = {
+  loading: true, error: null, session: null, path: [], runs: [], artifacts: [], version: 0,
+};
+
+function reducer(state, action) {
+  switch (action.type) {
+    case 'loaded':
+      return { ...state, ...action.data, loading: false, error: null, version: state.version + 1 };
+    case 'failed':
+      return { ...state, loading: false, error: action.error };
+    case 'bump':
+      return { ...state, version: state.version + 1 };
+    default:
+      throw new Error(`unknown action ${action.type}`);
+  }
+}
+
+/** The path after reading `after` from the tip: only newer nodes, or the whole path again. */
+function extendPath(path, items) {
+  if (!items.length) return path;
+  return items[0].parent_id === null ? items : [...path, ...items];
+}
+
+function withoutReserved(metadata) {
+  const { agent_config: _ignored, ...rest } = metadata || {};
+  return rest;
+}
+
+export function useSession(api, sid, notify) {
+  const [state, dispatch] = useReducer(reducer, initial);
+  const live = useRef(new Map());
+  const follows = useRef(new Map());
+  const current = useRef(state);
+  current.current = state;
+
+  const read = useCallback(async ({ wholePath = false } = {}) => {
+    // Runs before the path: a run read as ended has all its nodes on the path read after it.
+    const [session, runs, artifacts] = await Promise.all([
+      api.get(sessionPath(sid)),
+      api.get(sessionPath(sid, 'runs')),
+      api.get(sessionPath(sid, 'artifacts')),
+    ]);
+    const held = current.current.path;
+    const tip = held.length ? held[held.length - 1].node_id : null;
+    let path;
+    if (wholePath || !tip) {
+      path = (await api.get(sessionPath(sid, 'path'))).items;
+    } else {
+      const answer = await api.get(withQuery(sessionPath(sid, 'path'), { after_node_id: tip }));
+      path = extendPath(held, answer.items);
+    }
+    return { session, runs: runs.items, artifacts: artifacts.items, path };
+  }, [api, sid]);
+
+  const follow = useCallback((runId, userText = null) => {
+    if (follows.current.has(runId)) return;
+    const control = new AbortController();
+    follows.current.set(runId, control);
+    const activity = live.current.get(runId) || newActivity(runId, { userText });
+    live.current.set(runId, activity);
+    let queue = [];
+    let timer = null;
+    const flush = () => {
+      timer = null;
+      let changed = false;
+      for (const event of queue) changed = applyEvent(activity, event) || changed;
+      queue = [];
+      if (changed) dispatch({ type: 'bump' });
+    };
+    const onEvent = (event) => {
+      queue.push(event);
+      if (timer === null) timer = setTimeout(flush, FLUSH_MS);
+    };
+    dispatch({ type: 'bump' });
+    followRun(api, sid, runId, { onEvent, signal: control.signal })
+      .then(async () => {
+        if (control.signal.aborted) return;
+        clearTimeout(timer);
+        flush();
+        const data = await read();
+        live.current.delete(runId);
+        dispatch({ type: 'loaded', data });
+        for (const run of data.runs) {
+          if (!isTerminal(run.status) && run.agent_id === data.session.root_agent_id) follow(run.run_id);
+        }
+      })
+      .catch((err) => notify(`The run's events stopped: ${err.message}`))
+      .finally(() => follows.current.delete(runId));
+  }, [api, sid, read, notify]);
+
+  const reload = useCallback(async (options) => {
+    try {
+      const data = await read(options);
+      dispatch({ type: 'loaded', data });
+      for (const run of data.runs) {
+        if (!isTerminal(run.status) && run.agent_id === data.session.root_agent_id) follow(run.run_id);
+      }
+    } catch (err) {
+      dispatch({ type: 'failed', error: err });
+    }
+  }, [read, follow]);
+
+  useEffect(() => {
+    reload({ wholePath: true });
+    const running = follows.current;
+    return () => {
+      for (const control of running.values()) control.abort();
+      running.clear();
+    };
+  }, [reload]);
+
+  const actions = useMemo(() => ({
+    reload,
+    async send(text, parentNodeId = null) {
+      const body = { text };
+      if (parentNodeId) body.parent_node_id = parentNodeId;
+      const accepted = await api.post(sessionPath(sid, 'messages'), body);
+      follow(accepted.run_id, text);
+      const session = current.current.session;
+      if (session && !session.metadata?.title) {
+        const title = text.trim().split('\n')[0].slice(0, 60);
+        api.patch(sessionPath(sid), { metadata: { ...withoutReserved(session.metadata), title } })
+          .then(() => window.dispatchEvent(new CustomEvent('soong:sessions-changed')))
+          .catch(() => {}); // a title is a convenience; the message itself was accepted
+      }
+      return accepted;
+    },
+    cancel(runId) {
+      return api.post(sessionPath(sid, 'runs', runId, 'cancel'));
+    },
+    decide(requestId, behavior) {
+      return api.post(sessionPath(sid, 'permissions', requestId), { behavior });
+    },
+    async switchTo(nodeId) {
+      await api.post(sessionPath(sid, 'switch_node'), { node_id: nodeId });
+      await reload({ wholePath: true });
+    },
+    async setStatus(status) {
+      await api.patch(sessionPath(sid), { status });
+      window.dispatchEvent(new CustomEvent('soong:sessions-changed'));
+      await reload();
+    },
+  }), [api, sid, follow, reload]);
+
+  const activities = Array.from(live.current.values());
+  return { state, activities, actions };
+}

@@ -1,0 +1,123 @@
+// The session list: newest first, searchable by title or id, with paging, archived sessions on
+// request, and a form to create one (title, mode, optional agent configuration).
+
+import { html, useCallback, useEffect, useRef, useState } from './lib.js';
+import { sessionPath, withQuery } from './api.js';
+import { sessionHref } from './route.js';
+import { formatTime, sessionTitle, shortId } from './format.js';
+
+const PAGE = 50;
+
+function matches(session, query) {
+  if (!query) return true;
+  const q = query.toLowerCase();
+  return session.session_id.toLowerCase().includes(q) || (sessionTitle(session) || '').toLowerCase().includes(q);
+}
+
+function NewSession({ api, onCreated, onCancel }) {
+  const [title, setTitle] = useState('');
+  const [mode, setMode] = useState('agent');
+  const [config, setConfig] = useState('');
+  const [error, setError] = useState(null);
+  const submit = async (event) => {
+    event.preventDefault();
+    const body = { mode, metadata: title.trim() ? { title: title.trim() } : {} };
+    if (config.trim()) {
+      try {
+        body.agent_config = JSON.parse(config);
+      } catch {
+        setError('The agent configuration is not valid JSON.');
+        return;
+      }
+    }
+    try {
+      onCreated(await api.post('/v1/sessions', body));
+    } catch (err) {
+      setError(err.message);
+    }
+  };
+  return html`<form class="new-session" onSubmit=${submit} aria-label="New session">
+    <label>Title <input autofocus value=${title} onInput=${(e) => setTitle(e.target.value)} placeholder="optional" /></label>
+    <label>Mode <select value=${mode} onChange=${(e) => setMode(e.target.value)}>
+      <option value="agent">agent</option>
+      <option value="orchestrator">orchestrator (plans and delegates to workers)</option>
+    </select></label>
+    <details><summary>Agent configuration</summary>
+      <textarea rows="4" aria-label="Agent configuration (JSON)" value=${config} onInput=${(e) => setConfig(e.target.value)}
+        placeholder='{"max_turns": 8, "tool_policy": {"default": "allow", "ask": ["write_file"]}}'></textarea>
+    </details>
+    ${error && html`<p class="error-text" role="alert">${error}</p>`}
+    <div class="row"><button class="primary" type="submit">Create</button>
+      <button type="button" onClick=${onCancel}>Cancel</button></div>
+  </form>`;
+}
+
+export function Sessions({ api, route, notify }) {
+  const [items, setItems] = useState([]);
+  const [cursor, setCursor] = useState(null);
+  const [archived, setArchived] = useState(false);
+  const [query, setQuery] = useState('');
+  const [creating, setCreating] = useState(false);
+  const search = useRef(null);
+
+  const load = useCallback(async (more = false) => {
+    try {
+      const page = await api.get(withQuery('/v1/sessions', {
+        limit: PAGE, status: archived ? 'archived' : 'active', cursor: more ? cursor : null,
+      }));
+      setItems((old) => (more ? [...old, ...page.items] : page.items));
+      setCursor(page.next_cursor);
+    } catch (err) {
+      notify(err.message);
+    }
+  }, [api, archived, cursor, notify]);
+
+  useEffect(() => { load(false); }, [api, archived]);
+  useEffect(() => {
+    const onChanged = () => load(false);
+    const onKey = (event) => {
+      if (event.key === '/' && !['INPUT', 'TEXTAREA', 'SELECT'].includes(document.activeElement?.tagName)) {
+        event.preventDefault();
+        search.current?.focus();
+      }
+    };
+    window.addEventListener('soong:sessions-changed', onChanged);
+    window.addEventListener('keydown', onKey);
+    return () => {
+      window.removeEventListener('soong:sessions-changed', onChanged);
+      window.removeEventListener('keydown', onKey);
+    };
+  }, [load]);
+
+  const openById = async () => {
+    try {
+      const session = await api.get(sessionPath(query.trim()));
+      location.hash = sessionHref(session.session_id);
+    } catch (err) {
+      notify(err.status === 404 ? `No session ${query.trim()}` : err.message);
+    }
+  };
+  const shown = items.filter((s) => matches(s, query.trim()));
+  const looksLikeId = /^sess_[A-Za-z0-9_]+$/.test(query.trim());
+  return html`<nav class="sessions" aria-label="Sessions">
+    <div class="sessions-head">
+      <button class="primary" onClick=${() => setCreating(true)}>New session</button>
+      <label class="check"><input type="checkbox" checked=${archived} onChange=${(e) => setArchived(e.target.checked)} /> archived</label>
+    </div>
+    ${creating && html`<${NewSession} api=${api} onCancel=${() => setCreating(false)}
+      onCreated=${(s) => { setCreating(false); load(false); location.hash = sessionHref(s.session_id); }} />`}
+    <input ref=${search} type="search" class="search" aria-label="Search sessions by title or id"
+      placeholder="Search title or id  ( / )" value=${query} onInput=${(e) => setQuery(e.target.value)} />
+    <ul class="session-list">
+      ${shown.map((s) => html`<li key=${s.session_id}>
+        <a href=${sessionHref(s.session_id, route.view === 'session' ? route.tab : 'chat')} data-session-id=${s.session_id}
+          class=${route.sid === s.session_id ? 'current' : ''} aria-current=${route.sid === s.session_id ? 'page' : undefined}>
+          <span class="title">${sessionTitle(s) || 'Untitled'}</span>
+          <span class="muted">${shortId(s.session_id)} · ${formatTime(s.updated_at)}</span>
+        </a></li>`)}
+    </ul>
+    ${shown.length === 0 && !looksLikeId && html`<p class="muted">No ${archived ? 'archived ' : ''}sessions${query ? ' match' : ''}.</p>`}
+    ${looksLikeId && !shown.length && html`<button class="link" onClick=${openById}>Open ${query.trim()}</button>`}
+    ${cursor && html`<button class="link" onClick=${() => load(true)}>Load more</button>`}
+  </nav>`;
+}
