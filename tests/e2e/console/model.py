@@ -1,9 +1,10 @@
 """The console tests' model: the OpenAI fake server answering by what the last user message asks.
 
 - ``write …``: a sentence, then ``write_file`` to ``output/report.csv``; after the tool, an answer.
-- ``ask …``: "Part one." and ``write_file`` to ``output/approved.txt`` (the session asks before
-  ``write_file``, so the run waits for a person); after the tool, "Part two" streamed in pieces.
-- ``slow …``: sixty numbered words streamed 0.1 s apart (``SLOW_TEXT``), to reload in the middle.
+- ``ask …``: ``PART_ONE`` (thirty numbered words streamed 0.05 s apart), then ``write_file`` to
+  ``output/approved.txt`` (the session asks before ``write_file``, so the run waits for a person);
+  after the tool, ``PART_TWO`` streamed in pieces.
+- ``slow …``: sixty numbered words streamed 0.1 s apart (``SLOW_TEXT``), to cancel in the middle.
 - ``fail …``: the provider answers 400, so the run fails with the provider's error code.
 - ``plan …``: ``task_create_list`` then two ``task_add``, then an answer.
 - anything else: ``Echo: <message>``.
@@ -21,13 +22,22 @@ from tests.integration.run_worker.harness import last_role, text_answer
 REPORT_CSV = "name,score\nada,3\nbob,5\n"
 SLOW_WORDS = [f"w{i:02d}" for i in range(1, 61)]
 SLOW_TEXT = " ".join(SLOW_WORDS)
+PART_ONE = " ".join(f"a{i:02d}" for i in range(1, 31))
 PART_TWO = "Part two: the file is written and approved."
 
 
-def _tool_turn(text: str, *calls: tuple[str, str, dict[str, Any]]) -> ScriptedTurn:
-    """``text``, then the calls; each call id gets a random tail, as a provider's would (a
-    permission decision is kept under the request's id, which the call id makes)."""
-    steps: list[Any] = [{"type": "text", "text": text}] if text else []
+def _tool_turn(
+    text: str, *calls: tuple[str, str, dict[str, Any]], pace_s: float = 0.0
+) -> ScriptedTurn:
+    """``text`` (word by word ``pace_s`` apart when given), then the calls; each call id gets a
+    random tail, as a provider's would (a permission decision is kept under the request's id,
+    which the call id makes)."""
+    words = text.split(" ") if pace_s else [text]
+    steps: list[Any] = []
+    for i, word in enumerate(w for w in words if w):
+        if pace_s:
+            steps.append({"type": "delay", "seconds": pace_s})
+        steps.append({"type": "text", "text": word if i == 0 or not pace_s else f" {word}"})
     for index, (call_id, name, arguments) in enumerate(calls):
         raw = json.dumps(arguments)
         call_id = f"{call_id}_{secrets.token_hex(4)}"
@@ -79,7 +89,7 @@ def console_model(request: Any) -> ScriptedResponse:
         if after_tool:
             return text_answer(PART_TWO, delay_s=0.05, pieces=4)
         call = {"path": "output/approved.txt", "content": "approved\n"}
-        return _tool_turn("Part one. ", ("call_ask", "write_file", call))
+        return _tool_turn(PART_ONE, ("call_ask", "write_file", call), pace_s=0.05)
     if word == "slow":
         return text_answer(SLOW_TEXT, delay_s=0.1, pieces=len(SLOW_WORDS))
     if word == "fail":

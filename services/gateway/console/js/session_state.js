@@ -46,6 +46,7 @@ export function useSession(api, sid, notify) {
   const [state, dispatch] = useReducer(reducer, initial);
   const live = useRef(new Map());
   const follows = useRef(new Map());
+  const ended = useRef(new Set()); // runs whose end this page saw: never followed again
   const current = useRef(state);
   current.current = state;
 
@@ -68,8 +69,20 @@ export function useSession(api, sid, notify) {
     return { session, runs: runs.items, artifacts: artifacts.items, path };
   }, [api, sid]);
 
+  // `follow` and `settle` call each other (a settled run may reveal the next queued one), so
+  // they live in a ref that each render refreshes.
+  const moves = useRef({});
+
+  /** After a followed run ended: read again, drop its activity, follow what is still open. */
+  const settle = useCallback(async (runId) => {
+    const data = await read();
+    live.current.delete(runId);
+    dispatch({ type: 'loaded', data });
+    moves.current.followOpen(data);
+  }, [read]);
+
   const follow = useCallback((runId, userText = null) => {
-    if (follows.current.has(runId)) return;
+    if (follows.current.has(runId) || ended.current.has(runId)) return;
     const control = new AbortController();
     follows.current.set(runId, control);
     const activity = live.current.get(runId) || newActivity(runId, { userText });
@@ -77,6 +90,7 @@ export function useSession(api, sid, notify) {
     let queue = [];
     let timer = null;
     const flush = () => {
+      clearTimeout(timer);
       timer = null;
       let changed = false;
       for (const event of queue) changed = applyEvent(activity, event) || changed;
@@ -89,32 +103,34 @@ export function useSession(api, sid, notify) {
     };
     dispatch({ type: 'bump' });
     followRun(api, sid, runId, { onEvent, signal: control.signal })
-      .then(async () => {
-        if (control.signal.aborted) return;
-        clearTimeout(timer);
-        flush();
-        const data = await read();
-        live.current.delete(runId);
-        dispatch({ type: 'loaded', data });
-        for (const run of data.runs) {
-          if (!isTerminal(run.status) && run.agent_id === data.session.root_agent_id) follow(run.run_id);
-        }
-      })
       .catch((err) => notify(`The run's events stopped: ${err.message}`))
+      .then(() => {
+        if (control.signal.aborted) return undefined;
+        flush();
+        ended.current.add(runId);
+        return settle(runId);
+      })
+      .catch((err) => notify(err.message))
       .finally(() => follows.current.delete(runId));
-  }, [api, sid, read, notify]);
+  }, [api, sid, settle, notify]);
+
+  /** Follows every main run of `data` that has not ended (each once). */
+  const followOpen = useCallback((data) => {
+    for (const run of data.runs) {
+      if (!isTerminal(run.status) && run.agent_id === data.session.root_agent_id) follow(run.run_id);
+    }
+  }, [follow]);
+  moves.current.followOpen = followOpen;
 
   const reload = useCallback(async (options) => {
     try {
       const data = await read(options);
       dispatch({ type: 'loaded', data });
-      for (const run of data.runs) {
-        if (!isTerminal(run.status) && run.agent_id === data.session.root_agent_id) follow(run.run_id);
-      }
+      followOpen(data);
     } catch (err) {
       dispatch({ type: 'failed', error: err });
     }
-  }, [read, follow]);
+  }, [read, followOpen]);
 
   useEffect(() => {
     reload({ wholePath: true });
