@@ -60,6 +60,7 @@ CANCEL_RUN = _op("POST", _S + "/runs/{run_id}/cancel", idempotent=True)
 RUN_EVENTS = _op("GET", _S + "/runs/{run_id}/events")
 
 TREE = _op("GET", _S + "/tree")
+PATH = _op("GET", _S + "/path")
 GET_NODE = _op("GET", _S + "/nodes/{node_id}")
 NODE_CONTEXT = _op("GET", _S + "/nodes/{node_id}/context")
 SWITCH_NODE = _op("POST", _S + "/switch_node", idempotent=True)

@@ -18,6 +18,7 @@ from agent_core.types.api import (
     FileEntry,
     FileList,
     MessageAccepted,
+    NodePath,
     RunList,
     Tree,
     UploadedFile,
@@ -218,6 +219,14 @@ class AsyncSession:
     async def tree(self) -> Tree:
         """Every node (compact) and the active node."""
         return await self._http.model(ops.TREE, Tree, self._p())
+
+    async def path(
+        self, node_id: str | None = None, *, after_node_id: str | None = None
+    ) -> NodePath:
+        """Full nodes from the root to ``node_id`` (the active node by default); with
+        ``after_node_id`` on that path, only the nodes after it."""
+        query = {"node_id": node_id, "after_node_id": after_node_id}
+        return await self._http.model(ops.PATH, NodePath, self._p(), query=query)
 
     async def node(self, node_id: str) -> Node:
         """One node with its full content."""
