@@ -52,6 +52,7 @@ console-vendor:
 
 lock: | $(UV)
 	$(UV) pip compile pyproject.toml --extra dev -o requirements.lock --python-version 3.11 -q
+	$(UV) pip compile pyproject.toml -c requirements.lock -o requirements-runtime.lock --python-version 3.11 -q
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache

@@ -144,8 +144,18 @@ class Stack:
         return self.log_path.read_text(errors="replace")
 
 
-def start_stack(home: Path, *, workers: int = 2, extra_env: dict[str, str] | None = None) -> Stack:
-    """Start ``soong-agent up`` in its own process group and wait until /readyz answers 200."""
+def start_stack(
+    home: Path,
+    *,
+    workers: int = 2,
+    extra_env: dict[str, str] | None = None,
+    new_key: bool = True,
+) -> Stack:
+    """Start ``soong-agent up`` in its own process group and wait until /readyz answers 200.
+
+    ``new_key=False``: the home already has its development key, so none is printed (``api_key``
+    is then empty).
+    """
     port = find_free_port()
     env = {
         **os.environ,
@@ -157,7 +167,8 @@ def start_stack(home: Path, *, workers: int = 2, extra_env: dict[str, str] | Non
     env.pop("SOONG_REDIS_URL", None)
     log_path = home / "up.log"
     home.mkdir(parents=True, exist_ok=True)
-    with log_path.open("wb") as out:
+    offset = log_path.stat().st_size if log_path.exists() else 0  # a restart appends
+    with log_path.open("ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "agent_core.cli", "up", "--workers", str(workers)],
             stdout=out,
@@ -181,9 +192,12 @@ def start_stack(home: Path, *, workers: int = 2, extra_env: dict[str, str] | Non
     else:
         stop_stack(proc)
         raise AssertionError(f"stack not ready in 120 s:\n{log_path.read_text()}")
-    match = re.search(r"API key for account 'dev': (\S+)", log_path.read_text())
-    assert match, log_path.read_text()
-    return Stack(proc, home, url, match.group(1), log_path)
+    printed = log_path.read_bytes()[offset:].decode(errors="replace")
+    match = re.search(r"API key for account 'dev': (\S+)", printed)
+    if bool(match) != new_key:
+        stop_stack(proc)
+        raise AssertionError(f"expected {'a' if new_key else 'no'} new key:\n{printed}")
+    return Stack(proc, home, url, match.group(1) if match else "", log_path)
 
 
 def stop_stack(proc: subprocess.Popen[bytes], sig: int = signal.SIGINT) -> int:

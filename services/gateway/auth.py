@@ -33,17 +33,22 @@ _MAX_FAILURES = 100
 _FAILURE_WINDOW_S = 60
 _QUERY_KEYS = ("api_key", "apikey", "key", "token", "access_token", "authorization")
 
-# KEYS: apikeys hash, bucket key. ARGV: key hash, rate per second, burst.
-# Returns {0} for an unknown or revoked key, else {1, record, allowed, retry_after_ms}.
+# KEYS: apikeys hash, bucket key, last-use hash. ARGV: key hash, rate per second, burst.
+# Returns {0} for an unknown, revoked or expired key, else {1, record, allowed, retry_after_ms}.
+# The key's last use is written at most once a minute (it is shown by `keys list`).
 _SCRIPT = """
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then return {0} end
 local rec = cjson.decode(raw)
 if rec['revoked'] then return {0} end
-local rate = tonumber(ARGV[2])
-local burst = tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local expires = rec['expires_at_ms']
+if type(expires) == 'number' and now >= expires then return {0} end
+local used = tonumber(redis.call('HGET', KEYS[3], rec['key_id']) or '0')
+if now - used >= 60000 then redis.call('HSET', KEYS[3], rec['key_id'], now) end
+local rate = tonumber(ARGV[2])
+local burst = tonumber(ARGV[3])
 local state = redis.call('HMGET', KEYS[2], 'tokens', 'ts')
 local tokens = tonumber(state[1])
 local ts = tonumber(state[2])
@@ -97,6 +102,7 @@ class Authenticator:
         self._redis = redis
         self._names = names
         self._keys_hash = names.key("apikeys")
+        self._used_hash = names.key("apikeys", "used")
         self._rate = rate_per_s
         self._burst = burst
         self._script: Any = redis.register_script(_SCRIPT)
@@ -111,7 +117,8 @@ class Authenticator:
         digest = hash_key(key)
         bucket = self._names.key("ratelimit", digest[:16])
         reply = await self._script(
-            keys=[self._keys_hash, bucket], args=[digest, self._rate, self._burst]
+            keys=[self._keys_hash, bucket, self._used_hash],
+            args=[digest, self._rate, self._burst],
         )
         if not reply or int(reply[0]) == 0:
             await self._count_failure(request)

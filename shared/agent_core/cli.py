@@ -1,10 +1,12 @@
 """``soong-agent``: the command line.
 
-soong-agent up [--workers N] [--fake-provider]    the whole stack under a supervisor
+soong-agent up [--workers N] [--fake-provider] [--new-dev-key]   the whole stack, one per home
 soong-agent serve NAME [--instance ID]            one service process
 soong-agent asyncapi                              print the bus's AsyncAPI document
-soong-agent keys create --account NAME | revoke KEY_ID
-soong-agent compose-check FILE                    validate docker-compose.yml against the CLI
+soong-agent keys create --account NAME [--expires-in 30d] | list [--account NAME] | revoke KEY_ID
+soong-agent compose-check FILE                    check docker-compose.yml against the image and CLI
+
+Every expected failure prints one line (``error: ... [code]``) and exits non-zero; no traceback.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ import importlib
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import uvloop
 
-from agent_core.bus import SERVICE_NAMES, BusNames, make_redis
+from agent_core.bus import SERVICE_NAMES, BusNames
 from agent_core.config import Settings, load_settings
 from agent_core.errors import AgentCoreError, ConfigError
 
@@ -39,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="DEMO ONLY: answer with a scripted fake model instead of a real provider",
     )
+    up.add_argument(
+        "--new-dev-key",
+        action="store_true",
+        help="revoke the home's development key and print a new one",
+    )
 
     serve = sub.add_parser("serve", help="run one service")
     serve.add_argument("name", choices=SERVICE_NAMES)
@@ -50,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create a key; it is printed once")
     create.add_argument("--account", required=True)
+    create.add_argument(
+        "--expires-in", type=_duration, default=None, help="e.g. 90d, 12h, 30m (default: never)"
+    )
+    listing = keys_sub.add_parser("list", help="key ids, accounts, creation and last use")
+    listing.add_argument("--account", default=None)
     revoke = keys_sub.add_parser("revoke", help="revoke a key by its id")
     revoke.add_argument("key_id")
 
@@ -60,6 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _duration(text: str) -> float:
+    """Seconds of ``90d``, ``12h``, ``30m`` or ``45s``."""
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    number, unit = text[:-1], text[-1:]
+    if unit not in units or not number.isdigit() or int(number) <= 0:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 90d, 12h, 30m)")
+    return float(int(number) * units[unit])
+
+
 def _settings_with_stack(settings: Settings) -> Settings:
     """Fill ``bus.redis_url`` from a running ``up`` (embedded Valkey) when it is not configured."""
     if settings.bus.redis_url:
@@ -68,7 +92,14 @@ def _settings_with_stack(settings: Settings) -> Settings:
 
     stack = settings.home / STACK_FILE
     if stack.exists():
-        url = json.loads(stack.read_text())["redis_url"]
+        try:
+            url = str(json.loads(stack.read_text())["redis_url"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(
+                "stack_file_unreadable",
+                f"{stack}: not a stack file of `soong-agent up` ({type(exc).__name__})",
+                details={"file": str(stack)},
+            ) from None
         return settings.model_copy(
             update={"bus": settings.bus.model_copy(update={"redis_url": url})}
         )
@@ -91,30 +122,66 @@ def _serve(name: str, instance: str | None) -> int:
         return runner.run(run_service(module.build, settings, name, inst))
 
 
-def _up(workers: int | None, fake_provider: bool) -> int:
+def _up(args: argparse.Namespace) -> int:
     from agent_core.service.stack import run_stack
 
-    return run_stack(load_settings(), workers=workers, fake_provider=fake_provider)
+    return run_stack(
+        load_settings(),
+        workers=args.workers,
+        fake_provider=args.fake_provider,
+        new_dev_key=args.new_dev_key,
+    )
 
 
 async def _keys(args: argparse.Namespace) -> int:
+    from services.gateway.devkey import reachable_redis
     from services.gateway.keys import ApiKeyStore
 
     settings = _settings_with_stack(load_settings())
     assert settings.bus.redis_url is not None
-    redis = make_redis(settings.bus.redis_url)
+    redis = await reachable_redis(settings.bus.redis_url)
     try:
         store = ApiKeyStore(redis, BusNames(settings.bus.namespace))
         if args.keys_command == "create":
-            key, record = await store.create(args.account)
+            key, record = await store.create(args.account, expires_in_s=args.expires_in)
             print(f"key id:  {record.key_id}\naccount: {record.account_id}\nkey:     {key}")
             print("The key is shown once; store it now.", file=sys.stderr)
+            return 0
+        if args.keys_command == "list":
+            _print_keys(await store.list(args.account))
             return 0
         found = await store.revoke(args.key_id)
         print("revoked" if found else "no such key")
         return 0 if found else 1
     finally:
         await redis.aclose()
+
+
+def _print_keys(listings: Sequence[Any]) -> None:
+    now_ms = time.time() * 1000
+    print(f"{'KEY ID':<17} {'ACCOUNT':<20} {'CREATED':<20} {'LAST USED':<20} STATE")
+    for item in listings:
+        key = item.key
+        expires = key.expires_at_ms
+        state = (
+            "revoked"
+            if key.revoked
+            else "expired"
+            if expires is not None and now_ms >= expires
+            else f"expires {_when(expires)}"
+            if expires is not None
+            else "live"
+        )
+        print(
+            f"{key.key_id:<17} {key.account_id:<20} {key.created_at[:19].replace('T', ' '):<20} "
+            f"{_when(item.last_used_ms):<20} {state}"
+        )
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "never"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -124,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             return _serve(args.name, args.instance)
         if args.command == "up":
-            return _up(args.workers, args.fake_provider)
+            return _up(args)
         if args.command == "asyncapi":
             from agent_core.bus.asyncapi import asyncapi_document
 
@@ -137,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "memory":
             return int(importlib.import_module("services.memory_extraction.replay").run(args))
         if args.command == "compose-check":
-            from agent_core.service.compose import check_compose
+            from agent_core.deploy import check_compose
 
             problems = check_compose(args.file, build_parser())
             for problem in problems:
@@ -147,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1 if problems else 0
     except AgentCoreError as exc:
         print(f"error: {exc.to_payload().message} [{exc.code}]", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a folder not writable, a file not readable: the system says why
+        print(f"error: {exc.strerror or exc}: {exc.filename or ''} [os_error]", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -1,11 +1,18 @@
 """``${SOONG_AGENT_HOME}/config.toml``: schema, loader and environment overrides."""
 
-from agent_core.config.loader import ENV_VARS, default_home, load_settings
+from agent_core.config.loader import (
+    CONFIG_ENV_VAR,
+    ENV_VARS,
+    config_path,
+    default_home,
+    load_settings,
+)
 from agent_core.config.schema import (
     BusSettings,
     GatewaySettings,
     MemorySettings,
     ModelSettings,
+    ObservabilitySettings,
     RunWorkerSettings,
     Settings,
     StorageSettings,
@@ -13,15 +20,18 @@ from agent_core.config.schema import (
 )
 
 __all__ = [
+    "CONFIG_ENV_VAR",
     "ENV_VARS",
     "BusSettings",
     "GatewaySettings",
     "MemorySettings",
     "ModelSettings",
+    "ObservabilitySettings",
     "RunWorkerSettings",
     "Settings",
     "StorageSettings",
     "TaskSettings",
+    "config_path",
     "default_home",
     "load_settings",
 ]

@@ -12,6 +12,7 @@ __all__ = [
     "GatewaySettings",
     "MemorySettings",
     "ModelSettings",
+    "ObservabilitySettings",
     "RunWorkerSettings",
     "Settings",
     "StorageSettings",
@@ -88,6 +89,20 @@ class MemorySettings(_Section):
     model: ModelSettings | None = None
 
 
+class ObservabilitySettings(_Section):
+    """Logs, each process's ops port (health and metrics) and traces.
+
+    ``ops_port``: ``None`` opens no ops port (``soong-agent up`` gives each process a free one);
+    ``0`` takes any free port. Traces leave the process only when ``otlp_endpoint`` is set.
+    """
+
+    log_format: Literal["text", "json"] = "text"
+    ops_host: str = "127.0.0.1"
+    ops_port: int | None = Field(default=None, ge=0, le=65535)
+    otlp_endpoint: str | None = Field(default=None, pattern=r"^https?://")
+    trace_sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+
+
 class Settings(_Section):
     """All settings of a deployment; built once at start-up and passed down."""
 
@@ -100,6 +115,7 @@ class Settings(_Section):
     tasks: TaskSettings = TaskSettings()
     model: ModelSettings = ModelSettings()
     memory: MemorySettings = MemorySettings()
+    observability: ObservabilitySettings = ObservabilitySettings()
 
     @property
     def db_path(self) -> Path:

@@ -41,6 +41,8 @@ class ServiceParts:
     tasks: list[BackgroundTask] = field(default_factory=list)
     on_start: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # False for a service that serves /healthz, /readyz and /metrics itself (the gateway).
+    ops_port: bool = True
 
 
 class ServiceContext:

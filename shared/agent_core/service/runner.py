@@ -18,9 +18,12 @@ from typing import Any
 
 from agent_core.bus import StreamConsumer, drain_own, reclaim_loop
 from agent_core.config import Settings
+from agent_core.errors import ConfigError
+from agent_core.observability import observe_pending, render_metrics
 from agent_core.service.context import ServiceContext, ServiceParts
 from agent_core.service.health import health_consumer, subscribers_running
 from agent_core.service.logs import setup_logging
+from agent_core.service.ops import OpsServer
 
 __all__ = ["EXIT_BUS_UNREACHABLE", "EXIT_SUBSCRIBER_DIED", "ServiceFactory", "run_service"]
 
@@ -62,6 +65,14 @@ async def run_service(
     parts = await factory(ctx)
     consumers: list[StreamConsumer[Any]] = [*parts.consumers]
     consumers.append(health_consumer(ctx, parts.consumers))
+    ops = _ops_server(ctx, consumers) if parts.ops_port else None
+    if ops is not None:
+        try:
+            await ops.start()
+        except ConfigError:
+            await ctx.redis.aclose()
+            raise
+        ctx.log.info("ops port %s:%d (/healthz /readyz /metrics)", ops.host, ops.port)
     for consumer in consumers:
         await consumer.ensure_group()
         consumer.attach(ctx.broker)
@@ -92,6 +103,8 @@ async def run_service(
         _, still = await asyncio.wait(background, timeout=_CANCEL_TIMEOUT_S)
         for task in still:
             task.cancel()
+    if ops is not None:
+        await ops.stop()
     await ctx.rpc.stop()
     await ctx.redis.aclose()
     if died.is_set():
@@ -119,6 +132,29 @@ async def _watchdog(
             died.set()
             stop.set()
             return
+
+
+def _ops_server(ctx: ServiceContext, consumers: list[StreamConsumer[Any]]) -> OpsServer | None:
+    """The process's ops port, when configured: ready once every subscriber of it runs."""
+    obs = ctx.settings.observability
+    if obs.ops_port is None:
+        return None
+
+    def readiness() -> dict[str, object]:
+        subs = subscribers_running(consumers)
+        ready = ctx.started.is_set() and all(subs.values())
+        return {
+            "ready": ready,
+            "service": ctx.service,
+            "instance": ctx.instance,
+            "subscribers": subs,
+        }
+
+    async def metrics() -> bytes:
+        await observe_pending(ctx.redis, consumers)
+        return render_metrics()
+
+    return OpsServer(obs.ops_host, obs.ops_port, readiness, metrics)
 
 
 def _install_signals(stop: asyncio.Event) -> None:

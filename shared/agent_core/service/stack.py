@@ -1,4 +1,9 @@
-"""``soong-agent up``: embedded Valkey plus all five services under the supervisor."""
+"""``soong-agent up``: embedded Valkey plus all five services under the supervisor.
+
+One stack per home: ``up`` first takes the home's lock (:mod:`agent_core.service.homelock`), and a
+second ``up`` on the same home stops there, touching nothing of the first. The gateway's port and
+the bus are checked before anything starts, so every expected failure is one line and an exit code.
+"""
 
 from __future__ import annotations
 
@@ -7,48 +12,50 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
 
 import httpx
 
-from agent_core.bus import BusNames, make_redis
 from agent_core.config import Settings
 from agent_core.errors import ConfigError
+from agent_core.service.homelock import HomeLock
 from agent_core.service.supervisor import ChildSpec, Supervisor, die_with_parent
 from agent_core.service.valkey import EmbeddedValkey, find_free_port
 
 __all__ = ["STACK_FILE", "run_stack"]
 
 STACK_FILE = Path("run/stack.json")
-_DEV_ACCOUNT = "dev"
 
 # Stop order: front doors first, the storage-writer last so that every write in flight lands.
 _ORDER = {"gateway": 0, "run_worker": 1, "memory_extraction": 2, "task_wal": 2, "storage_writer": 3}
 
 
-def _children(settings: Settings, env: dict[str, str], workers: int) -> list[ChildSpec]:
-    def spec(name: str, instance: str) -> ChildSpec:
+def _children(
+    env: dict[str, str], workers: int, host: str
+) -> tuple[list[ChildSpec], dict[str, str]]:
+    """The supervised processes, each non-gateway one with an ops port of its own."""
+    specs: list[ChildSpec] = []
+    ops: dict[str, str] = {}
+
+    def spec(name: str, instance: str) -> None:
         argv = [sys.executable, "-m", "agent_core.cli", "serve", name, "--instance", instance]
         label = name if name != "run_worker" else f"run_worker.{instance}"
-        return ChildSpec(label, argv, env, _ORDER[name])
+        child_env = dict(env)
+        if name != "gateway":
+            port = find_free_port(host)
+            child_env["SOONG_OPS_PORT"] = str(port)
+            ops[label] = f"http://{host}:{port}"
+        specs.append(ChildSpec(label, argv, child_env, _ORDER[name]))
 
-    specs = [spec("storage_writer", "0"), spec("task_wal", "0"), spec("memory_extraction", "0")]
-    specs += [spec("run_worker", str(i)) for i in range(workers)]
-    specs.append(spec("gateway", "0"))
-    return specs
-
-
-async def _dev_key(url: str, namespace: str) -> str:
-    from services.gateway.keys import ApiKeyStore
-
-    redis = make_redis(url)
-    try:
-        key, _ = await ApiKeyStore(redis, BusNames(namespace)).create(_DEV_ACCOUNT)
-        return key
-    finally:
-        await redis.aclose()
+    for name in ("storage_writer", "task_wal", "memory_extraction"):
+        spec(name, "0")
+    for i in range(workers):
+        spec("run_worker", str(i))
+    spec("gateway", "0")
+    return specs, ops
 
 
 async def _announce_ready(url: str, stop: asyncio.Event) -> None:
@@ -77,21 +84,53 @@ async def _supervise(children: list[ChildSpec], gateway_url: str) -> None:
             await ready
 
 
-def run_stack(settings: Settings, *, workers: int | None, fake_provider: bool) -> int:
-    """Run the whole stack in the foreground until SIGINT/SIGTERM; return the exit code."""
+def _check_port_free(what: str, host: str, port: int) -> None:
+    """Raise ``ConfigError("port_in_use")`` naming ``what`` when ``host:port`` is taken."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(
+                "port_in_use",
+                f"the {what} port {host}:{port} is in use ({exc.strerror}); "
+                f"free it or choose another (SOONG_GATEWAY_PORT)",
+                details={"key": "gateway.port", "port": port},
+            ) from None
+
+
+def run_stack(
+    settings: Settings, *, workers: int | None, fake_provider: bool, new_dev_key: bool = False
+) -> int:
+    """Run the whole stack in the foreground until SIGINT/SIGTERM; return the exit code.
+
+    Raises :class:`ConfigError` (nothing started, nothing of another stack touched) when the home
+    is in use, the gateway's port is taken or the configured Redis does not answer.
+    """
     die_with_parent()  # if whoever started us (make, a shell) dies, shut down rather than linger
     home = settings.home
-    home.mkdir(parents=True, exist_ok=True)
+    lock = HomeLock(home)
+    lock.acquire()
+    try:
+        return _run_locked(settings, workers, fake_provider, new_dev_key)
+    finally:
+        lock.release()
+
+
+def _run_locked(settings: Settings, workers: int | None, fake_provider: bool, new_key: bool) -> int:
+    home = settings.home
+    host = settings.gateway.host
+    port = settings.gateway.port or find_free_port(host)
+    _check_port_free("gateway", host, port)
     valkey: EmbeddedValkey | None = None
     url = settings.bus.redis_url
-    port = settings.gateway.port or find_free_port(settings.gateway.host)
     stack_file = home / STACK_FILE
     try:
         if url is None:
             valkey = EmbeddedValkey(home / "redis", appendonly=True)
             valkey.start()
             url = valkey.url
-        gateway_url = f"http://{settings.gateway.host}:{port}"
+        gateway_url = f"http://{host}:{port}"
         env = {
             "SOONG_REDIS_URL": url,
             "SOONG_AGENT_HOME": str(home),
@@ -99,22 +138,25 @@ def run_stack(settings: Settings, *, workers: int | None, fake_provider: bool) -
         }
         if fake_provider:
             env["SOONG_MODEL_PROVIDER"] = "fake"
-        stack_file.parent.mkdir(parents=True, exist_ok=True)
-        stack_file.write_text(
-            json.dumps({"redis_url": url, "gateway_url": gateway_url, "pid": os.getpid()})
+        from services.gateway.devkey import dev_key  # the key store is the gateway's
+
+        announced = asyncio.run(dev_key(url, settings.bus.namespace, home, reissue=new_key))
+        children, ops = _children(
+            env, workers if workers is not None else settings.run_worker.count, host
         )
-        key = asyncio.run(_dev_key(url, settings.bus.namespace))
-        count = workers if workers is not None else settings.run_worker.count
+        stack_file.write_text(
+            json.dumps(
+                {"redis_url": url, "gateway_url": gateway_url, "pid": os.getpid(), "ops": ops}
+            )
+        )
         print(f"soong-agent: gateway {gateway_url}  (docs: {gateway_url}/docs)", flush=True)
-        print(f"soong-agent: development API key for account '{_DEV_ACCOUNT}': {key}", flush=True)
+        print(f"soong-agent: {announced}", flush=True)
         if fake_provider:
             print("soong-agent: DEMO MODE — answers come from a scripted fake model", flush=True)
         started = time.monotonic()
-        asyncio.run(_supervise(_children(settings, env, count), gateway_url))
+        asyncio.run(_supervise(children, gateway_url))
         print(f"soong-agent: stopped after {time.monotonic() - started:.0f}s", flush=True)
         return 0
-    except ConfigError:
-        raise
     finally:
         if valkey is not None:
             valkey.stop()

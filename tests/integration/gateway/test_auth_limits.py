@@ -123,3 +123,24 @@ async def test_body_cap_counts_bytes_not_headers(redis: Redis, names: BusNames) 
             headers={"content-type": "application/json", "content-length": "10"},
         )
         assert lying.status_code == 413
+
+
+async def test_expired_keys_are_401_and_listing_shows_last_use(
+    redis: Redis, names: BusNames
+) -> None:
+    store = ApiKeyStore(redis, names)
+    live, live_record = await store.create("alice", expires_in_s=3600)
+    expired, expired_record = await store.create("alice", expires_in_s=0.001)
+    auth = Authenticator(redis, names, rate_per_s=100.0, burst=100)
+    async with _client(_app(auth), live) as c:
+        assert (await c.get("/who")).status_code == 200
+    async with _client(_app(auth), expired) as c:
+        response = await c.get("/who")
+        assert response.status_code == 401
+    assert await store.resolve(expired) is None
+    assert await store.resolve(live) is not None
+    listed = {item.key.key_id: item for item in await store.list("alice")}
+    assert set(listed) == {live_record.key_id, expired_record.key_id}
+    assert listed[live_record.key_id].last_used_ms is not None  # used once, just now
+    assert listed[expired_record.key_id].last_used_ms is None  # refused: never used
+    assert live not in repr(listed)  # a listing never holds the key itself

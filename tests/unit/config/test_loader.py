@@ -78,6 +78,11 @@ def test_every_env_var_maps_to_a_settings_key(tmp_path: Path) -> None:
         "SOONG_MODEL_PROVIDER": "anthropic",
         "SOONG_MODEL_NAME": "m",
         "SOONG_MODEL_BASE_URL": "http://127.0.0.1:1",
+        "SOONG_MODEL_API_KEY_ENV": "ANTHROPIC_API_KEY",
+        "SOONG_LOG_FORMAT": "json",
+        "SOONG_OPS_HOST": "0.0.0.0",
+        "SOONG_OPS_PORT": "9464",
+        "SOONG_OTLP_ENDPOINT": "http://127.0.0.1:4318",
     }
     assert set(values) == set(ENV_VARS)
     s = load_settings(env=values)
@@ -93,3 +98,36 @@ def test_every_env_var_maps_to_a_settings_key(tmp_path: Path) -> None:
         "m",
         "http://127.0.0.1:1",
     )
+    obs = s.observability
+    assert (obs.log_format, obs.ops_host, obs.ops_port, obs.otlp_endpoint) == (
+        "json",
+        "0.0.0.0",
+        9464,
+        "http://127.0.0.1:4318",
+    )
+    assert s.model.api_key_env == "ANTHROPIC_API_KEY"
+
+
+def test_every_problem_is_reported_at_once_with_did_you_mean(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(
+        '[gateway]\nprot = 9000\n[modle]\nname = "x"\n[memory.model]\nnmae = "m"\n'
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings(env={"SOONG_AGENT_HOME": str(tmp_path), "SOONG_OPS_PORT": "many"})
+    message = info.value.message
+    assert message.startswith("4 problems:")
+    assert "gateway.prot: unknown key (did you mean gateway.port?)" in message
+    assert "modle: unknown key (did you mean model?)" in message
+    assert "memory.model.nmae: unknown key (did you mean memory.model.name?)" in message
+    assert "environment variable SOONG_OPS_PORT: observability.ops_port" in message
+    assert len(info.value.details["problems"]) == 4
+
+
+def test_soong_config_names_the_file(tmp_path: Path) -> None:
+    mounted = tmp_path / "etc" / "config.toml"
+    mounted.parent.mkdir()
+    mounted.write_text('[observability]\nlog_format = "json"\n')
+    env = {"SOONG_AGENT_HOME": str(tmp_path / "home"), "SOONG_CONFIG": str(mounted)}
+    assert load_settings(env=env).observability.log_format == "json"
+    missing = {**env, "SOONG_CONFIG": str(tmp_path / "absent.toml")}
+    assert load_settings(env=missing).observability.log_format == "text"  # optional: defaults

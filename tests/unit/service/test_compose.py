@@ -1,53 +1,158 @@
-"""docker-compose.yml is consistent with the CLI and the configuration (no Docker engine here)."""
+"""The compose check: today's deployment passes, the one before it fails for each of its faults.
+
+No Docker engine runs here, so the check reads the compose file, the Dockerfile, the env file
+example, the proxy configuration and the locks; these tests hold it to catching each fault.
+"""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
-from agent_core.bus import SERVICE_NAMES
-from agent_core.cli import build_parser
-from agent_core.service.compose import check_compose
+from agent_core.cli import build_parser, main
+from agent_core.config import ENV_VARS
+from agent_core.deploy import check_compose, read_dockerfile
 
 REPO = Path(__file__).resolve().parents[3]
-COMPOSE = REPO / "docker-compose.yml"
+BEFORE = REPO / "tests" / "data" / "compose_before"  # the deployment as it was before issue 22
 
 
-def test_compose_file_is_consistent() -> None:
-    assert check_compose(COMPOSE, build_parser()) == []
+def test_the_compose_file_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_compose(REPO / "docker-compose.yml", build_parser()) == []
+    assert main(["compose-check", str(REPO / "docker-compose.yml")]) == 0
+    assert "ok" in capsys.readouterr().out
 
 
-def test_compose_runs_every_service_with_persistence() -> None:
-    doc = yaml.safe_load(COMPOSE.read_text())
-    services = doc["services"]
-    served = {
-        svc["command"][2]
-        for svc in services.values()
-        if svc.get("command", [None])[0] == "soong-agent"
-    }
-    assert served == set(SERVICE_NAMES)
-    assert services["run_worker"]["deploy"]["replicas"] >= 2
-    assert "appendonly yes" in (REPO / "deploy" / "valkey.conf").read_text()
-    assert {"redis", "sqlite", "workspaces", "memory"} <= set(doc["volumes"])
-    assert "USER soong" in (REPO / "deploy" / "Dockerfile").read_text()
+def test_the_compose_file_before_fails_on_each_known_fault() -> None:
+    problems = "\n".join(check_compose(BEFORE / "docker-compose.yml", build_parser()))
+    for fault in (
+        "memory is mounted at /data/home/memory, where memory_extraction keeps nothing",
+        "/data/home/accounts does not exist in the image",
+        "run_worker: no healthcheck",
+        "task_wal: no healthcheck",
+        "storage_writer: the healthcheck does not ask the service's own /readyz",
+        "redis: no password",
+        "gateway: publishes its port itself, so it cannot have replicas",
+        "gateway: no env_file .env",
+        "no .dockerignore",
+        "the image does not install from requirements-runtime.lock",
+    ):
+        assert fault in problems, fault
 
 
-def test_check_finds_bad_commands_and_unknown_env(tmp_path: Path) -> None:
-    bad = tmp_path / "compose.yml"
-    bad.write_text(
-        yaml.safe_dump(
-            {
-                "services": {
-                    "a": {"command": ["soong-agent", "serve", "no_such_service"]},
-                    "b": {
-                        "command": "soong-agent serve gateway",
-                        "environment": {"SOONG_TYPO": "1"},
-                    },
-                }
-            }
-        )
+def _copy_repo(tmp_path: Path) -> Path:
+    for name in ("docker-compose.yml", ".dockerignore", "requirements.lock"):
+        shutil.copy(REPO / name, tmp_path / name)
+    shutil.copy(REPO / "requirements-runtime.lock", tmp_path / "requirements-runtime.lock")
+    shutil.copytree(REPO / "deploy", tmp_path / "deploy")
+    return tmp_path
+
+
+def _edit(root: Path, change: Callable[[dict[str, Any]], None]) -> list[str]:
+    path = root / "docker-compose.yml"
+    doc = yaml.safe_load(path.read_text())
+    change(doc)
+    path.write_text(yaml.safe_dump(doc))
+    return check_compose(path, build_parser())
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            lambda d: d["volumes"].update({"spare": None}),
+            "volume spare is declared but no service uses it",
+        ),
+        (
+            lambda d: d["services"]["task_wal"]["volumes"].append("home:/data/home/accounts"),
+            "/data/home/accounts does not exist in the image",
+        ),
+        (
+            lambda d: d["services"]["run_worker"].pop("healthcheck"),
+            "run_worker: no healthcheck",
+        ),
+        (
+            lambda d: d["services"]["gateway"].update({"ports": ["8720:8720"]}),
+            "gateway: replicas cannot share a published host port",
+        ),
+        (
+            lambda d: (
+                d["services"]["storage_writer"]["deploy"].update({"replicas": 2})
+                if "deploy" in d["services"]["storage_writer"]
+                else d["services"]["storage_writer"].update({"deploy": {"replicas": 2}})
+            ),
+            "storage_writer must run exactly once",
+        ),
+        (
+            lambda d: d["services"]["redis"].update({"command": ["valkey-server"]}),
+            "redis: no password",
+        ),
+        (
+            lambda d: d["services"]["memory_extraction"].update({"env_file": []}),
+            "memory_extraction: no env_file .env",
+        ),
+        (
+            lambda d: d["services"]["gateway"]["environment"].update({"SOONG_TYPO": "1"}),
+            "SOONG_TYPO is not read by soong-agent",
+        ),
+        (
+            lambda d: d["services"]["storage_writer"].update(
+                {"volumes": ["./deploy/config:/etc/soong-agent:ro"]}
+            ),
+            "storage_writer: /data/db is on no named volume",
+        ),
+        (
+            lambda d: d["services"]["gateway"].update(
+                {"command": ["soong-agent", "serve", "nope"]}
+            ),
+            "gateway: not a soong-agent command",
+        ),
+    ],
+)
+def test_each_fault_is_caught(tmp_path: Path, change: Any, expected: str) -> None:
+    problems = _edit(_copy_repo(tmp_path), change)
+    assert any(expected in p for p in problems), problems
+
+
+def test_the_env_example_must_list_every_variable(tmp_path: Path) -> None:
+    root = _copy_repo(tmp_path)
+    example = root / "deploy" / "soong.env.example"
+    example.write_text(example.read_text().replace("ANTHROPIC_API_KEY=", ""))
+    problems = check_compose(root / "docker-compose.yml", build_parser())
+    assert "deploy/soong.env.example: does not list ANTHROPIC_API_KEY" in problems
+    for var in ENV_VARS:  # and the real one lists all of them
+        assert var in (REPO / "deploy" / "soong.env.example").read_text()
+
+
+def test_a_mounted_folder_owned_by_root_is_caught(tmp_path: Path) -> None:
+    root = _copy_repo(tmp_path)
+    dockerfile = root / "deploy" / "Dockerfile"
+    dockerfile.write_text(
+        dockerfile.read_text().replace("install -d -o soong -g soong -m 0750", "mkdir -p")
     )
-    problems = check_compose(bad, build_parser())
-    assert any("a: not a soong-agent command" in p for p in problems)
-    assert any("SOONG_TYPO" in p for p in problems)
+    problems = check_compose(root / "docker-compose.yml", build_parser())
+    assert any("/data/home is owned by root in the image, not by soong" in p for p in problems)
+
+
+def test_the_runtime_lock_holds_no_dev_tools_and_agrees_with_the_dev_lock(tmp_path: Path) -> None:
+    root = _copy_repo(tmp_path)
+    lock = root / "requirements-runtime.lock"
+    lock.write_text(lock.read_text() + "pytest==1.0\n")
+    problems = check_compose(root / "docker-compose.yml", build_parser())
+    assert "requirements-runtime.lock holds the dev tool pytest" in problems
+    assert any("pins pytest==1.0 but requirements.lock" in p for p in problems)
+
+
+def test_the_dockerfile_reader_follows_the_final_stage() -> None:
+    facts = read_dockerfile(REPO / "deploy" / "Dockerfile")
+    assert facts.user == "soong"
+    assert facts.owner("/data/home") == facts.owner("/data/db") == "soong"
+    assert facts.owner("/etc/soong-agent") == "soong"
+    assert facts.owner("/src") is None  # the build stage's folder is not in the image
+    assert {8720, 9464} <= facts.exposed
+    assert facts.env["SOONG_DB_PATH"] == "/data/db/sessions.sqlite"
