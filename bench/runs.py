@@ -14,11 +14,15 @@ turns_per_s_50x10, turn_p50_ms_50x10, turn_p99_ms_50x10 and db_bytes_per_turn (b
 growth ÷ their turns; ``db_bytes_per_turn_1x200`` is the 1 × 200 session's alone). The ``*_bus``
 keys are 1 × 200 once more with each turn posted as the gateway's bus messages and read from the
 run's Redis stream directly — what the HTTP layer adds is the difference.
+``turns_per_s_50x10_observed`` is 50 × 10 once more, on a second stack started right after the
+first, with JSON logs, every service's metrics scraped each second and tracing exported over OTLP
+to a local receiver (``tests/fakes/otlp_receiver.py``); ``observed_ratio_50x10`` is the ratio.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import statistics
@@ -31,6 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
+import httpx  # noqa: E402
 from helpers.sse_client import RawClient  # noqa: E402
 
 from agent_core.config import load_settings  # noqa: E402
@@ -40,6 +45,7 @@ from agent_core.service import ServiceContext  # noqa: E402
 from agent_core.storage_client import StorageClient  # noqa: E402
 from agent_core.types.protocol import TextBlock  # noqa: E402
 from tests.conftest import start_stack, stop_stack  # noqa: E402
+from tests.fakes.otlp_receiver import OtlpReceiver  # noqa: E402
 
 CONFIG = """
 [gateway]
@@ -192,14 +198,41 @@ async def measure(home: Path, gateway_url: str, api_key: str) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+async def measure_observed(home: Path, gateway_url: str, api_key: str) -> dict[str, Any]:
+    """50 × 10 again, on a stack with JSON logs and traces exported to a local receiver, its
+    metrics scraped every second as a Prometheus server would."""
+    driver = Driver(home, gateway_url, api_key)
+    await driver.ctx.rpc.start()
+    stop = asyncio.Event()
+    scraper = asyncio.create_task(_scrape_every_second(home, gateway_url, stop))
+    try:
+        return await driver.workload(50, 10)
+    finally:
+        stop.set()
+        await scraper
+        await driver.ctx.rpc.stop()
+        await driver.ctx.redis.aclose()
+
+
+async def _scrape_every_second(home: Path, gateway_url: str, stop: asyncio.Event) -> None:
+    ops = json.loads((home / "run" / "stack.json").read_text())["ops"]
+    urls = [f"{gateway_url}/metrics", *(f"{u}/metrics" for u in ops.values())]
+    async with httpx.AsyncClient(timeout=5) as client:
+        while not stop.is_set():
+            for url in urls:
+                (await client.get(url)).raise_for_status()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=1.0)
+
+
+def _on_stack(env: dict[str, str], work: Any) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="soong-bench-runs-") as tmp:
         home = Path(tmp) / "home"
         home.mkdir()
         (home / "config.toml").write_text(CONFIG)
-        stack = start_stack(home, workers=2, extra_env={"SOONG_MODEL_PROVIDER": "fake"})
+        stack = start_stack(home, workers=2, extra_env={"SOONG_MODEL_PROVIDER": "fake", **env})
         try:
-            result = asyncio.run(measure(home, stack.gateway_url, stack.api_key))
+            return dict(asyncio.run(work(home, stack.gateway_url, stack.api_key)))
         except Exception:
             errors = [
                 line for line in stack.log().splitlines() if "ERROR" in line or "Error" in line
@@ -208,6 +241,20 @@ def main() -> None:
             raise
         finally:
             stop_stack(stack.process)
+
+
+def main() -> None:
+    result = _on_stack({}, measure)
+    with OtlpReceiver() as receiver:
+        observed_env = {"SOONG_LOG_FORMAT": "json", "SOONG_OTLP_ENDPOINT": receiver.endpoint}
+        observed = _on_stack(observed_env, measure_observed)
+        spans = len(receiver.spans)
+    # Observability on (JSON logs, metrics scraped each second, every span exported over OTLP to
+    # a local receiver), the same workload, right after: the cost of seeing what runs.
+    result["turns_per_s_50x10_observed"] = observed["turns_per_s"]
+    result["turn_p50_ms_50x10_observed"] = observed["p50_ms"]
+    result["observed_ratio_50x10"] = round(observed["turns_per_s"] / result["turns_per_s_50x10"], 3)
+    result["spans_exported_50x10_observed"] = spans
     print(json.dumps(result))
 
 

@@ -12,8 +12,10 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from agent_core.bus import SERVICE_NAMES
+from agent_core.observability import render_metrics
 from agent_core.service import ServiceContext, ping_services
 from agent_core.types.api import Health, Readiness
 from services.gateway import (
@@ -99,7 +101,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         )
 
     app.add_middleware(BodyLimitMiddleware, limit_for=limit_for)
-    app.add_middleware(MetricsMiddleware, metrics=gateway.metrics)
+    app.add_middleware(MetricsMiddleware)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
 
     _add_health_routes(app, ctx, gateway)
@@ -146,6 +148,5 @@ def _add_health_routes(app: FastAPI, ctx: ServiceContext, gateway: Gateway) -> N
         },
     )
     async def metrics() -> PlainTextResponse:
-        """Prometheus text format: requests, latencies, runs by status, open streams, bus lag."""
-        text = await gateway.metrics.render(ctx.redis, ctx.names)
-        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+        """Prometheus text format: this gateway's requests, latencies, runs queued, open streams."""
+        return PlainTextResponse(render_metrics(), media_type=CONTENT_TYPE_LATEST)

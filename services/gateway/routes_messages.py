@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from agent_core.bus.contracts.storage import GetNode
 from agent_core.errors import StorageError
 from agent_core.ids import is_valid_id
+from agent_core.observability.metrics import RUNS_SUBMITTED
 from agent_core.runqueue import SessionBusyError, submit_message
 from agent_core.types.api import (
     MessageAccepted,
@@ -66,7 +67,7 @@ async def post_message(
         if mapped is exc:
             raise
         raise mapped from exc
-    gw.metrics.runs_submitted += 1
+    RUNS_SUBMITTED.inc()
     if body.stream:
         response = await open_stream(
             gw,

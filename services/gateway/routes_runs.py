@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 
 from agent_core import runqueue
 from agent_core.bus.contracts.storage import ListRuns
+from agent_core.observability.metrics import SSE_STREAMS_OPEN
 from agent_core.types.api import RunList
 from agent_core.types.mappers import to_run_state
 from agent_core.types.runtime import RunState
@@ -63,13 +64,13 @@ async def open_stream(
     (``fresh``: the run was queued by this request, see :func:`run_event_stream`)."""
     if not slot_taken:
         await gw.slots.acquire(caller.key_id)
-    gw.metrics.sse_open += 1
+    SSE_STREAMS_OPEN.inc()
 
     async def refresh() -> None:
         await gw.slots.refresh(caller.key_id)
 
     async def close() -> None:
-        gw.metrics.sse_open -= 1
+        SSE_STREAMS_OPEN.dec()
         await gw.slots.release(caller.key_id)
 
     body = run_event_stream(

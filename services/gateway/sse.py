@@ -31,7 +31,6 @@ from agent_core.bus.contracts.storage import GetNode, GetRun, ListEvents
 from agent_core.types.enums import EventType
 from agent_core.types.mappers import to_node, to_run_finished, to_run_state, to_timeline_event
 from agent_core.types.runtime import (
-    RunFinished,
     RunNodeCreated,
     RunState,
     RuntimeEvent,
@@ -146,9 +145,7 @@ async def _durable(
             break
     run = await _run(gw, session_id, run_id)
     if run is not None and run.is_terminal:
-        finished = to_run_finished(run)
-        gw.metrics.run_finished(run_id, finished.status.value)
-        yield frame("db-end", finished)
+        yield frame("db-end", to_run_finished(run))
 
 
 async def run_event_stream(
@@ -245,9 +242,6 @@ async def _live(
     async for batch in gw.events.follow_raw(session_id, run_id, after=after, block_ms=block_ms):
         if batch is not None:
             idle_ms = 0
-            for _, event, _ in batch:
-                if isinstance(event, RunFinished) and event.run_id == run_id:
-                    gw.metrics.run_finished(run_id, event.status.value)
             # What one read returned goes out as one write; the stored JSON is the event's
             # model_dump_json (validated on read), forwarded as it is.
             yield b"".join(_frame_json(i, e.type, raw.decode()) for i, e, raw in batch)
@@ -264,9 +258,7 @@ async def _live(
         run = await _run(gw, session_id, run_id)
         idle_terminal = idle_terminal + 1 if run is not None and run.is_terminal else 0
         if run is not None and idle_terminal >= 2:
-            finished = to_run_finished(run)
-            gw.metrics.run_finished(run_id, finished.status.value)
-            yield frame("db-end", finished)
+            yield frame("db-end", to_run_finished(run))
             return
 
 

@@ -25,7 +25,6 @@ from services.gateway.auth import Authenticator, Caller
 from services.gateway.errors import not_found
 from services.gateway.hub import EventHub
 from services.gateway.limits import SseSlots
-from services.gateway.metrics import Metrics
 
 __all__ = [
     "CallerDep",
@@ -52,7 +51,6 @@ class Gateway:
     events: EventHub
     auth: Authenticator
     slots: SseSlots
-    metrics: Metrics
 
     @classmethod
     def build(cls, ctx: ServiceContext) -> Gateway:
@@ -67,7 +65,6 @@ class Gateway:
                 ctx.redis, ctx.names, rate_per_s=gw.rate_limit_per_s, burst=gw.rate_limit_burst
             ),
             slots=SseSlots(ctx.redis, ctx.names, limit=gw.max_sse_streams_per_key),
-            metrics=Metrics(),
         )
 
 

@@ -20,6 +20,7 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.context import estimate_tokens
 from agent_core.ids import new_id
+from agent_core.observability.instrument import tool_call
 from agent_core.runqueue import RunEventWriter
 from agent_core.runtime import RunOutcome
 from agent_core.storage_client import StorageClient, raise_for_receipt
@@ -254,8 +255,13 @@ class WorkerToolRunner:
         return self._definitions
 
     async def execute(self, call: ToolCall, *, node_id: str | None = None) -> ToolResult:
-        """Run one call through the tool executor (validation, permission, timeout, caps)."""
-        return await self._executor.execute(call, node_id=node_id)
+        """Run one call through the tool executor (validation, permission, timeout, caps);
+        measured as one tool call (span, duration and outcome by tool)."""
+        with tool_call(call.name, call.id) as measure:
+            result = await self._executor.execute(call, node_id=node_id)
+            if result.is_error:
+                measure.failed(str(result.metadata.get("error_code", "tool_error")))
+            return result
 
 
 class RedisPermissionBroker:

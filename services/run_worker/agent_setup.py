@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_core.config import Settings
+from agent_core.observability.instrument import InstrumentedAdapter
 from agent_core.provider import ProviderRegistry, ProviderSettings
 from agent_core.provider.base import ProviderAdapter
 from agent_core.tasks.client import TaskClient
@@ -62,7 +63,7 @@ class AgentSetup:
         adapter = self._adapters.get(key)
         if adapter is None:
             api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
-            adapter = self.providers.create(
+            raw = self.providers.create(
                 ProviderSettings(
                     provider=config.provider,
                     base_url=config.base_url,
@@ -71,6 +72,7 @@ class AgentSetup:
                     provider_options=config.provider_options,
                 )
             )
+            adapter = InstrumentedAdapter(raw, config.provider)  # every model call measured
             self._adapters[key] = adapter
         return adapter
 

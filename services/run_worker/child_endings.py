@@ -17,6 +17,7 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.errors import ErrorPayload
 from agent_core.ids import new_id
+from agent_core.observability.runs import run_ended
 from agent_core.runqueue import RunEventWriter, SessionQueue
 from agent_core.runtime import RunOutcome
 from agent_core.storage_client import StorageClient
@@ -155,6 +156,7 @@ async def announce_end(
     stream (its ``run_finished``, which ends that stream), as the child agent's result (and
     ``metadata``, when given), and on the parent's timeline (``child_run_finished``, when the
     parent's attempt can still write)."""
+    run_ended(child, outcome)
     if events is not None:
         events.emit(_child_ended(child, outcome))
     if own is not None:

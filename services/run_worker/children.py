@@ -54,6 +54,7 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.errors import AgentCoreError, ErrorPayload, StorageError, ToolError
 from agent_core.ids import new_id
+from agent_core.observability.runs import run_started
 from agent_core.provider.base import ProviderAdapter
 from agent_core.runqueue import RunEventWriter, SessionQueue
 from agent_core.runtime import AgentLoop, RunOutcome
@@ -300,6 +301,7 @@ class ChildRunner:
             self.storage, self.queue, session_id, child.run_id, child.agent_id
         )
         raise_for_receipt(claim)
+        run_started(handle, kind="child")
         own = RunEventWriter(self.queue.redis, self.queue.names, session_id, child.run_id)
         own.start()
         events = child.events = _Tee(self.events, own)

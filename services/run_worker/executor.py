@@ -8,6 +8,8 @@ from typing import Any
 
 from agent_core.errors import AgentCoreError, ErrorPayload, StorageError
 from agent_core.ids import new_id
+from agent_core.observability.runs import run_ended, run_started
+from agent_core.observability.tracing import tracer
 from agent_core.provider import ProviderRegistry
 from agent_core.runqueue import (
     InFlight,
@@ -110,9 +112,11 @@ class RunExecutor:
             ):
                 await close_stream_of_terminal_run(self.ctx, self.reads, run.session_id, run.run_id)
             return True
-        attempt = await self.claimer.claim(item, number)
+        with tracer().start_as_current_span("run.claim", attributes={"run.attempt": number}):
+            attempt = await self.claimer.claim(item, number)
         if not isinstance(attempt, Attempt):
             return attempt
+        run_started(attempt.handle, kind=run.kind)
         try:
             outcome = await self._run(attempt)
             await self._finish(attempt, outcome)
@@ -298,6 +302,7 @@ class RunExecutor:
         handle = a.handle
         if not outcome.recorded:  # else the answer's node recorded the end with it
             outcome = await self._fenced(record_end(self.storage, self.reads, a.store, outcome))
+        run_ended(handle, outcome)
         a.events.emit(run_finished(handle, outcome))
         await a.events.close()
         if (

@@ -9,7 +9,9 @@ import secrets
 
 from agent_core.bus import Delivery
 from agent_core.bus.contracts.runs import RunsMessage
-from agent_core.runqueue import DrainStart, SessionQueue
+from agent_core.observability.logs import log_ids
+from agent_core.observability.tracing import TRACEPARENT, attach_context, context_from, tracer
+from agent_core.runqueue import DrainStart, InFlight, SessionQueue
 from agent_core.service import ServiceContext
 from services.run_worker.executor import RunExecutor
 
@@ -67,7 +69,7 @@ class RunWorker:
             if item is not None and start.orphan:
                 # Its worker died (or stopped) mid-run: recover it first.
                 log.info("recovering run %s of %s", item.run.run_id, lane)
-                if not await self.executor.execute(item):
+                if not await self._execute(item):
                     return  # superseded: the new lease holder owns the lane now
                 await self.queue.finish(item)
                 item = None
@@ -78,7 +80,7 @@ class RunWorker:
                     if await self.queue.release_if_idle(lane, self.token) != 0:
                         return
                     continue
-                if not await self.executor.execute(item):
+                if not await self._execute(item):
                     return
                 await self.queue.finish(item)
                 item = None
@@ -93,6 +95,25 @@ class RunWorker:
                 await heartbeat
             if not lost.is_set() and not self._accepting:
                 await self.queue.release(lane, self.token)
+
+    async def _execute(self, item: InFlight) -> bool:
+        """Execute one run with its ids on every log line and its spans in the trace of the
+        request that queued it: the wait in the queue, then the run (claim, model and tool calls,
+        the writer's commits of its commands)."""
+        run = item.run
+        parent = context_from({TRACEPARENT: run.trace_parent} if run.trace_parent else None)
+        with (
+            log_ids(session_id=run.session_id, run_id=run.run_id, agent_id=run.agent_id),
+            attach_context(parent),
+        ):
+            if run.enqueued_at_ms:
+                tracer().start_span(
+                    "run.queue_wait", start_time=run.enqueued_at_ms * 1_000_000
+                ).end()
+            with tracer().start_as_current_span(
+                "run", attributes={"run.id": run.run_id, "session.id": run.session_id}
+            ):
+                return await self.executor.execute(item)
 
     async def _heartbeat(self, lane: str, lost: asyncio.Event) -> None:
         while True:

@@ -10,6 +10,7 @@ their own, so a query never waits behind a write batch.
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,8 @@ from agent_core.bus.contracts.storage import (
     StorageCommand,
     StorageQuery,
 )
+from agent_core.observability.metrics import WRITER_BATCH_COMMANDS, WRITER_COMMIT_SECONDS
+from agent_core.observability.tracing import context_from, tracer
 from agent_core.service import ServiceContext, ServiceParts
 from services.storage_writer.checkpoint import CheckpointLoop
 from services.storage_writer.lock import WriterLock
@@ -67,7 +70,10 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
 
     async def write_batch(batch: list[tuple[StorageCommand, Delivery]]) -> list[CommandReceipt]:
         commands = [command for command, _ in batch]
-        return await loop.run_in_executor(write_thread, writer.apply_batch, commands)
+        started_ns = time.time_ns()
+        receipts = await loop.run_in_executor(write_thread, writer.apply_batch, commands)
+        observe_commit(batch, started_ns)
+        return receipts
 
     async def read_batch(batch: list[tuple[StorageQuery, Delivery]]) -> list[QueryReply]:
         queries = [query for query, _ in batch]
@@ -104,3 +110,25 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
 
 def _answer_all(engine: QueryEngine, queries: list[Any]) -> list[QueryReply]:
     return [engine.answer(q) for q in queries]
+
+
+def observe_commit(batch: list[tuple[StorageCommand, Delivery]], started_ns: int) -> None:
+    """A committed batch: its size and time, and a ``storage.commit`` span in each sender's trace.
+
+    The span of a command is a child of the context its sender published it in (its
+    ``traceparent`` header), with the batch's start and end: the commit that made it durable.
+    """
+    ended_ns = time.time_ns()
+    WRITER_BATCH_COMMANDS.observe(len(batch))
+    WRITER_COMMIT_SECONDS.observe((ended_ns - started_ns) / 1e9)
+    for command, delivery in batch:
+        parent = context_from(delivery.headers)
+        if parent is None:
+            continue
+        span = tracer().start_span(
+            "storage.commit",
+            context=parent,
+            start_time=started_ns,
+            attributes={"storage.command": command.type, "storage.batch_size": len(batch)},
+        )
+        span.end(end_time=ended_ns)

@@ -29,6 +29,7 @@ from redis.asyncio import Redis
 from agent_core.bus.codec import DecodeError, decode_fields, validate_body
 from agent_core.bus.dead_letters import DeadLetterSink
 from agent_core.bus.delivery import Delivery, encode_reply
+from agent_core.observability.tracing import attach_context, context_from
 
 __all__ = ["BatchHandler", "ConsumerOptions", "Handler", "RawEntry", "StreamConsumer"]
 
@@ -186,7 +187,8 @@ class StreamConsumer(Generic[T]):
         failure: BaseException | None = None
         for message, delivery, body in decoded:
             try:
-                reply = await self._handler(message, delivery)
+                with attach_context(context_from(delivery.headers)):  # the sender's trace goes on
+                    reply = await self._handler(message, delivery)
             except Exception as exc:
                 failure = exc
                 await self._on_failure(delivery, body, exc)

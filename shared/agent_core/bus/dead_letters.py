@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 
 from agent_core.bus.contracts.dead_letter import DeadLetter, DeadLetterReason
 from agent_core.errors import redact
+from agent_core.observability.metrics import DEAD_LETTERS
 
 __all__ = ["DeadLetterSink"]
 
@@ -61,6 +62,7 @@ class DeadLetterSink:
             approximate=True,
         )
         await self._redis.xack(source_stream, group, entry_id)
+        DEAD_LETTERS.labels(source_stream, reason).inc()
         log.warning(
             "dead-lettered %s %s from %s: %s (%s)",
             entry_id,

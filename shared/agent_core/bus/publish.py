@@ -2,7 +2,8 @@
 
 The entry is ``__data__`` (the message's JSON) plus one field per header. Every consumer of ours
 reads it (see :mod:`agent_core.bus.codec`), it costs one XADD with no envelope encoding, and it
-keeps working while a service shuts down and its FastStream broker is already stopped.
+keeps working while a service shuts down and its FastStream broker is already stopped. The
+current trace context rides along as a ``traceparent`` header (none when nothing is traced).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel
 from redis.asyncio import Redis
+
+from agent_core.observability.tracing import trace_headers
 
 __all__ = ["publish"]
 
@@ -25,6 +28,7 @@ async def publish(
 ) -> str:
     """Append ``message`` to ``stream``; return the entry id."""
     fields: dict[str | bytes, str | bytes] = {"__data__": message.model_dump_json()}
+    fields.update(trace_headers())
     if headers:
         fields.update(headers)
     entry = await redis.xadd(stream, fields, maxlen=maxlen, approximate=True)  # type: ignore[arg-type]

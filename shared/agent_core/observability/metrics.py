@@ -93,7 +93,7 @@ TOOL_SECONDS = Histogram(
 )
 BUS_PENDING = Gauge(
     "soong_bus_pending",
-    "Delivered, unacknowledged entries of the streams this process consumes (read at scrape).",
+    "Entries delivered to this process and not yet acknowledged, by stream (read at scrape).",
     ["stream", "group"],
 )
 DEAD_LETTERS = Counter(
@@ -130,6 +130,7 @@ class Consumed(Protocol):
 
     stream: str
     group: str
+    consumer: str
 
 
 def render_metrics() -> bytes:
@@ -138,11 +139,16 @@ def render_metrics() -> bytes:
 
 
 async def observe_pending(redis: Redis, consumers: Iterable[Consumed]) -> None:
-    """Set :data:`BUS_PENDING` for each consumed stream and group from ``XPENDING`` (at scrape)."""
+    """Set :data:`BUS_PENDING` from ``XPENDING`` (at scrape): the entries delivered to *this*
+    process's consumer and not yet acknowledged, so summing over instances gives the group's."""
     for consumer in consumers:
         try:
             summary = await redis.xpending(consumer.stream, consumer.group)
         except RedisError:  # no such stream or group yet: nothing is pending
             summary = {}
-        count = summary.get("pending", 0) if isinstance(summary, dict) else 0
-        BUS_PENDING.labels(consumer.stream, consumer.group).set(int(count or 0))
+        mine = 0
+        for row in summary.get("consumers") or () if isinstance(summary, dict) else ():
+            name = row.get("name")
+            if (name.decode() if isinstance(name, bytes) else name) == consumer.consumer:
+                mine = int(row.get("pending", 0))
+        BUS_PENDING.labels(consumer.stream, consumer.group).set(mine)

@@ -41,6 +41,8 @@ class QueuedRun(BaseModel):
     # ``orchestrator``: the run's agent is the orchestrator of a session in orchestrator mode.
     agent_type: Literal["main", "orchestrator"] = "main"
     enqueued_at_ms: int = 0
+    # The W3C ``traceparent`` of the request that queued the run: the run's spans join its trace.
+    trace_parent: str | None = Field(default=None, max_length=128)
 
     @property
     def lane(self) -> str:

@@ -17,13 +17,15 @@ from typing import Any
 from agent_core.bus.contracts.storage import CreateRun, GetSession, UpdateRun
 from agent_core.errors import AgentCoreError, StorageError
 from agent_core.ids import new_id
+from agent_core.observability.runs import run_cancelled_unstarted
+from agent_core.observability.tracing import TRACEPARENT, trace_headers
 from agent_core.runqueue.events import RunEventWriter
 from agent_core.runqueue.fifo import SessionQueue
 from agent_core.runqueue.models import QueuedRun
 from agent_core.storage_client import StorageClient, raise_for_receipt
 from agent_core.types.enums import MultitaskStrategy, RunStatus
 from agent_core.types.protocol import ContentBlock
-from agent_core.types.runtime import RunFinished, overrides_from
+from agent_core.types.runtime import RunFinished, RunHandle, overrides_from
 
 __all__ = ["SessionBusyError", "Submitted", "cancel_queued_run", "cancel_run", "submit_message"]
 
@@ -102,6 +104,7 @@ async def submit_message(
             config_overrides=overrides,
             cwd=result.get("cwd"),
             agent_type="orchestrator" if result.get("agent_type") == "orchestrator" else "main",
+            trace_parent=trace_headers().get(TRACEPARENT),
         )
     )
     return Submitted(run_id, node_id, kind)
@@ -169,6 +172,7 @@ async def cancel_queued_run(
     )
     if not receipt.ok:
         return False
+    run_cancelled_unstarted(RunHandle(run_id=run_id, session_id=session_id, agent_id=agent_id))
     events = RunEventWriter(queue.redis, queue.names, session_id, run_id)
     events.start()
     events.emit(

@@ -20,6 +20,7 @@ from agent_core.bus import StreamConsumer, drain_own, reclaim_loop
 from agent_core.config import Settings
 from agent_core.errors import ConfigError
 from agent_core.observability import observe_pending, render_metrics
+from agent_core.observability.tracing import setup_tracing
 from agent_core.service.context import ServiceContext, ServiceParts
 from agent_core.service.health import health_consumer, subscribers_running
 from agent_core.service.logs import setup_logging
@@ -46,10 +47,13 @@ async def run_service(
 ) -> int:
     """Run one service instance until ``stop`` is set or a signal arrives; return the exit code.
 
-    ``configure_logging=False`` leaves the process's logging alone (for in-process tests).
+    ``configure_logging=False`` leaves the process's logging and tracing alone (for in-process
+    tests).
     """
+    flush_traces = None
     if configure_logging:
-        setup_logging(settings.log_level, f"{service}[{instance}]")
+        setup_logging(settings, service, instance)
+        flush_traces = setup_tracing(settings.observability, service, instance)
     ctx = ServiceContext(settings, service, instance)
     stop = stop or asyncio.Event()
     # From the first moment: a SIGTERM during start-up (recovery can take a while) must lead to
@@ -107,6 +111,8 @@ async def run_service(
         await ops.stop()
     await ctx.rpc.stop()
     await ctx.redis.aclose()
+    if flush_traces is not None:
+        await asyncio.to_thread(flush_traces)  # the last spans leave before the process does
     if died.is_set():
         return EXIT_SUBSCRIBER_DIED
     return 0

@@ -422,6 +422,5 @@ def test_metrics_and_health(gw: Gw) -> None:
     text = httpx.get(f"{gw.stack.gateway_url}/metrics").text
     assert 'soong_gateway_requests_total{method="GET",route="/healthz",status="200"}' in text
     assert "soong_gateway_request_duration_seconds_bucket" in text
-    assert 'soong_bus_pending{stream="soong:runs",group="run-workers"}' in text
-    assert "soong_runs_finished_total{" in text
+    assert "soong_runs_submitted_total" in text and "soong_sse_streams_open" in text
     assert "/v1/sessions/sess_" not in text  # route templates, never raw paths

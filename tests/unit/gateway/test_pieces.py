@@ -1,4 +1,4 @@
-"""SSE ids and frames, error statuses, request models and the metrics text."""
+"""SSE ids and frames, error statuses and request models."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from agent_core.runqueue import SessionBusyError
 from agent_core.types.api import AgentConfigOverrides, PatchSessionRequest, PostMessageRequest
 from agent_core.types.runtime import RunTextDelta
 from services.gateway.errors import ApiError, _core_status
-from services.gateway.metrics import Metrics
 from services.gateway.sse import Cursor, frame, parse_cursor
 
 SID = "sess_20260101_120000_0123456789abcdef"
@@ -68,37 +67,3 @@ def test_request_models_refuse_server_owned_fields() -> None:
     ok = PostMessageRequest.model_validate({"text": "hi", "agent_config": {"max_turns": 2}})
     assert [b.model_dump() for b in ok.blocks()] == [{"type": "text", "text": "hi"}]
     assert ok.agent_config is not None and ok.agent_config.overrides() == {"max_turns": 2}
-
-
-def test_metrics_count_routes_and_each_run_once() -> None:
-    m = Metrics()
-    m.observe("GET", "/v1/sessions/{session_id}", 200, 0.003)
-    m.observe("GET", "/v1/sessions/{session_id}", 404, 0.2)
-    m.run_finished("run_1", "completed")
-    m.run_finished("run_1", "completed")
-    m.run_finished("run_2", "failed")
-    text = "\n".join(
-        line
-        for line in _render_without_bus(m).splitlines()
-        if line.startswith(("soong_gateway_requests_total", "soong_runs_finished_total"))
-    )
-    assert 'route="/v1/sessions/{session_id}",status="200"} 1' in text
-    assert 'soong_runs_finished_total{status="completed"} 1' in text
-    assert 'soong_runs_finished_total{status="failed"} 1' in text
-    buckets = _render_without_bus(m)
-    assert 'le="0.005"} 1' in buckets and 'le="0.25"} 2' in buckets and 'le="+Inf"} 2' in buckets
-
-
-def _render_without_bus(m: Metrics) -> str:
-    class _NoRedis:
-        async def xpending(self, *_: object) -> dict[str, int]:
-            return {"pending": 0}
-
-        async def xlen(self, *_: object) -> int:
-            return 0
-
-    import asyncio
-
-    from agent_core.bus import BusNames
-
-    return asyncio.run(m.render(_NoRedis(), BusNames("soong")))  # type: ignore[arg-type]

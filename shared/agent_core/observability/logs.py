@@ -1,0 +1,117 @@
+"""Log records with the ids of the work they belong to, as readable text or one JSON object a line.
+
+``log_ids(session_id=…, run_id=…, agent_id=…)`` binds ids to the current task (a context variable,
+so concurrent runs in one worker never mix them); every record logged inside carries them. A
+record's own figures go in ``extra={"fields": {...}}``. Both formats redact every string, so a
+secret never reaches a log line.
+
+Text (the default, for a terminal): ``<time> <LEVEL> <service>[<instance>] <logger>: <message>``
+followed by ``key=value`` for the ids and fields. JSON (``observability.log_format = "json"``):
+``{"ts", "level", "service", "instance", "logger", "message", <ids>, <fields>, "exc"?}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any, Final, Literal
+
+from agent_core.errors import redact, redact_obj
+
+__all__ = ["THIRD_PARTY_LOGGERS", "configure_logging", "current_ids", "log_ids"]
+
+_NONE: Final[Mapping[str, str]] = MappingProxyType({})
+_IDS: ContextVar[Mapping[str, str]] = ContextVar("soong_log_ids", default=_NONE)
+
+# Libraries that log every request at INFO: their lines say nothing about our services unless
+# one is debugging, so they are shown at DEBUG only.
+THIRD_PARTY_LOGGERS: Final = (
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "openai",
+    "anthropic",
+    "urllib3",
+    "uvicorn.access",
+    "opentelemetry",
+)
+
+
+@contextlib.contextmanager
+def log_ids(**ids: str | None) -> Iterator[None]:
+    """Bind ids (``None`` values are skipped) to every record logged inside the block."""
+    token = _IDS.set({**_IDS.get(), **{k: v for k, v in ids.items() if v}})
+    try:
+        yield
+    finally:
+        _IDS.reset(token)
+
+
+def current_ids() -> Mapping[str, str]:
+    """The ids bound to the current task."""
+    return _IDS.get()
+
+
+def _fields(record: logging.LogRecord) -> dict[str, Any]:
+    fields = getattr(record, "fields", None)
+    return {**current_ids(), **(fields if isinstance(fields, Mapping) else {})}
+
+
+class _Text(logging.Formatter):
+    def __init__(self, who: str) -> None:
+        super().__init__(f"%(asctime)s %(levelname)s {who} %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extra = _fields(record)
+        if extra:
+            line += " " + " ".join(f"{k}={_scalar(v)}" for k, v in extra.items())
+        return redact(line)
+
+
+class _Json(logging.Formatter):
+    def __init__(self, service: str, instance: str) -> None:
+        super().__init__()
+        self._service = service
+        self._instance = instance
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "service": self._service,
+            "instance": self._instance,
+            "logger": record.name,
+            "message": redact(record.getMessage()),
+        }
+        doc.update(redact_obj(_fields(record)))
+        if record.exc_info:
+            doc["exc"] = redact(self.formatException(record.exc_info))
+        return json.dumps(doc, ensure_ascii=False, default=str)
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, Mapping | list):
+        return json.dumps(value, separators=(",", ":"), default=str)
+    return str(value)
+
+
+def configure_logging(
+    level: str, service: str, instance: str, fmt: Literal["text", "json"] = "text"
+) -> None:
+    """One handler on stderr for the whole process, in ``fmt``; third parties at DEBUG only."""
+    handler = logging.StreamHandler(sys.stderr)
+    formatter = _Json(service, instance) if fmt == "json" else _Text(f"{service}[{instance}]")
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    quiet = logging.DEBUG if level == "DEBUG" else logging.WARNING
+    for name in THIRD_PARTY_LOGGERS:
+        logging.getLogger(name).setLevel(quiet)

@@ -1,0 +1,165 @@
+"""One run on a stack with JSON logs and tracing to a local OTLP receiver: its end is logged once
+with its ids and figures, every service's metrics count it once, and its spans form one trace
+across the gateway, the run-worker and the storage-writer."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.conftest import Stack, start_stack, stop_stack
+from tests.fakes.otlp_receiver import OtlpReceiver, ReceivedSpan
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+_SAMPLE = re.compile(r"^(\w+)(?:\{(.*)\})? (\S+)$")
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, OtlpReceiver]]:
+    with OtlpReceiver() as receiver:
+        env = {
+            "SOONG_MODEL_PROVIDER": "fake",  # answers after one tool call
+            "SOONG_LOG_FORMAT": "json",
+            "SOONG_OTLP_ENDPOINT": receiver.endpoint,
+        }
+        stack = start_stack(tmp_path_factory.mktemp("observed"), workers=1, extra_env=env)
+        try:
+            yield stack, receiver
+        finally:
+            stop_stack(stack.process)
+
+
+@pytest.fixture(scope="module")
+def one_run(observed: tuple[Stack, OtlpReceiver]) -> dict[str, str]:
+    stack, _ = observed
+    headers = {"Authorization": f"Bearer {stack.api_key}"}
+    with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=30) as client:
+        session = client.post("/v1/sessions", json={}).json()["session_id"]
+        posted = client.post(f"/v1/sessions/{session}/messages", json={"text": "hi"})
+        assert posted.status_code == 202, posted.text
+        run_id = posted.json()["run_id"]
+        with client.stream("GET", f"/v1/sessions/{session}/runs/{run_id}/events") as events:
+            kinds = [line for line in events.iter_lines() if line.startswith("event:")]
+        assert kinds[-1] == "event: run_finished"
+        run = client.get(f"/v1/sessions/{session}/runs/{run_id}").json()
+    return {"session_id": session, "run_id": run_id, "agent_id": run["agent_id"]}
+
+
+def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    out = []
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match and match.group(1) == name:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
+            out.append((labels, float(match.group(3))))
+    return out
+
+
+def _scrapes(stack: Stack) -> dict[str, str]:
+    ops = json.loads((stack.home / "run" / "stack.json").read_text())["ops"]
+    urls = {"gateway": stack.gateway_url, **ops}
+    return {name: httpx.get(f"{url}/metrics", timeout=10).text for name, url in urls.items()}
+
+
+def test_every_service_counts_the_run_once(
+    observed: tuple[Stack, OtlpReceiver], one_run: dict[str, str]
+) -> None:
+    stack, _ = observed
+    scrapes = _scrapes(stack)
+    assert set(scrapes) == {
+        "gateway",
+        "storage_writer",
+        "task_wal",
+        "memory_extraction",
+        "run_worker.0",
+    }
+    ended = [
+        (name, labels, value)
+        for name, text in scrapes.items()
+        for labels, value in _samples(text, "soong_runs_ended_total")
+        if value
+    ]
+    assert ended == [("run_worker.0", {"end_reason": "completed", "status": "completed"}, 1.0)], (
+        ended
+    )
+    worker = scrapes["run_worker.0"]
+    calls = {lb["outcome"]: v for lb, v in _samples(worker, "soong_model_calls_total")}
+    assert calls == {"ok": 2.0}  # the tool call's turn and the answer's
+    assert [v for lb, v in _samples(worker, "soong_tool_calls_total")] == [1.0]
+    tokens = {lb["direction"]: v for lb, v in _samples(worker, "soong_model_tokens_total")}
+    assert tokens["in"] > 0 and tokens["out"] > 0
+    assert _samples(worker, "soong_model_time_to_first_token_seconds_count")[0][1] == 2.0
+    assert _samples(scrapes["gateway"], "soong_runs_submitted_total") == [({}, 1.0)]
+    assert _samples(scrapes["gateway"], "soong_sse_streams_open") == [({}, 0.0)]
+    batches = _samples(scrapes["storage_writer"], "soong_writer_batch_commands_count")
+    assert batches and batches[0][1] > 0
+    assert _samples(scrapes["storage_writer"], "soong_bus_pending")  # by stream, read at scrape
+
+
+def test_the_json_line_of_the_finished_run_carries_its_ids_and_figures(
+    observed: tuple[Stack, OtlpReceiver], one_run: dict[str, str]
+) -> None:
+    stack, _ = observed
+    records = []
+    for line in stack.log().splitlines():
+        if not line.startswith("["):
+            continue  # the supervisor's own lines
+        _, _, payload = line.partition("] ")
+        records.append(json.loads(payload))  # every service line is one JSON object
+    ended = [r for r in records if r.get("event") == "run_ended"]
+    assert len(ended) == 1, ended
+    line = ended[0]
+    assert {k: line[k] for k in one_run} == one_run
+    assert line["service"] == "run_worker" and line["instance"] == "0"
+    assert (line["status"], line["end_reason"], line["turns"]) == ("completed", "completed", 2)
+    assert line["duration_ms"] > 0 and line["input_tokens"] > 0 and line["output_tokens"] > 0
+    started = [r for r in records if r.get("event") == "run_started"]
+    assert [r["run_id"] for r in started] == [one_run["run_id"]]
+    assert not [r for r in records if r["logger"].startswith("httpx")]  # request logs: DEBUG
+
+
+def test_one_trace_across_services(
+    observed: tuple[Stack, OtlpReceiver], one_run: dict[str, str]
+) -> None:
+    _, receiver = observed
+
+    def complete(spans: list[ReceivedSpan]) -> bool:
+        names = {s.name for s in spans}
+        return {"run", "tool.call", "storage.commit"} <= names and sum(
+            s.name == "model.call" for s in spans
+        ) >= 2
+
+    spans = receiver.wait_for(complete)
+    run = [s for s in spans if s.name == "run" and s.attributes["run.id"] == one_run["run_id"]]
+    assert len(run) == 1
+    trace = [s for s in spans if s.trace_id == run[0].trace_id]
+    by_name: dict[str, list[ReceivedSpan]] = {}
+    for span in trace:
+        by_name.setdefault(span.name, []).append(span)
+    request = [
+        s for s in by_name["POST /v1/sessions/{session_id}/messages"] if not s.parent_span_id
+    ]
+    assert len(request) == 1 and request[0].service == "soong-gateway"  # the trace's root
+    spans_by_id = {s.span_id: s for s in trace}
+
+    def descends_from_request(span: ReceivedSpan) -> bool:
+        while span.parent_span_id:
+            span = spans_by_id[span.parent_span_id]
+        return span is request[0]
+
+    for name in ("run.queue_wait", "run"):
+        assert len(by_name[name]) == 1 and descends_from_request(by_name[name][0]), name
+    (claim,) = by_name["run.claim"]
+    assert claim.parent_span_id == run[0].span_id
+    assert len(by_name["model.call"]) == 2 and len(by_name["tool.call"]) == 1
+    assert [s.attributes["tool.name"] for s in by_name["tool.call"]] == ["lookup"]
+    commits = by_name["storage.commit"]
+    assert {s.service for s in commits} == {"soong-storage_writer"}
+    assert any(s.attributes["storage.command"] == "claim_run" for s in commits)
+    services = {s.service for s in trace}
+    assert services == {"soong-gateway", "soong-run_worker", "soong-storage_writer"}, services
