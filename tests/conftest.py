@@ -219,3 +219,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     running = start_stack(tmp_path_factory.mktemp("stack-home"))
     yield running
     stop_stack(running.process)
+
+
+def run_one_message(gateway_url: str, api_key: str) -> tuple[str, str, list[str]]:
+    """A new session, one message, its run's event stream read to the end: the session id, the
+    run id and the stream's ``event:`` lines."""
+    headers = {"Authorization": f"Bearer {api_key}"}
+    with httpx.Client(base_url=gateway_url, headers=headers, timeout=30) as client:
+        session = client.post("/v1/sessions", json={}).json()["session_id"]
+        posted = client.post(f"/v1/sessions/{session}/messages", json={"text": "hi"})
+        assert posted.status_code == 202, posted.text
+        run_id = posted.json()["run_id"]
+        with client.stream("GET", f"/v1/sessions/{session}/runs/{run_id}/events") as events:
+            kinds = [line for line in events.iter_lines() if line.startswith("event:")]
+    return session, run_id, kinds

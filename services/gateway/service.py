@@ -50,4 +50,5 @@ async def build(ctx: ServiceContext) -> ServiceParts:
             ctx.log.critical("HTTP server exited on its own; stopping the gateway")
             stop.set()
 
-    return ServiceParts(tasks=[serve], on_stop=[gateway.events.close])
+    # /healthz, /readyz and /metrics are on the API port: no second (ops) port.
+    return ServiceParts(tasks=[serve], on_stop=[gateway.events.close], ops_port=False)

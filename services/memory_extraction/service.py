@@ -14,6 +14,7 @@ from agent_core.bus.contracts.memory import MEMORY_INTERACTION, MEMORY_QUERY
 from agent_core.bus.contracts.memory import Interaction as BusInteraction
 from agent_core.config import Settings
 from agent_core.memory import Interaction
+from agent_core.observability.instrument import InstrumentedAdapter
 from agent_core.provider import ProviderRegistry, aclose_adapter
 from agent_core.service import ServiceContext, ServiceParts
 
@@ -47,7 +48,7 @@ def make_proposer(
     config = provider_settings(model)
     if config is None:
         return None
-    adapter = (registry or ProviderRegistry()).create(config)
+    adapter = InstrumentedAdapter((registry or ProviderRegistry()).create(config), config.provider)
     return LLMProposer(
         adapter, model.name, timeout_s=model.timeout_s, max_tokens=model.max_output_tokens
     )

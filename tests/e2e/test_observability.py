@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.conftest import Stack, start_stack, stop_stack
+from tests.conftest import Stack, run_one_message, start_stack, stop_stack
 from tests.fakes.otlp_receiver import OtlpReceiver, ReceivedSpan
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -37,16 +37,12 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, 
 @pytest.fixture(scope="module")
 def one_run(observed: tuple[Stack, OtlpReceiver]) -> dict[str, str]:
     stack, _ = observed
+    session, run_id, kinds = run_one_message(stack.gateway_url, stack.api_key)
+    assert kinds[-1] == "event: run_finished"
     headers = {"Authorization": f"Bearer {stack.api_key}"}
-    with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=30) as client:
-        session = client.post("/v1/sessions", json={}).json()["session_id"]
-        posted = client.post(f"/v1/sessions/{session}/messages", json={"text": "hi"})
-        assert posted.status_code == 202, posted.text
-        run_id = posted.json()["run_id"]
-        with client.stream("GET", f"/v1/sessions/{session}/runs/{run_id}/events") as events:
-            kinds = [line for line in events.iter_lines() if line.startswith("event:")]
-        assert kinds[-1] == "event: run_finished"
-        run = client.get(f"/v1/sessions/{session}/runs/{run_id}").json()
+    run = httpx.get(
+        f"{stack.gateway_url}/v1/sessions/{session}/runs/{run_id}", headers=headers, timeout=30
+    ).json()
     return {"session_id": session, "run_id": run_id, "agent_id": run["agent_id"]}
 
 

@@ -8,10 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.conftest import REPO, start_stack, stop_stack
+from tests.conftest import REPO, run_one_message, start_stack, stop_stack
 
 # Two stack start-ups: generous on a loaded machine, ~30 s on a quiet one.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -31,15 +30,7 @@ def _up(home: Path, port: int, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 def _one_run(url: str, key: str) -> str:
-    headers = {"Authorization": f"Bearer {key}"}
-    with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
-        session = client.post("/v1/sessions", json={}).json()["session_id"]
-        run = client.post(f"/v1/sessions/{session}/messages", json={"text": "hi"})
-        assert run.status_code == 202, run.text
-        run_id = run.json()["run_id"]
-        with client.stream("GET", f"/v1/sessions/{session}/runs/{run_id}/events") as events:
-            lines = [line for line in events.iter_lines() if line.startswith("event:")]
-    return lines[-1]
+    return run_one_message(url, key)[2][-1]
 
 
 def test_second_up_exits_and_the_first_keeps_serving(tmp_path: Path) -> None:

@@ -74,20 +74,25 @@ def test_chat_with_the_gateway_down(home: Path, capsys: pytest.CaptureFixture[st
     assert "Traceback" not in printed
 
 
-def test_up_with_a_dead_redis_url(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "SOONG_AGENT_HOME": str(tmp_path),
-        "SOONG_REDIS_URL": f"redis://127.0.0.1:{find_free_port()}/0",
-        "SOONG_GATEWAY_PORT": str(find_free_port()),
-    }
-    done = subprocess.run(
+def _up(home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "SOONG_AGENT_HOME": str(home), **env}
+    if "SOONG_REDIS_URL" not in env:
+        full.pop("SOONG_REDIS_URL", None)
+    return subprocess.run(
         [sys.executable, "-m", "agent_core.cli", "up"],
-        env=env,
+        env=full,
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
+    )
+
+
+def test_up_with_a_dead_redis_url(tmp_path: Path) -> None:
+    done = _up(
+        tmp_path,
+        SOONG_REDIS_URL=f"redis://127.0.0.1:{find_free_port()}/0",
+        SOONG_GATEWAY_PORT=str(find_free_port()),
     )
     assert done.returncode == 2
     _one_error_line(done.stderr, "bus_unreachable")
@@ -99,16 +104,7 @@ def test_up_with_the_gateway_port_in_use(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        env = {**os.environ, "SOONG_AGENT_HOME": str(tmp_path), "SOONG_GATEWAY_PORT": str(port)}
-        env.pop("SOONG_REDIS_URL", None)
-        done = subprocess.run(
-            [sys.executable, "-m", "agent_core.cli", "up"],
-            env=env,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = _up(tmp_path, SOONG_GATEWAY_PORT=str(port))
     assert done.returncode == 2
     assert f"the gateway port 127.0.0.1:{port} is in use" in done.stderr
     _one_error_line(done.stderr, "port_in_use")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 from opentelemetry.trace import Span, Status, StatusCode
 
@@ -38,11 +39,9 @@ class InstrumentedAdapter:
         self.inner = inner
         self.provider = provider
 
-    async def aclose(self) -> None:
-        """Close the wrapped adapter's clients, if it has any."""
-        close = getattr(self.inner, "aclose", None)
-        if close is not None:
-            await close()
+    def __getattr__(self, name: str) -> Any:
+        # Everything but ``stream`` is the wrapped adapter's own (``aclose``, ``warm_up``, …).
+        return getattr(self.inner, name)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """The wrapped adapter's events, unchanged; measured as one model call."""

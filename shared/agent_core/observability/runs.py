@@ -13,18 +13,34 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from typing import Final
+from typing import Final, Protocol
 
-from agent_core.errors import redact
+from agent_core.errors import ErrorPayload, redact
 from agent_core.observability.logs import log_ids
 from agent_core.observability.metrics import RUN_DURATION, RUNS_ENDED, RUNS_STARTED
-from agent_core.runtime.ports import RunOutcome
-from agent_core.types.enums import RunStatus
+from agent_core.types.enums import EndReason, RunStatus
+from agent_core.types.protocol import Usage
 from agent_core.types.runtime import RunHandle
 
-__all__ = ["NOT_STARTED", "run_cancelled_unstarted", "run_ended", "run_started"]
+__all__ = ["NOT_STARTED", "RunEndFigures", "run_cancelled_unstarted", "run_ended", "run_started"]
 
 log = logging.getLogger("soong.runs")
+
+
+class RunEndFigures(Protocol):
+    """What a run's end says about it (the shape every end of a run has)."""
+
+    @property
+    def status(self) -> RunStatus: ...
+    @property
+    def end_reason(self) -> EndReason: ...
+    @property
+    def turns(self) -> int: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def error(self) -> ErrorPayload | None: ...
+
 
 NOT_STARTED: Final = "not_started"  # the end-reason label of a run cancelled while queued
 
@@ -45,7 +61,7 @@ def run_started(handle: RunHandle, *, kind: str) -> None:
         )
 
 
-def run_ended(handle: RunHandle, outcome: RunOutcome) -> None:
+def run_ended(handle: RunHandle, outcome: RunEndFigures) -> None:
     """Log and count a run's end (call once per run, where the end is recorded)."""
     started = _STARTS.pop(handle.run_id, None)
     duration = None if started is None else time.monotonic() - started

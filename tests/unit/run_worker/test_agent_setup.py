@@ -10,6 +10,7 @@ import pytest
 
 from agent_core.config import Settings
 from agent_core.config.schema import ModelSettings
+from agent_core.observability.instrument import InstrumentedAdapter
 from agent_core.provider import ProviderRegistry
 from agent_core.tasks.client import TaskClient
 from agent_core.tools import ToolRegistry
@@ -26,7 +27,9 @@ def test_warm_up_builds_the_default_adapter_and_its_client(tmp_path: Path) -> No
     model = ModelSettings(provider="openai", base_url="http://127.0.0.1:9/v1", api_key_env=None)
     setup = _setup(tmp_path, model)
     setup.warm_up()
-    adapter: Any = setup.adapter(setup.config({}))  # the cached one: built by warm_up
+    measured: Any = setup.adapter(setup.config({}))  # the cached one: built by warm_up
+    assert isinstance(measured, InstrumentedAdapter)  # every model call is measured
+    adapter: Any = measured.inner
     assert adapter._client is not None  # the SDK client exists before any run
     assert str(adapter._client.base_url).startswith("http://127.0.0.1:9/v1")
 
