@@ -53,6 +53,8 @@ class EpisodeLabels(BaseModel):
     expected: list[ExpectedEntry] = Field(default_factory=list)
     absent: list[ExpectedEntry] = Field(default_factory=list)
     secrets: list[str] = Field(default_factory=list)
+    # 1-based line numbers of the interactions that must leave memory untouched.
+    untouched: list[int] = Field(default_factory=list)
 
 
 class Score(BaseModel):

@@ -5,6 +5,7 @@ interaction; the final documents are scored against the labels.
 """
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -44,9 +45,17 @@ def _score(path: Path) -> Score:
 
 
 def test_set_is_big_enough_and_labelled() -> None:
-    interactions = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in EPISODES)
-    assert interactions >= 60
+    lines = [line for p in EPISODES for line in p.read_text(encoding="utf-8").splitlines()]
+    assert len(lines) >= 150
     assert {p.stem for p in EPISODES} == set(LABELS)
+    chinese = sum(1 for line in lines if re.search(r"[\u4e00-\u9fff]", line))
+    assert chinese >= 50 and len(lines) - chinese >= 50
+    labels = [EpisodeLabels.model_validate(v) for v in LABELS.values()]
+    assert sum(len(lab.untouched) for lab in labels) >= 40
+    assert sum(len(lab.secrets) for lab in labels) >= 20
+    for path in EPISODES:
+        count = len(path.read_text(encoding="utf-8").splitlines())
+        assert all(1 <= n <= count for n in LABELS[path.stem].get("untouched", [])), path.stem
 
 
 def test_fallback_meets_the_goals_on_the_whole_set() -> None:
