@@ -8,9 +8,17 @@ Starts its own Valkey (``EmbeddedValkey``) and the memory-extraction service in 
 - ``consolidate_ms_per_batch_fallback`` / ``_llm``: mean wall time of one consolidation (detect,
   propose, validate, apply, write files and change log) over the labelled set in batches of 4.
   The LLM figure uses the real OpenAI adapter against the local fake server answering at once:
-  it is the pipeline's own cost plus one HTTP round trip, not a real model's latency.
+  it is the pipeline's own cost plus one HTTP round trip, not a real model's latency;
+- ``labelled_*_rules`` / ``labelled_*_llm``: the labelled set (``tests/data/memory/episodes``)
+  replayed one interaction at a time from empty memory, exactly as ``soong-agent memory replay``
+  does, with rules only and with the scripted model (the fake OpenAI server answering from the
+  labels, see ``tests/integration/memory_extraction/oracle.py``): precision, recall, false-memory
+  rate (interactions labelled ``untouched`` that changed memory), secret leaks (in the files or the
+  change log) and supersession failures; ``holdout_*`` the same over the held-out set.
 
-Goals (issue 9): enqueue p95 ≤ 5 ms, render p95 ≤ 5 ms. The last line printed is one JSON object.
+Goals: enqueue p95 ≤ 5 ms, render p95 ≤ 5 ms (issue 9); on the labelled set with rules only,
+precision ≥ 0.90, recall ≥ 0.80, false memories ≤ 3 %, no secret leak (issue 23). The last line
+printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -31,12 +39,13 @@ from agent_core.bus.contracts.memory import Interaction, InteractionTurn  # noqa
 from agent_core.config import load_settings  # noqa: E402
 from agent_core.memory import Interaction as MemoryInteraction  # noqa: E402
 from agent_core.memory.client import MemoryClient, publish_interaction  # noqa: E402
-from agent_core.memory.evaluation import EpisodeLabels  # noqa: E402
+from agent_core.memory.evaluation import EpisodeLabels, Score, merge_scores  # noqa: E402
 from agent_core.provider import ProviderRegistry, ProviderSettings, aclose_adapter  # noqa: E402
 from agent_core.service import ServiceContext, run_service  # noqa: E402
 from agent_core.service.valkey import EmbeddedValkey  # noqa: E402
 from services.memory_extraction.consolidate import BatchItem, Consolidator  # noqa: E402
 from services.memory_extraction.llm import LLMProposer  # noqa: E402
+from services.memory_extraction.replay import replay_episode  # noqa: E402
 from services.memory_extraction.service import build  # noqa: E402
 from services.memory_extraction.store import MemoryStore  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
@@ -147,11 +156,60 @@ async def consolidate_ms(tmp: Path, llm: bool) -> float:
     return round(statistics.mean(times) * 1000, 3)
 
 
+async def labelled_scores(tmp: Path, folder: Path, llm: bool) -> Score:
+    """The merged score of every episode of ``folder``, replayed one interaction at a time."""
+    labels = json.loads((folder / "labels.json").read_text(encoding="utf-8"))
+    oracle = Oracle()
+    server = FakeOpenAIServer(default=oracle)
+    await server.start()
+    adapter = ProviderRegistry().create(
+        ProviderSettings(provider="openai", base_url=server.sdk_base_url, api_key="sk-bench-key")
+    )
+    proposer = LLMProposer(adapter, "fake-model", timeout_s=10) if llm else None
+    scores = []
+    try:
+        for path in sorted((folder / "episodes").glob("*.jsonl")):
+            episode = EpisodeLabels.model_validate(labels[path.stem])
+            oracle.labels = episode
+            home = tmp / f"labelled-{folder.name}-{path.stem}-{llm}"
+            scores.append(await replay_episode(path, home, episode, proposer))
+    finally:
+        await aclose_adapter(adapter)
+        await server.aclose()
+    return merge_scores(scores)
+
+
+def score_keys(prefix: str, suffix: str, score: Score) -> dict[str, Any]:
+    """The bench keys of one score."""
+    return {
+        f"{prefix}_precision_{suffix}": round(score.precision, 3),
+        f"{prefix}_recall_{suffix}": round(score.recall, 3),
+        f"{prefix}_false_memory_rate_{suffix}": round(score.false_memory_rate, 3),
+        f"{prefix}_secret_leaks_{suffix}": len(score.secrets_leaked),
+        f"{prefix}_supersession_failures_{suffix}": score.supersession_failures,
+    }
+
+
 async def main() -> dict[str, Any]:
     """All figures."""
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         figures = await bus_figures(tmp)
+        for llm, suffix in ((False, "rules"), (True, "llm")):
+            main_set = await labelled_scores(tmp, DATA, llm)
+            figures.update(score_keys("labelled", suffix, main_set))
+            figures.update(
+                score_keys("holdout", suffix, await labelled_scores(tmp, DATA / "holdout", llm))
+            )
+            if not llm:
+                print("labelled set, rules:", json.dumps(main_set.summary()), file=sys.stderr)
+                print("false memories:", main_set.false_memories, file=sys.stderr)
+                print("missed:", main_set.missed, file=sys.stderr)
+                print("touched:", main_set.touched, file=sys.stderr)
+        figures["labelled_interactions"] = sum(
+            len(p.read_text(encoding="utf-8").splitlines())
+            for p in (DATA / "episodes").glob("*.jsonl")
+        )
         figures["consolidate_ms_per_batch_fallback"] = await consolidate_ms(tmp, llm=False)
         figures["consolidate_ms_per_batch_llm"] = await consolidate_ms(tmp, llm=True)
         figures["samples"] = N

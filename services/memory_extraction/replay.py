@@ -20,15 +20,18 @@ from pydantic import ValidationError
 
 from agent_core.config import load_settings
 from agent_core.errors import SchemaError
-from agent_core.memory import Interaction
-from agent_core.memory.evaluation import EpisodeLabels, score_episode
+from agent_core.memory import Interaction, UpdateOp
+from agent_core.memory.evaluation import EpisodeLabels, Score, score_episode
 from agent_core.provider import aclose_adapter
 
 from .consolidate import BatchItem, Consolidator
+from .llm import LLMProposer
 from .service import make_proposer
-from .store import MemoryStore, Source
+from .store import CHANGE_LOG, MemoryStore, Source
 
-__all__ = ["add_parser", "run"]
+__all__ = ["ReplayResult", "add_parser", "read_items", "replay", "replay_episode", "run"]
+
+_LINE = "replay:"
 
 
 def add_parser(subparsers: Any) -> None:
@@ -44,7 +47,8 @@ def add_parser(subparsers: Any) -> None:
     replay.add_argument("--labels", type=Path, default=None, help="score against these labels")
 
 
-def _read(path: Path) -> list[BatchItem]:
+def read_items(path: Path) -> list[BatchItem]:
+    """The interactions of a replay file, each with ``replay:<line>`` as its provenance."""
     items = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -55,8 +59,64 @@ def _read(path: Path) -> list[BatchItem]:
             raise SchemaError(
                 "replay_line_invalid", f"{path.name}:{n}: not an interaction: {exc.errors()[0]}"
             ) from exc
-        items.append(BatchItem(interaction=ix, source=Source(interaction_id=f"replay:{n}")))
+        items.append(BatchItem(interaction=ix, source=Source(interaction_id=f"{_LINE}{n}")))
     return items
+
+
+class ReplayResult:
+    """What a replay did: batches per mode, changes written, and the lines that changed memory."""
+
+    def __init__(self) -> None:
+        self.modes: dict[str, int] = {"llm": 0, "fallback": 0, "skipped": 0}
+        self.changes = 0
+        self.changed_lines: set[int] = set()
+
+
+async def replay(
+    consolidator: Consolidator, account: str, items: list[BatchItem], batch: int = 1
+) -> ReplayResult:
+    """Consolidate ``items`` in order, ``batch`` at a time, exactly as the service does."""
+    result = ReplayResult()
+    size = max(batch, 1)
+    for start in range(0, len(items), size):
+        report = await consolidator.consolidate(account, items[start : start + size])
+        result.modes[report.mode] += 1
+        result.changes += len(report.changes)
+        for record in report.changes:
+            if record.op == UpdateOp.NONE:
+                continue
+            for source in record.sources:
+                line = (source.interaction_id or "").removeprefix(_LINE)
+                if line.isdigit():
+                    result.changed_lines.add(int(line))
+    return result
+
+
+async def replay_episode(
+    path: Path,
+    home: Path,
+    labels: EpisodeLabels,
+    proposer: LLMProposer | None = None,
+    *,
+    account: str = "acct",
+    batch: int = 1,
+) -> Score:
+    """Replay one labelled episode from the memory in ``home`` and score the files it leaves.
+
+    The change log is checked too: a labelled secret found there counts as leaked.
+    """
+    store = MemoryStore(home)
+    result = await replay(Consolidator(store, proposer), account, read_items(path), batch)
+    score = score_episode(labels, store.load(account).documents, result.changed_lines)
+    score.touched = [f"{path.stem}:{t}" for t in score.touched]
+    log = store.memory_dir(account) / CHANGE_LOG
+    text = _squash(log.read_text(encoding="utf-8")) if log.exists() else ""
+    score.secrets_leaked += [s for s in labels.secrets if _squash(s) in text]
+    return score
+
+
+def _squash(text: str) -> str:
+    return "".join(c for c in text.casefold() if not c.isspace() and c != "-")
 
 
 def _labels(path: Path, episode: str) -> EpisodeLabels:
@@ -65,35 +125,29 @@ def _labels(path: Path, episode: str) -> EpisodeLabels:
 
 
 async def _replay(args: argparse.Namespace) -> dict[str, Any]:
-    items = _read(args.file)
+    items = read_items(args.file)
     settings = load_settings(env={**os.environ, "SOONG_AGENT_HOME": str(args.home)})
     proposer = None if args.no_llm else make_proposer(settings)
     store = MemoryStore(args.home)
-    consolidator = Consolidator(store, proposer)
-    modes: dict[str, int] = {"llm": 0, "fallback": 0, "skipped": 0}
-    changes = 0
     try:
-        for start in range(0, len(items), max(args.batch, 1)):
-            report = await consolidator.consolidate(
-                args.account, items[start : start + max(args.batch, 1)]
-            )
-            modes[report.mode] += 1
-            changes += len(report.changes)
+        result = await replay(Consolidator(store, proposer), args.account, items, args.batch)
     finally:
         if proposer is not None:
             await aclose_adapter(proposer.adapter)
     summary: dict[str, Any] = {
         "interactions": len(items),
-        "batches": modes,
-        "changes": changes,
+        "batches": result.modes,
+        "changes": result.changes,
         "llm": proposer is not None,
         "files": [str(store.path(args.account, s)) for s in store.scopes(args.account)],
     }
     if args.labels is not None:
-        score = score_episode(
-            _labels(args.labels, args.file.stem), store.load(args.account).documents
-        )
-        summary["score"] = score.summary()
+        # Lines are attributed per interaction only when each is consolidated alone.
+        changed = result.changed_lines if args.batch <= 1 else None
+        labels = _labels(args.labels, args.file.stem)
+        summary["score"] = score_episode(
+            labels, store.load(args.account).documents, changed
+        ).summary()
     return summary
 
 

@@ -4,14 +4,16 @@ Each actual entry may cover several expected entries (one bullet may hold two pr
 precision = entries covering ≥ 1 expected / all entries; recall = expected covered / all
 expected; false memories = entries covering none; duplicates = extra entries covering an expected
 entry that another entry already covers; conflicts resolved = ``conflict``/``delete`` absents that
-hold; secrets leaked = secrets found in any rendered document.
+hold; secrets leaked = secrets found in any rendered document; false-memory rate = interactions
+labelled ``untouched`` that changed memory / interactions labelled ``untouched``; supersession
+failures = old values still present (``conflict``/``delete`` absents violated) + duplicates.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -73,6 +75,18 @@ class Score(BaseModel):
     conflicts_resolved: int = 0
     absent_violations: list[str] = Field(default_factory=list)
     secrets_leaked: list[str] = Field(default_factory=list)
+    untouched: int = 0
+    touched: list[str] = Field(default_factory=list)  # untouched interactions that changed memory
+
+    @property
+    def false_memory_rate(self) -> float:
+        """Share of the interactions labelled ``untouched`` that changed memory anyway."""
+        return len(self.touched) / self.untouched if self.untouched else 0.0
+
+    @property
+    def supersession_failures(self) -> int:
+        """Old values left beside their replacement (or not forgotten) plus duplicate entries."""
+        return self.conflicts - self.conflicts_resolved + self.duplicates
 
     @property
     def precision(self) -> float:
@@ -95,6 +109,9 @@ class Score(BaseModel):
             "duplicates": self.duplicates,
             "conflicts_resolved": f"{self.conflicts_resolved}/{self.conflicts}",
             "secrets_leaked": len(self.secrets_leaked),
+            "untouched": self.untouched,
+            "false_memory_rate": round(self.false_memory_rate, 3),
+            "supersession_failures": self.supersession_failures,
         }
 
 
@@ -112,8 +129,16 @@ def entry_matches(label: ExpectedEntry, scope: str, text: str) -> bool:
     )
 
 
-def score_episode(labels: EpisodeLabels, documents: Mapping[str, MemoryDocument]) -> Score:
-    """Score the final documents of one episode against its labels."""
+def score_episode(
+    labels: EpisodeLabels,
+    documents: Mapping[str, MemoryDocument],
+    changed_lines: Collection[int] | None = None,
+) -> Score:
+    """Score the final documents of one episode against its labels.
+
+    ``changed_lines`` are the (1-based) interactions whose consolidation changed memory; without
+    them the ``untouched`` labels are not scored.
+    """
     actual = [(scope, e.text) for scope, doc in documents.items() for e in doc.entries]
     score = Score(entries=len(actual), expected=len(labels.expected))
     covered: dict[int, int] = {}
@@ -138,6 +163,9 @@ def score_episode(labels: EpisodeLabels, documents: Mapping[str, MemoryDocument]
             score.absent_violations.append(f"{lab.kind}: {lab.all}")
     rendered = _secret_norm("\n".join(render_document(d) for d in documents.values()))
     score.secrets_leaked = [s for s in labels.secrets if _secret_norm(s) in rendered]
+    if changed_lines is not None:
+        score.untouched = len(labels.untouched)
+        score.touched = [f"line {n}" for n in labels.untouched if n in changed_lines]
     return score
 
 
