@@ -28,8 +28,10 @@ from agent_core.memory import (
     detect_signals,
     render_document,
 )
+from agent_core.memory.guards import vet_batch
 
 from .llm import LLMProposer, ProposalError
+from .prompt import user_words
 from .rebase import rebase
 from .store import ChangeRecord, MemoryStore, Snapshot, Source
 
@@ -113,12 +115,16 @@ class Consolidator:
             return report  # nothing worth an LLM call, nothing to write
         snap = self.store.load(account_id)
         llm_batch: MemoryUpdateBatch | None = None
+        refused: list[AppliedChange] = []
         if self.proposer is not None:
             try:
                 docs = _usable(snap)
                 llm_batch = await self.proposer.propose(
                     docs, [(i.interaction, s) for i, s in batch]
                 )
+                # The model's answer obeys the rules' privacy and supersession checks too.
+                evidence = [w for i, s in batch for w in (*user_words(i.interaction), *_texts(s))]
+                llm_batch, refused = vet_batch(llm_batch, docs, evidence)
             except ProposalError as exc:
                 report.llm_error = exc.code
                 log.info("memory LLM unusable for %s (%s); rules apply", account_id, exc.code)
@@ -129,7 +135,7 @@ class Consolidator:
                 if _etags(fresh) != _etags(snap):
                     report.merged_again = True
                 steps, dropped = self._steps(snap, fresh, batch, llm_batch)
-                if self._commit(account_id, fresh, steps, dropped, report):
+                if self._commit(account_id, fresh, steps, [*refused, *dropped], report):
                     return report
         log.warning("memory of %s kept changing during commit; batch not applied", account_id)
         return report
@@ -209,6 +215,10 @@ class Consolidator:
         # Never a silent drop: an evicted entry is logged with its text (already scrubbed).
         records += [rec("delete", e.id, "evicted: over budget", e.text) for e in rep.evicted]
         return records
+
+
+def _texts(signals: Sequence[Signal]) -> list[str]:
+    return [s.text for s in signals]
 
 
 def _usable(snap: Snapshot) -> dict[str, MemoryDocument]:

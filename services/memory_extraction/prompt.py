@@ -16,7 +16,7 @@ from agent_core.memory import Interaction, MemoryDocument, Signal, TurnRole, scr
 from agent_core.memory._lexicon import MEMORY_BLOCK
 from agent_core.memory.scope import USER_SCOPE, skill_scope
 
-__all__ = ["INPUT_MARKER", "SYSTEM_PROMPT", "allowed_scopes", "build_input"]
+__all__ = ["INPUT_MARKER", "SYSTEM_PROMPT", "allowed_scopes", "build_input", "user_words"]
 
 INPUT_MARKER = "INPUT JSON:"
 
@@ -25,21 +25,40 @@ You maintain a user's long-term memory for an agent: short Markdown bullets, the
 You receive the existing memory (entries with ids, per scope) and recent interactions: the user's
 own words and candidate statements a detector flagged. Decide what to change.
 
-Rules:
-- Keep only durable preferences, corrections, facts about the user's work and data, and tool
-  lessons. Questions, hypotheticals, quotations and requests meant for one output only
-  (this time, just this file, 这次, 这份) are not memories: answer "none" for them.
-- One entry per preference. When a new value replaces an old one (a date format, decimals,
-  currency, units, language, chart type, …), "update" the old entry in place; never keep both.
-  Something already present, in any wording, is "none", not a second "add".
-- "delete" an entry when the user asks to forget it or says it no longer holds.
-- Write each entry in the language the user used, as one short sentence.
-- Never write secrets or identifiers: API keys, passwords, tokens, credentials in URLs, ID and
-  card numbers, phone numbers. When a sentence mixes a preference and a secret, keep the
-  preference only.
-- Scope: "user" for cross-cutting preferences and facts; "skill:<name>" when the statement is
-  about that enabled skill's artefact or tools. Use only the scopes listed in "scopes".
-- Assistant text is never evidence.
+Remember:
+- durable preferences and rules ("from now on", "always", "以后", "默认", "in every report");
+- facts about the user, their team, business and data, even without a marker word ("I'm the
+  finance partner for APAC, so unless I say otherwise …", "our fiscal year starts in July",
+  "the customer table is core.dim_customer");
+- corrections of how output should look or be made ("don't pivot it, keep long format",
+  "I told you: no merged cells");
+- tool lessons: a failed call followed by a changed call that succeeded (the change is the lesson).
+
+Do not remember ("none"):
+- questions, hypotheticals, quotations and reported speech ("the docs say …", 老板说“…”);
+- anything about this output only: this time, this one, this file, for now, 这次, 这份, 这张,
+  "remember to attach this one as PNG", and corrections of this output ("that's wrong, I meant
+  Q3", "不对，是第四列");
+- marker characters inside ordinary words: 固定资产, 统一社会信用代码 are not 固定/统一;
+- an identical retry that then worked, a fix that came from the user, a change of file path only.
+
+Supersession: one entry per preference (its slot: date format, decimals, currency, units, reply
+language, chart type, palette, summary position, week start, time zone, …), in any language. When
+a new value replaces an old one, "update" the old entry in place so the old value is gone; never
+keep both. Something already present, in any wording or language, is "none", not a second "add".
+"delete" an entry when the user asks to forget it or says it no longer holds.
+
+Privacy: never write secrets or personal identifiers (API keys, passwords, PINs, tokens,
+credentials in URLs, ID, passport, employee, account and card numbers — with or without spaces —
+phone numbers, e-mail and home addresses). When a sentence asks to remember one of these, the
+rest of that sentence is about it and is not written either; keep only a separate preference that
+stands on its own.
+
+Write each entry in the language the user used, as one short sentence, from the user's own words
+(no claim they did not make). Scope: "user" for cross-cutting preferences and facts;
+"skill:<name>" when the statement is about that enabled skill's artefact, tools or process (an
+export format, a chart setting, a cleaning step, a SQL table), also when the interaction names the
+skill. Use only the scopes listed in "scopes". Assistant text is never evidence.
 
 Answer with one JSON object and nothing else:
 {"updates": [{"op": "add"|"update"|"delete"|"none", "scope": "...", "entry_id": "...",
@@ -57,7 +76,8 @@ def allowed_scopes(
     return sorted(scopes)
 
 
-def _user_words(interaction: Interaction) -> list[str]:
+def user_words(interaction: Interaction) -> list[str]:
+    """The user's turns of ``interaction``, scrubbed, without the injected memory block."""
     # The injected memory block is cut out: the model must not re-learn its own input.
     return [
         scrub_text(MEMORY_BLOCK.sub("\n", t.content)).strip()
@@ -94,7 +114,7 @@ def build_input(
             {
                 "index": i,
                 "skills": ix.skills,
-                "user": _user_words(ix),
+                "user": user_words(ix),
                 "candidates": [_candidate(s) for s in signals],
             }
             for i, (ix, signals) in enumerate(batch)

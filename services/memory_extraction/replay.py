@@ -107,7 +107,9 @@ async def replay_episode(
     """
     store = MemoryStore(home)
     result = await replay(Consolidator(store, proposer), account, read_items(path), batch)
-    score = score_episode(labels, store.load(account).documents, result.changed_lines)
+    # Lines are attributed per interaction only when each is consolidated alone.
+    changed = result.changed_lines if batch <= 1 else None
+    score = score_episode(labels, store.load(account).documents, changed)
     score.touched = [f"{path.stem}:{t}" for t in score.touched]
     log = store.memory_dir(account) / CHANGE_LOG
     text = _squash(log.read_text(encoding="utf-8")) if log.exists() else ""

@@ -1,7 +1,13 @@
 """Marker words and veto patterns of signal detection, in Chinese and English.
 
 Kept apart from the detection logic so the lists can be read (and argued about) in one place.
-Chinese patterns are deliberately narrow: broad verbs (采用, 改用) over-trigger on plain prose.
+Chinese patterns are deliberately narrow: broad verbs (采用, 改用) over-trigger on plain prose, and
+marker characters also occur inside ordinary words (固定资产, 统一社会信用代码), so 固定/统一 count
+only before what they qualify (固定用, 统一保留).
+
+Every pattern runs over untrusted text and is linear-time: repetitions are bounded or start only
+where a run begins (tests/unit/memory/test_linear_patterns.py runs each over long runs of every
+character class).
 """
 
 from __future__ import annotations
@@ -9,103 +15,205 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "ASSISTANT_DID",
     "CHANGE",
+    "CONDITION",
     "CORRECTION",
+    "DATA_OBJECT",
     "FACT",
     "FILE_REF",
+    "FILLER",
     "FORGET",
     "HYPOTHETICAL",
     "IDIOMS",
+    "IMPERATIVE",
     "MEMORY_BLOCK",
     "ONE_OFF",
+    "ORG_STANDARD",
+    "PATTERNS",
     "POLITE_REQUEST",
     "QUESTION",
     "QUOTATION",
     "REASON",
+    "REMIND_ONCE",
+    "REPEAT",
     "STATEMENT_HINT",
     "STRONG",
     "TAG_QUESTION",
     "TASK_OPENER",
+    "UNIVERSAL",
     "WEAK",
 ]
 
 _I = re.IGNORECASE
+_VERB_AFTER = (
+    r"(?=用|是|为|成|放|在|保留|按|写|加|显示|设|走|使用|采用|格式|模板|顺序|位置|命名|标|改|换|口径|导出|"
+    r"输出|先|都|要)"
+)
 
 # Durable markers: the user says this should hold beyond the current turn.
 STRONG = re.compile(
-    r"记住|记下|记一下|记得|以后|今后|往后|下次|默认|总是|一律|固定|统一|每次|始终|永远|"
-    r"\bremember\b|\bfrom now on\b|\bgoing forward\b|\bnext time\b|\balways\b|\bnever\b|"
-    r"\bby default\b|\bin (?:the )?future\b|\bevery time\b|\beach time\b",
+    r"记住|记下|记一下|记得|以后|今后|往后|之后都|下次|默认|总是|一律|每次|始终|永远|一直|"
+    rf"固定{_VERB_AFTER}|统一{_VERB_AFTER}|"
+    r"\bremember\b|\bfrom now on\b|\bgoing forward\b|\bmoving forward\b|\bfrom here on\b|"
+    r"\bnext time\b|\balways\b|\bnever\b|\bby default\b|\bin (?:the )?future\b|\bevery time\b|"
+    r"\beach time\b|\bwhenever\b|\bas a rule\b",
     _I,
 )
 # Imperatives that are memories only when nothing marks them as a task or an instance.
 WEAK = re.compile(
-    r"不要|别用|别再|应该|不用|必须|务必|禁止|\bdon'?t\b|\bdo not\b|\bshould\b|\bmust\b|\bavoid\b",
+    r"不要|别用|别再|别加|别删|别放|别写|别把|别给|应该|不用|必须|务必|禁止|"
+    r"\bdon'?t\b|\bdo not\b|\bshould\b|\bmust\b|\bavoid\b|\bstop\b",
+    _I,
+)
+# A quantifier over every future output ("in every report", "所有报表", "for all timestamps").
+UNIVERSAL = re.compile(
+    r"\b(?:all|every|each|any)\s(?:of (?:the|my|our) )?(?:\w+ ){0,2}?(?:reports?|charts?|tables?|"
+    r"sheets?|files?|exports?|queries|query|slides?|decks?|emails?|numbers?|amounts?|figures?|dates?|"
+    r"timestamps?|outputs?|results?|dashboards?|graphs?|plots?|documents?|summaries|summary)\b|"
+    r"\beverything\b|所有|全部|一律|任何|每[个份张篇期一](?:的)?(?:报表|报告|图|表|文件|邮件|查询|周报|月报|日报)",
+    _I,
+)
+IMPERATIVE = re.compile(
+    r"^(?:please )?(?:put|use|keep|show|add|make|write|name|format|round|sort|label|include|"
+    r"exclude|send|cc|start|end|open|lead|group|highlight|mark|list|display|report|express|convert|"
+    r"treat|count|default)\b|^(?:请)?(?:用|把|放|保留|显示|加|写|标|按|统一|默认|导出|输出|先|再)",
     _I,
 )
 CORRECTION = re.compile(
-    r"不对|不是这样|格式错|之前说过|说过了|还是不行|我说的是|搞错了|又错了|"
+    r"不对|不是这样|格式错|之前说过|说过了|说过好几次|还是不行|我说的是|搞错了|又错了|"
     r"\bthat'?s (?:wrong|not right)\b|\bi told you\b|\bi said\b|\bstill not working\b|\bstill wrong\b|"
-    r"\bnot what i asked\b|\byou got it wrong\b",
+    r"\bnot what i asked\b|\byou got it wrong\b|\byou did it again\b",
+    _I,
+)
+# Repetition: the user has said it before, so it holds beyond this output.
+REPEAT = re.compile(
+    r"之前说过|说过了|说过好几次|跟你说过|又错了|你又|怎么又|每次都|"
+    r"\bi told you\b|\bi said\b|\blike i said\b|\bas i said\b|\bagain\b|\byou keep\b",
     _I,
 )
 # A preference change ("改回中文", "switch to EUR") counts as durable only when it sets a slot.
 CHANGE = re.compile(
-    r"(?<!把)改回|(?<!把)改成|(?<!把)换成|改用|\bswitch(?:ed)? to\b|\bchange to\b", _I
+    r"(?<!把)改回|(?<!把)改成|(?<!把)换成|换回|改用|还是(?=用|保留|按|放|改|换|显示|以)|"
+    r"\bswitch(?:ed)? (?:back )?to\b|"
+    r"\bchange to\b|\bgo back to\b|\bback to\b|\bagain\b",
+    _I,
 )
 FORGET = re.compile(
-    r"(?:忘掉|忘了吧|忘记|不用记|别记|删掉|删除)(?:我说的|之前说的)?(?:关于)?|"
+    r"(?:忘掉|忘了吧|忘记吧|不用记|别记)(?:我说的|之前说的)?(?:关于)?|"
+    r"(?:忘掉|忘记|删掉|删除)(?:我说的|之前说的|关于|这条|那条|记忆)|"
     r"\bforget (?:what i said )?(?:about )?|\bstop remembering\b|\bdelete the memory (?:about )?",
     _I,
 )
+# Durable facts stated without a marker word: about the user, their team, business or data.
 FACT = re.compile(
-    r"^(?:我是(?!说|不是|想)|我负责|我们(?:公司|团队|部门|这边)?(?:说的|用的|的)|咱们的)|"
-    r"^(?:i'?m|i am) (?:a|an|the)\b|^i work (?:as|in|for|at)\b|^we (?:use|call|define)\b|"
-    r"^our \w+(?: \w+)? (?:is|are|starts?|uses?|means)\b|口径|指的是|定义为|\bmeans\b|\bis defined as\b",
+    r"^(?:我是(?!说|不是|想)|我负责|我在\S{1,8}(?:部|组|团队|工作)|我们(?:公司|团队|部门|这边)?(?:说的|用的|的|是|都)|"
+    r"咱们的)|"
+    r"^(?:i'?m|i am) (?:a|an|the|in charge|responsible|based)\b|"
+    r"^i (?:work|support|manage|run|lead|own|cover|report to|look after)\b|"
+    r"^(?:we|our team|my team) (?:use|call|define|report|work|run|are|follow|track|measure|count|"
+    r"treat|only)\b|"
+    r"^(?:the )?team i (?:support|work|manage|lead)\b|"
+    r"^our \w{1,30}(?: \w{1,30}){0,2} (?:is|are|starts?|ends?|uses?|means|runs?|lives?|sits?)\b|"
+    r"\bfor us\b|口径|指的是|定义为|是指|\bmeans\b|\bis defined as\b|\bunless i say otherwise\b|"
+    r"\b(?:when|if|whenever) i (?:ever )?(?:say|ask for|ask|mention|write)\b.{0,40}?\b(?:i|we) mean\b|"
+    r"\bby\s\S{1,30}\s(?:i|we) mean\b|"
+    r"除非我(?:另外|特别)?(?:说|交代)",
     _I,
+)
+# An organisation's standard: "use our brand palette", "按公司的模板".
+ORG_STANDARD = re.compile(
+    r"\bour (?:brand|company|corporate|house|team'?s?|standard|style|group)\b|"
+    r"公司(?:的|主色|规范|模板|标准|统一)|我们的(?:规范|模板|标准)|品牌色",
+    _I,
+)
+# "schema.table" names (core.dim_customer, ods.order_detail): where the user's data lives.
+DATA_OBJECT = re.compile(
+    r"(?<![\w.])[A-Za-z_][A-Za-z0-9_]{1,30}\.[A-Za-z_][A-Za-z0-9_]{2,60}(?!\w)(?!\.\w)"
 )
 # Phrases that contain a marker word but mean nothing durable.
 IDIOMS = re.compile(
-    r"不要紧|不要客气|不要着急|别客气|别着急|以后再说|下次再说|\bnever mind\b|\bdon'?t worry\b|"
-    r"\bno worries\b|\bremember when\b|\bdo you remember\b",
+    r"不要紧|不要客气|不要着急|别客气|别着急|以后再说|下次再说|以后的事|要我提醒|我提醒你|"
+    r"\bnever mind\b|\bdon'?t worry\b|\bno worries\b|\bremember when\b|\bdo you remember\b|"
+    r"\bhave to (?:keep )?remind(?:ing)? you\b|\bkeep reminding you\b",
     _I,
 )
 TAG_QUESTION = re.compile(
-    r"[，,]?\s*(?:记住了吗|记得吗|对吧|好吗|remember|right|ok|okay)\s*[？?]\s*$", _I
+    r"[，,]?\s{0,3}(?:记住了吗|记得吗|对吧|好吗|remember|right|ok|okay)\s{0,3}[？?]\s{0,3}$", _I
 )
 QUESTION = re.compile(
-    r"[？?]\s*$|吗\s*[。.]?$|呢\s*[。.]?$|怎么办|是几|是多少|"
-    r"^(?:what|how|why|when|where|which|who|can you|could you|do you|does|is it|are you|will you)\b",
+    r"[？?]\s{0,8}$|吗\s{0,3}[。.]?$|呢\s{0,3}[。.]?$|怎么办|是几|是多少|为什么|为啥|"
+    r"^(?:what|how|why|where|which|who|can you|could you|do you|does|is it|are you|will you|"
+    r"would you|shall we|should we)\b|"
+    r"^when (?:is|are|was|were|do|does|did|will|can|should|would|could)\b",
     _I,
 )
 POLITE_REQUEST = re.compile(r"^(?:could|can|would|will) you (?:please )?", _I)
 HYPOTHETICAL = re.compile(
     r"\bwhat if\b|\bif i (?:said|say|told|tell|asked|ask|wanted|want|were)\b|\bsuppose\b|"
-    r"\bhypothetically\b|\bimagine\b|假如|假设|如果我(?:说|让|要|叫)|要是我|万一",
+    r"\bhypothetically\b|\bimagine\b|假如|假设|如果我(?:说|让|要|叫)|要是我|要是以后|万一",
     _I,
 )
+# Someone else's words: a speaker or a source followed by a quote, or reported speech.
 QUOTATION = re.compile(
-    r"(?:说|写着|写的是|提到|\bsays?\b|\bsaid\b|\bwrote\b|\bwrites\b|\baccording to\b)\s*[:：]?\s*[“\"'「『]|"
-    r"[“\"「『][^”\"」』]{6,}[”\"」』]|(?<!\w)'[^']*\s[^']*\s[^']*'(?!\w)",
+    r"(?:说|写着|写的是|提到|规定|\bsays?\b|\bsaid\b|\bsaying\b|\bwrote\b|\bwrites\b|\baccording to\b|"
+    r"\bclaims?\b|\brecommends?\b)\s{0,2}[:：,，]?\s{0,2}[“\"'「『‘]|"
+    r"(?:\bdocs?\b|\bdocumentation\b|\breadme\b|\bmanual\b|\bvendor\b|\bguide\b|\barticle\b|\bblog\b|"
+    r"\bmanager\b|\bboss\b|\bcolleague\b|\bteam lead\b)\S{0,3}\s(?:\w+ ){0,2}?(?:says?|said|recommends?|"
+    r"claims?|suggests?|keeps? saying)\b|"
+    r"(?:老板|领导|同事|文档|手册|说明书|readme|README)[^，。,]{0,8}(?:说|写着|提到|建议|要求)",
     _I,
 )
+# The current output, file or time: a request about it is not a memory.
 ONE_OFF = re.compile(
-    r"这次|本次|这一次|这回|这份|暂时|临时|今天先|先这样|\bthis time\b|\bjust for this\b|\bfor now\b|"
-    r"\bthis once\b|\bjust this once\b|\bfor this (?:one|deck|report|chart|slide|file|table|query)\b",
+    r"这次|本次|这一次|这回|这份|这一版|这个表|这个图|那个表|刚才|暂时|临时|今天|明天|先这样|"
+    r"(?<![A-Za-z0-9_])(?<![A-Za-z0-9_] )[这那]张|[这那]一?(?:列|行|页|条|版)|下次\S{1,6}?(?:前|之前)|"
+    r"\bthis time\b|\bjust for this\b|\bfor now\b|\bthis once\b|\bjust this once\b|\btoday\b|"
+    r"\btomorrow\b|\bthis one\b|\bthat one\b|\bi meant\b|\bin this (?:sheet|file|table|chart|deck|"
+    r"slide|report|email|query|version|draft)\b|\bfor this (?:one|deck|report|chart|slide|file|table|"
+    r"query|sheet|email|version|draft)\b|\bbefore (?:the )?next (?:meeting|call|review)\b",
     _I,
 )
+# "Remember to attach it" is a reminder for this task, not a standing rule.
+REMIND_ONCE = re.compile(r"\b(?:remember|don'?t forget|make sure) to\b", _I)
 TASK_OPENER = re.compile(
     r"^(?:请?帮我|请帮|给我|把|麻烦|画|做|生成|写|查|导出|(?:please )?(?:make|create|draw|give me|write|"
-    r"generate|show me|export|fix))",
+    r"generate|show me|export|fix|pull|run|send|plot|build))",
     _I,
 )
-FILE_REF = re.compile(r"[\w./-]+\.(?:xlsx|xls|csv|json|txt|pdf|docx|pptx|parquet)\b", _I)
+# "写 SQL 的时候…", "whenever you…": a habit, even when it opens like a task.
+CONDITION = re.compile(
+    r"的时候|时候|\bwhen(?:ever)? you\b|\bwhen (?:writing|exporting|making)\b", _I
+)
+FILE_REF = re.compile(
+    r"(?<![\w./-])[\w./-]{1,120}\.(?:xlsx|xls|csv|json|txt|pdf|docx|pptx|parquet)\b", _I
+)
 # Clauses that explain rather than instruct; they stay attached to their instruction.
-REASON = re.compile(r"因为|会出错|不方便|看着|\bbecause\b|\bsince\b|\bneeds?\b|\bi'?m in\b", _I)
+REASON = re.compile(
+    r"因为|会出错|不方便|看着|太刺眼|\bbecause\b|\bsince\b|\bneeds?\b|\bi'?m in\b|\bchokes?\b", _I
+)
+# Clauses that carry no content of their own: dropped from an entry's text.
+FILLER = re.compile(
+    r"^(?:总是)?忘了(?:跟你)?说|^顺便说一下|^顺便|^对了|^另外|^by the way|^btw|^like i said(?: before)?|"
+    r"^as i said(?: before)?|^actually|^ugh|^说过好几次了|^说过了|^跟你说过了?|^我之前说过|^之前说过",
+    _I,
+)
+# The user describing the assistant's mistake ("你又把表头合并了", "you did it again").
+ASSISTANT_DID = re.compile(
+    r"^(?:你|您)(?:又|怎么又|还是|总是|老是)|^you (?:did it again|did|keep|again|still|always)\b",
+    _I,
+)
 # Words that make a marker-free sentence worth a look (a skill, tool, process or format).
 STATEMENT_HINT = re.compile(
     r"格式|字段|口径|流程|步骤|模板|excel|sql|图表|报表|format|template|column|process|workflow|chart|report",
     _I,
 )
 # The block this pipeline injects: never read it back as evidence (feedback-loop guard).
-MEMORY_BLOCK = re.compile(r"(?ms)^#\s*个性化记忆.*?(?=^#\s|\Z)")
+MEMORY_BLOCK = re.compile(r"(?m)^#[ \t]{0,4}个性化记忆[^\n]*\n(?:(?!#[ \t]).*(?:\n|\Z))*")
+
+# name → pattern, for the linear-time tests.
+PATTERNS: dict[str, re.Pattern[str]] = {
+    name: value
+    for name, value in dict(globals()).items()
+    if name.isupper() and isinstance(value, re.Pattern)
+}

@@ -59,6 +59,39 @@ _EN_STOP = frozenset(
         "so",
         "also",
         "use",
+        # Words that frame an instruction rather than carry it: two wordings of one rule differ
+        # mostly here ("put X at the very end, every time" / "X should always go at the end").
+        "put",
+        "very",
+        "every",
+        "time",
+        "always",
+        "should",
+        "make",
+        "sure",
+        "like",
+        "said",
+        "before",
+        "again",
+        "from",
+        "now",
+        "going",
+        "forward",
+        "remember",
+        "default",
+        "each",
+        "all",
+        "when",
+        "then",
+        "will",
+        "would",
+        "could",
+        "can",
+        "want",
+        "do",
+        "does",
+        "go",
+        "goes",
     ]
 )
 
@@ -99,8 +132,17 @@ def feature_set(text: str) -> frozenset[str]:
     feats: set[str] = set()
     for run in re.findall(r"[\u3400-\u9fff]+", text):
         feats.update(run[i : i + 2] for i in range(max(1, len(run) - 1)))
-    feats.update(w for w in re.findall(r"[a-z0-9#&_]+", text) if w not in _EN_STOP)
+    for word in re.findall(r"[a-z0-9#&_]+", text):
+        if word not in _EN_STOP:
+            feats.add(_stem(word))
     return frozenset(feats)
+
+
+def _stem(word: str) -> str:
+    """A plural and its singular are one feature ("reports"/"report", "steps"/"step")."""
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-3] + "y" if word.endswith("ies") else word[:-1]
+    return word
 
 
 def containment(part: str, whole: str) -> float:

@@ -25,9 +25,10 @@ from .document import MemoryDocument, MemoryEntry, new_document
 from .slots import detect_slots, slot_template
 from .updates import MemoryUpdate, MemoryUpdateBatch, UpdateOp, apply_updates
 
-__all__ = ["NEAR_DUPLICATE", "consolidate_fallback", "core_text"]
+__all__ = ["NEAR_DUPLICATE", "consolidate_fallback", "core_text", "strip_markers"]
 
 NEAR_DUPLICATE = 0.8
+REPEATED = 0.5
 _INSTRUCTION = re.compile(
     r"保留|使用|放在|不要|别|统一|按|显示|导出|命名|\b(?:keep|use|put|show|never|always|don'?t|name|add)\b",
     re.I,
@@ -40,6 +41,13 @@ def core_text(text: str) -> str:
     for pattern in (lx.STRONG, lx.CORRECTION, lx.CHANGE):
         text = pattern.sub(" ", text)
     return normalize(_FILLER.sub("", text.strip()))
+
+
+def strip_markers(text: str) -> str:
+    """``text`` without marker words, corrections and leading filler (for containment checks)."""
+    for pattern in (lx.STRONG, lx.CORRECTION, lx.CHANGE, lx.REPEAT):
+        text = pattern.sub(" ", text)
+    return _FILLER.sub("", text.strip()).strip()
 
 
 def _candidates(signal: Signal) -> list[tuple[str, str | None]]:
@@ -69,7 +77,9 @@ def _carry_over(old: MemoryEntry, new_text: str) -> str:
     return joiner.join([new_text.rstrip("。. "), *extra])
 
 
-def _decide(doc: MemoryDocument, text: str, slot: str | None) -> MemoryUpdate:
+def _decide(
+    doc: MemoryDocument, text: str, slot: str | None, near: float = NEAR_DUPLICATE
+) -> MemoryUpdate:
     key = core_text(text)
     base = MemoryUpdate(op=UpdateOp.NONE, scope=doc.scope)
     for entry in doc.entries:
@@ -87,9 +97,9 @@ def _decide(doc: MemoryDocument, text: str, slot: str | None) -> MemoryUpdate:
                     op=UpdateOp.UPDATE, scope=doc.scope, entry_id=entry.id, slot=slot,
                     text=_carry_over(entry, text), reason=f"slot {slot_key} changed",
                 )  # fmt: skip
-    stripped = _FILLER.sub("", lx.CORRECTION.sub(" ", text)).strip()
+    stripped = strip_markers(text)
     for entry in doc.entries:
-        if containment(stripped, entry.text) >= NEAR_DUPLICATE:
+        if containment(stripped, entry.text) >= near:
             return base.model_copy(update={"entry_id": entry.id, "reason": "near duplicate"})
     return MemoryUpdate(
         op=UpdateOp.ADD, scope=doc.scope, entry_id=doc.next_entry_id(), text=text, slot=slot
@@ -125,8 +135,11 @@ def consolidate_fallback(
         else:
             doc = working.get(signal.scope) or new_document(signal.scope)
             step = []
+            # "I told you before", "说过了": the user says this is already known, so a looser
+            # match with an existing entry is the same rule restated.
+            near = REPEATED if lx.REPEAT.search(signal.sentence) else NEAR_DUPLICATE
             for text, slot in _candidates(signal):
-                decided = _decide(doc, text, slot)
+                decided = _decide(doc, text, slot, near)
                 step.append(decided)
                 doc = apply_updates(
                     {doc.scope: doc}, MemoryUpdateBatch(updates=[decided]), now=now

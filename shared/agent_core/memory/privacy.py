@@ -2,40 +2,112 @@
 
 ``errors.redact`` masks credentials inside log text; memory must not keep a sentence *about* a
 secret either ("my password is [REDACTED]" is useless and tells where a secret lives). So the unit
-here is the clause: a clause that holds a secret or identifier is dropped whole, the rest of the
-sentence survives, and a sentence left without an instruction of its own yields nothing.
+here is the clause: a clause that holds a secret or identifier is dropped whole, and what is left of
+the sentence survives only when it stands on its own — not when it points back at the secret
+("use it for …", "报销的时候用这个") or talks about it (card, password, ID, …). Whether the rest is
+still worth remembering is decided again on the rest alone (see ``signals``).
+
+Every pattern here runs over untrusted text, so each is linear-time: a match can only start where
+its lookbehind says a run begins, and every repetition that is followed by something that can
+fail is bounded.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 from agent_core.errors import REDACTED, redact
 
 from ._text import split_clauses
 
-__all__ = ["ScrubResult", "find_pii", "luhn_valid", "scrub_statement", "scrub_text"]
+__all__ = [
+    "PATTERNS",
+    "ScrubResult",
+    "about_a_secret",
+    "find_pii",
+    "luhn_valid",
+    "scrub_statement",
+    "scrub_text",
+]
 
-_CN_ID = re.compile(r"(?<![0-9A-Za-z])\d{17}[\dXx](?![0-9A-Za-z])|(?<!\d)\d{15}(?!\d)")
-_CARD = re.compile(r"(?<![\d])(?:\d[ -]?){12,18}\d(?![\d])")
+_SEP = r"[ \t\u00a0\u3000.\-]"
+# 11+ digits with at most two separators between digits: phones, cards, bank accounts, ID numbers.
+# A match starts only at the first digit of a run (not after "digit+separator"), so each run of
+# digits is scanned once.
+_LONG_NUMBER = re.compile(
+    rf"(?<![\w.\-])(?<!\d{_SEP})(?<!\d{_SEP}{{2}})\d(?:{_SEP}{{0,2}}\d){{10,}}"
+)
+_CN_ID = re.compile(r"(?<![0-9A-Za-z])\d{17}[\dXx](?![0-9A-Za-z])")
 _CN_MOBILE = re.compile(r"(?<!\d)(?:\+?86[ -]?)?1[3-9]\d[ -]?\d{4}[ -]?\d{4}(?!\d)")
 _INTL_PHONE = re.compile(r"(?<![\w+])\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)")
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
+_SSN = re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")
+_EMAIL = re.compile(r"(?<![\w.+\-])[\w.+\-]{1,64}@[\w\-]{1,63}(?:\.[\w\-]{1,63}){1,6}")
 _IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
-# "password is X", "密码是X", "key: X", "口令为X" — the value after a secret-naming word.
+# "password is X", "密码是X", "login: X", "the API token for the BI tool is X": the value that a
+# secret-naming word introduces (within a short window, never across a sentence end).
 _SECRET_PHRASE = re.compile(
-    r"(?i)(?:passw(?:or)?d|passcode|pwd|secret|api[ _-]?key|token|密码|口令|密钥|秘钥|令牌|key)"
-    r"\s*(?:is|are|=|:|：|是|为)\s*\S+"
+    r"(?i)(?:passw(?:or)?d|passcode|\bpins?\b|pwd|secret|api[ _-]?key|access[ _-]?key|private[ _-]?key|"
+    r"token|credentials?|login|log-in|username|user name|密码|口令|密钥|秘钥|令牌|用户名|登录名|登录账号)"
+    r"[^。！？.!?\n]{0,30}?(?:\bis\b|\bare\b|=|:|：|是|为)\s{0,3}[^\s。，,]"
+    r"|(?<![\w])key\s{0,2}[:=：]\s{0,3}\S"
 )
-# Long opaque tokens with mixed case and digits are keys even when nothing names them.
-_OPAQUE = re.compile(r"(?<![\w/])(?=[\w/+=!@#$%^&*.-]{20,})(?=\S*\d)(?=\S*[a-z])(?=\S*[A-Z])\S+")
+# Identifier words followed (closely, same sentence) by a value that holds digits.
+_ID_VALUE = re.compile(
+    r"(?i)(?:身份证|护照|passport|社保|社会保障|\bssn\b|social security|工号|员工号|员工编号|学号|"
+    r"employee (?:id|number|no)|staff (?:id|number|no)|\bid (?:number|no|card)|\bmy id\b|"
+    r"卡号|银行卡|信用卡|储蓄卡|借记卡|credit card|debit card|\bcard(?: number| no)?\b|"
+    r"account (?:number|no)|账号|帐号|账户|\biban\b|routing|swift|\bpins?\b|验证码|\botp\b|驾照|驾驶证|"
+    r"licen[cs]e (?:number|no|plate)|车牌|会员号|membership (?:number|no)|保单号|policy (?:number|no)|"
+    r"手机号?|电话|phone(?: number)?|mobile (?:number|no)|cell(?:phone)? (?:number|no)|微信号?|"
+    r"wechat|\bqq\b)"
+    r"[^。！？.!?\n]{0,32}?(?<![A-Za-z0-9])[A-Za-z]{0,3}\d[\d \-]{2,}"
+)
+# Personal data without digits: an address, a name of an account holder.
+_ADDRESS = re.compile(
+    r"(?i)\b(?:my|our)\s(?:home |office |mailing |billing |shipping |street |postal )?address\b|"
+    r"(?:家庭|家里|我家|收货|通讯|邮寄|我的|我)(?:住址|地址)"
+)
+_TOKEN_RUN = re.compile(r"(?<![A-Za-z0-9_/+=!@#$%^&*.\-])[A-Za-z0-9_/+=!@#$%^&*.\-]{16,}")
 _ID_WORDS = re.compile(r"(?i)身份证|护照|passport|社保|银行卡|信用卡|card number|\bssn\b")
-_ANAPHORA = re.compile(r"(?i)\b(?:them|it|those|these)\b|它们|它|这些|一下$")
+
+# Left of a sentence once a secret went: a clause that talks about it or points back at it.
+_SECRET_TOPIC = re.compile(
+    r"(?i)passw|passcode|\bpins?\b|token|credential|\blogin\b|\bkey\b|\bkeys\b|secret|\bcard\b|"
+    r"\bssn\b|\bid\b|passport|address|phone|account (?:number|no)|密码|口令|密钥|令牌|卡号|银行卡|"
+    r"信用卡|身份证|护照|工号|账号|帐号|地址|手机|电话|号码"
+)
+_ANAPHORA = re.compile(
+    r"(?i)\b(?:them|it|those|these|this one|that one|this number|that number)\b|"
+    r"它们|它|这些|这个|那个|[这那]张卡|这串|这组|该号|上面的|一下$|"
+    r"\b(?:remember|note|keep|save|store|use)\s(?:that|this)(?=\s(?:for|when|in|on|to|as)\b|\s{0,3}$)|"
+    # a purpose with the object left out: "…，以后填表用", "for the hotel booking"
+    r"(?:要用|时用|的时候用|填表用|[^不]用)[。.!！]{0,3}$|^(?:for|to use for|use for) (?:the |my |our )?\w+"
+)
 _MARKER_ONLY = re.compile(
     r"(?i)^(?:请|帮我)?(?:记住|记一下|记下|记得|别忘了|remember(?: this| that)?|please remember|"
-    r"don't forget|note (?:this|that))[。.!！]*$"
+    r"don't forget|note (?:this|that)|keep (?:this|that|it) on file)[。.!！]{0,3}$"
 )
+
+# name → pattern, for the linear-time tests (tests/unit/memory/test_linear_patterns.py).
+PATTERNS: dict[str, re.Pattern[str]] = {
+    "long_number": _LONG_NUMBER,
+    "cn_id": _CN_ID,
+    "cn_mobile": _CN_MOBILE,
+    "intl_phone": _INTL_PHONE,
+    "ssn": _SSN,
+    "email": _EMAIL,
+    "ipv4": _IPV4,
+    "secret_phrase": _SECRET_PHRASE,
+    "id_value": _ID_VALUE,
+    "address": _ADDRESS,
+    "token_run": _TOKEN_RUN,
+    "id_words": _ID_WORDS,
+    "secret_topic": _SECRET_TOPIC,
+    "anaphora": _ANAPHORA,
+    "marker_only": _MARKER_ONLY,
+}
 
 
 def luhn_valid(digits: str) -> bool:
@@ -49,33 +121,45 @@ def luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
-def _cards(text: str) -> list[str]:
-    found = []
-    for m in _CARD.finditer(text):
-        digits = re.sub(r"\D", "", m.group(0))
-        if 13 <= len(digits) <= 19 and luhn_valid(digits):
-            found.append("card")
-    return found
+def _kind_of_char(ch: str) -> int:
+    return 0 if ch.isdigit() else 1 if ch.isupper() else 2 if ch.islower() else 3
+
+
+def _opaque(token: str) -> bool:
+    """A machine-made key: letters and digits (or cases) that keep alternating, like random text."""
+    kinds = [_kind_of_char(c) for c in token if c.isascii() and c.isalnum()]
+    switches = sum(1 for a, b in zip(kinds, kinds[1:], strict=False) if a != b)
+    digits = kinds.count(0)
+    return len(kinds) >= 14 and switches >= 6 and (digits >= 2 or switches >= 10)
+
+
+def _opaque_tokens(text: str) -> list[str]:
+    return [m.group(0) for m in _TOKEN_RUN.finditer(text) if _opaque(m.group(0))]
 
 
 def find_pii(text: str) -> list[str]:
     """Kinds of secrets and identifiers present in ``text`` (empty when clean)."""
+    text = unicodedata.normalize("NFKC", text)
     kinds: list[str] = []
     if redact(text) != text or REDACTED in text:
         kinds.append("credential")
     checks = (
         (_SECRET_PHRASE, "secret"),
-        (_OPAQUE, "opaque_token"),
         (_CN_ID, "id_number"),
+        (_SSN, "id_number"),
+        (_ID_VALUE, "id_number"),
         (_CN_MOBILE, "phone"),
         (_INTL_PHONE, "phone"),
         (_EMAIL, "email"),
         (_IPV4, "ip_address"),
+        (_ADDRESS, "address"),
     )
     kinds.extend(kind for pattern, kind in checks if pattern.search(text))
-    kinds.extend(_cards(text))
-    if _ID_WORDS.search(text) and re.search(r"\d{6,}", text):
-        kinds.append("id_number")
+    for m in _LONG_NUMBER.finditer(text):
+        digits = "".join(c for c in m.group(0) if c.isdigit())
+        kinds.append("card" if 13 <= len(digits) <= 19 and luhn_valid(digits) else "long_number")
+    if _opaque_tokens(text):
+        kinds.append("opaque_token")
     return sorted(set(kinds))
 
 
@@ -87,16 +171,30 @@ class ScrubResult:
     removed: list[str] = field(default_factory=list)
 
 
+_CONJUNCTION = re.compile(r"(?i)(?:^|\s+)(?:and|also|but)\s+|并且|然后|同时|另外|还有")
+
+
+_LEADING_CONJUNCTION = re.compile(r"(?i)^(?:and|also|but|并且|然后|同时|另外)\s{0,3}")
+
+
 def _sub_parts(clause: str) -> list[str]:
     # A clause may join a secret and a preference with a conjunction: split only there.
-    return [p.strip() for p in re.split(r"(?i)\s+and\s+|\s+also\s+|并且|然后|同时", clause) if p]
+    return [p.strip() for p in _CONJUNCTION.split(clause) if p and p.strip()]
+
+
+def about_a_secret(part: str) -> bool:
+    """Whether ``part`` points back at, or talks about, a secret ("use it", "the card is …")."""
+    return bool(
+        _ANAPHORA.search(part) or _SECRET_TOPIC.search(part) or _MARKER_ONLY.match(part.strip())
+    )
 
 
 def scrub_statement(sentence: str) -> ScrubResult:
     """Drop every clause (or conjunct) that holds a secret or identifier; keep the rest.
 
-    When something was dropped, surviving parts that only point back at it ("remember them",
-    "帮我记一下") are dropped too, so a secret-only request yields ``text=None``.
+    When something was dropped, the surviving parts that point back at it or talk about it
+    ("remember them", "帮我记一下", "the card is for travel") are dropped too, so a secret-only
+    request yields ``text=None``.
     """
     if not find_pii(sentence):
         return ScrubResult(sentence)
@@ -107,8 +205,8 @@ def scrub_statement(sentence: str) -> ScrubResult:
             kinds = find_pii(part)
             if kinds:
                 removed.extend(kinds)
-            elif not (_ANAPHORA.search(part) or _MARKER_ONLY.match(part.strip())):
-                kept.append(part)
+            elif not about_a_secret(part):
+                kept.append(_LEADING_CONJUNCTION.sub("", part))
     joiner = "，" if re.search(r"[\u4e00-\u9fff]", sentence) else ", "
     text = joiner.join(kept).strip() or None
     return ScrubResult(text, sorted(set(removed)))
@@ -116,12 +214,19 @@ def scrub_statement(sentence: str) -> ScrubResult:
 
 def scrub_text(text: str) -> str:
     """Mask secrets and identifiers in free text (tool errors, argument values) in place."""
-    text = redact(text)
-    for pattern in (_SECRET_PHRASE, _OPAQUE, _CN_ID, _CN_MOBILE, _INTL_PHONE, _EMAIL, _IPV4):
+    text = redact(unicodedata.normalize("NFKC", text))
+    for pattern in (
+        _SECRET_PHRASE,
+        _CN_ID,
+        _LONG_NUMBER,
+        _SSN,
+        _ID_VALUE,
+        _CN_MOBILE,
+        _INTL_PHONE,
+        _EMAIL,
+        _IPV4,
+    ):
         text = pattern.sub(REDACTED, text)
-
-    def card(m: re.Match[str]) -> str:
-        digits = re.sub(r"\D", "", m.group(0))
-        return REDACTED if 13 <= len(digits) <= 19 and luhn_valid(digits) else m.group(0)
-
-    return _CARD.sub(card, text)
+    for token in set(_opaque_tokens(text)):
+        text = text.replace(token, REDACTED)
+    return text

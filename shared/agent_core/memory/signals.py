@@ -7,6 +7,7 @@ hypotheticals, quotations and one-off instructions are vetoed here; secrets are 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from . import _lexicon as lx
@@ -30,35 +31,106 @@ def _markers(text: str) -> list[str]:
 
 def _has_content(text: str) -> bool:
     """A slot, or something left once marker words go (rejects "还是不行", "remember that")."""
-    rest = text
-    for pattern in (lx.STRONG, lx.WEAK, lx.CORRECTION, lx.CHANGE, lx.IDIOMS):
+    rest = lx.IDIOMS.sub(" ", text)
+    for pattern in (lx.STRONG, lx.WEAK, lx.CORRECTION, lx.CHANGE, lx.REPEAT):
         rest = pattern.sub(" ", rest)
-    return len(feature_set(rest)) >= 2 or any(detect_slots(c) for c in split_clauses(text))
+    feats = {f for f in feature_set(rest) if len(f) > 1 and f not in _EMPTY_BIGRAMS}
+    return len(feats) >= 2 or any(detect_slots(c) for c in split_clauses(text))
+
+
+# Bigrams that carry no content of their own ("这个之前说过了" says nothing once markers go).
+_EMPTY_BIGRAMS = frozenset(["这个", "那个", "这样", "一下", "我们", "你们", "的话", "就是", "一个"])
 
 
 def _vetoed(sentence: str, probe: str) -> bool:
-    """A question, hypothetical, quotation or one-off instruction."""
+    """A question, hypothetical, quotation, one-off instruction or reminder for this task."""
     if lx.QUESTION.search(sentence):
         durable = [m for m in lx.STRONG.findall(probe) if m.casefold() != "remember"]
         if not (lx.POLITE_REQUEST.match(sentence) and durable):
             return True
+    if lx.REMIND_ONCE.search(probe):
+        others = [m for m in lx.STRONG.findall(probe) if m.casefold() != "remember"]
+        if not others:
+            return True
     return any(p.search(probe) for p in (lx.HYPOTHETICAL, lx.QUOTATION, lx.ONE_OFF))
 
 
+def _has_slot(text: str) -> bool:
+    return any(detect_slots(c) for c in split_clauses(text))
+
+
+def _habit(sentence: str, probe: str) -> bool:
+    """An instruction about every output: a quantifier over them, or a 'when you …' habit."""
+    body = probe.strip()
+    clauses = split_clauses(body)
+    imperative = bool(any(lx.IMPERATIVE.match(c) for c in clauses) or lx.WEAK.search(body))
+    if lx.UNIVERSAL.search(body) and (imperative or _has_slot(body) or lx.FACT.search(body)):
+        return True
+    if imperative and lx.ORG_STANDARD.search(body):
+        return True
+    return bool(lx.CONDITION.search(body) and lx.WEAK.search(body))
+
+
 def _kind(sentence: str, probe: str, confirmed: bool) -> SignalKind | None:
-    has_slot = any(detect_slots(c) for c in split_clauses(probe))
+    probe = probe.strip()
+    has_slot = _has_slot(probe)
     if lx.FORGET.search(probe):
         return SignalKind.FORGET
+    durable = bool(
+        lx.STRONG.search(probe)
+        or confirmed
+        or (lx.CHANGE.search(probe) and has_slot)
+        or _habit(sentence, probe)
+    )
     if lx.CORRECTION.search(probe):
-        return SignalKind.CORRECTION
-    if lx.STRONG.search(probe) or confirmed or (lx.CHANGE.search(probe) and has_slot):
+        # A correction of this output ("that's wrong, I meant Q3") is not a memory; one that
+        # restates a rule ("I told you before: …", "不要合并单元格") is.
+        general = durable or lx.REPEAT.search(probe) or lx.WEAK.search(probe) or has_slot
+        return SignalKind.CORRECTION if general else None
+    if durable:
         return SignalKind.EXPLICIT
     if lx.WEAK.search(probe):
-        instance = lx.TASK_OPENER.match(sentence) or lx.FILE_REF.search(probe)
-        return None if instance else SignalKind.EXPLICIT
-    if lx.FACT.search(probe.strip()):
+        instance = lx.TASK_OPENER.match(probe) and not lx.CONDITION.search(probe)
+        return None if instance or lx.FILE_REF.search(probe) else SignalKind.EXPLICIT
+    if lx.FACT.search(probe) or _data_fact(probe):
         return SignalKind.FACT
     return SignalKind.STATEMENT if lx.STATEMENT_HINT.search(probe) else None
+
+
+def _without_idioms(sentence: str) -> str:
+    """The sentence without the clauses that hold an idiom ("不要紧", "never mind", "要我提醒")."""
+    if not lx.IDIOMS.search(sentence):
+        return sentence
+    kept = [c for c in split_clauses(sentence) if not lx.IDIOMS.search(c)]
+    joiner = "，" if detect_language(sentence) == "zh" else ", "
+    return joiner.join(kept)
+
+
+def _data_fact(probe: str) -> bool:
+    """Where the user's data lives ("the customer table is core.dim_customer")."""
+    objects = [m for m in lx.DATA_OBJECT.finditer(probe) if not lx.FILE_REF.search(m.group(0))]
+    if not objects or lx.TASK_OPENER.match(probe):
+        return False
+    return bool(re.search(r"(?i)\b(?:is|are|lives?|live in|stored|sits?)\b|是|在|叫", probe))
+
+
+def _instruction(text: str) -> str:
+    """The statement without clauses that only complain or repeat ("你又把表头合并了", "说过了")."""
+    clauses = split_clauses(text)
+    kept = [
+        c
+        for c in clauses
+        if not (
+            lx.ASSISTANT_DID.search(c)
+            or lx.FILLER.match(c)
+            and len(feature_set(lx.FILLER.sub(" ", c))) < 2
+        )
+        and not (lx.CORRECTION.search(c) and not _has_content(c))
+    ]
+    if not kept or len(kept) == len(clauses):
+        return text
+    joiner = "，" if detect_language(text) == "zh" else ", "
+    return joiner.join(kept)
 
 
 def _groups(text: str) -> list[tuple[str, list[SlotValue]]]:
@@ -96,15 +168,23 @@ def _sentence_signals(
     confirmed = False
     if tag := lx.TAG_QUESTION.search(sentence):
         sentence, confirmed = sentence[: tag.start()].strip(), True
-    probe = lx.IDIOMS.sub(" ", sentence)
+    sentence = _without_idioms(sentence)
+    probe = sentence
     if not sentence or _vetoed(sentence, probe):
         return []
     kind = _kind(sentence, probe, confirmed)
     if kind is None:
         return []
     scrubbed = scrub_statement(sentence).text
+    if scrubbed is not None and scrubbed != sentence:
+        # What is left after a secret went must be a memory on its own, not by the markers of
+        # the clause that held the secret ("记住我的护照号 …，出差订机票要用" leaves nothing).
+        kind = _kind(scrubbed, scrubbed, False)
+        if kind is None:
+            return []
     if scrubbed is None or (kind is not SignalKind.FORGET and not _has_content(scrubbed)):
         return []
+    scrubbed = _instruction(scrubbed)
     markers = _markers(scrubbed)
     if kind is SignalKind.FORGET:
         topic = _forget_topic(lx.IDIOMS.sub(" ", scrubbed))

@@ -24,7 +24,7 @@ class SlotMatch:
     value: str
 
 
-_NEG = r"(?:不要|别|不用|不准|禁止|不能|avoid|never|no|not|don't|do not|without|而不是|不是)"
+_NEG = r"(?:不要|别|不用|不准|禁止|不能|\bavoid\b|\bnever\b|\bno\b|\bnot\b|\bdon't\b|\bdo not\b|\bwithout\b|而不是|不是)"
 _I = re.IGNORECASE
 
 _DATE_FORMATS: tuple[tuple[str, str], ...] = (
@@ -51,11 +51,39 @@ _DECIMALS = re.compile(
 )
 _PERCENT = re.compile(r"百分比|百分数|percent|percentage|%", _I)
 
-_CURRENCIES = {"usd": "USD", "美元": "USD", "eur": "EUR", "欧元": "EUR", "cny": "CNY",
-               "rmb": "CNY", "人民币": "CNY", "gbp": "GBP", "英镑": "GBP", "jpy": "JPY",
-               "日元": "JPY", "hkd": "HKD", "港币": "HKD"}  # fmt: skip
+_ISO_CURRENCIES = (
+    "usd",
+    "eur",
+    "cny",
+    "gbp",
+    "jpy",
+    "hkd",
+    "aud",
+    "cad",
+    "sgd",
+    "chf",
+    "krw",
+    "inr",
+    "twd",
+    "nzd",
+    "sek",
+    "nok",
+    "dkk",
+    "brl",
+    "mxn",
+    "zar",
+    "aed",
+    "thb",
+    "myr",
+)
+_CURRENCIES = {"rmb": "CNY", "美元": "USD", "欧元": "EUR", "人民币": "CNY", "英镑": "GBP",
+               "日元": "JPY", "港币": "HKD", "港元": "HKD", "澳元": "AUD", "加元": "CAD",
+               "新加坡元": "SGD", "新币": "SGD", "瑞郎": "CHF", "韩元": "KRW", "台币": "TWD",
+               **{c: c.upper() for c in _ISO_CURRENCIES}}  # fmt: skip
 _CURRENCY = re.compile(
-    r"(?<![a-z])(usd|eur|cny|rmb|gbp|jpy|hkd)(?![a-z])|美元|欧元|人民币|英镑|日元|港币", _I
+    r"(?<![a-z])(" + "|".join((*_ISO_CURRENCIES, "rmb")) + r")(?![a-z])|"
+    r"美元|欧元|人民币|英镑|日元|港币|港元|澳元|加元|新加坡元|新币|瑞郎|韩元|台币",
+    _I,
 )
 _UNIT = re.compile(
     r"(万元|千元|百万元|亿元)|(?:用|以|单位[是为:：]?)(元)(?![素旦])|\bin (thousands|millions|billions)\b",
@@ -67,11 +95,13 @@ _LANG_VERB = r"(?:回复|回答|答复|reply|replies|answer|respond|responses|wr
 _LANGUAGE = re.compile(
     rf"{_LANG_VERB}[^，,。.]{{0,12}}?{_LANG_WORD}|{_LANG_WORD}\s*{_LANG_VERB}", _I
 )
-_CHARTS = {"柱状图": "bar", "条形图": "bar", "bar": "bar", "折线图": "line", "line": "line",
+_CHARTS = {"柱状图": "bar", "条形图": "hbar", "bar": "bar", "horizontal": "hbar", "折线图": "line",
+           "line": "line",
            "饼图": "pie", "pie": "pie", "环形图": "donut", "donut": "donut", "面积图": "area",
            "area": "area", "散点图": "scatter", "scatter": "scatter"}  # fmt: skip
 _CHART = re.compile(
-    r"(柱状图|条形图|折线图|饼图|环形图|面积图|散点图|\b(?:bar|line|pie|donut|area|scatter)\s*charts?)",
+    r"(柱状图|条形图|折线图|饼图|环形图|面积图|散点图|\b(?:horizontal bar|bar|line|pie|donut|area|scatter)"
+    r"\s{0,2}(?:charts?|graphs?|s\b))",
     _I,
 )
 _CHART_USE = re.compile(
@@ -79,28 +109,96 @@ _CHART_USE = re.compile(
 )
 _CHART_3D = re.compile(rf"{_NEG}[^，,。.]{{0,8}}(?:3d|三维|立体)", _I)
 _COLOR = re.compile(
-    r"(?:配色|主色|主题色|颜色|colou?r scheme|palette|colou?rs?)[^，,。.]{0,12}?(#[0-9a-f]{6}|#[0-9a-f]{3})\b",
+    r"(?:配色|主色|主题色|色系|颜色|colou?r scheme|palette|colou?rs)[^，,。.]{0,12}?(#[0-9a-f]{6}|#[0-9a-f]{3})\b",
     _I,
 )
+# A palette named without a hex value ("换回默认的蓝绿色系"): the same preference, another value.
+_COLOR_TOPIC = re.compile(r"配色|主题色|色系|colou?r scheme|palette", _I)
 _IMAGE = re.compile(r"(?:导出|输出|保存|存成|export|save)[^，,。.]{0,16}?\b(png|svg|jpe?g)\b", _I)
 _EXPORT = re.compile(
     r"(?:导出|输出|发|保存|存成|export|save|send|deliver)[^，,。.]{0,16}?\b(pdf|docx?|word|xlsx|excel|csv|pptx?|markdown)\b",
     _I,
 )
+_SUMMARY_WORDS = (
+    r"结论|摘要|总结|要点|核心结论|summary|summaries|conclusions?|takeaways?|key findings|"
+    r"highlights|tl;?dr|bottom line"
+)
 _SUMMARY = re.compile(
-    r"(结论|摘要|总结|summary|conclusions?)[^，,。.]{0,20}?(最前|前面|开头|第一|top|beginning|start|最后|末尾|结尾|end|bottom)",
+    rf"({_SUMMARY_WORDS})[^，,。.;]{{0,24}}?(最前|前面|开头|第一|top|beginning|start|first|front|"
+    r"最后|末尾|结尾|\bend\b|bottom|last)",
     _I,
 )
+_SUMMARY_VERB = re.compile(
+    rf"\b(open|start|begin|lead|end|finish|close)s?\s(?:with|on)\s(?:the |a |an )?(?:\w+ ){{0,2}}?(?:{_SUMMARY_WORDS})",
+    _I,
+)
+_TOP_WORDS = ("最前", "前面", "开头", "第一", "top", "beginning", "start", "first", "front", "open",
+              "begin", "lead")  # fmt: skip
 _DIALECTS = ("hive", "mysql", "postgresql", "postgres", "snowflake", "bigquery", "clickhouse",
              "spark sql", "presto", "trino", "oracle", "sql server", "t-sql", "sqlite")  # fmt: skip
 _DIALECT = re.compile(
     r"(?<![a-z])(" + "|".join(re.escape(d) for d in _DIALECTS) + r")(?![a-z])", _I
 )
 _MEASURE = re.compile(r"公制|英制|\bmetric\b|\bimperial\b", _I)
+_DAYS = {"monday": "mon", "周一": "mon", "星期一": "mon", "sunday": "sun", "周日": "sun",
+         "星期日": "sun", "星期天": "sun", "周天": "sun", "saturday": "sat", "周六": "sat",
+         "星期六": "sat"}  # fmt: skip
+_DAY = r"(monday|sunday|saturday|周一|星期一|周日|星期日|星期天|周天|周六|星期六)"
+_WEEK_START = re.compile(
+    rf"(?:weeks?\s(?:starts?|begins?)\s(?:on\s)?|start (?:the |our )?weeks? on |"
+    rf"(?:每周|一周|周)(?:从|以)){_DAY}|{_DAY}(?:开始|为一周的第一天|作为一周的开始)|"
+    rf"{_DAY}\s(?:as (?:the )?(?:week start|start of the week|first day of the week))",
+    _I,
+)
+_TIMEZONE = re.compile(
+    r"(?<![a-z])(utc|gmt|aest|aedt|acst|awst|cst|est|edt|pst|pdt|cet|cest|bst|jst|sgt|hkt|kst)(?![a-z])|"
+    r"(北京时间|东八区)|(?<![a-z])utc\s?[+-]\s?\d{1,2}",
+    _I,
+)
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
+           "october", "november", "december")  # fmt: skip
+_FISCAL = re.compile(
+    r"(?:fiscal year|financial year|财年|财务年度|会计年度|\bfy\b)[^，,。.;]{0,24}?(?:starts?|begins?|从|开始|起)"
+    r"[^，,。.;]{0,12}?(" + "|".join(_MONTHS) + r"|\d{1,2}\s?月|[一二三四五六七八九十]{1,3}月)",
+    _I,
+)
+_NEGATIVE = re.compile(
+    r"(?:negative(?: numbers?| values?| amounts?)?|负数|负值)[^，,。.;]{0,30}?(parenthes|brackets|括号|minus|负号|红)|"
+    r"(parenthes|brackets|括号|minus|负号|红)[^，,。.;]{0,24}?(?:for\s)?(?:negative|负数|负值)",
+    _I,
+)
+_LAYOUT = re.compile(
+    r"(long format|long table|long layout|长表|tidy format|wide format|wide table|宽表)|"
+    r"(don'?t pivot|do not pivot|不要透视|别透视)",
+    _I,
+)
 
 
-def _negated(clause: str, start: int) -> bool:
-    return re.search(rf"{_NEG}[^，,。.]{{0,10}}$", clause[:start], _I) is not None
+def _phrase(text: str) -> str:
+    """A short value key for free-form slot values (letters, digits and CJK only)."""
+    kept = "".join(c for c in text.casefold() if c.isalnum() or c == "#")
+    return kept[:24] or "default"
+
+
+def _zh_month(raw: str) -> int:
+    digits = "".join(c for c in raw if c.isdigit())
+    if digits:
+        return int(digits)
+    numerals = "一二三四五六七八九十"
+    chars = raw.rstrip("月")
+    if chars.startswith("十"):
+        return 10 + (numerals.index(chars[1]) + 1 if len(chars) > 1 else 0)
+    return numerals.index(chars[0]) + 1
+
+
+_NEG_AFTER = re.compile(r"\s{0,2}(?:别|不要|不用|去掉|取消|都不要|就不要)")
+
+
+def _negated(clause: str, start: int, end: int | None = None) -> bool:
+    """A negation before the match ("不要用饼图", "no pie"), or right after it ("千分位别加了")."""
+    if re.search(rf"{_NEG}[^，,。.]{{0,10}}$", clause[:start], _I) is not None:
+        return True
+    return end is not None and _NEG_AFTER.match(clause, end) is not None
 
 
 def _dates(clause: str) -> list[SlotMatch]:
@@ -127,9 +225,19 @@ def _numbers(clause: str) -> list[SlotMatch]:
     if m := _THOUSANDS.search(clause):
         found.append(
             SlotMatch(
-                m.start(), "thousands_separator", "off" if _negated(clause, m.start()) else "on"
+                m.start(),
+                "thousands_separator",
+                "off" if _negated(clause, m.start(), m.end()) else "on",
             )
         )
+    if m := _FISCAL.search(clause):
+        raw = m.group(1).lower().replace(" ", "")
+        month = _MONTHS.index(raw) + 1 if raw in _MONTHS else _zh_month(raw)
+        found.append(SlotMatch(m.start(), "fiscal_year_start", str(month)))
+    if m := _NEGATIVE.search(clause):
+        word = (m.group(1) or m.group(2)).lower()
+        value = "minus" if word in ("minus", "负号") else "red" if word == "红" else "parentheses"
+        found.append(SlotMatch(m.start(), "negative_format", value))
     if m := _MEASURE.search(clause):
         metric = m.group(0).lower() in ("公制", "metric")
         found.append(SlotMatch(m.start(), "measure_units", "metric" if metric else "imperial"))
@@ -148,6 +256,8 @@ def _charts(clause: str) -> list[SlotMatch]:
         found.append(SlotMatch(m3d.start(), "chart_3d", "off"))
     if color := _COLOR.search(clause):
         found.append(SlotMatch(color.start(), "chart_color", color.group(1).lower()))
+    elif topic := _COLOR_TOPIC.search(clause):
+        found.append(SlotMatch(topic.start(), "chart_color", _phrase(clause[topic.end() :])))
     return found
 
 
@@ -169,9 +279,18 @@ def _outputs(clause: str) -> list[SlotMatch]:
             m.group(1).lower(), m.group(1).lower()
         )
         found.append(SlotMatch(m.start(), "export_format", value))
-    if m := _SUMMARY.search(clause):
-        top = m.group(2).lower() in ("最前", "前面", "开头", "第一", "top", "beginning", "start")
+    if m := _SUMMARY_VERB.search(clause) or _SUMMARY.search(clause):
+        word = m.group(1) if m.re is _SUMMARY_VERB else m.group(2)
+        top = word.lower() in _TOP_WORDS
         found.append(SlotMatch(m.start(), "summary_position", "top" if top else "end"))
+    if m := _WEEK_START.search(clause):
+        day = next(g for g in m.groups() if g)
+        found.append(SlotMatch(m.start(), "week_start", _DAYS[day.lower()]))
+    if m := _TIMEZONE.search(clause):
+        found.append(SlotMatch(m.start(), "timezone", _phrase(m.group(0))))
+    if m := _LAYOUT.search(clause):
+        wide = (m.group(1) or "").lower() in ("wide format", "wide table", "宽表")
+        found.append(SlotMatch(m.start(), "table_layout", "wide" if wide else "long"))
     positives = [m for m in _DIALECT.finditer(clause) if not _negated(clause, m.start())]
     if positives:
         value = positives[0].group(1).lower().replace("postgresql", "postgres")
@@ -207,9 +326,17 @@ _TEMPLATES: dict[str, tuple[str, str]] = {
     "summary_position": ("结论/摘要放在{v}", "Put the summary at the {v}"),
     "sql_dialect": ("SQL 方言：{v}", "SQL dialect: {v}"),
     "measure_units": ("计量单位：{v}", "Units: {v}"),
+    "week_start": ("每周从{v}开始", "Weeks start on {v}"),
+    "timezone": ("时间统一用 {v}", "Timestamps in {v}"),
+    "fiscal_year_start": ("财年从 {v} 月开始", "Fiscal year starts in month {v}"),
+    "negative_format": ("负数显示为 {v}", "Show negative numbers as {v}"),
+    "table_layout": ("表格用{v}格式", "Keep tables in {v} format"),
 }
-_VALUE_WORDS = {"zh": {"top": "最前面", "end": "最后", "en": "英文", "zh": "中文"},
-                "en": {"en": "English", "zh": "Chinese"}}  # fmt: skip
+_VALUE_WORDS = {"zh": {"top": "最前面", "end": "最后", "en": "英文", "zh": "中文", "mon": "周一",
+                       "sun": "周日", "sat": "周六", "long": "长表", "wide": "宽表",
+                       "parentheses": "括号", "minus": "负号", "red": "红色"},
+                "en": {"en": "English", "zh": "Chinese", "mon": "Monday", "sun": "Sunday",
+                       "sat": "Saturday"}}  # fmt: skip
 
 
 def slot_template(key: str, value: str, language: Language) -> str:

@@ -14,6 +14,7 @@ import pytest
 from agent_core.memory import (
     Interaction,
     MemoryDocument,
+    UpdateOp,
     apply_updates,
     consolidate_fallback,
     detect_signals,
@@ -28,20 +29,27 @@ LABELS = json.loads((DATA / "labels.json").read_text(encoding="utf-8"))
 EPISODES = sorted((DATA / "episodes").glob("*.jsonl"))
 
 
-def _replay(path: Path) -> dict[str, MemoryDocument]:
+def _replay(path: Path) -> tuple[dict[str, MemoryDocument], set[int]]:
+    """The documents after the episode and the (1-based) lines that changed them."""
     docs: dict[str, MemoryDocument] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    changed: set[int] = set()
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         ix = Interaction.model_validate_json(line)
-        docs = apply_updates(
+        result = apply_updates(
             docs, consolidate_fallback(detect_signals(ix), docs, now=NOW), now=NOW
-        ).documents
+        )
+        if any(c.op is not UpdateOp.NONE for c in result.applied):
+            changed.add(n)
         # What the service writes must parse back to the same state (no drift across writes).
-        docs = {s: parse_document(render_document(d), scope=s) for s, d in docs.items()}
-    return docs
+        docs = {s: parse_document(render_document(d), scope=s) for s, d in result.documents.items()}
+    return docs, changed
 
 
-def _score(path: Path) -> Score:
-    return score_episode(EpisodeLabels.model_validate(LABELS[path.stem]), _replay(path))
+def _score(path: Path, labels: dict[str, object] = LABELS) -> Score:
+    docs, changed = _replay(path)
+    score = score_episode(EpisodeLabels.model_validate(labels[path.stem]), docs, changed)
+    score.touched = [f"{path.stem}:{t}" for t in score.touched]
+    return score
 
 
 def test_set_is_big_enough_and_labelled() -> None:
@@ -62,7 +70,8 @@ def test_fallback_meets_the_goals_on_the_whole_set() -> None:
     total = merge_scores([_score(p) for p in EPISODES])
     print("fallback figures:", total.summary())  # shown with -s; the report quotes them
     assert total.precision >= 0.90, total.false_memories
-    assert total.recall >= 0.75, total.missed
+    assert total.recall >= 0.80, total.missed
+    assert total.false_memory_rate <= 0.03, total.touched
     assert total.secrets_leaked == []
     assert total.conflicts_resolved == total.conflicts, total.absent_violations
     assert total.absent_violations == []
@@ -106,10 +115,7 @@ def test_holdout_leaks_no_secret_and_reports_its_figures() -> None:
     leaking a secret is never acceptable, on any set.
     """
     labels = json.loads((HOLDOUT / "labels.json").read_text(encoding="utf-8"))
-    scores = [
-        score_episode(EpisodeLabels.model_validate(labels[p.stem]), _replay(p))
-        for p in sorted((HOLDOUT / "episodes").glob("*.jsonl"))
-    ]
+    scores = [_score(p, labels) for p in sorted((HOLDOUT / "episodes").glob("*.jsonl"))]
     total = merge_scores(scores)
     print("holdout figures:", total.summary())
     assert total.expected >= 15

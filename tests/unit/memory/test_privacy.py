@@ -43,14 +43,17 @@ def test_ordinary_preferences_are_clean(text: str) -> None:
 def test_luhn() -> None:
     assert luhn_valid("4111111111111111")
     assert not luhn_valid("4111111111111112")
-    assert find_pii("订单号 4111 1111 1111 1112") == []  # not a card: fails Luhn
+    # A long number is kept out of memory whether or not it is a valid card: account and card
+    # numbers written from memory fail the checksum as often as not.
+    assert find_pii("订单号 4111 1111 1111 1112") == ["long_number"]
+    assert find_pii("card 6222 0212 3456 7890") == ["id_number", "long_number"]
 
 
 def test_mixed_sentence_keeps_preference_only() -> None:
     result = scrub_statement(
         "Remember my card 4111 1111 1111 1111 and always convert totals to USD."
     )
-    assert result.text == "always convert totals to USD" and result.removed == ["card"]
+    assert result.text == "always convert totals to USD" and "card" in result.removed
     cn = scrub_statement("记住我手机号 13912345678，以后报表默认发 PDF 版。")
     assert cn.text == "以后报表默认发 PDF 版"
 
