@@ -1,4 +1,5 @@
-"""Task lists of a session (read-only) and the account's memory files (read, replace with ETag)."""
+"""Task lists of a session (read-only) and the account's memory files: list, read, replace with
+ETag, history (from the change log) and restore of an earlier version."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_core.bus.contracts.tasks import TaskDagView, TaskListsView
 from agent_core.errors import AgentCoreError
-from agent_core.memory.client import MemoryClient, MemoryFile
+from agent_core.memory.client import (
+    MemoryClient,
+    MemoryFile,
+    MemoryFiles,
+    MemoryHistoryView,
+)
+from agent_core.memory.document import MAX_FILE_CHARS
 from agent_core.tasks.client import TaskClient
 from services.gateway.errors import ApiError, not_found, responses
 from services.gateway.state import CallerDep, GatewayDep, get_session
@@ -61,7 +68,15 @@ class MemoryUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    content: str = Field(max_length=200_000)
+    content: str = Field(max_length=MAX_FILE_CHARS)
+
+
+class MemoryRestore(BaseModel):
+    """The version (a past ETag, as listed by the history) to write back."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: str = Field(pattern=r"^[0-9a-f]{32}$")
 
 
 def _scope(skill: str | None) -> str:
@@ -75,22 +90,30 @@ async def _read(gw: GatewayDep, account: str, scope: str, response: Response) ->
     return memory
 
 
-async def _write(
-    gw: GatewayDep,
-    account: str,
-    scope: str,
-    body: MemoryUpdate,
-    if_match: str | None,
-    response: Response,
-) -> MemoryFile:
+def _precondition(if_match: str | None) -> str | None:
     if not if_match:
         # Without a precondition an API write could silently replace a concurrent edit.
         raise ApiError(
             428, "precondition_required", "send If-Match with the ETag you read ('*' if none)"
         )
-    etag = None if if_match.strip() == "*" else if_match.strip().removeprefix("W/").strip('"')
+    return None if if_match.strip() == "*" else if_match.strip().removeprefix("W/").strip('"')
+
+
+async def _write(
+    gw: GatewayDep,
+    account: str,
+    scope: str,
+    body: MemoryUpdate | MemoryRestore,
+    if_match: str | None,
+    response: Response,
+) -> MemoryFile:
+    etag = _precondition(if_match)
+    client = _memory(gw)
     try:
-        memory = await _memory(gw).write(account, scope, body.content, if_match=etag)
+        if isinstance(body, MemoryRestore):
+            memory = await client.restore(account, scope, body.version, if_match=etag)
+        else:
+            memory = await client.write(account, scope, body.content, if_match=etag)
     except AgentCoreError as exc:
         if exc.code == "precondition_failed":
             raise ApiError(
@@ -143,4 +166,61 @@ async def write_skill_memory(
     if_match: Annotated[str | None, Header()] = None,
 ) -> MemoryFile:
     """Replace ``skills/<skill>.md`` if it still has the ETag given in If-Match."""
+    return await _write(gw, caller.account_id, _scope(skill), body, if_match, response)
+
+
+@router.get("/v1/memory", response_model=MemoryFiles, responses=responses(503))
+async def list_memory(gw: GatewayDep, caller: CallerDep) -> MemoryFiles:
+    """The account's memory files (``user`` and every skill) with their size and ETag."""
+    return await _memory(gw).list(caller.account_id)
+
+
+@router.get("/v1/memory/user/history", response_model=MemoryHistoryView, responses=responses(503))
+async def user_memory_history(gw: GatewayDep, caller: CallerDep) -> MemoryHistoryView:
+    """The versions of ``user.md``, newest first, each with the changes that made it."""
+    return await _memory(gw).history(caller.account_id, _scope(None))
+
+
+@router.get(
+    "/v1/memory/skills/{skill}/history",
+    response_model=MemoryHistoryView,
+    responses=responses(400, 503),
+)
+async def skill_memory_history(
+    skill: Annotated[str, Path(pattern=_SKILL)], gw: GatewayDep, caller: CallerDep
+) -> MemoryHistoryView:
+    """The versions of ``skills/<skill>.md``, newest first."""
+    return await _memory(gw).history(caller.account_id, _scope(skill))
+
+
+@router.post(
+    "/v1/memory/user/restore",
+    response_model=MemoryFile,
+    responses=responses(400, 404, 409, 412, 428),
+)
+async def restore_user_memory(
+    body: MemoryRestore,
+    gw: GatewayDep,
+    caller: CallerDep,
+    response: Response,
+    if_match: Annotated[str | None, Header()] = None,
+) -> MemoryFile:
+    """Write an earlier version of ``user.md`` back (If-Match: the current ETag)."""
+    return await _write(gw, caller.account_id, _scope(None), body, if_match, response)
+
+
+@router.post(
+    "/v1/memory/skills/{skill}/restore",
+    response_model=MemoryFile,
+    responses=responses(400, 404, 409, 412, 428),
+)
+async def restore_skill_memory(
+    skill: Annotated[str, Path(pattern=_SKILL)],
+    body: MemoryRestore,
+    gw: GatewayDep,
+    caller: CallerDep,
+    response: Response,
+    if_match: Annotated[str | None, Header()] = None,
+) -> MemoryFile:
+    """Write an earlier version of ``skills/<skill>.md`` back."""
     return await _write(gw, caller.account_id, _scope(skill), body, if_match, response)

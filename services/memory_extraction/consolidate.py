@@ -190,8 +190,10 @@ class Consolidator:
         # Last check before the renames: an editor may have saved a file since ``fresh`` was read.
         if any(self.store.load(account_id, [s]).etags[s] != fresh.etags.get(s) for s in changed):
             return False
-        for scope in sorted(changed):
-            self.store.write(account_id, scope, render_document(docs[scope]))
+        tags = {
+            s: self.store.write(account_id, s, render_document(docs[s])) for s in sorted(changed)
+        }
+        records = [r.model_copy(update={"version": tags.get(r.scope)}) for r in records]
         self.store.append_log(account_id, records)
         report.changes, report.rejected, report.written = records, rejected, sorted(changed)
         return True

@@ -1,8 +1,11 @@
-"""Answers to memory queries: the injection text for a run, and file read/write for the API.
+"""Answers to memory queries: the injection text for a run; list, read, write, history and
+restore of the files for the API.
 
 A write is refused when ``if_match`` is stale (``precondition_failed``), when the content is not
-a memory file (``memory_invalid``) or when it holds a secret or identifier
-(``memory_contains_secret``): what the API writes obeys the same privacy rule as consolidation.
+a memory file (``memory_invalid``, also over :data:`MAX_FILE_CHARS`) or when it holds a secret or
+identifier (``memory_contains_secret``): what the API writes obeys the same privacy rule as
+consolidation. The user's lines are stored exactly as sent; only the frontmatter (ids, slots,
+``updated_at``) is the service's. A restore is a write of a kept version, with the same checks.
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ from datetime import UTC, datetime
 
 from agent_core.bus import Delivery
 from agent_core.bus.contracts.memory import (
+    ListMemory,
+    MemoryHistory,
     MemoryQuery,
     MemoryReply,
     ReadMemory,
     RenderMemory,
+    RestoreMemory,
     WriteMemory,
 )
 from agent_core.errors import AgentCoreError, SchemaError, StorageError
@@ -22,10 +28,22 @@ from agent_core.memory import (
     MemoryDocument,
     find_pii,
     parse_document,
+    render_document,
     render_injection,
     skill_scope,
 )
-from agent_core.memory.client import PRECONDITION_FAILED, MemoryFile, RenderedMemory
+from agent_core.memory.client import (
+    PRECONDITION_FAILED,
+    MemoryChange,
+    MemoryFile,
+    MemoryFileInfo,
+    MemoryFiles,
+    MemoryHistoryView,
+    MemoryVersion,
+    RenderedMemory,
+)
+from agent_core.memory.document import MAX_FILE_CHARS
+from agent_core.memory.scope import scope_skill
 
 from .store import ChangeRecord, MemoryStore, etag_of
 
@@ -75,6 +93,13 @@ class MemoryQueries:
                 case WriteMemory():
                     async with self.store.lock(query.account_id):
                         data = self.write(query)
+                case ListMemory():
+                    data = self.list(query)
+                case MemoryHistory():
+                    data = self.history(query)
+                case RestoreMemory():
+                    async with self.store.lock(query.account_id):
+                        data = self.restore(query)
             return MemoryReply(ok=True, data=data)
         except AgentCoreError as exc:
             return MemoryReply(ok=False, error=exc.to_payload())
@@ -94,31 +119,105 @@ class MemoryQueries:
 
     def write(self, query: WriteMemory) -> MemoryFile:
         """Replace the file if ``if_match`` still holds; log what changed."""
-        current = self.store.read_raw(query.account_id, query.scope)
-        if query.if_match is not None and query.if_match != etag_of(current):
+        return self._replace(query.account_id, query.scope, query.content, query.if_match, "api")
+
+    def restore(self, query: RestoreMemory) -> MemoryFile:
+        """Write a kept version of the file back (as a write: same checks, logged as a restore)."""
+        data = self.store.version(query.account_id, query.scope, query.version)
+        if data is None:
+            raise StorageError(
+                "memory_version_not_found",
+                "no such version of this memory file is kept",
+                details={"scope": query.scope},
+            )
+        content = data.decode("utf-8", errors="replace")
+        return self._replace(query.account_id, query.scope, content, query.if_match, "restore")
+
+    def _replace(
+        self, account_id: str, scope: str, content: str, if_match: str | None, mode: str
+    ) -> MemoryFile:
+        current = self.store.read_raw(account_id, scope)
+        if if_match is not None and if_match != etag_of(current):
             raise StorageError(
                 PRECONDITION_FAILED,
                 "the memory file changed since it was read",
-                details={"scope": query.scope, "etag": etag_of(current)},
+                details={"scope": scope, "etag": etag_of(current)},
             )
-        if kinds := find_pii(query.content):
+        if len(content) > MAX_FILE_CHARS:
+            raise SchemaError(
+                "memory_too_large", f"a memory file holds at most {MAX_FILE_CHARS} characters"
+            )
+        if kinds := find_pii(content):
             raise SchemaError(
                 "memory_contains_secret",
                 "memory files may not hold secrets or personal identifiers",
                 details={"kinds": sorted(set(kinds))},
             )
-        try:
-            new = parse_document(query.content, scope=query.scope)
-        except (SchemaError, ValueError) as exc:
-            raise SchemaError("memory_invalid", f"not a memory file: {exc}") from exc
-        if new.scope != query.scope:
-            raise SchemaError("memory_invalid", "the frontmatter names another scope")
         old = None
         if current is not None:
             try:
-                old = parse_document(current.decode("utf-8"), scope=query.scope)
+                old = parse_document(current.decode("utf-8"), scope=scope)
             except (SchemaError, ValueError, UnicodeDecodeError):
                 old = None  # replacing a broken file: every entry counts as added
-        tag = self.store.write(query.account_id, query.scope, query.content)
-        self.store.append_log(query.account_id, _diff(query.scope, old, new, datetime.now(UTC)))
-        return MemoryFile(scope=query.scope, content=query.content, etag=tag)
+        try:
+            new = parse_document(content, scope=scope, previous=old)
+        except (SchemaError, ValueError) as exc:
+            raise SchemaError("memory_invalid", f"not a memory file: {exc}") from exc
+        if new.scope != scope:
+            raise SchemaError("memory_invalid", "the frontmatter names another scope")
+        now = datetime.now(UTC)
+        new.updated_at = now
+        stored = render_document(new)  # the user's lines as sent; the frontmatter is ours
+        tag = self.store.write(account_id, scope, stored)
+        records = [
+            r.model_copy(update={"version": tag, "mode": mode}) for r in _diff(scope, old, new, now)
+        ]
+        self.store.append_log(account_id, records)
+        return MemoryFile(scope=scope, content=stored, etag=tag)
+
+    def list(self, query: ListMemory) -> MemoryFiles:
+        """Every file of the account with its size; an unreadable one is listed as such."""
+        snap = self.store.load(query.account_id)
+        files = []
+        for scope in self.store.scopes(query.account_id):
+            doc = snap.documents.get(scope)
+            info = MemoryFileInfo(
+                scope=scope, skill=scope_skill(scope), etag=snap.etags.get(scope),
+                readable=scope not in snap.broken,
+            )  # fmt: skip
+            if doc is not None:
+                info.entries, info.chars = len(doc.entries), doc.chars_used()
+                info.char_budget, info.updated_at = doc.char_budget, doc.updated_at
+            files.append(info)
+        return MemoryFiles(files=files)
+
+    def history(self, query: MemoryHistory) -> MemoryHistoryView:
+        """The file's versions from the change log, newest first (consecutive records of one
+        version are grouped; records written before versions were kept have ``version=None``)."""
+        current = etag_of(self.store.read_raw(query.account_id, query.scope))
+        versions: list[MemoryVersion] = []
+        for record in self.store.read_log(query.account_id):
+            if record.get("scope") != query.scope:
+                continue
+            change = ChangeRecord.model_validate(record)
+            tag = change.version
+            last = versions[-1] if versions else None
+            if last is None or last.version != tag or tag is None and last.ts != change.ts:
+                last = MemoryVersion(version=tag, ts=change.ts, mode=change.mode, changes=[])
+                versions.append(last)
+            last.changes.append(_shown(change))
+        for v in versions:
+            v.current = v.version is not None and v.version == current
+            v.restorable = v.version is not None and (
+                self.store.version(query.account_id, query.scope, v.version) is not None
+            )
+        return MemoryHistoryView(scope=query.scope, versions=versions[::-1][: query.limit])
+
+
+def _shown(change: ChangeRecord) -> MemoryChange:
+    sessions = sorted({s.session_id for s in change.sources if s.session_id})
+    return MemoryChange(
+        ts=change.ts, op=change.op, mode=change.mode, entry_id=change.entry_id,
+        old_text=change.old_text, new_text=change.new_text, note=change.note,
+        session_ids=sessions,
+    )  # fmt: skip

@@ -1,7 +1,8 @@
 """The memory files of each account on disk: the only code that writes them.
 
-Layout: ``<home>/accounts/<account_id>/memory/user.md``, ``…/memory/skills/<skill>.md`` and the
-change log ``…/memory/changes.jsonl``. Files are replaced atomically (temp file in the same
+Layout: ``<home>/accounts/<account_id>/memory/user.md``, ``…/memory/skills/<skill>.md``, the
+change log ``…/memory/changes.jsonl`` and the last versions of each file
+``…/memory/.versions/<user|skills.<skill>>/<etag>.md`` (what a restore writes back). Files are replaced atomically (temp file in the same
 directory, fsync, rename), so a reader — the API, an editor, a render — sees the old file or the
 new one, never half of one. A file's ETag is the SHA-256 of its bytes: the same value serves the
 API's If-Match and the consolidation's compare-and-swap.
@@ -29,13 +30,24 @@ from agent_core.errors import SchemaError, StorageError, redact
 from agent_core.memory import MemoryDocument, parse_document, scrub_text
 from agent_core.memory.scope import SCOPE_PATTERN, USER_SCOPE, scope_skill, skill_scope
 
-__all__ = ["ACCOUNT_PATTERN", "ChangeRecord", "MemoryStore", "Snapshot", "Source", "etag_of"]
+__all__ = [
+    "ACCOUNT_PATTERN",
+    "KEEP_VERSIONS",
+    "ChangeRecord",
+    "MemoryStore",
+    "Snapshot",
+    "Source",
+    "etag_of",
+]
 
 log = logging.getLogger(__name__)
 
 ACCOUNT_PATTERN = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
 _SCOPE = re.compile(SCOPE_PATTERN)
 CHANGE_LOG = "changes.jsonl"
+VERSIONS = ".versions"
+KEEP_VERSIONS = 50  # per file; the change log itself is kept whole
+_ETAG = re.compile(r"^[0-9a-f]{32}$")
 
 
 def etag_of(data: bytes | None) -> str | None:
@@ -61,8 +73,9 @@ class ChangeRecord(BaseModel):
     ts: datetime
     scope: str
     op: str
-    mode: str  # llm, fallback, api, compaction
+    mode: str  # llm, fallback, api, restore, compaction
     entry_id: str | None = None
+    version: str | None = None  # the ETag of the file this change produced
     old_text: str | None = None
     new_text: str | None = None
     note: str | None = None
@@ -185,7 +198,37 @@ class MemoryStore:
         _fsync_dir(path.parent)
         tag = etag_of(data)
         assert tag is not None
+        self._keep_version(account_id, scope, tag, data)
         return tag
+
+    # -- versions ------------------------------------------------------------------------------
+
+    def _versions_dir(self, account_id: str, scope: str) -> Path:
+        self.path(account_id, scope)  # validates the account and the scope
+        skill = scope_skill(scope)
+        name = "user" if skill is None else f"skills.{skill}"
+        return self.memory_dir(account_id) / VERSIONS / name
+
+    def _keep_version(self, account_id: str, scope: str, tag: str, data: bytes) -> None:
+        """Keep the bytes of this version (best effort: a version is an aid, never a failure)."""
+        folder = self._versions_dir(account_id, scope)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{tag}.md").write_bytes(data)
+            kept = sorted(folder.glob("*.md"), key=lambda p: p.stat().st_mtime_ns)
+            for old in kept[:-KEEP_VERSIONS]:
+                old.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("memory version of %s not kept: %s", scope, type(exc).__name__)
+
+    def version(self, account_id: str, scope: str, tag: str) -> bytes | None:
+        """The bytes of an earlier version of the file (``None`` when it is not kept)."""
+        if not _ETAG.fullmatch(tag):
+            return None
+        try:
+            return (self._versions_dir(account_id, scope) / f"{tag}.md").read_bytes()
+        except FileNotFoundError:
+            return None
 
     def append_log(self, account_id: str, records: Iterable[ChangeRecord]) -> None:
         """Append ``records`` (scrubbed) to the account's change log, one JSON line each."""
@@ -203,11 +246,17 @@ class MemoryStore:
             os.fsync(out.fileno())
 
     def read_log(self, account_id: str) -> list[dict[str, Any]]:
-        """The change log's records (for tests and tools)."""
+        """The change log's records, oldest first (a torn last line is skipped)."""
         path = self.memory_dir(account_id) / CHANGE_LOG
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        records = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+        return records
 
 
 def _fsync_dir(path: Path) -> None:

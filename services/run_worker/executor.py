@@ -305,11 +305,7 @@ class RunExecutor:
         run_ended(handle, outcome)
         a.events.emit(run_finished(handle, outcome))
         await a.events.close()
-        if (
-            self.ctx.settings.memory.enabled
-            and a.item.run.kind == "main"
-            and outcome.status is RunStatus.COMPLETED
-        ):
+        if self.ctx.settings.memory.enabled and a.item.run.kind == "main":
             await hand_off(self.ctx, self.reads, a.item, outcome, a.nodes)
 
     async def _place_message(self, a: Attempt) -> list[Node]:

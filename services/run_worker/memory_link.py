@@ -1,4 +1,8 @@
-"""The run-worker's side of memory: the text injected at run start, the interaction handed off."""
+"""The run-worker's side of memory: the text injected at run start, the interaction handed off.
+
+Every main run that ends hands its interaction off — completed, failed or cancelled: corrections
+and tool lessons happen in the runs that went wrong. Tool turns carry the call's arguments.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from collections.abc import Sequence
 from agent_core.bus.contracts.memory import Interaction, InteractionTurn, MemoryReply, RenderMemory
 from agent_core.errors import redact, redact_obj
 from agent_core.ids import new_id
-from agent_core.memory.client import publish_interaction
+from agent_core.memory.client import RenderedMemory, publish_interaction
 from agent_core.runqueue import InFlight, QueuedRun
 from agent_core.runtime import RunOutcome
 from agent_core.service import ServiceContext
@@ -39,7 +43,13 @@ async def memory_text(ctx: ServiceContext, run: QueuedRun, attempt: int) -> str:
     except Exception as exc:  # memory is an aid: a run never waits long on it or fails for it
         log.warning("memory unavailable for %s: %s", run.account_id, type(exc).__name__)
         return ""
-    return reply.data if reply.ok and isinstance(reply.data, str) else ""
+    if not reply.ok:
+        return ""
+    try:
+        return RenderedMemory.model_validate(reply.data).text
+    except ValueError:
+        log.warning("memory render for %s answered an unexpected shape", run.account_id)
+        return ""
 
 
 def memory_node(text: str, handle: RunHandle, parent: Node) -> Node | None:
@@ -84,6 +94,7 @@ async def hand_off(
             run_id=item.run.run_id,
             turns=[t for n in own for t in _turns(n, calls)],
             skills=[str(s) for s in skills],
+            status=outcome.status.value,
         )
         await publish_interaction(ctx.redis, ctx.names, message)
     except Exception as exc:

@@ -4,20 +4,27 @@
   :meth:`MemoryClient.render` at run start (the ``# 个性化记忆`` text);
 - the gateway: :meth:`MemoryClient.read` / :meth:`MemoryClient.write` of one memory file with
   optimistic concurrency (``etag`` / ``if_match``; a stale ``if_match`` raises
-  :class:`~agent_core.errors.StorageError` with code :data:`PRECONDITION_FAILED`).
+  :class:`~agent_core.errors.StorageError` with code :data:`PRECONDITION_FAILED`),
+  :meth:`MemoryClient.list` of the files, :meth:`MemoryClient.history` of one file (from the
+  change log) and :meth:`MemoryClient.restore` of an earlier version.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames, RpcClient, publish
 from agent_core.bus.contracts.memory import (
     Interaction,
+    ListMemory,
+    MemoryHistory,
     MemoryReply,
     ReadMemory,
     RenderMemory,
+    RestoreMemory,
     WriteMemory,
 )
 from agent_core.errors import (
@@ -29,8 +36,13 @@ from agent_core.errors import (
 
 __all__ = [
     "PRECONDITION_FAILED",
+    "MemoryChange",
     "MemoryClient",
     "MemoryFile",
+    "MemoryFileInfo",
+    "MemoryFiles",
+    "MemoryHistoryView",
+    "MemoryVersion",
     "RenderedMemory",
     "publish_interaction",
 ]
@@ -50,6 +62,66 @@ class MemoryFile(BaseModel):
     scope: str
     content: str
     etag: str | None = None
+
+
+class MemoryFileInfo(BaseModel):
+    """One memory file in a listing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scope: str
+    skill: str | None = None
+    etag: str | None = None
+    entries: int = 0
+    chars: int = 0
+    char_budget: int = 0
+    updated_at: datetime | None = None
+    readable: bool = True  # False: the file on disk does not parse (fix it by hand or PUT)
+
+
+class MemoryFiles(BaseModel):
+    """The memory files of an account: ``user`` first, then the skills sorted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    files: list[MemoryFileInfo]
+
+
+class MemoryChange(BaseModel):
+    """One change-log record as the API shows it (texts are scrubbed at write time)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ts: datetime
+    op: str
+    mode: str
+    entry_id: str | None = None
+    old_text: str | None = None
+    new_text: str | None = None
+    note: str | None = None
+    session_ids: list[str] = Field(default_factory=list)
+
+
+class MemoryVersion(BaseModel):
+    """One version of a file: the changes that made it and whether it can be restored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: str | None  # the file's ETag after these changes (None: before versions were kept)
+    ts: datetime
+    mode: str
+    current: bool = False
+    restorable: bool = False
+    changes: list[MemoryChange]
+
+
+class MemoryHistoryView(BaseModel):
+    """The history of one file, newest version first."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scope: str
+    versions: list[MemoryVersion]
 
 
 class RenderedMemory(BaseModel):
@@ -82,7 +154,15 @@ class MemoryClient:
         self.names = names
         self.timeout_s = timeout_s
 
-    async def _ask(self, message: RenderMemory | ReadMemory | WriteMemory) -> MemoryReply:
+    async def _ask(
+        self,
+        message: RenderMemory
+        | ReadMemory
+        | WriteMemory
+        | ListMemory
+        | MemoryHistory
+        | RestoreMemory,
+    ) -> MemoryReply:
         reply = await self.rpc.request(
             message, stream=self.names.memory_queries, reply=MemoryReply, timeout_s=self.timeout_s
         )
@@ -106,6 +186,26 @@ class MemoryClient:
         """Replace the file if its ETag still equals ``if_match`` (``None``: unconditionally)."""
         message = WriteMemory(
             account_id=account_id, scope=scope, content=content, if_match=if_match
+        )
+        reply = await self._ask(message)
+        return MemoryFile.model_validate(reply.data)
+
+    async def list(self, account_id: str) -> MemoryFiles:
+        """Every memory file of the account."""
+        reply = await self._ask(ListMemory(account_id=account_id))
+        return MemoryFiles.model_validate(reply.data)
+
+    async def history(self, account_id: str, scope: str, *, limit: int = 50) -> MemoryHistoryView:
+        """The versions of one file, newest first."""
+        reply = await self._ask(MemoryHistory(account_id=account_id, scope=scope, limit=limit))
+        return MemoryHistoryView.model_validate(reply.data)
+
+    async def restore(
+        self, account_id: str, scope: str, version: str, *, if_match: str | None
+    ) -> MemoryFile:
+        """Write ``version`` of the file back (``if_match`` as for :meth:`write`)."""
+        message = RestoreMemory(
+            account_id=account_id, scope=scope, version=version, if_match=if_match
         )
         reply = await self._ask(message)
         return MemoryFile.model_validate(reply.data)

@@ -41,7 +41,7 @@ def _merge(doc: MemoryDocument, report: CompactionReport) -> None:
             same_slot = entry.slot is None or other.slot is None or entry.slot == other.slot
             longer = other is not entry and same_slot and len(other.text) >= len(entry.text)
             if longer and containment(entry.text, other.text) >= _NEAR:
-                doc.entries.remove(entry)
+                doc.remove_entry(entry)
                 report.merged.append((entry.id, other.id))
                 break
 
@@ -77,7 +77,7 @@ def compact(document: MemoryDocument) -> CompactionReport:
     for entry in order:
         if doc.chars_used() <= doc.char_budget:
             break
-        doc.entries.remove(entry)
+        doc.remove_entry(entry)
         report.evicted.append(entry)
     report.document = doc
     return report

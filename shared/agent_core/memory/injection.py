@@ -16,8 +16,11 @@ INJECTION_NOTE = (
 
 
 def _section(title: str, doc: MemoryDocument) -> list[str]:
-    body = [doc.preamble.strip()] if doc.preamble.strip() else []
-    body += [f"- {e.text}" for e in doc.entries]
+    body: list[str] = []
+    for entry in doc.entries:
+        body += [line.strip() for line in entry.before if line.strip()]
+        body.append(f"- {entry.text}")
+    body += [line.strip() for line in doc.trailer if line.strip()]
     return [f"## {title}", *body, ""] if body else []
 
 

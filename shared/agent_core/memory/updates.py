@@ -120,7 +120,7 @@ def _apply_one(doc: MemoryDocument, u: MemoryUpdate) -> AppliedChange:
         entry_id = (
             u.entry_id if u.entry_id and doc.find(u.entry_id) is None else doc.next_entry_id()
         )
-        doc.entries.append(MemoryEntry(id=entry_id, text=u.text, slot=u.slot))
+        doc.add_entry(MemoryEntry(id=entry_id, text=u.text, slot=u.slot))
         change.entry_id, change.new_text = entry_id, doc.entries[-1].text
         return change
     entry = doc.find(u.entry_id or "")
@@ -129,14 +129,14 @@ def _apply_one(doc: MemoryDocument, u: MemoryUpdate) -> AppliedChange:
         return change
     change.old_text = entry.text
     if u.op is UpdateOp.DELETE:
-        doc.entries.remove(entry)
+        doc.remove_entry(entry)
         return change
     assert u.text is not None
     if normalize(u.text) == normalize(entry.text):
         change.op, change.note = UpdateOp.NONE, "unchanged"
         return change
     if dup := _duplicate(doc, u.text, skip=entry.id):
-        doc.entries.remove(entry)  # the new text already exists elsewhere: keep one bullet
+        doc.remove_entry(entry)  # the new text already exists elsewhere: keep one bullet
         change.op, change.entry_id, change.new_text = UpdateOp.DELETE, entry.id, dup.text
         return change
     entry.text, entry.slot = MemoryEntry(id=entry.id, text=u.text).text, u.slot or entry.slot

@@ -7,6 +7,7 @@ import asyncio
 import json
 from typing import Any
 
+from tests.fakes.script import ScriptedStatus
 from tests.integration.run_worker.harness import (
     BusClient,
     last_role,
@@ -106,3 +107,45 @@ async def test_finished_main_run_hands_its_interaction_to_memory(
         "write_file",
         "list_dir",
     }
+
+
+def _failing_model(request: Any) -> Any:
+    if last_role(request) == "tool":
+        return ScriptedStatus(status=400, body={"error": {"message": "bad request (fake)"}})
+    return tool_calls_turn(("call_read", "read_file", {"path": "input/missing.csv"}))
+
+
+async def test_a_failed_main_run_hands_its_interaction_to_memory_too(
+    make_cluster: Any, client: BusClient
+) -> None:
+    make_cluster(_failing_model, memory=True)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    submitted = await client.send(sid, "read the missing file")
+    run = (await client.wait_terminal([submitted.run_id]))[submitted.run_id]
+    assert run["status"] == "failed"
+    stream = client.ctx.names.memory_interactions
+    deadline = asyncio.get_running_loop().time() + 10
+    entries: list[Any] = []
+    while not entries:
+        entries = await client.ctx.redis.xrange(stream)
+        assert asyncio.get_running_loop().time() < deadline, "no interaction published"
+        await asyncio.sleep(0.05)
+    interaction = json.loads(entries[0][1][b"__data__"])
+    assert interaction["status"] == "failed" and interaction["run_id"] == submitted.run_id
+    tool = next(t for t in interaction["turns"] if t["role"] == "tool")
+    assert tool["is_error"] and tool["arguments"] == {"path": "input/missing.csv"}
+
+
+async def test_the_memory_block_reaches_the_model(make_cluster: Any, client: BusClient) -> None:
+    memory = client.home / "accounts" / "acct1" / "memory"
+    memory.mkdir(parents=True)
+    (memory / "user.md").write_text("---\nscope: user\n---\n- Dates as YYYY-MM-DD\n")
+    cluster = make_cluster(lambda _: text_answer("ok"), memory=True)
+    cluster.start_service("memory_extraction")
+    await client.wait_ready(("storage_writer", "run_worker", "memory_extraction"))
+    sid = await client.new_session()
+    submitted = await client.send(sid, "hello")
+    await client.wait_terminal([submitted.run_id])
+    sent = json.dumps(cluster.fake.requests[0].json, ensure_ascii=False)
+    assert "# 个性化记忆" in sent and "Dates as YYYY-MM-DD" in sent

@@ -28,12 +28,68 @@ def _doc(scope: str, *texts: str, budget: int = 3000) -> MemoryDocument:
 def test_round_trip_keeps_everything() -> None:
     doc = _doc("skill:excel", "冻结首行", "sheet 名不超过 31 字符")
     doc.entries[0].slot = "freeze=on"
-    doc.entries[1].meta = {"src": "run_1"}
+    doc.entries[0].before = ["## 手写说明", ""]
     doc.updated_at = datetime(2026, 1, 5, 10, tzinfo=UTC)
-    doc.preamble = "手写说明"
     text = render_document(doc)
     assert text.startswith("---\nscope: skill:excel\nskill: excel\n")
-    assert parse_document(text, scope="user") == doc
+    assert "<!--" not in text  # machine fields live in the frontmatter, not on the user's lines
+    back = parse_document(text, scope="user")
+    assert [(e.id, e.text, e.slot, e.before) for e in back.entries] == [
+        (e.id, e.text, e.slot, e.before) for e in doc.entries
+    ]
+    assert render_document(back) == text
+
+
+USER_FILE = """---
+scope: user
+---
+# My notes
+Keep these short.
+
+* Dates as YYYY-MM-DD.
+-   Amounts in 万元
+    (two decimals)
+
+## Charts
+- no pie charts   
+closing remark
+"""
+
+
+def _body(text: str) -> str:
+    return text.split("\n---\n", 1)[1]
+
+
+def test_user_edits_keep_their_exact_text_through_a_rewrite() -> None:
+    doc = parse_document(USER_FILE, scope="user")
+    assert [e.text for e in doc.entries] == [
+        "Dates as YYYY-MM-DD.", "Amounts in 万元 (two decimals)", "no pie charts",
+    ]  # fmt: skip
+    doc.add_entry(MemoryEntry(id=doc.next_entry_id(), text="Reply in English"))
+    out = render_document(doc)
+    assert _body(out) == _body(USER_FILE).replace("closing remark\n", "closing remark\n").replace(
+        "- no pie charts   \n", "- no pie charts   \n- Reply in English\n"
+    )
+    again = parse_document(out, scope="user")
+    assert [e.id for e in again.entries] == [e.id for e in doc.entries]
+
+
+def test_an_entry_edited_in_place_keeps_its_id_and_reads_its_slot_anew() -> None:
+    first = parse_document("- Dates as YYYY-MM-DD\n- Amounts in EUR\n", scope="user")
+    stored = render_document(first)
+    edited = stored.replace("Dates as YYYY-MM-DD", "Dates as DD/MM/YYYY")
+    doc = parse_document(edited, scope="user")
+    assert [e.id for e in doc.entries] == [e.id for e in first.entries]
+    assert doc.entries[0].slot == "date_format=dmy_slash"
+
+
+def test_the_earlier_format_with_comments_is_read_and_written_without_them() -> None:
+    doc = parse_document(
+        "- 日期用 ISO <!-- id:u7 slot:date_format=iso -->\n- 第二条\n", scope="user"
+    )
+    assert [(e.id, e.slot) for e in doc.entries][0] == ("u7", "date_format=iso")
+    out = render_document(doc)
+    assert "<!--" not in out and "- 日期用 ISO\n" in out and "u7: {h:" in out
 
 
 def test_user_edit_without_comments_gets_ids_and_continuations() -> None:
@@ -47,6 +103,19 @@ def test_user_edit_without_comments_gets_ids_and_continuations() -> None:
     ]
     assert len({e.id for e in doc.entries}) == 3
     assert doc.scope == "user" and doc.char_budget == 3000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "---\na: &x [1, 2]\nb: *x\n---\n- a\n",  # aliases expand exponentially: refused
+        "---\n" + "k: v\n" * 5000 + "---\n- a\n",  # frontmatter over its limit
+        "- " + "x" * 70_000 + "\n",  # file over its limit
+    ],
+)
+def test_frontmatter_aliases_and_oversized_files_are_refused(text: str) -> None:
+    with pytest.raises(SchemaError):
+        parse_document(text, scope="user")
 
 
 @pytest.mark.parametrize(

@@ -18,11 +18,14 @@ __all__ = [
     "MEMORY_QUERY",
     "Interaction",
     "InteractionTurn",
+    "ListMemory",
+    "MemoryHistory",
     "MemoryInteractionMessage",
     "MemoryQuery",
     "MemoryReply",
     "ReadMemory",
     "RenderMemory",
+    "RestoreMemory",
     "WriteMemory",
 ]
 
@@ -43,7 +46,10 @@ class InteractionTurn(BusMessage):
 
 
 class Interaction(BusMessage):
-    """What a main run hands to memory-extraction when it ends."""
+    """What a main run hands to memory-extraction when it ends (completed, failed or cancelled).
+
+    ``status`` is the run's final status, provenance only: every ending is learned from.
+    """
 
     type: Literal["interaction"] = "interaction"
     interaction_id: str
@@ -52,6 +58,7 @@ class Interaction(BusMessage):
     run_id: str
     turns: list[InteractionTurn]
     skills: list[str] = Field(default_factory=list)
+    status: str | None = None
 
 
 MemoryInteractionMessage = Annotated[Interaction, Field(discriminator="type")]
@@ -84,7 +91,36 @@ class WriteMemory(BusMessage):
     if_match: str | None = None
 
 
-MemoryQuery = Annotated[RenderMemory | ReadMemory | WriteMemory, Field(discriminator="type")]
+class ListMemory(BusMessage):
+    """The memory files of an account (``user`` and every skill file)."""
+
+    type: Literal["list_memory"] = "list_memory"
+    account_id: str
+
+
+class MemoryHistory(BusMessage):
+    """The versions of one file, newest first, with the changes that made each (change log)."""
+
+    type: Literal["memory_history"] = "memory_history"
+    account_id: str
+    scope: str
+    limit: int = Field(default=50, ge=1, le=500)
+
+
+class RestoreMemory(BusMessage):
+    """Write an earlier version of a file back, if its current ETag still equals ``if_match``."""
+
+    type: Literal["restore_memory"] = "restore_memory"
+    account_id: str
+    scope: str
+    version: str
+    if_match: str | None = None
+
+
+MemoryQuery = Annotated[
+    RenderMemory | ReadMemory | WriteMemory | ListMemory | MemoryHistory | RestoreMemory,
+    Field(discriminator="type"),
+]
 MEMORY_QUERY: TypeAdapter[MemoryQuery] = TypeAdapter(MemoryQuery)
 
 

@@ -1,0 +1,118 @@
+"""Memory files as the API sees them: exact user text, listing, history and restore (real files)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent_core.bus import Delivery
+from agent_core.bus.contracts.memory import (
+    ListMemory,
+    MemoryHistory,
+    MemoryQuery,
+    MemoryReply,
+    ReadMemory,
+    RestoreMemory,
+    WriteMemory,
+)
+from agent_core.memory import Interaction
+from agent_core.memory.client import MemoryFiles, MemoryHistoryView
+from services.memory_extraction.consolidate import BatchItem, Consolidator
+from services.memory_extraction.queries import MemoryQueries
+from services.memory_extraction.store import MemoryStore, Source
+
+ACCOUNT = "acct_files"
+DELIVERY = Delivery("s", "0-1", 1, {})
+USER_TEXT = """# What I want
+Short answers please.
+
+* Dates as DD/MM/YYYY (I'm in the UK).
+-   Amounts in thousands
+    with one decimal
+"""
+
+
+async def ask(queries: MemoryQueries, query: MemoryQuery) -> object:
+    reply = await queries.handle(query, DELIVERY)
+    assert reply.ok, reply.error
+    return MemoryReply.model_validate_json(reply.model_dump_json()).data  # as it travels
+
+
+def body(text: str) -> str:
+    return text.split("\n---\n", 1)[1] if text.startswith("---\n") else text
+
+
+async def consolidate(store: MemoryStore, text: str, skills: list[str] | None = None) -> None:
+    ix = Interaction.model_validate({"turns": [{"role": "user", "content": text}],
+                                     "skills": skills or []})  # fmt: skip
+    item = BatchItem(interaction=ix, source=Source(session_id="sess_1", run_id="run_1"))
+    await Consolidator(store).consolidate(ACCOUNT, [item])
+
+
+async def test_user_edits_keep_their_exact_text_through_consolidations(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    queries = MemoryQueries(store)
+    written = await ask(queries, WriteMemory(account_id=ACCOUNT, scope="user",
+                                             content=USER_TEXT, if_match=None))  # fmt: skip
+    assert isinstance(written, dict) and body(written["content"]) == USER_TEXT
+    await consolidate(store, "From now on, always reply in English.")
+    await consolidate(store, "以后金额都用欧元。")
+    after = store.read_raw(ACCOUNT, "user")
+    assert after is not None
+    text = body(after.decode())
+    assert text.startswith(USER_TEXT)  # every line the user wrote, byte for byte
+    assert "always reply in English" in text and "欧元" in text
+    assert "<!--" not in text
+
+
+async def test_listing_history_and_restore(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    queries = MemoryQueries(store)
+    await consolidate(store, "Always use bar charts by default.", ["chart"])
+    await consolidate(store, "From now on use line charts by default.", ["chart"])
+    await consolidate(store, "以后回复都用中文。")
+    files = MemoryFiles.model_validate(await ask(queries, ListMemory(account_id=ACCOUNT)))
+    assert [(f.scope, f.entries) for f in files.files] == [("user", 1), ("skill:chart", 1)]
+
+    history = MemoryHistoryView.model_validate(
+        await ask(queries, MemoryHistory(account_id=ACCOUNT, scope="skill:chart"))
+    )
+    newest, first = history.versions[0], history.versions[-1]
+    assert newest.current and not first.current and first.restorable
+    assert [c.op for c in newest.changes] == ["update"]
+    assert "bar" in (newest.changes[0].old_text or "")  # the change log keeps the old value
+    assert newest.changes[0].session_ids == ["sess_1"]
+
+    current = await ask(queries, ReadMemory(account_id=ACCOUNT, scope="skill:chart"))
+    assert isinstance(current, dict)
+    assert first.version is not None
+    restored = await ask(queries, RestoreMemory(account_id=ACCOUNT, scope="skill:chart",
+                                                version=first.version,
+                                                if_match=current["etag"]))  # fmt: skip
+    assert isinstance(restored, dict) and "bar charts" in restored["content"]
+    again = MemoryHistoryView.model_validate(
+        await ask(queries, MemoryHistory(account_id=ACCOUNT, scope="skill:chart"))
+    )
+    assert again.versions[0].mode == "restore" and again.versions[0].current
+
+
+async def test_restore_refuses_a_stale_etag_and_an_unknown_version(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    queries = MemoryQueries(store)
+    await consolidate(store, "以后日期都用 YYYY-MM-DD。")
+    history = MemoryHistoryView.model_validate(
+        await ask(queries, MemoryHistory(account_id=ACCOUNT, scope="user"))
+    )
+    version = history.versions[0].version
+    assert version is not None
+    stale = await queries.handle(
+        RestoreMemory(account_id=ACCOUNT, scope="user", version=version, if_match="0" * 32),
+        DELIVERY,
+    )
+    assert not stale.ok and stale.error is not None
+    assert stale.error.code == "precondition_failed"
+    unknown = await queries.handle(
+        RestoreMemory(account_id=ACCOUNT, scope="user", version="f" * 32, if_match=None),
+        DELIVERY,
+    )
+    assert not unknown.ok and unknown.error is not None
+    assert unknown.error.code == "memory_version_not_found"
