@@ -8,6 +8,7 @@ never lost. Files over budget are compacted, and whatever compaction removes is 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -103,7 +104,9 @@ class Consolidator:
 
     async def consolidate(self, account_id: str, items: Sequence[BatchItem]) -> ConsolidationReport:
         """Consolidate ``items`` (in order) into the account's files and return what happened."""
-        found = [(item, detect_signals(item.interaction)) for item in items]
+        # Detection is CPU work that grows with the messages (bounded, see ``signals.bounded``):
+        # it runs in a thread so that queries (renders at run start, API reads) keep answering.
+        found = await asyncio.to_thread(_detect, items)
         batch = [(item, signals) for item, signals in found if signals]
         report = ConsolidationReport(
             account_id=account_id,
@@ -217,6 +220,10 @@ class Consolidator:
         # Never a silent drop: an evicted entry is logged with its text (already scrubbed).
         records += [rec("delete", e.id, "evicted: over budget", e.text) for e in rep.evicted]
         return records
+
+
+def _detect(items: Sequence[BatchItem]) -> list[tuple[BatchItem, list[Signal]]]:
+    return [(item, detect_signals(item.interaction)) for item in items]
 
 
 def _texts(signals: Sequence[Signal]) -> list[str]:

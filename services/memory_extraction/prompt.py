@@ -15,6 +15,7 @@ from typing import Any
 from agent_core.memory import Interaction, MemoryDocument, Signal, TurnRole, scrub_text
 from agent_core.memory._lexicon import MEMORY_BLOCK
 from agent_core.memory.scope import USER_SCOPE, skill_scope
+from agent_core.memory.signals import bounded
 
 __all__ = ["INPUT_MARKER", "SYSTEM_PROMPT", "allowed_scopes", "build_input", "user_words"]
 
@@ -81,7 +82,7 @@ def user_words(interaction: Interaction) -> list[str]:
     # The injected memory block is cut out: the model must not re-learn its own input.
     return [
         scrub_text(MEMORY_BLOCK.sub("\n", t.content)).strip()
-        for t in interaction.turns
+        for t in bounded(interaction).turns
         if t.role is TurnRole.USER and t.content.strip()
     ]
 

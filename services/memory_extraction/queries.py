@@ -10,6 +10,7 @@ consolidation. The user's lines are stored exactly as sent; only the frontmatter
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 from agent_core.bus import Delivery
@@ -91,15 +92,16 @@ class MemoryQueries:
                 case ReadMemory():
                     data = self.read(query)
                 case WriteMemory():
+                    # A thread: checking and parsing a large file must not hold up renders.
                     async with self.store.lock(query.account_id):
-                        data = self.write(query)
+                        data = await asyncio.to_thread(self.write, query)
                 case ListMemory():
                     data = self.list(query)
                 case MemoryHistory():
                     data = self.history(query)
                 case RestoreMemory():
                     async with self.store.lock(query.account_id):
-                        data = self.restore(query)
+                        data = await asyncio.to_thread(self.restore, query)
             return MemoryReply(ok=True, data=data)
         except AgentCoreError as exc:
             return MemoryReply(ok=False, error=exc.to_payload())

@@ -84,10 +84,17 @@ class ChangeRecord(BaseModel):
     def scrubbed(self) -> ChangeRecord:
         """A copy whose texts are masked: a hand-written secret must not reach the log either."""
         clean = {
-            k: redact(scrub_text(v)) if isinstance(v, str) else v
+            k: redact(scrub_text(_capped(v))) if isinstance(v, str) else v
             for k, v in (("old_text", self.old_text), ("new_text", self.new_text))
         }
         return self.model_copy(update=clean)
+
+
+_LOGGED_CHARS = 2_000  # of one entry's text in the change log (entries are short; files are not)
+
+
+def _capped(text: str) -> str:
+    return text if len(text) <= _LOGGED_CHARS else text[: _LOGGED_CHARS - 1] + "…"
 
 
 @dataclass

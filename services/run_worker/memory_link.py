@@ -13,6 +13,7 @@ from agent_core.bus.contracts.memory import Interaction, InteractionTurn, Memory
 from agent_core.errors import redact, redact_obj
 from agent_core.ids import new_id
 from agent_core.memory.client import RenderedMemory, publish_interaction
+from agent_core.memory.signals import MAX_TURN_CHARS
 from agent_core.runqueue import InFlight, QueuedRun
 from agent_core.runtime import RunOutcome
 from agent_core.service import ServiceContext
@@ -105,6 +106,7 @@ def _turns(node: Node, calls: dict[str, ToolCallBlock]) -> list[InteractionTurn]
     """The memory view of one node: plain text, tool results with the call that made them."""
     if node.role is Role.USER or node.role is Role.ASSISTANT:
         text = "".join(b.text for b in node.content if isinstance(b, TextBlock))
+        text = text[:MAX_TURN_CHARS]  # what memory reads of a turn; the bus message stays small
         return [InteractionTurn(role=node.role.value, content=redact(text))] if text else []
     if node.role is not Role.TOOL:
         return []

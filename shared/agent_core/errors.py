@@ -41,11 +41,18 @@ __all__ = [
 REDACTED = "[REDACTED]"
 
 # Order matters: URL credentials first, so the password inside a URL is caught as a whole.
+# Every pattern is linear-time over any input (it runs over user text and tool output): a match
+# starts only where a run begins, and repetitions before something that can fail are bounded.
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # scheme://user:password@host → scheme://[REDACTED]@host
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/@:]*(?::[^\s/@]*)?@"), r"\1" + REDACTED + "@"),
+    (
+        re.compile(
+            r"(?i)(?<![a-z0-9+.\-])([a-z][a-z0-9+.\-]{0,30}://)[^\s/@:]{0,256}(?::[^\s/@]{0,256})?@"
+        ),
+        r"\1" + REDACTED + "@",
+    ),
     # Authorization headers and bearer tokens.
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 " + REDACTED),
+    (re.compile(r"(?i)\b(bearer|basic)\s{1,8}[A-Za-z0-9._~+/=\-]{8,}"), r"\1 " + REDACTED),
     # Well-known API key shapes: OpenAI, Anthropic, GitHub, Slack, AWS, Google, soong-agent's own.
     (re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{12,}"), REDACTED),
     (re.compile(r"\bsa_(?:live|dev)_[A-Za-z0-9_\-]{12,}"), REDACTED),
@@ -56,8 +63,9 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # key=value / key: value pairs whose key names a secret (api_key, password, token, secret, …).
     (
         re.compile(
-            r"(?i)\b([A-Za-z0-9_\-]*(?:api[_\-]?key|apikey|passw(?:or)?d|pwd|secret|token(?!s|_count)|"
-            r"access[_\-]?key|private[_\-]?key|auth)[A-Za-z0-9_\-]*)(\"?\s*[:=]\s*\"?)([^\s\"',;&]+)"
+            r"(?i)(?<![A-Za-z0-9_\-])([A-Za-z0-9_\-]{0,40}?(?:api[_\-]?key|apikey|passw(?:or)?d|pwd|"
+            r"secret|token(?!s|_count)|access[_\-]?key|private[_\-]?key|auth)[A-Za-z0-9_\-]{0,40})"
+            r"(\"?\s{0,8}[:=]\s{0,8}\"?)([^\s\"',;&]+)"
         ),
         r"\1\2" + REDACTED,
     ),

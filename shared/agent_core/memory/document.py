@@ -52,7 +52,7 @@ __all__ = [
 USER_CHAR_BUDGET = 3000
 SKILL_CHAR_BUDGET = 2000
 # What a memory file may hold at all: work on it grows with its size (parsing, privacy checks).
-MAX_FILE_CHARS = 64_000
+MAX_FILE_CHARS = 32_000  # ten times the user file's budget
 MAX_FRONTMATTER_CHARS = 16_000
 
 _FRONTMATTER_OPEN = re.compile(r"---[ \t]{0,64}\n")

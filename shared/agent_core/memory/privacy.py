@@ -137,25 +137,39 @@ def _opaque_tokens(text: str) -> list[str]:
     return [m.group(0) for m in _TOKEN_RUN.finditer(text) if _opaque(m.group(0))]
 
 
+_DIGIT = re.compile(r"\d")
+_SECRET_WORD = re.compile(
+    r"(?i)pass|pin|pwd|secret|key|token|credential|log-?in|user|密码|口令|密钥|秘钥|令牌|用户名|登录"
+)
+
+
+def _checks(text: str) -> list[tuple[re.Pattern[str], str]]:
+    """The patterns that can match ``text`` at all: cheap tests spare the rest (a long message
+    without a digit never runs the number patterns)."""
+    checks: list[tuple[re.Pattern[str], str]] = []
+    if _SECRET_WORD.search(text):
+        checks.append((_SECRET_PHRASE, "secret"))
+    if _DIGIT.search(text):
+        checks += [(_CN_ID, "id_number"), (_SSN, "id_number"), (_ID_VALUE, "id_number"),
+                   (_CN_MOBILE, "phone"), (_INTL_PHONE, "phone"), (_IPV4, "ip_address")]  # fmt: skip
+    if "@" in text:
+        checks.append((_EMAIL, "email"))
+    if _ADDRESS_WORD.search(text):
+        checks.append((_ADDRESS, "address"))
+    return checks
+
+
+_ADDRESS_WORD = re.compile(r"(?i)address|地址|住址")
+
+
 def find_pii(text: str) -> list[str]:
     """Kinds of secrets and identifiers present in ``text`` (empty when clean)."""
     text = unicodedata.normalize("NFKC", text)
     kinds: list[str] = []
     if redact(text) != text or REDACTED in text:
         kinds.append("credential")
-    checks = (
-        (_SECRET_PHRASE, "secret"),
-        (_CN_ID, "id_number"),
-        (_SSN, "id_number"),
-        (_ID_VALUE, "id_number"),
-        (_CN_MOBILE, "phone"),
-        (_INTL_PHONE, "phone"),
-        (_EMAIL, "email"),
-        (_IPV4, "ip_address"),
-        (_ADDRESS, "address"),
-    )
-    kinds.extend(kind for pattern, kind in checks if pattern.search(text))
-    for m in _LONG_NUMBER.finditer(text):
+    kinds.extend(kind for pattern, kind in _checks(text) if pattern.search(text))
+    for m in _LONG_NUMBER.finditer(text) if _DIGIT.search(text) else ():
         digits = "".join(c for c in m.group(0) if c.isdigit())
         kinds.append("card" if 13 <= len(digits) <= 19 and luhn_valid(digits) else "long_number")
     if _opaque_tokens(text):
@@ -171,7 +185,9 @@ class ScrubResult:
     removed: list[str] = field(default_factory=list)
 
 
-_CONJUNCTION = re.compile(r"(?i)(?:^|\s+)(?:and|also|but)\s+|并且|然后|同时|另外|还有")
+_CONJUNCTION = re.compile(
+    r"(?i)(?:^|(?<=\S)\s{1,8})(?:and|also|but)\s{1,8}|并且|然后|同时|另外|还有"
+)
 
 
 _LEADING_CONJUNCTION = re.compile(r"(?i)^(?:and|also|but|并且|然后|同时|另外)\s{0,3}")

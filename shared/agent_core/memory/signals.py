@@ -19,7 +19,21 @@ from .scope import DEFAULT_SKILL_KEYWORDS, resolve_scope
 from .slots import detect_slots
 from .tool_lessons import detect_tool_lessons
 
-__all__ = ["detect_signals", "has_memory_signal"]
+__all__ = [
+    "MAX_INTERACTION_CHARS",
+    "MAX_SENTENCE_CHARS",
+    "MAX_TURNS",
+    "MAX_TURN_CHARS",
+    "bounded",
+    "detect_signals",
+    "has_memory_signal",
+]
+
+# Limits where detection's work grows with its input (a long message must not stall the service).
+MAX_TURN_CHARS = 8_000
+MAX_TURNS = 200
+MAX_INTERACTION_CHARS = 32_000
+MAX_SENTENCE_CHARS = 600
 
 
 def _markers(text: str) -> list[str]:
@@ -225,6 +239,7 @@ def detect_signals(
 
     ``STATEMENT`` signals are hints for an LLM consolidator; the rule fallback does not write them.
     """
+    interaction = bounded(interaction)
     user_lang = detect_language(interaction.user_text())
     signals: list[Signal] = []
     for turn in interaction.turns:
@@ -232,9 +247,32 @@ def detect_signals(
             continue
         text = lx.MEMORY_BLOCK.sub("\n", turn.content)
         for sentence in split_sentences(text):
-            signals.extend(_sentence_signals(sentence, interaction.skills, user_lang, keywords))
+            if len(sentence) <= MAX_SENTENCE_CHARS:  # a rule worth keeping is short
+                signals.extend(_sentence_signals(sentence, interaction.skills, user_lang, keywords))
     signals.extend(detect_tool_lessons(interaction, user_lang, keywords=keywords))
     return signals
+
+
+def bounded(interaction: Interaction) -> Interaction:
+    """The part of ``interaction`` detection reads: the work grows with it, so it is capped.
+
+    At most :data:`MAX_TURNS` turns, :data:`MAX_TURN_CHARS` of each and
+    :data:`MAX_INTERACTION_CHARS` in all (turns past that budget are not read).
+    """
+    turns, budget = [], MAX_INTERACTION_CHARS
+    for turn in interaction.turns[:MAX_TURNS]:
+        if budget <= 0:
+            break
+        content = turn.content[: min(MAX_TURN_CHARS, budget)]
+        budget -= len(content)
+        turns.append(
+            turn if content == turn.content else turn.model_copy(update={"content": content})
+        )
+    if len(turns) == len(interaction.turns) and all(
+        a is b for a, b in zip(turns, interaction.turns, strict=True)
+    ):
+        return interaction
+    return interaction.model_copy(update={"turns": turns})
 
 
 def has_memory_signal(interaction: Interaction) -> bool:

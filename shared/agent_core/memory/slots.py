@@ -298,8 +298,13 @@ def _outputs(clause: str) -> list[SlotMatch]:
     return found
 
 
+# A preference is stated in a short clause; longer text is read only this far (bounded work).
+MAX_CLAUSE_CHARS = 600
+
+
 def detect_slots(clause: str) -> list[SlotMatch]:
     """All slots in one clause, in order of appearance, at most one per key."""
+    clause = clause[:MAX_CLAUSE_CHARS]
     found = sorted(_dates(clause) + _numbers(clause) + _charts(clause) + _outputs(clause))
     seen: set[str] = set()
     unique = []

@@ -27,17 +27,20 @@ _PATH_KEYS = re.compile(
 )
 _MAX_VALUE = 60
 _MAX_ERROR = 160
+_MAX_DIFFED = 2_000  # characters of one argument compared token by token (difflib is quadratic)
 
 
 def _short(value: Any, limit: int = _MAX_VALUE) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = text[:_MAX_DIFFED]
     text = scrub_text(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _token_delta(old: str, new: str, zh: bool) -> str:
     """Only the changed tokens of two long strings (SQL, formulas): removed and added runs."""
-    a, b = re.findall(r"\w+|\S", old), re.findall(r"\w+|\S", new)
+    a = re.findall(r"\w+|\S", old[:_MAX_DIFFED])
+    b = re.findall(r"\w+|\S", new[:_MAX_DIFFED])
     parts = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         gone, added = " ".join(a[i1:i2]), " ".join(b[j1:j2])
@@ -76,9 +79,8 @@ def argument_delta(
 
 def _lesson(failed: Turn, fixed: Turn, language: Language) -> str | None:
     zh = language == "zh"
-    error = _short(
-        failed.content.strip().splitlines()[0] if failed.content.strip() else "", _MAX_ERROR
-    )
+    first = failed.content[:_MAX_DIFFED].strip()
+    error = _short(first.splitlines()[0] if first else "", _MAX_ERROR)
     name = failed.tool_name or "tool"
     if isinstance(failed.arguments, str) and isinstance(fixed.arguments, dict):
         fix = "参数改为合法 JSON" if zh else "send the arguments as valid JSON"

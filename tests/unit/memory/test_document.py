@@ -51,9 +51,9 @@ Keep these short.
     (two decimals)
 
 ## Charts
-- no pie charts   
+- no pie charts{TRAILING_SPACES}
 closing remark
-"""
+""".format(TRAILING_SPACES="   ")
 
 
 def _body(text: str) -> str:
