@@ -96,7 +96,9 @@ async def test_gateway_read_write_with_etags(
     first = await client.write("acme", "user", "- 金额用万元\n", if_match=None)
     assert first.etag is not None
     again = await client.read("acme", "user")
-    assert again.etag == first.etag and again.content == "- 金额用万元\n"
+    # The user's lines are kept exactly; the frontmatter (ids, updated_at) is the service's.
+    assert again.etag == first.etag and again.content == first.content
+    assert again.content.startswith("---\n") and again.content.endswith("\n---\n- 金额用万元\n")
     second = await client.write("acme", "user", "- 金额用亿元\n", if_match=first.etag)
     with pytest.raises(StorageError) as stale:
         await client.write("acme", "user", "- 金额用元\n", if_match=first.etag)
