@@ -9,7 +9,7 @@ from typing import Any, Literal, Self
 
 import httpx
 
-from agent_core.memory.client import MemoryFile
+from agent_core.memory.client import MemoryFile, MemoryFiles, MemoryHistoryView
 from agent_core.types.api import Health, Readiness, SessionList
 from agent_core.types.enums import SessionStatus
 from agent_core.types.runtime import AgentConfigOverrides, SessionState
@@ -42,7 +42,7 @@ class AsyncMemory:
 
     async def write(self, content: str, *, if_match: str, skill: str | None = None) -> MemoryFile:
         """Replace the file if it still has the ETag ``if_match``; the new file and ETag."""
-        headers = {"If-Match": if_match if if_match == "*" else f'"{if_match.strip(chr(34))}"'}
+        headers = {"If-Match": _quoted(if_match)}
         body = {"content": content}
         if skill is None:
             return await self._http.model(
@@ -51,6 +51,34 @@ class AsyncMemory:
         return await self._http.model(
             ops.WRITE_SKILL_MEMORY, MemoryFile, {"skill": skill}, json=body, headers=headers
         )
+
+    async def list(self) -> MemoryFiles:
+        """The account's memory files (``user`` first, then the skills) with sizes and ETags."""
+        return await self._http.model(ops.LIST_MEMORY, MemoryFiles)
+
+    async def history(self, skill: str | None = None) -> MemoryHistoryView:
+        """The versions of ``user.md`` (or ``skills/<skill>.md``), newest first."""
+        if skill is None:
+            return await self._http.model(ops.USER_MEMORY_HISTORY, MemoryHistoryView)
+        return await self._http.model(ops.SKILL_MEMORY_HISTORY, MemoryHistoryView, {"skill": skill})
+
+    async def restore(self, version: str, *, if_match: str, skill: str | None = None) -> MemoryFile:
+        """Write an earlier ``version`` (a past ETag from :meth:`history`) back, if the file
+        still has the ETag ``if_match``; the restored file and its new ETag."""
+        headers = {"If-Match": _quoted(if_match)}
+        body = {"version": version}
+        if skill is None:
+            return await self._http.model(
+                ops.RESTORE_USER_MEMORY, MemoryFile, json=body, headers=headers
+            )
+        return await self._http.model(
+            ops.RESTORE_SKILL_MEMORY, MemoryFile, {"skill": skill}, json=body, headers=headers
+        )
+
+
+def _quoted(etag: str) -> str:
+    """An If-Match value: ``*`` as is, an ETag in quotes."""
+    return etag if etag == "*" else f'"{etag.strip(chr(34))}"'
 
 
 class AsyncClient:

@@ -236,6 +236,9 @@ class Memory(_Face[AsyncMemory]):
 
     read = _blocking(AsyncMemory.read)
     write = _blocking(AsyncMemory.write)
+    list = _blocking(AsyncMemory.list)
+    history = _blocking(AsyncMemory.history)
+    restore = _blocking(AsyncMemory.restore)
 
 
 class Client(_Face[AsyncClient]):

@@ -132,6 +132,16 @@ async def test_files_artifacts_tasks_and_memory(sdk: SdkStack, tmp_path: Path) -
     await c.memory.write(skill_text, if_match=skill.etag or "*", skill="report")
     assert "Tables first" in (await c.memory.read("report")).content
 
+    listed = [f.scope for f in (await c.memory.list()).files]
+    assert listed[0] == "user" and "skill:report" in listed
+    history = await c.memory.history()
+    assert history.versions[0].current and history.versions[0].version == again.etag
+    restored = await c.memory.restore(written.etag, if_match=again.etag)
+    assert "- More." not in restored.content and "YYYY-MM-DD" in restored.content
+    with pytest.raises(PreconditionFailedError):
+        await c.memory.restore(written.etag, if_match=again.etag)
+    assert (await c.memory.history("report")).scope == "skill:report"
+
 
 async def test_permissions_and_typed_errors(sdk: SdkStack) -> None:
     c = sdk.client
