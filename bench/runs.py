@@ -136,7 +136,7 @@ class Driver:
                 for _ in range(sessions + 1):
                     sid = new_session_id()
                     receipt = await self.storage.create_session(
-                        sid, account_id="bench", cwd=str(self.home), root_agent_id=new_id("agent")
+                        sid, account_id="bench", cwd="workspace", root_agent_id=new_id("agent")
                     )
                     assert receipt.ok, receipt.error
                     sids.append(sid)

@@ -88,7 +88,10 @@ async def measure(root: Path, redis_url: str, *, fsync: bool) -> tuple[float, fl
     project = root / f"project-{fsync}"
     home.mkdir()
     project.mkdir()
-    (home / "config.toml").write_text(f"[tasks]\nfsync = {str(fsync).lower()}\n")
+    # The project folder is a configured root: task-wal writes only in the server's own folders.
+    (home / "config.toml").write_text(
+        f'[tasks]\nfsync = {str(fsync).lower()}\n[projects]\nroots = {{ bench = "{project}" }}\n'
+    )
     proc = serve(home, redis_url, names)
     env = {"SOONG_AGENT_HOME": str(home), "SOONG_REDIS_URL": redis_url}
     settings = load_settings(env={**env, "SOONG_NAMESPACE": names.namespace})

@@ -61,6 +61,28 @@ def _guarded_connect_ex(self: socket.socket, address: object) -> int:
 socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
 socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
 
+# ------------------------------------------------------------------ sandboxes reach the test homes
+
+# A worker running as root starts its code sandboxes as uid 65534, which must be able to pass
+# through to the workspaces (docs/architecture.md, "Walls"); pytest makes its temporary folders
+# 0700. As root, every temporary folder is made passable (0711: entered, never listed).
+if os.geteuid() == 0:
+    from _pytest.tmpdir import TempPathFactory
+
+    _mktemp = TempPathFactory.mktemp
+
+    def _passable_mktemp(self: TempPathFactory, basename: str, numbered: bool = True) -> Path:
+        path = _mktemp(self, basename, numbered)
+        for folder in (path, *path.parents):
+            if folder == Path(os.sep) or folder.stat().st_uid != 0:
+                break
+            if folder.stat().st_mode & 0o011 != 0o011:
+                folder.chmod(folder.stat().st_mode | 0o011)
+        return path
+
+    TempPathFactory.mktemp = _passable_mktemp  # type: ignore[method-assign]
+
+
 # ------------------------------------------------------------------ no process outlives the run
 
 

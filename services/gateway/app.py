@@ -27,6 +27,7 @@ from services.gateway import (
     routes_sessions,
     routes_tasks_memory,
 )
+from services.gateway.bodies import JsonGuardMiddleware
 from services.gateway.docs import add_docs_routes
 from services.gateway.errors import ErrorBody, install_error_handlers
 from services.gateway.limits import BodyLimitMiddleware
@@ -100,6 +101,8 @@ def create_app(ctx: ServiceContext) -> FastAPI:
             else settings.max_body_bytes
         )
 
+    # Inside the body cap: it reads only what the cap let through.
+    app.add_middleware(JsonGuardMiddleware)
     app.add_middleware(BodyLimitMiddleware, limit_for=limit_for)
     app.add_middleware(MetricsMiddleware)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

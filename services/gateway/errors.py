@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -129,6 +129,22 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"model": ErrorBody, "description": _DESCRIPTIONS.get(s, "Error")} for s in codes}
 
 
+# What each kind of error the services raise means to a client. A test walks every
+# AgentCoreError subclass and checks its type is here: a new kind of error needs its status.
+_STATUS_BY_TYPE: Final[dict[str, int]] = {
+    "bus_timeout": 503,  # a backend did not answer in time
+    "schema_error": 400,  # a value the backend refused (an id, a path, a name)
+    "tool_error": 400,
+    "permission_denied": 400,
+    "conflict": 409,  # the session is busy
+    "task_error": 409,  # a task rule refused the change, or the session's lists are unusable
+    "provider_error": 502,  # the model provider failed
+    "config_error": 503,  # the deployment is misconfigured: not the client's fault, not a crash
+    "memory_proposal_error": 502,
+    "agent_core_error": 500,  # the base type itself: a bug, when raised bare
+}
+
+
 def _core_status(exc: AgentCoreError) -> int:
     code = exc.code
     if isinstance(exc, BusTimeoutError):
@@ -137,11 +153,9 @@ def _core_status(exc: AgentCoreError) -> int:
         return 404
     if exc.error_type == "conflict" or code in {"invalid_transition", "run_terminal", "conflict"}:
         return 409
-    if exc.error_type in {"schema_error", "tool_error", "permission_denied"}:
-        return 400
     if exc.error_type == "storage_error":
         return 409 if not exc.retryable else 503
-    return 500
+    return _STATUS_BY_TYPE.get(exc.error_type, 500)
 
 
 def _loc(loc: tuple[Any, ...] | list[Any]) -> str:

@@ -9,9 +9,10 @@ for it through a queue; registering wakes the read (an entry added to the hub's 
 which the read always includes) so that the new stream joins at once.
 
 A second client of the same run is served by the plain per-stream reader instead, and so is
-every client of a read that failed: each carries on from its position on its own. A read the
-server refuses outright (a cluster whose streams live on different nodes answers CROSSSLOT)
-turns the hub off for good. The hub is a shortcut, never the only way. Batches are queued
+every client of a read that failed or that the server refused (an id out of range, a cluster
+whose streams live on different nodes answers CROSSSLOT): each carries on from its position on
+its own, and the hub serves the clients that come later. The hub is a shortcut, never the only
+way. Batches are queued
 without bound; a run's stream is itself bounded (see :mod:`agent_core.runqueue.events`).
 """
 
@@ -168,8 +169,12 @@ class EventHub:
                 await asyncio.sleep(_RETRY_S)
                 continue
             except ResponseError as exc:
-                log.warning("SSE hub off, the server refused its read: %s", exc)
-                return
+                # Refused (an id out of range, a cluster's CROSSSLOT): the followers go on alone,
+                # and the hub stays on for later ones — one bad read never turns it off.
+                log.warning("SSE hub read refused: %s", exc)
+                self._release_all()
+                await asyncio.sleep(_RETRY_S)
+                continue
             for key, entries in reply or ():
                 if key == wake:
                     self._wake_last = _text(entries[-1][0])

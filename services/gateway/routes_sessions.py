@@ -10,6 +10,7 @@ from agent_core.bus.contracts.storage import CreateSession, ListSessions, Update
 from agent_core.ids import new_id, new_session_id
 from agent_core.storage_client import raise_for_receipt
 from agent_core.tools import Workspace
+from agent_core.tools.projects import InvalidProjectError, normalize_project, project_dir
 from agent_core.types.api import (
     RESERVED_METADATA_KEY,
     CreateSessionRequest,
@@ -20,7 +21,7 @@ from agent_core.types.enums import AgentType, SessionStatus
 from agent_core.types.mappers import to_session_state
 from agent_core.types.runtime import SessionState
 from agent_core.types.storage import SessionRecord
-from services.gateway.errors import responses
+from services.gateway.errors import ApiError, responses
 from services.gateway.state import CallerDep, GatewayDep, fetch_page, get_session
 
 __all__ = ["router"]
@@ -38,14 +39,19 @@ async def create_session(
     if body.agent_config is not None:
         metadata[RESERVED_METADATA_KEY] = body.agent_config.overrides()
     workspace = Workspace(gw.ctx.settings.home, caller.account_id, session_id)
-    workspace.ensure()
+    roots = gw.ctx.settings.projects.roots
+    try:  # the project is stored by its logical name and checked here, before anything exists
+        cwd = normalize_project(body.cwd, roots)
+        project_dir(cwd, roots=roots, workspace_root=workspace.root)
+    except InvalidProjectError as exc:
+        raise ApiError(422, exc.code, exc.message) from exc
     raise_for_receipt(
         await gw.storage.send(
             CreateSession(
                 command_id=new_id("cmd"),
                 session_id=session_id,
                 account_id=caller.account_id,
-                cwd=body.cwd or str(workspace.root),
+                cwd=cwd,
                 root_agent_id=new_id("agent"),
                 root_agent_type=(
                     AgentType.ORCHESTRATOR if body.mode == "orchestrator" else AgentType.MAIN
@@ -54,6 +60,8 @@ async def create_session(
             )
         )
     )
+    # Only once the session exists: a refused create leaves no folder behind.
+    workspace.ensure()
     response.headers["Location"] = f"/v1/sessions/{session_id}"
     return await get_session(gw, caller, session_id)
 

@@ -18,6 +18,9 @@ from agent_core.memory.client import (
 )
 from agent_core.memory.document import MAX_FILE_CHARS
 from agent_core.tasks.client import TaskClient
+from agent_core.tools import Workspace
+from agent_core.tools.projects import InvalidProjectError, project_dir
+from agent_core.types.runtime import SessionState
 from services.gateway.errors import ApiError, not_found, responses
 from services.gateway.state import CallerDep, GatewayDep, get_session
 
@@ -32,23 +35,38 @@ def _tasks(gw: GatewayDep) -> TaskClient:
     return TaskClient(gw.ctx.rpc, gw.ctx.names, timeout_s=gw.ctx.settings.bus.request_timeout_s)
 
 
+def _project(gw: GatewayDep, session: SessionState) -> str:
+    """The folder of the session's project (409 when its stored name is no longer usable)."""
+    workspace = Workspace(gw.ctx.settings.home, session.account_id, session.session_id)
+    try:
+        return str(
+            project_dir(
+                session.cwd, roots=gw.ctx.settings.projects.roots, workspace_root=workspace.root
+            )
+        )
+    except InvalidProjectError as exc:
+        raise ApiError(409, exc.code, exc.message) from exc
+
+
 def _memory(gw: GatewayDep) -> MemoryClient:
     return MemoryClient(gw.ctx.rpc, gw.ctx.names, timeout_s=gw.ctx.settings.bus.request_timeout_s)
 
 
 @router.get(
-    "/v1/sessions/{session_id}/tasks", response_model=TaskListsView, responses=responses(404, 503)
+    "/v1/sessions/{session_id}/tasks",
+    response_model=TaskListsView,
+    responses=responses(404, 409, 503),
 )
 async def list_task_lists(session_id: str, gw: GatewayDep, caller: CallerDep) -> TaskListsView:
     """The session's task lists; a corrupt list is listed as unavailable with its error."""
     session = await get_session(gw, caller, session_id)
-    return await _tasks(gw).list_dags(session_id, session.cwd)
+    return await _tasks(gw).list_dags(session_id, _project(gw, session))
 
 
 @router.get(
     "/v1/sessions/{session_id}/tasks/{list_name}",
     response_model=TaskDagView,
-    responses=responses(404, 503),
+    responses=responses(404, 409, 503),
 )
 async def read_task_list(
     session_id: str, list_name: str, gw: GatewayDep, caller: CallerDep
@@ -56,7 +74,7 @@ async def read_task_list(
     """One task DAG with its ready and blocked tasks."""
     session = await get_session(gw, caller, session_id)
     try:
-        return await _tasks(gw).get_dag(session_id, session.cwd, list_name)
+        return await _tasks(gw).get_dag(session_id, _project(gw, session), list_name)
     except AgentCoreError as exc:
         if "not_found" in exc.code or exc.code in {"unknown_list", "list_not_found"}:
             raise not_found("task list") from exc

@@ -44,6 +44,7 @@ __all__ = ["Cursor", "SseResponse", "parse_cursor", "run_event_stream"]
 
 _REDIS_ID = re.compile(r"(\d{1,20})-(\d{1,20})")
 _DB_ID = re.compile(r"db-(\d{1,18})")
+_ID_PART_MAX = 2**64 - 1  # each half of a Redis stream id is an unsigned 64-bit integer
 _PAGE = 500
 _RETRY_MS = 1000
 _MAX_BLOCK_MS = 4000
@@ -70,7 +71,8 @@ def parse_cursor(value: str | None) -> Cursor:
         return Cursor(ended=True)
     if (m := _DB_ID.fullmatch(value)) is not None:
         return Cursor(seq=int(m.group(1)))
-    if _REDIS_ID.fullmatch(value) is not None:
+    if (m := _REDIS_ID.fullmatch(value)) is not None and max(map(int, m.groups())) <= _ID_PART_MAX:
+        # In Redis's range: an id it would refuse must never reach the shared read (the hub).
         return Cursor(redis_id=value)
     raise ApiError(400, "invalid_last_event_id", "Last-Event-ID is not an id of this stream")
 

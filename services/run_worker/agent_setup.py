@@ -13,7 +13,8 @@ from agent_core.provider import ProviderRegistry, ProviderSettings
 from agent_core.provider.base import ProviderAdapter
 from agent_core.tasks.client import TaskClient
 from agent_core.tasks.tools import task_tools
-from agent_core.tools import PermissionRules, Tool, ToolRegistry
+from agent_core.tools import PermissionRules, Tool, ToolRegistry, Workspace
+from agent_core.tools.projects import InvalidProjectError, project_dir
 from agent_core.types.enums import PermissionPolicy
 from agent_core.types.protocol import ToolDefinition
 from agent_core.types.runtime import AgentConfig
@@ -87,6 +88,16 @@ class AgentSetup:
                 warm()
         except Exception as exc:
             log.warning("could not prepare the default model adapter: %s", exc)
+
+    def project(self, cwd: str, workspace: Workspace) -> str:
+        """The folder of the session's project for its task tools; ``""`` when the stored name is
+        no longer usable (task-wal then refuses, and the task tools say so to the model)."""
+        try:
+            roots = self.settings.projects.roots
+            return str(project_dir(cwd, roots=roots, workspace_root=workspace.root))
+        except InvalidProjectError as exc:
+            log.warning("session project %r is not usable: %s", cwd[:200], exc.message)
+            return ""
 
     def registry(
         self, cwd: str, children: Sequence[Tool[Any]] = (), *, orchestrator: bool = False

@@ -266,21 +266,22 @@ class RunExecutor:
         handle = store.handle
         broker = RedisPermissionBroker(self.ctx.redis, self.ctx.names, a.events, store)
         starters = child_tools(children) if children else ()
+        definitions = self.setup.definitions(
+            config.enabled_tools, children=children is not None, orchestrator=orchestrator
+        )
         executor = ToolExecutor(
-            self.setup.registry(a.prefetch.cwd, starters, orchestrator=orchestrator),
+            self.setup.registry(
+                self.setup.project(a.prefetch.cwd, workspace), starters, orchestrator=orchestrator
+            ),
             workspace=workspace,
             run_id=handle.run_id,
             agent_id=handle.agent_id,
             permissions=PermissionGate(self.setup.rules(config), broker),
             artifacts=StorageArtifactSink(self.storage, handle, workspace),
+            # Exactly what the model was offered: a tool it names but was not given is refused.
+            enabled=frozenset(d.name for d in definitions),
         )
-        enabled = config.enabled_tools
-        return WorkerToolRunner(
-            executor,
-            self.setup.definitions(
-                enabled, children=children is not None, orchestrator=orchestrator
-            ),
-        )
+        return WorkerToolRunner(executor, definitions)
 
     async def _cancelled(self, a: Attempt, loop: AgentLoop) -> RunOutcome:
         """A cancel request stopped the loop: keep what was streamed, end ``aborted_*``."""

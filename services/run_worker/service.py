@@ -12,6 +12,7 @@ from agent_core.runtime import LookupTool, ScriptedModel, tool_then_answer
 from agent_core.service import ServiceContext, ServiceParts
 from agent_core.storage_client import StorageClient
 from agent_core.tools import ToolRegistry, builtin_tools
+from agent_core.tools.sandbox.setup import prepare_sandbox
 from services.run_worker.executor import RunExecutor
 from services.run_worker.worker import RunWorker
 
@@ -21,7 +22,11 @@ __all__ = ["build"]
 async def build(ctx: ServiceContext) -> ServiceParts:
     """Wire the runs consumer, the sweeper and the cancel listener to one :class:`RunWorker`."""
     providers = ProviderRegistry()
-    tools = ToolRegistry(builtin_tools())
+    # Code tools only where the sandbox works (or the operator turned it off, loudly).
+    sandbox = await prepare_sandbox(ctx.settings)
+    tools = ToolRegistry(
+        builtin_tools(sandbox.runner, limits=sandbox.limits, run_command=sandbox.run_command)
+    )
     if ctx.settings.model.provider == "fake":
         # Demo / benchmark mode (`soong-agent up --fake-provider`): a scripted in-process model.
         providers.register_provider("fake", lambda _: ScriptedModel(tool_then_answer()))

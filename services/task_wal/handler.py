@@ -40,7 +40,7 @@ from agent_core.tasks import (
     encode_record,
     ready_ids,
 )
-from services.task_wal.location import ListLocation, list_location, session_dir
+from services.task_wal.location import ListLocation, ProjectGuard, list_location, session_dir
 from services.task_wal.store import ListState, TaskStore
 from services.task_wal.walfile import ListFiles, request_line
 
@@ -64,8 +64,15 @@ class _Group:
 class TaskWalHandler:
     """Answers batches of task messages; see the module docstring for the order of effects."""
 
-    def __init__(self, store: TaskStore, *, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        guard: ProjectGuard | None = None,
+    ) -> None:
         self._store = store
+        self._guard = guard
         self._clock = clock or (lambda: datetime.now(UTC))
         self._lock = asyncio.Lock()
         # Checked locations of the current batch: commands of one batch mostly share a list,
@@ -120,7 +127,7 @@ class TaskWalHandler:
         key = (session_id, cwd, list_name)
         loc = self._locations.get(key)
         if loc is None:
-            loc = self._locations[key] = list_location(session_id, cwd, list_name)
+            loc = self._locations[key] = list_location(session_id, cwd, list_name, self._guard)
         return loc
 
     async def _commit(self, groups: dict[Path, _Group], replies: list[TaskReply | None]) -> None:
@@ -151,11 +158,11 @@ class TaskWalHandler:
     async def _query(self, message: TaskQueryMessage) -> TaskReply:
         try:
             if message.list_name is None:
-                directory = session_dir(message.session_id, message.cwd)
+                directory = session_dir(message.session_id, message.cwd, self._guard)
                 states = await self._store.session_lists(message.session_id, directory)
                 infos = [_info(s) for s in states]
                 return _ok(TaskListsView(session_id=message.session_id, lists=infos))
-            loc = list_location(message.session_id, message.cwd, message.list_name)
+            loc = list_location(message.session_id, message.cwd, message.list_name, self._guard)
             state = await self._store.get(loc)
         except AgentCoreError as exc:
             return _failed(exc.to_payload())

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "BusSettings",
@@ -13,7 +14,9 @@ __all__ = [
     "MemorySettings",
     "ModelSettings",
     "ObservabilitySettings",
+    "ProjectSettings",
     "RunWorkerSettings",
+    "SandboxSettings",
     "Settings",
     "StorageSettings",
     "TaskSettings",
@@ -103,6 +106,66 @@ class ObservabilitySettings(_Section):
     trace_sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class SandboxSettings(_Section):
+    """Where agent code runs (``run_python``, ``run_command``) and its limits.
+
+    ``mode = "bwrap"``: a bubblewrap sandbox per call; where it cannot run, the code tools are not
+    offered and the worker says why at start-up. ``mode = "off"``: code runs as the worker's user
+    with every account's files in reach — only for a single-user machine, and logged loudly.
+    ``network``: all or nothing (no per-host list: see ``docs/architecture.md``, "Walls").
+    ``env``: the only variables code gets besides PATH, HOME, TMPDIR and the locale.
+    """
+
+    mode: Literal["bwrap", "off"] = "bwrap"
+    network: bool = False
+    run_command: bool = False
+    python: str = Field(default="python3", min_length=1)
+    shell: str = Field(default="/bin/sh", min_length=1)
+    read_only_paths: tuple[Path, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    cpu_s: int | None = Field(default=None, ge=1)
+    memory_mb: int = Field(default=2048, ge=64)
+    max_processes: int = Field(default=64, ge=4)
+    file_size_mb: int = Field(default=256, ge=1)
+    write_quota_mb: int = Field(default=1024, ge=1)
+    min_free_disk_mb: int = Field(default=256, ge=0)
+    tmp_mb: int = Field(default=64, ge=1)
+    output_cap_kb: int = Field(default=256, ge=4)
+    nice: int = Field(default=10, ge=0, le=19)
+
+    @model_validator(mode="after")
+    def _env_names(self) -> SandboxSettings:
+        for name in self.env:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"sandbox.env: {name!r} is not a variable name")
+            if name.startswith("SOONG_"):
+                raise ValueError(f"sandbox.env: {name} is the service's own; code never gets it")
+        return self
+
+
+_PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,31}$")
+
+
+class ProjectSettings(_Section):
+    """Project roots sessions may name (``name = "/absolute/folder"``); see
+    ``agent_core/tools/projects.py``. A session without one works in its own workspace."""
+
+    roots: dict[str, Path] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _roots(self) -> ProjectSettings:
+        for name, path in self.roots.items():
+            if not _PROJECT_NAME.match(name) or name == "workspace":
+                raise ValueError(f"projects.roots: {name!r} is not a usable project name")
+            if not path.is_absolute():
+                raise ValueError(f"projects.roots.{name}: {path} is not an absolute path")
+        return self
+
+
 class Settings(_Section):
     """All settings of a deployment; built once at start-up and passed down."""
 
@@ -116,6 +179,15 @@ class Settings(_Section):
     model: ModelSettings = ModelSettings()
     memory: MemorySettings = MemorySettings()
     observability: ObservabilitySettings = ObservabilitySettings()
+    sandbox: SandboxSettings = SandboxSettings()
+    projects: ProjectSettings = ProjectSettings()
+
+    @model_validator(mode="after")
+    def _no_key_for_code(self) -> Settings:
+        key = self.model.api_key_env
+        if key and key in self.sandbox.env:
+            raise ValueError(f"sandbox.env: {key} holds the provider key; code never gets it")
+        return self
 
     @property
     def db_path(self) -> Path:

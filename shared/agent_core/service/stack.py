@@ -23,7 +23,12 @@ from agent_core.config import Settings
 from agent_core.errors import ConfigError
 from agent_core.service.homelock import HomeLock
 from agent_core.service.supervisor import ChildSpec, Supervisor, die_with_parent
-from agent_core.service.valkey import EmbeddedValkey, find_free_port
+from agent_core.service.valkey import (
+    EmbeddedValkey,
+    find_free_port,
+    home_password,
+    write_private,
+)
 
 __all__ = ["STACK_FILE", "run_stack"]
 
@@ -127,7 +132,9 @@ def _run_locked(settings: Settings, workers: int | None, fake_provider: bool, ne
     stack_file = home / STACK_FILE
     try:
         if url is None:
-            valkey = EmbeddedValkey(home / "redis", appendonly=True)
+            # A password per home: code the agents run is walled off from the bus already, but
+            # no local process should reach the bus by knowing only its port.
+            valkey = EmbeddedValkey(home / "redis", appendonly=True, password=home_password(home))
             valkey.start()
             url = valkey.url
         gateway_url = f"http://{host}:{port}"
@@ -144,10 +151,12 @@ def _run_locked(settings: Settings, workers: int | None, fake_provider: bool, ne
         children, ops = _children(
             env, workers if workers is not None else settings.run_worker.count, host
         )
-        stack_file.write_text(
+        # The URL carries the password: the file is its owner's alone.
+        write_private(
+            stack_file,
             json.dumps(
                 {"redis_url": url, "gateway_url": gateway_url, "pid": os.getpid(), "ops": ops}
-            )
+            ),
         )
         print(f"soong-agent: gateway {gateway_url}  (docs: {gateway_url}/docs)", flush=True)
         print(f"soong-agent: {announced}", flush=True)

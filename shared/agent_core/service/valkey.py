@@ -2,20 +2,27 @@
 
 It runs in the foreground as a child of whoever starts it (never daemonized), so it shows up in the
 process tree, dies with its supervisor, and leaves no orphan behind.
+
+With a password it requires AUTH of every client. The password is given to the server in a config
+file of mode 0600 (``--requirepass`` would show it in the process list to every local user), and
+to the services inside the URL in their environment (``SOONG_REDIS_URL``), never in an argument.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 import socket
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import redis
 
 from agent_core.errors import ConfigError
 
-__all__ = ["EmbeddedValkey", "find_free_port", "valkey_binary"]
+__all__ = ["EmbeddedValkey", "find_free_port", "home_password", "valkey_binary", "write_private"]
 
 
 def valkey_binary() -> str:
@@ -38,24 +45,61 @@ def find_free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a file only its owner may read (mode 0600 from its creation on)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def home_password(home: Path) -> str:
+    """The embedded Valkey's password of this home: generated once, kept in ``redis/password``
+    (mode 0600), the same after every restart."""
+    path = home / "redis" / "password"
+    if path.exists():
+        return path.read_text(encoding="utf-8").strip()
+    password = secrets.token_urlsafe(32)
+    write_private(path, password + "\n")
+    return password
+
+
 class EmbeddedValkey:
     """One Valkey server on loopback; ``appendonly`` keeps the bus durable across restarts."""
 
-    def __init__(self, data_dir: Path, *, port: int | None = None, appendonly: bool = True) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        appendonly: bool = True,
+        password: str | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.port = port or find_free_port()
         self.appendonly = appendonly
+        self.password = password
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        """``redis://127.0.0.1:<port>``."""
-        return f"redis://127.0.0.1:{self.port}"
+        """``redis://[:<password>@]127.0.0.1:<port>`` (for an environment, never an argument)."""
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}"
+
+    @property
+    def config_file(self) -> Path:
+        """The 0600 file that holds what must not be an argument (the password)."""
+        return self.data_dir / "valkey-secret.conf"
 
     def argv(self) -> list[str]:
-        """The server command line."""
-        args = [
-            valkey_binary(),
+        """The server command line (it holds no secret: the password is in the config file)."""
+        args = [valkey_binary()]
+        if self.password:
+            args.append(str(self.config_file))
+        args += [
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--daemonize", "no",
@@ -74,6 +118,8 @@ class EmbeddedValkey:
     def start(self, timeout_s: float = 10.0) -> None:
         """Start the server and wait until it answers PING."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.password:
+            write_private(self.config_file, f'requirepass "{self.password}"\n')
         from agent_core.service.supervisor import die_with_parent
 
         self.process = subprocess.Popen(
@@ -88,7 +134,9 @@ class EmbeddedValkey:
     def wait_ready(self, timeout_s: float) -> None:
         """Block until PING answers; raise :class:`ConfigError` if the server exits or times out."""
         deadline = time.monotonic() + timeout_s
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=0.5)
+        client = redis.Redis(
+            host="127.0.0.1", port=self.port, password=self.password, socket_timeout=0.5
+        )
         try:
             while True:
                 if self.process is not None and self.process.poll() is not None:

@@ -19,12 +19,21 @@ from agent_core.tools.paths import (
 )
 from agent_core.tools.permissions import PermissionBroker, PermissionGate, PermissionRules
 from agent_core.tools.registry import ToolRegistry
-from agent_core.tools.sandbox import SandboxConfig, SandboxLimits
+from agent_core.tools.sandbox import (
+    BwrapRunner,
+    CodeRunner,
+    DirectRunner,
+    SandboxConfig,
+    SandboxLimits,
+)
 from agent_core.tools.workspace import Workspace
 
 __all__ = [
-    "ArtifactSink",
     "Area",
+    "ArtifactSink",
+    "BwrapRunner",
+    "CodeRunner",
+    "DirectRunner",
     "ExecutorSettings",
     "InvalidPathError",
     "MemoryArtifactSink",

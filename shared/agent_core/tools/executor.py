@@ -70,8 +70,12 @@ class ToolExecutor:
         permissions: PermissionGate,
         artifacts: ArtifactSink,
         settings: ExecutorSettings | None = None,
+        enabled: frozenset[str] | None = None,
     ) -> None:
         self.registry = registry
+        # The agent's enabled tools (None: all registered). Hiding a tool's definition from the
+        # model is not enough: a model can name any tool, so a call outside this set is refused.
+        self.enabled = enabled
         self.workspace = workspace
         self.run_id = run_id
         self.agent_id = agent_id
@@ -106,10 +110,12 @@ class ToolExecutor:
         self, call: ToolCall, node_id: str | None, meta: dict[str, Any]
     ) -> ToolOutput:
         tool = self.registry.get(call.name)
-        if tool is None:
-            known = ", ".join(self.registry.names()) or "none"
-            meta["error_code"] = "unknown_tool"
-            return ToolOutput(f"Unknown tool {call.name!r}. Available tools: {known}.", True)
+        offered = [n for n in self.registry.names() if self.enabled is None or n in self.enabled]
+        if tool is None or call.name not in offered:
+            known = ", ".join(offered) or "none"
+            meta["error_code"] = "unknown_tool" if tool is None else "tool_not_enabled"
+            what = "Unknown tool" if tool is None else "Tool not enabled for this agent:"
+            return ToolOutput(f"{what} {call.name!r}. Available tools: {known}.", True)
         try:
             args = tool.input_model.model_validate(call.arguments)
         except ValidationError as exc:

@@ -43,6 +43,19 @@ _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _TMP_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
+_AS_ROOT: Final = os.geteuid() == 0
+
+
+def _adopt(dir_fd: int, name: str) -> None:
+    """A worker running as root gives what it creates to the owner of the folder it is in: the
+    areas code may write belong to the sandbox's user (see ``tools/sandbox/runners.py``), and
+    code must be able to change what the file tools wrote there."""
+    if _AS_ROOT:
+        folder = os.fstat(dir_fd)
+        if folder.st_uid != 0:
+            os.chown(name, folder.st_uid, folder.st_gid, dir_fd=dir_fd, follow_symlinks=False)
+
+
 WriteCheck = Callable[[SessionPath], None]
 """Raises if the given real location may not be written (see ``paths.ensure_writable``)."""
 
@@ -148,6 +161,7 @@ class SessionFS:
                     # FileExistsError: created concurrently; the retry below inspects what it is.
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(name, 0o755, dir_fd=stack[-1])
+                        _adopt(stack[-1], name)
                     pending.appendleft(name)
                     continue
                 if stat.S_ISLNK(st.st_mode):
@@ -337,6 +351,7 @@ class SessionFS:
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
+                _adopt(loc.dir_fd, tmp)
                 os.replace(tmp, loc.name, src_dir_fd=loc.dir_fd, dst_dir_fd=loc.dir_fd)
             except BaseException:
                 with contextlib.suppress(FileNotFoundError):

@@ -86,7 +86,13 @@ class CreateSessionRequest(_Body):
             "examples": [{"metadata": {"title": "report"}, "agent_config": {"max_turns": 8}}]
         },
     )
-    cwd: str | None = Field(default=None, max_length=4096, description="working directory label")
+    cwd: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="The session's project: `workspace` (default, its own workspace), the name "
+        "of a project root the operator configured, or `<root>/<folder>` below one. Never an "
+        "absolute path: the server owns its paths, and answers show this logical name.",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
     agent_config: AgentConfigOverrides | None = None
     mode: Literal["agent", "orchestrator"] = Field(

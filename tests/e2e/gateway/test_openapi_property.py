@@ -75,12 +75,30 @@ def ids(gw: Gw) -> dict[str, list[str]]:
     }
 
 
+def _nested(depth: int) -> Any:
+    value: Any = "deep"
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+# What the system cannot hold, mixed into every body: unpaired surrogates (in values and keys),
+# integers past 64 bits and nesting past the gateway's depth limit; each must be a 422, never 5xx.
+_SURROGATES = st.text(st.characters(categories=["Cs"]), min_size=1, max_size=3)
+_NASTY = (
+    _SURROGATES
+    | st.builds(lambda s: {s: 1}, _SURROGATES)
+    | st.integers(min_value=2**63, max_value=10**400)
+    | st.integers(max_value=-(2**63) - 1, min_value=-(10**30))
+    | st.integers(min_value=20, max_value=400).map(_nested)
+)
 _JSON = st.recursive(
     st.none()
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=20),
+    | st.text(max_size=20)
+    | _NASTY,
     lambda inner: (
         st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
     ),
@@ -88,7 +106,7 @@ _JSON = st.recursive(
 )
 
 
-def _strategy(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
+def _strategy(schema: dict[str, Any], *, nasty: bool = True) -> st.SearchStrategy[Any]:
     """Values of a JSON schema. Scalars come from hypothesis-jsonschema; objects and arrays are
     built here (its object strategy does not run on this Hypothesis version)."""
     if "const" in schema:
@@ -97,24 +115,29 @@ def _strategy(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         return st.sampled_from(schema["enum"])
     for key in ("anyOf", "oneOf", "allOf"):
         if key in schema:
-            return st.one_of([_strategy(s) for s in schema[key]])
+            return st.one_of([_strategy(s, nasty=nasty) for s in schema[key]])
     kind = schema.get("type")
     if isinstance(kind, list):
-        return st.one_of([_strategy({**schema, "type": k}) for k in kind])
+        return st.one_of([_strategy({**schema, "type": k}, nasty=nasty) for k in kind])
     if kind == "object" or "properties" in schema:
         props = schema.get("properties", {})
         if not props:
             return st.dictionaries(st.text(max_size=8), _JSON, max_size=3)
         required = set(schema.get("required", []))
         return st.fixed_dictionaries(
-            {k: _strategy(v) for k, v in props.items() if k in required},
-            optional={k: _strategy(v) for k, v in props.items() if k not in required},
+            {k: _strategy(v, nasty=nasty) for k, v in props.items() if k in required},
+            optional={k: _strategy(v, nasty=nasty) for k, v in props.items() if k not in required},
         )
     if kind == "array":
         low = schema.get("minItems", 0)
-        return st.lists(_strategy(schema.get("items", {})), min_size=low, max_size=max(low, 3))
+        items = _strategy(schema.get("items", {}), nasty=nasty)
+        return st.lists(items, min_size=low, max_size=max(low, 3))
     if kind in ("string", "integer", "number", "boolean", "null"):
-        return from_schema(schema)
+        # Mostly what the schema asks for; in bodies now and then what the system cannot hold
+        # (a URL cannot even carry an unpaired surrogate).
+        if not nasty:
+            return from_schema(schema)
+        return st.one_of(from_schema(schema), from_schema(schema), from_schema(schema), _NASTY)
     return _JSON
 
 
@@ -124,7 +147,7 @@ def _params_strategy(op: dict[str, Any], ids: dict[str, list[str]]) -> st.Search
     query: dict[str, st.SearchStrategy[Any]] = {}
     for p in op.get("parameters", []):
         schema = _inline(p.get("schema", {}), components)
-        generated = _strategy(schema) if schema else st.text(max_size=20)
+        generated = _strategy(schema, nasty=False) if schema else st.text(max_size=20)
         if p["in"] == "path":
             known = ids.get(p["name"], [])
             path_params[p["name"]] = st.sampled_from(known) if known else generated

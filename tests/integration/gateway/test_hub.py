@@ -115,3 +115,24 @@ async def test_followers_carry_on_alone_when_the_hub_loses_its_connection(
         text = "".join(e.text for _, e in events if isinstance(e, RunTextDelta))
         assert text == "before after"  # each delta once, across the switch
         assert isinstance(events[-1][1], RunFinished)
+
+
+async def test_a_refused_read_never_turns_the_hub_off(redis: Redis, names: BusNames) -> None:
+    """A position Redis refuses (out of its id range) fails its own follower, nobody else's."""
+    from redis.exceptions import ResponseError
+
+    hub = EventHub(redis, names)
+    sid, bad_run, good_run = new_session_id(), new_id("run"), new_id("run")
+    try:
+        bad = asyncio.create_task(_collect(hub, sid, bad_run, after="99999999999999999999-0"))
+        done, _ = await asyncio.wait([bad], timeout=10)
+        assert done and isinstance(bad.exception(), ResponseError)
+        good = asyncio.create_task(_collect(hub, sid, good_run))
+        await asyncio.sleep(0.05)
+        assert hub._task is not None and not hub._task.done()  # still on
+        assert good_run.encode() in b" ".join(hub._followers)  # served by the hub itself
+        await _emit_turns(redis, names, sid, [good_run], turns=3)
+        events = await asyncio.wait_for(good, timeout=10)
+        assert isinstance(events[-1][1], RunFinished) and len(events) == 4
+    finally:
+        await hub.close()

@@ -203,7 +203,7 @@ class BusClient:
         receipt = await self.storage.create_session(
             sid,
             account_id=account,
-            cwd=str(self.home),
+            cwd="workspace",
             root_agent_id=new_id("agent"),
             root_agent_type=AgentType.ORCHESTRATOR if orchestrator else AgentType.MAIN,
         )

@@ -29,7 +29,7 @@ async def test_task_tools_write_the_wal_and_the_board(make_cluster: Any, client:
     run = await client.run(submitted.run_id)
     assert run["status"] == "completed", cluster.log_text()[-3000:]
 
-    wal = client.home / ".soong-agent" / "tasks" / sid
+    wal = client.home / "accounts" / "acct1" / "sessions" / sid / ".soong-agent" / "tasks" / sid
     files = list(wal.glob("*.wal.jsonl"))
     assert len(files) == 1 and len(files[0].read_text().splitlines()) == 3  # list + two tasks
 

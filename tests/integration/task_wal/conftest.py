@@ -21,7 +21,10 @@ RunningService = Callable[..., AbstractAsyncContextManager[None]]
 
 
 def task_settings(redis_url: str, names: BusNames, home: Path, *, fsync: bool = True) -> Settings:
-    """Settings of one test: its namespace, its home, fsync as asked."""
+    """Settings of one test: its namespace, its home, fsync as asked; the test's folder is a
+    project root (task-wal keeps lists only in folders the server owns)."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(f'[projects]\nroots = {{ tests = "{home.parent}" }}\n')
     settings = load_settings(
         env={
             "SOONG_AGENT_HOME": str(home),

@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 
 from agent_core.tools import (
+    BwrapRunner,
     ExecutorSettings,
     MemoryArtifactSink,
     PermissionGate,
     PermissionRules,
+    SandboxConfig,
     SandboxLimits,
     ToolExecutor,
     ToolRegistry,
@@ -29,9 +31,9 @@ def ws(tmp_path: Path) -> Workspace:
 
 
 def executor(ws: Workspace, sink: MemoryArtifactSink) -> ToolExecutor:
-    limits = SandboxLimits(timeout_s=10, output_cap_bytes=64 * 1024)
+    limits = SandboxLimits(timeout_s=10, output_cap_bytes=64 * 1024, min_free_disk_bytes=0)
     return ToolExecutor(
-        ToolRegistry(builtin_tools(sandbox_limits=limits)),
+        ToolRegistry(builtin_tools(BwrapRunner(SandboxConfig()), limits=limits)),
         workspace=ws,
         run_id="run_1",
         agent_id="agent_1",
@@ -84,7 +86,7 @@ async def test_timeout_is_reported_with_partial_output(ws: Workspace) -> None:
         ToolCall(id="c1", name="run_python", arguments={"code": code, "timeout_s": 1})
     )
     assert result.is_error
-    assert "timed out (process group killed)" in text(result)
+    assert "timed out after 1 s; all its processes were killed" in text(result)
     assert "started" in text(result)
     assert result.metadata["timed_out"] is True
 

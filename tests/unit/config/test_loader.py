@@ -131,3 +131,29 @@ def test_soong_config_names_the_file(tmp_path: Path) -> None:
     assert load_settings(env=env).observability.log_format == "json"
     missing = {**env, "SOONG_CONFIG": str(tmp_path / "absent.toml")}
     assert load_settings(env=missing).observability.log_format == "text"  # optional: defaults
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ('{ SOONG_REDIS_URL = "redis://x" }', "the service's own"),
+        ('{ OPENAI_API_KEY = "sk-x" }', "holds the provider key"),
+        ('{ "A-B" = "x" }', "not a variable name"),
+    ],
+)
+def test_code_never_gets_the_service_secrets(tmp_path: Path, env: str, says: str) -> None:
+    (tmp_path / "config.toml").write_text(f"[sandbox]\nenv = {env}\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(env={"SOONG_AGENT_HOME": str(tmp_path)})
+    assert says in info.value.message
+
+
+def test_sandbox_refuses_to_show_the_data(tmp_path: Path) -> None:
+    from agent_core.tools.sandbox.setup import sandbox_config
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(f'[sandbox]\nread_only_paths = ["{tmp_path}"]\n')
+    settings = load_settings(env={"SOONG_AGENT_HOME": str(home)})
+    with pytest.raises(ValueError, match="would show the service's data"):
+        sandbox_config(settings)

@@ -173,6 +173,20 @@ async def test_unknown_tool(ws: Workspace) -> None:
     assert "read_file" in text_of(result)
 
 
+async def test_a_tool_not_enabled_is_refused_whatever_the_model_asks(ws: Workspace) -> None:
+    executor = make_executor(ws)
+    executor.enabled = frozenset({"echo", "read_file"})
+    result = await executor.execute(
+        ToolCall(id="c1", name="write_file", arguments={"path": "output/x.txt", "content": "x"})
+    )
+    assert result.is_error and result.metadata["error_code"] == "tool_not_enabled"
+    assert "not enabled for this agent: 'write_file'" in text_of(result)
+    assert "Available tools: echo, read_file." in text_of(result)
+    assert not (ws.root / "output" / "x.txt").exists()  # it never ran
+    ok = await executor.execute(ToolCall(id="c2", name="echo", arguments={"text": "hi"}))
+    assert not ok.is_error
+
+
 async def test_timeout_and_tool_errors_become_results(ws: Workspace) -> None:
     executor = make_executor(ws)
     slow = await executor.execute(ToolCall(id="c1", name="sleep", arguments={"seconds": 30}))

@@ -10,6 +10,9 @@ def test_tools_exports() -> None:
     assert sorted(tools.__all__) == [
         "Area",
         "ArtifactSink",
+        "BwrapRunner",
+        "CodeRunner",
+        "DirectRunner",
         "ExecutorSettings",
         "InvalidPathError",
         "MemoryArtifactSink",
@@ -37,13 +40,14 @@ def test_tools_exports() -> None:
         assert getattr(tools, name) is not None
 
 
+_FILE_TOOLS = ["edit_file", "glob", "grep", "list_dir", "read_file", "write_file"]
+
+
 def test_builtin_tool_names() -> None:
-    assert sorted(t.name for t in builtin.builtin_tools()) == [
-        "edit_file",
-        "glob",
-        "grep",
-        "list_dir",
-        "read_file",
-        "run_python",
-        "write_file",
-    ]
+    """Code tools come with a runner only; run_command only when turned on."""
+    runner = tools.BwrapRunner(tools.SandboxConfig())
+    assert sorted(t.name for t in builtin.builtin_tools()) == _FILE_TOOLS
+    with_code = builtin.builtin_tools(runner)
+    assert sorted(t.name for t in with_code) == sorted([*_FILE_TOOLS, "run_python"])
+    every = builtin.builtin_tools(runner, run_command=True)
+    assert sorted(t.name for t in every) == sorted([*_FILE_TOOLS, "run_command", "run_python"])

@@ -1,19 +1,25 @@
-"""list_dir, glob and grep: finding things in the session workspace (symlinks not descended)."""
+"""list_dir, glob and grep: finding things in the session workspace (symlinks not descended).
+
+Patterns (grep's regular expression, globs) come from the model and run on the worker, so they are
+matched by RE2 in linear time (:mod:`agent_core.tools.regex`); a search also stops at a byte
+budget and a deadline of its own, since a thread cannot be killed once it runs.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import re
+import time
 from typing import Final
 
 from pydantic import Field
 
-from agent_core.errors import ToolError
 from agent_core.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from agent_core.tools.builtin.files import is_binary
 from agent_core.tools.fsaccess import DirEntry
 from agent_core.tools.paths import InvalidPathError, PathErrorCode, PathEscapeError, SessionPath
+from agent_core.tools.regex import LinearRegex, compile_linear
 from agent_core.tools.workspace import Workspace
 
 __all__ = [
@@ -30,9 +36,11 @@ MAX_WALK: Final = 20_000
 MAX_LIST: Final = 1000
 MAX_GREP_FILE_BYTES: Final = 4 * 1024 * 1024
 MAX_LINE_CHARS: Final = 300
+MAX_GREP_TOTAL_BYTES: Final = 256 * 1024 * 1024
+GREP_DEADLINE_S: Final = 20.0  # below the tool's timeout: the thread stops on its own
 
 
-def glob_to_regex(pattern: str) -> re.Pattern[str]:
+def glob_to_regex(pattern: str) -> LinearRegex:
     """Compile a glob over ``/``-separated paths: ``**`` spans folders, ``*`` and ``?`` do not."""
     out, i = [], 0
     while i < len(pattern):
@@ -55,7 +63,7 @@ def glob_to_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(pattern[i]))
             i += 1
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
+    return compile_linear("".join(out) + r"\z", dot_all=True)
 
 
 def _relative(entry: SessionPath, base: SessionPath) -> str:
@@ -133,45 +141,73 @@ class GlobTool(Tool[GlobArgs]):
 class GrepArgs(ToolArgs):
     """Arguments of grep."""
 
-    pattern: str = Field(min_length=1, description="Python regular expression")
+    pattern: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="Regular expression (RE2 syntax: no backreferences, no look-around)",
+    )
     path: str = Field(default=".", description="File or folder to search")
     glob: str | None = Field(default=None, description="Only files matching this glob, e.g. *.py")
     ignore_case: bool = False
     max_results: int = Field(default=200, ge=1, le=5000)
 
 
+class _Budget:
+    """What one search may still read, and until when."""
+
+    def __init__(self) -> None:
+        self.bytes_left = MAX_GREP_TOTAL_BYTES
+        self.deadline = time.monotonic() + GREP_DEADLINE_S
+        self.stopped: str | None = None
+
+    def spend(self, size: int) -> bool:
+        """Account for ``size`` bytes; ``False`` (and why) once the budget or the time is out."""
+        self.bytes_left -= size
+        if self.bytes_left < 0:
+            self.stopped = f"stopped after reading {MAX_GREP_TOTAL_BYTES // (1024 * 1024)} MiB"
+        elif time.monotonic() > self.deadline:
+            self.stopped = f"stopped after {GREP_DEADLINE_S:g} s"
+        return self.stopped is None
+
+
 def _grep_file(
-    ws: Workspace, path: SessionPath, regex: re.Pattern[str], hits: list[str], limit: int
+    ws: Workspace,
+    path: SessionPath,
+    regex: LinearRegex,
+    hits: list[str],
+    limit: int,
+    budget: _Budget,
 ) -> None:
     try:
         data, real = ws.fs.read_bytes(path, limit=MAX_GREP_FILE_BYTES)
     except (InvalidPathError, PathEscapeError, OSError):
         return  # vanished, special or linked out: not searchable, not an error of the search
-    if is_binary(data):
+    if not budget.spend(len(data)) or is_binary(data):
         return
     for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
         if regex.search(line):
             hits.append(f"{real}:{number}: {line[:MAX_LINE_CHARS]}")
             if len(hits) >= limit:
                 return
+        if number % 4096 == 0 and not budget.spend(0):
+            return
 
 
 class GrepTool(Tool[GrepArgs]):
     """Search file contents with a regular expression."""
 
     name = "grep"
-    description = "Search text files for a regular expression; prints path:line: text."
+    description = "Search text files for a regular expression (RE2 syntax); prints path:line: text."
     input_model = GrepArgs
 
     async def run(self, args: GrepArgs, ctx: ToolContext) -> ToolOutput:
         """Search one file or every text file below a folder."""
         ws = ctx.workspace
-        try:
-            regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
-        except re.error as exc:
-            raise ToolError("invalid_regex", f"invalid regular expression: {exc}") from exc
+        regex = compile_linear(args.pattern, ignore_case=args.ignore_case)
         name_filter = glob_to_regex(args.glob) if args.glob else None
         target = await asyncio.to_thread(ws.fs.real_path, ws.resolve(args.path))
+
+        budget = _Budget()
 
         def search() -> list[str]:
             hits: list[str] = []
@@ -191,12 +227,13 @@ class GrepTool(Tool[GrepArgs]):
                     ):
                         continue
                     item = item.path
-                _grep_file(ws, item, regex, hits, args.max_results)
-                if len(hits) >= args.max_results:
+                _grep_file(ws, item, regex, hits, args.max_results, budget)
+                if len(hits) >= args.max_results or budget.stopped:
                     break
             return hits
 
         hits = await asyncio.to_thread(search)
+        note = f"\n[search {budget.stopped}; narrow the path or the glob]" if budget.stopped else ""
         if not hits:
-            return ToolOutput(f"No matches for {args.pattern!r} under {target}")
-        return ToolOutput("\n".join(hits), metadata={"matches": len(hits)})
+            return ToolOutput(f"No matches for {args.pattern!r} under {target}{note}")
+        return ToolOutput("\n".join(hits) + note, metadata={"matches": len(hits)})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +112,25 @@ async def test_grep(ws: Workspace) -> None:
 )
 def test_glob_to_regex(pattern: str, path: str, matches: bool) -> None:
     assert bool(glob_to_regex(pattern).match(path)) is matches
+
+
+async def test_grep_with_a_backtracking_pattern_over_the_largest_file_is_linear(
+    ws: Workspace,
+) -> None:
+    """``(a+)+$`` over a 4 MiB line of ``a`` and one ``!`` would never end with Python's re."""
+    (ws.root / "output" / "evil.txt").write_text("a" * (4 * 1024 * 1024 - 2) + "!\n")
+    started = time.monotonic()
+    err, text = await call(ws, "grep", pattern="(a+)+$", path="output/evil.txt")
+    assert not err and text.startswith("No matches")
+    err, text = await call(ws, "grep", pattern="(a|aa)*!", path="output/evil.txt")
+    assert not err and "evil.txt:1:" in text and len(text) < 400  # the line is cut
+    err, text = await call(ws, "glob", pattern="**/**/**/**/**/**/*x", path="output")
+    assert not err
+    assert time.monotonic() - started < 10  # linear: a few ms of matching each
+
+
+async def test_patterns_re2_cannot_take_are_clear_errors(ws: Workspace) -> None:
+    err, text = await call(ws, "grep", pattern=r"(a)\1", path="output")
+    assert err and "no backreferences" in text
+    err, text = await call(ws, "grep", pattern="x" * 5000, path="output")
+    assert err and "4096" in text

@@ -1,0 +1,243 @@
+"""Where code runs: in a bubblewrap sandbox per call, or — an operator's explicit choice — as a
+limited subprocess of the worker.
+
+:class:`BwrapRunner` (``docs/architecture.md``, "Walls: sandbox, secrets, paths, bounded input"):
+each call gets its own user, PID, IPC, UTS, cgroup and network namespaces; it runs as uid 65534
+with no capabilities and cannot create further user namespaces; it sees the system read-only
+(``/usr`` and the library folders, a few ``/etc`` files, the interpreter's prefix and whatever
+the operator lists), a private ``/proc`` showing only its own processes, a minimal ``/dev``, a
+small private ``/tmp``, and of the session's workspace ``/workspace/input`` read-only and
+``/workspace/scratchpad`` (its working directory) and ``/workspace/output`` writable — nothing of
+other sessions, other accounts, the SQLite files, the memory files or the worker's environment.
+Without ``network`` its network namespace holds only its own loopback: no host, not even the
+Valkey on the worker's loopback, is reachable. The areas are bound from directory descriptors
+opened without following links, so a path swapped for a link cannot redirect a bind.
+
+:class:`DirectRunner` is ``sandbox.mode = "off"``: the same limits and scrubbed environment, but
+the code runs as the worker's user and can read whatever that user can. It is for a single-user
+machine; the worker says so loudly at start-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import ClassVar, Final
+
+from agent_core.tools.paths import Area
+from agent_core.tools.sandbox.limits import SandboxLimits
+from agent_core.tools.sandbox.process import SandboxResult, WriteWatch, run_limited
+from agent_core.tools.workspace import Workspace
+
+__all__ = [
+    "SANDBOX_UID",
+    "SANDBOX_WORKSPACE",
+    "BwrapRunner",
+    "CodeRunner",
+    "DirectRunner",
+    "SandboxConfig",
+]
+
+SANDBOX_UID: Final = 65534  # "nobody": no file on the host belongs to it
+SANDBOX_WORKSPACE: Final = "/workspace"
+
+# Read-only views of the host system (a link, as in a merged-/usr layout, is recreated as a link).
+_SYSTEM_DIRS: Final = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# The /etc files programs need to run; never the whole of /etc (no shadow, no host secrets).
+_ETC: Final = (
+    "alternatives", "ca-certificates", "ca-certificates.conf", "fonts", "gai.conf", "group",
+    "host.conf", "hostname", "hosts", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
+    "mime.types", "nsswitch.conf", "os-release", "passwd", "protocols", "resolv.conf", "services",
+    "ssl", "timezone",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxConfig:
+    """How code is started: built from settings once, never from ``os.environ``.
+
+    ``extra_env`` is what the operator deliberately gives code (e.g. ``MPLBACKEND=Agg``); nothing
+    of the worker's own environment is ever passed on.
+    """
+
+    python: str = "python3"  # a name is looked up on ``path_env`` inside the sandbox
+    shell: str = "/bin/sh"
+    path_env: str = "/usr/local/bin:/usr/bin:/bin"
+    lang: str = "C.UTF-8"
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    network: bool = False
+    read_only_paths: Sequence[str] = ()
+
+    def environment(self, *, home: str, tmp: str) -> dict[str, str]:
+        """The command's whole environment: an allow-list, nothing inherited."""
+        env = {
+            "PATH": self.path_env,
+            "LANG": self.lang,
+            "LC_ALL": self.lang,
+            "HOME": home,
+            "TMPDIR": tmp,
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        env.update(self.extra_env)
+        return env
+
+
+class CodeRunner(ABC):
+    """Runs one command for a session: working directory ``scratchpad/``, limits, no secrets."""
+
+    mode: ClassVar[str]
+
+    def __init__(self, config: SandboxConfig) -> None:
+        self.config = config
+
+    @abstractmethod
+    async def run(
+        self, command: Sequence[str], workspace: Workspace, limits: SandboxLimits
+    ) -> SandboxResult:
+        """Run ``command`` to its end or its first limit; the command's failures are results."""
+
+    @staticmethod
+    def _watch(workspace: Workspace, limits: SandboxLimits) -> WriteWatch:
+        areas = (workspace.area_dir(Area.SCRATCHPAD), workspace.area_dir(Area.OUTPUT))
+        return WriteWatch(areas, limits)
+
+
+def _tool(name: str) -> str:
+    return shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin") or name
+
+
+class DirectRunner(CodeRunner):
+    """``sandbox.mode = "off"``: a limited subprocess of the worker (see the module docstring)."""
+
+    mode = "off"
+
+    async def run(
+        self, command: Sequence[str], workspace: Workspace, limits: SandboxLimits
+    ) -> SandboxResult:
+        """Run with kernel limits (no process limit: it would count the worker's user)."""
+        scratch = workspace.area_dir(Area.SCRATCHPAD)
+        argv = [
+            _tool("nice"), "-n", str(limits.nice),
+            _tool("prlimit"), *limits.prlimit_args(nproc=False), "--", *command,
+        ]  # fmt: skip
+        env = self.config.environment(home=str(scratch), tmp=str(scratch))
+        return await run_limited(
+            argv, env=env, limits=limits, cwd=scratch, watch=self._watch(workspace, limits)
+        )
+
+
+@contextlib.contextmanager
+def _area_fds(workspace: Workspace) -> Iterator[dict[Area, int]]:
+    """``O_PATH`` descriptors of the three areas, opened without following a link."""
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+    fds: dict[Area, int] = {}
+    root = os.open(workspace.root, flags)
+    try:
+        for area in Area:
+            fds[area] = os.open(area.value, flags | os.O_NOFOLLOW, dir_fd=root)
+        yield fds
+    finally:
+        os.close(root)
+        for fd in fds.values():
+            os.close(fd)
+
+
+def _give_areas(workspace: Workspace) -> None:
+    """The writable areas to the sandbox's user (a root worker only; links never followed)."""
+    for area in (Area.SCRATCHPAD, Area.OUTPUT):
+        path = workspace.area_dir(area)
+        if os.lstat(path).st_uid != SANDBOX_UID:
+            os.lchown(path, SANDBOX_UID, SANDBOX_UID)
+
+
+class BwrapRunner(CodeRunner):
+    """A bubblewrap sandbox per call (see the module docstring).
+
+    A worker running as root starts bubblewrap as uid 65534: the kernel counts a process limit
+    only for a non-root user, so the sandbox must not be root even outside its namespace. The
+    writable areas then belong to that user (and what the worker's file tools create there too,
+    see ``fsaccess``), and the data must lie where that user may pass through (not below a
+    ``/root`` of mode 0700: the trial call at start-up reports it).
+    """
+
+    mode = "bwrap"
+
+    def __init__(self, config: SandboxConfig, *, bwrap: str | None = None) -> None:
+        super().__init__(config)
+        self.bwrap = bwrap or _tool("bwrap")
+        self._system = self._system_args()
+
+    def _system_args(self) -> list[str]:
+        args: list[str] = []
+        for path in _SYSTEM_DIRS:
+            if os.path.islink(path):
+                args += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                args += ["--ro-bind", path, path]
+        for name in _ETC:
+            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        for path in self.config.read_only_paths:
+            args += ["--ro-bind", path, path]
+        return args
+
+    def argv(
+        self, command: Sequence[str], limits: SandboxLimits, fds: Mapping[Area, int]
+    ) -> list[str]:
+        """The whole command line: ``nice``, ``bwrap`` and its options, ``prlimit``, the command.
+
+        It holds no secret: the environment reaches the command through bwrap's own, not as
+        ``--setenv`` arguments that any local user could read in the process list.
+        """
+        ws = SANDBOX_WORKSPACE
+        uid = str(SANDBOX_UID)
+        # A root worker starts bubblewrap as the sandbox's user (setpriv: uvloop's subprocess
+        # takes no user/group arguments); bubblewrap sets its parent-death signal after that.
+        drop = (
+            [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+            if os.geteuid() == 0
+            else []
+        )
+        return [
+            *drop,
+            _tool("nice"), "-n", str(limits.nice), self.bwrap,
+            "--unshare-all", *(["--share-net"] if self.config.network else []),
+            "--unshare-user", "--disable-userns", "--uid", uid, "--gid", uid,
+            "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            *self._system,
+            "--proc", "/proc", "--dev", "/dev",
+            "--size", str(limits.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp",
+            "--dir", ws,
+            "--ro-bind-fd", str(fds[Area.INPUT]), f"{ws}/input",
+            "--bind-fd", str(fds[Area.SCRATCHPAD]), f"{ws}/scratchpad",
+            "--bind-fd", str(fds[Area.OUTPUT]), f"{ws}/output",
+            "--remount-ro", "/",
+            "--chdir", f"{ws}/scratchpad",
+            "--", _tool("prlimit"), *limits.prlimit_args(nproc=True), "--", *command,
+        ]  # fmt: skip
+
+    async def run(
+        self, command: Sequence[str], workspace: Workspace, limits: SandboxLimits
+    ) -> SandboxResult:
+        """Run in a fresh sandbox; its namespaces die with the call."""
+        env = self.config.environment(home=f"{SANDBOX_WORKSPACE}/scratchpad", tmp="/tmp")
+        if os.geteuid() == 0:
+            _give_areas(workspace)
+        with _area_fds(workspace) as fds:
+            result = await run_limited(
+                self.argv(command, limits, fds),
+                env=env,
+                limits=limits,
+                watch=self._watch(workspace, limits),
+                pass_fds=list(fds.values()),
+            )
+        code = result.exit_code
+        if code is not None and 128 < code <= 128 + 64:
+            # bwrap reports a command killed by signal N as 128 + N, as shells do (a command
+            # that exits with such a code itself reads the same).
+            return replace(result, exit_code=128 - code)
+        return result
