@@ -293,14 +293,22 @@ def test_task_board_and_memory_editor_with_etags(
             "/v1/memory/user", json={"content": theirs}, headers={"If-Match": f'"{etag}"'}
         )
         assert changed.status_code == 200, changed.text
+        # The service owns the frontmatter (it adds its own fields); the lines are the user's.
+        stored = api.get("/v1/memory/user").json()["content"]
+        assert _lines(stored) == _lines(theirs)
         editor.fill(mine + "- Likes tables.\n")
         page.get_by_role("button", name="Save").click()
-        expect(page.locator("[data-theirs]")).to_have_text(theirs)
-        assert api.get("/v1/memory/user").json()["content"] == theirs
+        expect(page.locator("[data-theirs]")).to_have_text(stored)
         capture(page, "memory", tmp_path)
         page.get_by_role("button", name="Replace it with mine").click()
         expect(page.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
-        assert api.get("/v1/memory/user").json()["content"] == mine + "- Likes tables.\n"
+        saved = api.get("/v1/memory/user").json()["content"]
+        assert _lines(saved) == _lines(mine + "- Likes tables.\n")
+
+
+def _lines(memory_file: str) -> str:
+    """A memory file's lines under its frontmatter."""
+    return memory_file.split("\n---\n", 1)[1]
 
 
 def _png_2x2() -> bytes:

@@ -205,7 +205,10 @@ def _check(
     if isinstance(body, bytes):
         kwargs["content"] = body
     elif body is not None or "requestBody" in op:
-        kwargs["json"] = body
+        # Encoded here, ASCII-escaped: httpx's own JSON encoding cannot carry an unpaired
+        # surrogate, which must reach the gateway as the escape a client would send.
+        kwargs["content"] = json.dumps(body).encode()
+        kwargs["headers"] = {"content-type": "application/json"}
     with client.stream(method, url, **kwargs) as response:
         status = response.status_code
         kind = response.headers.get("content-type", "")

@@ -70,7 +70,7 @@ def _sleepy_tool(request: Any) -> Any:
 
 
 async def test_cancel_during_a_tool_kills_it(make_cluster: Any, client: BusClient) -> None:
-    make_cluster(_sleepy_tool, workers=1)
+    cluster: Cluster = make_cluster(_sleepy_tool, workers=1)
     await client.wait_ready(("storage_writer", "run_worker"))
     sid = await client.new_session()
     run_id = (await client.send(sid, "run the long script")).run_id
@@ -79,12 +79,19 @@ async def test_cancel_during_a_tool_kills_it(make_cluster: Any, client: BusClien
     while not (pid_file.exists() and pid_file.read_text()):
         assert time.monotonic() < deadline
         await asyncio.sleep(0.05)
-    pid = int(pid_file.read_text())
+    # The script's own pid is the sandbox's (its pid namespace): find it from the host side,
+    # among the worker's descendants running a run_python script.
+    worker = psutil.Process(next(iter(cluster.workers.values())).pid)
+    scripts = [
+        p for p in worker.children(recursive=True) if any(".run_python_" in a for a in p.cmdline())
+    ]
+    assert scripts, [p.cmdline() for p in worker.children(recursive=True)]
     how, elapsed, finished = await _cancel_and_time(client, sid, run_id)
     assert how == "signalled" and elapsed < 1.0, elapsed
     assert (finished.status, finished.end_reason) == ("cancelled", "aborted_tools")
     await asyncio.sleep(0.2)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    for script in scripts:
+        assert not script.is_running() or script.status() == psutil.STATUS_ZOMBIE, script
 
 
 async def test_queued_run_is_cancelled_without_executing(

@@ -33,7 +33,7 @@ async def test_queued_run_carries_the_cwd_and_the_session_config_under_the_messa
     submitted = await client.send(sid, "hello", overrides={"max_turns": 3})
     [queued] = await client.queue.queued(sid)
     assert queued.run_id == submitted.run_id
-    assert queued.cwd == str(client.home)
+    assert queued.cwd == "workspace"  # the session's project, named logically
     # The message's overrides win over the session's; the session's others stay.
     assert queued.config_overrides == {"max_turns": 3, "system_prompt": "from the session"}
 
