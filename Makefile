@@ -25,8 +25,11 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/soong-agent up
 
+# One pytest worker per CPU (pytest-xdist); a file's tests stay on one worker, so module
+# fixtures (a stack, a gateway) start once. TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= auto
 test: install
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
 	$(VENV)/bin/ruff check shared services tests bench

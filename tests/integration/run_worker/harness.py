@@ -185,7 +185,9 @@ class BusClient:
         await self.ctx.rpc.stop()
         await self.ctx.redis.aclose()
 
-    async def wait_ready(self, services: tuple[str, ...], timeout_s: float = 30) -> None:
+    async def wait_ready(self, services: tuple[str, ...], timeout_s: float = 90) -> None:
+        """Wait until each service answers a ping. The deadline is generous on purpose: it only
+        bounds a hang; start-up takes seconds of CPU per process, and the suite runs in parallel."""
         deadline = time.monotonic() + timeout_s
         for service in services:
             while True:
