@@ -7,10 +7,12 @@ import ipaddress
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -81,6 +83,24 @@ if os.geteuid() == 0:
         return path
 
     TempPathFactory.mktemp = _passable_mktemp  # type: ignore[method-assign]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """As root, the run's temporary folders live in a folder of their own, not under
+    /tmp/pytest-of-root: every pytest that starts (another suite, a parallel worker) closes that
+    one to 0700 again, which would shut the sandboxes out of the homes mid-run."""
+    if os.geteuid() != 0 or config.option.basetemp or hasattr(config, "workerinput"):
+        return
+    config.option.basetemp = tempfile.mkdtemp(prefix="soong-tests-")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A passing run leaves its folder of its own behind; a failing one keeps it to look at."""
+    base = session.config.option.basetemp
+    if hasattr(session.config, "workerinput") or exitstatus != 0 or not base:
+        return
+    if Path(base).name.startswith("soong-tests-"):
+        shutil.rmtree(base, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ no process outlives the run

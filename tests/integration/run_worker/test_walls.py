@@ -182,18 +182,32 @@ async def test_attacks_are_refused_or_bounded_and_others_are_unaffected(
     assert alice_s < attacks_s, (alice_s, attacks_s)
     assert alice_s < max(4 * normal_s, normal_s + 3.0), (alice_s, normal_s)
     # Nothing of any attack is left running.
-    assert [p for p in psutil.process_iter(["cmdline"]) if _is_script(p)] == []
+    assert _scripts_of([sid for sid, _ in runs.values()]) == []
     print(
         f"\nwalls: alice alone {normal_s:.2f}s, during attacks {alice_s:.2f}s; all {attacks_s:.1f}s"
     )
 
 
-def _is_script(proc: psutil.Process) -> bool:
-    try:
-        line = " ".join(proc.info["cmdline"] or [])
-        return ".run_python_" in line and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+def _scripts_of(session_ids: list[str]) -> list[psutil.Process]:
+    """The run_python processes still alive for these sessions, on this whole machine.
+
+    A sandboxed script's cwd reads the same for every sandbox, so it is recognised by its
+    mounts: its mount table names the session folder bound into it. Other tests' and other
+    suites' sandboxes (on parallel workers) are not ours.
+    """
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if ".run_python_" not in " ".join(proc.info["cmdline"] or []):
+                continue
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            mounts = Path(f"/proc/{proc.pid}/mountinfo").read_text()
+        except (psutil.NoSuchProcess, FileNotFoundError, ProcessLookupError):
+            continue
+        if any(sid in mounts for sid in session_ids):
+            found.append(proc)
+    return found
 
 
 async def test_code_dies_with_its_worker(make_cluster: Any, client: BusClient) -> None:
@@ -212,15 +226,12 @@ async def test_code_dies_with_its_worker(make_cluster: Any, client: BusClient) -
             break
         await asyncio.sleep(0.05)
     assert (workspace / "scratchpad" / "started").exists(), cluster.log_text()[-3000:]
+    assert _scripts_of([sid]), "the running script is not recognised by its mounts"
     cluster.signal_worker(0, signal.SIGKILL)
     deadline = time.monotonic() + 6
-    while time.monotonic() < deadline and any(
-        _is_script(p) for p in psutil.process_iter(["cmdline"])
-    ):
+    while time.monotonic() < deadline and _scripts_of([sid]):
         await asyncio.sleep(0.1)
-    assert not any(_is_script(p) for p in psutil.process_iter(["cmdline"])), (
-        "the script outlived its worker"
-    )
+    assert _scripts_of([sid]) == [], "the script outlived its worker"
     await asyncio.sleep(5)  # past the moment the script would have written
     assert not (workspace / "output" / "side_effect.txt").exists()
     assert os.listdir(workspace / "output") == []

@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -41,9 +42,8 @@ async def in_process_writer(settings: Settings) -> AsyncIterator[StorageWriterSe
 
     stop = asyncio.Event()
     task = asyncio.create_task(run_service(factory, settings, "storage_writer", "0", stop=stop))
-    for _ in range(200):
-        if box or task.done():
-            break
+    deadline = time.monotonic() + 60  # bounds a hang only: start-up is slow on a busy machine
+    while not (box or task.done()) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     if task.done():
         await task
