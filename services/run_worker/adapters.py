@@ -16,13 +16,11 @@ from agent_core.bus.contracts.storage import (
     EventDraft,
     NodeDraft,
     RunFence,
-    RunFinish,
 )
 from agent_core.context import estimate_tokens
 from agent_core.ids import new_id
 from agent_core.observability.instrument import tool_call
 from agent_core.runqueue import RunEventWriter
-from agent_core.runtime import RunOutcome
 from agent_core.storage_client import StorageClient, raise_for_receipt
 from agent_core.tools import (
     OutputFile,
@@ -41,7 +39,6 @@ from agent_core.types.protocol import (
     ToolResult,
 )
 from agent_core.types.runtime import Node, RunHandle, RunPermissionRequested
-from services.run_worker.endings import final_event
 
 __all__ = [
     "BusRunStore",
@@ -91,20 +88,12 @@ class BusRunStore:
     ) -> None:
         self._storage = storage
         self.handle = handle
-        self._set_active = set_active  # branch runs leave the session's active node alone
+        self.set_active = set_active  # branch and child runs leave the session's active node
         self.fence = RunFence(run_id=handle.run_id, attempt=handle.attempt)
 
-    async def append_node(
-        self,
-        node: Node,
-        *,
-        payload: dict[str, Any] | None = None,
-        finish: RunOutcome | None = None,
-    ) -> Node:
+    async def append_node(self, node: Node, *, payload: dict[str, Any] | None = None) -> Node:
         """Node + ``node_created`` event in one transaction (see :func:`node_drafts`); returns
-        the node with its seq. ``finish``: the same transaction ends the run
-        (``AppendNode.finish``).
-        """
+        the node with its seq."""
         draft, event = node_drafts(node, payload)
         receipt = raise_for_receipt(
             await self._storage.append_node(
@@ -112,31 +101,11 @@ class BusRunStore:
                 draft,
                 event,
                 fence=self.fence,
-                set_active=self._set_active,
-                finish=None if finish is None else self._finish(finish, node),
+                set_active=self.set_active,
             )
         )
         return node.model_copy(
             update={"node_seq": receipt.result.get("node_seq"), "token_count": draft.token_count}
-        )
-
-    def _finish(self, outcome: RunOutcome, node: Node) -> RunFinish:
-        event_type, level, payload = final_event(outcome)
-        return RunFinish(
-            status=outcome.status,
-            end_reason=outcome.end_reason,
-            turn_count=outcome.turns,
-            usage=outcome.usage,
-            error=outcome.error,
-            event=EventDraft(
-                event_id=new_id("evt"),
-                event_type=event_type,
-                level=level,
-                agent_id=node.agent_id,
-                run_id=self.handle.run_id,
-                node_id=node.node_id,
-                payload=payload,
-            ),
         )
 
     async def append_event(

@@ -7,7 +7,10 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from agent_core.config import Settings
+from agent_core.errors import ConfigError
 from agent_core.observability.instrument import InstrumentedAdapter
 from agent_core.provider import ProviderRegistry, ProviderSettings
 from agent_core.provider.base import ProviderAdapter
@@ -56,7 +59,14 @@ class AgentSetup:
             "max_output_tokens": m.max_output_tokens,
             "tool_policy": {"default": PermissionPolicy.ALLOW.value},
         }
-        return AgentConfig.model_validate({**base, **overrides})
+        try:
+            return AgentConfig.model_validate({**base, **overrides})
+        except ValidationError as exc:
+            raise ConfigError(
+                "invalid_config",
+                f"the agent configuration is invalid: {_first_problem(exc)}",
+                details={"errors": exc.error_count()},
+            ) from exc
 
     def adapter(self, config: AgentConfig) -> ProviderAdapter:
         """One adapter per provider endpoint, reused across runs (its HTTP connections too)."""
@@ -137,3 +147,10 @@ class AgentSetup:
         for name in policy.deny:
             per_tool[name] = PermissionPolicy.DENY
         return PermissionRules(default=policy.default, per_tool=per_tool)
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """The first error of a validation, without the input that caused it."""
+    error = exc.errors(include_input=False, include_url=False)[0]
+    field = ".".join(str(p) for p in error["loc"]) or "config"
+    return f"{field}: {error['msg']}"

@@ -17,25 +17,24 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.errors import ErrorPayload
 from agent_core.ids import new_id
-from agent_core.observability.runs import run_ended
 from agent_core.runqueue import RunEventWriter, SessionQueue
-from agent_core.runtime import RunOutcome
+from agent_core.runtime import Ending, RunFailure, ending
 from agent_core.storage_client import StorageClient
-from agent_core.types.enums import AgentStatus, EndReason, EventLevel, EventType, RunStatus
-from agent_core.types.runtime import ChildAgentResult, RunHandle, RunStatusChanged
+from agent_core.types.enums import EndReason, EventLevel, EventType, RunStatus
+from agent_core.types.runtime import (
+    ChildAgentResult,
+    RunEnd,
+    RunHandle,
+    RunNodeCreated,
+    RunStatusChanged,
+)
 from services.run_worker.adapters import BusRunStore
-from services.run_worker.endings import record_end, run_finished
+from services.run_worker.endings import announce, end_run
 from services.run_worker.reads import RunReads
 
 __all__ = ["announce_end", "claim_next_attempt", "end_child", "end_orphans"]
 
 _ACTIVE = (RunStatus.QUEUED.value, RunStatus.PENDING.value, RunStatus.RUNNING.value)
-_AGENT_STATUS = {
-    RunStatus.COMPLETED: AgentStatus.COMPLETED,
-    RunStatus.FAILED: AgentStatus.FAILED,
-    RunStatus.ABORTED: AgentStatus.FAILED,
-    RunStatus.CANCELLED: AgentStatus.CANCELLED,
-}
 
 
 async def claim_next_attempt(
@@ -58,7 +57,7 @@ async def end_child(
     reads: RunReads,
     run_id: str,
     agent_id: str,
-    outcome: RunOutcome,
+    how: tuple[RunStatus, EndReason, ErrorPayload | None],
     *,
     session_id: str,
     events: RunEventWriter | None,
@@ -67,24 +66,34 @@ async def end_child(
     tool_call_id: str | None,
     own: RunEventWriter | None = None,
 ) -> bool:
-    """End a child run from outside its loop with ``outcome``: claim it with a new attempt (so
-    whoever was running it can write for it no more), record the end at its last stored node,
-    announce it. ``False`` when it could not be claimed (it had ended, or a newer takeover has it).
-    ``own``: the child's stream writer, when this process has one (else a new one ends it).
+    """End a child run from outside its loop, ``how`` (status, end reason, error): claim it with a
+    new attempt (so whoever was running it can write for it no more), end it at its last stored
+    node (closing tool calls it left without results), announce it. ``False`` when it could not
+    be claimed (it had ended, or a newer takeover has it). ``own``: the child's stream writer,
+    when this process has one (else a new one ends it).
     """
     claim, handle = await claim_next_attempt(storage, queue, session_id, run_id, agent_id)
     if not claim.ok:
         return False
-    outcome.last_node_id = await reads.last_node_of(session_id, run_id)
-    store = BusRunStore(storage, handle, set_active=False)
-    outcome = await record_end(storage, reads, store, outcome)
+    last = await reads.last_node_of(session_id, run_id)
+    path = [] if last is None else await reads.path(session_id, last)
+    status, reason, error = how
+    fence = RunFence(run_id=run_id, attempt=handle.attempt)
+    done = await end_run(
+        storage,
+        reads,
+        handle,
+        ending(handle, path, status, reason, error=error),
+        fence=fence,
+        set_active=False,
+    )
     if own is None:
         own = RunEventWriter(queue.redis, queue.names, session_id, run_id)
         own.start()
     await announce_end(
         storage,
         handle,
-        outcome,
+        done,
         events=events,
         parent=parent,
         label=label,
@@ -116,12 +125,8 @@ async def end_orphans(
             or run["status"] not in _ACTIVE
         ):
             continue
-        error = ErrorPayload(
-            type="run_error",
-            code="worker_lost",
-            message="the worker running this child run was lost",
-        )
-        outcome = RunOutcome(RunStatus.FAILED, EndReason.FAILED, error=error)
+        error = RunFailure("worker_lost", "the worker running this child run was lost")
+        how = (RunStatus.FAILED, EndReason.FAILED, error.to_payload())
         label = {k: v for k, v in metadata.items() if k in ("worker", "fork_from_node_id")}
         if await end_child(
             storage,
@@ -129,7 +134,7 @@ async def end_orphans(
             reads,
             run["run_id"],
             run["agent_id"],
-            outcome,
+            how,
             session_id=session_id,
             events=events,
             parent=parent,
@@ -143,7 +148,7 @@ async def end_orphans(
 async def announce_end(
     storage: StorageClient,
     child: RunHandle,
-    outcome: RunOutcome,
+    ending: Ending,
     *,
     events: RunEventWriter | None,
     parent: BusRunStore | None,
@@ -152,30 +157,37 @@ async def announce_end(
     metadata: dict[str, Any] | None = None,
     own: RunEventWriter | None = None,
 ) -> None:
-    """A child's end, told: on the parent's stream (a status change), on the child's own
-    stream (its ``run_finished``, which ends that stream), as the child agent's result (and
-    ``metadata``, when given), and on the parent's timeline (``child_run_finished``, when the
-    parent's attempt can still write)."""
-    run_ended(child, outcome)
+    """A child's end, told: on the parent's stream (the node it ended on and a status change),
+    on the child's own stream (as every run's end, which closes that stream), as the child
+    agent's result (and ``metadata``, when given), and on the parent's timeline
+    (``child_run_finished``, when the parent's attempt can still write)."""
+    end = ending.end
     if events is not None:
-        events.emit(_child_ended(child, outcome))
+        if ending.node is not None and ending.node.node_seq is not None:
+            events.emit(
+                RunNodeCreated(
+                    run_id=child.run_id,
+                    session_id=child.session_id,
+                    agent_id=child.agent_id,
+                    node=ending.node,
+                )
+            )
+        events.emit(_child_ended(child, end))
     if own is not None:
-        own.emit(run_finished(child, outcome))
-    writes: list[Awaitable[Any]] = [storage.send(_agent_result(child, outcome, metadata))]
+        announce(own, child, ending)
+    writes: list[Awaitable[Any]] = [storage.send(_agent_result(child, ending, metadata))]
     if parent is not None:
         writes.append(
             parent.append_event(
                 EventType.CHILD_RUN_FINISHED,
-                level=EventLevel.INFO
-                if outcome.status is RunStatus.COMPLETED
-                else EventLevel.WARNING,
+                level=EventLevel.INFO if end.status is RunStatus.COMPLETED else EventLevel.WARNING,
                 tool_call_id=tool_call_id,
                 payload={
                     "child_run_id": child.run_id,
                     "agent_id": child.agent_id,
                     **label,
-                    "status": outcome.status.value,
-                    "end_reason": outcome.end_reason.value,
+                    "status": end.status.value,
+                    "end_reason": end.end_reason.value,
                 },
             )
         )
@@ -184,38 +196,37 @@ async def announce_end(
     await asyncio.gather(*writes)
 
 
-def _agent_result(
-    child: RunHandle, outcome: RunOutcome, metadata: dict[str, Any] | None
-) -> UpdateAgent:
-    """The child agent's status and result (``ChildAgentResult``) after its run."""
+def _agent_result(child: RunHandle, ending: Ending, metadata: dict[str, Any] | None) -> UpdateAgent:
+    """The child agent's result (``ChildAgentResult``) after its run (its status is the end's:
+    ``end_run`` set it)."""
+    end = ending.end
     result = ChildAgentResult(
         agent_id=child.agent_id,
         run_id=child.run_id,
-        status=outcome.status,
-        end_reason=outcome.end_reason,
-        text=outcome.final_text,
-        usage=outcome.usage,
-        turns=outcome.turns,
-        error=outcome.error,
+        status=end.status,
+        end_reason=end.end_reason,
+        text=ending.text,
+        usage=end.usage,
+        turns=end.turns,
+        error=end.error,
     )
     return UpdateAgent(
         command_id=new_id("cmd"),
         session_id=child.session_id,
         agent_id=child.agent_id,
-        status=_AGENT_STATUS.get(outcome.status, AgentStatus.IDLE),
         result=result.model_dump(mode="json"),
         metadata=metadata,
     )
 
 
-def _child_ended(child: RunHandle, outcome: RunOutcome) -> RunStatusChanged:
+def _child_ended(child: RunHandle, end: RunEnd) -> RunStatusChanged:
     """A child's end on its parent's stream: a status change, since ``run_finished`` ends the
     stream for its readers (the child's record has the rest: ``GET /v1/runs/{id}``)."""
     return RunStatusChanged(
         run_id=child.run_id,
         session_id=child.session_id,
         agent_id=child.agent_id,
-        status=outcome.status,
+        status=end.status,
         previous=RunStatus.RUNNING,
         attempt=child.attempt,
     )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from agent_core.errors import ToolError
-from agent_core.runtime import RunOutcome
+from agent_core.runtime import Ending
 from agent_core.tools import Tool, ToolArgs, ToolContext, ToolOutput
 from agent_core.types.enums import NodeType, RunStatus
 from agent_core.types.runtime import AgentConfig, RunHandle
@@ -131,21 +131,20 @@ def child_tools(children: ChildRunner | None) -> list[Tool[Any]]:
     return [DispatchWorker(children), ForkAgent(children)]
 
 
-def child_result(child: RunHandle, outcome: RunOutcome) -> ToolOutput:
+def child_result(child: RunHandle, ending: Ending) -> ToolOutput:
     """The worker's answer for the parent's model; the tool node becomes a ``child_result``."""
     metadata = {
         "node_type": NodeType.CHILD_RESULT.value,
         "child_run_id": child.run_id,
         "agent_id": child.agent_id,
     }
-    if outcome.status is RunStatus.COMPLETED:
-        return ToolOutput(
-            outcome.final_text or "(the child agent gave no answer)", metadata=metadata
-        )
-    why = outcome.error.message if outcome.error else outcome.end_reason.value
-    metadata["error_code"] = outcome.error.code if outcome.error else outcome.status.value
+    end = ending.end
+    if end.status is RunStatus.COMPLETED:
+        return ToolOutput(ending.text or "(the child agent gave no answer)", metadata=metadata)
+    why = end.error.message if end.error else end.end_reason.value
+    metadata["error_code"] = end.error.code if end.error else end.status.value
     return ToolOutput(
-        f"The child agent's run ended {outcome.status.value}: {why}",
+        f"The child agent's run ended {end.status.value}: {why}",
         is_error=True,
         metadata=metadata,
     )

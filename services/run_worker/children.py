@@ -52,12 +52,12 @@ from agent_core.bus.contracts.storage import (
     CreateRun,
     ListAgents,
 )
-from agent_core.errors import AgentCoreError, ErrorPayload, StorageError, ToolError
+from agent_core.errors import ErrorPayload, ToolError
 from agent_core.ids import new_id
 from agent_core.observability.runs import run_started
 from agent_core.provider.base import ProviderAdapter
 from agent_core.runqueue import RunEventWriter, SessionQueue
-from agent_core.runtime import AgentLoop, RunOutcome
+from agent_core.runtime import AgentLoop, Ending, RunningRuns, RunProgress, drive
 from agent_core.runtime.ports import ToolRunner
 from agent_core.storage_client import StorageClient, raise_for_receipt
 from agent_core.tools import ToolContext, ToolOutput
@@ -79,7 +79,7 @@ from agent_core.types.runtime import (
 from services.run_worker.adapters import BusRunStore
 from services.run_worker.child_endings import announce_end, claim_next_attempt, end_child
 from services.run_worker.child_tools import DispatchArgs, ForkArgs, child_result
-from services.run_worker.endings import FENCED_CODES, loop_cancelled, loop_failed, record_end
+from services.run_worker.endings import end_run
 from services.run_worker.reads import RunReads
 
 __all__ = ["ChildRunner"]
@@ -127,7 +127,7 @@ class ChildRunner:
     config: AgentConfig
     model: ProviderAdapter
     tools: Callable[[BusRunStore], ToolRunner]  # a child's tools (none that start children)
-    running: dict[str, asyncio.Task[RunOutcome]]  # where a cancel request finds a run's task
+    runs: RunningRuns  # where a cancel request finds a run's task
     _workers: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     async def dispatch(self, args: DispatchArgs, ctx: ToolContext) -> ToolOutput:
@@ -163,10 +163,13 @@ class ChildRunner:
         return self.parent.handle.session_id
 
     async def _spawn(self, child: _Child, above: list[Node], text: str) -> ToolOutput:
-        """Claim the created child, put its task under the path ``above``, run it, record its end
-        and answer the parent. Whatever interrupts this (the parent cancelled or timed out, a write
-        that failed, a bug) the child is ended before the exception goes on (:func:`end_child`):
-        a child run never stays in flight behind a parent that carries on or ends."""
+        """Claim the created child, run it (:func:`drive`, as every run), write and tell its end
+        and answer the parent. Whatever interrupts this (the parent cancelled or timed out, a
+        write that failed, a bug) the child is ended before the exception goes on: when its
+        parent is cancelled it ends ``cancelled`` with what it did so far, otherwise
+        :func:`end_child` ends it from outside. A child run never stays in flight behind a
+        parent that carries on or ends."""
+        parent_cancelled = False
         try:
             store, events = await self._claim(child)
             await self.parent.append_event(
@@ -174,44 +177,78 @@ class ChildRunner:
                 tool_call_id=child.tool_call_id,
                 payload={"child_run_id": child.run_id, "agent_id": child.agent_id, **child.label},
             )
-            task = Node(
-                node_id=child.task_node_id,
-                parent_id=above[-1].node_id if above else None,
-                agent_id=child.agent_id,
-                run_id=child.run_id,
-                role=Role.USER,
-                content=[TextBlock(text=text)],
-            )
-            stored = await store.append_node(task)
-            events.emit(
-                RunNodeCreated(
-                    run_id=child.run_id,
-                    session_id=self._session_id,
-                    agent_id=child.agent_id,
-                    node=stored,
+            progress = RunProgress(store.handle)
+            try:
+                ending = await drive(
+                    progress,
+                    lambda p: self._work(child, store, events, above, text, p),
+                    self.runs,
+                    cancel_requested=lambda: self.queue.is_cancelled(child.run_id),
                 )
-            )
-            outcome, parent_cancelled = await self._run(store, events, [*above, stored])
-            await self._finished(child, store, outcome)
+            except asyncio.CancelledError:
+                # The parent is cancelled (or timed out, or its worker stops): the child ends
+                # with it, then the cancellation goes on.
+                ending, parent_cancelled = progress.cancelled(), True
+            ending = await _shielded(self._finished(child, store, ending))
         except BaseException as exc:
             if not child.ended:
                 await _shielded(self._abandon(child, exc))
             raise
         if parent_cancelled:
             raise asyncio.CancelledError  # the parent's cancellation goes on, its child ended
-        return child_result(store.handle, outcome)
+        return child_result(store.handle, ending)
+
+    async def _work(
+        self,
+        child: _Child,
+        store: BusRunStore,
+        events: _Tee,
+        above: list[Node],
+        text: str,
+        p: RunProgress,
+    ) -> Ending:
+        """The child's task under the path ``above``, then its loop (run by :func:`drive`)."""
+        handle = store.handle
+        p.path = list(above)
+        task = Node(
+            node_id=child.task_node_id,
+            parent_id=above[-1].node_id if above else None,
+            agent_id=child.agent_id,
+            run_id=child.run_id,
+            role=Role.USER,
+            content=[TextBlock(text=text)],
+        )
+        stored = await store.append_node(task)
+        p.path.append(stored)
+        events.emit(
+            RunNodeCreated(
+                run_id=child.run_id,
+                session_id=handle.session_id,
+                agent_id=child.agent_id,
+                node=stored,
+            )
+        )
+        loop = AgentLoop(
+            handle=handle,
+            config=self.config,
+            model=self.model,
+            store=store,
+            events=events,
+            tools=self.tools(store),
+        )
+        return await p.run_loop(loop, p.path, timeout_s=self.config.budget.max_wall_clock_s)
 
     async def _abandon(self, child: _Child, exc: BaseException) -> None:
         """End a child whose dispatch was interrupted (see :meth:`_spawn`); never raises."""
         if isinstance(exc, asyncio.CancelledError):
-            outcome = RunOutcome(RunStatus.CANCELLED, EndReason.ABORTED_TOOLS)
+            status, reason, error = RunStatus.CANCELLED, EndReason.ABORTED_TOOLS, None
         else:
+            status, reason = RunStatus.FAILED, EndReason.FAILED
             error = ErrorPayload(
                 type="run_error",
                 code="child_interrupted",
                 message=f"the child run could not go on ({type(exc).__name__})",
             )
-            outcome = RunOutcome(RunStatus.FAILED, EndReason.FAILED, error=error)
         try:
             await end_child(
                 self.storage,
@@ -219,7 +256,7 @@ class ChildRunner:
                 self.reads,
                 child.run_id,
                 child.agent_id,
-                outcome,
+                (status, reason, error),
                 session_id=self._session_id,
                 events=self.events,
                 parent=self.parent,
@@ -317,61 +354,22 @@ class ChildRunner:
         )
         return BusRunStore(self.storage, handle, set_active=False), events
 
-    async def _run(
-        self, store: BusRunStore, events: _Tee, path: list[Node]
-    ) -> tuple[RunOutcome, bool]:
-        """The child's loop, as a task a cancel request for the child alone can stop; how it
-        ended, and whether that was the parent being cancelled (or timing out)."""
-        child = store.handle
-        loop = AgentLoop(
-            handle=child,
-            config=self.config,
-            model=self.model,
-            store=store,
-            events=events,
-            tools=self.tools(store),
+    async def _finished(self, child: _Child, store: BusRunStore, ending: Ending) -> Ending:
+        """Write the child's end, then tell it; the end as recorded."""
+        ending = await end_run(
+            self.storage, self.reads, store.handle, ending, fence=store.fence, set_active=False
         )
-        task = asyncio.create_task(loop.run(path), name=f"run:{child.run_id}")
-        self.running[child.run_id] = task
-        try:
-            # A cancel requested before the task could be found (its flag stays set).
-            if await self.queue.is_cancelled(child.run_id):
-                task.cancel()
-            outcome = await task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            parent_cancelled = current is not None and current.cancelling() > 0
-            if task.done() and not task.cancelled():
-                return task.result(), parent_cancelled  # it ended just before the cancel
-            if not task.done():  # the cancel came before the child's task was awaited
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-            # Cancelled, alone or with its parent: either way the child ends now.
-            return loop_cancelled(loop), parent_cancelled
-        except StorageError as exc:
-            if exc.code in FENCED_CODES:
-                raise  # a takeover owns the child: stop writing for it
-            outcome = loop_failed(loop, exc.to_payload())
-        except AgentCoreError as exc:
-            outcome = loop_failed(loop, exc.to_payload())
-        finally:
-            self.running.pop(child.run_id, None)
-        return outcome, False
-
-    async def _finished(self, child: _Child, store: BusRunStore, outcome: RunOutcome) -> None:
-        """Record the child's end (unless its answer did), then announce it."""
-        if not outcome.recorded:
-            outcome = await record_end(self.storage, self.reads, store, outcome)
         child.ended = True
         worker = child.label.get("worker")
         metadata = None
-        if worker is not None and outcome.status is RunStatus.COMPLETED and outcome.last_node_id:
+        end = ending.end
+        if worker is not None and end.status is RunStatus.COMPLETED and end.last_node_id:
             # The next dispatch to this worker continues after the answer that ended last.
-            metadata = {**_worker_metadata(worker), _CONTINUE_FROM: outcome.last_node_id}
+            metadata = {**_worker_metadata(worker), _CONTINUE_FROM: end.last_node_id}
         await announce_end(
             self.storage,
             store.handle,
-            outcome,
+            ending,
             events=self.events,
             parent=self.parent,
             label=child.label,
@@ -379,6 +377,7 @@ class ChildRunner:
             metadata=metadata,
             own=None if child.events is None else child.events.own,
         )
+        return ending
 
 
 async def _shielded(work: Awaitable[None]) -> None:

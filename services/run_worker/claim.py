@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from agent_core.bus.contracts.storage import ClaimRun, GetSession, PlaceMessage, RunFence
 from agent_core.ids import new_id
 from agent_core.runqueue import InFlight, QueuedRun, RunEventWriter, SessionQueue
 from agent_core.service import ServiceContext
-from agent_core.storage_client import StorageClient
+from agent_core.storage_client import FENCED_CODES, StorageClient
 from agent_core.types.enums import Role, RunStatus
 from agent_core.types.protocol import TextBlock
 from agent_core.types.runtime import Node, RunHandle, RunStatusChanged
 from services.run_worker.adapters import BusRunStore, node_drafts
-from services.run_worker.endings import FENCED_CODES, close_stream_of_terminal_run
+from services.run_worker.endings import close_stream_of_terminal_run
 from services.run_worker.memory_link import memory_text
 from services.run_worker.reads import RunReads
 
@@ -50,8 +50,6 @@ class Attempt:
     store: BusRunStore
     events: RunEventWriter
     prefetch: Prefetch
-    # The path the loop ended on (its own nodes included), for the memory hand-off.
-    nodes: list[Node] = field(default_factory=list)
 
 
 class Claimer:

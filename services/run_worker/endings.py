@@ -1,128 +1,156 @@
-"""How a run's end is recorded: the final timeline event type, and a stream's missing end."""
+"""How a run's end is written (one ``end_run`` command) and told (the stream's last events).
+
+Every way a run ends comes here (``docs/architecture.md``, "Run lifecycle and endings"): the
+executor's runs and child runs after :func:`agent_core.runtime.drive`, a run cancelled before it
+was claimed, child runs ended from outside their loop. :func:`end_run` writes the end with the node
+it ends on in one command and tells it once to logs and metrics (``observability.runs``); :func:`announce` puts
+the node, a fatal ``error`` and ``run_finished`` on the run's stream.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agent_core.bus.contracts.storage import GetRun, UpdateRun
-from agent_core.errors import ErrorPayload, StorageError
+from agent_core.bus.contracts.storage import EndRun, GetRun, RunFence
+from agent_core.errors import StorageError
 from agent_core.ids import new_id
+from agent_core.observability.runs import run_ended
 from agent_core.runqueue import RunEventWriter
-from agent_core.runtime import AgentLoop, RunOutcome
+from agent_core.runtime import Ending, EventSink, Fenced
 from agent_core.service import ServiceContext
-from agent_core.storage_client import StorageClient
-from agent_core.types.enums import EndReason, EventLevel, EventType, RunStatus
+from agent_core.storage_client import FENCED_CODES, StorageClient
+from agent_core.types.enums import EndReason, RunStatus
 from agent_core.types.mappers import to_run_finished, to_run_state
-from agent_core.types.runtime import RunFinished, RunHandle
+from agent_core.types.runtime import (
+    RunEnd,
+    RunError,
+    RunFinished,
+    RunHandle,
+    RunNodeCreated,
+)
 from agent_core.types.storage import RunRecord
+from services.run_worker.adapters import node_drafts
 from services.run_worker.reads import RunReads
 
-if TYPE_CHECKING:  # adapters imports this module (final_event)
-    from services.run_worker.adapters import BusRunStore
-
-__all__ = [
-    "FENCED_CODES",
-    "FINAL_EVENT",
-    "close_stream_of_terminal_run",
-    "final_event",
-    "loop_cancelled",
-    "loop_failed",
-    "record_end",
-    "run_finished",
-    "stored_outcome",
-]
+__all__ = ["announce", "close_stream_of_terminal_run", "end_run", "stored_end"]
 
 log = logging.getLogger("soong.run_worker")
 
-# Refusals that mean: a newer attempt owns the run.
-FENCED_CODES = ("stale_attempt", "unclaimed_attempt")
-
-FINAL_EVENT = {
-    RunStatus.COMPLETED: EventType.RUN_COMPLETED,
-    RunStatus.FAILED: EventType.RUN_FAILED,
-    RunStatus.CANCELLED: EventType.RUN_CANCELLED,
-    RunStatus.ABORTED: EventType.RUN_ABORTED,
+# What a run ended before end reasons were always written is read as.
+_DEFAULT_REASON = {
+    RunStatus.COMPLETED: EndReason.COMPLETED,
+    RunStatus.CANCELLED: EndReason.ABORTED_STREAMING,
 }
 
 
-def final_event(outcome: RunOutcome) -> tuple[EventType, EventLevel, dict[str, Any]]:
-    """Type, level and payload of the timeline event that records ``outcome``."""
-    level = EventLevel.ERROR if outcome.status is RunStatus.FAILED else EventLevel.INFO
-    payload: dict[str, Any] = {
-        "status": outcome.status.value,
-        "end_reason": outcome.end_reason.value,
-        "turns": outcome.turns,
-    }
-    if outcome.error:
-        payload["error"] = outcome.error.model_dump()
-    return FINAL_EVENT[outcome.status], level, payload
+async def end_run(
+    storage: StorageClient,
+    reads: RunReads,
+    handle: RunHandle,
+    ending: Ending,
+    *,
+    fence: RunFence | None,
+    set_active: bool = True,
+) -> Ending:
+    """Write ``ending`` as the run's end (``end_run``); return the end as recorded — the stored
+    one when the run had ended already (its end was written before, by whoever ended it).
+
+    ``fence`` is the attempt's (``None`` only for a run that no attempt claimed). Raises
+    :class:`Fenced` when a newer attempt owns the run, :class:`StorageError` when the end could
+    not be written (the run stays in flight: a takeover ends it).
+    """
+    receipt = await storage.send(_command(handle, ending, fence, set_active))
+    if not receipt.ok and ending.node is not None and _code(receipt) not in _NOT_THE_NODE:
+        # The node could not be written (its parent is gone, …): the end goes without it.
+        log.warning("run %s: its last node was refused (%s)", handle.run_id, _code(receipt))
+        end = ending.end.model_copy(update={"last_node_id": ending.node.parent_id})
+        ending = dataclasses.replace(ending, end=end, node=None)
+        receipt = await storage.send(_command(handle, ending, fence, set_active))
+    if receipt.ok:
+        node = ending.node
+        if node is not None:
+            seq = (receipt.result.get("node") or {}).get("node_seq")
+            ending = dataclasses.replace(ending, node=node.model_copy(update={"node_seq": seq}))
+        run_ended(handle, ending.end)  # the one log line and metrics of the run's end
+        return ending
+    code = _code(receipt)
+    if code in FENCED_CODES:
+        raise Fenced(f"a newer attempt owns run {handle.run_id}")
+    stored = await _stored(reads, handle)
+    if stored is None:
+        raise StorageError(code, f"the end of run {handle.run_id} was refused")
+    log.info("run %s had ended already (%s)", handle.run_id, stored.status.value)
+    return Ending(stored, text=ending.text if stored.status is ending.end.status else "")
 
 
-def run_finished(handle: RunHandle, outcome: RunOutcome) -> RunFinished:
-    """The ``run_finished`` event of ``handle``'s run ending with ``outcome``."""
-    return RunFinished(
-        run_id=handle.run_id,
+# Refusals that are the run's, not its last node's: retrying without the node changes nothing.
+_NOT_THE_NODE = FENCED_CODES | {"run_ended", "fence_required", "run_not_found"}
+
+
+def _code(receipt: Any) -> str:
+    return str(receipt.error.code) if receipt.error else "refused"
+
+
+def _command(handle: RunHandle, ending: Ending, fence: RunFence | None, set_active: bool) -> EndRun:
+    node = event = None
+    if ending.node is not None:
+        node, event = node_drafts(ending.node)
+    return EndRun(
+        command_id=new_id("cmd"),
         session_id=handle.session_id,
-        agent_id=handle.agent_id,
-        status=outcome.status,
-        end_reason=outcome.end_reason,
-        usage=outcome.usage,
-        error=outcome.error,
-        last_node_id=outcome.last_node_id,
+        run_id=handle.run_id,
+        fence=fence,
+        end=ending.end,
+        event_id=new_id("evt"),
+        node=node,
+        node_event=event,
+        set_active=set_active,
+        withdraw=ending.withdraw,
     )
 
 
-def loop_failed(loop: AgentLoop, error: ErrorPayload) -> RunOutcome:
-    """A run that failed with ``error`` after what ``loop`` did (its usage, turns, last node)."""
-    return RunOutcome(
-        RunStatus.FAILED,
-        EndReason.FAILED,
-        usage=loop.usage,
-        turns=loop.turns,
-        last_node_id=loop.last_node_id,
-        error=error,
-    )
+def announce(events: EventSink, handle: RunHandle, ending: Ending) -> None:
+    """The run's end on its stream: the node it ended on, a fatal ``error`` when it failed,
+    then ``run_finished`` (its stream's last event)."""
+    ids = {"run_id": handle.run_id, "session_id": handle.session_id, "agent_id": handle.agent_id}
+    if ending.node is not None and ending.node.node_seq is not None:
+        events.emit(RunNodeCreated(**ids, node=ending.node))
+    end = ending.end
+    if end.error is not None and end.status is RunStatus.FAILED:
+        events.emit(RunError(**ids, error=end.error, fatal=True))
+    events.emit(RunFinished.of(handle, end))
 
 
-def loop_cancelled(loop: AgentLoop) -> RunOutcome:
-    """A run a cancel stopped after what ``loop`` did: ``aborted_tools`` while tools ran,
-    ``aborted_streaming`` otherwise."""
-    reason = EndReason.ABORTED_TOOLS if loop.phase == "tools" else EndReason.ABORTED_STREAMING
-    return RunOutcome(
-        RunStatus.CANCELLED,
-        reason,
-        usage=loop.usage,
-        turns=loop.turns,
-        last_node_id=loop.last_node_id,
-    )
-
-
-def stored_outcome(record: dict[str, Any]) -> RunOutcome | None:
-    """The outcome a run record holds, if the run has ended (``recorded``: nothing to write)."""
+def stored_end(record: dict[str, Any]) -> RunEnd | None:
+    """The end a run record holds, if the run has ended."""
     state = to_run_state(RunRecord.model_validate(record))
-    if not state.is_terminal or state.end_reason is None:
+    if not state.is_terminal:
         return None
-    return RunOutcome(
-        state.status,
-        state.end_reason,
-        usage=state.usage,
+    return RunEnd(
+        status=state.status,
+        end_reason=state.end_reason or _DEFAULT_REASON.get(state.status, EndReason.FAILED),
         turns=state.turn,
-        last_node_id=state.last_node_id,
+        usage=state.usage,
         error=state.error,
-        recorded=True,
+        last_node_id=state.last_node_id,
     )
+
+
+async def _stored(reads: RunReads, handle: RunHandle) -> RunEnd | None:
+    record = await reads.query(GetRun(run_id=handle.run_id, session_id=handle.session_id))
+    return None if record is None else stored_end(record)
 
 
 async def close_stream_of_terminal_run(
     ctx: ServiceContext, reads: RunReads, session_id: str, run_id: str
 ) -> None:
-    """A worker can die after the run's final update and before its ``run_finished`` event:
+    """A worker can die after the run's end was written and before its ``run_finished`` event:
     the next holder finds the run terminal and writes the missing event from the record, so
     that every stream ends and no SSE client waits forever."""
     record = await reads.query(GetRun(run_id=run_id, session_id=session_id))
-    if record is None or record["status"] not in {s.value for s in FINAL_EVENT}:
+    if record is None or stored_end(record) is None:
         return
     events = RunEventWriter(ctx.redis, ctx.names, session_id, run_id)
     if await events.last_type() == "run_finished":
@@ -130,42 +158,3 @@ async def close_stream_of_terminal_run(
     events.start()
     events.emit(to_run_finished(to_run_state(RunRecord.model_validate(record))))
     await events.close()
-
-
-async def record_end(
-    storage: StorageClient, reads: RunReads, store: BusRunStore, outcome: RunOutcome
-) -> RunOutcome:
-    """Write a run's end that no answer node recorded: the run row and its final timeline event,
-    committed together (one batch). Returns the outcome to announce — the stored one if the run
-    had ended already (a cancel that arrived while the answer that ended it was being written).
-    Raises :class:`StorageError` with a ``FENCED_CODES`` code when a newer attempt owns the run.
-    """
-    handle = store.handle
-    event_type, level, payload = final_event(outcome)
-    receipt, _ = await asyncio.gather(
-        storage.send(
-            UpdateRun(
-                command_id=new_id("cmd"),
-                session_id=handle.session_id,
-                run_id=handle.run_id,
-                fence=store.fence,
-                status=outcome.status,
-                end_reason=outcome.end_reason,
-                turn_count=outcome.turns,
-                usage=outcome.usage,
-                error=outcome.error,
-                end_node_id=outcome.last_node_id,
-            )
-        ),
-        store.append_event(event_type, level=level, node_id=outcome.last_node_id, payload=payload),
-    )
-    if not receipt.ok:
-        code = receipt.error.code if receipt.error else "refused"
-        if code in FENCED_CODES:
-            raise StorageError(code, "a newer attempt owns the run")
-        record = await reads.query(GetRun(run_id=handle.run_id, session_id=handle.session_id))
-        stored = stored_outcome(record) if record else None
-        if stored is not None:
-            return stored
-        log.error("run %s: final update refused: %s", handle.run_id, code)
-    return outcome

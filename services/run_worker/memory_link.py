@@ -15,11 +15,10 @@ from agent_core.ids import new_id
 from agent_core.memory.client import RenderedMemory, publish_interaction
 from agent_core.memory.signals import MAX_TURN_CHARS
 from agent_core.runqueue import InFlight, QueuedRun
-from agent_core.runtime import RunOutcome
 from agent_core.service import ServiceContext
 from agent_core.types.enums import NodeType, Role
 from agent_core.types.protocol import TextBlock, ToolCallBlock, ToolResultBlock
-from agent_core.types.runtime import Node, RunHandle
+from agent_core.types.runtime import Node, RunEnd, RunHandle
 from services.run_worker.reads import RunReads
 
 __all__ = ["hand_off", "memory_node", "memory_text"]
@@ -73,7 +72,7 @@ async def hand_off(
     ctx: ServiceContext,
     reads: RunReads,
     item: InFlight,
-    outcome: RunOutcome,
+    end: RunEnd,
     path: Sequence[Node] = (),
 ) -> None:
     """Publish the finished interaction to memory-extraction (redacted); never fails the run.
@@ -82,8 +81,8 @@ async def hand_off(
     the path is read from storage.
     """
     try:
-        if not path or path[-1].node_id != outcome.last_node_id:
-            tip = outcome.last_node_id or item.run.start_node_id
+        if not path or path[-1].node_id != end.last_node_id:
+            tip = end.last_node_id or item.run.start_node_id
             path = await reads.path(item.run.session_id, tip)
         own = [n for n in path if n.run_id == item.run.run_id]
         calls = {b.id: b for n in own for b in n.content if isinstance(b, ToolCallBlock)}
@@ -95,7 +94,7 @@ async def hand_off(
             run_id=item.run.run_id,
             turns=[t for n in own for t in _turns(n, calls)],
             skills=[str(s) for s in skills],
-            status=outcome.status.value,
+            status=end.status.value,
         )
         await publish_interaction(ctx.redis, ctx.names, message)
     except Exception as exc:

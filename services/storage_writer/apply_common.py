@@ -10,6 +10,7 @@ unless the session id is one the core could have generated.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from typing import Any
 
 from agent_core.bus.contracts.storage import EventDraft, RunFence
 from agent_core.errors import StorageError
-from agent_core.types.enums import RunStatus
+from agent_core.types.enums import TERMINAL_RUN_STATUSES, RunStatus
 from services.storage_writer.schema import events_table
 
 __all__ = [
@@ -27,8 +28,10 @@ __all__ = [
     "ApplyContext",
     "FaultHook",
     "check_fence",
+    "derived_event_id",
     "dump_json",
     "insert_event",
+    "refuse_if_ended",
     "refusal",
     "require_session",
     "run_status",
@@ -60,6 +63,12 @@ class ApplyContext:
             self.fault(name)
 
 
+def derived_event_id(name: str) -> str:
+    """The id of an event the writer adds to a command (``run_started`` to a claim, ``run_error``
+    to an end): derived from the command's own id, so a repeat would name the same event."""
+    return "evt_" + hashlib.blake2b(name.encode(), digest_size=8).hexdigest()
+
+
 def dump_json(value: Any) -> str | None:
     if value is None or value == {}:
         return None
@@ -86,11 +95,28 @@ def run_status(conn: sqlite3.Connection, session_id: str, run_id: str) -> tuple[
     return RunStatus(row[0]), int(row[1])
 
 
+def refuse_if_ended(conn: sqlite3.Connection, session_id: str, run_id: str) -> None:
+    """Refuse a write for a run that has ended (``run_ended``): its end was its last write."""
+    status, _ = run_status(conn, session_id, run_id)
+    _refuse_ended(run_id, status)
+
+
+def _refuse_ended(run_id: str, status: RunStatus) -> None:
+    if status in TERMINAL_RUN_STATUSES:
+        raise refusal(
+            "run_ended",
+            f"the run has ended ({status.value}); nothing more is written for it",
+            run_id=run_id,
+            status=status.value,
+        )
+
+
 def check_fence(conn: sqlite3.Connection, session_id: str, fence: RunFence | None) -> None:
-    """Refuse a write from an attempt other than the run's current one (ARCHITECTURE §5)."""
+    """Refuse a write from an attempt other than the run's current one (``docs/architecture.md``,
+    "Storage"), and any write for a run that has ended."""
     if fence is None:
         return
-    _, attempt = run_status(conn, session_id, fence.run_id)
+    status, attempt = run_status(conn, session_id, fence.run_id)
     if fence.attempt < attempt:
         raise refusal(
             "stale_attempt",
@@ -107,6 +133,7 @@ def check_fence(conn: sqlite3.Connection, session_id: str, fence: RunFence | Non
             attempt=fence.attempt,
             current_attempt=attempt,
         )
+    _refuse_ended(fence.run_id, status)
 
 
 def insert_event(

@@ -1,5 +1,5 @@
-"""Appliers of node and event commands: a node with its event (and, optionally, its run's end),
-and a lifecycle event alone; and how a plain node proves it was applied without a receipt."""
+"""Appliers of node and event commands: a node with its event, and a lifecycle event alone; how a
+plain node proves it was applied without a receipt; and the node writing that ``end_run`` shares."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from agent_core.bus.contracts.storage import (
     AppendEvent,
     AppendNode,
     ClaimRun,
+    EventDraft,
     NodeDraft,
 )
 from agent_core.types.protocol import CONTENT_BLOCKS
@@ -21,21 +22,27 @@ from services.storage_writer.apply_common import (
     dump_json,
     insert_event,
     refusal,
+    refuse_if_ended,
     require_session,
-    run_status,
 )
-from services.storage_writer.apply_runs import finish_run
 from services.storage_writer.artifacts import offload_large_json
 from services.storage_writer.schema import events_table, nodes_table
 
-__all__ = ["append_event", "append_node", "place_message", "placed_before"]
+__all__ = [
+    "append_event",
+    "append_node",
+    "event_of",
+    "place_message",
+    "placed_before",
+    "write_node",
+]
 
 
 def _missing_node(conn: sqlite3.Connection, nodes: str, node_id: str) -> bool:
     return conn.execute(f"SELECT 1 FROM {nodes} WHERE node_id = ?", (node_id,)).fetchone() is None
 
 
-def _event_of(
+def event_of(
     conn: sqlite3.Connection, session_id: str, event_id: str, node_id: str
 ) -> tuple[int, int | None] | None:
     """``(seq, run_seq)`` of event ``event_id`` if it exists and is ``node_id``'s."""
@@ -58,7 +65,7 @@ def _applied_before(conn: sqlite3.Connection, c: AppendNode) -> dict[str, Any] |
     ).fetchone()
     if node is None:
         return None
-    event = _event_of(conn, sid, c.event.event_id, c.node.node_id)
+    event = event_of(conn, sid, c.event.event_id, c.node.node_id)
     if event is None:
         raise _not_a_repeat(c)
     result: dict[str, Any] = {
@@ -70,38 +77,33 @@ def _applied_before(conn: sqlite3.Connection, c: AppendNode) -> dict[str, Any] |
         "seq": event[0],
         "run_seq": event[1],
     }
-    if c.finish is not None:
-        result["finish"] = _finished_before(conn, c)
     return result
-
-
-def _finished_before(conn: sqlite3.Connection, c: AppendNode) -> dict[str, Any]:
-    """The ``finish`` part of an applied ``c``'s result, from the ended run and its end event
-    (written in the node's transaction, so present whenever the node is; an ended run never
-    changes again, so what is read is what the first application returned)."""
-    f, fence = c.finish, c.fence
-    if f is None or fence is None:  # the first application had a fence, or it was refused
-        raise _not_a_repeat(c)
-    event = _event_of(conn, c.session_id, f.event.event_id, c.node.node_id)
-    if event is None:
-        raise _not_a_repeat(c)
-    status, attempt = run_status(conn, c.session_id, fence.run_id)
-    return {
-        "run_id": fence.run_id,
-        "status": status.value,
-        "attempt": attempt,
-        "event": {"event_id": f.event.event_id, "seq": event[0], "run_seq": event[1]},
-    }
 
 
 def append_node(conn: sqlite3.Connection, c: AppendNode, ctx: ApplyContext) -> dict[str, Any]:
     require_session(conn, c.session_id)
     if (first := _applied_before(conn, c)) is not None:
         raise AlreadyApplied(first)
-    node, sid = c.node, c.session_id
-    check_fence(conn, sid, c.fence)
+    node = c.node
+    check_fence(conn, c.session_id, c.fence)
     if c.fence is not None and node.run_id not in (None, c.fence.run_id):
         raise refusal("fence_mismatch", "the node belongs to another run", run_id=node.run_id)
+    if c.fence is None and node.run_id is not None:
+        refuse_if_ended(conn, c.session_id, node.run_id)
+    return write_node(conn, c.session_id, node, c.event, ctx, set_active=c.set_active)
+
+
+def write_node(
+    conn: sqlite3.Connection,
+    sid: str,
+    node: NodeDraft,
+    event: EventDraft,
+    ctx: ApplyContext,
+    *,
+    set_active: bool,
+) -> dict[str, Any]:
+    """Write ``node`` and its ``event`` (checked by the caller: fence, run, repeat); the result
+    part every command that writes a node returns."""
     parent = node.parent_id
     if parent is not None and _missing_node(conn, nodes_table(sid), parent):
         raise refusal(
@@ -115,7 +117,7 @@ def append_node(conn: sqlite3.Connection, c: AppendNode, ctx: ApplyContext) -> d
     )
     node_seq = _insert_node(conn, sid, node, blocks, ctx.now)
     ctx.fault_point("between_node_and_event")
-    ev = insert_event(conn, sid, c.event, ctx.now, node.node_id)
+    ev = insert_event(conn, sid, event, ctx.now, node.node_id)
     for art in moved:
         conn.execute(
             "INSERT INTO artifacts (artifact_id, session_id, agent_id, run_id, node_id, "
@@ -126,27 +128,24 @@ def append_node(conn: sqlite3.Connection, c: AppendNode, ctx: ApplyContext) -> d
                 art.path, art.artifact_id + ".json", art.size_bytes, art.summary, ctx.now,
             ),
         )  # fmt: skip
-    if c.set_active:
+    if set_active:
         conn.execute(
             "UPDATE sessions SET active_node_id = ?, updated_at = ? WHERE session_id = ?",
             (node.node_id, ctx.now, sid),
         )
     if node.run_id is not None:
-        # The run's last durable node: where a takeover resumes (ARCHITECTURE §5).
+        # The run's last durable node: where a takeover resumes (docs/architecture.md, "Runs").
         conn.execute(
             "UPDATE runs SET end_node_id = ?, updated_at = ? WHERE run_id = ? AND session_id = ?",
             (node.node_id, ctx.now, node.run_id, sid),
         )
-    result = {
+    return {
         "node_id": node.node_id,
         "node_seq": node_seq,
         "created_at": ctx.now,
         "artifact_ids": [a.artifact_id for a in moved],
         **ev,
     }
-    if c.finish is not None:
-        result["finish"] = finish_run(conn, c, ctx)
-    return result
 
 
 def _insert_node(
@@ -183,6 +182,8 @@ def append_event(conn: sqlite3.Connection, c: AppendEvent, ctx: ApplyContext) ->
     check_fence(conn, c.session_id, c.fence)
     if c.fence is not None and c.event.run_id not in (None, c.fence.run_id):
         raise refusal("fence_mismatch", "the event belongs to another run", run_id=c.event.run_id)
+    if c.fence is None and c.event.run_id is not None:
+        refuse_if_ended(conn, c.session_id, c.event.run_id)
     return {"created_at": ctx.now, **insert_event(conn, c.session_id, c.event, ctx.now, None)}
 
 
@@ -230,6 +231,6 @@ def placed_before(conn: sqlite3.Connection, c: ClaimRun) -> dict[str, Any]:
     ).fetchone()
     # Placed by the claim only if the node came with the claim's own event (after a
     # ``place_error`` the worker appends the message itself, with another event).
-    if row is None or _event_of(conn, c.session_id, c.place.event.event_id, node_id) is None:
+    if row is None or event_of(conn, c.session_id, c.place.event.event_id, node_id) is None:
         return {"placed": None, "place_error": "parent_not_found"}
     return {"placed": {"node_id": node_id, "node_seq": row[0], "parent_id": row[1]}}

@@ -1,6 +1,6 @@
-"""Appliers of run commands: create, claim (a new attempt), update, and a run's end recorded
-with the node that ends it (``AppendNode.finish``). Status transitions are checked by
-:mod:`transitions`; run-scoped writes are fenced by ``(run_id, attempt)``."""
+"""Appliers of run commands: create, claim (a new attempt) and update; a run's end is
+:mod:`apply_end`'s. Status transitions are checked by :mod:`transitions`; run-scoped writes are
+fenced by ``(run_id, attempt)``."""
 
 from __future__ import annotations
 
@@ -8,21 +8,22 @@ import json
 import sqlite3
 from typing import Any
 
-from agent_core.bus.contracts.storage import AppendNode, ClaimRun, CreateRun, UpdateRun
-from agent_core.types.enums import RunStatus, SessionStatus
+from agent_core.bus.contracts.storage import ClaimRun, CreateRun, EventDraft, UpdateRun
+from agent_core.types.enums import AgentStatus, EventType, RunStatus, SessionStatus
 from agent_core.types.runtime import SESSION_CONFIG_KEY
 from services.storage_writer.apply_common import (
     AlreadyApplied,
     ApplyContext,
     check_fence,
+    derived_event_id,
     dump_json,
     insert_event,
     refusal,
     run_status,
 )
-from services.storage_writer.transitions import CLAIMABLE, check_run_transition
+from services.storage_writer.transitions import CLAIMABLE, TERMINAL, check_run_transition
 
-__all__ = ["claim_run", "create_run", "finish_run", "update_run"]
+__all__ = ["claim_run", "create_run", "update_run"]
 
 
 def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dict[str, Any]:
@@ -97,11 +98,13 @@ def _created_before(conn: sqlite3.Connection, c: CreateRun) -> str | None:
 
 
 def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[str, Any]:
-    """Start attempt ``c.fence.attempt`` at the run. Raises :class:`AlreadyApplied` (with the
-    claim's part of the result) when this very command claimed it before: the run row names the
-    command that claimed its current attempt, so a repeat needs no receipt."""
+    """Start attempt ``c.fence.attempt`` at the run: it becomes ``running``, its agent too, and
+    the timeline gets ``run_started``. Raises :class:`AlreadyApplied` (with the claim's part of the
+    result) when this very command claimed it before: the run row names the command that claimed
+    its current attempt, so a repeat needs no receipt."""
     row = conn.execute(
-        "SELECT status, attempt, claim_command_id FROM runs WHERE run_id = ? AND session_id = ?",
+        "SELECT status, attempt, claim_command_id, agent_id FROM runs "
+        "WHERE run_id = ? AND session_id = ?",
         (c.fence.run_id, c.session_id),
     ).fetchone()
     if row is None:
@@ -131,6 +134,20 @@ def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[
         "WHERE run_id = ?",
         (RunStatus.RUNNING.value, c.fence.attempt, c.command_id, ctx.now, c.fence.run_id),
     )
+    agent_id = str(row[3])
+    conn.execute(
+        "UPDATE agents SET status = ?, updated_at = ? WHERE agent_id = ? AND status != ?",
+        (AgentStatus.RUNNING.value, ctx.now, agent_id, AgentStatus.RUNNING.value),
+    )
+    started = EventDraft(
+        # Named after the claim: a repeated claim is answered before it gets here (see above).
+        event_id=derived_event_id(f"{c.command_id}:{c.fence.attempt}"),
+        event_type=EventType.RUN_STARTED,
+        agent_id=agent_id,
+        run_id=c.fence.run_id,
+        payload={"attempt": c.fence.attempt},
+    )
+    insert_event(conn, c.session_id, started, ctx.now, None)
     return result
 
 
@@ -142,7 +159,11 @@ def update_run(conn: sqlite3.Connection, c: UpdateRun, ctx: ApplyContext) -> dic
         check_fence(conn, c.session_id, c.fence)
     target = status if c.status is None else c.status
     check_run_transition(status, target)
-    if target == RunStatus.RUNNING and status != RunStatus.RUNNING:
+    if target in TERMINAL:
+        raise refusal("invalid_transition", "a run ends through end_run only")
+    # Back from waiting (``pending``) by the attempt that waited; starting is claim_run's.
+    back = status == RunStatus.PENDING and c.fence is not None
+    if target == RunStatus.RUNNING and status != RunStatus.RUNNING and not back:
         raise refusal("invalid_transition", "a run starts running through claim_run only")
     fields: dict[str, Any] = {"status": target.value}
     if c.end_node_id is not None:
@@ -165,30 +186,3 @@ def update_run(conn: sqlite3.Connection, c: UpdateRun, ctx: ApplyContext) -> dic
         (*fields.values(), c.run_id),
     )
     return {"run_id": c.run_id, "status": target.value, "attempt": attempt}
-
-
-def finish_run(conn: sqlite3.Connection, c: AppendNode, ctx: ApplyContext) -> dict[str, Any]:
-    """End the appended node's run in the node's transaction (``AppendNode.finish``)."""
-    f, fence = c.finish, c.fence
-    assert f is not None
-    if fence is None:
-        raise refusal("fence_required", "ending a run with a node needs the attempt's fence")
-    update = UpdateRun(
-        command_id=c.command_id,
-        session_id=c.session_id,
-        run_id=fence.run_id,
-        fence=fence,
-        status=f.status,
-        end_reason=f.end_reason,
-        turn_count=f.turn_count,
-        usage=f.usage,
-        error=f.error,
-        end_node_id=c.node.node_id,
-    )
-    if f.event.run_id not in (None, fence.run_id):
-        raise refusal(
-            "fence_mismatch", "the final event belongs to another run", run_id=fence.run_id
-        )
-    run = update_run(conn, update, ctx)
-    event = f.event.model_copy(update={"run_id": fence.run_id})
-    return {**run, "event": insert_event(conn, c.session_id, event, ctx.now, c.node.node_id)}

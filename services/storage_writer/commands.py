@@ -34,6 +34,7 @@ from services.storage_writer.apply_common import (
     refusal,
     require_session,
 )
+from services.storage_writer.apply_end import end_run
 from services.storage_writer.apply_nodes import (
     append_event,
     append_node,
@@ -132,13 +133,15 @@ def needs_receipt(command: StorageCommand, result: dict[str, Any]) -> bool:
     give their first result back (:class:`AlreadyApplied`): a ``create_run`` with a start node
     (its run row, named by the run id and start node id the command allocated; the answer's
     ``cwd`` and ``session_config`` are read again, as they are then), a ``claim_run`` (the run row names
-    the command that claimed its current attempt; a placed message is its node) and an
-    ``append_node`` that moved no artifact out (its node's unique id and its event; with
-    ``finish``, also the run's end event and the ended run, which cannot change again).
-    Receipts were a third of a turn's database bytes.
+    the command that claimed its current attempt; a placed message is its node), an
+    ``append_node`` that moved no artifact out (its node's unique id and its event) and an
+    ``end_run`` whose node moved none (its terminal event, named by the command; the ended run
+    cannot change again). Receipts were a third of a turn's database bytes.
     """
     if command.type == "append_node":
         return bool(result.get("artifact_ids"))
+    if command.type == "end_run":
+        return bool((result.get("node") or {}).get("artifact_ids"))
     if command.type == "create_run":
         return command.start_node_id is None  # see apply_runs._created_before
     return command.type != "claim_run"
@@ -230,6 +233,7 @@ _APPLIERS: dict[str, Callable[[sqlite3.Connection, Any, ApplyContext], dict[str,
     "create_run": create_run,
     "claim_run": _claim_run,
     "update_run": update_run,
+    "end_run": end_run,
     "append_node": append_node,
     "append_event": append_event,
     "create_artifact": _create_artifact,

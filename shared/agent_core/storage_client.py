@@ -21,7 +21,6 @@ from agent_core.bus.contracts.storage import (
     NodeDraft,
     QueryReply,
     RunFence,
-    RunFinish,
     StorageCommand,
     StorageQuery,
 )
@@ -29,7 +28,10 @@ from agent_core.errors import BusTimeoutError, StorageError
 from agent_core.ids import new_id
 from agent_core.types.enums import AgentType
 
-__all__ = ["StorageClient", "raise_for_receipt"]
+__all__ = ["FENCED_CODES", "StorageClient", "raise_for_receipt"]
+
+# Refusals that mean: a newer attempt owns the run, so this one must stop writing for it.
+FENCED_CODES = frozenset({"stale_attempt", "unclaimed_attempt"})
 
 
 def raise_for_receipt(receipt: CommandReceipt) -> CommandReceipt:
@@ -137,10 +139,8 @@ class StorageClient:
         fence: RunFence | None = None,
         set_active: bool = True,
         command_id: str | None = None,
-        finish: RunFinish | None = None,
     ) -> CommandReceipt:
-        """Append a node and its event atomically (and end its run: ``finish``, see
-        :class:`AppendNode`); ``result`` holds ``node_seq``, ``seq``."""
+        """Append a node and its event atomically; ``result`` holds ``node_seq``, ``seq``."""
         return await self.send(
             AppendNode(
                 command_id=command_id or self.new_command_id(),
@@ -149,7 +149,6 @@ class StorageClient:
                 event=event,
                 fence=fence,
                 set_active=set_active,
-                finish=finish,
             )
         )
 

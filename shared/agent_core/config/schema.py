@@ -65,6 +65,9 @@ class RunWorkerSettings(_Section):
     lease_ttl_ms: int = Field(default=10_000, ge=1000)
     # Lanes (sessions) one worker drains at once; runs mostly wait on models and tools.
     max_concurrent_runs: int = Field(default=64, ge=1)
+    # Attempts at one run: a run taken over this many times (its worker lost each time) ends
+    # ``failed`` / ``attempts_exhausted`` instead of being tried again.
+    max_attempts: int = Field(default=3, ge=1, le=100)
 
 
 class TaskSettings(_Section):

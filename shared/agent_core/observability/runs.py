@@ -22,7 +22,7 @@ from agent_core.types.enums import EndReason, RunStatus
 from agent_core.types.protocol import Usage
 from agent_core.types.runtime import RunHandle
 
-__all__ = ["NOT_STARTED", "RunEndFigures", "run_cancelled_unstarted", "run_ended", "run_started"]
+__all__ = ["RunEndFigures", "run_ended", "run_started"]
 
 log = logging.getLogger("soong.runs")
 
@@ -41,8 +41,6 @@ class RunEndFigures(Protocol):
     @property
     def error(self) -> ErrorPayload | None: ...
 
-
-NOT_STARTED: Final = "not_started"  # the end-reason label of a run cancelled while queued
 
 _STARTS: OrderedDict[str, float] = OrderedDict()
 _MAX_TRACKED: Final = 10_000  # runs in flight in one process stay far below this
@@ -89,22 +87,4 @@ def run_ended(handle: RunHandle, outcome: RunEndFigures) -> None:
             logging.WARNING if failed else logging.INFO,
             "run failed" if failed else "run ended",
             extra={"fields": fields},
-        )
-
-
-def run_cancelled_unstarted(handle: RunHandle) -> None:
-    """Log and count a run cancelled while it was queued (it never started, so it has no end
-    reason of its own: counted under ``end_reason="not_started"``)."""
-    RUNS_ENDED.labels(RunStatus.CANCELLED.value, NOT_STARTED).inc()
-    with log_ids(session_id=handle.session_id, run_id=handle.run_id, agent_id=handle.agent_id):
-        log.info(
-            "run ended",
-            extra={
-                "fields": {
-                    "event": "run_ended",
-                    "status": RunStatus.CANCELLED.value,
-                    "end_reason": NOT_STARTED,
-                    "turns": 0,
-                }
-            },
         )

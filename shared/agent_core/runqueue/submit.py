@@ -11,23 +11,27 @@ once on its own lane, beside the active run.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
-from agent_core.bus.contracts.storage import CreateRun, GetSession, UpdateRun
+from agent_core.bus.contracts.storage import CreateRun, EndRun, GetSession
 from agent_core.errors import AgentCoreError, StorageError
 from agent_core.ids import new_id
-from agent_core.observability.runs import run_cancelled_unstarted
+from agent_core.observability.runs import run_ended
 from agent_core.observability.tracing import TRACEPARENT, trace_headers
 from agent_core.runqueue.events import RunEventWriter
 from agent_core.runqueue.fifo import SessionQueue
 from agent_core.runqueue.models import QueuedRun
 from agent_core.storage_client import StorageClient, raise_for_receipt
-from agent_core.types.enums import MultitaskStrategy, RunStatus
+from agent_core.types.enums import EndReason, MultitaskStrategy, RunStatus
 from agent_core.types.protocol import ContentBlock
-from agent_core.types.runtime import RunFinished, RunHandle, overrides_from
+from agent_core.types.runtime import RunEnd, RunFinished, RunHandle, overrides_from
 
 __all__ = ["SessionBusyError", "Submitted", "cancel_queued_run", "cancel_run", "submit_message"]
+
+
+log = logging.getLogger("soong.runqueue")
 
 
 class SessionBusyError(AgentCoreError):
@@ -157,29 +161,29 @@ async def _interrupt(queue: SessionQueue, session_id: str) -> None:
 async def cancel_queued_run(
     storage: StorageClient, queue: SessionQueue, *, session_id: str, run_id: str, agent_id: str
 ) -> bool:
-    """Record a run that never started as ``cancelled`` and end its event stream.
+    """End a run that no attempt claimed as ``cancelled`` / ``aborted_streaming`` (it never ran,
+    its message never became a node) and end its event stream.
 
-    Returns ``False`` when the run is no longer queued (it started, or already ended): the
-    writer refuses the transition and nothing changes.
+    Returns ``False`` when the run is no longer unclaimed (it started, or already ended): the
+    writer refuses the end and nothing changes.
     """
+    end = RunEnd(status=RunStatus.CANCELLED, end_reason=EndReason.ABORTED_STREAMING)
     receipt = await storage.send(
-        UpdateRun(
+        EndRun(
             command_id=new_id("cmd"),
             session_id=session_id,
             run_id=run_id,
-            status=RunStatus.CANCELLED,
+            end=end,
+            event_id=new_id("evt"),
         )
     )
     if not receipt.ok:
         return False
-    run_cancelled_unstarted(RunHandle(run_id=run_id, session_id=session_id, agent_id=agent_id))
+    handle = RunHandle(run_id=run_id, session_id=session_id, agent_id=agent_id)
+    run_ended(handle, end)  # told once, with the end reason it was recorded with
     events = RunEventWriter(queue.redis, queue.names, session_id, run_id)
     events.start()
-    events.emit(
-        RunFinished(
-            run_id=run_id, session_id=session_id, agent_id=agent_id, status=RunStatus.CANCELLED
-        )
-    )
+    events.emit(RunFinished.of(handle, end))
     await events.close()
     return True
 

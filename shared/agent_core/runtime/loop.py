@@ -8,13 +8,16 @@ Invariants:
   exactly which tool calls ran (see :func:`resume_point`);
 * one bad tool call never ends a run: it is an ``is_error`` result plus a ``tool_failed`` event.
 
-Cancellation is not handled here: the executor that owns the loop's task cancels it and reads
-:attr:`AgentLoop.phase` to choose ``aborted_streaming`` or ``aborted_tools``.
+The loop never writes its run's end: it returns an :class:`Ending` (the answer, not yet stored,
+goes with it), and the driver that owns the loop's task writes it in one command. Cancellation,
+timeouts and exceptions are the driver's too (:mod:`agent_core.runtime.drive`): it asks
+:meth:`AgentLoop.ending` for the end of what the loop did so far.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,7 +27,8 @@ from agent_core.context import ContextBuilder
 from agent_core.errors import AgentCoreError, ErrorPayload
 from agent_core.ids import new_id
 from agent_core.provider.base import ProviderAdapter
-from agent_core.runtime.ports import EventSink, RunOutcome, RunStore, ToolRunner
+from agent_core.runtime.ending import Ending, cancelled_reason, ending
+from agent_core.runtime.ports import EventSink, RunStore, ToolRunner
 from agent_core.types.enums import (
     EndReason,
     EventLevel,
@@ -116,6 +120,7 @@ class AgentLoop:
         self.tools = tools
         self.builder = builder or ContextBuilder()
         self.phase: LoopPhase = "idle"
+        # Text the model streamed in the current turn that no stored node holds yet.
         self.partial_text = ""
         self.usage = Usage()
         self.turns = 0
@@ -126,9 +131,9 @@ class AgentLoop:
 
     async def run(
         self, path: Sequence[Node], *, turns_done: int = 0, usage: Usage | None = None
-    ) -> RunOutcome:
-        """Continue the run after the last node of ``path`` until it ends; never raises but
-        ``CancelledError`` (and fencing errors of the store, which mean: stop writing)."""
+    ) -> Ending:
+        """Continue the run after the last node of ``path`` until it ends; return its end (not
+        yet written). Raises what the store raises, and ``CancelledError``."""
         nodes = self.nodes = list(path)
         self.turns = turns_done
         self.usage = usage or Usage()
@@ -155,38 +160,56 @@ class AgentLoop:
             self.turns += 1
             self.usage = self.usage + response.usage
             self.events.emit(self._event(RunUsage, usage=response.usage, total=self.usage))
-            if response.error is not None:
-                if response.text:
-                    await self._append(
-                        nodes, Role.ASSISTANT, [TextBlock(text=response.text)], interrupted=True
-                    )
-                return self._outcome(RunStatus.FAILED, EndReason.FAILED, error=response.error)
+            if response.error is not None:  # what was streamed stays, as a partial answer
+                return self.ending(RunStatus.FAILED, EndReason.FAILED, error=response.error)
             blocks = self._assistant_blocks(response)
             over_budget = (
                 budget.max_total_tokens is not None
                 and self.usage.total_tokens > budget.max_total_tokens
             )
             if not response.calls and not over_budget:
-                return await self._answer(nodes, blocks, response)
+                # The answer's node and the run's end are one write (the driver's).
+                reason = EndReason.COMPLETED
+                if response.stop is StopReason.MAX_TOKENS:
+                    reason = EndReason.MAX_OUTPUT_TOKENS_RECOVERY
+                self.partial_text = ""
+                return self.ending(RunStatus.COMPLETED, reason, answer=blocks)
             assistant = await self._append(nodes, Role.ASSISTANT, blocks)
+            self.partial_text = ""
             if over_budget:
                 assert budget.max_total_tokens is not None
                 return self._budget_exceeded("max_tokens", budget.max_total_tokens)
             await self._tool_turn(nodes, response.calls, assistant.node_id)
-        return self._outcome(RunStatus.COMPLETED, EndReason.MAX_TURNS)
+        return self.ending(RunStatus.COMPLETED, EndReason.MAX_TURNS)
 
-    async def _answer(
-        self, nodes: list[Node], blocks: list[ContentBlock], response: _Response
-    ) -> RunOutcome:
-        """The final answer: its node and the run's end are one write (``append_node(finish=)``)."""
-        reason = EndReason.COMPLETED
-        if response.stop is StopReason.MAX_TOKENS:
-            reason = EndReason.MAX_OUTPUT_TOKENS_RECOVERY
-        outcome = self._outcome(RunStatus.COMPLETED, reason, final_text=response.text)
-        outcome.last_node_id = node_id = new_id("node")  # the outcome names the node it ends on
-        await self._append(nodes, Role.ASSISTANT, blocks, node_id=node_id, finish=outcome)
-        outcome.recorded = True
-        return outcome
+    def ending(
+        self,
+        status: RunStatus,
+        reason: EndReason,
+        *,
+        error: ErrorPayload | None = None,
+        answer: list[ContentBlock] | None = None,
+        exception: BaseException | None = None,
+    ) -> Ending:
+        """The end of the run after what this loop did: its turns, usage and path, and text the
+        model streamed that no node holds (see :mod:`agent_core.runtime.ending`)."""
+        return ending(
+            self.handle,
+            self.nodes,
+            status,
+            reason,
+            turns=self.turns,
+            usage=self.usage,
+            error=error,
+            answer=answer,
+            partial_text=self.partial_text,
+            exception=exception,
+        )
+
+    def cancelled(self) -> Ending:
+        """The end of the run after a cancel stopped this loop (``aborted_tools`` while tools
+        ran, ``aborted_streaming`` otherwise)."""
+        return self.ending(RunStatus.CANCELLED, cancelled_reason(self.phase == "tools"))
 
     async def _tool_turn(self, nodes: list[Node], calls: list[ToolCall], assistant_id: str) -> None:
         """Run the calls, store every result in one tool node, then what the results report."""
@@ -211,7 +234,6 @@ class AgentLoop:
 
     async def _stream(self, request: ModelRequest) -> _Response:
         response = _Response()
-        self.partial_text = ""
         turn = self.turns
         try:
             stream = self.model.stream(request)
@@ -325,22 +347,32 @@ class AgentLoop:
         role: Role,
         blocks: list[ContentBlock],
         *,
-        interrupted: bool = False,
         node_type: NodeType = NodeType.MESSAGE,
-        node_id: str | None = None,
-        finish: RunOutcome | None = None,
     ) -> Node:
         node = Node(
-            node_id=node_id or new_id("node"),
+            node_id=new_id("node"),
             parent_id=nodes[-1].node_id,
             agent_id=self.handle.agent_id,
             run_id=self.handle.run_id,
             role=role,
             node_type=node_type,
             content=blocks,
-            metadata={"interrupted": True} if interrupted else {},
         )
-        stored = await self.store.append_node(node, finish=finish)
+        write = asyncio.ensure_future(self.store.append_node(node))
+        try:
+            stored = await asyncio.shield(write)
+        except asyncio.CancelledError:
+            # A cancel while the node is written lets the write finish first, so the path the
+            # run's end is built on holds exactly what is stored; then the cancel goes on.
+            while not write.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({write})
+            if not write.cancelled() and write.exception() is None:
+                self._stored(nodes, write.result())
+            raise
+        return self._stored(nodes, stored)
+
+    def _stored(self, nodes: list[Node], stored: Node) -> Node:
         nodes.append(stored)
         self.last_node_id = stored.node_id
         self.events.emit(self._event(RunNodeCreated, node=stored))
@@ -354,29 +386,11 @@ class AgentLoop:
             **fields,
         )
 
-    def _outcome(
-        self,
-        status: RunStatus,
-        reason: EndReason,
-        *,
-        error: ErrorPayload | None = None,
-        final_text: str = "",
-    ) -> RunOutcome:
-        return RunOutcome(
-            status=status,
-            end_reason=reason,
-            usage=self.usage,
-            turns=self.turns,
-            last_node_id=self.last_node_id,
-            error=error,
-            final_text=final_text,
-        )
-
-    def _budget_exceeded(self, limit: str, value: float) -> RunOutcome:
+    def _budget_exceeded(self, limit: str, value: float) -> Ending:
         error = ErrorPayload(
             type="budget_exceeded",
             code="budget_exceeded",
             message=f"the run exceeded its {limit} budget ({value})",
             details={"limit": limit, "value": value},
         )
-        return self._outcome(RunStatus.FAILED, EndReason.FAILED, error=error)
+        return self.ending(RunStatus.FAILED, EndReason.FAILED, error=error)

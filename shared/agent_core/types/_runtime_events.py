@@ -24,7 +24,7 @@ from agent_core.types._fields import (
     UtcDatetime,
     utc_now,
 )
-from agent_core.types._state import Node
+from agent_core.types._state import Node, RunEnd, RunHandle
 from agent_core.types.enums import TERMINAL_RUN_STATUSES, EndReason, RunStatus
 from agent_core.types.protocol import PermissionRequest, ToolResultContent, Usage
 
@@ -133,9 +133,20 @@ class RunFinished(_RunEvent):
     type: Literal["run_finished"] = "run_finished"
     status: Annotated[RunStatus, Field(description="a terminal status")]
     end_reason: EndReason | None = None
+    turns: int = Field(default=0, ge=0)
     usage: Usage = Field(default_factory=Usage)
     error: AnyErrorPayload | None = None
     last_node_id: NodeId | None = None
+
+    @classmethod
+    def of(cls, handle: RunHandle, end: RunEnd) -> RunFinished:
+        """The ``run_finished`` event of ``handle``'s run that ended as ``end``."""
+        return cls(
+            run_id=handle.run_id,
+            session_id=handle.session_id,
+            agent_id=handle.agent_id,
+            **{name: getattr(end, name) for name in RunEnd.model_fields},
+        )
 
     @model_validator(mode="after")
     def _terminal(self) -> RunFinished:

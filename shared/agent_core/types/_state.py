@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from agent_core.types._fields import (
     AccountId,
@@ -44,6 +44,7 @@ __all__ = [
     "ArtifactRef",
     "ChildAgentResult",
     "Node",
+    "RunEnd",
     "RunHandle",
     "RunState",
     "SessionState",
@@ -107,6 +108,29 @@ class RunHandle(Strict):
     session_id: SessionId
     agent_id: AgentId
     attempt: int = Field(default=0, ge=0)
+
+
+class RunEnd(Strict):
+    """How a run ended: the one shape of a run's end.
+
+    The loop and the run-worker build it, the storage-writer's ``end_run`` command records it
+    (the run row and its one terminal event, in one transaction), ``run_finished`` announces it.
+    ``turns`` and ``usage`` are what the run did until it ended; ``last_node_id`` is the node it
+    ended on; ``error`` is the redacted reason of a ``failed`` run.
+    """
+
+    status: RunStatus
+    end_reason: EndReason
+    turns: int = Field(default=0, ge=0)
+    usage: Usage = Field(default_factory=Usage)
+    error: AnyErrorPayload | None = None
+    last_node_id: NodeId | None = None
+
+    @model_validator(mode="after")
+    def _terminal(self) -> RunEnd:
+        if self.status not in TERMINAL_RUN_STATUSES:
+            raise ValueError(f"a run ends in a terminal status, not {self.status.value!r}")
+        return self
 
 
 class RunState(Strict):

@@ -131,6 +131,7 @@ class EventType(StrEnum):
     RUN_FAILED = "run_failed"
     RUN_CANCELLED = "run_cancelled"
     RUN_ABORTED = "run_aborted"
+    RUN_ERROR = "run_error"
     TOOL_STARTED = "tool_started"
     TOOL_COMPLETED = "tool_completed"
     TOOL_FAILED = "tool_failed"

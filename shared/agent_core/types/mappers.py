@@ -213,6 +213,7 @@ def to_run_finished(state: RunState) -> RunFinished:
         agent_id=state.agent_id,
         status=state.status,
         end_reason=state.end_reason,
+        turns=state.turn,
         usage=state.usage,
         error=state.error,
         last_node_id=state.last_node_id,

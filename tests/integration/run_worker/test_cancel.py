@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import signal
 import time
 from typing import Any
 
@@ -113,6 +114,9 @@ async def test_queued_run_is_cancelled_without_executing(
     assert all("second" not in last_user_text(r.json) for r in cluster.fake.requests)
 
 
+_TERMINAL = {"run_completed", "run_failed", "run_cancelled", "run_aborted"}
+
+
 def _quick(request: Any) -> Any:
     return text_answer("done quickly", pieces=2)
 
@@ -133,7 +137,37 @@ async def test_cancel_racing_completion_ends_in_one_state(
         assert len(finals) == 1
         run = await client.run(run_id)
         assert run["status"] == finals[0].status in ("completed", "cancelled")
+        # The timeline says the same, once: never run_completed and run_cancelled both.
+        timeline = [e["event_type"] for e in await client.timeline(sid, run_id)]
+        assert [t for t in timeline if t in _TERMINAL] == [f"run_{run['status']}"]
         await asyncio.sleep(0.3)
         assert (await client.run(run_id))["status"] == run["status"]  # never changes afterwards
         seen[run["status"]] = seen.get(run["status"], 0) + 1
     assert sum(seen.values()) == 12
+
+
+async def test_a_recovered_run_that_is_cancelled_ends_fenced_with_its_reason_and_event(
+    make_cluster: Any, client: BusClient
+) -> None:
+    cluster: Cluster = make_cluster(_slow_text, workers=2)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    run_id = (await client.send(sid, "talk slowly")).run_id
+    await _wait_event(client, sid, run_id, "text_delta")
+    holder = await client.lease_holder_index(sid)
+    assert holder is not None
+    cluster.signal_worker(holder, signal.SIGKILL)  # its run stays in flight, claimed
+    how = await cancel_run(client.storage, client.queue, session_id=sid, run_id=run_id)
+    assert how == "signalled"  # nobody is there to hear it: the takeover finds the flag
+    [run] = (await client.wait_terminal([run_id], timeout_s=30)).values()
+    assert (run["status"], run["end_reason"], run["attempt"]) == (
+        "cancelled",
+        "aborted_streaming",
+        2,
+    )
+    timeline = await client.timeline(sid, run_id)
+    ends = [e for e in timeline if e["event_type"] in _TERMINAL]
+    assert [e["event_type"] for e in ends] == ["run_cancelled"]
+    assert [e["event_type"] for e in timeline].count("run_started") == 2
+    events = await client.events(sid, run_id, timeout_s=10)
+    assert [e.type for _, e in events].count("run_finished") == 1

@@ -59,9 +59,9 @@ async def test_two_parallel_tool_calls_then_answer(make_cluster: Any, client: Bu
 
     timeline = await client.timeline(sid, submitted.run_id)
     kinds = [e["event_type"] for e in timeline]
-    assert kinds == ["node_created"] * 4 + ["run_completed"]
+    assert kinds == ["run_started"] + ["node_created"] * 4 + ["run_completed"]
     seqs = [e["seq"] for e in timeline]
-    assert seqs == sorted(seqs) and [e["run_seq"] for e in timeline] == list(range(1, 6))
+    assert seqs == sorted(seqs) and [e["run_seq"] for e in timeline] == list(range(1, 7))
 
     types = [e.type for _, e in events]
     assert types[0] == "run_status_changed" and types[-1] == "run_finished"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agent_core.runtime import RunOutcome
 from agent_core.types.enums import EventLevel, EventType
 from agent_core.types.protocol import TextBlock, ToolCall, ToolDefinition, ToolResult
 from agent_core.types.runtime import Node, RuntimeEvent
@@ -17,18 +16,11 @@ class MemoryStore:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
         self.events: list[tuple[EventType, dict[str, Any]]] = []
-        self.finished: RunOutcome | None = None  # the outcome a node ended its run with
 
-    async def append_node(
-        self, node: Node, *, payload: dict[str, Any] | None = None, finish: RunOutcome | None = None
-    ) -> Node:
+    async def append_node(self, node: Node, *, payload: dict[str, Any] | None = None) -> Node:
         stored = node.model_copy(update={"node_seq": len(self.nodes) + 1})
         self.nodes.append(stored)
         self.events.append((EventType.NODE_CREATED, {"node_id": node.node_id}))
-        if finish is not None:
-            assert self.finished is None, "a run ends once"
-            assert finish.last_node_id == node.node_id
-            self.finished = finish
         return stored
 
     async def append_event(

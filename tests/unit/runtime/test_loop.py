@@ -59,15 +59,17 @@ async def test_parallel_tools_then_answer_builds_the_tree() -> None:
 
     tools = EchoTools()
     loop, store, sink = _loop(reply, tools=tools)
-    outcome = await loop.run([_user(loop.handle)])
+    ending = await loop.run([_user(loop.handle)])
+    outcome = ending.end
     assert (outcome.status, outcome.end_reason, outcome.turns) == (
         RunStatus.COMPLETED,
         EndReason.COMPLETED,
         2,
     )
     assert outcome.usage == Usage(input_tokens=8, output_tokens=3)
-    assert outcome.final_text == "answer"
-    assert [n.role for n in store.nodes] == [Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    assert ending.text == "answer"
+    # The answer is not stored by the loop: it is written with the run's end, in one command.
+    assert [n.role for n in store.nodes] == [Role.ASSISTANT, Role.TOOL]
     assert [b.id for b in store.nodes[0].content if isinstance(b, ToolCallBlock)] == ["c0", "c1"]
     results = store.nodes[1].content
     assert [r.is_error for r in results] == [False, True]  # type: ignore[union-attr]
@@ -77,23 +79,25 @@ async def test_parallel_tools_then_answer_builds_the_tree() -> None:
     ) in store.events
     assert [e.type for e in sink.events].count("tool_started") == 2
     assert {c.name for c in tools.calls} == {"echo", "fail"}
-    # The answer's node ended the run in the same write; the executor has nothing to record.
-    assert outcome.recorded and store.finished is outcome
-    assert outcome.last_node_id == store.nodes[-1].node_id
+    assert ending.node is not None and ending.node.role is Role.ASSISTANT
+    assert ending.node.content == [TextBlock(text="answer")] and not ending.node.metadata
+    assert ending.node.parent_id == store.nodes[-1].node_id
+    assert outcome.last_node_id == ending.node.node_id
 
 
 async def test_max_turns_ends_the_run() -> None:
     loop, store, _ = _loop(
         lambda r: ScriptedReply(tool_calls=_calls("echo")), tools=EchoTools(), max_turns=3
     )
-    outcome = await loop.run([_user(loop.handle)])
+    ending = await loop.run([_user(loop.handle)])
+    outcome = ending.end
     assert (outcome.status, outcome.end_reason, outcome.turns) == (
         RunStatus.COMPLETED,
         EndReason.MAX_TURNS,
         3,
     )
     assert len(store.nodes) == 6
-    assert not outcome.recorded and store.finished is None  # the executor records this end
+    assert ending.node is None and outcome.last_node_id == store.nodes[-1].node_id
 
 
 async def test_token_budget_fails_with_a_clear_code() -> None:
@@ -103,11 +107,15 @@ async def test_token_budget_fails_with_a_clear_code() -> None:
         tools=EchoTools(),
         budget=RunBudget(max_total_tokens=1000),
     )
-    outcome = await loop.run([_user(loop.handle)])
+    ending = await loop.run([_user(loop.handle)])
+    outcome = ending.end
     assert outcome.status is RunStatus.FAILED and outcome.error is not None
     assert (
         outcome.error.code == "budget_exceeded" and outcome.error.details["limit"] == "max_tokens"
     )
+    # The calls of the turn over budget never ran: the end answers them, so the path stays whole.
+    assert ending.node is not None and ending.node.role is Role.TOOL
+    assert [b.is_error for b in ending.node.content] == [True]  # type: ignore[union-attr]
 
 
 async def test_an_answer_over_the_token_budget_fails_the_run_and_does_not_end_it_completed() -> (
@@ -118,11 +126,12 @@ async def test_an_answer_over_the_token_budget_fails_the_run_and_does_not_end_it
         lambda r: ScriptedReply(text="long answer", usage=big),
         budget=RunBudget(max_total_tokens=1000),
     )
-    outcome = await loop.run([_user(loop.handle)])
+    ending = await loop.run([_user(loop.handle)])
+    outcome = ending.end
     assert outcome.status is RunStatus.FAILED and outcome.error is not None
     assert outcome.error.code == "budget_exceeded"
     assert [n.role for n in store.nodes] == [Role.ASSISTANT]  # the answer is kept
-    assert not outcome.recorded and store.finished is None
+    assert ending.node is None and outcome.last_node_id == store.nodes[0].node_id
 
 
 async def test_provider_error_fails_the_run_and_keeps_partial_text() -> None:
@@ -145,11 +154,15 @@ async def test_provider_error_fails_the_run_and_keeps_partial_text() -> None:
         store=store,
         events=sink,
     )
-    outcome = await loop.run([_user(handle)])
+    ending = await loop.run([_user(handle)])
+    outcome = ending.end
     assert outcome.status is RunStatus.FAILED and outcome.error is not None
     assert outcome.error.code == "connection_dropped" and "sk-abc" not in outcome.error.message
-    assert store.nodes[0].metadata == {"interrupted": True}
-    assert store.nodes[0].content == [TextBlock(text="partial")]
+    # What was streamed is written with the end, as a partial answer.
+    assert store.nodes == [] and ending.node is not None
+    assert ending.node.metadata == {"partial": True}
+    assert ending.node.content == [TextBlock(text="partial")]
+    assert outcome.last_node_id == ending.node.node_id
 
 
 async def test_a_call_without_tools_is_an_error_result_and_the_loop_goes_on() -> None:
@@ -159,8 +172,8 @@ async def test_a_call_without_tools_is_an_error_result_and_the_loop_goes_on() ->
         return ScriptedReply(tool_calls=_calls("missing"))
 
     loop, store, _ = _loop(reply)
-    outcome = await loop.run([_user(loop.handle)])
-    assert outcome.status is RunStatus.COMPLETED
+    ending = await loop.run([_user(loop.handle)])
+    assert ending.end.status is RunStatus.COMPLETED
     assert store.nodes[1].content[0].is_error  # type: ignore[union-attr]
 
 
@@ -188,9 +201,9 @@ async def test_task_tool_metadata_becomes_events_a_board_node_and_node_types() -
         return ScriptedReply(text="planned")
 
     loop, store, sink = _loop(reply, tools=TaskTools())
-    outcome = await loop.run([_user(loop.handle)])
-    assert outcome.status is RunStatus.COMPLETED
-    kinds = [(n.role, n.node_type) for n in store.nodes]
+    ending = await loop.run([_user(loop.handle)])
+    assert ending.end.status is RunStatus.COMPLETED
+    kinds = [(n.role, n.node_type) for n in [*store.nodes, ending.node]]
     assert kinds == [
         (Role.ASSISTANT, NodeType.MESSAGE),
         (Role.TOOL, NodeType.TASK_INSTRUCTION),

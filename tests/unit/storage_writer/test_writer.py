@@ -12,26 +12,24 @@ from agent_core.bus.contracts.storage import (
     ClaimRun,
     CreateRun,
     CreateSession,
-    EventDraft,
     GetActivePath,
     GetRun,
     GetSession,
     ListEvents,
     PlaceMessage,
     RunFence,
-    RunFinish,
     SwitchActiveNode,
     UpdateRun,
     UpdateSession,
 )
 from agent_core.ids import new_id
-from agent_core.types.enums import AgentType, EndReason, EventType, RunStatus, SessionStatus
-from agent_core.types.protocol import JsonBlock, Usage
+from agent_core.types.enums import AgentType, EndReason, RunStatus, SessionStatus
+from agent_core.types.protocol import JsonBlock
 from agent_core.types.runtime import SESSION_CONFIG_KEY
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.schema import events_table, nodes_table
 from services.storage_writer.writer import Writer
-from tests.unit.storage_writer.factories import append_node, create_run, create_session
+from tests.unit.storage_writer.factories import append_node, create_run, create_session, end_run
 
 
 def _rows(writer: Writer, session_id: str, table: str) -> list[tuple[Any, ...]]:
@@ -110,7 +108,7 @@ def test_stale_attempt_is_refused_without_row_changes(writer: Writer) -> None:
     assert r.error is not None and r.error.code == "stale_attempt"
     fresh = append_node(s, run_id=run.run_id, fence=RunFence(run_id=run.run_id, attempt=2))
     [r] = writer.apply_batch([fresh])
-    assert r.ok and r.result["run_seq"] == 1
+    assert r.ok and r.result["run_seq"] == 3  # after the two attempts' run_started events
 
 
 def test_terminal_run_never_changes(writer: Writer) -> None:
@@ -125,7 +123,10 @@ def test_terminal_run_never_changes(writer: Writer) -> None:
 
     [r] = writer.apply_batch([update(RunStatus.RUNNING)])
     assert r.error is not None and r.error.code == "invalid_transition"
-    assert writer.apply_batch([update(RunStatus.CANCELLED)])[0].ok
+    cancel = end_run(
+        s, run.run_id, attempt=None, status=RunStatus.CANCELLED, reason=EndReason.ABORTED_STREAMING
+    )
+    assert writer.apply_batch([cancel])[0].ok
     for status in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.COMPLETED):
         [r] = writer.apply_batch([update(status)])
         assert r.error is not None and r.error.code == "invalid_transition"
@@ -315,63 +316,6 @@ def test_a_created_run_is_its_own_receipt(writer: Writer) -> None:
     assert made.ok and child.command_id in _receipt_ids(writer, s.session_id)
     [reused] = writer.apply_batch([child.model_copy(update={"command_id": new_id("cmd")})])
     assert not reused.ok and reused.error is not None and reused.error.code == "conflict"
-
-
-def _finish(session_id: str, status: RunStatus = RunStatus.COMPLETED) -> RunFinish:
-    return RunFinish(
-        status=status,
-        end_reason=EndReason.COMPLETED,
-        turn_count=2,
-        usage=Usage(input_tokens=5, output_tokens=7),
-        event=EventDraft(event_id=new_id("evt"), event_type=EventType.RUN_COMPLETED),
-    )
-
-
-def test_a_node_that_ends_its_run_is_one_write_with_the_runs_end(writer: Writer) -> None:
-    s = create_session()
-    run = create_run(s)
-    writer.apply_batch([s, run])
-    fence = RunFence(run_id=run.run_id, attempt=1)
-    [claimed] = writer.apply_batch(
-        [ClaimRun(command_id=new_id("cmd"), session_id=s.session_id, fence=fence)]
-    )
-    assert claimed.ok
-    answer = append_node(s, run_id=run.run_id, fence=fence, finish=_finish(s.session_id))
-    [receipt] = writer.apply_batch([answer])
-    assert receipt.ok, receipt.error
-    assert receipt.result["finish"]["status"] == "completed"
-    engine = QueryEngine(writer.layout)
-    try:
-        stored = engine.answer(GetRun(run_id=run.run_id, session_id=s.session_id)).data
-        events = engine.answer(ListEvents(session_id=s.session_id, run_id=run.run_id)).data
-    finally:
-        engine.close()
-    assert stored["status"] == "completed" and stored["end_reason"] == "completed"
-    assert stored["end_node_id"] == answer.node.node_id and stored["turn_count"] == 2
-    assert '"output_tokens":7' in stored["usage_json"]
-    kinds = [(e["event_type"], e["node_id"]) for e in events]
-    assert kinds[-2:] == [
-        ("node_created", answer.node.node_id),
-        ("run_completed", answer.node.node_id),
-    ]
-    # Redelivered: the first result, read back from the node, the run and its end event (no
-    # receipt is stored for it); nothing twice.
-    assert _receipt_ids(writer, s.session_id) == {s.command_id, run.command_id}  # no start node
-    [again] = writer.apply_batch([answer])
-    assert again.duplicate and again.result == receipt.result
-    assert len(_rows(writer, s.session_id, events_table(s.session_id))) == 1 + len(events)
-
-    # An ended run cannot end again: the node is refused with it, nothing is written.
-    nodes_before = _rows(writer, s.session_id, nodes_table(s.session_id))
-    late = append_node(s, run_id=run.run_id, fence=fence, finish=_finish(s.session_id))
-    [refused] = writer.apply_batch([late])
-    assert not refused.ok and refused.error is not None
-    assert refused.error.code == "invalid_transition"
-    assert _rows(writer, s.session_id, nodes_table(s.session_id)) == nodes_before
-    # Without a fence there is no attempt to end the run with.
-    [unfenced] = writer.apply_batch([append_node(s, finish=_finish(s.session_id))])
-    assert not unfenced.ok and unfenced.error is not None
-    assert unfenced.error.code == "fence_required"
 
 
 def test_a_plain_node_is_its_own_receipt(writer: Writer) -> None:

@@ -105,6 +105,7 @@ EXAMPLES: list[BaseModel] = [
     rt.AgentConfigOverrides(max_turns=4, tool_policy=rt.ToolPolicy(ask=["lookup"])),
     RUN_STATE,
     RUN_STATE.handle(),
+    rt.RunEnd(status="failed", end_reason="failed", turns=2, error=ERROR, last_node_id=NODE),
     NODE_EXAMPLE,
     rt.SessionState(session_id=SID, account_id="acct_1", cwd="/p", root_agent_id=AGENT),
     rt.AgentState(
@@ -260,3 +261,16 @@ def test_stored_overrides_are_what_a_client_may_set() -> None:
     assert rt.overrides_from({"base_url": "http://x"}) == {}
     assert rt.overrides_from({"max_turns": 0}) == {}
     assert rt.overrides_from("x") == {} and rt.overrides_from(None) == {}
+
+
+def test_a_run_ends_in_a_terminal_status_and_says_so_on_its_stream() -> None:
+    with pytest.raises(ValueError, match="terminal"):
+        rt.RunEnd(status="running", end_reason="completed")
+    end = rt.RunEnd(status="cancelled", end_reason="aborted_tools", turns=3, last_node_id=NODE)
+    finished = rt.RunFinished.of(RUN_STATE.handle(), end)
+    assert (finished.status, finished.end_reason, finished.turns) == (
+        "cancelled",
+        "aborted_tools",
+        3,
+    )
+    assert (finished.run_id, finished.last_node_id) == (RUN, NODE)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field, TypeAdapter, model_validator
 
 from agent_core.bus.contracts._base import BusMessage
 from agent_core.errors import ErrorPayload
@@ -26,6 +26,7 @@ from agent_core.types.enums import (
     SessionStatus,
 )
 from agent_core.types.protocol import ContentBlock, Usage
+from agent_core.types.runtime import RunEnd
 
 # SQLite's INTEGER is 64-bit: a larger number would fail inside the writer's batch (not as a
 # refusal of one command), so the contracts refuse it at the boundary.
@@ -42,6 +43,7 @@ __all__ = [
     "CreateArtifact",
     "CreateRun",
     "CreateSession",
+    "EndRun",
     "EventDraft",
     "GetActivePath",
     "GetArtifact",
@@ -58,7 +60,6 @@ __all__ = [
     "PlaceMessage",
     "QueryReply",
     "RunFence",
-    "RunFinish",
     "StorageCommand",
     "StorageQuery",
     "SwitchActiveNode",
@@ -206,7 +207,10 @@ class ClaimRun(_Command):
 
 
 class UpdateRun(_Command):
-    """Change a run; status transitions are validated and a terminal run never changes again."""
+    """Change a run that has not ended; status transitions are validated (``queued`` ↔
+    ``pending``; a run's current attempt moves it between ``running`` and ``pending`` while it waits
+    for a decision). A run ends through :class:`EndRun` only; a terminal run never changes again.
+    """
 
     type: Literal["update_run"] = "update_run"
     run_id: str
@@ -220,24 +224,48 @@ class UpdateRun(_Command):
     metadata: dict[str, Any] | None = None
 
 
-class RunFinish(BusMessage):
-    """A run's end, recorded with the node that ends it (see :class:`AppendNode`)."""
+class EndRun(_Command):
+    """End a run: its row, its one terminal event and the node it ends on, in one transaction.
 
-    status: Literal[RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.ABORTED]
-    end_reason: EndReason
-    turn_count: int = Field(ge=0, le=SQLITE_INT_MAX)
-    usage: Usage
-    error: ErrorPayload | None = None
-    event: EventDraft  # the run's final timeline event (``run_completed``, …)
+    The run row gets ``end``'s status, end reason, turns, usage, error and end node; the terminal
+    timeline event (``run_completed`` / ``run_failed`` / ``run_cancelled`` / ``run_aborted``, id
+    ``event_id``) is written with it, preceded by a ``run_error`` event when the run failed with an
+    error; ``node`` (with its ``node_created`` event ``node_event``) is the node the run ends on — its
+    answer, a partial answer, the results of tool calls it never finished — and becomes the
+    session's active node when ``set_active``. ``withdraw``: the run is cancelled before it stored
+    anything after its message; the session's active node, if it is one of the run's nodes, goes
+    back to the parent of the run's start node. The run's agent goes back to ``idle`` (a root
+    agent) or to its end state (a child agent) unless another run of it is active.
+
+    From then on every node, event or end of the run is refused (``run_ended``). ``fence`` is the
+    current attempt's; without one only a run that no attempt has claimed can end (a run
+    cancelled while it was queued). A repeat (same ``event_id``) gets the first result back.
+    """
+
+    type: Literal["end_run"] = "end_run"
+    run_id: str
+    fence: RunFence | None = None
+    end: RunEnd
+    event_id: str
+    node: NodeDraft | None = None
+    node_event: EventDraft | None = None
+    set_active: bool = True
+    withdraw: bool = False
+
+    @model_validator(mode="after")
+    def _node_with_its_event(self) -> EndRun:
+        if (self.node is None) != (self.node_event is None):
+            raise ValueError("node and node_event come together")
+        if self.node is not None and self.end.last_node_id != self.node.node_id:
+            raise ValueError("a run that ends with a node ends on it (end.last_node_id)")
+        return self
 
 
 class AppendNode(_Command):
     """Append a node and its event in one transaction; optionally make it the active node.
 
-    With ``finish`` (and a ``fence``) the same transaction also ends the node's run — status,
-    end reason, turn count, usage, error, ``end_node_id`` = this node — and appends the run's final
-    event: an answer and its run's end are one write, never one without the other. The status
-    transition is checked as for :class:`UpdateRun`.
+    A node of a run that has ended is refused (``run_ended``): a run's last node is the one its
+    :class:`EndRun` wrote.
     """
 
     type: Literal["append_node"] = "append_node"
@@ -245,7 +273,6 @@ class AppendNode(_Command):
     event: EventDraft
     fence: RunFence | None = None
     set_active: bool = True
-    finish: RunFinish | None = None
 
 
 class AppendEvent(_Command):
@@ -283,6 +310,7 @@ StorageCommand = Annotated[
     | CreateRun
     | ClaimRun
     | UpdateRun
+    | EndRun
     | AppendNode
     | AppendEvent
     | CreateArtifact,
