@@ -19,7 +19,14 @@ from services.gateway.auth import Caller
 from services.gateway.errors import ApiError, not_found, responses
 from services.gateway.routes_runs import SSE_RESPONSE, open_stream
 from services.gateway.sse import Cursor
-from services.gateway.state import CallerDep, Gateway, GatewayDep, fetch, valid_session_id
+from services.gateway.state import (
+    CallerDep,
+    Gateway,
+    GatewayDep,
+    agent_overrides,
+    fetch,
+    valid_session_id,
+)
 
 __all__ = ["router"]
 
@@ -45,6 +52,7 @@ async def post_message(
     # stored agent config, which submit puts under the message's own.
     if not valid_session_id(session_id):
         raise not_found("session")
+    overrides = agent_overrides(gw, body.agent_config)
     if body.parent_node_id is not None:
         await _check_parent(gw, caller, session_id, body.parent_node_id)
     if body.stream:  # take the slot first: a refused stream must not leave a run behind
@@ -58,7 +66,7 @@ async def post_message(
             content=list(body.blocks()),
             parent_node_id=body.parent_node_id,
             strategy=body.multitask_strategy,
-            config_overrides=body.agent_config.overrides() if body.agent_config else None,
+            config_overrides=overrides,
         )
     except BaseException as exc:
         if body.stream:

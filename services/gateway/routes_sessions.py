@@ -22,22 +22,29 @@ from agent_core.types.mappers import to_session_state
 from agent_core.types.runtime import SessionState
 from agent_core.types.storage import SessionRecord
 from services.gateway.errors import ApiError, responses
-from services.gateway.state import CallerDep, GatewayDep, fetch_page, get_session
+from services.gateway.state import (
+    CallerDep,
+    GatewayDep,
+    agent_overrides,
+    fetch_page,
+    get_session,
+)
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
 
-@router.post("", status_code=201, response_model=SessionState, responses=responses(400, 413))
+@router.post("", status_code=201, response_model=SessionState, responses=responses(400, 413, 422))
 async def create_session(
     body: CreateSessionRequest, gw: GatewayDep, caller: CallerDep, response: Response
 ) -> SessionState:
     """Create a session (its workspace, tables and root agent)."""
     session_id = new_session_id()
     metadata = dict(body.metadata)
-    if body.agent_config is not None:
-        metadata[RESERVED_METADATA_KEY] = body.agent_config.overrides()
+    overrides = agent_overrides(gw, body.agent_config)
+    if overrides is not None:
+        metadata[RESERVED_METADATA_KEY] = overrides
     workspace = Workspace(gw.ctx.settings.home, caller.account_id, session_id)
     roots = gw.ctx.settings.projects.roots
     try:  # the project is stored by its logical name and checked here, before anything exists

@@ -13,16 +13,17 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from agent_core.bus.contracts.storage import GetRun, GetSession, StorageQuery
-from agent_core.errors import StorageError
+from agent_core.config import agent_config
+from agent_core.errors import ConfigError, StorageError
 from agent_core.ids import is_valid_id
 from agent_core.runqueue import SessionQueue
 from agent_core.service import ServiceContext
 from agent_core.storage_client import StorageClient
 from agent_core.types.mappers import to_run_state, to_session_state
-from agent_core.types.runtime import RunState, SessionState
+from agent_core.types.runtime import AgentConfigOverrides, RunState, SessionState
 from agent_core.types.storage import RunRecord, SessionRecord
 from services.gateway.auth import Authenticator, Caller
-from services.gateway.errors import not_found
+from services.gateway.errors import ApiError, not_found
 from services.gateway.hub import EventHub
 from services.gateway.limits import SseSlots
 
@@ -30,6 +31,7 @@ __all__ = [
     "CallerDep",
     "Gateway",
     "GatewayDep",
+    "agent_overrides",
     "fetch",
     "fetch_optional",
     "fetch_page",
@@ -139,3 +141,18 @@ async def get_run(gw: Gateway, caller: Caller, session_id: str, run_id: str) -> 
     if row.get("session_id") != session_id:
         raise not_found("run")
     return to_run_state(RunRecord.model_validate(row))
+
+
+def agent_overrides(gw: Gateway, overrides: AgentConfigOverrides | None) -> dict[str, Any] | None:
+    """``overrides`` as config input, once the deployment's config with them on top is known to
+    work: a config no run could start with answers 422 with its code (``unknown_provider``,
+    ``invalid_config``) instead of failing every run later."""
+    if overrides is None:
+        return None
+    values = overrides.overrides()
+    try:
+        agent_config(gw.ctx.settings, values)
+    except ConfigError as exc:
+        payload = exc.to_payload()
+        raise ApiError(422, payload.code, payload.message, details=payload.details) from exc
+    return values

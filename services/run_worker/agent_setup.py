@@ -7,10 +7,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
-from agent_core.config import Settings
-from agent_core.errors import ConfigError
+from agent_core.config import Settings, agent_config
+from agent_core.errors import ConfigError, redact
 from agent_core.observability.instrument import InstrumentedAdapter
 from agent_core.provider import ProviderRegistry, ProviderSettings
 from agent_core.provider.base import ProviderAdapter
@@ -49,55 +47,48 @@ class AgentSetup:
         ] = {}
 
     def config(self, overrides: dict[str, Any]) -> AgentConfig:
-        """The deployment's default model settings, with the run's overrides on top."""
-        m = self.settings.model
-        base: dict[str, Any] = {
-            "provider": m.provider,
-            "model": m.name,
-            "base_url": m.base_url,
-            "api_key_env": m.api_key_env,
-            "max_output_tokens": m.max_output_tokens,
-            "tool_policy": {"default": PermissionPolicy.ALLOW.value},
-        }
-        try:
-            return AgentConfig.model_validate({**base, **overrides})
-        except ValidationError as exc:
-            raise ConfigError(
-                "invalid_config",
-                f"the agent configuration is invalid: {_first_problem(exc)}",
-                details={"errors": exc.error_count()},
-            ) from exc
+        """The deployment's default model settings, with the run's overrides on top
+        (:func:`agent_config`; raises :class:`ConfigError`)."""
+        return agent_config(self.settings, overrides)
 
     def adapter(self, config: AgentConfig) -> ProviderAdapter:
-        """One adapter per provider endpoint, reused across runs (its HTTP connections too)."""
+        """One adapter per provider endpoint, reused across runs (its HTTP connections too).
+
+        Raises :class:`ConfigError` when the provider is unknown or cannot be built."""
         key = (config.provider, config.base_url, config.api_key_env)
         adapter = self._adapters.get(key)
         if adapter is None:
             api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
-            raw = self.providers.create(
-                ProviderSettings(
-                    provider=config.provider,
-                    base_url=config.base_url,
-                    api_key=api_key,
-                    timeout_s=self.settings.model.timeout_s,
-                    provider_options=config.provider_options,
-                )
+            settings = ProviderSettings(
+                provider=config.provider,
+                base_url=config.base_url,
+                api_key=api_key,
+                timeout_s=self.settings.model.timeout_s,
+                provider_options=config.provider_options,
             )
+            try:
+                raw = self.providers.create(settings)
+                warm = getattr(raw, "warm_up", None)  # optional: in-process models have none
+                if callable(warm):
+                    warm()  # builds the SDK client (CPU only, no I/O): a bad endpoint fails here
+            except ConfigError:
+                raise
+            except Exception as exc:
+                raise ConfigError(
+                    "provider_unavailable",
+                    f"provider {config.provider!r} cannot be built: "
+                    f"{type(exc).__name__}: {redact(str(exc))[:200]}",
+                    details={"key": "model.provider", "value": config.provider},
+                ) from exc
             adapter = InstrumentedAdapter(raw, config.provider)  # every model call measured
             self._adapters[key] = adapter
         return adapter
 
-    def warm_up(self) -> None:
-        """Build the default model's adapter and its client (imports the provider SDK, which
-        takes a CPU-second): at start-up, not inside the first run. Never raises: a bad model
-        configuration is reported by the runs that use it."""
-        try:
-            adapter = self.adapter(self.config({}))
-            warm = getattr(adapter, "warm_up", None)  # optional: in-process models have nothing
-            if callable(warm):
-                warm()
-        except Exception as exc:
-            log.warning("could not prepare the default model adapter: %s", exc)
+    def prepare(self) -> None:
+        """Build the default model's adapter and its client (importing the provider SDK takes
+        a CPU-second): at start-up, not inside the first run. Raises :class:`ConfigError` when the
+        configured provider is unknown or cannot be built — the worker does not start with it."""
+        self.adapter(self.config({}))
 
     def project(self, cwd: str, workspace: Workspace) -> str:
         """The folder of the session's project for its task tools; ``""`` when the stored name is
@@ -147,10 +138,3 @@ class AgentSetup:
         for name in policy.deny:
             per_tool[name] = PermissionPolicy.DENY
         return PermissionRules(default=policy.default, per_tool=per_tool)
-
-
-def _first_problem(exc: ValidationError) -> str:
-    """The first error of a validation, without the input that caused it."""
-    error = exc.errors(include_input=False, include_url=False)[0]
-    field = ".".join(str(p) for p in error["loc"]) or "config"
-    return f"{field}: {error['msg']}"

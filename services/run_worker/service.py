@@ -6,7 +6,7 @@ import asyncio
 
 from agent_core.bus import GROUP_RUN_WORKERS
 from agent_core.bus.contracts.runs import RUNS_MESSAGE
-from agent_core.provider import ProviderRegistry
+from agent_core.provider import DEMO_PROVIDER, ProviderRegistry
 from agent_core.runqueue import SessionQueue
 from agent_core.runtime import LookupTool, ScriptedModel, tool_then_answer
 from agent_core.service import ServiceContext, ServiceParts
@@ -27,9 +27,9 @@ async def build(ctx: ServiceContext) -> ServiceParts:
     tools = ToolRegistry(
         builtin_tools(sandbox.runner, limits=sandbox.limits, run_command=sandbox.run_command)
     )
-    if ctx.settings.model.provider == "fake":
+    if ctx.settings.model.provider == DEMO_PROVIDER:
         # Demo / benchmark mode (`soong-agent up --fake-provider`): a scripted in-process model.
-        providers.register_provider("fake", lambda _: ScriptedModel(tool_then_answer()))
+        providers.register_provider(DEMO_PROVIDER, lambda _: ScriptedModel(tool_then_answer()))
         tools.register(LookupTool())
     storage = StorageClient(ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s)
     queue = SessionQueue(ctx.redis, ctx.names)
@@ -44,12 +44,14 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         options=ctx.default_options(max_records=16, min_idle_ms=10_000),
     )
 
-    async def warm_up() -> None:
-        await asyncio.to_thread(executor.setup.warm_up)
+    async def prepare() -> None:
+        # The default model's adapter, built now: a provider that is unknown or cannot be built
+        # stops the worker at start-up with the configuration error (it never takes a run).
+        await asyncio.to_thread(executor.setup.prepare)
 
     return ServiceParts(
         consumers=[nudges],
         tasks=[worker.sweep, worker.listen_for_cancels],
-        on_start=[warm_up],
+        on_start=[prepare],
         on_stop=[worker.shutdown],
     )

@@ -28,6 +28,7 @@ import uvloop
 from agent_core.bus import SERVICE_NAMES, BusNames
 from agent_core.config import Settings, load_settings
 from agent_core.errors import AgentCoreError, ConfigError
+from agent_core.service.runner import EXIT_CONFIG
 
 __all__ = ["build_parser", "main"]
 
@@ -212,6 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not problems:
                 print(f"{args.file}: ok")
             return 1 if problems else 0
+    except ConfigError as exc:  # a restart cannot help: EX_CONFIG tells the supervisor so
+        print(f"configuration error: {exc.to_payload().message} [{exc.code}]", file=sys.stderr)
+        return EXIT_CONFIG
     except AgentCoreError as exc:
         print(f"error: {exc.to_payload().message} [{exc.code}]", file=sys.stderr)
         return 2

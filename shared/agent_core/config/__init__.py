@@ -1,5 +1,6 @@
 """``${SOONG_AGENT_HOME}/config.toml``: schema, loader and environment overrides."""
 
+from agent_core.config.agent import agent_config
 from agent_core.config.loader import (
     CONFIG_ENV_VAR,
     ENV_VARS,
@@ -35,6 +36,7 @@ __all__ = [
     "Settings",
     "StorageSettings",
     "TaskSettings",
+    "agent_config",
     "config_path",
     "default_home",
     "load_settings",

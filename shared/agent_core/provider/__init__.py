@@ -8,16 +8,24 @@ Adapters: ``agent_core.provider.openai_adapter.OpenAIProviderAdapter``,
 """
 
 from agent_core.provider.base import ProviderAdapter, ProviderSettings, aclose_adapter
-from agent_core.provider.registry import BUILTIN_PROVIDERS, ProviderFactory, ProviderRegistry
+from agent_core.provider.registry import (
+    BUILTIN_PROVIDERS,
+    DEMO_PROVIDER,
+    ProviderFactory,
+    ProviderRegistry,
+    check_provider_key,
+)
 from agent_core.provider.retry import RetryPolicy, stream_with_retries
 
 __all__ = [
     "BUILTIN_PROVIDERS",
+    "DEMO_PROVIDER",
     "ProviderAdapter",
     "ProviderFactory",
     "ProviderRegistry",
     "ProviderSettings",
     "RetryPolicy",
     "aclose_adapter",
+    "check_provider_key",
     "stream_with_retries",
 ]

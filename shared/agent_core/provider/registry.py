@@ -13,10 +13,20 @@ from collections.abc import Callable, Iterable, Mapping
 from agent_core.errors import ConfigError
 from agent_core.provider.base import ProviderAdapter, ProviderSettings
 
-__all__ = ["BUILTIN_PROVIDERS", "ProviderFactory", "ProviderRegistry"]
+__all__ = [
+    "BUILTIN_PROVIDERS",
+    "DEMO_PROVIDER",
+    "ProviderFactory",
+    "ProviderRegistry",
+    "check_provider_key",
+]
 
 ProviderFactory = Callable[[ProviderSettings], ProviderAdapter]
 """Builds an adapter from its settings (an adapter class taking settings is a factory)."""
+
+# The scripted demo model (``soong-agent up --fake-provider``), which run-workers register
+# themselves when it is configured.
+DEMO_PROVIDER = "fake"
 
 BUILTIN_PROVIDERS: Mapping[str, str] = {
     "openai": "agent_core.provider.openai_adapter:OpenAIProviderAdapter",
@@ -82,3 +92,12 @@ class ProviderRegistry:
                 details={"key": "model.provider", "value": settings.provider},
             )
         return factory(settings)
+
+
+def check_provider_key(key: str) -> None:
+    """Raise the registry's ``unknown_provider`` :class:`ConfigError` unless ``key`` is a
+    provider a deployment can configure (a built-in one, or the demo model)."""
+    if key != DEMO_PROVIDER:
+        registry = ProviderRegistry()
+        if key not in registry:
+            registry.create(ProviderSettings(provider=key))  # raises, naming the known keys

@@ -5,6 +5,7 @@ from agent_core.service.health import health_consumer, ping_service, ping_servic
 from agent_core.service.logs import setup_logging
 from agent_core.service.runner import (
     EXIT_BUS_UNREACHABLE,
+    EXIT_CONFIG,
     EXIT_SUBSCRIBER_DIED,
     ServiceFactory,
     run_service,
@@ -12,6 +13,7 @@ from agent_core.service.runner import (
 
 __all__ = [
     "EXIT_BUS_UNREACHABLE",
+    "EXIT_CONFIG",
     "EXIT_SUBSCRIBER_DIED",
     "BackgroundTask",
     "ServiceContext",

@@ -5,7 +5,9 @@ background tasks and the subscriber watchdog. Stop (SIGTERM/SIGINT): stop intake
 handlers finish (FastStream's graceful timeout) → stop hooks → cancel what is left.
 
 Exit codes: 0 after a signal, 2 when the bus is unreachable at start, 3 when a subscriber died
-(so the supervisor restarts the process: a dead subscriber never comes back by itself).
+(so the supervisor restarts the process: a dead subscriber never comes back by itself), 78
+(``EX_CONFIG``) when the configuration cannot work (the supervisor stops the stack: a restart
+would fail the same way).
 """
 
 from __future__ import annotations
@@ -26,10 +28,17 @@ from agent_core.service.health import health_consumer, subscribers_running
 from agent_core.service.logs import setup_logging
 from agent_core.service.ops import OpsServer
 
-__all__ = ["EXIT_BUS_UNREACHABLE", "EXIT_SUBSCRIBER_DIED", "ServiceFactory", "run_service"]
+__all__ = [
+    "EXIT_BUS_UNREACHABLE",
+    "EXIT_CONFIG",
+    "EXIT_SUBSCRIBER_DIED",
+    "ServiceFactory",
+    "run_service",
+]
 
 EXIT_BUS_UNREACHABLE = 2
 EXIT_SUBSCRIBER_DIED = 3
+EXIT_CONFIG = 78  # sysexits.h EX_CONFIG
 ServiceFactory = Callable[[ServiceContext], Awaitable[ServiceParts]]
 
 _WATCHDOG_INTERVAL_S = 1.0

@@ -21,7 +21,9 @@ import httpx
 
 from agent_core.config import Settings
 from agent_core.errors import ConfigError
+from agent_core.provider import check_provider_key
 from agent_core.service.homelock import HomeLock
+from agent_core.service.runner import EXIT_CONFIG
 from agent_core.service.supervisor import ChildSpec, Supervisor, die_with_parent
 from agent_core.service.valkey import (
     EmbeddedValkey,
@@ -73,7 +75,8 @@ async def _announce_ready(url: str, stop: asyncio.Event) -> None:
             await asyncio.sleep(0.25)
 
 
-async def _supervise(children: list[ChildSpec], gateway_url: str) -> None:
+async def _supervise(children: list[ChildSpec], gateway_url: str) -> str | None:
+    """Run the children until a signal; the child whose configuration stopped the stack, if any."""
     supervisor = Supervisor(children)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -87,6 +90,7 @@ async def _supervise(children: list[ChildSpec], gateway_url: str) -> None:
         ready.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await ready
+    return supervisor.config_error
 
 
 def _check_port_free(what: str, host: str, port: int) -> None:
@@ -113,6 +117,9 @@ def run_stack(
     is in use, the gateway's port is taken or the configured Redis does not answer.
     """
     die_with_parent()  # if whoever started us (make, a shell) dies, shut down rather than linger
+    # A provider no worker can build stops start-up here, before anything runs (whether it can
+    # be built is the run-workers' check: they exit with EXIT_CONFIG, which stops the stack).
+    check_provider_key(settings.model.provider if not fake_provider else "fake")
     home = settings.home
     lock = HomeLock(home)
     lock.acquire()
@@ -163,8 +170,11 @@ def _run_locked(settings: Settings, workers: int | None, fake_provider: bool, ne
         if fake_provider:
             print("soong-agent: DEMO MODE — answers come from a scripted fake model", flush=True)
         started = time.monotonic()
-        asyncio.run(_supervise(children, gateway_url))
+        failed = asyncio.run(_supervise(children, gateway_url))
         print(f"soong-agent: stopped after {time.monotonic() - started:.0f}s", flush=True)
+        if failed is not None:
+            print(f"soong-agent: {failed} could not start: configuration error", flush=True)
+            return EXIT_CONFIG
         return 0
     finally:
         if valkey is not None:

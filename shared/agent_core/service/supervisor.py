@@ -2,6 +2,8 @@
 
 Children get prefixed logs, are restarted with exponential backoff when they die, and are shut down
 in order on SIGINT/SIGTERM (front doors first, the storage-writer last) with a SIGKILL fallback.
+A child that exits with ``EXIT_CONFIG`` (its configuration cannot work: restarting it would fail
+the same way) stops the whole stack; :attr:`Supervisor.config_error` names it.
 On Linux each child also gets ``PR_SET_PDEATHSIG`` so that it dies if the supervisor is killed
 with SIGKILL and cannot clean up: no orphan is ever left behind.
 """
@@ -18,6 +20,8 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from agent_core.service.runner import EXIT_CONFIG
 
 __all__ = ["ChildSpec", "Supervisor", "die_with_parent"]
 
@@ -61,6 +65,7 @@ class Supervisor:
         self._stopping = asyncio.Event()
         self._stop_timeout_s = stop_timeout_s
         self._pumps: set[asyncio.Task[None]] = set()
+        self.config_error: str | None = None  # the child that stopped the stack, if one did
 
     def stop(self) -> None:
         """Ask for a clean shutdown (idempotent; safe from a signal handler)."""
@@ -84,6 +89,15 @@ class Supervisor:
             assert child.proc is not None
             code = await child.proc.wait()
             if self._stopping.is_set():
+                return
+            if code == EXIT_CONFIG:
+                log.error(
+                    "%s cannot start with this configuration (see its error above); "
+                    "stopping: fix the configuration and start again",
+                    child.spec.name,
+                )
+                self.config_error = child.spec.name
+                self.stop()
                 return
             lived = time.monotonic() - started
             backoff = (

@@ -97,8 +97,13 @@ class AgentConfig(Strict):
 
 
 class AgentConfigOverrides(Strict):
-    """What a client may change of an agent's config (no provider, endpoint or key variable)."""
+    """What a client may change of an agent's config (no endpoint or key variable).
 
+    ``provider`` names one of the providers the deployment serves (today the one of its
+    ``[model]`` section); another is refused (``unknown_provider``) before any run exists.
+    """
+
+    provider: str | None = Field(default=None, min_length=1, max_length=64)
     model: str | None = Field(default=None, min_length=1, max_length=200)
     max_turns: int | None = Field(default=None, ge=1, le=1000)
     budget: RunBudget | None = None
