@@ -26,6 +26,7 @@ from agent_core.types.runtime import (
     RunFinished,
     RunNodeCreated,
     RunPermissionRequested,
+    RunPhase,
     RunStatusChanged,
     RunTaskChanged,
     RunTextDelta,
@@ -63,6 +64,7 @@ _ANSWER = Node(
 
 EXAMPLES: list[BaseModel] = [
     RunStatusChanged(status=RunStatus.RUNNING, previous=RunStatus.QUEUED, attempt=1, **_IDS),
+    RunPhase(phase="streaming", turn=1, max_turns=50, **_IDS),
     RunTextDelta(turn=1, text="The report ", **_IDS),
     RunToolStarted(tool_call_id=_CALL.id, name=_CALL.name, arguments=_CALL.arguments, **_IDS),
     RunToolResult(
@@ -82,6 +84,7 @@ EXAMPLES: list[BaseModel] = [
             agent_id=_IDS["agent_id"],
             tool_call=_CALL,
             reason="policy: ask",
+            expires_at=datetime(2026, 1, 1, 12, 10, 0, tzinfo=UTC),
         ),
         **_IDS,
     ),
@@ -95,6 +98,7 @@ EXAMPLES: list[BaseModel] = [
     RunFinished(
         status=RunStatus.COMPLETED,
         end_reason=EndReason.COMPLETED,
+        turns=2,
         usage=Usage(input_tokens=1500, output_tokens=120),
         last_node_id=_ANSWER.node_id,
         **_IDS,

@@ -21,7 +21,13 @@ from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
 from agent_core.bus.broker import MAX_BLOCK_MS
-from agent_core.types.runtime import RUNTIME_EVENT, RunFinished, RunTextDelta, RuntimeEvent
+from agent_core.types.runtime import (
+    RUNTIME_EVENT,
+    RunFinished,
+    RunPhase,
+    RunTextDelta,
+    RuntimeEvent,
+)
 
 __all__ = ["RunEventReader", "RunEventWriter"]
 
@@ -153,6 +159,8 @@ class RunEventWriter:
 
 
 def _coalesce(events: list[RuntimeEvent]) -> list[RuntimeEvent]:
+    """Consecutive text deltas of a turn become one; a phase replaced by the next one before
+    either was sent is left out (only what the run does now matters to an activity area)."""
     out: list[RuntimeEvent] = []
     for event in events:
         prev = out[-1] if out else None
@@ -163,6 +171,12 @@ def _coalesce(events: list[RuntimeEvent]) -> list[RuntimeEvent]:
             and prev.run_id == event.run_id
         ):
             out[-1] = prev.model_copy(update={"text": prev.text + event.text})
+        elif (
+            isinstance(event, RunPhase)
+            and isinstance(prev, RunPhase)
+            and prev.run_id == event.run_id
+        ):
+            out[-1] = event
         else:
             out.append(event)
     return out

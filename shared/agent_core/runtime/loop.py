@@ -47,7 +47,9 @@ from agent_core.types.protocol import (
     TextDeltaEvent,
     ToolCall,
     ToolCallBlock,
+    ToolCallDeltaEvent,
     ToolCallEndEvent,
+    ToolCallStartEvent,
     ToolResult,
     Usage,
     UsageEvent,
@@ -57,6 +59,7 @@ from agent_core.types.runtime import (
     Node,
     RunHandle,
     RunNodeCreated,
+    RunPhase,
     RunTaskChanged,
     RunTextDelta,
     RunToolResult,
@@ -83,8 +86,17 @@ def _declared_type(results: list[ToolResult]) -> NodeType:
 
 
 LoopPhase = Literal["idle", "streaming", "tools"]
+# Model events that mean the answer has begun to arrive (the model phase becomes ``streaming``).
+_ARRIVING = (TextDeltaEvent, ToolCallStartEvent, ToolCallDeltaEvent, ToolCallEndEvent)
 E = TypeVar(
-    "E", RunTextDelta, RunToolStarted, RunToolResult, RunNodeCreated, RunUsage, RunTaskChanged
+    "E",
+    RunTextDelta,
+    RunToolStarted,
+    RunToolResult,
+    RunNodeCreated,
+    RunUsage,
+    RunTaskChanged,
+    RunPhase,
 )
 
 
@@ -155,6 +167,7 @@ class AgentLoop:
                 run_id=self.handle.run_id,
             )
             self.phase = "streaming"
+            self._announce_phase("model")
             response = await self._stream(request)
             self.phase = "idle"
             self.turns += 1
@@ -214,6 +227,7 @@ class AgentLoop:
     async def _tool_turn(self, nodes: list[Node], calls: list[ToolCall], assistant_id: str) -> None:
         """Run the calls, store every result in one tool node, then what the results report."""
         self.phase = "tools"
+        self._announce_phase("tools", tools=len(calls))
         results = await self._run_tools(calls, assistant_id)
         self.phase = "idle"
         await self._append(
@@ -235,10 +249,14 @@ class AgentLoop:
     async def _stream(self, request: ModelRequest) -> _Response:
         response = _Response()
         turn = self.turns
+        arriving = False
         try:
             stream = self.model.stream(request)
             try:
                 async for event in stream:
+                    if not arriving and isinstance(event, _ARRIVING):
+                        arriving = True
+                        self._announce_phase("streaming")
                     if isinstance(event, TextDeltaEvent):
                         response.text += event.text
                         self.partial_text = response.text
@@ -377,6 +395,17 @@ class AgentLoop:
         self.last_node_id = stored.node_id
         self.events.emit(self._event(RunNodeCreated, node=stored))
         return stored
+
+    def _announce_phase(
+        self, phase: Literal["model", "streaming", "tools"], tools: int = 0
+    ) -> None:
+        """The activity area's line: what the run does now, in which turn of how many."""
+        turn = self.turns + 1 if phase != "tools" else max(self.turns, 1)
+        self.events.emit(
+            self._event(
+                RunPhase, phase=phase, turn=turn, max_turns=self.config.max_turns, tools=tools
+            )
+        )
 
     def _event(self, cls: type[E], **fields: Any) -> E:
         return cls(

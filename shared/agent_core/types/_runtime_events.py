@@ -34,6 +34,7 @@ __all__ = [
     "RunFinished",
     "RunNodeCreated",
     "RunPermissionRequested",
+    "RunPhase",
     "RunStatusChanged",
     "RunTaskChanged",
     "RunTextDelta",
@@ -102,6 +103,19 @@ class RunUsage(_RunEvent):
     total: Usage
 
 
+class RunPhase(_RunEvent):
+    """What the run is doing now, for an activity area: ``model`` — it waits for the model's
+    answer; ``streaming`` — the answer is arriving; ``tools`` — ``tools`` tool calls run. In model
+    turn ``turn`` of at most ``max_turns``. (Waiting for a person is the run's ``pending``
+    status.) A phase that a later one replaced before it was sent may be left out."""
+
+    type: Literal["phase"] = "phase"
+    phase: Literal["model", "streaming", "tools"]
+    turn: int = Field(ge=1)
+    max_turns: int = Field(ge=1)
+    tools: int = Field(default=0, ge=0)
+
+
 class RunPermissionRequested(_RunEvent):
     """A tool call waits for a person's decision."""
 
@@ -163,6 +177,7 @@ RuntimeEvent = Annotated[
     | RunNodeCreated
     | RunStatusChanged
     | RunUsage
+    | RunPhase
     | RunPermissionRequested
     | RunTaskChanged
     | RunError

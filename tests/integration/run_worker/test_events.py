@@ -91,3 +91,30 @@ async def test_a_failed_write_is_raised_by_close_and_abort_drops_the_rest(names:
         await asyncio.wait_for(aborted.abort(), 1)  # returns at once, waits for nothing
     finally:
         await dead.aclose()
+
+
+async def test_a_phase_replaced_before_it_was_sent_is_left_out(
+    redis: Redis, names: BusNames
+) -> None:
+    from agent_core.types.runtime import RunPhase
+
+    sid, run_id = new_session_id(), new_id("run")
+    writer = RunEventWriter(redis, names, sid, run_id)
+    writer.start()
+    ids = {"run_id": run_id, "session_id": sid}
+    # Emitted before any write completes: model → streaming collapse to the newer phase.
+    writer.emit(RunPhase(**ids, phase="model", turn=1, max_turns=5))
+    writer.emit(RunPhase(**ids, phase="streaming", turn=1, max_turns=5))
+    writer.emit(RunTextDelta(**ids, turn=0, text="hi"))
+    writer.emit(RunPhase(**ids, phase="tools", turn=1, max_turns=5, tools=1))
+    writer.emit(RunFinished(**ids, status=RunStatus.COMPLETED))
+    await writer.close()
+    events = [
+        e for _, e in [i async for i in RunEventReader(redis, names).follow(sid, run_id) if i]
+    ]
+    assert [(e.type, getattr(e, "phase", None)) for e in events] == [
+        ("phase", "streaming"),
+        ("text_delta", None),
+        ("phase", "tools"),
+        ("run_finished", None),
+    ]

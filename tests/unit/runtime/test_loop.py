@@ -219,3 +219,21 @@ async def test_task_tool_metadata_becomes_events_a_board_node_and_node_types() -
         EventType.TASK_CHANGED,
         {"tool_call_id": "b", "list": "build", "change": "task_added", "task_id": "t1"},
     ) in store.events
+
+
+async def test_the_loop_tells_its_phases_turn_by_turn() -> None:
+    def reply(request: ModelRequest) -> ScriptedReply:
+        if request.messages[-1].role is Role.TOOL:
+            return ScriptedReply(text="answer")
+        return ScriptedReply(tool_calls=_calls("echo", "echo"))
+
+    loop, _, sink = _loop(reply, tools=EchoTools(), max_turns=5)
+    await loop.run([_user(loop.handle)])
+    phases = [(e.phase, e.turn, e.max_turns, e.tools) for e in sink.events if e.type == "phase"]  # type: ignore[union-attr]
+    assert phases == [
+        ("model", 1, 5, 0),
+        ("streaming", 1, 5, 0),
+        ("tools", 1, 5, 2),
+        ("model", 2, 5, 0),
+        ("streaming", 2, 5, 0),
+    ]

@@ -49,6 +49,7 @@ RUNTIME_EVENTS: list[BaseModel] = [
     rt.RunNodeCreated(**EV, node=NODE_EXAMPLE),
     rt.RunStatusChanged(**EV, status=RunStatus.RUNNING, previous=RunStatus.QUEUED, attempt=1),
     rt.RunUsage(**EV, usage=Usage(input_tokens=1), total=Usage(input_tokens=5)),
+    rt.RunPhase(**EV, phase="tools", turn=2, max_turns=50, tools=3),
     rt.RunPermissionRequested(
         **EV,
         request=PermissionRequest(
