@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run install test lint bench compose-config asyncapi console-screenshots console-vendor clean
+.PHONY: run install test lint bench soak compose-config asyncapi console-screenshots console-vendor clean
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -38,6 +38,10 @@ lint: install
 
 bench: install
 	@set -e; for b in bench/*.py; do echo "# $$b" >&2; $(PY) $$b; done
+
+# 1,000 runs under injected cancels, worker SIGKILLs and provider errors (minutes; not in `test`).
+soak: install
+	$(PY) -m tests.soak.run_soak
 
 compose-config: install
 	$(PY) -m agent_core.cli compose-check docker-compose.yml
