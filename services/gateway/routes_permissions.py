@@ -1,19 +1,24 @@
-"""Permission decisions: allow or deny a tool call that a run is waiting on (policy ``ask``).
+"""Permission requests: list those a session's runs wait on, allow or deny one (policy ``ask``).
 
-The waiting run stored its :class:`PermissionRequest` in Redis and polls for a decision; the
-decision is set once (a second decision answers 409), and only by the session's account.
+A waiting run stored its :class:`PermissionRequest` (with the deadline after which it is denied)
+and blocks until a decision arrives; the decision is set once (a second one answers 409, and so
+does a decision after the deadline denied the request), and only by the session's account. See
+``docs/architecture.md``, "Run lifecycle and endings".
 """
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 from fastapi import APIRouter
 
-from agent_core.types.api import PermissionDecisionRequest
+from agent_core.bus.contracts.storage import ListRuns
+from agent_core.types.api import PermissionDecisionRequest, PermissionList
+from agent_core.types.enums import TERMINAL_RUN_STATUSES
 from agent_core.types.protocol import PermissionDecision, PermissionRequest
 from services.gateway.errors import ApiError, not_found, responses
-from services.gateway.state import CallerDep, GatewayDep, get_session
+from services.gateway.state import CallerDep, GatewayDep, fetch, get_session
 
 __all__ = ["router"]
 
@@ -21,6 +26,33 @@ router = APIRouter(prefix="/v1/sessions/{session_id}/permissions", tags=["permis
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9_\-]{1,128}")
 _DECISION_TTL_S = 7 * 24 * 3600
+_WAKE_TTL_S = 3600
+
+
+@router.get("", response_model=PermissionList, responses=responses(404))
+async def list_pending(session_id: str, gw: GatewayDep, caller: CallerDep) -> PermissionList:
+    """The permission requests of this session's runs that wait for a decision, oldest first."""
+    await get_session(gw, caller, session_id)
+    redis, names = gw.ctx.redis, gw.ctx.names
+    key = names.session_permissions(session_id)
+    stored = await redis.hgetall(key)
+    if not stored:
+        return PermissionList(items=[])
+    runs = await fetch(gw, ListRuns(session_id=session_id, account_id=caller.account_id), "session")
+    ended = {r["run_id"] for r in runs if r["status"] in TERMINAL_RUN_STATUSES}
+    now = datetime.now(UTC)
+    items, stale = [], []
+    for request_id, raw in stored.items():
+        request = PermissionRequest.model_validate_json(raw)
+        # Left behind by a run that ended or by a worker that died while it waited.
+        if request.run_id in ended or (request.expires_at is not None and request.expires_at < now):
+            stale.append(request_id)
+        else:
+            items.append(request)
+    if stale:
+        await redis.hdel(key, *stale)
+    items.sort(key=lambda r: r.expires_at or now)
+    return PermissionList(items=items)
 
 
 @router.post("/{request_id}", response_model=PermissionDecision, responses=responses(404, 409))
@@ -35,8 +67,8 @@ async def decide(
     await get_session(gw, caller, session_id)
     if _REQUEST_ID.fullmatch(request_id) is None:
         raise not_found("permission request")
-    names = gw.ctx.names
-    raw = await gw.ctx.redis.get(names.key("permission-request", request_id))
+    redis, names = gw.ctx.redis, gw.ctx.names
+    raw = await redis.get(names.permission_request(request_id))
     if raw is None:
         raise not_found("permission request")
     request = PermissionRequest.model_validate_json(raw)
@@ -48,12 +80,17 @@ async def decide(
         reason=body.reason,
         decided_by=caller.key_id,
     )
-    stored = await gw.ctx.redis.set(
-        names.key("permission", request_id),
+    stored = await redis.set(
+        names.permission_decision(request_id),
         decision.model_dump_json(),
         ex=_DECISION_TTL_S,
         nx=True,
     )
     if not stored:
         raise ApiError(409, "already_decided", "this request has been decided already")
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.rpush(names.permission_wake(request_id), b"1")  # the waiting run goes on at once
+        pipe.expire(names.permission_wake(request_id), _WAKE_TTL_S)
+        pipe.hdel(names.session_permissions(session_id), request_id)
+        await pipe.execute()
     return decision

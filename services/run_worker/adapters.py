@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from redis.asyncio import Redis
-
-from agent_core.bus import BusNames
 from agent_core.bus.contracts.storage import (
     CreateArtifact,
     EventDraft,
@@ -20,7 +16,6 @@ from agent_core.bus.contracts.storage import (
 from agent_core.context import estimate_tokens
 from agent_core.ids import new_id
 from agent_core.observability.instrument import tool_call
-from agent_core.runqueue import RunEventWriter
 from agent_core.storage_client import StorageClient, raise_for_receipt
 from agent_core.tools import (
     OutputFile,
@@ -30,19 +25,16 @@ from agent_core.tools import (
     ToolRegistry,
     Workspace,
 )
-from agent_core.types.enums import EventLevel, EventType, PermissionBehavior
+from agent_core.types.enums import EventLevel, EventType
 from agent_core.types.protocol import (
-    PermissionDecision,
-    PermissionRequest,
     ToolCall,
     ToolDefinition,
     ToolResult,
 )
-from agent_core.types.runtime import Node, RunHandle, RunPermissionRequested
+from agent_core.types.runtime import Node, RunHandle
 
 __all__ = [
     "BusRunStore",
-    "RedisPermissionBroker",
     "StorageArtifactSink",
     "WorkerToolRunner",
     "node_drafts",
@@ -159,19 +151,30 @@ class StorageArtifactSink:
     async def save_tool_output(self, output: SavedToolOutput) -> str | None:
         """Write the whole output beside the session's scratch files and register it."""
         name = (_SAFE_NAME.sub("_", output.tool_call_id)[:80] or "output") + ".txt"
-        data = output.text.encode("utf-8", "replace")
-        path = SessionPath((*_TOOL_OUTPUT_DIR, name))
+        return await self.save_text(
+            (*_TOOL_OUTPUT_DIR, name),
+            output.text,
+            tool_call_id=output.tool_call_id,
+            summary=f"full output of {output.tool_name}",
+        )
+
+    async def save_text(
+        self,
+        parts: tuple[str, ...],
+        text: str,
+        *,
+        tool_call_id: str | None = None,
+        summary: str | None = None,
+    ) -> str | None:
+        """Write ``text`` at the session path ``parts`` (symlink-safe) and register it as an
+        artifact of the run (fenced); its id, ``None`` when the writer refused it."""
+        data = text.encode("utf-8", "replace")
         fs = self._workspace.fs
         written = await asyncio.to_thread(
-            fs.write_bytes, path, data, check=self._workspace.check_write
+            fs.write_bytes, SessionPath(parts), data, check=self._workspace.check_write
         )
         return await self._register(
-            str(written),
-            "text/plain",
-            len(data),
-            output.tool_call_id,
-            None,
-            summary=output.tool_name,
+            str(written), "text/plain", len(data), tool_call_id, None, summary=summary
         )
 
     async def _register(
@@ -179,7 +182,7 @@ class StorageArtifactSink:
         path: str,
         mime_type: str,
         size: int,
-        tool_call_id: str,
+        tool_call_id: str | None,
         node_id: str | None,
         *,
         summary: str | None = None,
@@ -198,7 +201,7 @@ class StorageArtifactSink:
                 filename=path.rsplit("/", 1)[-1],
                 mime_type=mime_type,
                 size_bytes=size,
-                summary=f"full output of {summary}" if summary else None,
+                summary=summary,
                 fence=RunFence(run_id=self._handle.run_id, attempt=self._handle.attempt),
             )
         )
@@ -231,57 +234,3 @@ class WorkerToolRunner:
             if result.is_error:
                 measure.failed(str(result.metadata.get("error_code", "tool_error")))
             return result
-
-
-class RedisPermissionBroker:
-    """``ask``: announce the request, then wait for the decision the gateway stores in Redis."""
-
-    POLL_S = 0.2
-
-    def __init__(
-        self, redis: Redis, names: BusNames, events: RunEventWriter, store: BusRunStore
-    ) -> None:
-        self._redis = redis
-        self._names = names
-        self._events = events
-        self._store = store
-
-    def decision_key(self, request_id: str) -> str:
-        """Where the gateway puts the decision for ``request_id``."""
-        return self._names.key("permission", request_id)
-
-    async def __call__(self, request: PermissionRequest) -> PermissionDecision:
-        handle = self._store.handle
-        await self._redis.set(
-            self._names.key("permission-request", request.request_id),
-            request.model_dump_json(),
-            ex=7 * 24 * 3600,
-        )
-        self._events.emit(
-            RunPermissionRequested(
-                run_id=handle.run_id,
-                session_id=handle.session_id,
-                agent_id=handle.agent_id,
-                request=request,
-            )
-        )
-        await self._store.append_event(
-            EventType.PERMISSION_REQUESTED,
-            tool_call_id=request.tool_call.id,
-            payload={"request_id": request.request_id, "tool": request.tool_call.name},
-        )
-        while True:
-            raw = await self._redis.get(self.decision_key(request.request_id))
-            if raw is not None:
-                decision = PermissionDecision.model_validate(json.loads(raw))
-                await self._store.append_event(
-                    EventType.PERMISSION_DECIDED,
-                    tool_call_id=request.tool_call.id,
-                    payload={
-                        "request_id": request.request_id,
-                        "behavior": decision.behavior.value,
-                        "allowed": decision.behavior is PermissionBehavior.ALLOW,
-                    },
-                )
-                return decision
-            await asyncio.sleep(self.POLL_S)

@@ -60,7 +60,7 @@ from agent_core.runqueue import RunEventWriter, SessionQueue
 from agent_core.runtime import AgentLoop, Ending, RunningRuns, RunProgress, drive
 from agent_core.runtime.ports import ToolRunner
 from agent_core.storage_client import StorageClient, raise_for_receipt
-from agent_core.tools import ToolContext, ToolOutput
+from agent_core.tools import ToolContext, ToolOutput, Workspace
 from agent_core.types.enums import (
     AgentType,
     EndReason,
@@ -128,6 +128,7 @@ class ChildRunner:
     model: ProviderAdapter
     tools: Callable[[BusRunStore], ToolRunner]  # a child's tools (none that start children)
     runs: RunningRuns  # where a cancel request finds a run's task
+    debug: Workspace | None = None  # debug mode: where tracebacks of failed children are kept
     _workers: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     async def dispatch(self, args: DispatchArgs, ctx: ToolContext) -> ToolOutput:
@@ -357,7 +358,13 @@ class ChildRunner:
     async def _finished(self, child: _Child, store: BusRunStore, ending: Ending) -> Ending:
         """Write the child's end, then tell it; the end as recorded."""
         ending = await end_run(
-            self.storage, self.reads, store.handle, ending, fence=store.fence, set_active=False
+            self.storage,
+            self.reads,
+            store.handle,
+            ending,
+            fence=store.fence,
+            set_active=False,
+            debug=self.debug,
         )
         child.ended = True
         worker = child.label.get("worker")

@@ -3,24 +3,27 @@
 Every way a run ends comes here (``docs/architecture.md``, "Run lifecycle and endings"): the
 executor's runs and child runs after :func:`agent_core.runtime.drive`, a run cancelled before it
 was claimed, child runs ended from outside their loop. :func:`end_run` writes the end with the node
-it ends on in one command and tells it once to logs and metrics (``observability.runs``); :func:`announce` puts
-the node, a fatal ``error`` and ``run_finished`` on the run's stream.
+it ends on in one command and tells it once to the logs and metrics
+(:func:`agent_core.observability.runs.run_ended`); :func:`announce` puts the node, a fatal
+``error`` and ``run_finished`` on the run's stream.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import traceback
 from typing import Any
 
 from agent_core.bus.contracts.storage import EndRun, GetRun, RunFence
-from agent_core.errors import StorageError
+from agent_core.errors import StorageError, redact
 from agent_core.ids import new_id
 from agent_core.observability.runs import run_ended
 from agent_core.runqueue import RunEventWriter
 from agent_core.runtime import Ending, EventSink, Fenced
 from agent_core.service import ServiceContext
 from agent_core.storage_client import FENCED_CODES, StorageClient
+from agent_core.tools import Workspace
 from agent_core.types.enums import EndReason, RunStatus
 from agent_core.types.mappers import to_run_finished, to_run_state
 from agent_core.types.runtime import (
@@ -31,10 +34,16 @@ from agent_core.types.runtime import (
     RunNodeCreated,
 )
 from agent_core.types.storage import RunRecord
-from services.run_worker.adapters import node_drafts
+from services.run_worker.adapters import StorageArtifactSink, node_drafts
 from services.run_worker.reads import RunReads
 
-__all__ = ["announce", "close_stream_of_terminal_run", "end_run", "stored_end"]
+__all__ = [
+    "announce",
+    "close_stream_of_terminal_run",
+    "end_run",
+    "keep_traceback",
+    "stored_end",
+]
 
 log = logging.getLogger("soong.run_worker")
 
@@ -53,14 +62,24 @@ async def end_run(
     *,
     fence: RunFence | None,
     set_active: bool = True,
+    debug: Workspace | None = None,
 ) -> Ending:
     """Write ``ending`` as the run's end (``end_run``); return the end as recorded — the stored
     one when the run had ended already (its end was written before, by whoever ended it).
 
-    ``fence`` is the attempt's (``None`` only for a run that no attempt claimed). Raises
-    :class:`Fenced` when a newer attempt owns the run, :class:`StorageError` when the end could
-    not be written (the run stays in flight: a takeover ends it).
+    ``fence`` is the attempt's (``None`` only for a run that no attempt claimed). ``debug``: the
+    session's workspace in debug mode, where the traceback of an unexpected exception that ended
+    the run is kept (:func:`keep_traceback`). Raises :class:`Fenced` when a newer attempt owns
+    the run, :class:`StorageError` when the end could not be written (the run stays in flight: a
+    takeover ends it).
     """
+    if ending.exception is not None:
+        exc = ending.exception
+        log.error(
+            "run %s: unexpected %s: %s", handle.run_id, type(exc).__name__, exc, exc_info=exc
+        )  # (redacted, and with its traceback in debug mode only: see service.logs)
+        if debug is not None:
+            ending = await keep_traceback(storage, handle, debug, ending)
     receipt = await storage.send(_command(handle, ending, fence, set_active))
     if not receipt.ok and ending.node is not None and _code(receipt) not in _NOT_THE_NODE:
         # The node could not be written (its parent is gone, …): the end goes without it.
@@ -109,6 +128,32 @@ def _command(handle: RunHandle, ending: Ending, fence: RunFence | None, set_acti
         set_active=set_active,
         withdraw=ending.withdraw,
     )
+
+
+async def keep_traceback(
+    storage: StorageClient, handle: RunHandle, workspace: Workspace, ending: Ending
+) -> Ending:
+    """Debug mode: the traceback of the exception that ended the run, redacted, as an artifact of
+    the session (``scratchpad/debug/``); the end's error names it (``traceback_artifact_id``),
+    and so do its ``run_error`` and terminal events. Never raises: debugging aids never stop an
+    end."""
+    end, exc = ending.end, ending.exception
+    if exc is None or end.error is None:
+        return ending
+    name = f"traceback-{handle.run_id}-{handle.attempt}.txt"
+    text = redact("".join(traceback.format_exception(exc)))
+    try:
+        workspace.ensure()  # a run can fail before its workspace was ever needed
+        sink = StorageArtifactSink(storage, handle, workspace)
+        artifact_id = await sink.save_text(("scratchpad", "debug", name), text, summary="traceback")
+    except Exception as failure:
+        log.warning("run %s: traceback not kept: %s", handle.run_id, type(failure).__name__)
+        return ending
+    if artifact_id is None:
+        return ending
+    details = {**end.error.details, "traceback_artifact_id": artifact_id}
+    error = end.error.model_copy(update={"details": details})
+    return dataclasses.replace(ending, end=end.model_copy(update={"error": error}))
 
 
 def announce(events: EventSink, handle: RunHandle, ending: Ending) -> None:

@@ -18,7 +18,7 @@ import logging
 from agent_core.observability.runs import run_started
 from agent_core.observability.tracing import tracer
 from agent_core.provider import ProviderRegistry
-from agent_core.runqueue import InFlight, SessionQueue, cancel_queued_run
+from agent_core.runqueue import InFlight, QueuedRun, SessionQueue, cancel_queued_run
 from agent_core.runtime import (
     AgentLoop,
     Ending,
@@ -35,12 +35,7 @@ from agent_core.tasks.client import TaskClient
 from agent_core.tools import PermissionGate, ToolExecutor, ToolRegistry, Workspace
 from agent_core.types.enums import AgentType, EndReason, RunStatus
 from agent_core.types.runtime import AgentConfig, Node, RunEnd, RunNodeCreated
-from services.run_worker.adapters import (
-    BusRunStore,
-    RedisPermissionBroker,
-    StorageArtifactSink,
-    WorkerToolRunner,
-)
+from services.run_worker.adapters import BusRunStore, StorageArtifactSink, WorkerToolRunner
 from services.run_worker.agent_setup import AgentSetup
 from services.run_worker.child_endings import end_orphans
 from services.run_worker.child_tools import child_tools, orchestrator_config
@@ -48,6 +43,7 @@ from services.run_worker.children import ChildRunner
 from services.run_worker.claim import Attempt, Claimer, message_node, placed_path
 from services.run_worker.endings import announce, close_stream_of_terminal_run, end_run
 from services.run_worker.memory_link import hand_off, memory_node
+from services.run_worker.permissions import RedisPermissionBroker
 from services.run_worker.reads import RunReads
 
 __all__ = ["RunExecutor"]
@@ -115,6 +111,7 @@ class RunExecutor:
                 ending,
                 fence=attempt.store.fence,
                 set_active=attempt.store.set_active,
+                debug=self._debug_workspace(run),
             )
         except Fenced:
             log.warning(
@@ -128,6 +125,12 @@ class RunExecutor:
             nodes = progress.nodes if ending.node is None else [*progress.nodes, ending.node]
             await hand_off(self.ctx, self.reads, item, ending.end, nodes)
         return True
+
+    def _debug_workspace(self, run: QueuedRun) -> Workspace | None:
+        """Where debug mode keeps the tracebacks of the run's unexpected failures."""
+        if not self.ctx.settings.debug:
+            return None
+        return Workspace(self.ctx.settings.home, run.account_id, run.session_id)
 
     async def _attempt(self, a: Attempt, p: RunProgress, cancelled: bool) -> Ending:
         """Everything an attempt does until its loop ends; run by :func:`drive`, so whatever
@@ -222,6 +225,7 @@ class RunExecutor:
             model,
             tools=lambda store: self._tools(a, config, workspace, store, None),
             runs=self.runs,
+            debug=workspace if self.ctx.settings.debug else None,
         )
         return AgentLoop(
             handle=a.handle,
@@ -245,7 +249,14 @@ class RunExecutor:
         """The tools of the run that writes through ``store`` (the attempt's, or a child's):
         with ``children``, also the tools that start child runs (children start none)."""
         handle = store.handle
-        broker = RedisPermissionBroker(self.ctx.redis, self.ctx.names, a.events, store)
+        broker = RedisPermissionBroker(
+            self.ctx.redis,
+            self.ctx.names,
+            self.storage,
+            a.events,
+            store,
+            timeout_s=self.ctx.settings.run_worker.permission_timeout_s,
+        )
         starters = child_tools(children) if children else ()
         definitions = self.setup.definitions(
             config.enabled_tools, children=children is not None, orchestrator=orchestrator

@@ -123,6 +123,22 @@ class BusNames:
         """Pub/Sub channel on which one process receives replies to its requests."""
         return f"{self.namespace}:reply:{instance}"
 
+    def session_permissions(self, session_id: str) -> str:
+        """Hash of a session's permission requests that wait for a decision (id → request)."""
+        return f"{self.namespace}:permissions:{{{session_id}}}"
+
+    def permission_request(self, request_id: str) -> str:
+        """One permission request, as the run that waits on it stored it."""
+        return f"{self.namespace}:permission-request:{request_id}"
+
+    def permission_decision(self, request_id: str) -> str:
+        """The decision on one permission request (set once)."""
+        return f"{self.namespace}:permission:{request_id}"
+
+    def permission_wake(self, request_id: str) -> str:
+        """List the waiting run blocks on; the decider pushes to it after deciding."""
+        return f"{self.namespace}:permission-wake:{request_id}"
+
     def key(self, *parts: str) -> str:
         """Any other key of this namespace, e.g. ``names.key("ratelimit", key_id)``."""
         return ":".join((self.namespace, *parts))

@@ -34,6 +34,7 @@ ENV_VARS: Final[dict[str, str]] = {
     "SOONG_REDIS_URL": "bus.redis_url",
     "SOONG_NAMESPACE": "bus.namespace",
     "SOONG_LOG_LEVEL": "log_level",
+    "SOONG_DEBUG": "debug",
     "SOONG_LOG_FORMAT": "observability.log_format",
     "SOONG_OPS_HOST": "observability.ops_host",
     "SOONG_OPS_PORT": "observability.ops_port",

@@ -68,6 +68,8 @@ class RunWorkerSettings(_Section):
     # Attempts at one run: a run taken over this many times (its worker lost each time) ends
     # ``failed`` / ``attempts_exhausted`` instead of being tried again.
     max_attempts: int = Field(default=3, ge=1, le=100)
+    # How long a permission request waits for a decision before it is denied (the model is told).
+    permission_timeout_s: float = Field(default=600.0, gt=0)
 
 
 class TaskSettings(_Section):
@@ -174,6 +176,10 @@ class Settings(_Section):
 
     home: Path
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # Debug mode: a run ended by an unexpected exception keeps its traceback (redacted) as an
+    # artifact of its session, named by its failure; logs keep tracebacks (redacted). Never in
+    # an API response either way.
+    debug: bool = False
     bus: BusSettings = BusSettings()
     gateway: GatewaySettings = GatewaySettings()
     storage: StorageSettings = StorageSettings()

@@ -3,7 +3,9 @@
 ``log_ids(session_id=…, run_id=…, agent_id=…)`` binds ids to the current task (a context variable,
 so concurrent runs in one worker never mix them); every record logged inside carries them. A
 record's own figures go in ``extra={"fields": {...}}``. Both formats redact every string, so a
-secret never reaches a log line.
+secret never reaches a log line. An exception logged with its traceback (``log.exception``, a
+library's own logging) is reduced to its type and redacted message unless ``debug`` is on; then
+the traceback is kept, redacted too (``docs/architecture.md``, "Run lifecycle and endings").
 
 Text (the default, for a terminal): ``<time> <LEVEL> <service>[<instance>] <logger>: <message>``
 followed by ``key=value`` for the ids and fields. JSON (``observability.log_format = "json"``):
@@ -63,12 +65,30 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
     return {**current_ids(), **(fields if isinstance(fields, Mapping) else {})}
 
 
+def _exception_line(record: logging.LogRecord) -> str:
+    """The one line an exception is reduced to outside debug mode: its type and message."""
+    exc = record.exc_info[1] if record.exc_info else None
+    if exc is None:
+        return ""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
+
+
 class _Text(logging.Formatter):
-    def __init__(self, who: str) -> None:
+    def __init__(self, who: str, *, debug: bool) -> None:
         super().__init__(f"%(asctime)s %(levelname)s {who} %(name)s: %(message)s")
+        self._debug = debug
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        if self._debug or not record.exc_info:
+            line = super().format(record)
+        else:  # the record stays as it came: other handlers may format it differently
+            what = _exception_line(record)
+            saved = record.exc_info, record.exc_text, record.stack_info
+            record.exc_info, record.exc_text, record.stack_info = None, None, None
+            try:
+                line = f"{super().format(record)} ({what})"
+            finally:
+                record.exc_info, record.exc_text, record.stack_info = saved
         extra = _fields(record)
         if extra:
             line += " " + " ".join(f"{k}={_scalar(v)}" for k, v in extra.items())
@@ -76,10 +96,11 @@ class _Text(logging.Formatter):
 
 
 class _Json(logging.Formatter):
-    def __init__(self, service: str, instance: str) -> None:
+    def __init__(self, service: str, instance: str, *, debug: bool) -> None:
         super().__init__()
         self._service = service
         self._instance = instance
+        self._debug = debug
 
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
@@ -92,7 +113,8 @@ class _Json(logging.Formatter):
         }
         doc.update(redact_obj(_fields(record)))
         if record.exc_info:
-            doc["exc"] = redact(self.formatException(record.exc_info))
+            exc = self.formatException(record.exc_info) if self._debug else _exception_line(record)
+            doc["exc"] = redact(exc)
         return json.dumps(doc, ensure_ascii=False, default=str)
 
 
@@ -103,11 +125,21 @@ def _scalar(value: Any) -> str:
 
 
 def configure_logging(
-    level: str, service: str, instance: str, fmt: Literal["text", "json"] = "text"
+    level: str,
+    service: str,
+    instance: str,
+    fmt: Literal["text", "json"] = "text",
+    *,
+    debug: bool = False,
 ) -> None:
-    """One handler on stderr for the whole process, in ``fmt``; third parties at DEBUG only."""
+    """One handler on stderr for the whole process, in ``fmt``; third parties at DEBUG only;
+    tracebacks only with ``debug``."""
     handler = logging.StreamHandler(sys.stderr)
-    formatter = _Json(service, instance) if fmt == "json" else _Text(f"{service}[{instance}]")
+    formatter: logging.Formatter = (
+        _Json(service, instance, debug=debug)
+        if fmt == "json"
+        else _Text(f"{service}[{instance}]", debug=debug)
+    )
     handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -1,4 +1,9 @@
-"""Logging set-up for service processes: the configured format, the process's service and instance."""
+"""Logging set-up for service processes: the configured format, the process's service and instance.
+
+One line per record, redacted; an exception's traceback only in debug mode (``debug = true``),
+else its type and redacted message (tracebacks go to debug-mode artifacts: ``docs/architecture.md``,
+"Run lifecycle and endings").
+"""
 
 from __future__ import annotations
 
@@ -10,4 +15,10 @@ __all__ = ["setup_logging"]
 
 def setup_logging(settings: Settings, service: str, instance: str) -> None:
     """Log to stderr as ``observability.log_format`` says; secrets never reach a log line."""
-    configure_logging(settings.log_level, service, instance, settings.observability.log_format)
+    configure_logging(
+        settings.log_level,
+        service,
+        instance,
+        settings.observability.log_format,
+        debug=settings.debug,
+    )

@@ -21,7 +21,7 @@ from agent_core.types.enums import (
     Role,
     SessionStatus,
 )
-from agent_core.types.protocol import AttachmentBlock, JsonBlock, TextBlock
+from agent_core.types.protocol import AttachmentBlock, JsonBlock, PermissionRequest, TextBlock
 from agent_core.types.runtime import (
     SESSION_CONFIG_KEY,
     AgentConfigOverrides,
@@ -47,6 +47,7 @@ __all__ = [
     "NodePath",
     "PatchSessionRequest",
     "PermissionDecisionRequest",
+    "PermissionList",
     "PostMessageRequest",
     "Readiness",
     "RunList",
@@ -302,3 +303,10 @@ class Readiness(_Body):
     ready: bool
     bus: bool
     services: dict[str, bool]
+
+
+class PermissionList(_Body):
+    """Permission requests that wait for a decision; each says when it is denied
+    (``expires_at``) if nobody decides it."""
+
+    items: list[PermissionRequest]

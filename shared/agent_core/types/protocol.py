@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from agent_core.errors import ProviderErrorPayload
 from agent_core.types.enums import HookPhase, PermissionBehavior, Role, StopReason
@@ -339,6 +339,8 @@ class PermissionRequest(_Strict):
     agent_id: str
     tool_call: ToolCall
     reason: str | None = None
+    # When the request is denied if nobody has decided it (``run_worker.permission_timeout_s``).
+    expires_at: AwareDatetime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

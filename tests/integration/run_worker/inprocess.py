@@ -57,6 +57,7 @@ async def start_worker(
     *,
     tools: list[Tool] | None = None,  # type: ignore[type-arg]
     extra_config: str = "",
+    debug: bool = False,
 ) -> InProcessWorker:
     """A worker whose model is ``model`` (provider key ``test``) on the test's bus names."""
     (home / "config.toml").write_text(CONFIG.format(extra=extra_config))
@@ -67,6 +68,7 @@ async def start_worker(
             "SOONG_NAMESPACE": names.namespace,
             "SOONG_MODEL_PROVIDER": "test",
             "SOONG_MODEL_NAME": "test-model",
+            "SOONG_DEBUG": "true" if debug else "false",
         }
     )
     ctx = ServiceContext(settings, "run_worker", "inproc")

@@ -167,3 +167,45 @@ async def test_a_run_that_keeps_losing_its_worker_ends_failed_with_a_clear_code(
                 break
             await asyncio.sleep(0.1)
         assert await client.queue.lease_holder(sid) is None
+
+
+@pytest.mark.parametrize("debug", [True, False])
+@pytest.mark.usefixtures("writer_ready")
+async def test_debug_mode_keeps_the_traceback_of_an_unexpected_failure_as_an_artifact(
+    debug: bool, client: BusClient, redis_url: str, names: BusNames, tmp_path: Path
+) -> None:
+    secret = "sk-" + "9f8e7d6c" * 4
+    model = ScriptedModel(tool_then_answer())
+    worker = await start_worker(
+        redis_url, names, tmp_path, model, tools=[LookupTool()], debug=debug
+    )
+    try:
+
+        def broken(a: Any, config: Any) -> Any:
+            raise ValueError(f"the loop could not be built (key {secret})")
+
+        worker.executor._loop = broken  # type: ignore[method-assign]
+        sid = await client.new_session()
+        sent = await client.send(sid, "boom")
+        [run] = (await client.wait_terminal([sent.run_id])).values()
+    finally:
+        await worker.close()
+    error = json.loads(run["error_json"])
+    assert (run["status"], error["code"]) == ("failed", "internal_error")
+    assert error["message"] == "the run failed unexpectedly (ValueError)"
+    timeline = await client.timeline(sid, sent.run_id)
+    assert secret not in json.dumps([run, timeline]) and "Traceback" not in json.dumps(run)
+    [run_error] = [e for e in timeline if e["event_type"] == "run_error"]
+    artifact_id = error["details"].get("traceback_artifact_id")
+    if not debug:
+        assert artifact_id is None
+        return
+    assert artifact_id is not None and artifact_id in run_error["payload_json"]
+    from agent_core.bus.contracts.storage import GetArtifact
+
+    reply = await client.storage.query(GetArtifact(artifact_id=artifact_id, session_id=sid))
+    path = reply.data["path"]
+    assert path == f"scratchpad/debug/traceback-{sent.run_id}-1.txt"
+    text = (tmp_path / "accounts" / "acct1" / "sessions" / sid / path).read_text()
+    assert "Traceback" in text and "ValueError: the loop could not be built" in text
+    assert secret not in text and "[REDACTED]" in text

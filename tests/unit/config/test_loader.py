@@ -72,6 +72,7 @@ def test_every_env_var_maps_to_a_settings_key(tmp_path: Path) -> None:
         "SOONG_REDIS_URL": "redis://x:1",
         "SOONG_NAMESPACE": "abc",
         "SOONG_LOG_LEVEL": "DEBUG",
+        "SOONG_DEBUG": "true",
         "SOONG_GATEWAY_HOST": "0.0.0.0",
         "SOONG_GATEWAY_PORT": "1234",
         "SOONG_DB_PATH": str(tmp_path / "db.sqlite"),
@@ -86,11 +87,12 @@ def test_every_env_var_maps_to_a_settings_key(tmp_path: Path) -> None:
     }
     assert set(values) == set(ENV_VARS)
     s = load_settings(env=values)
-    assert (s.bus.namespace, s.log_level, s.gateway.host, s.gateway.port) == (
+    assert (s.bus.namespace, s.log_level, s.gateway.host, s.gateway.port, s.debug) == (
         "abc",
         "DEBUG",
         "0.0.0.0",
         1234,
+        True,
     )
     assert (s.db_path, s.model.provider, s.model.name, s.model.base_url) == (
         tmp_path / "db.sqlite",

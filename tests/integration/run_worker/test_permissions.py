@@ -1,0 +1,134 @@
+"""A run that asks for permission is ``pending`` while it waits, and not longer than its deadline:
+a request nobody decides is denied, the model is told, the run goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_core.bus import BusNames
+from agent_core.runtime import LookupTool, ScriptedModel, tool_then_answer
+from agent_core.types.protocol import ModelRequest, ToolResultBlock
+from tests.integration.run_worker.harness import BusClient
+from tests.integration.run_worker.inprocess import start_worker
+
+
+class Recording(ScriptedModel):
+    def __init__(self) -> None:
+        super().__init__(tool_then_answer(answer="done"))
+        self.requests: list[ModelRequest] = []
+
+    def stream(self, request: ModelRequest) -> Any:
+        self.requests.append(request)
+        return super().stream(request)
+
+
+async def test_an_undecided_permission_request_is_denied_at_its_deadline(
+    make_cluster: Any, client: BusClient, redis_url: str, names: BusNames, tmp_path: Path
+) -> None:
+    make_cluster(lambda _: None, workers=0)  # the storage-writer alone
+    await client.wait_ready(("storage_writer",), timeout_s=120)
+    model = Recording()
+    worker = await start_worker(
+        redis_url,
+        names,
+        tmp_path,
+        model,
+        tools=[LookupTool()],
+        extra_config="permission_timeout_s = 2.0",
+    )
+    try:
+        sid = await client.new_session()
+        ask = {"tool_policy": {"default": "allow", "ask": ["lookup"]}}
+        sent = await client.send(sid, "look it up", overrides=ask)
+        asked = await client.wait_event(
+            sid, sent.run_id, lambda e: e["type"] == "permission_requested", 30
+        )
+        assert asked is not None and asked["request"]["expires_at"] is not None
+        request_id = asked["request"]["request_id"]
+        # Waiting: the run is pending (row and stream), the request is listed for the session.
+        pending = await client.wait_event(
+            sid, sent.run_id, lambda e: e.get("status") == "pending", 10
+        )
+        assert pending is not None and pending["type"] == "run_status_changed"
+        assert (await client.run(sent.run_id))["status"] == "pending"
+        listed = await client.ctx.redis.hkeys(names.session_permissions(sid))
+        assert [k.decode() for k in listed] == [request_id]
+
+        [run] = (await client.wait_terminal([sent.run_id], timeout_s=30)).values()
+        assert run["status"] == "completed"
+        # The deadline's denial is stored like a person's (a late decision is refused) and
+        # the model was told why the call did not run.
+        decision = json.loads(await client.ctx.redis.get(names.permission_decision(request_id)))
+        assert (decision["behavior"], decision["decided_by"]) == ("deny", "timeout")
+        told = [
+            c.text
+            for r in model.requests
+            for m in r.messages
+            for b in m.content
+            if isinstance(b, ToolResultBlock)
+            for c in b.content
+            if hasattr(c, "text")
+        ]
+        assert any("nobody decided within 2 s" in t for t in told), told
+        timeline = await client.timeline(sid, sent.run_id)
+        decided = [e for e in timeline if e["event_type"] == "permission_decided"]
+        assert len(decided) == 1 and '"timed_out":true' in decided[0]["payload_json"]
+        statuses = [
+            e.status
+            for _, e in await client.events(sid, sent.run_id, timeout_s=10)
+            if e.type == "run_status_changed"
+        ]
+        assert statuses == ["running", "pending", "running"]
+        assert not await client.ctx.redis.hkeys(names.session_permissions(sid))
+    finally:
+        await worker.close()
+
+
+@pytest.mark.parametrize("n", [2])
+async def test_parallel_requests_keep_the_run_pending_until_the_last_is_decided(
+    n: int, make_cluster: Any, client: BusClient, redis_url: str, names: BusNames, tmp_path: Path
+) -> None:
+    from agent_core.runtime import ScriptedReply
+    from agent_core.types.enums import Role
+    from agent_core.types.protocol import ToolCall
+
+    def reply(request: ModelRequest) -> ScriptedReply:
+        if request.messages[-1].role is Role.TOOL:
+            return ScriptedReply(text="both answered")
+        return ScriptedReply(
+            tool_calls=[ToolCall(id=f"call_{i}", name="lookup", arguments={}) for i in range(n)]
+        )
+
+    make_cluster(lambda _: None, workers=0)
+    await client.wait_ready(("storage_writer",), timeout_s=120)
+    worker = await start_worker(
+        redis_url, names, tmp_path, ScriptedModel(reply), tools=[LookupTool()]
+    )
+    try:
+        sid = await client.new_session()
+        sent = await client.send(sid, "two", overrides={"tool_policy": {"ask": ["lookup"]}})
+        redis = client.ctx.redis
+        for _ in range(300):
+            if len(await redis.hkeys(names.session_permissions(sid))) == n:
+                break
+            await asyncio.sleep(0.05)
+        ids = sorted(k.decode() for k in await redis.hkeys(names.session_permissions(sid)))
+        assert len(ids) == n
+        for i, request_id in enumerate(ids):
+            await redis.set(
+                names.permission_decision(request_id),
+                json.dumps({"request_id": request_id, "behavior": "allow"}),
+            )
+            await redis.rpush(names.permission_wake(request_id), b"1")
+            if i < n - 1:
+                await asyncio.sleep(0.5)
+                assert (await client.run(sent.run_id))["status"] == "pending"
+        [run] = (await client.wait_terminal([sent.run_id], timeout_s=30)).values()
+        assert run["status"] == "completed"
+    finally:
+        await worker.close()
