@@ -22,7 +22,12 @@ __all__ = ["RetryPolicy", "stream_with_retries"]
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff with jitter; a server's Retry-After wins when it is longer."""
+    """Exponential backoff with jitter; a server's Retry-After wins when it is longer.
+
+    A Retry-After shorter than the back-off (``0`` is common on 429s) does not shorten the wait:
+    clients that failed together would retry together. One longer than ``max_retry_after_s`` is
+    not waited for at all: the error is raised instead.
+    """
 
     max_retries: int = 2
     base_delay_s: float = 0.5
@@ -49,7 +54,7 @@ class RetryPolicy:
             return backoff
         if retry_after_s > self.max_retry_after_s:
             return None
-        return retry_after_s
+        return max(retry_after_s, backoff)
 
 
 async def stream_with_retries(

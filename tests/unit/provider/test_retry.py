@@ -70,8 +70,21 @@ async def test_retries_run_out() -> None:
     err = failing("rate_limited", retryable=True, retry_after=0)
     script = Script([err], [err], [err])
     with pytest.raises(ProviderError):
-        await run(script, RetryPolicy(max_retries=2))
+        await run(script, RetryPolicy(max_retries=2, base_delay_s=0.0))
     assert script.opened == 3 and script.sleeps == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "expected"),
+    [(None, [1.0, 2.0]), (0.0, [1.0, 2.0]), (1.5, [1.5, 2.0]), (5.0, [5.0, 5.0])],
+)
+def test_retry_after_wins_only_when_longer_than_the_backoff(
+    retry_after: float | None, expected: list[float]
+) -> None:
+    # A "Retry-After: 0" on a 429 must not turn the back-off into a hot loop (the docstring's
+    # promise: the server's value wins when it is longer).
+    policy = RetryPolicy(base_delay_s=1.0, max_delay_s=30.0, jitter=0.0)
+    assert [policy.delay(retry, retry_after) for retry in (0, 1)] == expected
 
 
 async def test_retry_after_beyond_the_limit_is_not_waited_for() -> None:
