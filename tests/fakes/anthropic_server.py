@@ -5,7 +5,10 @@ Frames are SSE ``event: <type>`` + ``data: <json>`` pairs: ``message_start`` (in
 (``text_delta`` or ``input_json_delta``) / ``content_block_stop``, then ``message_delta``
 (stop_reason and output usage) and ``message_stop``. Errors mid-stream are ``event: error`` with
 ``{"type": "error", "error": {"type", "message"}}``. Blocks are sequential in this format, so a
-script that interleaves two tool calls' fragments is rejected.
+script that interleaves two tool calls' fragments is rejected. The output limit closes the open
+block (``content_block_stop``, even inside a tool call's arguments) and says ``stop_reason:
+"max_tokens"`` in ``message_delta``. A prompt over the context window is a 400
+``invalid_request_error`` "prompt is too long: N tokens > M maximum".
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any
 
 from tests.fakes.http_server import Action, FakeHTTPServer
 from tests.fakes.script import (
+    ContextOverflow,
+    Cut,
     Delay,
     Drop,
     ErrorEvent,
@@ -22,6 +27,7 @@ from tests.fakes.script import (
     Malformed,
     Ping,
     Raw,
+    Refusal,
     ScriptedStatus,
     ScriptedTurn,
     Text,
@@ -79,6 +85,14 @@ class FakeAnthropicServer(FakeHTTPServer):
         """The ``base_url`` an Anthropic client takes."""
         return self.base_url
 
+    def context_overflow(self, overflow: ContextOverflow, request: Any) -> ScriptedStatus:
+        """Anthropic's 400 for a prompt over the context window."""
+        message = f"prompt is too long: {overflow.prompt_tokens} tokens > {overflow.limit} maximum"
+        err = {"type": "invalid_request_error", "message": message}
+        return ScriptedStatus(
+            status=400, body={"type": "error", "error": err, "request_id": "req_fake"}
+        )
+
     def error_body(self, status: ScriptedStatus) -> bytes:
         """Anthropic's error shape: ``{"type": "error", "error": {"type", "message"}}``."""
         if status.body is not None:
@@ -97,7 +111,7 @@ class FakeAnthropicServer(FakeHTTPServer):
         blocks = _Blocks(out)
         for step in turn.steps:
             match step:
-                case Text(text=text):
+                case Text(text=text) | Refusal(text=text):
                     if blocks.open != ("text", -1):
                         blocks.start(("text", -1), {"type": "text", "text": ""})
                     blocks.delta(("text", -1), {"type": "text_delta", "text": text})
@@ -121,7 +135,7 @@ class FakeAnthropicServer(FakeHTTPServer):
                     out.append(_event("ping", {"type": "ping"}))
                 case Raw(data=data):
                     out.append(data)
-                case Delay() | Drop():
+                case Delay() | Drop() | Cut():
                     out.append(step)
                 case _:
                     pass  # Usage is rendered in message_start / message_delta

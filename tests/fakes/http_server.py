@@ -25,6 +25,8 @@ from http import HTTPStatus
 from typing import Any
 
 from tests.fakes.script import (
+    ContextOverflow,
+    Cut,
     Delay,
     Drop,
     ScriptedResponse,
@@ -35,8 +37,9 @@ from tests.fakes.script import (
 
 __all__ = ["Action", "FakeHTTPServer", "RecordedRequest"]
 
-Action = bytes | Delay | Drop
-"""What a renderer produces: a frame to write as one chunk, a pause, or a dropped connection."""
+Action = bytes | Delay | Drop | Cut
+"""What a renderer produces: a frame to write as one chunk, a pause, a dropped connection, or a
+cut (the next frame written only in part, then the end of the response)."""
 
 _POLL_S = 0.002
 
@@ -110,6 +113,12 @@ class FakeHTTPServer:
 
     def render(self, turn: ScriptedTurn, request: Any) -> list[Action]:
         """Render a turn into wire frames; ``request`` is the parsed request body."""
+        raise NotImplementedError
+
+    def context_overflow(
+        self, overflow: ContextOverflow, request: Any
+    ) -> ScriptedStatus | ScriptedTurn:
+        """How this provider answers a prompt longer than its context window."""
         raise NotImplementedError
 
     def error_body(self, status: ScriptedStatus) -> bytes:
@@ -236,6 +245,8 @@ class FakeHTTPServer:
         path = req.path.split("?", 1)[0]
         if req.method == "POST" and path in self.stream_paths:
             answer = self._next_answer(req)
+            if isinstance(answer, ContextOverflow):
+                answer = self.context_overflow(answer, req.json)
             if isinstance(answer, ScriptedStatus):
                 await _write_full(
                     writer, req, answer.status, self.error_body(answer), answer.headers
@@ -271,6 +282,7 @@ class FakeHTTPServer:
         )
         writer.write(head.encode())
         await writer.drain()
+        cut: Cut | None = None
         for action in self.render(turn, req.json):
             if _client_gone(reader, writer):
                 req.client_closed = True
@@ -284,6 +296,14 @@ class FakeHTTPServer:
                     req.client_closed = True
                     return False
                 continue
+            if isinstance(action, Cut):
+                cut = action
+                continue
+            if cut is not None:
+                if part := action[: cut.keep]:
+                    writer.write(b"%x\r\n%s\r\n" % (len(part), part))
+                    await writer.drain()
+                break
             pieces = _pieces(action, turn)
             req.split_frames += len(pieces) > 1
             for i, piece in enumerate(pieces):
@@ -292,6 +312,10 @@ class FakeHTTPServer:
                     return False
                 writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                 await writer.drain()
+        if cut is not None and cut.drop:
+            req.dropped = True
+            writer.transport.abort()
+            return False
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         req.completed = True

@@ -15,12 +15,15 @@ from typing import Any
 
 from tests.fakes.http_server import Action, FakeHTTPServer, RecordedRequest
 from tests.fakes.script import (
+    ContextOverflow,
+    Cut,
     Delay,
     Drop,
     ErrorEvent,
     Finish,
     Malformed,
     Raw,
+    Refusal,
     ScriptedStatus,
     ScriptedTurn,
     Text,
@@ -61,6 +64,21 @@ class FakeOllamaServer(FakeHTTPServer):
         """The base URL the Ollama adapter takes."""
         return self.base_url
 
+    def context_overflow(
+        self, overflow: ContextOverflow, request: Any
+    ) -> ScriptedStatus | ScriptedTurn:
+        """A 400 when truncation is off; else the answer to a silently shortened prompt."""
+        if isinstance(request, dict) and request.get("truncate") is False:
+            body = {"error": "the input length exceeds the context length"}
+            return ScriptedStatus(status=400, body=body)
+        turn = overflow.then or ScriptedTurn(steps=[Text(text="[fake] shortened"), Finish()])
+        usage = next((st for st in turn.steps if isinstance(st, Usage)), None)
+        out_tokens = usage.output_tokens if usage else 0
+        steps = [st for st in turn.steps if not isinstance(st, Usage)]
+        return turn.model_copy(
+            update={"steps": [Usage(input_tokens=overflow.limit, output_tokens=out_tokens), *steps]}
+        )
+
     def error_body(self, status: ScriptedStatus) -> bytes:
         """Ollama's error shape: ``{"error": "<message>"}``."""
         if status.body is not None:
@@ -96,7 +114,7 @@ class FakeOllamaServer(FakeHTTPServer):
 
         for step in turn.steps:
             match step:
-                case Text(text=text):
+                case Text(text=text) | Refusal(text=text):
                     out.append(message({"content": text}))
                 case ToolCallStart(index=i, id=call_id, name=name):
                     calls[i] = (call_id, name, [])
@@ -104,11 +122,20 @@ class FakeOllamaServer(FakeHTTPServer):
                     calls[i][2].append(frag)
                 case ToolCallEnd(index=i):
                     call_id, name, frags = calls.pop(i)
-                    fn = {"index": i, "name": name, "arguments": json.loads("".join(frags))}
-                    out.append(message({"tool_calls": [{"id": call_id, "function": fn}]}))
+                    raw = "".join(frags)
+                    if (error := _parse_error(raw)) is not None:
+                        out.append(error)
+                        return out  # Ollama ends the response with its parser's error
+                    fn = {"index": i, "name": name, "arguments": json.loads(raw)}
+                    call = {"id": call_id, "function": fn} if call_id else {"function": fn}
+                    out.append(message({"tool_calls": [call]}))
                 case Usage():
                     usage = step
                 case Finish(reason=reason):
+                    for _id, _name, frags in calls.values():  # a call the output limit cut off
+                        if (error := _parse_error("".join(frags))) is not None:
+                            out.append(error)
+                            return out
                     out.append(
                         _done_line(model, "length" if reason == "max_tokens" else "stop", usage)
                     )
@@ -118,11 +145,25 @@ class FakeOllamaServer(FakeHTTPServer):
                     out.append(payload.encode() + b"\n")
                 case Raw(data=data):
                     out.append(data)
-                case Delay() | Drop():
+                case Delay() | Drop() | Cut():
                     out.append(step)
                 case _:
                     pass  # Ping has no Ollama frame
         return out
+
+
+def _parse_error(raw: str) -> bytes | None:
+    """The error line Ollama's harmony parser ends a stream with, when ``raw`` is not JSON."""
+    try:
+        json.loads(raw)
+    except json.JSONDecodeError as err:
+        pos = err.pos
+        if err.msg.startswith("Unterminated string") or pos >= len(raw.rstrip()):
+            why = "unexpected end of JSON input"  # Go's words for a value cut short
+        else:
+            why = f"invalid character {raw[pos]!r} looking for beginning of value"
+        return _line({"error": f"error parsing tool call: raw='{raw}', err={why}"})
+    return None
 
 
 def _done_line(model: str, reason: str, usage: Usage) -> bytes:

@@ -5,7 +5,10 @@ Frames are SSE ``data: <chunk>`` lines ending in ``data: [DONE]``; text arrives 
 the first, argument fragments after), the stop reason as ``finish_reason`` on a chunk with an empty
 delta, and — only when the request sets ``stream_options.include_usage`` — a last chunk with
 ``choices: []`` and ``usage`` (every earlier chunk then carries ``"usage": null``). An error
-mid-stream is a ``data: {"error": {...}}`` line, as the API sends it.
+mid-stream is a ``data: {"error": {...}}`` line, as the API sends it. A refusal arrives as
+``delta.refusal`` pieces and ends with ``finish_reason: "stop"``; the output limit ends a response
+with ``finish_reason: "length"`` (inside a tool call too). A prompt over the context window is a
+400 with ``code: "context_length_exceeded"``.
 
 Usable by ``soong-agent up --fake-provider``: ``FakeOpenAIServer(default=default_demo_turn)``.
 """
@@ -17,12 +20,15 @@ from typing import Any
 
 from tests.fakes.http_server import Action, FakeHTTPServer
 from tests.fakes.script import (
+    ContextOverflow,
+    Cut,
     Delay,
     Drop,
     ErrorEvent,
     Finish,
     Malformed,
     Raw,
+    Refusal,
     ScriptedStatus,
     ScriptedTurn,
     Text,
@@ -38,6 +44,7 @@ FINISH_REASONS = {
     "tool_use": "tool_calls",
     "max_tokens": "length",
     "stop_sequence": "stop",
+    "refusal": "stop",
 }
 
 
@@ -54,6 +61,21 @@ class FakeOpenAIServer(FakeHTTPServer):
     def sdk_base_url(self) -> str:
         """The ``base_url`` an OpenAI client takes (includes ``/v1``)."""
         return self.base_url + "/v1"
+
+    def context_overflow(self, overflow: ContextOverflow, request: Any) -> ScriptedStatus:
+        """OpenAI's 400 for a prompt over the context window."""
+        message = (
+            f"This model's maximum context length is {overflow.limit} tokens. However, your "
+            f"messages resulted in {overflow.prompt_tokens} tokens. Please reduce the length of "
+            "the messages."
+        )
+        err = {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+        return ScriptedStatus(status=400, body={"error": err})
 
     def error_body(self, status: ScriptedStatus) -> bytes:
         """OpenAI's error shape: ``{"error": {"message", "type", "param", "code"}}``."""
@@ -90,6 +112,8 @@ class FakeOpenAIServer(FakeHTTPServer):
             match step:
                 case Text(text=text):
                     out.append(chunk({"content": text}))
+                case Refusal(text=text):
+                    out.append(chunk({"refusal": text}))
                 case ToolCallStart(index=i, id=call_id, name=name):
                     fn = {"name": name, "arguments": ""}
                     tc = {"index": i, "id": call_id, "type": "function", "function": fn}
@@ -112,7 +136,7 @@ class FakeOpenAIServer(FakeHTTPServer):
                     out.append(b"data: " + payload.encode() + b"\n\n")
                 case Raw(data=data):
                     out.append(data)
-                case Delay() | Drop():
+                case Delay() | Drop() | Cut():
                     out.append(step)
                 case _:
                     pass  # ToolCallEnd and Ping have no frame of their own in this format

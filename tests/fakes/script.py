@@ -7,6 +7,11 @@ its own wire format (OpenAI SSE, Anthropic SSE, Ollama NDJSON), so one script ex
 adapters. When the script is exhausted, the server's ``default`` factory answers (the demo mode
 uses :func:`default_demo_turn`); without a default the server answers 500 and records the miss.
 
+Scripted limits, each rendered in the provider's real shape so the loop can be tested through them:
+:class:`ContextOverflow` (the prompt does not fit the context window), a ``Finish(reason=
+"max_tokens")`` (the output limit cut the answer; :func:`cut_tool_call_turn` cuts it inside a tool
+call) and :func:`invalid_tool_call_turn` (the model wrote arguments that are not JSON).
+
 THESE ARE FAKES: no model runs behind them. Demo output is labelled as such.
 """
 
@@ -18,6 +23,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "ContextOverflow",
+    "Cut",
     "Delay",
     "Drop",
     "ErrorEvent",
@@ -25,6 +32,7 @@ __all__ = [
     "Malformed",
     "Ping",
     "Raw",
+    "Refusal",
     "ScriptedResponse",
     "ScriptedStatus",
     "ScriptedTurn",
@@ -35,13 +43,15 @@ __all__ = [
     "ToolCallStart",
     "TurnFactory",
     "Usage",
+    "cut_tool_call_turn",
     "default_demo_turn",
     "fail_first",
+    "invalid_tool_call_turn",
     "text_turn",
     "tool_call",
 ]
 
-StopKind = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence"]
+StopKind = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal"]
 
 
 class _Step(BaseModel):
@@ -55,8 +65,18 @@ class Text(_Step):
     text: str
 
 
+class Refusal(_Step):
+    """Refusal text: OpenAI ``delta.refusal``; the other formats stream it as text."""
+
+    type: Literal["refusal"] = "refusal"
+    text: str
+
+
 class ToolCallStart(_Step):
-    """The first frame of a tool call: id and name (OpenAI ``index`` / Anthropic block)."""
+    """The first frame of a tool call: id and name (OpenAI ``index`` / Anthropic block).
+
+    An empty ``id`` is sent as no id at all where the format allows it (Ollama before 0.12).
+    """
 
     type: Literal["tool_call_start"] = "tool_call_start"
     index: int
@@ -115,6 +135,18 @@ class Drop(_Step):
     type: Literal["drop"] = "drop"
 
 
+class Cut(_Step):
+    """Write only the first ``keep`` bytes of the next frame, then end the response there.
+
+    The body ends cleanly (chunked terminator), as a proxy does when its upstream dies, or with a
+    dropped connection when ``drop`` is set. Steps after it are never sent.
+    """
+
+    type: Literal["cut"] = "cut"
+    keep: int = Field(ge=0)
+    drop: bool = False
+
+
 class Malformed(_Step):
     """A frame whose JSON payload is broken."""
 
@@ -137,6 +169,7 @@ class Raw(_Step):
 
 Step = Annotated[
     Text
+    | Refusal
     | ToolCallStart
     | ToolCallArgs
     | ToolCallEnd
@@ -145,6 +178,7 @@ Step = Annotated[
     | ErrorEvent
     | Delay
     | Drop
+    | Cut
     | Malformed
     | Ping
     | Raw,
@@ -180,7 +214,23 @@ class ScriptedStatus(BaseModel):
     body: Any = None
 
 
-ScriptedResponse = ScriptedTurn | ScriptedStatus
+class ContextOverflow(BaseModel):
+    """The prompt does not fit the model's context window, answered in each provider's shape.
+
+    OpenAI: 400 ``context_length_exceeded``; Anthropic: 400 ``invalid_request_error`` "prompt is
+    too long: N tokens > M maximum"; Ollama: 400 "the input length exceeds the context length"
+    when the request says ``truncate: false`` — otherwise Ollama silently drops the oldest messages
+    and answers ``then`` with ``prompt_eval_count`` equal to the window.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_tokens: int = 210_000
+    limit: int = 200_000
+    then: ScriptedTurn | None = None
+
+
+ScriptedResponse = ScriptedTurn | ScriptedStatus | ContextOverflow
 TurnFactory = Callable[[Any], ScriptedResponse]
 """Builds an answer from the recorded request body (a parsed JSON value) when the script is empty."""
 
@@ -201,6 +251,27 @@ def text_turn(
     if usage is not None:
         steps.append(Usage(input_tokens=usage[0], output_tokens=usage[1]))
     steps.append(Finish(reason=reason))
+    return ScriptedTurn(steps=steps)
+
+
+def cut_tool_call_turn(
+    text: str, call_id: str, name: str, fragments: Sequence[str], *, usage: tuple[int, int] = (9, 7)
+) -> ScriptedTurn:
+    """Text, then a tool call whose arguments the output limit cut off (no end, ``max_tokens``)."""
+    steps: list[Step] = [Text(text=text)] if text else []
+    steps.append(ToolCallStart(index=0, id=call_id, name=name))
+    steps.extend(ToolCallArgs(index=0, fragment=f) for f in fragments)
+    steps += [Usage(input_tokens=usage[0], output_tokens=usage[1]), Finish(reason="max_tokens")]
+    return ScriptedTurn(steps=steps)
+
+
+def invalid_tool_call_turn(call_id: str, name: str, raw_arguments: str) -> ScriptedTurn:
+    """A complete tool call whose arguments are not valid JSON (common with local models)."""
+    steps: list[Step] = [
+        *tool_call(0, call_id, name, [raw_arguments]),
+        Usage(input_tokens=9, output_tokens=7),
+        Finish(reason="tool_use"),
+    ]
     return ScriptedTurn(steps=steps)
 
 

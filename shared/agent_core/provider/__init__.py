@@ -8,6 +8,7 @@ Adapters: ``agent_core.provider.openai_adapter.OpenAIProviderAdapter``,
 """
 
 from agent_core.provider.base import ProviderAdapter, ProviderSettings, aclose_adapter
+from agent_core.provider.errors import ProviderErrorCode
 from agent_core.provider.registry import (
     BUILTIN_PROVIDERS,
     DEMO_PROVIDER,
@@ -21,6 +22,7 @@ __all__ = [
     "BUILTIN_PROVIDERS",
     "DEMO_PROVIDER",
     "ProviderAdapter",
+    "ProviderErrorCode",
     "ProviderFactory",
     "ProviderRegistry",
     "ProviderSettings",

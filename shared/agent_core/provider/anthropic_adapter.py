@@ -18,6 +18,7 @@ from agent_core.provider.anthropic_mapping import build_params
 from agent_core.provider.base import ProviderSettings
 from agent_core.provider.errors import (
     connection_error,
+    incomplete_error,
     malformed_error,
     status_error,
     stream_error,
@@ -46,7 +47,8 @@ _STOP_REASONS = {
     "tool_use": StopReason.TOOL_USE,
     "max_tokens": StopReason.MAX_TOKENS,
     "stop_sequence": StopReason.STOP_SEQUENCE,
-    "refusal": StopReason.CONTENT_FILTER,
+    "refusal": StopReason.REFUSAL,
+    # The answer filled the context window: cut short, like the output limit.
     "model_context_window_exceeded": StopReason.MAX_TOKENS,
 }
 
@@ -64,6 +66,7 @@ def map_anthropic_error(err: anthropic.AnthropicError, provider: str = PROVIDER)
             err.api_message or err.message,
             headers=dict(err.response.headers),
             error_type=err.type,
+            error_code=getattr(err, "error_code", None),  # error.details.error_code (newer SDKs)
             body=err.body,
             cause=err,
         )
@@ -92,13 +95,18 @@ class _EventState:
     """Turns raw Messages stream events (JSON objects) into normalized events.
 
     Events stay plain dicts: the SDK's typed event models cost more to build than everything
-    else per event, and nothing here needs them.
+    else per event, and nothing here needs them. Usage is reported as it arrives: the input
+    tokens with ``message_start`` (so a stream that fails later still counts them), the rest
+    with ``message_delta``. The API closes a tool call's block before it says why the message
+    stopped, so a call whose arguments do not parse waits for ``message_delta``: ``max_tokens``
+    means the limit cut it off.
     """
 
     def __init__(self, provider: str) -> None:
         self.provider = provider
-        self.calls = ToolCallAssembler(provider)
-        self.usage = Usage()
+        self.calls = ToolCallAssembler()
+        self.usage = Usage()  # cumulative, as the API reports it
+        self.reported = Usage()  # what UsageEvents carried so far
         self.stop_reason: str | None = None
         self.stopped = False
 
@@ -112,37 +120,51 @@ class _EventState:
                 return [self.calls.add(event["index"], delta["partial_json"])]
             return []  # thinking, signature and citation deltas are not part of the protocol
         if kind == "content_block_start":
+            out: list[ModelEvent] = list(self.calls.settle(cut=False))  # a block followed
             block = event["content_block"]
             if block["type"] == "tool_use":
-                return [self.calls.start(event["index"], block["id"], block["name"])]
-            if block["type"] == "text" and block.get("text"):
-                return [TextDeltaEvent(text=block["text"])]
-            return []
+                out.append(self.calls.start(event["index"], block["id"], block["name"]))
+            elif block["type"] == "text" and block.get("text"):
+                out.append(TextDeltaEvent(text=block["text"]))
+            return out
         if kind == "content_block_stop":
             index = event["index"]
-            return [self.calls.finish(index)] if self.calls.is_open(index) else []
+            end = self.calls.close(index) if self.calls.is_open(index) else None
+            return [end] if end is not None else []
         if kind == "message_start":
             msg = event["message"]
             self.usage = _usage(msg.get("usage"), self.usage)
-            return [MessageStartEvent(model=msg.get("model"), response_id=msg.get("id"))]
+            return [
+                MessageStartEvent(model=msg.get("model"), response_id=msg.get("id")),
+                self._report(),
+            ]
         if kind == "message_delta":
             self.stop_reason = (event.get("delta") or {}).get("stop_reason")
             self.usage = _usage(event.get("usage"), self.usage)
-            return [UsageEvent(usage=self.usage)]
+            cut = _STOP_REASONS.get(self.stop_reason or "") is StopReason.MAX_TOKENS
+            return [*self.calls.settle(cut=cut), self._report()]
         if kind == "message_stop":
             self.stopped = True
             stop = _STOP_REASONS.get(self.stop_reason or "", StopReason.OTHER)
             return [MessageEndEvent(stop_reason=stop, raw_stop_reason=self.stop_reason)]
         return []
 
+    def _report(self) -> UsageEvent:
+        """The usage not reported yet (the API's figures are cumulative)."""
+        new, old = self.usage, self.reported
+        self.reported = new
+        return UsageEvent(
+            usage=Usage(
+                input_tokens=max(new.input_tokens - old.input_tokens, 0),
+                output_tokens=max(new.output_tokens - old.output_tokens, 0),
+                cache_read_tokens=max(new.cache_read_tokens - old.cache_read_tokens, 0),
+                cache_write_tokens=max(new.cache_write_tokens - old.cache_write_tokens, 0),
+            )
+        )
+
     def check_complete(self) -> None:
         if not self.stopped:
-            raise ProviderError(
-                "incomplete_response",
-                f"{self.provider}: the stream ended before message_stop",
-                retryable=True,
-                provider=self.provider,
-            )
+            raise incomplete_error(self.provider, "before message_stop")
 
 
 def _usage(raw: Any, prev: Usage) -> Usage:

@@ -3,13 +3,24 @@
 Contract of :meth:`ProviderAdapter.stream` (all built-in adapters hold it):
 
 - It yields normalized :data:`~agent_core.types.protocol.ModelEvent`\\ s: ``message_start``
-  first, then text / tool-call events, ``usage``, and ``message_end`` last.
-- A failure *before the first event* raises :class:`~agent_core.errors.ProviderError` (after
-  the adapter's retries, which only happen then).
+  first, then text / tool-call / ``usage`` events, and ``message_end`` last. Usage may come in
+  several events, each with what the earlier ones did not carry: their sum is the response's.
+- Every ``tool_call_start`` is closed, before ``message_end``, by exactly one ``tool_call_end``
+  (its arguments are a JSON object) or ``tool_call_invalid`` (``invalid_arguments``: the model
+  wrote something else, with the raw text and the parse error; ``truncated``: the output limit
+  cut it off). A ``tool_call_invalid`` must never be executed, and it does not fail the
+  response: it is the model's to fix.
+- ``message_end.stop_reason`` is one :class:`~agent_core.types.enums.StopReason`: every output
+  limit (OpenAI ``length``, Anthropic ``max_tokens``, Ollama ``length``) is ``max_tokens``.
+- A failure *before the first event* raises :class:`~agent_core.errors.ProviderError` with a
+  :class:`~agent_core.provider.errors.ProviderErrorCode` (after the adapter's retries, which
+  only happen then). A prompt over the model's context window is ``context_length_exceeded``,
+  never retried.
 - A failure *after the first event* (an error event from the provider, a dropped connection, a
-  malformed chunk, invalid tool arguments) ends the stream with one
+  malformed chunk, a stream cut short) ends the stream with one
   :class:`~agent_core.types.protocol.ErrorEvent`; it is never retried silently, because a new
-  request would repeat text that was already delivered.
+  request would repeat text that was already delivered. Tool calls still open then are not
+  closed: nothing of a failed response is executed.
 - Cancelling the consuming task, or closing the iterator (``contextlib.aclosing``), closes the
   HTTP stream.
 - No official SDK type is ever yielded or raised.

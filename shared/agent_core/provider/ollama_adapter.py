@@ -5,11 +5,20 @@ knows the model cannot call them — ``supports_tools=False`` in the settings, o
 ``/api/show`` capabilities lack ``tools`` — the call fails with a ``capability_unsupported``
 :class:`~agent_core.errors.ProviderError` before any chat request is sent. Tools are never
 emulated with prompt conventions.
+
+Ollama parses tool calls itself. When the model's call does not parse, its parser ends the
+stream with ``{"error": "error parsing tool call: raw='…', err=…"}`` (a line mid-stream, or an
+HTTP 500 when nothing was sent yet); that becomes the call's ``tool_call_invalid`` with the raw
+text and Ollama's reason, and the response ends normally — it is the model's to fix, not a
+failure. Calls without an id (Ollama before 0.12) get a fresh one. The request says
+``truncate: false`` (see :mod:`agent_core.provider.ollama_mapping`), so a prompt over the context
+window is a ``context_length_exceeded`` error instead of silently lost messages.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
@@ -20,6 +29,7 @@ from agent_core.provider.base import ProviderSettings
 from agent_core.provider.errors import (
     capability_error,
     connection_error,
+    incomplete_error,
     malformed_error,
     status_error,
     stream_error,
@@ -45,13 +55,17 @@ __all__ = ["DEFAULT_OLLAMA_URL", "OllamaProviderAdapter"]
 PROVIDER = "ollama"
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 
+# Ollama's own tool-call parser failing on the model's output (harmony/gpt-oss wording). The raw
+# text may itself contain "', err=": the greedy group ends at the last one (linear time).
+_TOOL_PARSE_ERROR = re.compile(r"error parsing tool call: raw='(.*)', err=(.*)\Z", re.DOTALL)
+
 
 class _LineState:
     """Turns ``/api/chat`` NDJSON objects into normalized events."""
 
     def __init__(self, provider: str) -> None:
         self.provider = provider
-        self.calls = ToolCallAssembler(provider)
+        self.calls = ToolCallAssembler()
         self.started = False
         self.done = False
 
@@ -63,7 +77,10 @@ class _LineState:
         if not isinstance(obj, dict):
             raise malformed_error(self.provider, "line is not a JSON object")
         if "error" in obj:
-            raise stream_error(self.provider, None, str(obj["error"]))
+            error = str(obj["error"])
+            if (bad := _TOOL_PARSE_ERROR.match(error)) is not None:
+                return self.unparsed_tool_call(bad.group(1), bad.group(2))
+            raise stream_error(self.provider, None, error)
         out: list[ModelEvent] = []
         if not self.started:
             self.started = True
@@ -83,6 +100,22 @@ class _LineState:
             out.append(self._end(obj.get("done_reason")))
         return out
 
+    def unparsed_tool_call(self, raw: str, why: str) -> list[ModelEvent]:
+        """The events of a call Ollama could not parse; the response ends with it (Ollama sends
+        no done line after its parser's error, so no usage either)."""
+        out: list[ModelEvent] = []
+        if not self.started:
+            self.started = True
+            out.append(MessageStartEvent())
+        key = f"unparsed-{self.calls.count}"
+        out.append(self.calls.start(key, "", ""))  # Ollama's message does not name the tool
+        if raw:
+            out.append(self.calls.add(key, raw))
+        out.append(self.calls.reject(key, f"not valid JSON: {why}"))
+        self.done = True
+        out.append(MessageEndEvent(stop_reason=StopReason.TOOL_USE, raw_stop_reason=None))
+        return out
+
     def _tool_call(self, call: dict[str, Any]) -> list[ModelEvent]:
         # Ollama sends each call whole; it still goes through start/delta/end like the others.
         fn = call.get("function") or {}
@@ -97,11 +130,11 @@ class _LineState:
 
     def _end(self, reason: Any) -> MessageEndEvent:
         raw = str(reason) if reason is not None else None
-        if raw == "length":
+        if raw == "length":  # num_predict, or the context window with shift off
             stop = StopReason.MAX_TOKENS
         elif raw in (None, "stop"):
             stop = StopReason.TOOL_USE if self.calls.count else StopReason.END_TURN
-        else:
+        else:  # "load" / "unload": no answer was generated
             stop = StopReason.OTHER
         return MessageEndEvent(stop_reason=stop, raw_stop_reason=raw)
 
@@ -171,7 +204,12 @@ class OllamaProviderAdapter:
         try:
             async with self._get_client().stream("POST", "/api/chat", json=body) as resp:
                 if resp.status_code >= 400:
-                    raise await self._status_error(resp, request)
+                    message = await self._error_message(resp)
+                    if (bad := _TOOL_PARSE_ERROR.match(message)) is not None:
+                        for event in state.unparsed_tool_call(bad.group(1), bad.group(2)):
+                            yield event
+                        return
+                    raise self._status_error(resp, message, request)
                 # NDJSON split as bytes (see agent_core.provider.wire), one json parse a line.
                 lines = LineSplitter()
                 async for raw in resp.aiter_bytes():
@@ -179,7 +217,7 @@ class OllamaProviderAdapter:
                         for event in state.feed_line(line):
                             yield event
                 for line in lines.flush():  # a last line without its newline
-                    for event in state.feed_line(line):
+                    for event in self._last_line(state, line):
                         yield event
         except httpx.TimeoutException as err:
             raise timeout_error(self.provider, err) from err
@@ -188,19 +226,28 @@ class OllamaProviderAdapter:
         except (ValueError, TypeError, KeyError, AttributeError) as err:  # not JSON / wrong shape
             raise malformed_error(self.provider, "line is not valid JSON", err) from err
         if not state.done:
-            raise ProviderError(
-                "incomplete_response",
-                f"{self.provider}: the stream ended without a done line",
-                retryable=True,
-                provider=self.provider,
-            )
+            raise incomplete_error(self.provider, "without a done line")
 
-    async def _status_error(self, resp: httpx.Response, request: ModelRequest) -> ProviderError:
+    def _last_line(self, state: _LineState, line: bytes) -> list[ModelEvent]:
+        """A last line without its newline: whole JSON from a lenient server is fine; anything
+        else is a body cut short mid-line (Ollama ends every line), which a retry may fix."""
+        try:
+            return state.feed_line(line)
+        except ValueError as err:
+            raise incomplete_error(self.provider, "mid-line, without a done line") from err
+
+    @staticmethod
+    async def _error_message(resp: httpx.Response) -> str:
+        """The ``error`` of an error answer (``{"error": "..."}``), or its text."""
         await resp.aread()
         try:
-            message = str(resp.json().get("error", resp.text))
+            return str(resp.json().get("error", resp.text))
         except (ValueError, AttributeError):
-            message = resp.text or f"HTTP {resp.status_code}"
+            return resp.text or f"HTTP {resp.status_code}"
+
+    def _status_error(
+        self, resp: httpx.Response, message: str, request: ModelRequest
+    ) -> ProviderError:
         if resp.status_code == 400 and "does not support tools" in message:
             return capability_error(self.provider, request.model, "tools")
         return status_error(self.provider, resp.status_code, message, headers=dict(resp.headers))

@@ -8,6 +8,11 @@
 - ``max_tokens`` → ``options.num_predict``; ``temperature`` and ``stop`` → ``options``.
 - ``tool_choice="none"`` sends no tools; Ollama cannot force a tool, so ``required`` and named
   choices are sent as plain tools (never emulated with prompt text).
+- ``truncate: false`` and ``shift: false``: by default Ollama silently drops the oldest messages
+  of a prompt over its context window, and shifts the window while it generates. Off, a prompt
+  that does not fit is a 400 (``context_length_exceeded``, for the loop to compact) and an answer
+  that fills the window stops with ``done_reason: "length"``. Servers before these fields ignore
+  them; ``provider_options`` can turn them back on.
 """
 
 from __future__ import annotations
@@ -60,7 +65,13 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
 
 def build_body(request: ModelRequest, settings: ProviderSettings) -> dict[str, Any]:
     """The JSON body of a streamed ``/api/chat`` request."""
-    body: dict[str, Any] = {"model": request.model, "messages": _messages(request), "stream": True}
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": _messages(request),
+        "stream": True,
+        "truncate": False,
+        "shift": False,
+    }
     if needs_tools(request):
         body["tools"] = [
             {

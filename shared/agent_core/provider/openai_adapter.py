@@ -17,6 +17,7 @@ from agent_core.errors import ProviderError
 from agent_core.provider.base import ProviderSettings
 from agent_core.provider.errors import (
     connection_error,
+    incomplete_error,
     malformed_error,
     status_error,
     stream_error,
@@ -63,6 +64,7 @@ def map_openai_error(err: openai.OpenAIError, provider: str = PROVIDER) -> Provi
             err.message,
             headers=dict(err.response.headers),
             error_type=err.type,
+            error_code=err.code,
             body=err.body,
             cause=err,
         )
@@ -84,13 +86,16 @@ class _ChunkState:
     """Turns Chat Completions chunks (JSON objects) into normalized events.
 
     Chunks stay plain dicts: the SDK's typed chunk models cost ~70 µs each to build, several
-    times the cost of everything else per chunk, and nothing here needs them.
+    times the cost of everything else per chunk, and nothing here needs them. A refusal
+    (``delta.refusal``) is delivered as text and ends the response as ``refusal``; tool calls
+    still open at ``finish_reason: "length"`` were cut by the output limit.
     """
 
     def __init__(self, provider: str) -> None:
         self.provider = provider
         self.started = False
-        self.calls = ToolCallAssembler(provider)
+        self.refused = False
+        self.calls = ToolCallAssembler()
         self.finish_reason: str | None = None
 
     def feed(self, chunk: Any) -> list[ModelEvent]:
@@ -106,11 +111,14 @@ class _ChunkState:
             delta = choice.get("delta") or {}
             if content := delta.get("content"):
                 out.append(TextDeltaEvent(text=content))
+            if refusal := delta.get("refusal"):
+                self.refused = True
+                out.append(TextDeltaEvent(text=refusal))
             for tc in delta.get("tool_calls") or ():
                 out.extend(self._tool_call(tc))
             if (finish := choice.get("finish_reason")) is not None:
                 self.finish_reason = str(finish)
-                out.extend(self.calls.finish_all())
+                out.extend(self.calls.finish_all(cut=self.finish_reason == "length"))
         if usage := chunk.get("usage"):
             details = usage.get("prompt_tokens_details") or {}
             normalized = Usage(
@@ -133,14 +141,11 @@ class _ChunkState:
 
     def end(self) -> MessageEndEvent:
         if self.finish_reason is None:
-            raise ProviderError(
-                "incomplete_response",
-                f"{self.provider}: the stream ended without a finish_reason",
-                retryable=True,
-                provider=self.provider,
-            )
+            raise incomplete_error(self.provider, "without a finish_reason")
         stop = _STOP_REASONS.get(self.finish_reason, StopReason.OTHER)
-        if stop == StopReason.END_TURN and self.calls.count:
+        if stop == StopReason.END_TURN and self.refused:
+            stop = StopReason.REFUSAL
+        elif stop == StopReason.END_TURN and self.calls.count:
             stop = StopReason.TOOL_USE  # some compatible servers say "stop" after tool calls
         return MessageEndEvent(stop_reason=stop, raw_stop_reason=self.finish_reason)
 

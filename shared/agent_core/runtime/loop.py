@@ -24,15 +24,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from agent_core.context import ContextBuilder
-from agent_core.errors import AgentCoreError, ErrorPayload
+from agent_core.errors import AgentCoreError, ErrorPayload, ProviderError
 from agent_core.ids import new_id
 from agent_core.provider.base import ProviderAdapter
+from agent_core.provider.errors import ProviderErrorCode
 from agent_core.runtime.ending import Ending, cancelled_reason, ending
 from agent_core.runtime.ports import EventSink, RunStore, ToolRunner
 from agent_core.types.enums import (
     EndReason,
     EventLevel,
     EventType,
+    InvalidToolCallReason,
     NodeType,
     Role,
     RunStatus,
@@ -49,6 +51,7 @@ from agent_core.types.protocol import (
     ToolCallBlock,
     ToolCallDeltaEvent,
     ToolCallEndEvent,
+    ToolCallInvalidEvent,
     ToolCallStartEvent,
     ToolResult,
     Usage,
@@ -83,6 +86,20 @@ def _declared_type(results: list[ToolResult]) -> NodeType:
         if value in {t.value for t in _TOOL_NODE_TYPES}:
             return NodeType(value)
     return NodeType.MESSAGE
+
+
+def _invalid_call_error(event: ToolCallInvalidEvent) -> ErrorPayload:
+    """The error of a tool call that must not run (its raw arguments stay out: user data)."""
+    truncated = event.reason is InvalidToolCallReason.TRUNCATED
+    error = ProviderError(
+        ProviderErrorCode.TOOL_CALL_TRUNCATED
+        if truncated
+        else ProviderErrorCode.INVALID_TOOL_ARGUMENTS,
+        f"tool call {event.name!r}: "
+        + ("the output limit cut its arguments off" if truncated else "arguments are not valid"),
+        details={"tool_call_id": event.id, "tool_name": event.name, "reason": event.reason},
+    )
+    return error.to_payload()
 
 
 LoopPhase = Literal["idle", "streaming", "tools"]
@@ -174,7 +191,10 @@ class AgentLoop:
             self.usage = self.usage + response.usage
             self.events.emit(self._event(RunUsage, usage=response.usage, total=self.usage))
             if response.error is not None:  # what was streamed stays, as a partial answer
-                return self.ending(RunStatus.FAILED, EndReason.FAILED, error=response.error)
+                reason = EndReason.FAILED
+                if response.error.code == ProviderErrorCode.CONTEXT_LENGTH_EXCEEDED:
+                    reason = EndReason.PROMPT_TOO_LONG
+                return self.ending(RunStatus.FAILED, reason, error=response.error)
             blocks = self._assistant_blocks(response)
             over_budget = (
                 budget.max_total_tokens is not None
@@ -269,6 +289,10 @@ class AgentLoop:
                         response.usage = response.usage + event.usage
                     elif isinstance(event, MessageEndEvent):
                         response.stop = event.stop_reason
+                    elif isinstance(event, ToolCallInvalidEvent):
+                        # Never executed. Until the loop answers it with an is_error result,
+                        # the run ends as it did when adapters raised for it, with a typed code.
+                        response.error = response.error or _invalid_call_error(event)
                     elif isinstance(event, ErrorEvent):
                         response.error = event.error
             finally:

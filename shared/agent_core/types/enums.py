@@ -13,6 +13,7 @@ __all__ = [
     "EventLevel",
     "EventType",
     "HookPhase",
+    "InvalidToolCallReason",
     "MultitaskStrategy",
     "NodeType",
     "PermissionBehavior",
@@ -159,15 +160,29 @@ class ContentBlockType(StrEnum):
 
 
 class StopReason(StrEnum):
-    """Why a model response ended, normalized across providers."""
+    """Why a model response ended, normalized across providers.
+
+    ``MAX_TOKENS`` is every "the output limit cut the answer": OpenAI ``length``, Anthropic
+    ``max_tokens`` and ``model_context_window_exceeded``, Ollama ``done_reason: length``.
+    ``REFUSAL``: the model declined (OpenAI ``delta.refusal``, Anthropic ``refusal``); its
+    explanation arrives as text.
+    """
 
     END_TURN = "end_turn"
     TOOL_USE = "tool_use"
     MAX_TOKENS = "max_tokens"
     STOP_SEQUENCE = "stop_sequence"
     CONTENT_FILTER = "content_filter"
+    REFUSAL = "refusal"
     ERROR = "error"
     OTHER = "other"
+
+
+class InvalidToolCallReason(StrEnum):
+    """Why a streamed tool call must not run (``tool_call_invalid``)."""
+
+    INVALID_ARGUMENTS = "invalid_arguments"  # not a JSON object: the model's to fix
+    TRUNCATED = "truncated"  # the output limit cut the arguments off: ask again
 
 
 class PermissionPolicy(StrEnum):

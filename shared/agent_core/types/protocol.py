@@ -12,7 +12,13 @@ from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from agent_core.errors import ProviderErrorPayload
-from agent_core.types.enums import HookPhase, PermissionBehavior, Role, StopReason
+from agent_core.types.enums import (
+    HookPhase,
+    InvalidToolCallReason,
+    PermissionBehavior,
+    Role,
+    StopReason,
+)
 
 __all__ = [
     "CONTENT_BLOCKS",
@@ -39,6 +45,7 @@ __all__ = [
     "ToolCallBlock",
     "ToolCallDeltaEvent",
     "ToolCallEndEvent",
+    "ToolCallInvalidEvent",
     "ToolCallStartEvent",
     "ToolChoice",
     "ToolDefinition",
@@ -245,8 +252,31 @@ class ToolCallEndEvent(_Strict):
     arguments: dict[str, Any]
 
 
+class ToolCallInvalidEvent(_Strict):
+    """A started tool call that must never run; it closes the call as ``tool_call_end`` would.
+
+    ``invalid_arguments``: the arguments are not a JSON object (``error`` says why, for the
+    model to fix). ``truncated``: the output limit cut them off (the response's stop reason is
+    ``max_tokens``). ``raw_arguments`` is the text as the model wrote it; ``name`` is empty when
+    the provider did not say which tool was called.
+    """
+
+    type: Literal["tool_call_invalid"] = "tool_call_invalid"
+    index: int = Field(ge=0)
+    id: str
+    name: str
+    reason: InvalidToolCallReason
+    raw_arguments: str
+    error: str
+
+
 class UsageEvent(_Strict):
-    """Token usage reported by the provider for this response."""
+    """Token usage reported by the provider, as it becomes known.
+
+    A response may report its usage in several events; each carries only what earlier ones did
+    not, so the response's usage is their sum (and what was reported before a failure stays
+    counted).
+    """
 
     type: Literal["usage"] = "usage"
     usage: Usage
@@ -273,6 +303,7 @@ ModelEvent = Annotated[
     | ToolCallStartEvent
     | ToolCallDeltaEvent
     | ToolCallEndEvent
+    | ToolCallInvalidEvent
     | UsageEvent
     | MessageEndEvent
     | ErrorEvent,

@@ -6,7 +6,10 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from agent_core.ids import new_id
 from agent_core.provider import ProviderAdapter, ProviderRegistry, ProviderSettings, aclose_adapter
+from agent_core.runtime import AgentLoop
+from agent_core.types.enums import Role
 from agent_core.types.protocol import (
     ModelEvent,
     ModelMessage,
@@ -15,11 +18,13 @@ from agent_core.types.protocol import (
     TextDeltaEvent,
     ToolDefinition,
 )
+from agent_core.types.runtime import AgentConfig, Node, RunEnd, RunHandle
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.http_server import FakeHTTPServer
 from tests.fakes.ollama_server import FakeOllamaServer
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.script import ScriptedResponse
+from tests.unit.runtime.fakes import ListSink, MemoryStore
 
 PROVIDERS = ("openai", "anthropic", "ollama")
 API_KEY = "sk-test-abcdefghijklmnopqrstuvwx"
@@ -99,3 +104,30 @@ def text_of(events: Sequence[ModelEvent]) -> str:
 def types_of(events: Sequence[ModelEvent]) -> list[str]:
     """The event types, in order."""
     return [e.type for e in events]
+
+
+async def run_loop(adapter: ProviderAdapter, tools: Any = None) -> RunEnd:
+    """One run of the agent loop on ``adapter``, from a user message, with in-memory ports: the
+    end it returns (what the run-worker writes with ``end_run``)."""
+    handle = RunHandle(
+        run_id=new_id("run"),
+        session_id="sess_20260101_000000_abcd",
+        agent_id=new_id("agent"),
+        attempt=1,
+    )
+    user = Node(
+        node_id=new_id("node"),
+        agent_id=handle.agent_id,
+        run_id=handle.run_id,
+        role=Role.USER,
+        content=[TextBlock(text="hi")],
+    )
+    loop = AgentLoop(
+        handle=handle,
+        config=AgentConfig(provider="fake", model="fake-model"),
+        model=adapter,
+        store=MemoryStore(),
+        events=ListSink(),
+        tools=tools,
+    )
+    return (await loop.run([user])).end

@@ -17,6 +17,7 @@ from agent_core.types.protocol import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    Usage,
     UsageEvent,
 )
 from tests.fakes import script as s
@@ -106,9 +107,8 @@ async def test_usage(provider: str) -> None:
     turn = s.text_turn("ok", usage=(1234, 56))
     async with running(provider, [turn]) as (_server, adapter):
         events = await collect(adapter, request())
-    usages = [e for e in events if isinstance(e, UsageEvent)]
-    assert len(usages) == 1
-    assert (usages[0].usage.input_tokens, usages[0].usage.output_tokens) == (1234, 56)
+    total = sum((e.usage for e in events if isinstance(e, UsageEvent)), Usage())
+    assert (total.input_tokens, total.output_tokens) == (1234, 56), "usage events add up"
 
 
 async def test_max_tokens_stop(provider: str) -> None:

@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from pydantic import BaseModel, ValidationError
 
 from agent_core.errors import ProviderErrorPayload
-from agent_core.types.enums import ContentBlockType, PermissionBehavior, Role, StopReason
+from agent_core.types.enums import (
+    ContentBlockType,
+    InvalidToolCallReason,
+    PermissionBehavior,
+    Role,
+    StopReason,
+)
 from agent_core.types.protocol import (
     CONTENT_BLOCKS,
     MODEL_EVENT,
@@ -31,6 +37,7 @@ from agent_core.types.protocol import (
     ToolCallBlock,
     ToolCallDeltaEvent,
     ToolCallEndEvent,
+    ToolCallInvalidEvent,
     ToolCallStartEvent,
     ToolResult,
     ToolResultBlock,
@@ -67,6 +74,14 @@ EVENTS: list[BaseModel] = [
     ToolCallStartEvent(index=0, id="call_1", name="t"),
     ToolCallDeltaEvent(index=0, arguments_delta='{"a":'),
     ToolCallEndEvent(index=0, id="call_1", name="t", arguments={"a": 1}),
+    ToolCallInvalidEvent(
+        index=1,
+        id="call_2",
+        name="t",
+        reason=InvalidToolCallReason.TRUNCATED,
+        raw_arguments='{"a": "cut',
+        error="Unterminated string starting at: line 1 column 7 (char 6)",
+    ),
     UsageEvent(usage=Usage(input_tokens=3, output_tokens=4)),
     MessageEndEvent(stop_reason=StopReason.TOOL_USE, raw_stop_reason="tool_calls"),
     ErrorEvent(

@@ -1,0 +1,119 @@
+"""Stream edges found with real recorded streams, each against its provider's real shape."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_core.types.enums import RunStatus, StopReason
+from agent_core.types.protocol import (
+    ErrorEvent,
+    MessageEndEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    Usage,
+    UsageEvent,
+)
+from tests.fakes import script as s
+from tests.integration.provider.harness import (
+    PROVIDERS,
+    collect,
+    request,
+    run_loop,
+    running,
+    text_of,
+)
+
+
+def _cut_mid_frame(keep: int) -> s.ScriptedTurn:
+    """Text, then a frame cut after ``keep`` bytes and a cleanly ended body (a proxy whose
+    upstream died mid-line)."""
+    return s.ScriptedTurn(
+        steps=[s.Text(text="Hel"), s.Cut(keep=keep), s.Text(text="lo"), s.Finish()]
+    )
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_stream_cut_mid_frame_is_a_retryable_stream_error(provider: str) -> None:
+    async with running(provider, [_cut_mid_frame(12)]) as (server, adapter):
+        events = await collect(adapter, request())
+    assert text_of(events) == "Hel"
+    last = events[-1]
+    assert isinstance(last, ErrorEvent)
+    assert (last.error.code, last.error.retryable) == ("incomplete_response", True)
+    assert server.requests[-1].completed, "the body ended cleanly, mid-line"
+
+
+async def test_an_ollama_stream_cut_in_its_first_line_is_retried() -> None:
+    # (The SSE formats open with their own frames — OpenAI's role chunk, Anthropic's
+    # message_start — so there the first event always precedes a cut in the script's frames.)
+    cut_first = s.ScriptedTurn(steps=[s.Cut(keep=15), s.Text(text="lost"), s.Finish()])
+    async with running("ollama", [cut_first, s.text_turn("again")]) as (server, adapter):
+        events = await collect(adapter, request())
+    assert text_of(events) == "again"
+    server.assert_script_consumed()
+
+
+async def test_anthropic_input_tokens_count_when_the_stream_fails_before_message_delta() -> None:
+    turn = s.ScriptedTurn(
+        steps=[s.Usage(input_tokens=1200, output_tokens=0), s.Text(text="partial"), s.Drop()]
+    )
+    async with running("anthropic", [turn]) as (_server, adapter):
+        events = await collect(adapter, request())
+    assert isinstance(events[-1], ErrorEvent)
+    total = sum((e.usage for e in events if isinstance(e, UsageEvent)), Usage())
+    assert total.input_tokens == 1200
+
+
+async def test_a_failed_anthropic_run_keeps_the_input_tokens_it_was_billed() -> None:
+    turn = s.ScriptedTurn(
+        steps=[s.Usage(input_tokens=1200, output_tokens=0), s.Text(text="partial"), s.Drop()]
+    )
+    async with running("anthropic", [turn]) as (_server, adapter):
+        outcome = await run_loop(adapter)
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.usage.input_tokens == 1200
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_tool_call_ids_are_unique_when_the_provider_sends_none(provider: str) -> None:
+    def turn() -> s.ScriptedTurn:  # Ollama before 0.12 sends calls without ids
+        return s.ScriptedTurn(
+            steps=[
+                *s.tool_call(0, "", "get_weather", ['{"city": "Paris"}']),
+                *s.tool_call(1, "", "get_time", ['{"city": "Oslo"}']),
+                s.Finish(reason="tool_use"),
+            ]
+        )
+
+    async with running(provider, [turn(), turn()]) as (_server, adapter):
+        turns = [await collect(adapter, request(tools=True)) for _ in range(2)]
+    starts = [e.id for events in turns for e in events if isinstance(e, ToolCallStartEvent)]
+    ends = [e.id for events in turns for e in events if isinstance(e, ToolCallEndEvent)]
+    assert len(starts) == 4 and len(set(starts)) == 4, "unique across calls and turns"
+    assert ends == starts
+
+
+async def test_openai_refusal_is_delivered_and_ends_as_a_refusal() -> None:
+    turn = s.ScriptedTurn(
+        steps=[
+            s.Refusal(text="I can't help "),
+            s.Refusal(text="with that."),
+            s.Usage(input_tokens=5, output_tokens=6),
+            s.Finish(reason="refusal"),
+        ]
+    )
+    async with running("openai", [turn]) as (_server, adapter):
+        events = await collect(adapter, request())
+    assert text_of(events) == "I can't help with that."
+    end = events[-1]
+    assert isinstance(end, MessageEndEvent)
+    assert (end.stop_reason, end.raw_stop_reason) == (StopReason.REFUSAL, "stop")
+
+
+async def test_anthropic_refusal_stop_reason() -> None:
+    turn = s.ScriptedTurn(steps=[s.Text(text="I won't"), s.Finish(reason="refusal")])
+    async with running("anthropic", [turn]) as (_server, adapter):
+        events = await collect(adapter, request())
+    end = events[-1]
+    assert isinstance(end, MessageEndEvent)
+    assert (end.stop_reason, end.raw_stop_reason) == (StopReason.REFUSAL, "refusal")
