@@ -68,7 +68,7 @@ async def decide(
     if _REQUEST_ID.fullmatch(request_id) is None:
         raise not_found("permission request")
     redis, names = gw.ctx.redis, gw.ctx.names
-    raw = await redis.get(names.permission_request(request_id))
+    raw = await redis.get(names.permission_request(session_id, request_id))
     if raw is None:
         raise not_found("permission request")
     request = PermissionRequest.model_validate_json(raw)
@@ -81,7 +81,7 @@ async def decide(
         decided_by=caller.key_id,
     )
     stored = await redis.set(
-        names.permission_decision(request_id),
+        names.permission_decision(session_id, request_id),
         decision.model_dump_json(),
         ex=_DECISION_TTL_S,
         nx=True,
@@ -89,8 +89,9 @@ async def decide(
     if not stored:
         raise ApiError(409, "already_decided", "this request has been decided already")
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.rpush(names.permission_wake(request_id), b"1")  # the waiting run goes on at once
-        pipe.expire(names.permission_wake(request_id), _WAKE_TTL_S)
+        wake = names.permission_wake(session_id, request_id)
+        pipe.rpush(wake, b"1")  # the waiting run goes on at once
+        pipe.expire(wake, _WAKE_TTL_S)
         pipe.hdel(names.session_permissions(session_id), request_id)
         await pipe.execute()
     return decision

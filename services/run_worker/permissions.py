@@ -64,7 +64,11 @@ class RedisPermissionBroker:
         raw = request.model_dump_json()
         pending = self._names.session_permissions(handle.session_id)
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.set(self._names.permission_request(request.request_id), raw, ex=_KEEP_S)
+            pipe.set(
+                self._names.permission_request(handle.session_id, request.request_id),
+                raw,
+                ex=_KEEP_S,
+            )
             pipe.hset(pending, request.request_id, raw)
             pipe.expire(pending, _KEEP_S)
             await pipe.execute()
@@ -111,8 +115,8 @@ class RedisPermissionBroker:
         self, request: PermissionRequest, deadline: float
     ) -> tuple[PermissionDecision, bool]:
         """The decision, and whether it is the deadline's; blocks on the wake-up list."""
-        key = self._names.permission_decision(request.request_id)
-        wake = self._names.permission_wake(request.request_id)
+        key = self._names.permission_decision(request.session_id, request.request_id)
+        wake = self._names.permission_wake(request.session_id, request.request_id)
         while True:
             raw = await self._redis.get(key)
             if raw is not None:

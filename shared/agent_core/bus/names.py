@@ -127,17 +127,19 @@ class BusNames:
         """Hash of a session's permission requests that wait for a decision (id → request)."""
         return f"{self.namespace}:permissions:{{{session_id}}}"
 
-    def permission_request(self, request_id: str) -> str:
+    # A request's keys carry its session as well as its id: a decision is found only by the
+    # session whose run asked (the id itself is the run's: ``tools.permissions.request_id_of``).
+    def permission_request(self, session_id: str, request_id: str) -> str:
         """One permission request, as the run that waits on it stored it."""
-        return f"{self.namespace}:permission-request:{request_id}"
+        return f"{self.namespace}:permission-request:{{{session_id}}}:{request_id}"
 
-    def permission_decision(self, request_id: str) -> str:
+    def permission_decision(self, session_id: str, request_id: str) -> str:
         """The decision on one permission request (set once)."""
-        return f"{self.namespace}:permission:{request_id}"
+        return f"{self.namespace}:permission:{{{session_id}}}:{request_id}"
 
-    def permission_wake(self, request_id: str) -> str:
+    def permission_wake(self, session_id: str, request_id: str) -> str:
         """List the waiting run blocks on; the decider pushes to it after deciding."""
-        return f"{self.namespace}:permission-wake:{request_id}"
+        return f"{self.namespace}:permission-wake:{{{session_id}}}:{request_id}"
 
     def key(self, *parts: str) -> str:
         """Any other key of this namespace, e.g. ``names.key("ratelimit", key_id)``."""

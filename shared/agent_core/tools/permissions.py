@@ -7,15 +7,27 @@ API, so ``ask`` pauses the run without blocking the worker.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from agent_core.types.enums import PermissionBehavior, PermissionPolicy
 from agent_core.types.protocol import PermissionDecision, PermissionRequest, ToolCall
 
-__all__ = ["PermissionBroker", "PermissionGate", "PermissionRules"]
+__all__ = ["PermissionBroker", "PermissionGate", "PermissionRules", "request_id_of"]
 
 PermissionBroker = Callable[[PermissionRequest], Awaitable[PermissionDecision]]
+
+
+def request_id_of(run_id: str, call_id: str) -> str:
+    """The id of the permission request for tool call ``call_id`` of run ``run_id``.
+
+    Derived from both: a resumed run asks the same request again (not a new one), and two runs
+    whose models reuse a call id (Ollama's ``call_0``, scripted models) never share a request —
+    a decision given in one session can never answer another's. Hashed, so that any call id
+    makes a short id of the characters the API accepts."""
+    digest = hashlib.blake2b(f"{run_id}\x00{call_id}".encode(), digest_size=16).hexdigest()
+    return f"perm_{digest}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +68,7 @@ class PermissionGate:
         agent_id: str,
     ) -> PermissionDecision:
         """The decision for ``call``; with ``ask`` this waits as long as the broker does."""
-        # Derived from the call id, so a resumed run asks the same request again, not a new one.
-        request_id = f"perm_{call.id}"
+        request_id = request_id_of(run_id, call.id)
         policy = self.rules.policy_for(call.name, writes=writes)
         if policy is PermissionPolicy.ALLOW:
             return PermissionDecision(

@@ -63,7 +63,9 @@ async def test_an_undecided_permission_request_is_denied_at_its_deadline(
         assert run["status"] == "completed"
         # The deadline's denial is stored like a person's (a late decision is refused) and
         # the model was told why the call did not run.
-        decision = json.loads(await client.ctx.redis.get(names.permission_decision(request_id)))
+        decision = json.loads(
+            await client.ctx.redis.get(names.permission_decision(sid, request_id))
+        )
         assert (decision["behavior"], decision["decided_by"]) == ("deny", "timeout")
         told = [
             c.text
@@ -121,14 +123,75 @@ async def test_parallel_requests_keep_the_run_pending_until_the_last_is_decided(
         assert len(ids) == n
         for i, request_id in enumerate(ids):
             await redis.set(
-                names.permission_decision(request_id),
+                names.permission_decision(sid, request_id),
                 json.dumps({"request_id": request_id, "behavior": "allow"}),
             )
-            await redis.rpush(names.permission_wake(request_id), b"1")
+            await redis.rpush(names.permission_wake(sid, request_id), b"1")
             if i < n - 1:
                 await asyncio.sleep(0.5)
                 assert (await client.run(sent.run_id))["status"] == "pending"
         [run] = (await client.wait_terminal([sent.run_id], timeout_s=30)).values()
         assert run["status"] == "completed"
+    finally:
+        await worker.close()
+
+
+async def test_a_decision_answers_only_the_run_that_asked(
+    make_cluster: Any, client: BusClient, redis_url: str, names: BusNames, tmp_path: Path
+) -> None:
+    """Two sessions whose model names its tool call alike (``call_0``, as Ollama does): allowing
+    the first session's call must not allow the second's — its request waits for its own."""
+    from agent_core.runtime import ScriptedReply
+    from agent_core.types.enums import Role
+    from agent_core.types.protocol import ToolCall
+
+    def reply(request: ModelRequest) -> ScriptedReply:
+        if request.messages[-1].role is Role.TOOL:
+            return ScriptedReply(text="answered")
+        return ScriptedReply(tool_calls=[ToolCall(id="call_0", name="lookup", arguments={})])
+
+    make_cluster(lambda _: None, workers=0)
+    await client.wait_ready(("storage_writer",), timeout_s=120)
+    worker = await start_worker(
+        redis_url, names, tmp_path, ScriptedModel(reply), tools=[LookupTool()]
+    )
+    ask = {"tool_policy": {"ask": ["lookup"]}}
+    redis = client.ctx.redis
+
+    async def asked(sid: str, run_id: str) -> str:
+        event = await client.wait_event(
+            sid, run_id, lambda e: e["type"] == "permission_requested", 30
+        )
+        assert event is not None
+        return str(event["request"]["request_id"])
+
+    async def decide(sid: str, request_id: str, behavior: str) -> None:  # as the gateway does
+        decision = {"request_id": request_id, "behavior": behavior}
+        assert await redis.set(
+            names.permission_decision(sid, request_id), json.dumps(decision), nx=True
+        )
+        await redis.rpush(names.permission_wake(sid, request_id), b"1")
+
+    try:
+        first, second = await client.new_session(), await client.new_session()
+        sent_a = await client.send(first, "a", overrides=ask)
+        request_a = await asked(first, sent_a.run_id)
+        await decide(first, request_a, "allow")
+        await client.wait_terminal([sent_a.run_id], timeout_s=30)
+        sent_b = await client.send(second, "b", overrides=ask)
+        request_b = await asked(second, sent_b.run_id)
+        assert request_b != request_a
+        await decide(second, request_b, "deny")  # refused if the first decision had answered it
+        await client.wait_terminal([sent_b.run_id], timeout_s=30)
+        for sid, run_id, behavior in (
+            (first, sent_a.run_id, "allow"),
+            (second, sent_b.run_id, "deny"),
+        ):
+            decided = [
+                json.loads(e["payload_json"])
+                for e in await client.timeline(sid, run_id)
+                if e["event_type"] == "permission_decided"
+            ]
+            assert [d["behavior"] for d in decided] == [behavior]
     finally:
         await worker.close()

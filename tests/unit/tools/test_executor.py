@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -295,3 +296,13 @@ async def test_cancellation_propagates(ws: Workspace) -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+def test_a_permission_request_is_the_runs_own() -> None:
+    from agent_core.tools.permissions import request_id_of
+
+    one = request_id_of("run_a", "call_0")
+    assert one == request_id_of("run_a", "call_0")  # a resumed run asks the same request again
+    assert one != request_id_of("run_b", "call_0")  # another run's call of the same id does not
+    assert re.fullmatch(r"perm_[0-9a-f]{32}", one)
+    assert re.fullmatch(r"perm_[0-9a-f]{32}", request_id_of("run_a", "weird id/..\u00e9" * 40))
