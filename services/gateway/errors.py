@@ -141,6 +141,7 @@ _STATUS_BY_TYPE: Final[dict[str, int]] = {
     "provider_error": 502,  # the model provider failed
     "config_error": 503,  # the deployment is misconfigured: not the client's fault, not a crash
     "memory_proposal_error": 502,
+    "run_error": 500,  # ends a run (its error payload), never an answer: escaping here is a bug
     "agent_core_error": 500,  # the base type itself: a bug, when raised bare
 }
 

@@ -213,12 +213,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not problems:
                 print(f"{args.file}: ok")
             return 1 if problems else 0
-    except ConfigError as exc:  # a restart cannot help: EX_CONFIG tells the supervisor so
-        print(f"configuration error: {exc.to_payload().message} [{exc.code}]", file=sys.stderr)
-        return EXIT_CONFIG
     except AgentCoreError as exc:
         print(f"error: {exc.to_payload().message} [{exc.code}]", file=sys.stderr)
-        return 2
+        # A service whose configuration cannot work: a restart cannot help, EX_CONFIG tells
+        # its supervisor so (``up`` then stops the stack). Elsewhere the person reads the line.
+        return EXIT_CONFIG if args.command == "serve" and isinstance(exc, ConfigError) else 2
     except OSError as exc:  # a folder not writable, a file not readable: the system says why
         print(f"error: {exc.strerror or exc}: {exc.filename or ''} [os_error]", file=sys.stderr)
         return 2

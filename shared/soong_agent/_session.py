@@ -19,12 +19,13 @@ from agent_core.types.api import (
     FileList,
     MessageAccepted,
     NodePath,
+    PermissionList,
     RunList,
     Tree,
     UploadedFile,
 )
 from agent_core.types.enums import MultitaskStrategy, PermissionBehavior, SessionStatus
-from agent_core.types.protocol import PermissionDecision
+from agent_core.types.protocol import PermissionDecision, PermissionRequest
 from agent_core.types.runtime import (
     AgentConfigOverrides,
     AgentState,
@@ -267,6 +268,11 @@ class AsyncSession:
         return (await self._http.model(ops.LIST_AGENTS, AgentList, self._p())).items
 
     # ---------------------------------------------------------------- permissions
+
+    async def permissions(self) -> list[PermissionRequest]:
+        """The tool calls of this session's runs that wait for a decision, oldest first (each
+        with ``expires_at``, when it is denied if nobody decides)."""
+        return (await self._http.model(ops.LIST_PERMISSIONS, PermissionList, self._p())).items
 
     async def decide(
         self, request_id: str, behavior: PermissionBehavior | str, *, reason: str | None = None

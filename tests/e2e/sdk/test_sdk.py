@@ -149,6 +149,9 @@ async def test_permissions_and_typed_errors(sdk: SdkStack) -> None:
     async with s.send("may I?") as stream:
         async for event in stream:
             if isinstance(event, RunPermissionRequested):
+                waiting = await s.permissions()
+                assert [r.request_id for r in waiting] == [event.request.request_id]
+                assert waiting[0].expires_at is not None
                 decision = await s.allow(event.request.request_id)
                 assert decision.behavior.value == "allow"
                 with pytest.raises(ConflictError) as twice:
