@@ -45,7 +45,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from agent_core.bus.contracts.storage import (
     CreateAgent,
@@ -83,6 +83,8 @@ from services.run_worker.endings import end_run
 from services.run_worker.reads import RunReads
 
 __all__ = ["ChildRunner"]
+
+_T = TypeVar("_T")
 
 log = logging.getLogger("soong.run_worker")
 
@@ -387,11 +389,12 @@ class ChildRunner:
         return ending
 
 
-async def _shielded(work: Awaitable[None]) -> None:
-    """Finish ``work`` even when the caller is being cancelled (it is how a child ends)."""
+async def _shielded(work: Awaitable[_T]) -> _T:
+    """Finish ``work`` even when the caller is being cancelled (it is how a child ends); its
+    result."""
     task = asyncio.ensure_future(work)
     try:
-        await asyncio.shield(task)
+        return await asyncio.shield(task)
     except asyncio.CancelledError:
         await task  # cancelled once more while ending the child: still end it, then go on
         raise

@@ -104,6 +104,10 @@ class RunExecutor:
             ending = await drive(
                 progress, lambda p: self._attempt(attempt, p, cancelled), self.runs
             )
+            if attempt.handle.attempt > 1 and ending.end.status is RunStatus.CANCELLED:
+                # A cancel waiting for the recovered run stops its task before the task has
+                # ended the lost attempt's child runs: they end now, before the run does.
+                await self._end_orphans_after_cancel(attempt)
             ending = await end_run(
                 self.storage,
                 self.reads,
@@ -138,15 +142,7 @@ class RunExecutor:
         run, prefetch = a.item.run, a.prefetch
         if a.handle.attempt > 1:
             # Child runs in flight ran in the process that is gone (or stopped): end them first.
-            await end_orphans(
-                self.storage,
-                self.queue,
-                self.reads,
-                run.session_id,
-                run.run_id,
-                events=a.events,
-                parent=a.store,
-            )
+            await self._end_orphans(a)
         p.path = await self._start_path(a)
         if a.handle.attempt > self.max_attempts:
             lost = a.handle.attempt - 1
@@ -185,6 +181,31 @@ class RunExecutor:
         loop = self._loop(a, config)
         timeout_s = config.budget.max_wall_clock_s
         return await p.run_loop(loop, p.path, turns_done=turns_done, timeout_s=timeout_s)
+
+    async def _end_orphans(self, a: Attempt) -> None:
+        run = a.item.run
+        await end_orphans(
+            self.storage,
+            self.queue,
+            self.reads,
+            run.session_id,
+            run.run_id,
+            events=a.events,
+            parent=a.store,
+        )
+
+    async def _end_orphans_after_cancel(self, a: Attempt) -> None:
+        """:meth:`_end_orphans` for a cancelled recovered run (none are left when its task had
+        ended them). Raises :class:`Fenced` only: the run's end goes on whatever else fails."""
+        try:
+            await self._end_orphans(a)
+        except Fenced:
+            raise
+        except Exception as exc:
+            why = type(exc).__name__
+            log.warning(
+                "run %s: its lost attempt's child runs were not ended (%s)", a.handle.run_id, why
+            )
 
     async def _start_path(self, a: Attempt) -> list[Node]:
         """The path the attempt starts on: to its message (placed now if no attempt did), or —
