@@ -152,6 +152,10 @@ async def test_stopped_worker_is_fenced_after_a_takeover(
         assert time.monotonic() < deadline, cluster.log_text()[-3000:]
         await asyncio.sleep(0.1)
     tree = await client.tree(sid)
-    assert [n["role"] for n in tree] == ["user", "assistant"], tree  # no tool node from attempt 1
+    assert [n["role"] for n in tree] == ["user", "assistant", "tool"], tree
+    # The tool node is attempt 2's end (the call's result is unknown), not attempt 1's result.
+    ended = (await client.path(sid, tree[2]["node_id"]))[-1]
+    assert ended["run_id"] == run_id and '"interrupted":true' in ended["metadata_json"], ended
+    assert '"is_error":true' in ended["content_json"] and "ok" not in ended["content_json"]
     assert (await client.run(run_id))["status"] == "failed"  # a terminal state never changes
     assert sum(_executed_calls(client.home).values()) == 1
