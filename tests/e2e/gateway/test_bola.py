@@ -70,6 +70,7 @@ def _matrix(ids: Ids) -> list[tuple[str, str, dict[str, Any] | bytes | None]]:
         ("GET", f"/v1/sessions/{s}/events", None),
         ("GET", f"/v1/sessions/{s}/events?run_id={r}", None),
         ("GET", f"/v1/sessions/{s}/agents", None),
+        ("GET", f"/v1/sessions/{p}/permissions", None),
         ("POST", f"/v1/sessions/{p}/permissions/{ids.request_id}", {"behavior": "allow"}),
         ("GET", f"/v1/sessions/{s}/artifacts", None),
         ("GET", f"/v1/sessions/{s}/artifacts/{a}", None),
@@ -132,7 +133,7 @@ def test_account_b_gets_404_everywhere(gw: Gw, a_ids: Ids) -> None:
         pending = alice.get(
             f"/v1/sessions/{a_ids.pending_session_id}/runs/{a_ids.pending_run_id}"
         ).json()
-        assert pending["status"] == "running"
+        assert pending["status"] == "pending"  # still waiting on her decision
         files = alice.get(f"/v1/sessions/{a_ids.session_id}/files", params={"area": "input"}).json()
         assert [f["path"] for f in files["items"]] == ["input/a.txt"]
         # A can still decide her own request: B's attempt left no decision behind.
