@@ -172,7 +172,12 @@ async def test_a_run_that_keeps_losing_its_worker_ends_failed_with_a_clear_code(
 @pytest.mark.parametrize("debug", [True, False])
 @pytest.mark.usefixtures("writer_ready")
 async def test_debug_mode_keeps_the_traceback_of_an_unexpected_failure_as_an_artifact(
-    debug: bool, client: BusClient, redis_url: str, names: BusNames, tmp_path: Path
+    debug: bool,
+    client: BusClient,
+    redis_url: str,
+    names: BusNames,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     secret = "sk-" + "9f8e7d6c" * 4
     model = ScriptedModel(tool_then_answer())
@@ -195,6 +200,14 @@ async def test_debug_mode_keeps_the_traceback_of_an_unexpected_failure_as_an_art
     assert error["message"] == "the run failed unexpectedly (ValueError)"
     timeline = await client.timeline(sid, sent.run_id)
     assert secret not in json.dumps([run, timeline]) and "Traceback" not in json.dumps(run)
+    # The worker that ended the run said so once, with its figures and the error's code.
+    [told] = [
+        r for r in caplog.records if r.name == "soong.runs" and r.getMessage() != "run started"
+    ]
+    fields = told.fields  # type: ignore[attr-defined]
+    assert (told.levelname, told.getMessage()) == ("WARNING", "run failed")
+    assert (fields["status"], fields["error_code"]) == ("failed", "internal_error")
+    assert secret not in fields["error_message"]
     [run_error] = [e for e in timeline if e["event_type"] == "run_error"]
     artifact_id = error["details"].get("traceback_artifact_id")
     if not debug:
