@@ -17,7 +17,11 @@ from typing import Final, Literal
 from agent_core.errors import SchemaError
 
 __all__ = [
+    "IDENTIFIER_PATTERN",
+    "ID_BODY_PATTERN",
     "ID_PREFIXES",
+    "id_pattern",
+    "SESSION_ID_PATTERN",
     "IdPrefix",
     "is_valid_id",
     "new_id",
@@ -34,11 +38,21 @@ ID_PREFIXES: Final[frozenset[str]] = frozenset(
 
 # 16 hex chars = 64 random bits: collisions are negligible even at millions of ids per session.
 _ID_BODY_HEX = 16
-_ID_BODY = re.compile(r"[A-Za-z0-9_]{1,64}")
-# ASCII only: str.isalnum() and \w would admit unicode look-alikes (e.g. Cyrillic 'а').
+# The id rules as patterns, shared with the pydantic field types (which check them natively).
+# ASCII only: str.isalnum(), \w and \d would admit other scripts (e.g. Cyrillic 'а').
+ID_BODY_PATTERN: Final = "[A-Za-z0-9_]{1,64}"
+IDENTIFIER_PATTERN: Final = "[A-Za-z0-9_]{1,64}"
+SESSION_ID_PATTERN: Final = "sess_[0-9]{8}_[0-9]{6}_[a-z0-9]{4,16}"
+_ID_BODY = re.compile(ID_BODY_PATTERN)
 _IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
 _MAX_IDENTIFIER = 64
-_SESSION_ID = re.compile(r"sess_\d{8}_\d{6}_[a-z0-9]{4,16}")
+_SESSION_ID = re.compile(SESSION_ID_PATTERN)
+
+
+def id_pattern(prefix: IdPrefix) -> str:
+    """The anchored pattern of ``<prefix>_…`` ids, for pydantic fields (same rule as
+    :func:`is_valid_id`)."""
+    return rf"^{prefix}_{ID_BODY_PATTERN}$"
 
 
 def new_id(prefix: IdPrefix) -> str:

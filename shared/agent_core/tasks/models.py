@@ -14,9 +14,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Final, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
-from agent_core.ids import IdPrefix, is_valid_id, validate_session_id
+from agent_core.ids import SESSION_ID_PATTERN, IdPrefix, id_pattern
 
 __all__ = [
     "FINISHED_STATUSES",
@@ -57,27 +57,15 @@ MAX_TEXT = 20_000
 MAX_DEPENDENCIES = 100
 
 
-def _id_checker(prefix: IdPrefix) -> AfterValidator:
-    def check(value: str) -> str:
-        # ValueError (not SchemaError) so pydantic reports it as an ordinary validation error.
-        if not is_valid_id(value, prefix):
-            raise ValueError(f"expected an id starting with {prefix + '_'!r}")
-        return value
-
-    return AfterValidator(check)
-
-
-def _session_check(value: str) -> str:
-    try:
-        return validate_session_id(value)
-    except Exception as exc:  # SchemaError → ValueError, for the same reason as above
-        raise ValueError("not a session id") from exc
+def _id_checker(prefix: IdPrefix) -> object:
+    # The id rule as a native pattern (see agent_core.ids): cheap on every replayed WAL line.
+    return Field(pattern=id_pattern(prefix))
 
 
 TaskId = Annotated[str, _id_checker("task")]
 AgentId = Annotated[str, _id_checker("agent")]
 PlanId = Annotated[str, _id_checker("plan")]
-SessionId = Annotated[str, AfterValidator(_session_check)]
+SessionId = Annotated[str, Field(pattern=rf"^{SESSION_ID_PATTERN}$")]
 Title = Annotated[str, Field(min_length=1, max_length=MAX_TITLE)]
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
 NoteText = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
