@@ -118,7 +118,10 @@ async def test_sigkill_of_the_running_worker(make_cluster: Any, client: BusClien
         f"p99 {p99:.2f}s max {max(recoveries):.2f}s; outcomes {dict(statuses)}; "
         f"attempts {dict(Counter(r['attempt'] for r in finished.values()))}"
     )
-    assert max(recoveries) < 15, recoveries  # lease TTL 1.5 s + sweep + start-up of the restart
+    # Lease TTL 1.5 s + sweep + start-up of the restarted worker, which on parallel test workers
+    # sharing two cores takes seconds of CPU (17 s measured once): the bound catches a run never
+    # recovered, the p50/p99 printed above are the figures.
+    assert max(recoveries) < 30, recoveries
 
 
 async def test_stopped_worker_is_fenced_after_a_takeover(
