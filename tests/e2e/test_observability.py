@@ -124,11 +124,14 @@ def test_one_trace_across_services(
 ) -> None:
     _, receiver = observed
 
+    request_name = "POST /v1/sessions/{session_id}/messages"
+    wanted = {request_name, "run.queue_wait", "run", "run.claim", "tool.call", "storage.commit"}
+
     def complete(spans: list[ReceivedSpan]) -> bool:
+        # Each service exports on its own schedule: wait until every span the checks below
+        # read has arrived (the gateway's request span may come after the worker's).
         names = {s.name for s in spans}
-        return {"run", "tool.call", "storage.commit"} <= names and sum(
-            s.name == "model.call" for s in spans
-        ) >= 2
+        return wanted <= names and sum(s.name == "model.call" for s in spans) >= 2
 
     spans = receiver.wait_for(complete)
     run = [s for s in spans if s.name == "run" and s.attributes["run.id"] == one_run["run_id"]]
@@ -137,9 +140,7 @@ def test_one_trace_across_services(
     by_name: dict[str, list[ReceivedSpan]] = {}
     for span in trace:
         by_name.setdefault(span.name, []).append(span)
-    request = [
-        s for s in by_name["POST /v1/sessions/{session_id}/messages"] if not s.parent_span_id
-    ]
+    request = [s for s in by_name[request_name] if not s.parent_span_id]
     assert len(request) == 1 and request[0].service == "soong-gateway"  # the trace's root
     spans_by_id = {s.span_id: s for s in trace}
 
