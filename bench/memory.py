@@ -197,15 +197,13 @@ async def main() -> dict[str, Any]:
         figures = await bus_figures(tmp)
         for llm, suffix in ((False, "rules"), (True, "llm")):
             main_set = await labelled_scores(tmp, DATA, llm)
+            holdout = await labelled_scores(tmp, DATA / "holdout", llm)
             figures.update(score_keys("labelled", suffix, main_set))
-            figures.update(
-                score_keys("holdout", suffix, await labelled_scores(tmp, DATA / "holdout", llm))
-            )
-            if not llm:
-                print("labelled set, rules:", json.dumps(main_set.summary()), file=sys.stderr)
-                print("false memories:", main_set.false_memories, file=sys.stderr)
-                print("missed:", main_set.missed, file=sys.stderr)
-                print("touched:", main_set.touched, file=sys.stderr)
+            figures.update(score_keys("holdout", suffix, holdout))
+            for name, score in (("labelled", main_set), ("holdout", holdout)):
+                print(f"{name} set, {suffix}:", json.dumps(score.summary()), file=sys.stderr)
+                for kind in ("false_memories", "missed", "touched", "absent_violations"):
+                    print(f"  {kind}:", getattr(score, kind), file=sys.stderr)
         figures["labelled_interactions"] = sum(
             len(p.read_text(encoding="utf-8").splitlines())
             for p in (DATA / "episodes").glob("*.jsonl")

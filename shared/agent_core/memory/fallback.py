@@ -22,7 +22,7 @@ from . import _lexicon as lx
 from ._text import containment, normalize, split_clauses
 from .candidate import Signal, SignalKind
 from .document import MemoryDocument, MemoryEntry, new_document
-from .slots import detect_slots, slot_template
+from .slots import detect_slots, mentions_value, slot_template
 from .updates import MemoryUpdate, MemoryUpdateBatch, UpdateOp, apply_updates
 
 __all__ = ["NEAR_DUPLICATE", "consolidate_fallback", "core_text", "strip_markers"]
@@ -77,6 +77,22 @@ def _carry_over(old: MemoryEntry, new_text: str) -> str:
     return joiner.join([new_text.rstrip("。. "), *extra])
 
 
+def _without_old_value(text: str, old_slot: str) -> str:
+    """``text`` without the clauses that only name the value it replaces ("两位太细了")."""
+    key, _, old_value = old_slot.partition("=")
+    clauses = split_clauses(text)
+    kept = [
+        c
+        for c in clauses
+        if not mentions_value(c, key, old_value)
+        or any((m.key, m.value) != (key, old_value) for m in detect_slots(c))
+    ]
+    if not kept or len(kept) == len(clauses):
+        return text
+    joiner = "，" if re.search(r"[\u4e00-\u9fff]", text) else ", "
+    return joiner.join(kept)
+
+
 def _decide(
     doc: MemoryDocument, text: str, slot: str | None, near: float = NEAR_DUPLICATE
 ) -> MemoryUpdate:
@@ -95,7 +111,8 @@ def _decide(
                     )
                 return MemoryUpdate(
                     op=UpdateOp.UPDATE, scope=doc.scope, entry_id=entry.id, slot=slot,
-                    text=_carry_over(entry, text), reason=f"slot {slot_key} changed",
+                    text=_carry_over(entry, _without_old_value(text, entry.slot)),
+                    reason=f"slot {slot_key} changed",
                 )  # fmt: skip
     stripped = strip_markers(text)
     for entry in doc.entries:

@@ -198,6 +198,9 @@ def _sentence_signals(
             return []
     if scrubbed is None or (kind is not SignalKind.FORGET and not _has_content(scrubbed)):
         return []
+    # ``sentence`` keeps the clauses ``_instruction`` drops: "说过了" / "as I said" there tells
+    # the consolidator that the rule is a restatement of something already remembered.
+    whole = scrubbed
     scrubbed = _instruction(scrubbed)
     markers = _markers(scrubbed)
     if kind is SignalKind.FORGET:
@@ -223,7 +226,7 @@ def _sentence_signals(
                 kind=kind,
                 scope=scope,
                 text=text,
-                sentence=scrubbed,
+                sentence=whole,
                 language=lang,
                 markers=markers,
                 slots=slots,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ._text import Language
 
-__all__ = ["SlotMatch", "detect_slots", "slot_template"]
+__all__ = ["SlotMatch", "detect_slots", "mentions_value", "slot_template"]
 
 
 @dataclass(frozen=True, order=True)
@@ -313,6 +313,25 @@ def detect_slots(clause: str) -> list[SlotMatch]:
             seen.add(match.key)
             unique.append(match)
     return unique
+
+
+def mentions_value(clause: str, key: str, value: str) -> bool:
+    """Whether ``clause`` names ``value`` of slot ``key``, even without the words that set it.
+
+    "两位太细了" after "百分比还是保留一位小数" names the old 2 decimals; a clause that only
+    names a replaced value must not keep it alive in the new entry's text.
+    """
+    clause = clause[:MAX_CLAUSE_CHARS]
+    if any(m.key == key and m.value == value for m in detect_slots(clause)):
+        return True
+    if key in ("decimals", "percent_decimals"):
+        forms = [value, *(word for word, v in _NUM.items() if v == value and word != "no")]
+        alternation = "|".join(re.escape(f) for f in forms)
+        return re.search(rf"(?<![a-z])(?:{alternation})\s*(?:位|decimal)", clause, _I) is not None
+    words = {value, *(w[value] for w in _VALUE_WORDS.values() if value in w)}
+    return any(
+        len(w) >= 2 and re.search(rf"(?<![\w]){re.escape(w)}(?![\w])", clause, _I) for w in words
+    )
 
 
 _TEMPLATES: dict[str, tuple[str, str]] = {

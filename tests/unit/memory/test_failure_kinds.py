@@ -104,6 +104,35 @@ def test_supersession_a_restatement_is_not_added_again(first: str, second: str) 
     assert len(entries(docs)) == 1, entries(docs)
 
 
+@pytest.mark.parametrize(
+    ("first", "second", "old", "new"),
+    [
+        ("以后金额都保留两位小数。", "金额还是保留零位小数吧，两位看着太乱", "两位", "零位"),
+        (
+            "Always show three decimal places.",
+            "From now on use one decimal place, three decimals is noise.",
+            "three",
+            "one",
+        ),
+    ],
+)
+def test_supersession_the_new_entry_does_not_name_the_replaced_value(
+    first: str, second: str, old: str, new: str
+) -> None:
+    docs = remember(first, second)
+    (text,) = [t for _, t in entries(docs)]
+    assert new in text and old not in text, text
+
+
+def test_supersession_a_paraphrase_said_to_be_a_repeat_is_not_added_again() -> None:
+    docs = remember(
+        "导出的 Excel 冻结首行并且首列设为宽列",
+        "冻结首行、首列加宽，跟你说过了",
+        skills=("excel",),
+    )
+    assert len(entries(docs)) == 1, entries(docs)
+
+
 def test_supersession_keeps_sibling_slots() -> None:
     docs = remember("Weeks start on Sunday for us.", "Actually, go back to Monday as week start.")
     # The update keeps the instruction, not the filler around it ("Actually, …").
