@@ -94,8 +94,8 @@ REPEAT = re.compile(
 )
 # A preference change ("改回中文", "switch to EUR") counts as durable only when it sets a slot.
 CHANGE = re.compile(
-    r"(?<!把)改回|(?<!把)改成|(?<!把)换成|换回|改用|还是(?=用|保留|按|放|改|换|显示|以)|"
-    r"\bswitch(?:ed)? (?:back )?to\b|"
+    r"(?<!把)改回|(?<!把)改成|(?<!把)换成|换回|改用|还是(?=用|保留|按|放|改|换|显示|以|可以)|"
+    r"\bswitch(?:ed)?(?: (?!to\b)\w+){0,2} (?:back )?to\b|"
     r"\bchange to\b|\bgo back to\b|\bback to\b|\bagain\b",
     _I,
 )

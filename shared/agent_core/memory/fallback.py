@@ -101,6 +101,16 @@ def _decide(
     for entry in doc.entries:
         if core_text(entry.text) == key:
             return base.model_copy(update={"entry_id": entry.id, "reason": "duplicate"})
+    if slot is not None and slot.startswith("chart_ban:") and slot.endswith("=on"):
+        # A ban lifted ("饼图还是可以用的") is not a rule of its own: the ban entry goes.
+        slot_key = slot.split("=", 1)[0]
+        banned = [e for e in doc.entries if e.slot and e.slot.split("=", 1)[0] == slot_key]
+        if banned:
+            return MemoryUpdate(
+                op=UpdateOp.DELETE, scope=doc.scope, entry_id=banned[0].id,
+                reason=f"{slot_key} lifted",
+            )  # fmt: skip
+        return base.model_copy(update={"reason": "nothing to lift"})
     if slot is not None:
         slot_key = slot.split("=", 1)[0]
         for entry in doc.entries:

@@ -86,7 +86,7 @@ _CURRENCY = re.compile(
     _I,
 )
 _UNIT = re.compile(
-    r"(万元|千元|百万元|亿元)|(?:用|以|单位[是为:：]?)(元)(?![素旦])|\bin (thousands|millions|billions)\b",
+    r"(万元|千元|百万元|亿元)|(?:用|以|单位[是为:：]?|改成|换成|改为|改用)(元)(?![素旦])|\bin (thousands|millions|billions)\b",
     _I,
 )
 _THOUSANDS = re.compile(r"千分位|thousands?[ -]separators?", _I)
@@ -107,6 +107,11 @@ _CHART = re.compile(
 _CHART_USE = re.compile(
     r"(?:默认|都|一律|改用|用|使用|换成|改成|use|prefer|switch to|default to)\s*$", _I
 )
+# A ban or its lifting written after the chart's name ("饼图以后别用了", "饼图还是可以用的").
+_CHART_BAN_AFTER = re.compile(
+    r"^\s{0,2}(?:以后|今后|就|都|也)?\s{0,2}(?:别|不要|不用|不准|禁止)再?用"
+)
+_CHART_ALLOWED_AFTER = re.compile(r"^\s{0,2}(?:还是|也|又|其实)?\s{0,2}(?:可以|能)(?:继续)?用")
 _CHART_3D = re.compile(rf"{_NEG}[^，,。.]{{0,8}}(?:3d|三维|立体)", _I)
 _COLOR = re.compile(
     r"(?:配色|主色|主题色|色系|颜色|colou?r scheme|palette|colou?rs)[^，,。.]{0,12}?(#[0-9a-f]{6}|#[0-9a-f]{3})\b",
@@ -152,7 +157,8 @@ _WEEK_START = re.compile(
 )
 _TIMEZONE = re.compile(
     r"(?<![a-z])(utc|gmt|aest|aedt|acst|awst|cst|est|edt|pst|pdt|cet|cest|bst|jst|sgt|hkt|kst)(?![a-z])|"
-    r"(北京时间|东八区)|(?<![a-z])utc\s?[+-]\s?\d{1,2}",
+    r"(北京时间|东八区)|(?<![a-z])utc\s?[+-]\s?\d{1,2}|"
+    r"(?<![a-z])(pacific|eastern|central|mountain) time(?![a-z])",
     _I,
 )
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
@@ -248,8 +254,11 @@ def _charts(clause: str) -> list[SlotMatch]:
     found: list[SlotMatch] = []
     for m in _CHART.finditer(clause):
         kind = _CHARTS[m.group(1).split()[0].lower()]
-        if _negated(clause, m.start()):
+        after = clause[m.end() :]
+        if _negated(clause, m.start()) or _CHART_BAN_AFTER.match(after):
             found.append(SlotMatch(m.start(), f"chart_ban:{kind}", "off"))
+        elif _CHART_ALLOWED_AFTER.match(after):
+            found.append(SlotMatch(m.start(), f"chart_ban:{kind}", "on"))
         elif _CHART_USE.search(clause[: m.start()]):
             found.append(SlotMatch(m.start(), "chart_type", kind))
     if m3d := _CHART_3D.search(clause):

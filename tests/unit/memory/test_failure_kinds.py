@@ -124,6 +124,30 @@ def test_supersession_the_new_entry_does_not_name_the_replaced_value(
     assert new in text and old not in text, text
 
 
+@pytest.mark.parametrize(
+    ("first", "second", "old", "new"),
+    [
+        ("以后金额都用千元为单位", "金额改成元吧，千元不够细", "千元", "元"),
+        (
+            "Going forward, show times in UTC.",
+            "Switch the times to Eastern time, UTC is confusing for the team.",
+            "UTC",
+            "Eastern",
+        ),
+    ],
+)
+def test_supersession_a_changed_unit_or_time_zone_replaces_the_old(
+    first: str, second: str, old: str, new: str
+) -> None:
+    (text,) = [t for _, t in entries(remember(first, second))]
+    assert new in text and old not in text, text
+
+
+def test_supersession_a_lifted_ban_removes_the_ban() -> None:
+    docs = remember("折线图以后别用了", "折线图还是可以用的", skills=("chart",))
+    assert entries(docs) == []
+
+
 def test_supersession_a_paraphrase_said_to_be_a_repeat_is_not_added_again() -> None:
     docs = remember(
         "导出的 Excel 冻结首行并且首列设为宽列",
