@@ -149,22 +149,35 @@ class HttpCore:
         json: Any = None,
         headers: Mapping[str, str] | None = None,
     ) -> AsyncIterator[httpx.Response]:
-        """Open ``op`` as a streaming response (no retries: the caller resumes by itself).
+        """Open ``op`` as a streaming response.
 
-        Raises the mapped :class:`APIError` for an error status, and lets ``httpx`` transport
-        errors through so that the caller can tell a drop from a refusal.
+        A refusal the gateway answered before acting (429, and for idempotent operations the
+        statuses :meth:`request` retries) is retried here like there; a dropped connection is not:
+        the caller resumes by itself. Raises the mapped :class:`APIError` for an error status, and
+        lets ``httpx`` transport errors through so that the caller can tell a drop from a refusal.
         """
         url = op.url(**(params or {}))
-        request = self._client.build_request(op.method, url, json=json, headers=headers)
-        # No read timeout: a live stream may stay quiet between keep-alives for a long time.
-        request.extensions["timeout"] = httpx.Timeout(
-            self._client.timeout.connect, read=None
-        ).as_dict()
-        response = await self._client.send(request, stream=True)
-        try:
-            if response.status_code >= 400:
+        attempt = 0
+        while True:
+            request = self._client.build_request(op.method, url, json=json, headers=headers)
+            # No read timeout: a live stream may stay quiet between keep-alives for a long time.
+            request.extensions["timeout"] = httpx.Timeout(
+                self._client.timeout.connect, read=None
+            ).as_dict()
+            response = await self._client.send(request, stream=True)
+            if response.status_code < 400:
+                break
+            try:
                 await response.aread()
-                raise error_from_response(response)
+            finally:
+                await response.aclose()
+            error = error_from_response(response)
+            wait = self._retry_wait(op, error, attempt)
+            if wait is None:
+                raise error
+            await asyncio.sleep(wait)
+            attempt += 1
+        try:
             yield response
         finally:
             await response.aclose()

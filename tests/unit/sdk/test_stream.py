@@ -18,7 +18,7 @@ from agent_core.types.runtime import (
     RunToolResult,
     RunToolStarted,
 )
-from soong_agent import AsyncClient, NotFoundError, StreamLostError
+from soong_agent import AsyncClient, NotFoundError, RateLimitedError, StreamLostError
 
 SID = "sess_20260101_120000_0123456789abcdef"
 RID = "run_0123456789abcdef"
@@ -158,6 +158,39 @@ async def test_a_refusal_raises_its_typed_error_and_a_lost_stream_gives_up() -> 
             await stream.wait()
     assert lost.value.last_event_id == "2-0" and lost.value.run_id == RID
     assert stream.reconnects >= 2
+
+
+async def test_a_send_refused_for_the_rate_limit_waits_and_sends_once_more() -> None:
+    posts: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.method == "POST"
+        posts.append(len(posts))
+        if len(posts) == 1:  # refused before anything was accepted: nothing runs twice
+            return httpx.Response(
+                429,
+                headers={"Retry-After": "0"},
+                json={"error": {"code": "rate_limited", "message": "too many requests"}},
+            )
+        return sse(b"".join(FRAMES), **{"x-run-id": RID})
+
+    async with client(handler) as c:
+        stream = c.session(SID).send("hi")
+        got = [e async for e in stream]
+    assert got == [e for _, e in EVENTS] and posts == [0, 1] and stream.reconnects == 0
+
+    def refusing(_: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            429,
+            headers={"Retry-After": "0"},
+            json={"error": {"code": "rate_limited", "message": "too many requests"}},
+        )
+
+    async with AsyncClient(
+        "http://gw", "sa_live_x", transport=httpx.MockTransport(refusing), max_retries=0
+    ) as eager:
+        with pytest.raises(RateLimitedError):
+            await eager.session(SID).send("hi").wait()
 
 
 class Forever(httpx.AsyncByteStream):
