@@ -25,7 +25,13 @@ from .document import MemoryDocument, MemoryEntry, new_document
 from .slots import detect_slots, mentions_value, slot_template
 from .updates import MemoryUpdate, MemoryUpdateBatch, UpdateOp, apply_updates
 
-__all__ = ["NEAR_DUPLICATE", "consolidate_fallback", "core_text", "strip_markers"]
+__all__ = [
+    "NEAR_DUPLICATE",
+    "consolidate_fallback",
+    "core_text",
+    "strip_markers",
+    "without_old_value",
+]
 
 NEAR_DUPLICATE = 0.8
 REPEATED = 0.5
@@ -77,7 +83,7 @@ def _carry_over(old: MemoryEntry, new_text: str) -> str:
     return joiner.join([new_text.rstrip("。. "), *extra])
 
 
-def _without_old_value(text: str, old_slot: str) -> str:
+def without_old_value(text: str, old_slot: str) -> str:
     """``text`` without the clauses that only name the value it replaces ("两位太细了")."""
     key, _, old_value = old_slot.partition("=")
     clauses = split_clauses(text)
@@ -121,7 +127,7 @@ def _decide(
                     )
                 return MemoryUpdate(
                     op=UpdateOp.UPDATE, scope=doc.scope, entry_id=entry.id, slot=slot,
-                    text=_carry_over(entry, _without_old_value(text, entry.slot)),
+                    text=_carry_over(entry, without_old_value(text, entry.slot)),
                     reason=f"slot {slot_key} changed",
                 )  # fmt: skip
     stripped = strip_markers(text)

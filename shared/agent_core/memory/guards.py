@@ -11,7 +11,8 @@ batch leaves them:
   claims);
 - **supersession** — an ``add`` that states a preference already held (same slot, or the same rule
   in other words) becomes an ``update`` of that entry, or ``none`` when nothing changes; an
-  ``update`` that only restates its entry is ``none``. The old value never stays beside the new.
+  ``update`` that only restates its entry is ``none``. The old value never stays beside the new:
+  clauses of the new text that only name the value it replaces ("two decimals was too fine") go.
 
 Refused updates are returned with a note, never raised.
 """
@@ -24,7 +25,7 @@ from agent_core.errors import REDACTED
 
 from ._text import containment, split_clauses
 from .document import MemoryDocument, MemoryEntry, new_document
-from .fallback import NEAR_DUPLICATE, core_text, strip_markers
+from .fallback import NEAR_DUPLICATE, core_text, strip_markers, without_old_value
 from .privacy import about_a_secret, find_pii, scrub_statement, scrub_text
 from .slots import detect_slots
 from .updates import AppliedChange, MemoryUpdate, MemoryUpdateBatch, UpdateOp
@@ -74,6 +75,17 @@ def _restates(u: MemoryUpdate, old_text: str, old_slot: str | None) -> bool:
     return bool(new) or containment(strip_markers(u.text), old_text) >= NEAR_DUPLICATE
 
 
+def _dropping_replaced(u: MemoryUpdate, old: MemoryEntry) -> str:
+    """``u``'s text without the clauses that only name a value of ``old`` it replaces."""
+    assert u.text is not None
+    text, held = u.text, _slot_values(old.text, old.slot)
+    changed = {v.split("=", 1)[0] for v in _slot_values(u.text, u.slot) - held}
+    for value in sorted(held):
+        if value.split("=", 1)[0] in changed:  # the slot takes a new value: the old is history
+            text = without_old_value(text, value)
+    return text
+
+
 def _refuse(u: MemoryUpdate, note: str) -> AppliedChange:
     return AppliedChange(op=u.op, scope=u.scope, entry_id=u.entry_id, note=note)
 
@@ -119,6 +131,9 @@ def vet_batch(
             continue
         if target is not None and u.op is UpdateOp.ADD:
             u = u.model_copy(update={"op": UpdateOp.UPDATE, "entry_id": target})
+        replaced = doc.find(u.entry_id or "") if u.op is UpdateOp.UPDATE else None
+        if replaced is not None:
+            u = u.model_copy(update={"text": _dropping_replaced(u, replaced)})
         kept.append(u)
         text = u.text
         assert text is not None

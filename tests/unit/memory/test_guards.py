@@ -66,3 +66,22 @@ def test_llm_output_a_real_change_passes() -> None:
         said="以后用中文回复。",
     )
     assert kept == [("update", "u2")] and refused == []
+
+
+def test_llm_output_replacing_a_value_drops_the_clause_naming_the_old_one() -> None:
+    batch = MemoryUpdateBatch.model_validate(
+        {
+            "updates": [
+                {
+                    "op": "add",
+                    "scope": "user",
+                    "text": "以后保留一位小数，两位小数太细了",
+                    "slot": "decimals=1",
+                }
+            ]
+        }
+    )
+    kept, refused = vet_batch(batch, DOCS, ["以后保留一位小数，两位小数太细了"])
+    assert refused == []
+    [u] = kept.updates
+    assert (u.op, u.entry_id, u.text) == (UpdateOp.UPDATE, "u1", "以后保留一位小数")
