@@ -6,6 +6,9 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
+
+from redis.exceptions import RedisError
 
 from agent_core.bus import Delivery
 from agent_core.bus.contracts.runs import RunsMessage
@@ -18,6 +21,8 @@ from services.run_worker.executor import RunExecutor
 __all__ = ["RunWorker"]
 
 log = logging.getLogger("soong.run_worker")
+
+_CANCEL_POLL_S = 1.0  # how late a cancel whose signal was lost can be
 
 
 class RunWorker:
@@ -156,13 +161,22 @@ class RunWorker:
                 waiter.cancel()
 
     async def listen_for_cancels(self, stop: asyncio.Event) -> None:
-        """Cancel signals for runs executing here arrive on ``control:<run_id>``."""
+        """Cancel signals for runs executing here arrive on ``control:<run_id>``.
+
+        Pub/sub drops what is published while its connection is being re-established, so the
+        cancel flags of the runs executing here are also read every ``_CANCEL_POLL_S``: a lost
+        signal delays a cancel by that much at most, never forever.
+        """
         pubsub = self.ctx.redis.pubsub(ignore_subscribe_messages=True)
         await pubsub.psubscribe(self.ctx.names.run_control("*"))
         prefix = self.ctx.names.run_control("")
+        polled = time.monotonic()
         try:
             while not stop.is_set():
                 msg = await pubsub.get_message(timeout=0.5)
+                if time.monotonic() - polled >= _CANCEL_POLL_S:
+                    polled = time.monotonic()
+                    await self._cancel_flagged()
                 if msg is None or msg.get("type") != "pmessage":
                     continue
                 channel = (
@@ -173,6 +187,17 @@ class RunWorker:
                     log.info("cancelled run %s", run_id)
         finally:
             await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def _cancel_flagged(self) -> None:
+        """Cancel the runs executing here whose cancel flag is set (a signal may have been lost)."""
+        try:
+            flagged = await self.queue.cancelled_among(self.executor.runs.run_ids)
+        except RedisError as exc:  # the bus is away: the next poll tries again
+            log.warning("could not read cancel flags: %s", exc)
+            return
+        for run_id in flagged:
+            if self.executor.cancel(run_id):
+                log.info("cancelled run %s (flag)", run_id)
 
     async def shutdown(self, timeout_s: float = 10.0) -> None:
         """Stop taking runs; let running ones finish for ``timeout_s``; then cancel them.

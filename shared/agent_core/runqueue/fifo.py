@@ -15,6 +15,7 @@ delays a run by at most the lease TTL plus a sweep interval, never forever.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -228,6 +229,16 @@ class SessionQueue:
     async def is_cancelled(self, run_id: str) -> bool:
         """Whether a cancel was requested for ``run_id``."""
         return bool(await self.redis.exists(self._cancel_key(run_id)))
+
+    async def cancelled_among(self, run_ids: Sequence[str]) -> set[str]:
+        """The runs of ``run_ids`` a cancel was requested for (one round trip)."""
+        if not run_ids:
+            return set()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for run_id in run_ids:
+                pipe.exists(self._cancel_key(run_id))
+            flags = await pipe.execute()
+        return {run_id for run_id, flag in zip(run_ids, flags, strict=True) if flag}
 
     async def claim_prelude(self, run_id: str) -> tuple[bool, int]:
         """:meth:`is_cancelled` and :meth:`next_attempt` in one round trip (an attempt number

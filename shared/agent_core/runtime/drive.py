@@ -152,15 +152,25 @@ class RunningRuns:
     def __contains__(self, run_id: object) -> bool:
         return run_id in self._tasks
 
+    @property
+    def run_ids(self) -> list[str]:
+        """The runs whose tasks are registered here now."""
+        return list(self._tasks)
+
     def cancel(self, run_id: str) -> bool:
-        """Cancel ``run_id``'s task; ``False`` if it has none here (the request is remembered)."""
+        """Cancel ``run_id``'s task; ``False`` if it has none here (the request is remembered).
+
+        Idempotent: a task already being cancelled is not cancelled again (a second request, or
+        the flag poll finding what the signal already did, must not interrupt how it ends).
+        """
         task = self._tasks.get(run_id)
         if task is None:
             now = time.monotonic()
             self._early = {r: t for r, t in self._early.items() if now - t < _EARLY_CANCEL_TTL_S}
             self._early[run_id] = now
             return False
-        task.cancel()
+        if not task.cancelling():
+            task.cancel()
         return True
 
     def register(self, run_id: str, task: asyncio.Task[Ending]) -> None:

@@ -171,3 +171,23 @@ async def test_a_recovered_run_that_is_cancelled_ends_fenced_with_its_reason_and
     assert [e["event_type"] for e in timeline].count("run_started") == 2
     events = await client.events(sid, run_id, timeout_s=10)
     assert [e.type for _, e in events].count("run_finished") == 1
+
+
+async def test_a_cancel_whose_signal_was_lost_still_ends_the_run(
+    make_cluster: Any, client: BusClient
+) -> None:
+    # Pub/sub drops what is published while a subscriber reconnects: only the flag is left.
+    make_cluster(_slow_text, workers=1)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    run_id = (await client.send(sid, "talk slowly")).run_id
+    await _wait_event(client, sid, run_id, "text_delta")
+    await client.ctx.redis.set(client.ctx.names.key("cancel", run_id), b"1")  # no signal sent
+    events = await client.events(sid, run_id, timeout_s=10)
+    finished = events[-1][1]
+    assert (finished.type, finished.status, finished.end_reason) == (
+        "run_finished",
+        "cancelled",
+        "aborted_streaming",
+    )
+    assert (await client.run(run_id))["status"] == "cancelled"
