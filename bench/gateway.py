@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "shared")]
+sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
 import httpx  # noqa: E402
+from helpers.http_load import get_rps  # noqa: E402
 
 from tests.conftest import start_stack, stop_stack  # noqa: E402
 
@@ -147,47 +148,11 @@ async def _sse(
     return [s[1] for s in samples], [s[2] for s in samples]
 
 
-async def _raw_get_loop(host: str, port: int, request: bytes, deadline: float) -> int:
-    """GETs on one keep-alive connection until ``deadline``; a minimal HTTP/1.1 client, so that
-    the load generator (one Python process) costs far less CPU than the server it measures."""
-    reader, writer = await asyncio.open_connection(host, port)
-    count = 0
-    try:
-        while time.perf_counter() < deadline:
-            writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            assert head.startswith(b"HTTP/1.1 200"), head[:200]
-            length = next(
-                int(line.split(b":", 1)[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length:")
-            )
-            await reader.readexactly(length)
-            count += 1
-    finally:
-        writer.close()
-    return count
-
-
 async def _rps(url: str, key: str, clients: int, seconds: float) -> float:
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as c:
         session_id = (await _sessions(c, 1))[0]
-        path = f"/v1/sessions/{session_id}"
-        for _ in range(100):
-            assert (await c.get(path)).status_code == 200
-    parsed = httpx.URL(url)
-    host, port = parsed.host, parsed.port or 80
-    request = (
-        f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {key}\r\n"
-        "Accept: application/json\r\n\r\n"
-    ).encode()
-    started = time.perf_counter()
-    deadline = started + seconds
-    counts = await asyncio.gather(
-        *(_raw_get_loop(host, port, request, deadline) for _ in range(clients))
-    )
-    return sum(counts) / (time.perf_counter() - started)
+    return await get_rps(url, f"/v1/sessions/{session_id}", key, clients, seconds)
 
 
 def _paced_provider() -> tuple[subprocess.Popen[str], str]:

@@ -109,7 +109,8 @@ def create_app(ctx: ServiceContext) -> FastAPI:
 
     _add_health_routes(app, ctx, gateway)
     add_docs_routes(app)
-    mount_console(app)  # last: API paths match before they could reach it
+    if settings.console:
+        mount_console(app)  # last: API paths match before they could reach it
     return app
 
 

@@ -48,6 +48,8 @@ class GatewaySettings(_Section):
     rate_limit_per_s: float = Field(default=50.0, gt=0)
     rate_limit_burst: int = Field(default=100, ge=1)
     max_sse_streams_per_key: int = Field(default=32, ge=1)
+    # The web console at /console (static files; the API is the same with it off).
+    console: bool = True
 
 
 class StorageSettings(_Section):

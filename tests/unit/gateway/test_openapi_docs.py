@@ -78,3 +78,17 @@ def test_every_stream_event_is_described_with_a_schema_and_an_example(
             (frame,) = SseDecoder().feed(example["value"].encode())
             assert frame.event == name and frame.id
             assert type(decode_event(frame)) in classes and example["summary"]
+
+
+@pytest.mark.parametrize("console", [True, False])
+def test_the_console_is_served_only_when_configured(tmp_path: Path, console: bool) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f"[gateway]\nconsole = {str(console).lower()}\n")
+    settings = load_settings(
+        env={"SOONG_AGENT_HOME": str(tmp_path), "SOONG_REDIS_URL": "redis://127.0.0.1:1"},
+        config_file=config,
+    )
+    app = create_app(ServiceContext(settings, "gateway", "0"))
+    paths = {getattr(route, "path", None) for route in app.routes}
+    assert ("/console" in paths) is console
+    assert "/v1/sessions/{session_id}" in app.openapi()["paths"]  # the API is the same either way
