@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent_core.errors import AgentCoreError, BusTimeoutError, redact, redact_obj
@@ -146,10 +147,16 @@ _STATUS_BY_TYPE: Final[dict[str, int]] = {
 }
 
 
+# A client should try again after this long when a backend is down (503) or its disk full (507).
+RETRY_AFTER_S = "1"
+
+
 def _core_status(exc: AgentCoreError) -> int:
     code = exc.code
     if isinstance(exc, BusTimeoutError):
         return 503
+    if code == "storage_full":  # the database's disk is full: nothing was written
+        return 507
     if code == "not_found" or code.endswith("_not_found"):
         return 404
     if exc.error_type == "conflict" or code in {"invalid_transition", "run_terminal", "conflict"}:
@@ -194,7 +201,19 @@ def install_error_handlers(app: FastAPI) -> None:
         status = _core_status(exc)
         if status >= 500:
             log.error("request failed: %s %s", payload.code, payload.message)
-        return error_response(status, payload.code, payload.message, payload.details)
+        retry = {"Retry-After": RETRY_AFTER_S} if status in (503, 507) else None
+        return error_response(status, payload.code, payload.message, payload.details, retry)
+
+    @app.exception_handler(RedisError)
+    async def _bus_down(_: Request, exc: RedisError) -> JSONResponse:
+        # The bus is down or restarting (the supervisor restarts it within seconds): retryable.
+        log.error("request failed: bus_unavailable (%s)", type(exc).__name__)
+        return error_response(
+            503,
+            "bus_unavailable",
+            "the message bus is not reachable; try again shortly",
+            headers={"Retry-After": RETRY_AFTER_S},
+        )
 
     @app.exception_handler(Exception)
     async def _unhandled(_: Request, exc: Exception) -> JSONResponse:

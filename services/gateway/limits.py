@@ -8,6 +8,8 @@ larger cap, enforced by the upload route while it streams to disk.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 
@@ -101,31 +103,70 @@ class BodyLimitMiddleware:
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-# If a gateway dies holding slots, its counts decay: the key expires unless a live stream
-# refreshes it. Live streams refresh on every keep-alive, well inside this window.
-_SLOT_TTL_S = 120
+# Slots belong to the gateway that holds them: each key's slots are counted per gateway (a hash
+# field per gateway), and a gateway's counts count only while it lives — its ``alive`` key, which
+# its heartbeat renews every second, expires GATEWAY_TTL_S after it dies (SIGKILL included), and
+# the next acquire drops the dead gateway's counts. (The alive keys are read by name inside the
+# script, which a single Redis — the bus — allows.)
+GATEWAY_TTL_S = 3
+HEARTBEAT_S = 1.0
+_SLOT_TTL_S = 24 * 3600  # the per-key hash itself, left behind by keys that stopped streaming
+
+_ACQUIRE = """
+local fields = redis.call('HGETALL', KEYS[1])
+local total = 0
+for i = 1, #fields, 2 do
+  if fields[i] == ARGV[1] or redis.call('EXISTS', ARGV[3] .. fields[i]) == 1 then
+    total = total + tonumber(fields[i + 1])
+  else
+    redis.call('HDEL', KEYS[1], fields[i])
+  end
+end
+if total >= tonumber(ARGV[2]) then return 0 end
+redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return 1
+"""
+
+_RELEASE = """
+if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+"""
 
 
 class SseSlots:
-    """A Redis counter of open SSE streams per API key, capped."""
+    """Open SSE streams per API key, capped, counted per live gateway."""
 
-    def __init__(self, redis: Redis, names: BusNames, *, limit: int) -> None:
+    def __init__(self, redis: Redis, names: BusNames, *, limit: int, gateway_id: str) -> None:
         self._redis = redis
         self._names = names
         self.limit = limit
+        self.gateway_id = gateway_id
+        self._acquire = redis.register_script(_ACQUIRE)
+        self._release = redis.register_script(_RELEASE)
 
     def _key(self, key_id: str) -> str:
         return self._names.key("sse", key_id)
 
+    @property
+    def _alive_prefix(self) -> str:
+        return self._names.key("sse-gateway", "")
+
+    async def heartbeat(self, stop: asyncio.Event) -> None:
+        """Keep this gateway's slots alive until ``stop``; they expire when this stops."""
+        alive = self._alive_prefix + self.gateway_id
+        while not stop.is_set():
+            with contextlib.suppress(Exception):  # the bus may be down: try again next beat
+                await self._redis.set(alive, b"1", ex=GATEWAY_TTL_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=HEARTBEAT_S)
+        with contextlib.suppress(Exception):
+            await self._redis.delete(alive)
+
     async def acquire(self, key_id: str) -> None:
-        """Take a slot or raise 429 (the count is given back at once when over the cap)."""
-        key = self._key(key_id)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.incr(key)
-            pipe.expire(key, _SLOT_TTL_S)
-            count, _ = await pipe.execute()
-        if int(count) > self.limit:
-            await self._redis.decr(key)
+        """Take a slot or raise 429."""
+        args = [self.gateway_id, self.limit, self._alive_prefix, _SLOT_TTL_S]
+        if not await self._acquire(keys=[self._key(key_id)], args=args):
             raise ApiError(
                 429,
                 "too_many_streams",
@@ -134,13 +175,6 @@ class SseSlots:
                 headers={"Retry-After": "1"},
             )
 
-    async def refresh(self, key_id: str) -> None:
-        """Keep the counter alive while a stream is open."""
-        await self._redis.expire(self._key(key_id), _SLOT_TTL_S)
-
     async def release(self, key_id: str) -> None:
-        """Give a slot back (never below zero)."""
-        key = self._key(key_id)
-        value = await self._redis.decr(key)
-        if int(value) < 0:
-            await self._redis.set(key, 0, ex=_SLOT_TTL_S)
+        """Give a slot back."""
+        await self._release(keys=[self._key(key_id)], args=[self.gateway_id])

@@ -66,9 +66,6 @@ async def open_stream(
         await gw.slots.acquire(caller.key_id)
     SSE_STREAMS_OPEN.inc()
 
-    async def refresh() -> None:
-        await gw.slots.refresh(caller.key_id)
-
     async def close() -> None:
         SSE_STREAMS_OPEN.dec()
         await gw.slots.release(caller.key_id)
@@ -79,7 +76,6 @@ async def open_stream(
         run_id,
         cursor=cursor,
         keepalive_s=keepalive_s,
-        on_idle=refresh,
         fresh=fresh,
     )
     return SseResponse(body, on_close=close)

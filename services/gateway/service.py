@@ -51,4 +51,6 @@ async def build(ctx: ServiceContext) -> ServiceParts:
             stop.set()
 
     # /healthz, /readyz and /metrics are on the API port: no second (ops) port.
-    return ServiceParts(tasks=[serve], on_stop=[gateway.events.close], ops_port=False)
+    return ServiceParts(
+        tasks=[serve, gateway.slots.heartbeat], on_stop=[gateway.events.close], ops_port=False
+    )

@@ -7,6 +7,7 @@ generated answer 404 too, without a round trip.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -66,7 +67,13 @@ class Gateway:
             auth=Authenticator(
                 ctx.redis, ctx.names, rate_per_s=gw.rate_limit_per_s, burst=gw.rate_limit_burst
             ),
-            slots=SseSlots(ctx.redis, ctx.names, limit=gw.max_sse_streams_per_key),
+            slots=SseSlots(
+                ctx.redis,
+                ctx.names,
+                limit=gw.max_sse_streams_per_key,
+                # Per process life: a restarted gateway never takes over its predecessor's slots.
+                gateway_id=f"{ctx.consumer_name}:{secrets.token_hex(4)}",
+            ),
         )
 
 

@@ -226,6 +226,12 @@ class WorkerToolRunner:
         """Definitions of the enabled tools."""
         return self._definitions
 
+    def repeatable(self, name: str) -> bool:
+        """Whether the tool ``name`` declares itself safe to run again (see ``Tool.repeatable``);
+        ``False`` for a tool this run does not have."""
+        tool = self._executor.registry.get(name)
+        return tool is not None and tool.repeatable
+
     async def execute(self, call: ToolCall, *, node_id: str | None = None) -> ToolResult:
         """Run one call through the tool executor (validation, permission, timeout, caps);
         measured as one tool call (span, duration and outcome by tool)."""

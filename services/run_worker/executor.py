@@ -156,8 +156,14 @@ class RunExecutor:
             return p.cancelled()
         config = self.setup.config(run.config_overrides)
         turns_done = 0
+        loop: AgentLoop | None = None
+        rerun = False
         if a.handle.attempt > 1:
-            point = resume_point(p.path, run.run_id)
+            loop = self._loop(a, config)
+            tools = loop.tools
+            repeatable = tools.repeatable if isinstance(tools, WorkerToolRunner) else None
+            point = resume_point(p.path, run.run_id, repeatable)
+            rerun = point.action == "rerun"
             p.turns = turns_done = point.turns_done
             if point.action == "complete":  # its answer was stored: only its end was not
                 end = RunEnd(
@@ -170,17 +176,20 @@ class RunExecutor:
             if point.action == "unsafe":
                 error = RunFailure(
                     "worker_lost",
-                    "the worker running this run was lost while tools were running; "
-                    "their results are unknown, so the run was not resumed",
+                    "the worker running this run was lost while tools with side effects were "
+                    "running; their results are unknown, so the run was not resumed",
                 )
                 return p.failed(error.to_payload())
         elif run.kind == "main":
             memory = memory_node(prefetch.memory, a.handle, p.path[-1])
             if memory is not None:
                 p.path.append(await self._append(a, memory))
-        loop = self._loop(a, config)
+        if loop is None:
+            loop = self._loop(a, config)
         timeout_s = config.budget.max_wall_clock_s
-        return await p.run_loop(loop, p.path, turns_done=turns_done, timeout_s=timeout_s)
+        return await p.run_loop(
+            loop, p.path, turns_done=turns_done, timeout_s=timeout_s, rerun_calls=rerun
+        )
 
     async def _end_orphans(self, a: Attempt) -> None:
         run = a.item.run

@@ -31,7 +31,11 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         # Demo / benchmark mode (`soong-agent up --fake-provider`): a scripted in-process model.
         providers.register_provider(DEMO_PROVIDER, lambda _: ScriptedModel(tool_then_answer()))
         tools.register(LookupTool())
-    storage = StorageClient(ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s)
+    # No retry budget: a run acknowledged to its client waits out an outage of the writer (its
+    # commands are idempotent, so repeats are harmless) and is carried out once the writer is back.
+    storage = StorageClient(
+        ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s, attempts=None
+    )
     queue = SessionQueue(ctx.redis, ctx.names)
     executor = RunExecutor(ctx, storage, queue, providers, tools)
     worker = RunWorker(ctx, queue, executor)

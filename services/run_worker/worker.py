@@ -122,7 +122,8 @@ class RunWorker:
 
     async def _heartbeat(self, lane: str, lost: asyncio.Event) -> None:
         while True:
-            await asyncio.sleep(self.ttl_ms / 3000)
+            # Four renewals per TTL: a lease survives three lost or late ones (a busy loop).
+            await asyncio.sleep(self.ttl_ms / 4000)
             try:
                 ok = await self.queue.renew(lane, self.token, self.ttl_ms)
             except Exception:
@@ -163,10 +164,21 @@ class RunWorker:
     async def listen_for_cancels(self, stop: asyncio.Event) -> None:
         """Cancel signals for runs executing here arrive on ``control:<run_id>``.
 
-        Pub/sub drops what is published while its connection is being re-established, so the
-        cancel flags of the runs executing here are also read every ``_CANCEL_POLL_S``: a lost
-        signal delays a cancel by that much at most, never forever.
+        A dropped connection (the bus restarting) subscribes again. Pub/sub drops what is
+        published meanwhile, so the cancel flags of the runs executing here are also read every
+        ``_CANCEL_POLL_S``: a lost signal delays a cancel by that much at most, never forever.
         """
+        while not stop.is_set():
+            try:
+                await self._listen_for_cancels(stop)
+            except RedisError as exc:
+                log.warning(
+                    "cancel listener lost the bus (%s); subscribing again", type(exc).__name__
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=0.5)
+
+    async def _listen_for_cancels(self, stop: asyncio.Event) -> None:
         pubsub = self.ctx.redis.pubsub(ignore_subscribe_messages=True)
         await pubsub.psubscribe(self.ctx.names.run_control("*"))
         prefix = self.ctx.names.run_control("")
@@ -186,7 +198,8 @@ class RunWorker:
                 if self.executor.cancel(run_id):
                     log.info("cancelled run %s", run_id)
         finally:
-            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            with contextlib.suppress(RedisError):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def _cancel_flagged(self) -> None:
         """Cancel the runs executing here whose cancel flag is set (a signal may have been lost)."""

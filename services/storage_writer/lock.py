@@ -6,13 +6,20 @@ never blocks its successor, while a second live writer is refused at start-up.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
+import logging
 import os
 from pathlib import Path
 
 from agent_core.errors import StorageError
 
 __all__ = ["WriterLock"]
+
+log = logging.getLogger("soong.storage_writer")
+
+# How often a standby writer tries the lock: the takeover's delay after the owner dies.
+_STANDBY_POLL_S = 0.05
 
 
 class WriterLock:
@@ -47,6 +54,27 @@ class WriterLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd
+
+    async def acquire_when_free(self) -> None:
+        """Wait until the lock is free and take it (a standby writer); cancellable."""
+        waiting = False
+        while True:
+            try:
+                self.acquire()
+            except StorageError as exc:
+                if exc.code != "writer_locked":
+                    raise
+                if not waiting:
+                    log.info(
+                        "standby: the database is owned by pid %s; taking over when it stops",
+                        exc.details.get("holder_pid"),
+                    )
+                    waiting = True
+                await asyncio.sleep(_STANDBY_POLL_S)
+                continue
+            if waiting:
+                log.warning("standby: took over the database (its previous writer stopped)")
+            return
 
     def release(self) -> None:
         """Release the lock (closing the descriptor releases the flock)."""

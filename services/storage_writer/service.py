@@ -1,7 +1,8 @@
 """storage_writer: the only process that opens the SQLite files; commands in batches, queries apart.
 
-Start-up order: take the single-owner lock (a second writer exits non-zero with a clear message),
-apply migrations, then the service runner re-applies this consumer's own pending commands
+Start-up order: take the single-owner lock (a second writer exits non-zero with a clear message;
+a *standby* writer — ``storage.standby`` — waits for it instead, already started and connected, so
+that it takes over within a poll interval of the owner's death), apply migrations, then the service runner re-applies this consumer's own pending commands
 (idempotently) before it reads new ones. Commands run on the writer thread, one transaction per
 shard per batch; queries run on a reader thread with read-only connections, through a consumer of
 their own, so a query never waits behind a write batch.
@@ -56,7 +57,10 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
     """Everything :func:`build` does, keeping hold of the writer and the query engine."""
     settings = ctx.settings
     lock = WriterLock(settings.db_path)
-    lock.acquire()  # raises StorageError("writer_locked"): the CLI prints it and exits 2
+    if settings.storage.standby:
+        await lock.acquire_when_free()
+    else:
+        lock.acquire()  # raises StorageError("writer_locked"): the CLI prints it and exits 2
     layout = await asyncio.to_thread(open_catalog, settings.db_path)
     writer = Writer(
         layout,

@@ -15,14 +15,20 @@ is read back; every other command stores its result in ``command_receipts``
 (``commands.needs_receipt``). Refused commands leave no record: retrying one re-evaluates it (a
 refusal changed nothing).
 
-An error that is not a command's fault (disk full, I/O error) aborts the batch: shards already
+A full disk (``SQLITE_FULL``) refuses the commands of the shard that hit it with
+``storage_full`` (retryable: the shard rolled back, nothing of them was written; the gateway
+answers 507, a run-worker sends them again until space returns), and the batch goes on. Any
+other error that is not a command's fault (an I/O error) aborts the batch: shards already
 committed keep their commits (their receipts are stored, so the redelivered batch answers them as
 duplicates), the failing shard rolls back, and the exception leaves the batch pending.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
+import shutil
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -41,6 +47,8 @@ from services.storage_writer.commands import (
 )
 from services.storage_writer.schema import configure
 from services.storage_writer.shards import ShardLayout
+
+log = logging.getLogger("soong.storage_writer")
 
 __all__ = ["Writer"]
 
@@ -112,7 +120,14 @@ class Writer:
         for shard, indices in by_shard.items():
             # Counted before applying: a failed batch may have committed part of a shard.
             self._dirty[shard] = self._dirty.get(shard, 0) + len(indices)
-            done = self._apply_shard(self._conn(shard), [commands[i] for i in indices], ctx)
+            batch = [commands[i] for i in indices]
+            try:
+                done = self._apply_shard(self._conn(shard), batch, ctx)
+            except (sqlite3.OperationalError, OSError) as exc:
+                if not _disk_full(exc, self.data_dir.parent):
+                    raise
+                log.error("the database's disk is full: %d commands refused", len(batch))
+                done = [_refused(c, _STORAGE_FULL) for c in batch]
             for i, receipt in zip(indices, done, strict=True):
                 receipts[i] = receipt
         return [r for r in receipts if r is not None]
@@ -169,11 +184,40 @@ def _apply_one(
         conn.execute("RELEASE cmd")
         return _refused(command, exc)
     except BaseException:
-        conn.execute("ROLLBACK TO cmd")
-        conn.execute("RELEASE cmd")
+        if conn.in_transaction:  # SQLITE_FULL (among others) may have rolled it all back
+            conn.execute("ROLLBACK TO cmd")
+            conn.execute("RELEASE cmd")
         raise
     conn.execute("RELEASE cmd")
     return CommandReceipt(command_id=command.command_id, ok=True, result=result)
+
+
+_STORAGE_FULL = StorageError(
+    "storage_full",
+    "the database's disk is full; nothing was written: try again when space is freed",
+    retryable=True,
+)
+
+
+# Free bytes under which an I/O error of the database is taken for a full disk.
+_FULL_BELOW_BYTES = 1 << 20
+
+
+def _disk_full(exc: sqlite3.OperationalError | OSError, db_dir: Path) -> bool:
+    """``SQLITE_FULL`` or ``ENOSPC`` (an artifact file); or an I/O error (growing the WAL or its
+    index on a full disk is reported as ``disk I/O error``) while the database's filesystem has
+    next to no space left."""
+    if isinstance(exc, OSError):
+        return exc.errno == errno.ENOSPC
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code == sqlite3.SQLITE_FULL or "disk is full" in str(exc):
+        return True
+    if code != sqlite3.SQLITE_IOERR:
+        return False
+    try:
+        return shutil.disk_usage(db_dir).free < _FULL_BELOW_BYTES
+    except OSError:
+        return False
 
 
 def _refused(command: StorageCommand, exc: AgentCoreError) -> CommandReceipt:

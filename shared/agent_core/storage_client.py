@@ -9,6 +9,8 @@ twice. No SQL here; everything goes over the bus (ARCHITECTURE §1).
 from __future__ import annotations
 
 import asyncio
+import itertools
+import logging
 from typing import Any, Literal
 
 from agent_core.bus import BusNames, RpcClient
@@ -28,10 +30,15 @@ from agent_core.errors import BusTimeoutError, StorageError
 from agent_core.ids import new_id
 from agent_core.types.enums import AgentType
 
-__all__ = ["FENCED_CODES", "StorageClient", "raise_for_receipt"]
+__all__ = ["FENCED_CODES", "STORAGE_FULL", "StorageClient", "raise_for_receipt"]
 
 # Refusals that mean: a newer attempt owns the run, so this one must stop writing for it.
 FENCED_CODES = frozenset({"stale_attempt", "unclaimed_attempt"})
+
+_BACKOFF_MAX_S = 2.0
+STORAGE_FULL = "storage_full"  # the writer's refusal when the database's disk is full
+
+log = logging.getLogger("soong.storage_client")
 
 
 def raise_for_receipt(receipt: CommandReceipt) -> CommandReceipt:
@@ -53,10 +60,12 @@ class StorageClient:
         names: BusNames,
         *,
         timeout_s: float = 10.0,
-        attempts: int = 5,
+        attempts: int | None = 5,
         backoff_s: float = 0.2,
     ) -> None:
-        if attempts < 1:
+        """``attempts=None``: retry until the writer answers (a run-worker: an outage of the
+        writer delays the work it acknowledged, never fails it)."""
+        if attempts is not None and attempts < 1:
             raise ValueError("attempts must be >= 1")
         self._rpc = rpc
         self._names = names
@@ -73,23 +82,38 @@ class StorageClient:
         """Send ``command`` until a receipt arrives; timeouts retry the very same command.
 
         Raises :class:`BusTimeoutError` after ``attempts`` timeouts. A refused command is a
-        receipt with ``ok=False`` (see :func:`raise_for_receipt`), never retried here.
+        receipt with ``ok=False`` (see :func:`raise_for_receipt`), never retried here; except,
+        without a budget (``attempts=None``), ``storage_full``: sent again until space returns.
         """
         stream = self._names.storage_commands(command.session_id)
-        for attempt in range(1, self.attempts + 1):
+        for attempt in itertools.count(1):
             try:
-                return await self._rpc.request(
+                receipt = await self._rpc.request(
                     command, stream=stream, reply=CommandReceipt, timeout_s=self.timeout_s
                 )
-            except BusTimeoutError:
-                if attempt == self.attempts:
-                    raise
-                await asyncio.sleep(self.backoff_s * attempt)
+            except BusTimeoutError as exc:
+                await self._retry_pause(attempt, command.type, exc)
+                continue
+            full = receipt.error is not None and receipt.error.code == STORAGE_FULL
+            if not full or self.attempts is not None:
+                return receipt
+            # No budget (a run-worker): nothing was written; wait for space like for the writer.
+            if attempt == 1 or attempt % 10 == 0:
+                log.warning("the database's disk is full; %s waits for space", command.type)
+            await asyncio.sleep(_BACKOFF_MAX_S)
         raise AssertionError("unreachable")
+
+    async def _retry_pause(self, attempt: int, what: str, exc: BusTimeoutError) -> None:
+        """Raise ``exc`` after the last attempt; else wait before sending again."""
+        if self.attempts is not None and attempt >= self.attempts:
+            raise exc
+        if attempt >= 3:
+            log.warning("the storage-writer has not answered %s %d times; retrying", what, attempt)
+        await asyncio.sleep(min(self.backoff_s * attempt, _BACKOFF_MAX_S))
 
     async def query(self, query: StorageQuery) -> QueryReply:
         """Run one query (idempotent: retried on timeout like a command)."""
-        for attempt in range(1, self.attempts + 1):
+        for attempt in itertools.count(1):
             try:
                 return await self._rpc.request(
                     query,
@@ -97,10 +121,8 @@ class StorageClient:
                     reply=QueryReply,
                     timeout_s=self.timeout_s,
                 )
-            except BusTimeoutError:
-                if attempt == self.attempts:
-                    raise
-                await asyncio.sleep(self.backoff_s * attempt)
+            except BusTimeoutError as exc:
+                await self._retry_pause(attempt, query.type, exc)
         raise AssertionError("unreachable")
 
     # -- typed shortcuts -----------------------------------------------------------------------

@@ -5,7 +5,8 @@ Retries (at most ``max_retries``, exponential back-off with jitter, or the serve
 
 - a connection that could not be made (nothing was sent) — any operation;
 - 429 (the gateway refuses before acting: rate limit, stream slots) — any operation;
-- a connection that broke after sending, or 502/503/504 — only operations marked idempotent in
+- a connection that broke after sending, or 502/503/504/507 (507 ``storage_full``: the
+  database's disk is full) — only operations marked idempotent in
   :mod:`soong_agent._operations` (a repeated message would be a second message).
 """
 
@@ -35,7 +36,7 @@ __all__ = ["HttpCore", "backoff_s"]
 M = TypeVar("M", bound=pydantic.BaseModel)
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-_RETRY_STATUSES = frozenset({502, 503, 504})
+_RETRY_STATUSES = frozenset({502, 503, 504, 507})
 
 
 def backoff_s(attempt: int, *, base_s: float = 0.2, cap_s: float = 5.0) -> float:

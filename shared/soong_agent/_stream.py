@@ -115,7 +115,7 @@ class RunStream:
         self._received = last_event_id
         self._received_end = False
         self._answer: str | None = None
-        self._deltas: dict[int, list[str]] = {}
+        self._deltas: dict[int, str] = {}  # each turn's streamed text
         self._tools: dict[str, ToolUse] = {}
 
     # ---------------------------------------------------------------- lifecycle
@@ -284,7 +284,10 @@ class RunStream:
     def _observe(self, event: StreamEvent) -> None:
         """Keep what the helpers answer from one of this run's own events."""
         if type(event) is RunTextDelta:
-            self._deltas.setdefault(event.turn, []).append(event.text)
+            # At its offset: a taken-over run's new attempt streams the turn again from there.
+            held = self._deltas.get(event.turn, "")
+            at = len(held) if event.offset is None else event.offset
+            self._deltas[event.turn] = held[:at] + event.text
         elif type(event) is RunFinished:
             self.finished = event
         elif type(event) is RunNodeCreated:
@@ -304,7 +307,7 @@ class RunStream:
             return self._answer
         if not self._deltas:
             return ""
-        return "".join(self._deltas[max(self._deltas)])
+        return self._deltas[max(self._deltas)]
 
     @property
     def tool_uses(self) -> list[ToolUse]:

@@ -60,6 +60,7 @@ class ChatClient:
         self.session = session
         self.console = console
         self.last_run: str | None = None
+        self._attempts: dict[str, int] = {}  # the attempt whose text is on screen, per run
 
     def _print(self, text: str, **kw: Any) -> None:
         self.console.print(text, markup=False, highlight=False, **kw)
@@ -91,6 +92,13 @@ class ChatClient:
             self._show_child(event)
             return
         if isinstance(event, RunTextDelta):
+            shown = self._attempts.setdefault(event.run_id, event.attempt)
+            if event.attempt > shown:  # taken over: the turn's text starts again from its offset
+                self._attempts[event.run_id] = event.attempt
+                self.console.print(
+                    f"\n[dim]— the run's worker was lost; attempt {event.attempt} "
+                    "streams the answer again —[/dim]"
+                )
             self._print(event.text, end="", soft_wrap=True)
         elif isinstance(event, RunToolStarted):
             args = json.dumps(event.arguments)[:80]

@@ -56,6 +56,9 @@ class StorageSettings(_Section):
     """The storage-writer. Durability pragmas are the writer's decision, not a setting."""
 
     db_path: Path | None = None
+    # A standby writer waits for the database's lock instead of refusing to start: started,
+    # connected and ready to take over the moment the writer holding the lock dies.
+    standby: bool = False
     batch_max: int = Field(default=256, ge=1, le=5000)
     json_artifact_threshold_bytes: int = Field(default=64 * 1024, ge=256)
 
@@ -64,7 +67,9 @@ class RunWorkerSettings(_Section):
     """Run-workers."""
 
     count: int = Field(default=2, ge=1, le=64)
-    lease_ttl_ms: int = Field(default=10_000, ge=1000)
+    # A lane's lease, renewed every quarter of it while its worker lives: a lost worker is
+    # noticed (its lane taken over) within the TTL plus a sweep interval (a quarter of it too).
+    lease_ttl_ms: int = Field(default=2_000, ge=1000)
     # Lanes (sessions) one worker drains at once; runs mostly wait on models and tools.
     max_concurrent_runs: int = Field(default=64, ge=1)
     # Attempts at one run: a run taken over this many times (its worker lost each time) ends

@@ -168,6 +168,7 @@ def _coalesce(events: list[RuntimeEvent]) -> list[RuntimeEvent]:
             isinstance(event, RunTextDelta)
             and isinstance(prev, RunTextDelta)
             and prev.turn == event.turn
+            and prev.attempt == event.attempt
             and prev.run_id == event.run_id
         ):
             out[-1] = prev.model_copy(update={"text": prev.text + event.text})

@@ -111,12 +111,14 @@ class RunProgress:
         *,
         turns_done: int = 0,
         timeout_s: float | None = None,
+        rerun_calls: bool = False,
     ) -> Ending:
-        """Run ``loop`` from ``path`` within the run's wall-clock budget ``timeout_s``."""
+        """Run ``loop`` from ``path`` within the run's wall-clock budget ``timeout_s``
+        (``rerun_calls``: see :meth:`AgentLoop.run`)."""
         self.loop = loop
         try:
             async with asyncio.timeout(timeout_s) as budget:
-                return await loop.run(path, turns_done=turns_done)
+                return await loop.run(path, turns_done=turns_done, rerun_calls=rerun_calls)
         except TimeoutError:
             if not budget.expired():
                 raise

@@ -19,6 +19,7 @@ class LookupTool(Tool[LookupArgs]):
     """Answers every query with the same ~300 bytes (benchmarks and demos only)."""
 
     name = "lookup"
+    repeatable = True  # read-only
     description = "Look something up (demo tool: always returns the same short text)."
     input_model = LookupArgs
     writes = False

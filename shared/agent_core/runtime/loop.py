@@ -159,10 +159,17 @@ class AgentLoop:
         self._tool_slots = asyncio.Semaphore(max_parallel_tools)
 
     async def run(
-        self, path: Sequence[Node], *, turns_done: int = 0, usage: Usage | None = None
+        self,
+        path: Sequence[Node],
+        *,
+        turns_done: int = 0,
+        usage: Usage | None = None,
+        rerun_calls: bool = False,
     ) -> Ending:
         """Continue the run after the last node of ``path`` until it ends; return its end (not
-        yet written). Raises what the store raises, and ``CancelledError``."""
+        yet written). ``rerun_calls``: ``path`` ends on tool calls without results (a recovered
+        run whose tools may run again): run them first. Raises what the store raises, and
+        ``CancelledError``."""
         nodes = self.nodes = list(path)
         self.turns = turns_done
         self.usage = usage or Usage()
@@ -170,6 +177,14 @@ class AgentLoop:
         started = time.monotonic()
         definitions = list(self.tools.definitions()) if self.tools else []
         budget = self.config.budget
+        if rerun_calls:
+            last = nodes[-1]
+            calls = [
+                ToolCall(id=b.id, name=b.name, arguments=b.arguments)
+                for b in last.content
+                if isinstance(b, ToolCallBlock)
+            ]
+            await self._tool_turn(nodes, calls, last.node_id)
         while self.turns < self.config.max_turns:
             if (
                 budget.max_wall_clock_s is not None
@@ -278,9 +293,16 @@ class AgentLoop:
                         arriving = True
                         self._announce_phase("streaming")
                     if isinstance(event, TextDeltaEvent):
+                        delta = self._event(
+                            RunTextDelta,
+                            turn=turn,
+                            text=event.text,
+                            attempt=self.handle.attempt,
+                            offset=len(response.text),
+                        )
                         response.text += event.text
                         self.partial_text = response.text
-                        self.events.emit(self._event(RunTextDelta, turn=turn, text=event.text))
+                        self.events.emit(delta)
                     elif isinstance(event, ToolCallEndEvent):
                         response.calls.append(
                             ToolCall(id=event.id, name=event.name, arguments=event.arguments)

@@ -75,7 +75,10 @@ async def run_service(
         await ctx.redis.aclose()
         return EXIT_BUS_UNREACHABLE
 
-    parts = await factory(ctx)
+    parts = await _unless_stopped(factory(ctx), stop)
+    if parts is None:  # stopped while it was being built (a standby waiting for its turn)
+        await ctx.redis.aclose()
+        return 0
     consumers: list[StreamConsumer[Any]] = [*parts.consumers]
     consumers.append(health_consumer(ctx, parts.consumers))
     ops = _ops_server(ctx, consumers) if parts.ops_port else None
@@ -125,6 +128,24 @@ async def run_service(
     if died.is_set():
         return EXIT_SUBSCRIBER_DIED
     return 0
+
+
+async def _unless_stopped(
+    build: Awaitable[ServiceParts], stop: asyncio.Event
+) -> ServiceParts | None:
+    """``build``'s parts, or ``None`` (``build`` cancelled) when ``stop`` is set first."""
+    task = asyncio.ensure_future(build)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return None
 
 
 async def _watchdog(

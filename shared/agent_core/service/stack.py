@@ -36,6 +36,8 @@ __all__ = ["STACK_FILE", "run_stack"]
 
 STACK_FILE = Path("run/stack.json")
 
+_VALKEY_POLL_S = 0.1  # how soon a dead embedded Valkey is noticed
+
 # Stop order: front doors first, the storage-writer last so that every write in flight lands.
 _ORDER = {"gateway": 0, "run_worker": 1, "memory_extraction": 2, "task_wal": 2, "storage_writer": 3}
 
@@ -59,6 +61,13 @@ def _children(
 
     for name in ("storage_writer", "task_wal", "memory_extraction"):
         spec(name, "0")
+    # A warm standby writer: the same consumer and ops port, waiting for the database's lock.
+    # Whichever of the two holds the lock writes; when it dies the other takes over at once (and
+    # re-applies what the dead one had read and not acknowledged), while the supervisor restarts
+    # the dead one as the new standby. A writer restart costs no process start-up.
+    writer = specs[0]
+    writer.env = {**writer.env, "SOONG_WRITER_STANDBY": "1"}
+    specs.append(ChildSpec("storage_writer.standby", writer.argv, writer.env, writer.stop_order))
     for i in range(workers):
         spec("run_worker", str(i))
     spec("gateway", "0")
@@ -75,21 +84,44 @@ async def _announce_ready(url: str, stop: asyncio.Event) -> None:
             await asyncio.sleep(0.25)
 
 
-async def _supervise(children: list[ChildSpec], gateway_url: str) -> str | None:
+async def _keep_valkey(valkey: EmbeddedValkey, stop: asyncio.Event) -> None:
+    """Restart the embedded Valkey whenever it dies, on its port and with its data (its AOF),
+    until ``stop``. Services see the bus down meanwhile (503 with Retry-After) and reconnect."""
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=_VALKEY_POLL_S)
+        process = valkey.process
+        if stop.is_set() or process is None or process.poll() is None:
+            continue
+        print(f"soong-agent: valkey exited with {process.returncode}; restarting", flush=True)
+        try:
+            valkey.spawn()  # here, not in a worker thread: PDEATHSIG follows the spawning thread
+            await asyncio.to_thread(valkey.wait_ready, 10.0)
+        except ConfigError as exc:  # its port taken meanwhile, its data unreadable: try again
+            print(f"soong-agent: valkey did not restart: {exc.message}", flush=True)
+        else:
+            print("soong-agent: valkey restarted", flush=True)
+
+
+async def _supervise(
+    children: list[ChildSpec], gateway_url: str, valkey: EmbeddedValkey | None
+) -> str | None:
     """Run the children until a signal; the child whose configuration stopped the stack, if any."""
     supervisor = Supervisor(children)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, supervisor.stop)
     stop = asyncio.Event()
-    ready = asyncio.create_task(_announce_ready(gateway_url, stop))
+    helpers = [asyncio.create_task(_announce_ready(gateway_url, stop))]
+    if valkey is not None:
+        helpers.append(asyncio.create_task(_keep_valkey(valkey, stop)))
     try:
         await supervisor.run()
     finally:
         stop.set()
-        ready.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await ready
+        for task in helpers:
+            task.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
     return supervisor.config_error
 
 
@@ -170,7 +202,7 @@ def _run_locked(settings: Settings, workers: int | None, fake_provider: bool, ne
         if fake_provider:
             print("soong-agent: DEMO MODE — answers come from a scripted fake model", flush=True)
         started = time.monotonic()
-        failed = asyncio.run(_supervise(children, gateway_url))
+        failed = asyncio.run(_supervise(children, gateway_url, valkey))
         print(f"soong-agent: stopped after {time.monotonic() - started:.0f}s", flush=True)
         if failed is not None:
             print(f"soong-agent: {failed} could not start: configuration error", flush=True)

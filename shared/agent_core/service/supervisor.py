@@ -27,9 +27,12 @@ __all__ = ["ChildSpec", "Supervisor", "die_with_parent"]
 
 log = logging.getLogger("soong.supervisor")
 
-_BACKOFF_START_S = 0.5
-_BACKOFF_MAX_S = 30.0
-_HEALTHY_AFTER_S = 30.0  # a child that lived this long restarts from the shortest backoff
+# A child that dies is restarted at once (after the shortest backoff): the storage-writer and the
+# bus are on every request's path, so the stack must serve again within seconds of a crash. Only
+# a child that keeps dying soon after its start backs off, up to the longest backoff.
+_BACKOFF_START_S = 0.1
+_BACKOFF_MAX_S = 5.0
+_HEALTHY_AFTER_S = 5.0  # a child that lived this long restarts from the shortest backoff
 
 
 @dataclass

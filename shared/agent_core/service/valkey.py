@@ -117,6 +117,12 @@ class EmbeddedValkey:
 
     def start(self, timeout_s: float = 10.0) -> None:
         """Start the server and wait until it answers PING."""
+        self.spawn()
+        self.wait_ready(timeout_s)
+
+    def spawn(self) -> None:
+        """Start the server process (from the thread that owns it: it dies with that thread's
+        process, see ``die_with_parent``), without waiting for it."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.password:
             write_private(self.config_file, f'requirepass "{self.password}"\n')
@@ -129,7 +135,6 @@ class EmbeddedValkey:
             start_new_session=True,  # a terminal Ctrl-C must not stop the bus before the services
             preexec_fn=die_with_parent,
         )
-        self.wait_ready(timeout_s)
 
     def wait_ready(self, timeout_s: float) -> None:
         """Block until PING answers; raise :class:`ConfigError` if the server exits or times out."""

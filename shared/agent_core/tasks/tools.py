@@ -154,6 +154,9 @@ TA = TypeVar("TA", bound=TransitionArgs)
 
 class _TaskTool(Tool[ArgsT]):
     timeout_s: ClassVar[float] = 60.0  # the client retries a lost reply before giving up
+    # Reads, or commands whose request id derives from the tool call id: a repeated call gets
+    # the first outcome back instead of applying the change twice.
+    repeatable: ClassVar[bool] = True
 
     def __init__(self, client: TaskClient, cwd: str) -> None:
         self.client = client

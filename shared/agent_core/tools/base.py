@@ -54,7 +54,9 @@ class Tool(ABC, Generic[ArgsT]):
     """One tool. Subclasses set ``name``, ``description``, ``input_model`` and implement ``run``.
 
     ``writes`` marks tools that change files (the executor then looks for new files in
-    ``output/`` to register as artifacts); ``timeout_s`` bounds one call.
+    ``output/`` to register as artifacts); ``timeout_s`` bounds one call. ``repeatable`` declares
+    a tool read-only or idempotent: a run whose worker was lost while it ran resumes and runs the
+    call again; a tool with side effects (the default) ends such a run ``worker_lost`` instead.
     """
 
     name: ClassVar[str]
@@ -62,6 +64,7 @@ class Tool(ABC, Generic[ArgsT]):
     input_model: type[ArgsT]
     timeout_s: ClassVar[float] = 30.0
     writes: ClassVar[bool] = False
+    repeatable: ClassVar[bool] = False
 
     def definition(self) -> ToolDefinition:
         """The provider-facing definition: the input model's JSON Schema, without titles."""

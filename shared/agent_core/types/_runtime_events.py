@@ -53,11 +53,20 @@ class _RunEvent(Strict):
 
 
 class RunTextDelta(_RunEvent):
-    """Assistant text streamed so far in this turn, coalesced from many provider deltas."""
+    """Assistant text streamed so far in this turn, coalesced from many provider deltas.
+
+    ``attempt`` is the attempt that streamed it and ``offset`` where in the turn's text it goes
+    (``None``, from a server that did not say: after the text so far). A run taken over after its
+    worker was lost streams the turn again: its new attempt's first delta says where the text
+    restarts (``offset`` 0), so a client drops what it holds of the turn past ``offset`` instead
+    of showing the text twice.
+    """
 
     type: Literal["text_delta"] = "text_delta"
     turn: int = Field(ge=0)
     text: str
+    attempt: int = Field(default=1, ge=1)
+    offset: int | None = Field(default=None, ge=0)
 
 
 class RunToolStarted(_RunEvent):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 import httpx
@@ -84,7 +85,7 @@ async def test_repeated_failures_turn_into_429(redis: Redis, names: BusNames) ->
 
 
 async def test_sse_slots_cap_and_release(redis: Redis, names: BusNames) -> None:
-    slots = SseSlots(redis, names, limit=2)
+    slots = SseSlots(redis, names, limit=2, gateway_id="gw-a")
     await slots.acquire("k1")
     await slots.acquire("k1")
     with pytest.raises(ApiError) as refused:
@@ -93,10 +94,28 @@ async def test_sse_slots_cap_and_release(redis: Redis, names: BusNames) -> None:
     await slots.acquire("k2")  # per key
     await slots.release("k1")
     await slots.acquire("k1")
-    assert 0 < await redis.ttl(names.key("sse", "k1")) <= 120  # the safety net
     for _ in range(5):
         await slots.release("k2")
-    assert int(await redis.get(names.key("sse", "k2"))) == 0  # never below zero
+    assert await redis.hget(names.key("sse", "k2"), "gw-a") is None  # never below zero
+
+
+async def test_sse_slots_belong_to_a_live_gateway(redis: Redis, names: BusNames) -> None:
+    a = SseSlots(redis, names, limit=2, gateway_id="gw-a")
+    b = SseSlots(redis, names, limit=2, gateway_id="gw-b")
+    stop = asyncio.Event()
+    beat = asyncio.create_task(b.heartbeat(stop))
+    try:
+        await b.acquire("k")
+        await b.acquire("k")
+        with pytest.raises(ApiError):  # b is alive: its slots count for every gateway
+            await a.acquire("k")
+    finally:
+        stop.set()
+        await beat
+    # b is gone (its alive key deleted on stop, or expired after a SIGKILL): its slots with it.
+    await a.acquire("k")
+    await a.acquire("k")
+    assert await redis.hkeys(names.key("sse", "k")) == [b"gw-a"]
 
 
 async def test_body_cap_counts_bytes_not_headers(redis: Redis, names: BusNames) -> None:

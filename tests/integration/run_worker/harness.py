@@ -41,7 +41,6 @@ CONFIG = """
 enabled = {memory}
 
 [run_worker]
-lease_ttl_ms = 1500
 
 [bus]
 min_idle_ms = 2000

@@ -41,3 +41,18 @@ def test_resume_points() -> None:
     assert (cont.action, cont.turns_done) == ("continue", 1)
     done = resume_point([user, calls, results, answer], RUN)
     assert (done.action, done.turns_done, done.final_text) == ("complete", 2, "done")
+
+
+def test_tool_calls_without_results_run_again_only_when_every_tool_is_repeatable() -> None:
+    user = _node(1, Role.USER, [TextBlock(text="q")])
+    both = [ToolCallBlock(id="c1", name="read_file"), ToolCallBlock(id="c2", name="write_file")]
+    reads = _node(2, Role.ASSISTANT, [both[0]])
+    mixed = _node(2, Role.ASSISTANT, both)
+
+    def repeatable(name: str) -> bool:
+        return name == "read_file"
+
+    rerun = resume_point([user, reads], RUN, repeatable)
+    assert (rerun.action, rerun.turns_done) == ("rerun", 1)
+    assert resume_point([user, mixed], RUN, repeatable).action == "unsafe"
+    assert resume_point([user, reads], RUN).action == "unsafe"  # nothing declared: unsafe

@@ -136,3 +136,20 @@ async def test_refused_before_acting_is_retried_for_any_operation() -> None:
         with pytest.raises(RateLimitedError) as info:
             await c.session(SID).get()
     assert info.value.retry_after_s == 60.0
+
+
+async def test_a_full_disk_is_retried_for_reads_and_named_for_messages() -> None:
+    calls: list[str] = []
+
+    def full(request: httpx.Request) -> httpx.Response:
+        calls.append(request.method)
+        if request.method == "GET" and len(calls) > 2:
+            return httpx.Response(200, json={"status": "ok"})
+        return _error(507, "storage_full", {"Retry-After": "0"})
+
+    async with _client(full) as c:
+        with pytest.raises(ServerError) as info:
+            await c.session(SID).post("hi")  # never sent twice
+        assert (info.value.status, info.value.code) == (507, "storage_full")
+        assert (await c.health()).status == "ok"
+    assert calls == ["POST", "GET", "GET"]

@@ -24,7 +24,7 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.ids import new_id
 from agent_core.types.enums import AgentType, EndReason, RunStatus, SessionStatus
-from agent_core.types.protocol import JsonBlock
+from agent_core.types.protocol import JsonBlock, TextBlock
 from agent_core.types.runtime import SESSION_CONFIG_KEY
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.schema import events_table, nodes_table
@@ -470,3 +470,23 @@ def test_numbers_beyond_sqlite_integers_are_refused_at_the_boundary() -> None:
     with pytest.raises(ValueError):
         RunFence(run_id="run_0000000000000001", attempt=2**63)
     assert RunFence(run_id="run_0000000000000001", attempt=2**63 - 1).attempt == 2**63 - 1
+
+
+def test_a_full_disk_refuses_its_shard_with_storage_full_and_keeps_nothing(writer: Writer) -> None:
+    # SQLITE_FULL for real: the shard's database may not grow past the pages it has.
+    full, other = create_session(), create_session()
+    while writer.layout.shard_of(other.session_id) == writer.layout.shard_of(full.session_id):
+        other = create_session()
+    writer.apply_batch([full, other])
+    conn = writer._conn(writer.layout.shard_of(full.session_id))
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count={pages}")
+    big = append_node(full, content=[TextBlock(text="x" * 200_000)])
+    refused, applied = writer.apply_batch([big, append_node(other)])
+    assert not refused.ok and refused.error is not None
+    assert (refused.error.code, refused.error.retryable) == ("storage_full", True)
+    assert applied.ok  # the other shard's commands go on
+    assert _rows(writer, full.session_id, nodes_table(full.session_id)) == []
+    conn.execute("PRAGMA max_page_count=1073741823")  # space returns
+    [again] = writer.apply_batch([big])
+    assert again.ok and not again.duplicate and again.result["node_seq"] == 1

@@ -69,6 +69,7 @@ class ReadFileTool(Tool[ReadFileArgs]):
     """Show a text file's lines, numbered; binary files are described, not dumped."""
 
     name = "read_file"
+    repeatable = True  # read-only
     description = (
         "Read a text file from the session workspace (input/, scratchpad/, output/). "
         "Lines are numbered; use start_line/end_line for a range."

@@ -80,6 +80,7 @@ class ListDirTool(Tool[ListDirArgs]):
     """List a folder's entries with kind and size."""
 
     name = "list_dir"
+    repeatable = True  # read-only
     description = "List the files and folders in a workspace folder (input/, output/, scratchpad/)."
     input_model = ListDirArgs
 
@@ -114,6 +115,7 @@ class GlobTool(Tool[GlobArgs]):
     """Find files by name pattern below a folder."""
 
     name = "glob"
+    repeatable = True  # read-only
     description = "Find files whose path (relative to `path`) matches a glob such as **/*.py."
     input_model = GlobArgs
 
@@ -197,6 +199,7 @@ class GrepTool(Tool[GrepArgs]):
     """Search file contents with a regular expression."""
 
     name = "grep"
+    repeatable = True  # read-only
     description = "Search text files for a regular expression (RE2 syntax); prints path:line: text."
     input_model = GrepArgs
 

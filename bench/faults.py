@@ -1,0 +1,66 @@
+"""Fault benchmark: how fast the stack notices and recovers from faults, on this machine.
+
+Runs the process-level fault tests (``tests/e2e/test_faults.py``: a whole ``soong-agent up`` whose
+database lives on a 48 MiB tmpfs; ``tests/integration/run_worker/test_lost_worker.py``: a cluster
+of real run-worker processes) ``--rounds`` times and collects the figures they measure:
+
+* ``writer_restart_serving_s`` — storage-writer SIGKILL → a new session is created again;
+* ``lost_worker_noticed_s`` — run-worker SIGKILL → another worker holds its lanes;
+* ``bus_restart_serving_s`` — the embedded Valkey restarted → the API answers 200 again;
+* ``gateway_stream_slot_free_s`` — gateway SIGKILL → one of its SSE slots is free again;
+* ``full_disk_reported_s`` — the database's disk filled → the first 507 ``storage_full``;
+* ``full_disk_recovered_s`` — space freed → a new session is created again.
+
+Each figure is the worst over the rounds (the promises are bounds: 5 s, 3 s, 15 s). The tests
+mount a tmpfs, so this runs as root. The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ["tests/e2e/test_faults.py", "tests/integration/run_worker/test_lost_worker.py"]
+FIGURES = {
+    "writer_restart_serving_s": r"writer SIGKILL: serving again after ([\d.]+)s",
+    "lost_worker_noticed_s": r"lost worker noticed after ([\d.]+)s",
+    "bus_restart_serving_s": r"valkey SIGKILL: serving again ([\d.]+)s after its restart",
+    "gateway_stream_slot_free_s": r"gateway SIGKILL: a stream slot free again after ([\d.]+)s",
+    "full_disk_reported_s": r"full disk reported after ([\d.]+)s",
+    "full_disk_recovered_s": r"full disk: serving again ([\d.]+)s after space returned",
+}
+
+
+def _round() -> dict[str, float]:
+    command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", *TESTS]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout[-5000:] + done.stderr[-2000:])
+        raise SystemExit(f"the fault tests failed (exit {done.returncode})")
+    figures: dict[str, float] = {}
+    for name, pattern in FIGURES.items():
+        found = re.search(pattern, done.stdout)
+        if found is None:
+            raise SystemExit(f"no figure {name!r} in the tests' output")
+        figures[name] = float(found.group(1))
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    rounds = [_round() for _ in range(args.rounds)]
+    for i, figures in enumerate(rounds, 1):
+        print(f"# round {i}: {json.dumps(figures)}", file=sys.stderr)
+    worst = {name: round(max(r[name] for r in rounds), 2) for name in FIGURES}
+    print(json.dumps({"rounds": args.rounds, **worst}))
+
+
+if __name__ == "__main__":
+    main()
