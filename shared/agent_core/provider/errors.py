@@ -57,8 +57,8 @@ class ProviderErrorCode(StrEnum):
     # The prompt does not fit the model's context window (OpenAI context_length_exceeded,
     # Anthropic "prompt is too long", Ollama with truncate=false, llama.cpp, vLLM).
     CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
-    # Not raised by adapters (they yield ``tool_call_invalid`` instead): the codes a consumer
-    # reports when it gives up on such a call.
+    # Not raised by adapters (they yield ``tool_call_invalid`` instead): the codes the loop's
+    # error result and ``tool_failed`` event carry for such a call.
     INVALID_TOOL_ARGUMENTS = "invalid_tool_arguments"
     TOOL_CALL_TRUNCATED = "tool_call_truncated"
 

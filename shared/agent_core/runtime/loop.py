@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from agent_core.context import ContextBuilder
-from agent_core.errors import AgentCoreError, ErrorPayload, ProviderError
+from agent_core.errors import AgentCoreError, ErrorPayload
 from agent_core.ids import new_id
 from agent_core.provider.base import ProviderAdapter
 from agent_core.provider.errors import ProviderErrorCode
@@ -88,18 +88,38 @@ def _declared_type(results: list[ToolResult]) -> NodeType:
     return NodeType.MESSAGE
 
 
-def _invalid_call_error(event: ToolCallInvalidEvent) -> ErrorPayload:
-    """The error of a tool call that must not run (its raw arguments stay out: user data)."""
-    truncated = event.reason is InvalidToolCallReason.TRUNCATED
-    error = ProviderError(
-        ProviderErrorCode.TOOL_CALL_TRUNCATED
-        if truncated
-        else ProviderErrorCode.INVALID_TOOL_ARGUMENTS,
-        f"tool call {event.name!r}: "
-        + ("the output limit cut its arguments off" if truncated else "arguments are not valid"),
-        details={"tool_call_id": event.id, "tool_name": event.name, "reason": event.reason},
+# How much of a parser's complaint the model is shown (it names the position, not the text).
+_PARSER_ERROR_CHARS = 300
+
+
+def _rejected_call(event: ToolCallInvalidEvent) -> tuple[ToolCall, ToolResult]:
+    """A streamed call the model must fix, and the error result that tells it how.
+
+    The call stays in the model's answer (without arguments: they were not a JSON object) so the
+    next request pairs it with its result; it is never executed. A call the output limit cut off
+    is asked for again the same way, in smaller pieces."""
+    name = event.name or "unnamed_tool"
+    if event.reason is InvalidToolCallReason.TRUNCATED:
+        code = ProviderErrorCode.TOOL_CALL_TRUNCATED.value
+        text = (
+            f"Your call to {name!r} was cut off by the output limit before its arguments were "
+            "complete, so it was not run. Call it again with shorter arguments (split large "
+            "content over several calls)."
+        )
+    else:
+        code = ProviderErrorCode.INVALID_TOOL_ARGUMENTS.value
+        text = (
+            f"Your call to {name!r} was not run: its arguments are not a valid JSON object "
+            f"({event.error[:_PARSER_ERROR_CHARS]}). Call it again with the arguments as one "
+            "JSON object."
+        )
+    result = ToolResult(
+        tool_call_id=event.id,
+        content=[TextBlock(text=text)],
+        is_error=True,
+        metadata={"error_code": code},
     )
-    return error.to_payload()
+    return ToolCall(id=event.id, name=name), result
 
 
 LoopPhase = Literal["idle", "streaming", "tools"]
@@ -124,6 +144,8 @@ class _Response:
     usage: Usage = field(default_factory=Usage)
     stop: StopReason = StopReason.END_TURN
     error: ErrorPayload | None = None
+    # Calls the model got wrong, by id, answered without running (see ``_rejected_call``).
+    rejected: dict[str, ToolResult] = field(default_factory=dict)
 
 
 class AgentLoop:
@@ -227,7 +249,7 @@ class AgentLoop:
             if over_budget:
                 assert budget.max_total_tokens is not None
                 return self._budget_exceeded("max_tokens", budget.max_total_tokens)
-            await self._tool_turn(nodes, response.calls, assistant.node_id)
+            await self._tool_turn(nodes, response.calls, assistant.node_id, response.rejected)
         return self.ending(RunStatus.COMPLETED, EndReason.MAX_TURNS)
 
     def ending(
@@ -259,11 +281,18 @@ class AgentLoop:
         ran, ``aborted_streaming`` otherwise)."""
         return self.ending(RunStatus.CANCELLED, cancelled_reason(self.phase == "tools"))
 
-    async def _tool_turn(self, nodes: list[Node], calls: list[ToolCall], assistant_id: str) -> None:
-        """Run the calls, store every result in one tool node, then what the results report."""
+    async def _tool_turn(
+        self,
+        nodes: list[Node],
+        calls: list[ToolCall],
+        assistant_id: str,
+        rejected: dict[str, ToolResult] | None = None,
+    ) -> None:
+        """Run the calls (a ``rejected`` one is answered by its error result instead), store every
+        result in one tool node, then what the results report."""
         self.phase = "tools"
         self._announce_phase("tools", tools=len(calls))
-        results = await self._run_tools(calls, assistant_id)
+        results = await self._run_tools(calls, assistant_id, rejected or {})
         self.phase = "idle"
         await self._append(
             nodes, Role.TOOL, [r.to_block() for r in results], node_type=_declared_type(results)
@@ -312,9 +341,10 @@ class AgentLoop:
                     elif isinstance(event, MessageEndEvent):
                         response.stop = event.stop_reason
                     elif isinstance(event, ToolCallInvalidEvent):
-                        # Never executed. Until the loop answers it with an is_error result,
-                        # the run ends as it did when adapters raised for it, with a typed code.
-                        response.error = response.error or _invalid_call_error(event)
+                        # The model's to fix: answered with an error result, never executed.
+                        call, result = _rejected_call(event)
+                        response.calls.append(call)
+                        response.rejected[call.id] = result
                     elif isinstance(event, ErrorEvent):
                         response.error = event.error
             finally:
@@ -338,7 +368,9 @@ class AgentLoop:
 
     # -- tools -------------------------------------------------------------------------------------
 
-    async def _run_tools(self, calls: list[ToolCall], node_id: str) -> list[ToolResult]:
+    async def _run_tools(
+        self, calls: list[ToolCall], node_id: str, rejected: dict[str, ToolResult]
+    ) -> list[ToolResult]:
         async def one(call: ToolCall) -> ToolResult:
             async with self._tool_slots:
                 self.events.emit(
@@ -349,7 +381,9 @@ class AgentLoop:
                         arguments=call.arguments,
                     )
                 )
-                if self.tools is None:
+                if call.id in rejected:
+                    result = rejected[call.id]
+                elif self.tools is None:
                     result = ToolResult(
                         tool_call_id=call.id,
                         content=[

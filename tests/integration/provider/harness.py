@@ -106,9 +106,12 @@ def types_of(events: Sequence[ModelEvent]) -> list[str]:
     return [e.type for e in events]
 
 
-async def run_loop(adapter: ProviderAdapter, tools: Any = None) -> RunEnd:
-    """One run of the agent loop on ``adapter``, from a user message, with in-memory ports: the
-    end it returns (what the run-worker writes with ``end_run``)."""
+async def run_loop(
+    adapter: ProviderAdapter, tools: Any = None, store: MemoryStore | None = None
+) -> RunEnd:
+    """One run of the agent loop on ``adapter``, from a user message, with in-memory ports (the
+    nodes and events land in ``store`` when given): the end it returns (what the run-worker
+    writes with ``end_run``)."""
     handle = RunHandle(
         run_id=new_id("run"),
         session_id="sess_20260101_000000_abcd",
@@ -126,7 +129,7 @@ async def run_loop(adapter: ProviderAdapter, tools: Any = None) -> RunEnd:
         handle=handle,
         config=AgentConfig(provider="fake", model="fake-model"),
         model=adapter,
-        store=MemoryStore(),
+        store=store if store is not None else MemoryStore(),
         events=ListSink(),
         tools=tools,
     )

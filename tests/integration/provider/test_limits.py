@@ -1,6 +1,7 @@
 """The typed limit signals of every adapter, from each provider's real wire shape: a prompt over
 the context window, an answer or a tool call cut by the output limit, tool arguments that are
-not JSON — and what the loop does with them until it recovers from them itself."""
+not JSON — and what the loop does with them: a bad call is answered with an error result for the
+model to fix and never runs; a prompt over the window still ends the run (no compaction yet)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import pytest
 
 from agent_core.errors import ProviderError
 from agent_core.provider import ProviderErrorCode
-from agent_core.types.enums import EndReason, InvalidToolCallReason, RunStatus, StopReason
+from agent_core.types.enums import (
+    EndReason,
+    EventType,
+    InvalidToolCallReason,
+    Role,
+    RunStatus,
+    StopReason,
+)
 from agent_core.types.protocol import (
     ErrorEvent,
     MessageEndEvent,
@@ -21,6 +29,7 @@ from agent_core.types.protocol import (
     ToolCallStartEvent,
 )
 from tests.fakes import script as s
+from tests.fakes.http_server import FakeHTTPServer
 from tests.integration.provider.harness import (
     PROVIDERS,
     collect,
@@ -29,7 +38,7 @@ from tests.integration.provider.harness import (
     running,
     text_of,
 )
-from tests.unit.runtime.fakes import EchoTools
+from tests.unit.runtime.fakes import EchoTools, MemoryStore
 
 RAW_STOP = {"openai": "length", "anthropic": "max_tokens", "ollama": "length"}
 
@@ -219,7 +228,7 @@ async def test_ollama_tool_parse_error_before_any_line_is_the_same_call() -> Non
     assert len(server.requests) == 1, "the model's mistake is not retried as a server error"
 
 
-# -- the loop, until it recovers from these itself --------------------------------------------
+# -- what the loop does with them -----------------------------------------------------------------
 
 
 async def test_the_loop_ends_a_context_overflow_as_prompt_too_long() -> None:
@@ -229,17 +238,52 @@ async def test_the_loop_ends_a_context_overflow_as_prompt_too_long() -> None:
     assert outcome.error is not None and outcome.error.code == "context_length_exceeded"
 
 
-@pytest.mark.parametrize(
-    ("turn", "code"),
-    [
-        (s.invalid_tool_call_turn("call_bad", "echo", '{"text": nope}'), "invalid_tool_arguments"),
-        (s.cut_tool_call_turn("", "call_cut", "echo", ['{"text": "ha']), "tool_call_truncated"),
-    ],
+def _chat_bodies(server: FakeHTTPServer) -> list[str]:
+    """The model requests the fake received, as text (Ollama's /api/show left out)."""
+    return [r.body.decode() for r in server.requests if not r.path.endswith("/api/show")]
+
+
+_FIXED = s.ScriptedTurn(
+    steps=[
+        *s.tool_call(0, "call_ok", "echo", ['{"text": "fixed"}']),
+        s.Usage(input_tokens=9, output_tokens=7),
+        s.Finish(reason="tool_use"),
+    ]
 )
-async def test_the_loop_never_runs_a_bad_call(turn: s.ScriptedTurn, code: str) -> None:
-    tools = EchoTools()
-    async with running("openai", [turn]) as (_server, adapter):
-        outcome = await run_loop(adapter, tools)
-    assert tools.calls == []
-    assert outcome.status is RunStatus.FAILED and outcome.error is not None
-    assert outcome.error.code == code and "ha" not in outcome.error.message
+_BAD_CALLS = {
+    "invalid": (
+        s.invalid_tool_call_turn("call_inv", "echo", '{"text": nope}'),
+        "invalid_tool_arguments",
+        "not a valid JSON object",
+    ),
+    "truncated": (
+        s.cut_tool_call_turn("", "call_tru", "echo", ['{"text": "ha']),
+        "tool_call_truncated",
+        "cut off by the output limit",
+    ),
+}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("kind", sorted(_BAD_CALLS))
+async def test_a_bad_call_is_the_models_to_fix_and_never_runs(provider: str, kind: str) -> None:
+    bad, code, told = _BAD_CALLS[kind]
+    if provider == "ollama" and kind == "truncated":
+        # Ollama reports a cut call as its parser's error (see above): the invalid path.
+        code, told = "invalid_tool_arguments", "not a valid JSON object"
+    tools, store = EchoTools(), MemoryStore()
+    async with running(provider, [bad, _FIXED, s.text_turn("done")]) as (server, adapter):
+        outcome = await run_loop(adapter, tools, store)
+    # Only the call the model sent again ran; the run went on and ended with its answer.
+    assert [(c.id, c.arguments) for c in tools.calls] == [("call_ok", {"text": "fixed"})]
+    assert (outcome.status, outcome.end_reason) == (RunStatus.COMPLETED, EndReason.COMPLETED)
+    assert outcome.turns == 3 and outcome.error is None
+    first, second, third = _chat_bodies(server)
+    assert told not in first and told in second, "the model was told what was wrong"
+    assert told in third and "fixed" in third
+    (failed,) = [p for t, p in store.events if t is EventType.TOOL_FAILED]
+    assert failed["error_code"] == code
+    # Ollama's parser error names no call: the adapter gives it an id of its own.
+    assert provider == "ollama" or failed["tool_call_id"] == f"call_{kind[:3]}"
+    first_results = next(n for n in store.nodes if n.role is Role.TOOL)
+    assert [getattr(b, "is_error", None) for b in first_results.content] == [True]
