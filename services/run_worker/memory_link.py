@@ -16,6 +16,7 @@ from agent_core.memory.client import RenderedMemory, publish_interaction
 from agent_core.memory.signals import MAX_TURN_CHARS
 from agent_core.runqueue import InFlight, QueuedRun
 from agent_core.service import ServiceContext
+from agent_core.skills import loaded_skills
 from agent_core.types.enums import NodeType, Role
 from agent_core.types.protocol import TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.runtime import Node, RunEnd, RunHandle
@@ -28,11 +29,15 @@ log = logging.getLogger("soong.run_worker")
 _RENDER_TIMEOUT_S = 2.0
 
 
-async def memory_text(ctx: ServiceContext, run: QueuedRun, attempt: int) -> str:
-    """The rendered memory for a main run's first attempt ('' when none or unavailable)."""
+async def memory_text(
+    ctx: ServiceContext, run: QueuedRun, attempt: int, skills: Sequence[str] | None = None
+) -> str:
+    """The rendered memory for a main run's first attempt ('' when none or unavailable), for
+    ``skills`` (default: those the run's agent config names)."""
     if not ctx.settings.memory.enabled or run.kind != "main" or attempt != 1:
         return ""
-    skills = run.config_overrides.get("enabled_skills") or []
+    if skills is None:
+        skills = run.config_overrides.get("enabled_skills") or []
     try:
         reply = await ctx.rpc.request(
             RenderMemory(account_id=run.account_id, skills=list(skills)),
@@ -86,14 +91,16 @@ async def hand_off(
             path = await reads.path(item.run.session_id, tip)
         own = [n for n in path if n.run_id == item.run.run_id]
         calls = {b.id: b for n in own for b in n.content if isinstance(b, ToolCallBlock)}
-        skills = item.run.config_overrides.get("enabled_skills") or []
+        # Skills loaded on the path count as named ones: a lesson may belong to them.
+        named = item.run.config_overrides.get("enabled_skills") or []
+        skills = list(dict.fromkeys([*map(str, named), *loaded_skills(path)]))
         message = Interaction(
             interaction_id=new_id("evt"),
             account_id=item.run.account_id,
             session_id=item.run.session_id,
             run_id=item.run.run_id,
             turns=[t for n in own for t in _turns(n, calls)],
-            skills=[str(s) for s in skills],
+            skills=skills,
             status=end.status.value,
         )
         await publish_interaction(ctx.redis, ctx.names, message)
