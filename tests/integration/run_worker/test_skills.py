@@ -3,6 +3,8 @@ user's ``/name`` invokes one the model may not load."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +79,36 @@ async def test_load_skill_brings_the_body_and_narrows_the_tools(
     assert "read_file" in _tools(request) and "write_file" in _tools(request)  # a new run
     tree = await client.tree(sid)
     assert [n["node_type"] for n in tree].count("skill_context") == 2
+
+
+async def test_loaded_skills_feed_memory_extraction_and_injection(
+    make_cluster: Any, client: BusClient
+) -> None:
+    """A skill the model loaded counts as a named skill: the interaction names it (extraction
+    files its lessons under it), and the session's next run gets that skill's memory."""
+    _write(client.home / "accounts" / "acct1" / "skills", "poems", "description: Poems.", BODY)
+    memory = client.home / "accounts" / "acct1" / "memory" / "skills"
+    memory.mkdir(parents=True)
+    (memory / "poems.md").write_text("---\nscope: skill:poems\n---\n- Rhyme every line\n")
+    cluster: Cluster = make_cluster(_model, workers=1, memory=True)
+    cluster.start_service("memory_extraction")
+    await client.wait_ready(("storage_writer", "run_worker", "memory_extraction"))
+    sid = await client.new_session()
+    first = await client.send(sid, "a poem about snow")
+    await client.wait_terminal([first.run_id])
+    # No skill was named by the client: the first request has no skill memory.
+    assert "Rhyme every line" not in json.dumps(cluster.fake.requests[0].json)
+
+    deadline = asyncio.get_running_loop().time() + 10
+    interactions: list[dict[str, Any]] = []
+    while not interactions:
+        entries = await client.ctx.redis.xrange(client.ctx.names.memory_interactions)
+        interactions = [json.loads(e[1][b"__data__"]) for e in entries]
+        assert asyncio.get_running_loop().time() < deadline, "no interaction published"
+        await asyncio.sleep(0.05)
+    assert interactions[0]["run_id"] == first.run_id and interactions[0]["skills"] == ["poems"]
+
+    before = len(cluster.fake.requests)
+    second = await client.send(sid, "and one more")
+    await client.wait_terminal([second.run_id])
+    assert "Rhyme every line" in _system(cluster.fake.requests[before].json)
