@@ -37,6 +37,8 @@ __all__ = ["MAX_FRONTMATTER_BYTES", "parse_skill"]
 MAX_FRONTMATTER_BYTES: Final = 8 * 1024
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 _MAX_TOOLS: Final = 64
+# ``safe_load``'s loader, in C when libyaml is there (the same safe constructors, ~10× faster).
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FENCE = re.compile(r"^---[ \t]*\r?$", re.MULTILINE)
 
 
@@ -78,7 +80,7 @@ def _split(text: str) -> tuple[dict[str, Any], str]:
             f"the frontmatter is over {MAX_FRONTMATTER_BYTES} bytes",
         )
     try:
-        meta = yaml.safe_load(raw)
+        meta = yaml.load(raw, Loader=_SAFE_LOADER)  # the safe loader (safe_load), in C
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" (line {mark.line + 2})" if mark is not None else ""

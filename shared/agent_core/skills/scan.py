@@ -150,18 +150,22 @@ def _log_once(folder: SkillFolder, problem: SkillProblem) -> None:
 
 def _scan_folder(folder: SkillFolder) -> list[Skill | SkillProblem]:
     try:
+        # The entry's type comes with the listing (d_type): no stat per skill folder.
         with os.scandir(folder.path) as it:
-            names = sorted(e.name for _, e in zip(range(_MAX_ENTRIES), it, strict=False))
+            entries = sorted(
+                ((e.name, e.is_symlink()) for _, e in zip(range(_MAX_ENTRIES), it, strict=False)),
+            )
     except (FileNotFoundError, NotADirectoryError):
         return []  # a folder nobody made has no skills
     except OSError as exc:
         log.warning("skill folder %s unreadable: %s", folder.path, type(exc).__name__)
         return []
     found: list[Skill | SkillProblem] = []
-    for name in names:
+    base = os.fspath(folder.path) + "/"
+    for name, link in entries:
         if name.startswith("."):
             continue
-        result = _scan_skill(folder, name)
+        result = _scan_skill(folder, base, name, link)
         if result is None:
             continue
         if len(found) == MAX_SKILLS_PER_FOLDER:
@@ -189,22 +193,23 @@ def _problem(folder: SkillFolder, name: str, code: SkillProblemCode, reason: str
     )
 
 
-def _scan_skill(folder: SkillFolder, name: str) -> Skill | SkillProblem | None:
-    """The skill of ``folder/name``; ``None`` when that is no skill folder at all."""
-    skill_dir = folder.path / name
-    skill_md = skill_dir / "SKILL.md"
-    try:
-        dir_stat = os.lstat(skill_dir)
-        if stat.S_ISLNK(dir_stat.st_mode):
-            if not os.path.exists(skill_md):
-                return None
-            return _problem(
-                folder, name, SkillProblemCode.UNREADABLE, "a skill folder may not be a link"
-            )
-        if not stat.S_ISDIR(dir_stat.st_mode):
+def _scan_skill(
+    folder: SkillFolder, base: str, name: str, link: bool
+) -> Skill | SkillProblem | None:
+    """The skill of ``folder/name`` (``link``: that entry is a symbolic link); ``None`` when it
+    is no skill folder at all. Plain strings and one ``lstat``: this runs for every skill at
+    every run's start."""
+    skill_dir = base + name
+    skill_md = skill_dir + "/SKILL.md"
+    if link:
+        if not os.path.exists(skill_md):
             return None
-        md_stat = os.lstat(skill_md)
-    except FileNotFoundError:
+        return _problem(
+            folder, name, SkillProblemCode.UNREADABLE, "a skill folder may not be a link"
+        )
+    try:
+        md_stat = os.lstat(skill_md)  # through a plain file or nothing: not a skill folder
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         return _problem(folder, name, SkillProblemCode.UNREADABLE, type(exc).__name__)
@@ -218,13 +223,13 @@ def _scan_skill(folder: SkillFolder, name: str) -> Skill | SkillProblem | None:
         )
     if not stat.S_ISREG(md_stat.st_mode):
         return _problem(folder, name, SkillProblemCode.UNREADABLE, "SKILL.md is no regular file")
-    key = (str(skill_md), folder.source)
+    key = (skill_md, folder.source)
     stamp = (md_stat.st_ino, md_stat.st_size, md_stat.st_mtime_ns)
     cached = _CACHE.get(key)
     if cached is not None and cached[0] == stamp:
         _CACHE.move_to_end(key)
         return cached[1]
-    result = _read_and_parse(folder, skill_dir, md_stat.st_size)
+    result = _read_and_parse(folder, Path(skill_dir), md_stat.st_size)
     _CACHE[key] = (stamp, result)
     if len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
