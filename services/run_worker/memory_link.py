@@ -22,7 +22,7 @@ from agent_core.types.protocol import TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.runtime import Node, RunEnd, RunHandle
 from services.run_worker.reads import RunReads
 
-__all__ = ["hand_off", "memory_node", "memory_text"]
+__all__ = ["hand_off", "memory_node", "memory_text", "render_memory"]
 
 log = logging.getLogger("soong.run_worker")
 
@@ -38,22 +38,27 @@ async def memory_text(
         return ""
     if skills is None:
         skills = run.config_overrides.get("enabled_skills") or []
+    return await render_memory(ctx, run.account_id, skills)
+
+
+async def render_memory(ctx: ServiceContext, account_id: str, skills: Sequence[str]) -> str:
+    """The memory text of ``account_id`` for ``skills`` ('' when none or unavailable)."""
     try:
         reply = await ctx.rpc.request(
-            RenderMemory(account_id=run.account_id, skills=list(skills)),
+            RenderMemory(account_id=account_id, skills=list(skills)),
             stream=ctx.names.memory_queries,
             reply=MemoryReply,
             timeout_s=_RENDER_TIMEOUT_S,
         )
     except Exception as exc:  # memory is an aid: a run never waits long on it or fails for it
-        log.warning("memory unavailable for %s: %s", run.account_id, type(exc).__name__)
+        log.warning("memory unavailable for %s: %s", account_id, type(exc).__name__)
         return ""
     if not reply.ok:
         return ""
     try:
         return RenderedMemory.model_validate(reply.data).text
     except ValueError:
-        log.warning("memory render for %s answered an unexpected shape", run.account_id)
+        log.warning("memory render for %s answered an unexpected shape", account_id)
         return ""
 
 

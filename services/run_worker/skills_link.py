@@ -29,7 +29,7 @@ from agent_core.tools import Workspace
 from agent_core.types.enums import NodeType, Role
 from agent_core.types.protocol import TextBlock
 from agent_core.types.runtime import AgentConfig, Node, RunHandle
-from services.run_worker.memory_link import memory_node, memory_text
+from services.run_worker.memory_link import memory_node, memory_text, render_memory
 
 __all__ = ["SkillLink"]
 
@@ -59,7 +59,16 @@ class SkillLink:
         )
         if not catalog.skills:
             return None
-        return RunSkills(catalog, loaded_skills(path, run.run_id))
+        renderer = None
+        if self.settings.memory.enabled and run.kind == "main":
+
+            async def renderer(skills: Sequence[str]) -> str:
+                return await render_memory(self.ctx, run.account_id, skills)
+
+        named = [str(s) for s in run.config_overrides.get("enabled_skills") or []]
+        return RunSkills(
+            catalog, loaded_skills(path, run.run_id), render_memory=renderer, named=named
+        )
 
     async def first_nodes(
         self,
@@ -80,6 +89,8 @@ class SkillLink:
             memory = await memory_text(self.ctx, run, handle.attempt, [*named, *extra])
         nodes: list[Node] = []
         parent = path[-1]
+        if skills is not None:
+            skills.memory = memory  # a skill loaded later renders it again only if it changes
         note = memory_node(memory, handle, parent)
         if note is not None:
             nodes.append(note)

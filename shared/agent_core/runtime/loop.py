@@ -30,7 +30,7 @@ from agent_core.provider.base import ProviderAdapter
 from agent_core.provider.errors import ProviderErrorCode
 from agent_core.runtime.ending import Ending, cancelled_reason, ending
 from agent_core.runtime.ports import EventSink, RunStore, ToolRunner
-from agent_core.skills.active import skill_context_blocks
+from agent_core.skills.active import skill_context_nodes
 from agent_core.types.enums import (
     EndReason,
     EventLevel,
@@ -271,10 +271,8 @@ class AgentLoop:
             nodes, Role.TOOL, [r.to_block() for r in results], node_type=_declared_type(results)
         )
         await self._record_task_changes(nodes, calls, results)
-        for blocks, meta in skill_context_blocks(results):  # load_skill: the body, as a node
-            await self._append(
-                nodes, Role.SYSTEM, blocks, node_type=NodeType.SKILL_CONTEXT, metadata=meta
-            )
+        for kind, blocks, meta in skill_context_nodes(results):  # load_skill: body, memory
+            await self._append(nodes, Role.SYSTEM, blocks, node_type=kind, metadata=meta)
         for call, result in zip(calls, results, strict=True):
             if result.is_error:
                 await self.store.append_event(

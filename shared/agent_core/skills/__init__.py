@@ -12,7 +12,7 @@ from agent_core.skills.active import (
     SkillListing,
     invoked_skill,
     loaded_skills,
-    skill_context_blocks,
+    skill_context_nodes,
     skill_metadata,
     skill_text,
 )
@@ -51,7 +51,7 @@ __all__ = [
     "read_skill_file",
     "scan_skills",
     "session_skills",
-    "skill_context_blocks",
+    "skill_context_nodes",
     "skill_folders",
     "skill_metadata",
     "skill_text",

@@ -14,7 +14,7 @@ This holds for the rest of the run; a later run starts unnarrowed (the bodies st
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -32,7 +32,7 @@ __all__ = [
     "SkillListing",
     "invoked_skill",
     "loaded_skills",
-    "skill_context_blocks",
+    "skill_context_nodes",
 ]
 
 LOAD_SKILL: Final = "load_skill"
@@ -89,16 +89,22 @@ def loaded_skills(nodes: Iterable[Node], run_id: str | None = None) -> list[str]
     return list(names)
 
 
-def skill_context_blocks(
+def skill_context_nodes(
     results: Iterable[ToolResult],
-) -> list[tuple[list[ContentBlock], dict[str, Any]]]:
-    """The ``skill_context`` nodes (content, metadata) that ``load_skill`` results ask for."""
-    out: list[tuple[list[ContentBlock], dict[str, Any]]] = []
+) -> list[tuple[NodeType, list[ContentBlock], dict[str, Any]]]:
+    """The system nodes (type, content, metadata) that ``load_skill`` results ask for after the
+    tool node: the ``skill_context`` node, then — when the skill brought memory of its own — a
+    ``memory_context`` node that supersedes the run's earlier one."""
+    out: list[tuple[NodeType, list[ContentBlock], dict[str, Any]]] = []
     for result in results:
         wanted = result.metadata.get(SKILL_CONTEXT_KEY)
         if isinstance(wanted, dict) and isinstance(wanted.get("text"), str):
-            meta = {k: v for k, v in wanted.items() if k != "text"}
-            out.append(([TextBlock(text=wanted["text"])], meta))
+            meta = {k: v for k, v in wanted.items() if k not in ("text", "memory")}
+            out.append((NodeType.SKILL_CONTEXT, [TextBlock(text=wanted["text"])], meta))
+            memory = wanted.get("memory")
+            if isinstance(memory, str) and memory.strip():
+                block: list[ContentBlock] = [TextBlock(text=memory)]
+                out.append((NodeType.MEMORY_CONTEXT, block, {"source": "memory"}))
     return out
 
 
@@ -127,11 +133,34 @@ def skill_metadata(skill: Skill, invoked_by: str) -> dict[str, Any]:
 class RunSkills:
     """One run's skills: the catalogue in effect, those loaded so far, the tool narrowing."""
 
-    def __init__(self, catalog: SkillCatalog, loaded: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        catalog: SkillCatalog,
+        loaded: Iterable[str] = (),
+        *,
+        render_memory: Callable[[Sequence[str]], Awaitable[str]] | None = None,
+        named: Sequence[str] = (),
+    ) -> None:
         self.catalog = catalog
         self.listing = _listing(catalog.listed())
         # Loaded in this run, in order (a recovered attempt rebuilds it from its path).
         self.loaded: list[str] = [n for n in loaded if catalog.get(n) is not None]
+        # Memory: the text rendered for the named skills plus the loaded ones (``None``: the run
+        # has no memory), and the memory text in the run's context now.
+        self.render_memory = render_memory
+        self.named = list(named)
+        self.memory = ""
+
+    async def memory_after_load(self) -> str:
+        """The run's memory rendered again now that a skill was loaded (``""`` when it has no
+        memory or nothing changed): a loaded skill counts as a named one from its load on."""
+        if self.render_memory is None:
+            return ""
+        text = await self.render_memory(list(dict.fromkeys([*self.named, *self.loaded])))
+        if not text.strip() or text == self.memory:
+            return ""
+        self.memory = text
+        return text
 
     def __bool__(self) -> bool:
         return bool(self.catalog.skills)

@@ -1,7 +1,8 @@
 """``load_skill``: the model brings a skill's instructions into the run, or reads one of its files.
 
 Read-only (``repeatable``): it reads skill folders and asks the loop, through its result's
-metadata, for a ``skill_context`` node with the body after the tool node. A skill whose
+metadata, for a ``skill_context`` node with the body after the tool node (and, when the run has
+memory and the skill brings some, a new ``memory_context`` node rendered with it). A skill whose
 ``model_invocable`` is off is refused — only the user can invoke it (``/<name>``) — though once
 the user did, its files may be read. Loading a skill already loaded in this run adds nothing.
 """
@@ -69,6 +70,9 @@ class LoadSkillTool(Tool[LoadSkillArgs]):
         files = await asyncio.to_thread(list_skill_files, skill.folder)
         self.skills.activate(skill.name)
         context = {"text": skill_text(skill, files), **skill_metadata(skill, "model")}
+        memory = await self.skills.memory_after_load()
+        if memory:  # the skill's own memory, from now on (a new memory_context node)
+            context["memory"] = memory
         return ToolOutput(
             f"Loaded the skill {skill.name!r}: its instructions are now in your context; "
             "follow them.",

@@ -84,8 +84,9 @@ async def test_load_skill_brings_the_body_and_narrows_the_tools(
 async def test_loaded_skills_feed_memory_extraction_and_injection(
     make_cluster: Any, client: BusClient
 ) -> None:
-    """A skill the model loaded counts as a named skill: the interaction names it (extraction
-    files its lessons under it), and the session's next run gets that skill's memory."""
+    """A skill the model loaded counts as a named skill: its memory joins the run from the load
+    on, the interaction names it (extraction files its lessons under it), and the session's next
+    run gets that skill's memory."""
     _write(client.home / "accounts" / "acct1" / "skills", "poems", "description: Poems.", BODY)
     memory = client.home / "accounts" / "acct1" / "memory" / "skills"
     memory.mkdir(parents=True)
@@ -96,8 +97,12 @@ async def test_loaded_skills_feed_memory_extraction_and_injection(
     sid = await client.new_session()
     first = await client.send(sid, "a poem about snow")
     await client.wait_terminal([first.run_id])
-    # No skill was named by the client: the first request has no skill memory.
+    # No skill was named by the client: the first request has no skill memory; once the model
+    # loaded the skill, the run's next request has it (a memory_context node after the skill's).
     assert "Rhyme every line" not in json.dumps(cluster.fake.requests[0].json)
+    assert "Rhyme every line" in _system(cluster.fake.requests[1].json)
+    kinds = [n["node_type"] for n in await client.tree(sid)]
+    assert kinds.index("memory_context", kinds.index("skill_context")) > kinds.index("skill_context")
 
     deadline = asyncio.get_running_loop().time() + 10
     interactions: list[dict[str, Any]] = []

@@ -22,7 +22,7 @@ from agent_core.skills import (
     SkillSource,
     read_skill_file,
     scan_skills,
-    skill_context_blocks,
+    skill_context_nodes,
 )
 from agent_core.skills.tool import LoadSkillArgs
 from agent_core.tools import ToolContext, Workspace
@@ -178,7 +178,8 @@ def test_only_names_and_descriptions_reach_the_context_until_a_skill_is_loaded(
     assert not output.is_error and skills.loaded == ["poems"]
     result = ToolResult(tool_call_id="call_1", content=[TextBlock(text=output.text)],
                         metadata=output.metadata)  # fmt: skip
-    [(blocks, meta)] = skill_context_blocks([result])
+    [(kind, blocks, meta)] = skill_context_nodes([result])
+    assert kind is NodeType.SKILL_CONTEXT
     node = Node(node_id="node_00000000000000ff", agent_id=AGENT, run_id=RUN, role=Role.SYSTEM,
                 node_type=NodeType.SKILL_CONTEXT, content=blocks, metadata=meta)  # fmt: skip
     request, report = builder.build([*path, node], session_id=SESSION, config=CONFIG)
@@ -289,3 +290,30 @@ def test_skills_config_section(tmp_path: Path) -> None:
         load_settings(env={"SOONG_AGENT_HOME": str(tmp_path)}, config_file=config)
     assert "skills.dirs" in bad.value.message
     assert SkillCatalog().view().items == []
+
+
+def test_a_loaded_skill_brings_its_memory_into_the_run(tmp_path: Path) -> None:
+    import asyncio
+
+    _good(tmp_path / "skills", "poems")
+    asked: list[list[str]] = []
+
+    async def render(skills: Any) -> str:
+        asked.append(list(skills))
+        return "# memory\n- user line\n" + ("- poem line\n" if "poems" in skills else "")
+
+    skills = RunSkills(
+        scan_skills([SkillFolder(SkillSource.USER, tmp_path / "skills")]),
+        render_memory=render,
+        named=["excel"],
+    )
+    skills.memory = "# memory\n- user line\n"  # what the run started with
+    output = _run(LoadSkillTool(skills), "poems", tmp_path)
+    assert asked == [["excel", "poems"]]  # named skills first, then the loaded ones
+    result = ToolResult(tool_call_id="call_1", content=[TextBlock(text=output.text)],
+                        metadata=output.metadata)  # fmt: skip
+    nodes = skill_context_nodes([result])
+    assert [k for k, _, _ in nodes] == [NodeType.SKILL_CONTEXT, NodeType.MEMORY_CONTEXT]
+    assert "- poem line" in nodes[1][1][0].text  # type: ignore[union-attr]
+    # Nothing new to say: no second memory node.
+    assert asyncio.run(skills.memory_after_load()) == ""
