@@ -25,6 +25,7 @@ from services.gateway import (
     routes_permissions,
     routes_runs,
     routes_sessions,
+    routes_skills,
     routes_tasks_memory,
 )
 from services.gateway.bodies import JsonGuardMiddleware
@@ -82,6 +83,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
     install_error_handlers(app)
     for module in (
         routes_sessions,
+        routes_skills,
         routes_messages,
         routes_runs,
         routes_nodes,

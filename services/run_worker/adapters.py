@@ -16,6 +16,7 @@ from agent_core.bus.contracts.storage import (
 from agent_core.context import estimate_tokens
 from agent_core.ids import new_id
 from agent_core.observability.instrument import tool_call
+from agent_core.skills import RunSkills
 from agent_core.storage_client import StorageClient, raise_for_receipt
 from agent_core.tools import (
     OutputFile,
@@ -209,11 +210,18 @@ class StorageArtifactSink:
 
 
 class WorkerToolRunner:
-    """The run's tools: the registry filtered by the agent's ``enabled_tools``."""
+    """The run's tools: the registry filtered by the agent's ``enabled_tools``, narrowed while
+    loaded skills declare ``allowed_tools`` (``skills``)."""
 
-    def __init__(self, executor: ToolExecutor, definitions: Sequence[ToolDefinition]) -> None:
+    def __init__(
+        self,
+        executor: ToolExecutor,
+        definitions: Sequence[ToolDefinition],
+        skills: RunSkills | None = None,
+    ) -> None:
         self._executor = executor
         self._definitions = definitions
+        self._skills = skills
 
     @staticmethod
     def definitions_for(
@@ -223,8 +231,8 @@ class WorkerToolRunner:
         return [t.definition() for t in registry if enabled is None or t.name in enabled]
 
     def definitions(self) -> Sequence[ToolDefinition]:
-        """Definitions of the enabled tools."""
-        return self._definitions
+        """Definitions of the enabled tools (as the active skills narrow them)."""
+        return self._skills.narrow(self._definitions) if self._skills else self._definitions
 
     def repeatable(self, name: str) -> bool:
         """Whether the tool ``name`` declares itself safe to run again (see ``Tool.repeatable``);
@@ -235,6 +243,9 @@ class WorkerToolRunner:
     async def execute(self, call: ToolCall, *, node_id: str | None = None) -> ToolResult:
         """Run one call through the tool executor (validation, permission, timeout, caps);
         measured as one tool call (span, duration and outcome by tool)."""
+        refused = self._skills.refusal(call) if self._skills else None
+        if refused is not None:  # outside the active skills' allowed tools
+            return refused
         with tool_call(call.name, call.id) as measure:
             result = await self._executor.execute(call, node_id=node_id)
             if result.is_error:

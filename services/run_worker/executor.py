@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 
+from agent_core.context import ContextBuilder
 from agent_core.observability.runs import run_started
 from agent_core.observability.tracing import tracer
 from agent_core.provider import ProviderRegistry
@@ -30,6 +31,7 @@ from agent_core.runtime import (
     resume_point,
 )
 from agent_core.service import ServiceContext
+from agent_core.skills import LoadSkillTool, RunSkills
 from agent_core.storage_client import StorageClient
 from agent_core.tasks.client import TaskClient
 from agent_core.tools import PermissionGate, ToolExecutor, ToolRegistry, Workspace
@@ -42,9 +44,10 @@ from services.run_worker.child_tools import child_tools, orchestrator_config
 from services.run_worker.children import ChildRunner
 from services.run_worker.claim import Attempt, Claimer, message_node, placed_path
 from services.run_worker.endings import announce, close_stream_of_terminal_run, end_run
-from services.run_worker.memory_link import hand_off, memory_node
+from services.run_worker.memory_link import hand_off
 from services.run_worker.permissions import RedisPermissionBroker
 from services.run_worker.reads import RunReads
+from services.run_worker.skills_link import SkillLink
 
 __all__ = ["RunExecutor"]
 
@@ -70,6 +73,7 @@ class RunExecutor:
         task_client = TaskClient(ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s)
         self.setup = AgentSetup(ctx.settings, providers, tools, task_client)
         self.runs = RunningRuns()
+        self.skills = SkillLink(ctx)
         self.max_attempts = ctx.settings.run_worker.max_attempts
 
     def cancel(self, run_id: str) -> bool:
@@ -155,11 +159,12 @@ class RunExecutor:
         if cancelled or prefetch.cancelled:  # cancelled while it was being claimed
             return p.cancelled()
         config = self.setup.config(run.config_overrides)
+        skills = self.skills.run_skills(run, prefetch.cwd, p.path, config)
         turns_done = 0
         loop: AgentLoop | None = None
         rerun = False
         if a.handle.attempt > 1:
-            loop = self._loop(a, config)
+            loop = self._loop(a, config, skills)
             tools = loop.tools
             repeatable = tools.repeatable if isinstance(tools, WorkerToolRunner) else None
             point = resume_point(p.path, run.run_id, repeatable)
@@ -180,12 +185,13 @@ class RunExecutor:
                     "running; their results are unknown, so the run was not resumed",
                 )
                 return p.failed(error.to_payload())
-        elif run.kind == "main":
-            memory = memory_node(prefetch.memory, a.handle, p.path[-1])
-            if memory is not None:
-                p.path.append(await self._append(a, memory))
+        elif run.kind == "main":  # memory, and the skill a `/<name>` message invokes
+            for node in await self.skills.first_nodes(
+                run, a.handle, p.path, skills, prefetch.memory
+            ):
+                p.path.append(await self._append(a, node))
         if loop is None:
-            loop = self._loop(a, config)
+            loop = self._loop(a, config, skills)
         timeout_s = config.budget.max_wall_clock_s
         return await p.run_loop(
             loop, p.path, turns_done=turns_done, timeout_s=timeout_s, rerun_calls=rerun
@@ -231,7 +237,7 @@ class RunExecutor:
                 path = await self.reads.path(run.session_id, last)
         return path
 
-    def _loop(self, a: Attempt, config: AgentConfig) -> AgentLoop:
+    def _loop(self, a: Attempt, config: AgentConfig, skills: RunSkills | None) -> AgentLoop:
         """The attempt's loop: its model, its workspace's tools, and the child runs it may start
         (an orchestrator's loop: the orchestration prompt and tools; its children do the work)."""
         run = a.item.run
@@ -263,7 +269,10 @@ class RunExecutor:
             model=model,
             store=a.store,
             events=a.events,
-            tools=self._tools(a, config, workspace, a.store, children, orchestrator=orchestrator),
+            tools=self._tools(
+                a, config, workspace, a.store, children, orchestrator=orchestrator, skills=skills
+            ),
+            builder=ContextBuilder(skills=skills.listing if skills else None),
         )
 
     def _tools(
@@ -275,6 +284,7 @@ class RunExecutor:
         children: ChildRunner | None,
         *,
         orchestrator: bool = False,
+        skills: RunSkills | None = None,
     ) -> WorkerToolRunner:
         """The tools of the run that writes through ``store`` (the attempt's, or a child's):
         with ``children``, also the tools that start child runs (children start none)."""
@@ -291,6 +301,10 @@ class RunExecutor:
         definitions = self.setup.definitions(
             config.enabled_tools, children=children is not None, orchestrator=orchestrator
         )
+        if skills and (skills.listing or skills.loaded):  # whatever enabled_tools says
+            load_skill = LoadSkillTool(skills)
+            starters = (*starters, load_skill)
+            definitions = [*definitions, load_skill.definition()]
         executor = ToolExecutor(
             self.setup.registry(
                 self.setup.project(a.prefetch.cwd, workspace), starters, orchestrator=orchestrator
@@ -303,7 +317,7 @@ class RunExecutor:
             # Exactly what the model was offered: a tool it names but was not given is refused.
             enabled=frozenset(d.name for d in definitions),
         )
-        return WorkerToolRunner(executor, definitions)
+        return WorkerToolRunner(executor, definitions, skills)
 
     async def _place_message(self, a: Attempt) -> list[Node]:
         """The user's message becomes the run's start node, under the place read at claim

@@ -16,39 +16,49 @@ from agent_core.memory.client import RenderedMemory, publish_interaction
 from agent_core.memory.signals import MAX_TURN_CHARS
 from agent_core.runqueue import InFlight, QueuedRun
 from agent_core.service import ServiceContext
+from agent_core.skills import loaded_skills
 from agent_core.types.enums import NodeType, Role
 from agent_core.types.protocol import TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.runtime import Node, RunEnd, RunHandle
 from services.run_worker.reads import RunReads
 
-__all__ = ["hand_off", "memory_node", "memory_text"]
+__all__ = ["hand_off", "memory_node", "memory_text", "render_memory"]
 
 log = logging.getLogger("soong.run_worker")
 
 _RENDER_TIMEOUT_S = 2.0
 
 
-async def memory_text(ctx: ServiceContext, run: QueuedRun, attempt: int) -> str:
-    """The rendered memory for a main run's first attempt ('' when none or unavailable)."""
+async def memory_text(
+    ctx: ServiceContext, run: QueuedRun, attempt: int, skills: Sequence[str] | None = None
+) -> str:
+    """The rendered memory for a main run's first attempt ('' when none or unavailable), for
+    ``skills`` (default: those the run's agent config names)."""
     if not ctx.settings.memory.enabled or run.kind != "main" or attempt != 1:
         return ""
-    skills = run.config_overrides.get("enabled_skills") or []
+    if skills is None:
+        skills = run.config_overrides.get("enabled_skills") or []
+    return await render_memory(ctx, run.account_id, skills)
+
+
+async def render_memory(ctx: ServiceContext, account_id: str, skills: Sequence[str]) -> str:
+    """The memory text of ``account_id`` for ``skills`` ('' when none or unavailable)."""
     try:
         reply = await ctx.rpc.request(
-            RenderMemory(account_id=run.account_id, skills=list(skills)),
+            RenderMemory(account_id=account_id, skills=list(skills)),
             stream=ctx.names.memory_queries,
             reply=MemoryReply,
             timeout_s=_RENDER_TIMEOUT_S,
         )
     except Exception as exc:  # memory is an aid: a run never waits long on it or fails for it
-        log.warning("memory unavailable for %s: %s", run.account_id, type(exc).__name__)
+        log.warning("memory unavailable for %s: %s", account_id, type(exc).__name__)
         return ""
     if not reply.ok:
         return ""
     try:
         return RenderedMemory.model_validate(reply.data).text
     except ValueError:
-        log.warning("memory render for %s answered an unexpected shape", run.account_id)
+        log.warning("memory render for %s answered an unexpected shape", account_id)
         return ""
 
 
@@ -86,14 +96,16 @@ async def hand_off(
             path = await reads.path(item.run.session_id, tip)
         own = [n for n in path if n.run_id == item.run.run_id]
         calls = {b.id: b for n in own for b in n.content if isinstance(b, ToolCallBlock)}
-        skills = item.run.config_overrides.get("enabled_skills") or []
+        # Skills loaded on the path count as named ones: a lesson may belong to them.
+        named = item.run.config_overrides.get("enabled_skills") or []
+        skills = list(dict.fromkeys([*map(str, named), *loaded_skills(path)]))
         message = Interaction(
             interaction_id=new_id("evt"),
             account_id=item.run.account_id,
             session_id=item.run.session_id,
             run_id=item.run.run_id,
             turns=[t for n in own for t in _turns(n, calls)],
-            skills=[str(s) for s in skills],
+            skills=skills,
             status=end.status.value,
         )
         await publish_interaction(ctx.redis, ctx.names, message)

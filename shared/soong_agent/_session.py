@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent_core.bus.contracts.tasks import TaskDagView, TaskListsView
+from agent_core.skills.model import SkillList
 from agent_core.types.api import (
     AgentList,
     ArtifactList,
@@ -266,6 +267,11 @@ class AsyncSession:
     async def agents(self) -> list[AgentState]:
         """The session's agents (main, orchestrator, workers, forks)."""
         return (await self._http.model(ops.LIST_AGENTS, AgentList, self._p())).items
+
+    async def skills(self) -> SkillList:
+        """The skills in effect for this session (``items``, in precedence order) and the skill
+        files that were skipped, each with its path and reason (``problems``)."""
+        return await self._http.model(ops.LIST_SKILLS, SkillList, self._p())
 
     # ---------------------------------------------------------------- permissions
 

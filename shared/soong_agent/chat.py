@@ -3,7 +3,8 @@
 Creates or resumes a session, streams each answer token by token, shows tool calls as they start
 and finish, says how each run ended (status, end reason, error code and message), asks about
 tool calls waiting for permission, and offers ``/tree``, ``/switch_node ID``, ``/cancel``,
-``/files``, ``/runs``. The SDK's stream resumes a dropped connection with ``Last-Event-ID``, so no
+``/files``, ``/runs``, ``/skills``. Any other ``/word`` line is sent as a message: ``/<skill>``
+invokes that skill. The SDK's stream resumes a dropped connection with ``Last-Event-ID``, so no
 text is lost or printed twice; Ctrl-C during an answer cancels its run.
 """
 
@@ -30,6 +31,11 @@ from soong_agent._sse import StreamEvent
 from soong_agent._sync import Client, Session
 
 __all__ = ["ChatClient", "add_parser", "describe_end", "run"]
+
+# The chat's own commands; any other ``/word`` line is a message (``/<skill>`` invokes a skill).
+_COMMANDS = frozenset(
+    {"tree", "switch_node", "cancel", "files", "runs", "skills", "help", "quit", "exit"}
+)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -146,6 +152,12 @@ class ChatClient:
             return
         self.console.print(f"[dim]run {state.run_id} is {state.status.value}[/dim]")
 
+    @staticmethod
+    def is_command(line: str) -> bool:
+        """Whether ``line`` is one of the chat's own commands (else it is a message: ``/<skill>``
+        invokes a skill)."""
+        return line.startswith("/") and line[1:].partition(" ")[0] in _COMMANDS
+
     def command(self, line: str) -> bool:
         """Run one slash command; ``False`` means quit."""
         name, _, arg = line[1:].partition(" ")
@@ -180,8 +192,24 @@ class ChatClient:
                 reason = r.end_reason.value if r.end_reason else ""
                 error = f" {r.error.code}: {r.error.message}" if r.error else ""
                 self._print(f"{r.run_id}  {r.status.value}  {reason}{error}")
+        elif name == "skills":
+            self._skills()
         else:
-            self.console.print("commands: /tree /switch_node ID /cancel /files /runs /quit")
+            self.console.print(
+                "commands: /tree /switch_node ID /cancel /files /runs /skills /quit "
+                "(/<skill> ... sends a message invoking that skill)"
+            )
+
+    def _skills(self) -> None:
+        """The session's skills (``/name`` invokes one) and the skill files that were skipped."""
+        listing = self.session.skills()
+        if not listing.items:
+            self._print("no skills in effect")
+        for s in listing.items:
+            who = "" if s.model_invocable else "  (only you can invoke it)"
+            self._print(f"/{s.name}  [{s.source.value}]  {s.description}{who}")
+        for p in listing.problems:
+            self._print(f"skipped {p.source.value} {p.path}: {p.reason} [{p.code.value}]")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -212,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
                 return 0
             if not line:
                 continue
-            if line.startswith("/"):
+            if chat.is_command(line):
                 if not chat.command(line):
                     return 0
             else:

@@ -18,6 +18,7 @@ from agent_core.config.schema import (
     RunWorkerSettings,
     SandboxSettings,
     Settings,
+    SkillSettings,
     StorageSettings,
     TaskSettings,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "RunWorkerSettings",
     "SandboxSettings",
     "Settings",
+    "SkillSettings",
     "StorageSettings",
     "TaskSettings",
     "agent_config",

@@ -18,6 +18,7 @@ __all__ = [
     "RunWorkerSettings",
     "SandboxSettings",
     "Settings",
+    "SkillSettings",
     "StorageSettings",
     "TaskSettings",
 ]
@@ -178,6 +179,22 @@ class ProjectSettings(_Section):
         return self
 
 
+class SkillSettings(_Section):
+    """Skills (``SKILL.md`` folders; see ``agent_core/skills``). ``dirs``: the operator's skill
+    folders, searched before the account's and the project's, the first listed winning a name
+    collision. ``enabled = false`` turns skills off for every session."""
+
+    enabled: bool = True
+    dirs: tuple[Path, ...] = ()
+
+    @model_validator(mode="after")
+    def _absolute(self) -> SkillSettings:
+        for path in self.dirs:
+            if not path.is_absolute():
+                raise ValueError(f"skills.dirs: {path} is not an absolute path")
+        return self
+
+
 class Settings(_Section):
     """All settings of a deployment; built once at start-up and passed down."""
 
@@ -197,6 +214,7 @@ class Settings(_Section):
     observability: ObservabilitySettings = ObservabilitySettings()
     sandbox: SandboxSettings = SandboxSettings()
     projects: ProjectSettings = ProjectSettings()
+    skills: SkillSettings = SkillSettings()
 
     @model_validator(mode="after")
     def _no_key_for_code(self) -> Settings:

@@ -4,8 +4,11 @@ Only the nodes from the root to the run's head go into the context; sibling bran
 Nodes map by role: ``user``/``assistant``/``tool`` nodes become messages, ``system`` nodes (memory,
 skill context, task boards, system notes) become system blocks after the agent's own prompt. Of
 the ``memory_context`` and ``task_board`` nodes on the path only the newest of each is used — an
-older snapshot must not contradict the current one. Every decision is recorded in the
-:class:`ContextBuildReport`, so what the model saw can be inspected later.
+older snapshot must not contradict the current one. A builder made with a skill listing puts it
+right after the agent's prompt: the names and descriptions of the skills the model may load, never
+their bodies (those come as ``skill_context`` nodes once loaded). Every decision is recorded in the
+:class:`ContextBuildReport` (``skills_listed``, ``skills_loaded`` included), so what the model saw
+can be inspected later.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agent_core.skills.active import SkillListing
 from agent_core.types.enums import NodeType, Role
 from agent_core.types.protocol import (
     ContentBlock,
@@ -93,7 +97,12 @@ _MESSAGES = _MessageCache(50_000)
 
 @dataclass(frozen=True, slots=True)
 class ContextBuilder:
-    """Turns an active path into a :class:`ModelRequest` plus its :class:`ContextBuildReport`."""
+    """Turns an active path into a :class:`ModelRequest` plus its :class:`ContextBuildReport`.
+
+    ``skills``: the listing of the skills the model may load in this run (``None``: none).
+    """
+
+    skills: SkillListing | None = None
 
     def build(
         self,
@@ -114,12 +123,15 @@ class ContextBuilder:
         system: list[SystemBlock] = []
         if config.system_prompt:
             system.append(SystemBlock(text=config.system_prompt, cache=True))
+        if self.skills is not None:
+            system.append(SystemBlock(text=self.skills.text))
         messages: list[ModelMessage] = []
         report = ContextBuildReport(
             session_id=session_id,
             agent_id=path[-1].agent_id,
             run_id=run_id,
             active_node_id=path[-1].node_id,
+            skills_listed=list(self.skills.names) if self.skills is not None else [],
         )
         tokens = sum(estimate_tokens([TextBlock(text=b.text)]) for b in system)
         for node in path:
@@ -158,6 +170,10 @@ def _add_system(
     text = _text(node.content)
     if text:
         system.append(SystemBlock(text=text))
+    if node.node_type is NodeType.SKILL_CONTEXT:
+        name = node.metadata.get("skill")
+        if isinstance(name, str) and name not in report.skills_loaded:
+            report.skills_loaded.append(name)
     if node.node_type in _SYNTHETIC:
         report.injected.append(
             InjectedContext(

@@ -30,6 +30,7 @@ from agent_core.provider.base import ProviderAdapter
 from agent_core.provider.errors import ProviderErrorCode
 from agent_core.runtime.ending import Ending, cancelled_reason, ending
 from agent_core.runtime.ports import EventSink, RunStore, ToolRunner
+from agent_core.skills.active import skill_context_nodes
 from agent_core.types.enums import (
     EndReason,
     EventLevel,
@@ -197,7 +198,6 @@ class AgentLoop:
         self.usage = usage or Usage()
         self.last_node_id = nodes[-1].node_id
         started = time.monotonic()
-        definitions = list(self.tools.definitions()) if self.tools else []
         budget = self.config.budget
         if rerun_calls:
             last = nodes[-1]
@@ -213,6 +213,8 @@ class AgentLoop:
                 and time.monotonic() - started > budget.max_wall_clock_s
             ):
                 return self._budget_exceeded("wall_clock", budget.max_wall_clock_s)
+            # Asked each turn: a loaded skill's allowed tools narrow what is offered.
+            definitions = list(self.tools.definitions()) if self.tools else []
             request, _ = self.builder.build(
                 nodes,
                 session_id=self.handle.session_id,
@@ -298,6 +300,8 @@ class AgentLoop:
             nodes, Role.TOOL, [r.to_block() for r in results], node_type=_declared_type(results)
         )
         await self._record_task_changes(nodes, calls, results)
+        for kind, blocks, meta in skill_context_nodes(results):  # load_skill: body, memory
+            await self._append(nodes, Role.SYSTEM, blocks, node_type=kind, metadata=meta)
         for call, result in zip(calls, results, strict=True):
             if result.is_error:
                 await self.store.append_event(
@@ -446,6 +450,7 @@ class AgentLoop:
         blocks: list[ContentBlock],
         *,
         node_type: NodeType = NodeType.MESSAGE,
+        metadata: dict[str, Any] | None = None,
     ) -> Node:
         node = Node(
             node_id=new_id("node"),
@@ -455,6 +460,7 @@ class AgentLoop:
             role=role,
             node_type=node_type,
             content=blocks,
+            metadata=metadata or {},
         )
         write = asyncio.ensure_future(self.store.append_node(node))
         try:

@@ -140,3 +140,7 @@ class ContextBuildReport(Strict):
     token_estimate: int = Field(default=0, ge=0)
     injected: list[InjectedContext] = Field(default_factory=list)
     dropped: list[DroppedNode] = Field(default_factory=list)
+    # Skills: those named (with their descriptions only) in the skill listing, and those whose
+    # bodies are in the context (their skill_context nodes), in the order they were loaded.
+    skills_listed: list[str] = Field(default_factory=list)
+    skills_loaded: list[str] = Field(default_factory=list)

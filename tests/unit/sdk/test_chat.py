@@ -67,3 +67,38 @@ def test_a_worker_runs_progress_shows_as_dim_lines_not_its_text() -> None:
     assert "worker chatter" not in text
     assert f"⤷ worker run {CHILD} running" in text and f"⤷ worker run {CHILD} completed" in text
     assert text.index("Asking.") < text.index("completed") < text.index("Done.")
+
+
+def test_slash_skills_lists_them_and_other_slash_words_are_messages() -> None:
+    import httpx
+
+    body = {
+        "items": [
+            {"name": "charts", "description": "Draw charts.", "source": "user",
+             "model_invocable": True, "allowed_tools": None},
+            {"name": "deploy", "description": "Deploy.", "source": "project",
+             "model_invocable": False, "allowed_tools": ["run_command"]},
+        ],
+        "problems": [
+            {"source": "user", "path": "broken/SKILL.md", "code": "invalid_yaml",
+             "reason": "the frontmatter is not valid YAML (line 3)", "name": "broken"},
+        ],
+    }  # fmt: skip
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        return httpx.Response(200, json=body)
+
+    out = io.StringIO()
+    with Client("http://gw", "sa_live_x", transport=httpx.MockTransport(handler)) as client:
+        chat = ChatClient(client.session(SID), Console(file=out, width=200))
+        assert chat.is_command("/skills") and chat.is_command("/tree")
+        assert not chat.is_command("/charts draw a bar chart")  # a message invoking a skill
+        assert not chat.is_command("hello")
+        assert chat.command("/skills")
+    assert seen == [f"/v1/sessions/{SID}/skills"]
+    text = out.getvalue()
+    assert "/charts  [user]  Draw charts." in text
+    assert "/deploy  [project]  Deploy.  (only you can invoke it)" in text
+    assert "skipped user broken/SKILL.md: the frontmatter is not valid YAML (line 3)" in text
