@@ -41,6 +41,7 @@ def agent_config(settings: Settings, overrides: Mapping[str, Any]) -> AgentConfi
         "base_url": m.base_url,
         "api_key_env": m.api_key_env,
         "max_output_tokens": m.max_output_tokens,
+        "context_window": m.context_window,
         "tool_policy": {"default": PermissionPolicy.ALLOW.value},
     }
     try:

@@ -94,6 +94,8 @@ class ModelSettings(_Section):
     base_url: str | None = None
     api_key_env: str | None = "OPENAI_API_KEY"
     max_output_tokens: int = Field(default=4096, gt=0)
+    # The model's context window (None: the known default for the model's name).
+    context_window: int | None = Field(default=None, ge=1024)
     timeout_s: float = Field(default=120.0, gt=0)
 
 
