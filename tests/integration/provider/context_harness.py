@@ -76,7 +76,8 @@ async def run_path(
     store: MemoryStore | None = None,
     run: RunHandle | None = None,
 ) -> tuple[RunEnd, AgentLoop]:
-    """One run of the loop continuing ``path``: its end and the loop (its nodes, its reports)."""
+    """One run of the loop continuing ``path``: its end and the loop (its nodes, its reports).
+    The node the run ends on is stored and added to the loop's nodes, as the driver does."""
     loop = AgentLoop(
         handle=run or handle(),
         config=agent,
@@ -86,6 +87,9 @@ async def run_path(
         tools=tools,
     )
     ending = await loop.run(path)
+    if ending.node is not None:
+        await loop.store.append_node(ending.node)
+        loop.nodes.append(ending.node)
     return ending.end, loop
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from agent_core.runtime.recovery import CONTINUE_PROMPT
 from agent_core.types.enums import EndReason, EventType, NodeType, Role, RunStatus
+from agent_core.types.protocol import TextBlock
 from tests.fakes import script as s
 from tests.fakes.http_server import FakeHTTPServer
 from tests.integration.provider.context_harness import (
@@ -77,7 +78,8 @@ async def test_a_cut_answer_is_continued(provider: str) -> None:
     assert (end.status, end.end_reason) == (RunStatus.COMPLETED, EndReason.COMPLETED)
     _, second = bodies(server)
     assert "The first half, " in second and CONTINUE_PROMPT[:40] in second
-    cut, ask = store.nodes
+    cut, ask, answer = store.nodes
+    assert answer.content == [TextBlock(text="the second.")]
     assert cut.role is Role.ASSISTANT and cut.metadata == {"cut": "max_tokens"}
     assert ask.role is Role.USER and ask.node_type is NodeType.SYSTEM_NOTE
 
