@@ -91,12 +91,12 @@ def _start() -> list[Node]:
                 [TextBlock(text="SKILL-MARK: how to build")],
                 node_type=NodeType.SKILL_CONTEXT,
                 metadata={"skill": "builder"},
-            ),  # noqa: E501
+            ),
             node(
                 Role.SYSTEM,
                 [TextBlock(text="MEMORY-MARK: user likes tables")],
                 node_type=NodeType.MEMORY_CONTEXT,
-            ),  # noqa: E501
+            ),
             node(Role.USER, [TextBlock(text="Build every module.")]),
         ]
     )
