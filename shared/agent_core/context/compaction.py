@@ -167,7 +167,8 @@ class Compactor:
         budget = report.budget
         assert budget is not None
         keep = int(budget.input_budget * self.policy.keep_recent / budget.ratio)
-        chosen = plan(nodes, keep) or plan(nodes, 0)
+        # A manual compaction covers everything before the command; else keep the newest part.
+        chosen = (plan(nodes, keep) if trigger != "manual" else None) or plan(nodes, 0)
         if chosen is None:
             return None
         method, failure = "summary", None

@@ -31,7 +31,7 @@ from agent_core.provider.base import ProviderAdapter
 from agent_core.provider.errors import ProviderErrorCode
 from agent_core.runtime.ending import Ending, cancelled_reason, ending
 from agent_core.runtime.ports import EventSink, RunStore, ToolRunner
-from agent_core.runtime.recovery import ContextGuard
+from agent_core.runtime.recovery import ContextGuard, is_compact_command
 from agent_core.skills.active import skill_context_nodes
 from agent_core.types.enums import (
     EndReason,
@@ -210,6 +210,13 @@ class AgentLoop:
         started = time.monotonic()
         budget = self.config.budget
         force: str | None = None
+        if not rerun_calls and is_compact_command(nodes, self.handle.run_id):
+            definitions = list(self.tools.definitions()) if self.tools else []
+            text = await self.context.compact_now(
+                nodes, definitions, append=self._append, event=self.store.append_event
+            )
+            answer: list[ContentBlock] = [TextBlock(text=text)]
+            return self.ending(RunStatus.COMPLETED, EndReason.COMPLETED, answer=answer)
         if rerun_calls:
             last = nodes[-1]
             calls = [

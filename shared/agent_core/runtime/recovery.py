@@ -25,12 +25,25 @@ from agent_core.types.enums import NodeType, Role
 from agent_core.types.protocol import ModelRequest, TextBlock, ToolDefinition, Usage
 from agent_core.types.runtime import AgentConfig, ContextBuildReport, Node, RunHandle
 
-__all__ = ["CONTINUE_PROMPT", "ContextGuard"]
+__all__ = ["COMPACT_COMMAND", "CONTINUE_PROMPT", "ContextGuard", "is_compact_command"]
+
+COMPACT_COMMAND = "/compact"
+"""A message that is exactly this (``POST …/compact``, ``/compact`` in the chat) asks for a
+manual compaction: the run compacts everything before it and answers what it did."""
 
 CONTINUE_PROMPT = (
     "Your previous answer was cut off by the output limit. Continue exactly where it stopped, "
     "without repeating what you already wrote."
 )
+
+
+def is_compact_command(path: Sequence[Node], run_id: str) -> bool:
+    """Whether run ``run_id`` was started by the compact command and has not answered yet."""
+    last = next((n for n in reversed(path) if n.role is not Role.SYSTEM), None)
+    if last is None or last.role is not Role.USER or last.run_id != run_id:
+        return False
+    text = next((b.text for b in last.content if isinstance(b, TextBlock)), "")
+    return text.strip() == COMPACT_COMMAND
 
 
 class ContextGuard:
@@ -90,6 +103,32 @@ class ContextGuard:
         assert self.report is not None
         self.reports.append(self.report)
         return request
+
+    async def compact_now(
+        self,
+        nodes: list[Node],
+        tools: Sequence[ToolDefinition],
+        *,
+        append: Appender,
+        event: EventWriter,
+    ) -> str:
+        """A manual compaction of everything before the command; what was done, for the user."""
+        self._build(nodes, tools)
+        assert self.report is not None
+        node = await self.compactor.compact(
+            nodes, self.report, append=append, event=event, trigger="manual"
+        )
+        if node is None:
+            return "Nothing to compact yet: the conversation has no older part to summarize."
+        meta = node.metadata
+        self._build(nodes, tools)
+        assert self.report is not None and self.report.budget is not None
+        how = "summarized" if meta["method"] == "summary" else "left out (the summary failed)"
+        return (
+            f"Compacted: {meta['covered']} earlier messages are {how}; the context is now about "
+            f"{self.report.budget.total} tokens (was {meta['tokens_before']}). The original "
+            "messages stay in the session's history."
+        )
 
     def observe(self, usage: Usage) -> None:
         """Calibrate with a response's reported prompt size; a response means the prompt fit."""
