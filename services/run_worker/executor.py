@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 
 from agent_core.context import ContextBuilder
+from agent_core.context.compaction import Compactor
 from agent_core.observability.runs import run_started
 from agent_core.observability.tracing import tracer
 from agent_core.provider import ProviderRegistry
@@ -43,6 +44,7 @@ from services.run_worker.child_endings import end_orphans
 from services.run_worker.child_tools import child_tools, orchestrator_config
 from services.run_worker.children import ChildRunner
 from services.run_worker.claim import Attempt, Claimer, message_node, placed_path
+from services.run_worker.compact_agents import BusCompactAgents
 from services.run_worker.endings import announce, close_stream_of_terminal_run, end_run
 from services.run_worker.memory_link import hand_off
 from services.run_worker.permissions import RedisPermissionBroker
@@ -273,6 +275,7 @@ class RunExecutor:
                 a, config, workspace, a.store, children, orchestrator=orchestrator, skills=skills
             ),
             builder=ContextBuilder(skills=skills.listing if skills else None),
+            compactor=Compactor(config, model, BusCompactAgents(self.storage, a.handle)),
         )
 
     def _tools(

@@ -25,10 +25,10 @@ from agent_core.context.summarize import Summarizer, SummaryFailed
 from agent_core.context.tokens import estimate_blocks, estimate_text
 from agent_core.provider.base import ProviderAdapter
 from agent_core.types.enums import EventLevel, EventType, NodeType, Role
-from agent_core.types.protocol import ContentBlock, TextBlock
+from agent_core.types.protocol import ContentBlock, TextBlock, Usage
 from agent_core.types.runtime import AgentConfig, ContextBuildReport, Node
 
-__all__ = ["Appender", "CompactionPlan", "Compactor", "plan"]
+__all__ = ["Appender", "CompactAgents", "CompactionPlan", "Compactor", "plan"]
 
 # User messages up to this size are pinned verbatim (a pasted document is summarized instead).
 PIN_USER_MAX_TOKENS = 1000
@@ -139,12 +139,27 @@ class Appender(Protocol):
 EventWriter = Callable[..., Awaitable[None]]
 
 
+class CompactAgents(Protocol):
+    """Records each summarizer as an agent of purpose ``compact`` (the run-worker's writes)."""
+
+    async def start(self, metadata: dict[str, Any]) -> str:
+        """Create the compact agent; its id."""
+        ...
+
+    async def finish(self, agent_id: str, *, ok: bool, result: dict[str, Any]) -> None:
+        """End it: ``ok`` when it wrote the summary."""
+        ...
+
+
 class Compactor:
     """Decides when to compact and writes compaction nodes for one run (see the module doc)."""
 
-    def __init__(self, config: AgentConfig, model: ProviderAdapter) -> None:
+    def __init__(
+        self, config: AgentConfig, model: ProviderAdapter, agents: CompactAgents | None = None
+    ) -> None:
         self.policy = config.context
         self.summarizer = Summarizer(model, config.context, config.model)
+        self.agents = agents
         self.count = 0
 
     @staticmethod
@@ -172,6 +187,12 @@ class Compactor:
         if chosen is None:
             return None
         method, failure = "summary", None
+        self.summarizer.usage = Usage()  # this compaction's own (its budget is not the run's)
+        agent_id = None
+        if self.agents is not None:
+            agent_id = await self.agents.start(
+                {"model": self.summarizer.model_name, "covers_through": chosen.covers_through}
+            )
         try:
             async with asyncio.timeout(self.policy.summary_timeout_s):
                 summary = await self.summarizer.summarize(chosen.previous, chosen.covered)
@@ -195,9 +216,12 @@ class Compactor:
             "pinned": chosen.pinned,
             "model": self.summarizer.model_name,
             "tokens_before": budget.total,
+            "usage": self.summarizer.usage.model_dump(),
         }
         if failure:
             metadata["failure"] = failure
+        if agent_id is not None:
+            metadata["compact_agent_id"] = agent_id
         node = await append(
             nodes,
             Role.SYSTEM,
@@ -206,6 +230,14 @@ class Compactor:
             metadata=metadata,
         )
         self.count += 1
+        if self.agents is not None and agent_id is not None:
+            result = {
+                "node_id": node.node_id,
+                "method": method,
+                "failure": failure,
+                "usage": self.summarizer.usage,
+            }
+            await self.agents.finish(agent_id, ok=failure is None, result=result)
         await event(
             EventType.CONTEXT_COMPACTED,
             level=EventLevel.WARNING if failure else EventLevel.INFO,

@@ -35,6 +35,11 @@ def test_compact_leaves_a_compaction_node_and_keeps_the_history(gw: Gw) -> None:
         node = c.get(f"/v1/sessions/{sid}/nodes/{compaction['node_id']}").json()
         assert node["metadata"]["purpose"] == "compact"
         assert node["metadata"]["trigger"] == "manual" and node["metadata"]["method"] == "summary"
+        agents = c.get(f"/v1/sessions/{sid}/agents").json()["items"]
+        (writer,) = [a for a in agents if a["metadata"].get("purpose") == "compact"]
+        assert writer["agent_id"] == node["metadata"]["compact_agent_id"]
+        assert (writer["agent_type"], writer["status"]) == ("sub", "completed")
+        assert writer["created_by_run_id"] == run_id
         for covered in before:  # every covered node is still readable
             assert c.get(f"/v1/sessions/{sid}/nodes/{covered}").status_code == 200
 
