@@ -11,6 +11,7 @@ deliberately a different algorithm from the runtime's per-character-class estima
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -48,8 +49,9 @@ def count_text(text: str) -> int:
 
 def count_request(body: Any) -> int:
     """Prompt tokens of a provider request body (any of the three wire shapes): every string
-    value counted, plus each message's and the request's framing. Keys, the model name and
-    numeric options are not prompt text."""
+    value counted, plus each message's and the request's framing; tool definitions counted as
+    their JSON text (keys included: a provider renders the schema as text). Other keys, the model
+    name and numeric options are not prompt text."""
     tokens = PER_REQUEST
 
     def walk(value: Any, key: str = "") -> None:
@@ -58,6 +60,10 @@ def count_request(body: Any) -> int:
             if key not in {"model", "type", "role", "id", "tool_call_id", "tool_use_id"}:
                 tokens += count_text(value)
         elif isinstance(value, dict):
+            tools = value.get("tools")
+            if key == "" and isinstance(tools, list):  # tool schemas are read as JSON text,
+                tokens += sum(count_text(json.dumps(t)) for t in tools)  # keys and all
+                value = {k: v for k, v in value.items() if k != "tools"}
             if "role" in value:
                 tokens += PER_MESSAGE
             for k, v in value.items():

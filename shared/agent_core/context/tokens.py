@@ -6,7 +6,9 @@ per character class — what BPE vocabularies of current models do on average:
 * Latin letters in words: about four characters a token (common words are one token);
 * digits: up to three a token;
 * punctuation and symbols — the bulk of code and JSON — about one and a half characters a token;
-* a run of whitespace: a fraction of a token (indentation merges into few tokens);
+* a single space: almost nothing (it joins the word after it); a run of indentation, a tab or a
+  line break: about one token;
+* a JSON ``\\uXXXX`` escape (how non-ASCII text travels inside tool arguments): several tokens;
 * CJK ideographs, kana and hangul: about one token each;
 * other non-ASCII letters (accented Latin, Cyrillic, Greek, …): about two characters a token.
 
@@ -49,6 +51,8 @@ _LETTERS = re.compile(r"[A-Za-z]")
 _WORDS = re.compile(r"[A-Za-z]+")
 _DIGITS = re.compile(r"[0-9]")
 _SPACE_RUNS = re.compile(r"\s+")
+_BREAKS = re.compile(r" {2,}|[\t\r\n]+")  # indentation, tabs, line breaks: a token a run
+_ESCAPES = re.compile(r"\\u[0-9a-fA-F]{4}")  # JSON's \uXXXX: several tokens each
 _PUNCT = re.compile(r"[!-/:-@\[-`{-~]")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _WIDE_PUNCT = re.compile(r"[\u3000-\u303f\uff00-\uffef]")
@@ -58,7 +62,9 @@ _PER_LETTER = 0.16
 _PER_WORD = 0.3  # a short word is one token whatever its length: a floor per word
 _PER_DIGIT = 0.36
 _PER_PUNCT = 0.7
-_PER_SPACE_RUN = 0.15
+_PER_SPACE_RUN = 0.05  # a single space joins the word after it
+_PER_BREAK = 0.9
+_PER_ESCAPE = 2.5  # beyond what its six characters already count
 _PER_CJK = 1.0
 _PER_OTHER = 0.5
 # Role markers and separators a provider adds around each message / content block.
@@ -83,6 +89,10 @@ def estimate_text(text: str) -> int:
         + punct * _PER_PUNCT
         + len(spaces) * _PER_SPACE_RUN
     )
+    if space_chars > len(spaces) or "\t" in text or "\n" in text:
+        total += len(_BREAKS.findall(text)) * _PER_BREAK
+    if "\\u" in text:
+        total += len(_ESCAPES.findall(text)) * _PER_ESCAPE
     rest = n - letters - digits - punct - space_chars
     if rest > 0 and not text.isascii():
         cjk = len(_CJK.findall(text))
