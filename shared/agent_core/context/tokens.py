@@ -63,7 +63,7 @@ _PER_WORD = 0.3  # a short word is one token whatever its length: a floor per wo
 _PER_DIGIT = 0.36
 _PER_PUNCT = 0.7
 _PER_SPACE_RUN = 0.05  # a single space joins the word after it
-_PER_BREAK = 0.9
+_PER_BREAK = 1.0
 _PER_ESCAPE = 2.5  # beyond what its six characters already count
 _PER_CJK = 1.0
 _PER_OTHER = 0.5
@@ -193,9 +193,12 @@ def model_limits(
 class Calibration:
     """The ratio of provider-reported prompt tokens to our estimate, per (session, model).
 
-    Exponentially smoothed so one odd response (a cached prefix, a provider's hidden prompt)
-    does not swing the budget; clamped, so a broken report cannot make the budget absurd.
-    Process-wide: a worker keeps it across the runs of a session it serves.
+    Exponentially smoothed so one odd response does not swing the budget. A sample outside
+    [``LOW``, ``HIGH``] is ignored, not clamped: a report that far off is not a tokenizer's
+    difference but a count of something else — Ollama's ``prompt_eval_count`` counts only the
+    tokens it did not have cached, so a long conversation reports a few dozen — and taking it
+    would make the budget trust prompts that overflow. Process-wide: a worker keeps it across the
+    runs of a session it serves.
     """
 
     ALPHA: Final = 0.5
@@ -216,8 +219,10 @@ class Calibration:
         key = (session_id, model)
         if estimated <= 0 or reported <= 0:
             return self._ratios.get(key, 1.0)
-        sample = min(self.HIGH, max(self.LOW, reported / estimated))
+        sample = reported / estimated
         old = self._ratios.get(key)
+        if not self.LOW <= sample <= self.HIGH:
+            return old if old is not None else 1.0
         new = sample if old is None else old + self.ALPHA * (sample - old)
         if old is None and len(self._ratios) >= self._MAX_KEYS:
             self._ratios.pop(next(iter(self._ratios)))
