@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -14,6 +14,7 @@ __all__ = [
     "MemorySettings",
     "ModelSettings",
     "ObservabilitySettings",
+    "PluginSettings",
     "ProjectSettings",
     "RunWorkerSettings",
     "SandboxSettings",
@@ -195,6 +196,23 @@ class SkillSettings(_Section):
         return self
 
 
+# ``package.module:attribute`` (an entry point's value).
+_FACTORY = r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$"
+
+
+class PluginSettings(_Section):
+    """Plug-in tools and providers (see ``agent_core/plugins.py``). ``entry_points``: load the
+    installed packages' ``soong_agent.tools`` / ``soong_agent.providers`` entry points;
+    ``tools``: tool factories by ``module:attribute``; ``providers``: provider key → factory."""
+
+    entry_points: bool = True
+    tools: tuple[Annotated[str, Field(pattern=_FACTORY)], ...] = ()
+    providers: dict[
+        Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")],
+        Annotated[str, Field(pattern=_FACTORY)],
+    ] = Field(default_factory=dict)
+
+
 class Settings(_Section):
     """All settings of a deployment; built once at start-up and passed down."""
 
@@ -215,6 +233,7 @@ class Settings(_Section):
     sandbox: SandboxSettings = SandboxSettings()
     projects: ProjectSettings = ProjectSettings()
     skills: SkillSettings = SkillSettings()
+    plugins: PluginSettings = PluginSettings()
 
     @model_validator(mode="after")
     def _no_key_for_code(self) -> Settings:
