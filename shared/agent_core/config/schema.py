@@ -13,6 +13,7 @@ __all__ = [
     "GatewaySettings",
     "MemorySettings",
     "ModelSettings",
+    "NamedProviderSettings",
     "ObservabilitySettings",
     "PluginSettings",
     "ProjectSettings",
@@ -96,6 +97,36 @@ class ModelSettings(_Section):
     api_key_env: str | None = "OPENAI_API_KEY"
     max_output_tokens: int = Field(default=4096, gt=0)
     timeout_s: float = Field(default=120.0, gt=0)
+
+
+class NamedProviderSettings(_Section):
+    """One model endpoint an agent can pick by name (``[providers.<name>]``).
+
+    ``kind``: the provider registry key that speaks to it (``openai`` for any OpenAI-compatible
+    server such as vLLM or llama.cpp, ``anthropic``, ``ollama``, or a plug-in's key);
+    ``models``: the model names agents may ask of it (empty: any), the first being the default
+    unless ``default_model`` says otherwise; ``max_output_tokens``: its output limit.
+    """
+
+    kind: str = Field(min_length=1, max_length=64)
+    base_url: str | None = Field(default=None, pattern=r"^https?://")
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    models: tuple[Annotated[str, Field(min_length=1, max_length=200)], ...] = ()
+    default_model: str | None = Field(default=None, min_length=1, max_length=200)
+    max_output_tokens: int = Field(default=4096, gt=0)
+
+    @model_validator(mode="after")
+    def _a_default_model(self) -> NamedProviderSettings:
+        if self.default_model is None and not self.models:
+            raise ValueError("name its models, or a default_model")
+        if self.default_model is not None and self.models and self.default_model not in self.models:
+            raise ValueError(f"default_model {self.default_model!r} is not one of its models")
+        return self
+
+    @property
+    def model(self) -> str:
+        """The model an agent gets when it names none."""
+        return self.default_model or self.models[0]
 
 
 class MemorySettings(_Section):
@@ -234,6 +265,11 @@ class Settings(_Section):
     projects: ProjectSettings = ProjectSettings()
     skills: SkillSettings = SkillSettings()
     plugins: PluginSettings = PluginSettings()
+    # Named model endpoints beside the default ``[model]``; an agent picks one with
+    # ``agent_config.provider = "<name>"``.
+    providers: dict[
+        Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")], NamedProviderSettings
+    ] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _no_key_for_code(self) -> Settings:
