@@ -116,6 +116,8 @@ class NamedProviderSettings(_Section):
     models: tuple[Annotated[str, Field(min_length=1, max_length=200)], ...] = ()
     default_model: str | None = Field(default=None, min_length=1, max_length=200)
     max_output_tokens: int = Field(default=4096, gt=0)
+    # Its models' context window (None: the known default of the model's name).
+    context_window: int | None = Field(default=None, ge=1024)
 
     @model_validator(mode="after")
     def _a_default_model(self) -> NamedProviderSettings:

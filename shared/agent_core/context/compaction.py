@@ -182,8 +182,15 @@ class Compactor:
         budget = report.budget
         assert budget is not None
         keep = int(budget.input_budget * self.policy.keep_recent / budget.ratio)
-        # A manual compaction covers everything before the command; else keep the newest part.
-        chosen = (plan(nodes, keep) if trigger != "manual" else None) or plan(nodes, 0)
+        # Past the threshold, only history beyond the newest ``keep`` tokens is worth covering
+        # (a context full of tool definitions is not helped by summarizing two messages); an
+        # overflow may cover all but the newest turn, a manual compaction everything before it.
+        if trigger == "manual":
+            chosen = plan(nodes, 0)
+        elif trigger == "threshold":
+            chosen = plan(nodes, keep)
+        else:
+            chosen = plan(nodes, keep) or plan(nodes, 0)
         if chosen is None:
             return None
         method, failure = "summary", None
