@@ -169,8 +169,9 @@ _KNOWN: Final[dict[str, ModelLimits]] = {
     "gemma": ModelLimits(8_192, 2_048),
     "deepseek": ModelLimits(65_536, 8_192),
 }
-# A model nobody told us about: small enough that local servers (Ollama's default window) fit.
-DEFAULT_LIMITS: Final = ModelLimits(8_192, 2_048)
+# A model nobody told us about (often a local server's: vLLM, llama.cpp); a smaller real window
+# shows as the provider's overflow error, which compacts and retries.
+DEFAULT_LIMITS: Final = ModelLimits(32_768, 4_096)
 
 
 def model_limits(

@@ -6,7 +6,8 @@
   does a provider's "context too long" error that names the prompt's size.
 * A provider "context too long" error compacts (even below the threshold: the estimate was
   wrong) and the request is tried once more; a second one in a row ends the run
-  ``prompt_too_long``.
+  ``prompt_too_long``. A window the error names that is smaller than the assumed one is used
+  for the rest of the run.
 * An answer cut by the output limit (no tool call) is stored and the model asked to continue, up
   to ``max_continuations`` times; after that the run ends ``max_output_tokens_recovery``. A tool
   call cut by the output limit never gets here: it is answered as a call to send again.
@@ -159,6 +160,11 @@ class ContextGuard:
         reported = error.details.get("prompt_tokens")
         if isinstance(reported, int):  # the provider told us how far off the estimate was
             self._calibrate(reported)
+        limit = error.details.get("context_limit")
+        budget = self.report.budget if self.report is not None else None
+        if isinstance(limit, int) and limit >= 1024 and budget and limit < budget.context_window:
+            # The real window is smaller than the configured or assumed one: use it from now on.
+            self.config = self.config.model_copy(update={"context_window": limit})
         return True
 
     def may_continue(self) -> bool:

@@ -5,6 +5,8 @@ times out or overflows falls back to a trim that never empties the context."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agent_core.runtime.recovery import CONTINUE_PROMPT
@@ -12,6 +14,7 @@ from agent_core.types.enums import EndReason, EventType, NodeType, Role, RunStat
 from agent_core.types.protocol import TextBlock
 from tests.fakes import script as s
 from tests.fakes.http_server import FakeHTTPServer
+from tests.fakes.tokens import count_request
 from tests.integration.provider.context_harness import (
     big_text,
     compactions,
@@ -129,3 +132,20 @@ async def test_a_failing_summarizer_trims_and_never_empties_the_context(kind: st
     report = loop.context.reports[-1]
     assert report.budget is not None and report.budget.total <= report.budget.compact_at
     assert report.compacted > 0 and len(report.node_ids) > 2
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_window_smaller_than_assumed_is_learned_from_the_overflow(provider: str) -> None:
+    # No window configured: the unknown model is assumed to have 32,768; the server has 4,096.
+    path, store = long_path(40, lines=3), MemoryStore()
+    agent = config(context_window=None, max_output_tokens=512)
+    overflow = s.ContextOverflow(prompt_tokens=6000, limit=4096)
+    script = [overflow, s.text_turn("SUMMARY"), s.text_turn("Done.")]
+    async with running(provider, script) as (server, adapter):
+        end, loop = await run_path(adapter, path, agent, store=store)
+    assert (end.status, end.end_reason) == (RunStatus.COMPLETED, EndReason.COMPLETED)
+    first, retried = loop.context.reports
+    assert first.budget is not None and first.budget.context_window == 32_768
+    assert retried.budget is not None and retried.budget.context_window == 4096
+    assert retried.budget.total <= retried.budget.input_budget
+    assert count_request(json.loads(bodies(server)[-1])) < 4096 - 512

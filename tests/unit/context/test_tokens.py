@@ -29,7 +29,7 @@ def test_cjk_costs_more_per_character_than_latin_text() -> None:
 def test_limits_come_from_config_then_the_table_then_the_default() -> None:
     assert model_limits("gpt-4o-mini").context_window == 128_000
     assert model_limits("openai/claude-sonnet-4-5").context_window == 200_000
-    assert model_limits("some-local-model").context_window == 8_192
+    assert model_limits("some-local-model").context_window == 32_768
     own = model_limits("gpt-4o", context_window=10_000, max_output_tokens=9_000)
     assert (own.context_window, own.max_output_tokens) == (10_000, 5_000)  # at most half
 
