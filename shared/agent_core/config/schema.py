@@ -8,9 +8,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agent_core.hooks.config import HooksSettings
+
 __all__ = [
     "BusSettings",
     "GatewaySettings",
+    "HooksSettings",
     "MemorySettings",
     "ModelSettings",
     "ObservabilitySettings",
@@ -197,6 +200,8 @@ class Settings(_Section):
     observability: ObservabilitySettings = ObservabilitySettings()
     sandbox: SandboxSettings = SandboxSettings()
     projects: ProjectSettings = ProjectSettings()
+    # Command hooks: the operator's, and which project roots may add their own (README, "Hooks").
+    hooks: HooksSettings = HooksSettings()
 
     @model_validator(mode="after")
     def _no_key_for_code(self) -> Settings:
