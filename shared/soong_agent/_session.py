@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent_core.bus.contracts.tasks import TaskDagView, TaskListsView
+from agent_core.hooks.effective import HookList
 from agent_core.types.api import (
     AgentList,
     ArtifactList,
@@ -266,6 +267,11 @@ class AsyncSession:
     async def agents(self) -> list[AgentState]:
         """The session's agents (main, orchestrator, workers, forks)."""
         return (await self._http.model(ops.LIST_AGENTS, AgentList, self._p())).items
+
+    async def hooks(self) -> HookList:
+        """The hooks in effect for this session's agents (the operator's, then its trusted
+        project's), and a problem with its project's hooks file, if any."""
+        return await self._http.model(ops.LIST_HOOKS, HookList, self._p())
 
     # ---------------------------------------------------------------- permissions
 

@@ -214,6 +214,7 @@ class Session(_Face[AsyncSession]):
     timeline = _blocking(AsyncSession.timeline)
     all_timeline = _blocking(AsyncSession.all_timeline)
     agents = _blocking(AsyncSession.agents)
+    hooks = _blocking(AsyncSession.hooks)
     decide = _blocking(AsyncSession.decide)
     allow = _blocking(AsyncSession.allow)
     deny = _blocking(AsyncSession.deny)
