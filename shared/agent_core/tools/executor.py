@@ -110,7 +110,8 @@ class ToolExecutor:
         self.settings = settings or ExecutorSettings()
 
     async def execute(self, call: ToolCall, *, node_id: str | None = None) -> ToolResult:
-        """The result of ``call``; never raises except ``CancelledError``."""
+        """The result of ``call``; never raises except ``CancelledError`` and, with hooks, what
+        writing their timeline events raises (the run's store: as the loop's own writes)."""
         started = time.monotonic()
         meta: dict[str, Any] = {"tool": call.name}
         output, call = await self._execute(call, node_id, meta)

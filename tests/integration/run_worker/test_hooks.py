@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.bus.contracts.storage import ListRuns
+from agent_core.types.enums import PermissionBehavior
+from agent_core.types.protocol import PermissionDecision
 from tests.integration.run_worker.harness import (
     BusClient,
     last_role,
@@ -31,6 +33,8 @@ if phase == "user_prompt_submit" and "CONTEXT" in (data["prompt"] or ""):
     print(json.dumps({"additional_context": "The secret word is PINEAPPLE."}))
 elif phase == "pre_tool_use" and data["tool_call"]["name"] == "list_dir":
     print(json.dumps({"decision": "deny", "reason": "listing is off for " + data["agent_type"]}))
+elif phase == "pre_tool_use" and data["tool_call"]["name"] == "glob":
+    print(json.dumps({"decision": "ask", "reason": "globbing needs a person"}))
 elif phase == "stop" and (data["answer"] or "").startswith("first") and not data["stop_hook_active"]:
     sys.stderr.write("check your answer once more")
     sys.exit(2)
@@ -65,6 +69,10 @@ def _model(request: Any) -> Any:
         if last_role(request) == "tool":
             return text_answer("saw: " + json.dumps(request["messages"][-1]["content"]))
         return tool_calls_turn(("call_l", "list_dir", {"path": "."}))
+    if "ASK" in first:
+        if last_role(request) == "tool":
+            return text_answer("globbed: " + json.dumps(request["messages"][-1]["content"]))
+        return tool_calls_turn(("call_g", "glob", {"pattern": "*.nothing"}))
     if "STOPTEST" in first:
         return text_answer("second answer" if "Do not stop yet" in last else "first answer")
     if "CONTEXT" in first:
@@ -148,3 +156,38 @@ async def test_hooks_decide_in_real_runs_of_main_and_worker_agents(
     assert [(e["decision"], e["agent_type"]) for e in pre] == [("deny", "worker")]
     path = await client.path(sid, done[run_id]["end_node_id"])
     assert "listing is off for worker" in path[-2]["content_json"]  # the child's answer
+
+
+async def test_a_hooks_ask_goes_through_the_permission_flow(
+    make_cluster: Any, client: BusClient, tmp_path: Path
+) -> None:
+    cluster = make_cluster(_model, workers=1, extra_config=_config(tmp_path))
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    sent = await client.send(sid, "ASK to glob")
+    asked = await client.wait_event(
+        sid, sent.run_id, lambda e: e["type"] == "permission_requested", 60
+    )
+    assert asked is not None, cluster.log_text()
+    request = asked["request"]
+    assert request["reason"] == "hook policy asks: globbing needs a person"
+    assert (await client.run(sent.run_id))["status"] == "pending"
+    # A person allows it, as POST …/permissions/{id} does.
+    names, redis = client.ctx.names, client.ctx.redis
+    decision = PermissionDecision(
+        request_id=request["request_id"], behavior=PermissionBehavior.ALLOW, decided_by="test"
+    )
+    await redis.set(
+        names.permission_decision(sid, request["request_id"]), decision.model_dump_json()
+    )
+    await redis.rpush(names.permission_wake(sid, request["request_id"]), b"1")
+    done = await client.wait_terminal([sent.run_id], timeout_s=60)
+    run = done[sent.run_id]
+    assert run["status"] == "completed"
+    path = await client.path(sid, run["end_node_id"])
+    tool_node = json.loads(path[-2]["content_json"])[0]
+    assert tool_node["is_error"] is False  # the call ran once a person allowed it
+    events = _hook_events(await client.timeline(sid, sent.run_id))
+    assert [(e["event"], e["decision"]) for e in events if e["event"] == "PreToolUse"] == [
+        ("PreToolUse", "ask")
+    ]
