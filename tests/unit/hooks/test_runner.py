@@ -137,3 +137,25 @@ async def test_a_decision_the_event_does_not_take_is_invalid_output(tmp_path: Pa
         and "not one this event takes" in out.records[0]["reason"]
     )
     assert out.ending.end.turns == 1
+
+
+def test_the_runner_behaves_the_same_on_uvloop(tmp_path: Path) -> None:
+    # The workers run uvloop: pipes and the exit are watched by whichever loop runs.
+    import uvloop
+
+    answer = script(tmp_path, "answer.sh", 'cat > /dev/null\nprintf \'{"decision": "deny"}\'')
+    blocker = script(tmp_path, "block.sh", "echo no >&2\nexit 2")
+    slow = script(tmp_path, "slow.sh", "exec sleep 30")
+    flood = script(tmp_path, "flood.sh", "exec yes")
+    env = dict(os.environ)
+
+    async def all_four() -> list[str]:
+        runs = [
+            await run_hook([str(path)], b"{}" * 50_000, timeout_s=0.5, env=env)
+            for path in (answer, blocker, slow, flood)
+        ]
+        assert runs[0].output is not None and runs[0].output.decision == "deny"
+        assert runs[1].stderr == "no\n"
+        return [r.outcome for r in runs]
+
+    assert uvloop.run(all_four()) == ["ok", "exit_2", "timeout", "oversized_output"]
