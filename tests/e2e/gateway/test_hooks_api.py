@@ -87,9 +87,16 @@ def test_hooks_in_effect_per_session(stack: tuple[Stack, Path]) -> None:
             ("audit", "allow"),
         ]
 
-        broken = c.get(f"/v1/sessions/{new_session(c, cwd='broken')}/hooks").json()
+        broken_sid = new_session(c, cwd="broken")
+        broken = c.get(f"/v1/sessions/{broken_sid}/hooks").json()
         assert [h["name"] for h in broken["items"]] == ["audit"]
         assert "shell = true" in broken["problem"]
+        # Its runs fail, naming the file: a broken guard never silently stops guarding.
+        run_id, events = run_message(c, broken_sid, "anything")
+        finished = events[-1].data
+        assert finished is not None and finished["status"] == "failed"
+        assert finished["error"]["code"] == "invalid_hooks"
+        assert "hooks.toml" in finished["error"]["message"]
 
 
 def test_another_accounts_session_is_404(stack: tuple[Stack, Path]) -> None:
