@@ -1,11 +1,12 @@
 """The hook conformance suite: every event × every way a hook can end × every kind of agent
-behaves as the README's "Hooks" section says, with real hook processes.
+(main, orchestrator, worker, fork) behaves as the README's "Hooks" section says, with real hook
+processes.
 
 A hook ends one of seven ways — exit 0 with a decision, exit 2, another exit code, a timeout, a
 missing binary, stdout that is not JSON, stdout over the cap — and each event turns that into
 what its row of the README's table promises, with every hook's default ``on_error``. The agent
 kinds run the same loop and executor with the hooks bound by the run-worker's ``HookSetup`` for
-their kind (a main run, a worker's task, a fork of a conversation); each execution is one
+their kind (a main or orchestrator run, a worker's task, a fork of a conversation); each execution is one
 ``hook_executed`` event carrying a hash of the input, never the input.
 """
 
@@ -69,7 +70,7 @@ def _text(block: Any) -> str:
 def _expected_records(event: str, kind: str, outcome: Outcome) -> int:
     if event == "SessionStart" and kind == "fork":
         return 0  # a fork's context is its parent's conversation: no session starts
-    if event == "SubagentStop" and kind == "main":
+    if event == "SubagentStop" and kind in ("main", "orchestrator"):
         return 0  # only a child agent's run stops as a sub-agent
     if event == "Stop":
         return len(outcome.events(EventType.STOP_HOOK_PREVENTED)) or 1
