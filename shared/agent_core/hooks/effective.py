@@ -1,10 +1,10 @@
 """Which hooks are in effect for a session: the operator's, then its project's trusted file.
 
 The operator's hooks (``[hooks]`` in config.toml) apply to every session. A session's project
-may add its own in ``<project>/.soong-agent/hooks.toml`` — read only when the project folder lies
-at or below one of ``hooks.trusted_project_roots`` (links resolved first), never for a session
-working in its own workspace (agents write there). A project file that cannot be used (not
-TOML, an unknown key, a bad entry, over :data:`MAX_FILE_BYTES`) raises :class:`ConfigError`
+may add its own in ``<project>/.soong-agent/hooks.toml`` — read only when the project folder and
+the file (links resolved) lie at or below one of ``hooks.trusted_project_roots``, never for a
+session working in its own workspace (agents write there). A project file that cannot be used
+(not TOML, an unknown key, a bad entry, over :data:`MAX_FILE_BYTES`) raises :class:`ConfigError`
 naming the file and the entry: a broken guard must not quietly stop guarding. Files are parsed
 once per (path, size, mtime).
 """
@@ -57,7 +57,10 @@ class HooksInEffect:
         real = os.path.realpath(project)
         if not _inside(real, self._trusted):
             return None
-        return Path(real) / PROJECT_FILE
+        # The file itself, once links are resolved, must lie under a trusted root too: a link
+        # into a folder agents write (a workspace) would hand them the hooks.
+        file = os.path.realpath(os.path.join(real, PROJECT_FILE))
+        return Path(file) if _inside(file, self._trusted) else None
 
     def for_project(self, project: Path | None) -> HookSet:
         """The hooks in effect for a session whose project folder is ``project`` (``None``:

@@ -90,6 +90,11 @@ def test_project_files_are_read_only_under_trusted_roots(tmp_path: Path) -> None
     # A link inside the trusted root that leads out of it is followed first, then judged.
     (trusted / "escape").symlink_to(outside)
     assert effective.for_project(trusted / "escape").hooks == ()
+    # Nor a hooks file that is a link to a file outside the trusted roots.
+    linked = trusted / "linked"
+    (linked / ".soong-agent").mkdir(parents=True)
+    (linked / ".soong-agent" / "hooks.toml").symlink_to(outside / ".soong-agent" / "hooks.toml")
+    assert effective.for_project(linked).hooks == ()
     # No trusted root (the default): no project file is ever read.
     assert HooksInEffect(HooksSettings()).for_project(inside).hooks == ()
 
