@@ -125,8 +125,9 @@ class RunHooks:
                 await self._run(HookPhase.RUN_END, None, **fields)
             if self.agent in ("worker", "fork") and self.has(HookPhase.SUBAGENT_STOP):
                 await self._run(HookPhase.SUBAGENT_STOP, None, **fields)
-        except AgentCoreError as exc:  # the end goes on; only its hooks' events are missing
-            log.warning("run %s: end hooks not recorded (%s)", self.handle.run_id, exc.code)
+        except Exception as exc:  # the end is written whatever its hooks' records did
+            why = exc.code if isinstance(exc, AgentCoreError) else type(exc).__name__
+            log.warning("run %s: end hooks not recorded (%s)", self.handle.run_id, why)
 
     # -- the tool executor -------------------------------------------------------------------------
 
