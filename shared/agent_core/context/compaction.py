@@ -176,9 +176,11 @@ class Compactor:
         append: Appender,
         event: EventWriter,
         trigger: str,
+        before: Callable[[Sequence[Node]], Awaitable[None]] | None = None,
     ) -> Node | None:
         """Cover the older part of ``nodes`` with a compaction node appended to them; ``None``
-        when there is nothing left to cover (the newest turn alone is kept)."""
+        when there is nothing left to cover (the newest turn alone is kept). ``before`` is told
+        first, once there is something to compact (the PreCompact hooks)."""
         budget = report.budget
         assert budget is not None
         keep = int(budget.input_budget * self.policy.keep_recent / budget.ratio)
@@ -193,6 +195,8 @@ class Compactor:
             chosen = plan(nodes, keep) or plan(nodes, 0)
         if chosen is None:
             return None
+        if before is not None:
+            await before(nodes)
         method, failure = "summary", None
         self.summarizer.usage = Usage()  # this compaction's own (its budget is not the run's)
         agent_id = None

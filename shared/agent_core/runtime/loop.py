@@ -193,6 +193,7 @@ class AgentLoop:
             config=config,
             builder=self.builder,
             compactor=compactor or Compactor(config, model),
+            before_compact=hooks.pre_compact if hooks is not None else None,
         )
 
     async def run(

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from agent_core.context import CALIBRATION, Calibration, ContextBuilder
@@ -58,12 +58,14 @@ class ContextGuard:
         builder: ContextBuilder,
         compactor: Compactor,
         calibration: Calibration = CALIBRATION,
+        before_compact: Callable[[Sequence[Node]], Awaitable[None]] | None = None,
     ) -> None:
         self.handle = handle
         self.config = config
         self.builder = builder
         self.compactor = compactor
         self.calibration = calibration
+        self.before_compact = before_compact  # the run's PreCompact hooks, if any
         self.report: ContextBuildReport | None = None
         self.reports: list[ContextBuildReport] = []  # every request's, for inspection and tests
         self.continuations = 0
@@ -97,7 +99,12 @@ class ContextGuard:
         if force is not None or self.compactor.over(self.report):
             trigger = force or "threshold"
             compacted = await self.compactor.compact(
-                nodes, self.report, append=append, event=event, trigger=trigger
+                nodes,
+                self.report,
+                append=append,
+                event=event,
+                trigger=trigger,
+                before=self.before_compact,
             )
             if compacted is not None:
                 request = self._build(nodes, tools)
@@ -117,7 +124,12 @@ class ContextGuard:
         self._build(nodes, tools)
         assert self.report is not None
         node = await self.compactor.compact(
-            nodes, self.report, append=append, event=event, trigger="manual"
+            nodes,
+            self.report,
+            append=append,
+            event=event,
+            trigger="manual",
+            before=self.before_compact,
         )
         if node is None:
             return "Nothing to compact yet: the conversation has no older part to summarize."
