@@ -4,6 +4,7 @@
 (a task, then tool turns with ~1,000-token results, token counts stored as the writer stores
 them) with a compaction node every 200 nodes, as the loop builds it each turn (the node objects
 kept between builds, as the run-worker keeps a session's path). Goal: <= 20 ms p95.
+``build_p95_ms_2000_uncompacted``: the same path without compaction nodes (every node a message).
 
 ``estimate_error_pct``: a 120-turn run of the agent loop against the OpenAI fake whose reported
 ``prompt_tokens`` are counted from each request (tests/fakes/tokens.py: a model of a BPE
@@ -66,13 +67,14 @@ def _output(kind: str, i: int, lines: int = 30) -> str:
     return "".join(KINDS[kind].format(i=i * 100 + j) for j in range(lines))
 
 
-def _session(n: int) -> list[Node]:
-    """A path of ``n`` nodes with a compaction node every 200 nodes, token counts stored."""
+def _session(n: int, compactions: bool = True) -> list[Node]:
+    """A path of ``n`` nodes with a compaction node every 200 nodes (``compactions``), token
+    counts stored."""
     nodes = [node(Role.USER, [TextBlock(text="Build every module.")])]
     last_covered = ""
     while len(nodes) < n:
         i = len(nodes)
-        if i % 200 == 199:
+        if compactions and i % 200 == 199:
             meta = {"covers_through": last_covered, "covered": i - 60, "method": "summary"}
             summary = [TextBlock(text="SUMMARY " + _output("prose", i, 20))]
             nodes.append(node(Role.SYSTEM, summary, node_type=NodeType.COMPACTION, metadata=meta))
@@ -88,8 +90,8 @@ def _session(n: int) -> list[Node]:
     return [p.model_copy(update={"token_count": estimate_tokens(p.content)}) for p in path]
 
 
-def build_p95_ms(n: int = 2000, rounds: int = 200) -> float:
-    path = _session(n)
+def build_p95_ms(n: int = 2000, rounds: int = 200, compactions: bool = True) -> float:
+    path = _session(n, compactions)
     agent = config(context_window=200_000, max_output_tokens=8192)
     builder = ContextBuilder()
     tools = [ToolDefinition(name=f"tool_{i}", description="a tool " * 20) for i in range(20)]
@@ -141,6 +143,7 @@ async def estimate_errors(turns: int = 120) -> tuple[float, float]:
 
 def main() -> None:
     build = build_p95_ms()
+    uncompacted = build_p95_ms(compactions=False)
     calibrated, raw = asyncio.run(estimate_errors())
     by_kind = {}
     for kind in KINDS:
@@ -151,6 +154,7 @@ def main() -> None:
         json.dumps(
             {
                 "build_p95_ms_2000": round(build, 2),
+                "build_p95_ms_2000_uncompacted": round(uncompacted, 2),
                 "estimate_error_pct": round(calibrated, 2),
                 "estimate_error_raw_pct": round(raw, 2),
                 "raw_error_by_kind_pct": by_kind,
