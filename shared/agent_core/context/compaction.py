@@ -211,6 +211,8 @@ class Compactor:
             method, failure = "trim", exc.reason
         except TimeoutError:
             method, failure = "trim", "timeout"
+        except Exception:  # whatever breaks the summarizer, the run goes on, trimmed
+            method, failure = "trim", "error"
         covered = chosen.previous_count + len(chosen.covered)
         if method == "trim":
             note = (

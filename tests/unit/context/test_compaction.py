@@ -62,3 +62,33 @@ def test_a_later_compaction_covers_from_the_earlier_ones_end_and_carries_its_pin
     assert second.previous == "SUMMARY" and second.previous_count == len(first.covered)
     assert path[0].node_id in second.pinned, "pins carry over"
     assert all(n.node_id not in {c.node_id for c in first.covered} for n in second.covered)
+
+
+async def test_a_summarizer_that_raises_anything_falls_back_to_a_trim() -> None:
+    from agent_core.context.compaction import Compactor
+    from agent_core.types.runtime import ContextBudget, ContextBuildReport
+    from tests.unit.runtime.fakes import MemoryStore
+
+    class Broken:
+        def stream(self, request: object) -> object:
+            raise RuntimeError("the adapter broke in an unexpected way")
+
+    store, path = MemoryStore(), long_path(10, lines=3)
+    budget = ContextBudget(
+        context_window=4096, output_reserve=512, input_budget=3584, compact_at=2867, total=4000
+    )
+    report = ContextBuildReport(session_id=SESSION, agent_id=path[0].agent_id, budget=budget)
+    nodes = list(path)
+
+    async def append(nodes: list, role: Role, blocks: list, **kw: object) -> object:  # type: ignore[type-arg]
+        made = node(role, blocks, parent_id=nodes[-1].node_id, **kw)  # type: ignore[arg-type]
+        nodes.append(made)
+        return made
+
+    made = await Compactor(config(), Broken()).compact(  # type: ignore[arg-type]
+        nodes, report, append=append, event=store.append_event, trigger="threshold"
+    )
+    assert made is not None and made.metadata["method"] == "trim"
+    assert made.metadata["failure"] == "error"
+    _, built = ContextBuilder().build(nodes, session_id=SESSION, config=config())
+    assert built.compacted > 0 and path[-1].node_id in built.node_ids, "never empty"
