@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from agent_core.context import ContextBuilder
-from agent_core.context.compaction import plan
+from agent_core.context.compaction import Compactor, plan
 from agent_core.types.enums import NodeType, Role
 from agent_core.types.protocol import TextBlock, ToolResultBlock
+from agent_core.types.runtime import ContextBudget, ContextBuildReport
 from tests.integration.provider.context_harness import chain, config, long_path, node
+from tests.unit.runtime.fakes import MemoryStore
 
 SESSION = "sess_20260101_000000_abcd"
 
@@ -65,10 +67,6 @@ def test_a_later_compaction_covers_from_the_earlier_ones_end_and_carries_its_pin
 
 
 async def test_a_summarizer_that_raises_anything_falls_back_to_a_trim() -> None:
-    from agent_core.context.compaction import Compactor
-    from agent_core.types.runtime import ContextBudget, ContextBuildReport
-    from tests.unit.runtime.fakes import MemoryStore
-
     class Broken:
         def stream(self, request: object) -> object:
             raise RuntimeError("the adapter broke in an unexpected way")
