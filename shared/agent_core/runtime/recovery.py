@@ -120,10 +120,19 @@ class ContextGuard:
         append: Appender,
         event: EventWriter,
     ) -> str:
-        """A manual compaction of everything before the command; what was done, for the user."""
+        """A manual compaction of everything before the command; what was done, for the user.
+        A run taken over after its compaction was stored answers with that one."""
         self._build(nodes, tools)
         assert self.report is not None
-        node = await self.compactor.compact(
+        done = next(
+            (
+                n
+                for n in reversed(nodes)
+                if n.node_type is NodeType.COMPACTION and n.run_id == self.handle.run_id
+            ),
+            None,
+        )
+        node = done or await self.compactor.compact(
             nodes,
             self.report,
             append=append,
