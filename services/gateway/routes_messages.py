@@ -28,7 +28,7 @@ from services.gateway.state import (
     valid_session_id,
 )
 
-__all__ = ["router"]
+__all__ = ["refusal", "router"]
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"])
 
@@ -71,7 +71,7 @@ async def post_message(
     except BaseException as exc:
         if body.stream:
             await gw.slots.release(caller.key_id)
-        mapped = _refusal(exc)
+        mapped = refusal(exc)
         if mapped is exc:
             raise
         raise mapped from exc
@@ -108,7 +108,7 @@ async def _check_parent(gw: Gateway, caller: Caller, session_id: str, node_id: s
     )
 
 
-def _refusal(exc: BaseException) -> BaseException:
+def refusal(exc: BaseException) -> BaseException:
     """The API error for a refused submission (anything else as it is)."""
     if isinstance(exc, SessionBusyError):
         return ApiError(409, exc.code, exc.message)
