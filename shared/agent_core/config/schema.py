@@ -8,9 +8,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agent_core.mcp.config import McpSettings
+
 __all__ = [
     "BusSettings",
     "GatewaySettings",
+    "McpSettings",
     "MemorySettings",
     "ModelSettings",
     "ObservabilitySettings",
@@ -215,6 +218,8 @@ class Settings(_Section):
     sandbox: SandboxSettings = SandboxSettings()
     projects: ProjectSettings = ProjectSettings()
     skills: SkillSettings = SkillSettings()
+    # MCP servers ([mcp.servers.<name>], see agent_core/mcp/config.py): their tools for agents.
+    mcp: McpSettings = McpSettings()
 
     @model_validator(mode="after")
     def _no_key_for_code(self) -> Settings:
