@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import socket
+import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
@@ -105,6 +109,24 @@ async def _serve_http(server: MCPServer) -> None:
         await asyncio.sleep(0.01)
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     await task
+
+
+COMMAND = [sys.executable, "-m", "tests.fakes.mcp_server"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+@contextlib.contextmanager
+def http_server() -> Iterator[str]:
+    """The fake over streamable HTTP in a subprocess: its endpoint URL; stopped on exit."""
+    proc = subprocess.Popen([*COMMAND, "--http"], cwd=REPO, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        assert line.startswith("PORT "), line
+        yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def main() -> None:

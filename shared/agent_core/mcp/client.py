@@ -67,6 +67,7 @@ class McpServerClient:
         self._closed = False
         self._refresh: asyncio.Task[None] | None = None
         self._counted: Connection | None = None
+        self._stale = False
 
     @property
     def cached_tools(self) -> list[types.Tool] | None:
@@ -237,8 +238,10 @@ class McpServerClient:
         self._listed.set()
 
     async def _notice(self, message: types.ServerNotification) -> None:
-        changed = isinstance(message, types.ToolListChangedNotification)
-        if changed and (self._refresh is None or self._refresh.done()):
+        if not isinstance(message, types.ToolListChangedNotification):
+            return
+        self._stale = True  # a refresh under way lists again: this change may have missed it
+        if self._refresh is None or self._refresh.done():
             self._refresh = asyncio.create_task(self._relist())
 
     async def _relist(self) -> None:
@@ -251,11 +254,11 @@ class McpServerClient:
                     break
                 await asyncio.sleep(0.01)
                 conn = self._conn
-            if conn is None or conn.session is None:
-                return
-            async with asyncio.timeout(self.settings.connect_timeout_s):
-                await self._list(conn.session)
-            log.info("mcp server %s: tool list refreshed", self.name)
+            while conn is not None and conn.session is not None and self._stale:
+                self._stale = False
+                async with asyncio.timeout(self.settings.connect_timeout_s):
+                    await self._list(conn.session)
+                log.info("mcp server %s: tool list refreshed", self.name)
         except Exception as exc:
             log.warning("mcp server %s: refreshing its tools failed: %s", self.name, _why(exc))
 

@@ -3,8 +3,6 @@ executor that runs their tools the way a run-worker does."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +24,9 @@ from agent_core.tools import (
 )
 from agent_core.types.protocol import ToolCall, ToolResult
 from tests.conftest import REPO
+from tests.fakes.mcp_server import COMMAND, http_server
 
-FAKE = [sys.executable, "-m", "tests.fakes.mcp_server"]
+FAKE = COMMAND
 
 
 def stdio_settings(**extra: Any) -> McpServerSettings:
@@ -39,15 +38,8 @@ def stdio_settings(**extra: Any) -> McpServerSettings:
 @pytest.fixture
 def http_url() -> Iterator[str]:
     """The fake server over streamable HTTP on a loopback port; stopped after the test."""
-    proc = subprocess.Popen([*FAKE, "--http"], cwd=REPO, stdout=subprocess.PIPE)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        assert line.startswith("PORT "), line
-        yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with http_server() as url:
+        yield url
 
 
 @dataclass
