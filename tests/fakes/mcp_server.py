@@ -26,6 +26,7 @@ from pathlib import Path
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
 
 
 def build(name: str) -> MCPServer:
@@ -42,7 +43,7 @@ def build(name: str) -> MCPServer:
         """Add two integers."""
         return a + b
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def upper(text: str) -> str:
         """The text in upper case."""
         return text.upper()
