@@ -247,8 +247,9 @@ class RunExecutor:
 
     async def _mcp_tools(self, a: Attempt, config: AgentConfig) -> Sequence[Tool[Any]]:
         """The MCP tools the agent may use, as listed now (servers start on first use; one that
-        cannot start adds none). An orchestrator gets none: its workers do the work."""
-        if not self.mcp or a.item.run.agent_type == AgentType.ORCHESTRATOR.value:
+        cannot start adds none). An orchestrator's own loop is not given them (``_tools``): its
+        worker runs are."""
+        if not self.mcp:
             return ()
         return await self.mcp.tools_for(config.enabled_tools)
 
