@@ -8,7 +8,8 @@ dies mid-call), ``hang`` (sleeps far past any call timeout), ``huge`` (a result 
 characters), ``grow`` (adds the tool ``extra`` and sends ``notifications/tools/list_changed``),
 ``fail`` (an ``is_error`` result), ``secret`` (for deny lists), ``whoami`` (the process id, the
 working directory, one environment variable and one request header). ``--name`` renames the
-server; ``--crash-on-start`` makes the process exit before it answers anything.
+server; ``--crash-on-start`` makes the process exit before it answers anything, ``--hang-on-start``
+keeps it alive without ever answering.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,9 +137,13 @@ def main() -> None:
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--name", default="fake")
     parser.add_argument("--crash-on-start", action="store_true")
+    parser.add_argument("--hang-on-start", action="store_true")
     args = parser.parse_args()
     if args.crash_on_start:
         sys.exit(5)
+    if args.hang_on_start:  # alive, reading nothing: initialize is never answered
+        while True:
+            time.sleep(3600)
     server = build(args.name)
     if args.http:
         asyncio.run(_serve_http(server))

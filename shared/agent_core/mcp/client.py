@@ -116,8 +116,8 @@ class McpServerClient:
         except (ToolError, asyncio.CancelledError):
             raise
         except Exception as exc:  # a transport failure (HTTP) surfaces as its own exception
-            if conn.ended.is_set():
-                self._crashed(conn, type(exc).__name__)
+            # The session cannot be trusted after it: the next call connects afresh.
+            self._crashed(conn, type(exc).__name__)
             raise ToolError(
                 "mcp_server_unavailable",
                 f"MCP server {self.name!r} could not run {tool!r}: {type(exc).__name__}: "
@@ -152,6 +152,9 @@ class McpServerClient:
         )
 
     def _crashed(self, conn: Connection, why: str) -> None:
+        """``conn`` is gone: it ends (its task leaves the transport) and the next use starts the
+        server again, after the back-off."""
+        conn.ended.set()
         if conn is not self._counted:  # a crash counts once, whoever notices it first
             self._counted = conn
             self._failed(why)
@@ -233,7 +236,8 @@ class McpServerClient:
             cursor = page.next_cursor
             if not cursor:
                 break
-        self._tools = [t for t in tools if admitted(self.settings, t.name)]
+        unique = {t.name: t for t in reversed(tools)}  # a name listed twice: its first entry
+        self._tools = [t for t in tools if unique[t.name] is t and admitted(self.settings, t.name)]
         self.version += 1
         self._listed.set()
 

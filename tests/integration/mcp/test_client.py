@@ -220,3 +220,26 @@ async def test_closing_ends_the_server_processes(make_rig: Any) -> None:
         await rig.servers.clients["fake"].call("echo", {"text": "x"})
     assert info.value.code == "mcp_server_unavailable"
     assert os.getpid() != pid
+
+
+async def test_a_server_that_never_answers_its_start_times_out(make_rig: Any) -> None:
+    hung = stdio_settings(command=[*FAKE, "--hang-on-start"], connect_timeout_s=1.0)
+    rig = await make_rig({"hung": hung})
+    assert rig.tools == []  # the run is not held: no tools from it
+    client = rig.servers.clients["hung"]
+    with pytest.raises(ToolError) as info:
+        await client.call("echo", {"text": "x"})
+    assert info.value.code == "mcp_server_unavailable"
+    assert "could not be started: it did not start in time" in info.value.message
+
+
+async def test_an_http_server_that_dies_mid_call_gives_errors_not_a_stuck_run(
+    make_rig: Any, http_url: str
+) -> None:
+    rig = await make_rig({"web": McpServerSettings(transport="http", url=http_url)})
+    result = await rig.call("mcp__web__crash")
+    assert result.is_error
+    assert result.metadata["error_code"] in ("mcp_server_crashed", "mcp_server_unavailable")
+    after = await rig.call("mcp__web__echo", {"text": "anyone?"})  # nobody listens any more
+    assert after.is_error and after.metadata["error_code"] == "mcp_server_unavailable"
+    assert "MCP server 'web'" in text_of(after)
