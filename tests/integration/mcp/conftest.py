@@ -57,15 +57,21 @@ class Rig:
         self.tools = await self.servers.tools_for(enabled)
         return sorted(t.name for t in self.tools)
 
-    async def call(self, name: str, arguments: dict[str, Any] | None = None) -> ToolResult:
-        """One call through the same executor as built-in tools."""
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        rules: PermissionRules | None = None,
+    ) -> ToolResult:
+        """One call through the same executor as built-in tools (allowed unless ``rules``)."""
         self.calls += 1
         executor = ToolExecutor(
             ToolRegistry(self.tools),
             workspace=self.workspace,
             run_id="run_test",
             agent_id="agent_test",
-            permissions=PermissionGate(PermissionRules()),
+            permissions=PermissionGate(rules or PermissionRules()),
             artifacts=self.sink,
         )
         return await executor.execute(

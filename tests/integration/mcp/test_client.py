@@ -243,3 +243,20 @@ async def test_an_http_server_that_dies_mid_call_gives_errors_not_a_stuck_run(
     after = await rig.call("mcp__web__echo", {"text": "anyone?"})  # nobody listens any more
     assert after.is_error and after.metadata["error_code"] == "mcp_server_unavailable"
     assert "MCP server 'web'" in text_of(after)
+
+
+async def test_the_agents_tool_policy_applies_by_namespaced_name(make_rig: Any) -> None:
+    from agent_core.tools import PermissionRules
+    from agent_core.types.enums import PermissionPolicy
+
+    rig = await make_rig({"fake": stdio_settings()})
+    deny_echo = PermissionRules(per_tool={"mcp__fake__echo": PermissionPolicy.DENY})
+    denied = await rig.call("mcp__fake__echo", {"text": "x"}, rules=deny_echo)
+    assert denied.is_error and denied.metadata["error_code"] == "permission_denied"
+    assert "the agent's policy denies mcp__fake__echo" in text_of(denied)
+    # Under "ask" with nobody to ask: a tool the server marks read-only runs, another does not.
+    ask = PermissionRules(default=PermissionPolicy.ASK)
+    upper = await rig.call("mcp__fake__upper", {"text": "x"}, rules=ask)
+    assert not upper.is_error and text_of(upper) == "X"
+    echo = await rig.call("mcp__fake__echo", {"text": "x"}, rules=ask)
+    assert echo.is_error and echo.metadata["error_code"] == "permission_denied"

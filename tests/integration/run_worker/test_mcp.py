@@ -4,6 +4,7 @@ mid-call, a huge result and a denied tool included — and the run completes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from typing import Any
@@ -152,3 +153,48 @@ async def test_mcp_tools_in_a_run_over_http(make_cluster: Any, client: BusClient
         assert {n for n in offered if n.startswith("mcp__")} == {"mcp__web__add"}
         result = _results(await client.path(sid, run["end_node_id"]))["call_add"]
         assert not result["is_error"] and _text(result) == "42"
+
+
+def _hang_then_grow(request: Any) -> Any:
+    """Run 1: a call that hangs, then ``grow``; run 2: the tool ``grow`` added."""
+    calls = [m for m in request["messages"] if m["role"] == "tool"]
+    if len(calls) == 0:
+        return tool_calls_turn(("call_hang", "mcp__fake__hang", {}))
+    if len(calls) == 1:
+        return tool_calls_turn(("call_grow", "mcp__fake__grow", {}))
+    if len(calls) == 2 and request["messages"][-1]["role"] == "user":
+        return tool_calls_turn(("call_extra", "mcp__fake__extra", {}))
+    return text_answer("ok")
+
+
+async def test_a_hanging_call_times_out_and_a_changed_list_reaches_the_next_run(
+    make_cluster: Any, client: BusClient
+) -> None:
+    config = STDIO.split("[mcp.servers.broken]")[0] + "call_timeout_s = 1.0\n"
+    cluster: Cluster = make_cluster(_hang_then_grow, workers=1, extra_config=config)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    first = await client.send(sid, "hang, then grow")
+    await client.events(sid, first.run_id, timeout_s=120)
+    run = await client.run(first.run_id)
+    assert run["status"] == "completed", cluster.log_text()[-4000:]
+    results = _results(await client.path(sid, run["end_node_id"]))
+    hang = results["call_hang"]
+    assert hang["is_error"] and "did not answer 'hang' within 1 s" in _text(hang)
+    assert _text(results["call_grow"]) == "grown"
+    assert "mcp__fake__extra" not in {
+        t["function"]["name"] for t in cluster.fake.requests[-1].json["tools"]
+    }  # a run keeps the list it started with
+
+    for _ in range(100):  # the refresh follows the notification
+        if "mcp server fake: tool list refreshed" in cluster.log_text():
+            break
+        await asyncio.sleep(0.1)
+    second = await client.send(sid, "use the new tool")
+    await client.events(sid, second.run_id, timeout_s=120)
+    run = await client.run(second.run_id)
+    assert run["status"] == "completed", cluster.log_text()[-4000:]
+    offered = {t["function"]["name"] for t in cluster.fake.requests[-1].json["tools"]}
+    assert "mcp__fake__extra" in offered
+    extra = _results(await client.path(sid, run["end_node_id"]))["call_extra"]
+    assert not extra["is_error"] and _text(extra) == "extra!"
