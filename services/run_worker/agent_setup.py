@@ -85,10 +85,13 @@ class AgentSetup:
         return adapter
 
     def prepare(self) -> None:
-        """Build the default model's adapter and its client (importing the provider SDK takes
-        a CPU-second): at start-up, not inside the first run. Raises :class:`ConfigError` when the
-        configured provider is unknown or cannot be built — the worker does not start with it."""
+        """Build the default model's adapter and those of the named providers, with their
+        clients (importing a provider SDK takes a CPU-second): at start-up, not inside the first
+        run. Raises :class:`ConfigError` when one is unknown or cannot be built — the worker does
+        not start with it."""
         self.adapter(self.config({}))
+        for name in self.settings.providers:
+            self.adapter(self.config({"provider": name}))
 
     def project(self, cwd: str, workspace: Workspace) -> str:
         """The folder of the session's project for its task tools; ``""`` when the stored name is

@@ -251,7 +251,10 @@ class RunExecutor:
         worker runs are."""
         if not self.mcp:
             return ()
-        return await self.mcp.tools_for(config.enabled_tools)
+        taken = self.setup.tools  # a plug-in tool that took an MCP name keeps it
+        return [
+            t for t in await self.mcp.tools_for(config.enabled_tools) if taken.get(t.name) is None
+        ]
 
     def _loop(
         self,

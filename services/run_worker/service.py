@@ -6,6 +6,7 @@ import asyncio
 
 from agent_core.bus import GROUP_RUN_WORKERS
 from agent_core.bus.contracts.runs import RUNS_MESSAGE
+from agent_core.plugins import install_plugins, load_plugins
 from agent_core.provider import DEMO_PROVIDER, ProviderRegistry
 from agent_core.runqueue import SessionQueue
 from agent_core.runtime import LookupTool, ScriptedModel, tool_then_answer
@@ -31,6 +32,9 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         # Demo / benchmark mode (`soong-agent up --fake-provider`): a scripted in-process model.
         providers.register_provider(DEMO_PROVIDER, lambda _: ScriptedModel(tool_then_answer()))
         tools.register(LookupTool())
+    # Plug-ins after the built-ins, so a built-in always keeps its name; a bad one is logged by
+    # name and skipped.
+    install_plugins(load_plugins(ctx.settings), providers, tools)
     # No retry budget: a run acknowledged to its client waits out an outage of the writer (its
     # commands are idempotent, so repeats are harmless) and is carried out once the writer is back.
     storage = StorageClient(

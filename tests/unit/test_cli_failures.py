@@ -109,3 +109,12 @@ def test_up_with_the_gateway_port_in_use(tmp_path: Path) -> None:
     assert f"the gateway port 127.0.0.1:{port} is in use" in done.stderr
     _one_error_line(done.stderr, "port_in_use")
     assert not (tmp_path / "redis").exists()  # nothing was started
+
+
+def test_up_with_a_named_provider_of_an_unknown_kind(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('[providers.local]\nkind = "vllm"\nmodels = ["q"]\n')
+    done = _up(tmp_path, SOONG_GATEWAY_PORT=str(find_free_port()))
+    assert done.returncode == 2
+    assert "unknown provider 'vllm'" in done.stderr
+    _one_error_line(done.stderr, "unknown_provider")
+    assert not (tmp_path / "redis").exists()  # nothing was started

@@ -21,19 +21,25 @@ __all__ = ["agent_config"]
 
 
 def agent_config(settings: Settings, overrides: Mapping[str, Any]) -> AgentConfig:
-    """The deployment's default model settings with ``overrides`` on top.
+    """The model settings an agent asks for, with ``overrides`` on top.
+
+    ``overrides["provider"]`` names a ``[providers.<name>]`` endpoint (its kind, URL, key variable
+    and output limit; ``model`` must be one of its models, its default when absent) or the
+    ``[model]`` section's provider; without it, the ``[model]`` section is the base.
 
     Raises :class:`ConfigError`: ``unknown_provider`` when the overrides name a provider the
-    deployment does not serve (it serves the provider of its ``[model]`` section, with that
-    section's endpoint and key), ``invalid_config`` when the result is not a valid config.
+    deployment does not serve, ``unknown_model`` when a named provider does not offer the model,
+    ``invalid_config`` when the result is not a valid config.
     """
     m = settings.model
     asked = overrides.get("provider")
-    if asked is not None and asked != m.provider:
+    named = settings.providers.get(asked) if isinstance(asked, str) else None
+    if asked is not None and named is None and asked != m.provider:
+        known = [m.provider, *sorted(settings.providers)]
         raise ConfigError(
             "unknown_provider",
-            f"this deployment serves provider {m.provider!r}, not {str(asked)[:64]!r}",
-            details={"key": "agent_config.provider", "known": [m.provider]},
+            f"this deployment serves providers {known}, not {str(asked)[:64]!r}",
+            details={"key": "agent_config.provider", "known": known},
         )
     base: dict[str, Any] = {
         "provider": m.provider,
@@ -43,6 +49,23 @@ def agent_config(settings: Settings, overrides: Mapping[str, Any]) -> AgentConfi
         "max_output_tokens": m.max_output_tokens,
         "tool_policy": {"default": PermissionPolicy.ALLOW.value},
     }
+    if named is not None:
+        model = overrides.get("model", named.model)
+        if named.models and model not in named.models:
+            raise ConfigError(
+                "unknown_model",
+                f"provider {asked!r} offers models {list(named.models)}, not {str(model)[:64]!r}",
+                details={"key": "agent_config.model", "known": list(named.models)},
+            )
+        base |= {
+            "provider": named.kind,
+            "model": named.model,
+            "base_url": named.base_url,
+            "api_key_env": named.api_key_env,
+            "max_output_tokens": named.max_output_tokens,
+            "metadata": {"provider_name": asked},
+        }
+        overrides = {k: v for k, v in overrides.items() if k != "provider"}
     try:
         return AgentConfig.model_validate({**base, **overrides})
     except ValidationError as exc:

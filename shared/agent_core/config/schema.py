@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -16,7 +16,9 @@ __all__ = [
     "McpSettings",
     "MemorySettings",
     "ModelSettings",
+    "NamedProviderSettings",
     "ObservabilitySettings",
+    "PluginSettings",
     "ProjectSettings",
     "RunWorkerSettings",
     "SandboxSettings",
@@ -98,6 +100,36 @@ class ModelSettings(_Section):
     api_key_env: str | None = "OPENAI_API_KEY"
     max_output_tokens: int = Field(default=4096, gt=0)
     timeout_s: float = Field(default=120.0, gt=0)
+
+
+class NamedProviderSettings(_Section):
+    """One model endpoint an agent can pick by name (``[providers.<name>]``).
+
+    ``kind``: the provider registry key that speaks to it (``openai`` for any OpenAI-compatible
+    server such as vLLM or llama.cpp, ``anthropic``, ``ollama``, or a plug-in's key);
+    ``models``: the model names agents may ask of it (empty: any), the first being the default
+    unless ``default_model`` says otherwise; ``max_output_tokens``: its output limit.
+    """
+
+    kind: str = Field(min_length=1, max_length=64)
+    base_url: str | None = Field(default=None, pattern=r"^https?://")
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    models: tuple[Annotated[str, Field(min_length=1, max_length=200)], ...] = ()
+    default_model: str | None = Field(default=None, min_length=1, max_length=200)
+    max_output_tokens: int = Field(default=4096, gt=0)
+
+    @model_validator(mode="after")
+    def _a_default_model(self) -> NamedProviderSettings:
+        if self.default_model is None and not self.models:
+            raise ValueError("name its models, or a default_model")
+        if self.default_model is not None and self.models and self.default_model not in self.models:
+            raise ValueError(f"default_model {self.default_model!r} is not one of its models")
+        return self
+
+    @property
+    def model(self) -> str:
+        """The model an agent gets when it names none."""
+        return self.default_model or self.models[0]
 
 
 class MemorySettings(_Section):
@@ -198,6 +230,23 @@ class SkillSettings(_Section):
         return self
 
 
+# ``package.module:attribute`` (an entry point's value).
+_FACTORY = r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$"
+
+
+class PluginSettings(_Section):
+    """Plug-in tools and providers (see ``agent_core/plugins.py``). ``entry_points``: load the
+    installed packages' ``soong_agent.tools`` / ``soong_agent.providers`` entry points;
+    ``tools``: tool factories by ``module:attribute``; ``providers``: provider key → factory."""
+
+    entry_points: bool = True
+    tools: tuple[Annotated[str, Field(pattern=_FACTORY)], ...] = ()
+    providers: dict[
+        Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")],
+        Annotated[str, Field(pattern=_FACTORY)],
+    ] = Field(default_factory=dict)
+
+
 class Settings(_Section):
     """All settings of a deployment; built once at start-up and passed down."""
 
@@ -218,6 +267,12 @@ class Settings(_Section):
     sandbox: SandboxSettings = SandboxSettings()
     projects: ProjectSettings = ProjectSettings()
     skills: SkillSettings = SkillSettings()
+    plugins: PluginSettings = PluginSettings()
+    # Named model endpoints beside the default ``[model]``; an agent picks one with
+    # ``agent_config.provider = "<name>"``.
+    providers: dict[
+        Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")], NamedProviderSettings
+    ] = Field(default_factory=dict)
     # MCP servers ([mcp.servers.<name>], see agent_core/mcp/config.py): their tools for agents.
     mcp: McpSettings = McpSettings()
 

@@ -94,10 +94,11 @@ class ProviderRegistry:
         return factory(settings)
 
 
-def check_provider_key(key: str) -> None:
+def check_provider_key(key: str, plugins: Iterable[str] = ()) -> None:
     """Raise the registry's ``unknown_provider`` :class:`ConfigError` unless ``key`` is a
-    provider a deployment can configure (a built-in one, or the demo model)."""
-    if key != DEMO_PROVIDER:
+    provider a deployment can configure (a built-in one, the demo model, or one of the
+    ``plugins`` keys — whether a plug-in's factory works is the run-workers' check)."""
+    if key != DEMO_PROVIDER and key not in set(plugins):
         registry = ProviderRegistry()
         if key not in registry:
             registry.create(ProviderSettings(provider=key))  # raises, naming the known keys

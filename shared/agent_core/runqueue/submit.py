@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent_core.bus.contracts.storage import CreateRun, EndRun, GetSession
@@ -86,6 +87,7 @@ async def submit_message(
             run_id=run_id,
             start_node_id=node_id,
             metadata=_run_metadata(kind, strategy, parent_node_id, content),
+            expires_at=_expiry(storage),
         )
     )
     if not receipt.ok and receipt.error is not None and receipt.error.code in _NO_SESSION:
@@ -112,6 +114,16 @@ async def submit_message(
         )
     )
     return Submitted(run_id, node_id, kind)
+
+
+def _expiry(storage: StorageClient) -> datetime | None:
+    """When the writer must no longer create the run: a little before this sender gives up, so
+    that a run created in time is answered before the sender stops listening."""
+    budget = storage.gives_up_after_s
+    if budget is None:
+        return None
+    margin = min(1.0, storage.timeout_s / 2)
+    return datetime.now(UTC) + timedelta(seconds=budget - margin)
 
 
 def _run_metadata(

@@ -21,6 +21,7 @@ import httpx
 
 from agent_core.config import Settings
 from agent_core.errors import ConfigError
+from agent_core.plugins import plugin_provider_keys
 from agent_core.provider import check_provider_key
 from agent_core.service.homelock import HomeLock
 from agent_core.service.runner import EXIT_CONFIG
@@ -151,7 +152,10 @@ def run_stack(
     die_with_parent()  # if whoever started us (make, a shell) dies, shut down rather than linger
     # A provider no worker can build stops start-up here, before anything runs (whether it can
     # be built is the run-workers' check: they exit with EXIT_CONFIG, which stops the stack).
-    check_provider_key(settings.model.provider if not fake_provider else "fake")
+    plugins = plugin_provider_keys(settings)
+    check_provider_key(settings.model.provider if not fake_provider else "fake", plugins)
+    for named in settings.providers.values():
+        check_provider_key(named.kind, plugins)
     home = settings.home
     lock = HomeLock(home)
     lock.acquire()

@@ -99,8 +99,9 @@ class AgentConfig(Strict):
 class AgentConfigOverrides(Strict):
     """What a client may change of an agent's config (no endpoint or key variable).
 
-    ``provider`` names one of the providers the deployment serves (today the one of its
-    ``[model]`` section); another is refused (``unknown_provider``) before any run exists.
+    ``provider`` names one of the providers the deployment serves (a ``[providers.<name>]``
+    endpoint or the ``[model]`` section's provider); another is refused (``unknown_provider``)
+    before any run exists, as is a model a named endpoint does not list (``unknown_model``).
     """
 
     provider: str | None = Field(default=None, min_length=1, max_length=64)

@@ -25,11 +25,12 @@ def make_cluster(
         workers: int = 2,
         memory: bool = False,
         extra_config: str = "",
+        env: dict[str, str] | None = None,
     ) -> Cluster:
         (tmp_path / "config.toml").write_text(
             CONFIG.format(memory=str(memory).lower()) + extra_config
         )
-        cluster = Cluster(redis_url, names, tmp_path, fake_server(default))
+        cluster = Cluster(redis_url, names, tmp_path, fake_server(default), extra_env=env or {})
         cluster.start_writer()
         for i in range(workers):
             cluster.start_worker(i)

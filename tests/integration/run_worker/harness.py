@@ -99,6 +99,7 @@ class Cluster:
     writer: subprocess.Popen[bytes] | None = None
     others: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[Path] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)  # over the defaults below
 
     def env(self) -> dict[str, str]:
         return {
@@ -111,6 +112,7 @@ class Cluster:
             "SOONG_MODEL_BASE_URL": self.fake.sdk_base_url,
             "OPENAI_API_KEY": "sk-test-not-a-real-key-000000",
             "PYTHONUNBUFFERED": "1",
+            **self.extra_env,
         }
 
     def _spawn(self, name: str, instance: str) -> subprocess.Popen[bytes]:
