@@ -260,3 +260,25 @@ async def test_the_agents_tool_policy_applies_by_namespaced_name(make_rig: Any) 
     assert not upper.is_error and text_of(upper) == "X"
     echo = await rig.call("mcp__fake__echo", {"text": "x"}, rules=ask)
     assert echo.is_error and echo.metadata["error_code"] == "permission_denied"
+
+
+async def test_a_server_that_went_down_keeps_its_tools_and_its_calls_say_why(
+    make_rig: Any, tmp_path: Any
+) -> None:
+    mark = tmp_path / "down"
+    script = (
+        "import os, runpy, sys\n"
+        f"if os.path.exists({str(mark)!r}): sys.exit(7)\n"
+        "runpy.run_module('tests.fakes.mcp_server', run_name='__main__')\n"
+    )
+    rig = await make_rig({"flaky": stdio_settings(command=[FAKE[0], "-c", script])})
+    pid = int(text_of(await rig.call("mcp__flaky__whoami")).split()[0])
+    mark.write_text("")
+    psutil.Process(pid).kill()
+    client = rig.servers.clients["flaky"]
+    assert client._conn is not None
+    await asyncio.wait_for(client._conn.ended.wait(), 30)
+    assert "mcp__flaky__echo" in await rig.offer()  # the last list, while it cannot start
+    result = await rig.call("mcp__flaky__echo", {"text": "x"})
+    assert result.is_error and result.metadata["error_code"] == "mcp_server_unavailable"
+    assert "MCP server 'flaky'" in text_of(result)
