@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
@@ -68,6 +69,7 @@ class McpServerClient:
         self._refresh: asyncio.Task[None] | None = None
         self._counted: Connection | None = None
         self._stale = False
+        self._reaping: set[asyncio.Task[None]] = set()
 
     @property
     def cached_tools(self) -> list[types.Tool] | None:
@@ -142,6 +144,8 @@ class McpServerClient:
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
+        if self._reaping:
+            await asyncio.wait(list(self._reaping))
 
     def _timeout(self, tool: str, timeout: float) -> ToolError:
         return ToolError(
@@ -177,16 +181,18 @@ class McpServerClient:
                 return conn
             if self._closed:
                 raise ToolError("mcp_server_unavailable", f"MCP server {self.name!r} is stopped")
-            if conn is not None:  # it died since: reap it, and count the crash
+            if conn is not None:  # it died since: count the crash, reap it aside
                 self._conn = None
-                await conn.close()
                 self._crashed(conn, "its process ended" if self._is_stdio else "it went away")
+                reap = asyncio.create_task(conn.close())
+                self._reaping.add(reap)
+                reap.add_done_callback(self._reaping.discard)
             wait = self._retry_at - self._clock()
             if wait > 0:
                 raise ToolError(
                     "mcp_server_unavailable",
                     f"MCP server {self.name!r} is not available ({self._last_error}); it is "
-                    f"started again in {wait:.0f} s",
+                    f"started again in {math.ceil(wait)} s",
                     retryable=True,
                     details={"retry_after_s": round(wait, 1)},
                 )
