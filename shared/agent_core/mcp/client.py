@@ -9,6 +9,7 @@ the server's ``connect_timeout_s`` plus its ``call_timeout_s``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -70,6 +71,7 @@ class McpServerClient:
         self._counted: Connection | None = None
         self._stale = False
         self._reaping: set[asyncio.Task[None]] = set()
+        self._starting: asyncio.Task[None] | None = None
 
     @property
     def cached_tools(self) -> list[types.Tool] | None:
@@ -79,7 +81,15 @@ class McpServerClient:
     async def tools(self) -> list[types.Tool]:
         """The server's tools (allow/deny applied), starting the server if it is not running.
         A server that cannot be reached keeps offering its last list (its calls then fail with
-        a clear error); one never listed raises :class:`ToolError` ``mcp_server_unavailable``."""
+        a clear error); one never listed raises :class:`ToolError` ``mcp_server_unavailable``.
+
+        Only the first listing waits for the server: later, a server that is down is started
+        again aside, and the run starts at once with the last list."""
+        conn = self._conn
+        if self._tools is not None and (conn is None or conn.ended.is_set()):
+            if not self._closed and (self._starting is None or self._starting.done()):
+                self._starting = asyncio.create_task(self._start_aside())
+            return self._tools
         try:
             await self._connection()
         except ToolError:
@@ -87,6 +97,10 @@ class McpServerClient:
                 raise
         assert self._tools is not None
         return self._tools
+
+    async def _start_aside(self) -> None:
+        with contextlib.suppress(ToolError):  # counted and logged by the start itself
+            await self._connection()
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Call ``tool`` (its name on the server) within ``call_timeout_s``."""
@@ -139,8 +153,11 @@ class McpServerClient:
     async def close(self) -> None:
         """Stop the server for good (the worker is stopping); never raises."""
         self._closed = True
-        if self._refresh is not None:
-            self._refresh.cancel()
+        aside = [t for t in (self._refresh, self._starting) if t is not None and not t.done()]
+        for task in aside:
+            task.cancel()
+        if aside:
+            await asyncio.wait(aside)
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
