@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from typing import Any
 
@@ -109,8 +110,9 @@ def _whoami(request: Any) -> Any:
     return tool_calls_turn(("call_who", "mcp__fake__whoami", {}))
 
 
+@pytest.mark.parametrize("how", ["stopped", "killed"])
 async def test_an_agent_enables_mcp_tools_and_the_worker_ends_its_server(
-    make_cluster: Any, client: BusClient
+    make_cluster: Any, client: BusClient, how: str
 ) -> None:
     cluster: Cluster = make_cluster(
         _whoami, workers=1, extra_config=STDIO.split("[mcp.servers.broken]")[0]
@@ -128,9 +130,14 @@ async def test_an_agent_enables_mcp_tools_and_the_worker_ends_its_server(
     result = _results(await client.path(sid, run["end_node_id"]))["call_who"]
     pid, cwd, value = _text(result).split()
     assert cwd == str(REPO) and value == "configured"
-    assert psutil.pid_exists(int(pid))
-    cluster.stop()  # the worker stops: its MCP server goes with it
-    assert not psutil.pid_exists(int(pid)) or psutil.Process(int(pid)).status() == "zombie"
+    server = psutil.Process(int(pid))
+    assert server.ppid() == cluster.worker_pid(0)  # the worker's own child
+    if how == "stopped":
+        cluster.stop()  # the worker stops: it ends its MCP server
+    else:
+        cluster.signal_worker(0, signal.SIGKILL)  # the server sees its stdin close, and exits
+    gone, _ = psutil.wait_procs([server], timeout=30)
+    assert gone == [server]
 
 
 async def test_mcp_tools_in_a_run_over_http(make_cluster: Any, client: BusClient) -> None:
