@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mcp_types as types
+import pytest
 
 from agent_core.mcp import tools
 from agent_core.mcp.client import backoff_s
@@ -37,8 +38,8 @@ def test_structured_content_alone_is_json() -> None:
     assert result_text(result) == '{"n": 1, "s": "é"}'
 
 
-def test_a_result_past_the_bound_is_cut(monkeypatch: object) -> None:
-    monkeypatch.setattr(tools, "MAX_RESULT_BYTES", 100)  # type: ignore[attr-defined]
+def test_a_result_past_the_bound_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tools, "MAX_RESULT_BYTES", 100)
     text = result_text(types.CallToolResult(content=[types.TextContent(text="é" * 100)]))
     assert text.startswith("é" * 50) and text.endswith(
         "[MCP result cut: 100 more bytes were not kept]"
