@@ -7,7 +7,7 @@ Tools: ``echo`` (its text back), ``add``, ``upper`` (the bench's work), ``crash`
 dies mid-call), ``hang`` (sleeps far past any call timeout), ``huge`` (a result of ``size``
 characters), ``grow`` (adds the tool ``extra`` and sends ``notifications/tools/list_changed``),
 ``fail`` (an ``is_error`` result), ``secret`` (for deny lists), ``whoami`` (the process id, the
-working directory, one environment variable and one request header). ``--name`` renames the
+working directory, one environment variable and one request header), ``getenv``. ``--name`` renames the
 server; ``--crash-on-start`` makes the process exit before it answers anything, ``--hang-on-start``
 keeps it alive without ever answering.
 """
@@ -83,6 +83,11 @@ def build(name: str) -> MCPServer:
         headers = ctx.headers or {}
         header = headers.get("x-fake", "")
         return f"{os.getpid()} {os.getcwd()} {os.environ.get('FAKE_MCP_VALUE', '')} {header}"
+
+    @server.tool()
+    def getenv(name: str) -> str:
+        """The value of an environment variable of the server's process, or <unset>."""
+        return os.environ.get(name, "<unset>")
 
     @server.tool()
     async def grow(ctx: Context) -> str:

@@ -196,7 +196,10 @@ async def test_an_http_server_that_is_down_gives_a_clear_error(make_rig: Any) ->
     assert "MCP server 'down' could not be started" in info.value.message
 
 
-async def test_env_cwd_and_headers_reach_the_server(make_rig: Any, http_url: str) -> None:
+async def test_env_cwd_and_headers_reach_the_server(
+    make_rig: Any, http_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOONG_TEST_WORKER_SECRET", "sk-not-for-servers")
     stdio = stdio_settings(env={"FAKE_MCP_VALUE": "from-config"})
     http = McpServerSettings(
         transport="http",
@@ -207,6 +210,10 @@ async def test_env_cwd_and_headers_reach_the_server(make_rig: Any, http_url: str
     rig = await make_rig({"s": stdio, "h": http}, environ={"FAKE_TOKEN": "tok-123"})
     _, cwd, value = text_of(await rig.call("mcp__s__whoami")).split()
     assert cwd == str(REPO) and value == "from-config"
+    # The worker's own environment stays out (provider keys are there).
+    assert os.environ.get("SOONG_TEST_WORKER_SECRET") == "sk-not-for-servers"
+    hidden = await rig.call("mcp__s__getenv", {"name": "SOONG_TEST_WORKER_SECRET"})
+    assert text_of(hidden) == "<unset>"
     assert text_of(await rig.call("mcp__h__whoami")).split()[-1] == "tok-123"
 
 
