@@ -123,7 +123,12 @@ class McpServerClient:
                 raise ToolError(
                     "mcp_server_crashed",
                     f"MCP server {self.name!r} stopped while running {tool!r}: the call's effect "
-                    "is unknown. The server is started again for the next call.",
+                    "is unknown. "
+                    + (
+                        "The server is started again for the next call."
+                        if self._is_stdio
+                        else "The next call connects to it again."
+                    ),
                     retryable=True,
                 ) from None
             raise ToolError(

@@ -245,8 +245,8 @@ async def test_an_http_server_that_dies_mid_call_gives_errors_not_a_stuck_run(
 ) -> None:
     rig = await make_rig({"web": McpServerSettings(transport="http", url=http_url)})
     result = await rig.call("mcp__web__crash")
-    assert result.is_error
-    assert result.metadata["error_code"] in ("mcp_server_crashed", "mcp_server_unavailable")
+    assert result.is_error and result.metadata["error_code"] == "mcp_server_crashed"
+    assert "The next call connects to it again" in text_of(result)
     after = await rig.call("mcp__web__echo", {"text": "anyone?"})  # nobody listens any more
     assert after.is_error and after.metadata["error_code"] == "mcp_server_unavailable"
     assert "MCP server 'web'" in text_of(after)
