@@ -23,6 +23,7 @@ from agent_core.errors import ToolError, redact
 from agent_core.mcp.config import McpServerSettings
 from agent_core.mcp.connection import Connection
 from agent_core.mcp.names import admitted
+from agent_core.observability.metrics import MCP_SERVER_CRASHES, MCP_SERVER_STARTS
 
 __all__ = ["McpServerClient", "backoff_s"]
 
@@ -183,6 +184,7 @@ class McpServerClient:
         conn.ended.set()
         if conn is not self._counted:  # a crash counts once, whoever notices it first
             self._counted = conn
+            MCP_SERVER_CRASHES.labels(self.name).inc()
             self._failed(why)
 
     def _failed(self, why: str) -> None:
@@ -242,6 +244,7 @@ class McpServerClient:
             raise
         except BaseException as exc:
             await conn.close()
+            MCP_SERVER_STARTS.labels(self.name, "failed").inc()
             why = "it did not start in time" if isinstance(exc, TimeoutError) else _why(exc)
             self._failed(why)
             raise ToolError(
@@ -251,6 +254,7 @@ class McpServerClient:
             ) from None
         self._conn = conn
         self._last_error = ""
+        MCP_SERVER_STARTS.labels(self.name, "ok").inc()
         log.info("mcp server %s started (%d tools)", self.name, len(self._tools or ()))
         return conn
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import psutil
 import pytest
+from prometheus_client import REGISTRY
 
 from agent_core.errors import ToolError
 from agent_core.mcp import McpServerSettings
@@ -127,16 +128,24 @@ async def test_agents_enable_mcp_tools_by_name_or_by_server(make_rig: Any) -> No
     assert list(rig.servers.clients) == ["fake"]  # a disabled server is never started
 
 
+def _sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
 async def test_a_crash_mid_call_is_an_error_and_the_next_call_restarts_it(make_rig: Any) -> None:
-    rig = await make_rig({"fake": stdio_settings()})
-    first = int(text_of(await rig.call("mcp__fake__whoami")).split()[0])
-    result = await rig.call("mcp__fake__crash")
+    crashes = _sample("soong_mcp_server_crashes_total", server="crashy")
+    starts = _sample("soong_mcp_server_starts_total", server="crashy", outcome="ok")
+    rig = await make_rig({"crashy": stdio_settings()})
+    first = int(text_of(await rig.call("mcp__crashy__whoami")).split()[0])
+    result = await rig.call("mcp__crashy__crash")
     assert result.is_error and result.metadata["error_code"] == "mcp_server_crashed"
     assert "started again for the next call" in text_of(result)
-    after = await rig.call("mcp__fake__whoami")
+    after = await rig.call("mcp__crashy__whoami")
     assert not after.is_error, text_of(after)
     assert int(text_of(after).split()[0]) != first
-    assert rig.servers.clients["fake"].starts == 2
+    assert rig.servers.clients["crashy"].starts == 2
+    assert _sample("soong_mcp_server_crashes_total", server="crashy") == crashes + 1
+    assert _sample("soong_mcp_server_starts_total", server="crashy", outcome="ok") == starts + 2
 
 
 async def test_a_server_that_dies_while_idle_is_restarted_by_the_next_call(
