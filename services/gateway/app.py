@@ -20,6 +20,7 @@ from agent_core.service import ServiceContext, ping_services
 from agent_core.types.api import Health, Readiness
 from services.gateway import (
     routes_files,
+    routes_hooks,
     routes_messages,
     routes_nodes,
     routes_permissions,
@@ -89,6 +90,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         routes_nodes,
         routes_permissions,
         routes_files,
+        routes_hooks,
         routes_tasks_memory,
     ):
         app.include_router(module.router)
