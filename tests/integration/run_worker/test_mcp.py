@@ -8,6 +8,7 @@ import asyncio
 import json
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -205,3 +206,50 @@ async def test_a_hanging_call_times_out_and_a_changed_list_reaches_the_next_run(
     assert "mcp__fake__extra" in offered
     extra = _results(await client.path(sid, run["end_node_id"]))["call_extra"]
     assert not extra["is_error"] and _text(extra) == "extra!"
+
+
+HOOK = r"""
+import json, sys
+data = json.load(sys.stdin)
+if data["phase"] == "pre_tool_use" and data["tool_call"]["name"] == "mcp__fake__add":
+    print(json.dumps({"decision": "deny", "reason": "no sums over MCP"}))
+"""
+
+
+def _add_then_echo(request: Any) -> Any:
+    tools = sum(1 for m in request["messages"] if m["role"] == "tool")
+    if tools == 0:
+        return tool_calls_turn(
+            ("call_add", "mcp__fake__add", {"a": 1, "b": 2}),
+            ("call_echo", "mcp__fake__echo", {"text": "hooked"}),
+        )
+    return text_answer("done")
+
+
+async def test_hooks_see_mcp_tools_by_their_names(
+    make_cluster: Any, client: BusClient, tmp_path: Path
+) -> None:
+    hook = tmp_path / "hook.py"
+    hook.write_text(HOOK)
+    argv = json.dumps([sys.executable, str(hook)])
+    config = STDIO.split("[mcp.servers.broken]")[0]
+    config += f'\n[[hooks.PreToolUse]]\nname = "sums"\nmatcher = "mcp__*"\ncommand = {argv}\n'
+    cluster: Cluster = make_cluster(_add_then_echo, workers=1, extra_config=config)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    submitted = await client.send(sid, "add and echo")
+    await client.events(sid, submitted.run_id, timeout_s=120)
+    run = await client.run(submitted.run_id)
+    assert run["status"] == "completed", cluster.log_text()[-4000:]
+    results = _results(await client.path(sid, run["end_node_id"]))
+    assert results["call_add"]["is_error"] and "no sums over MCP" in _text(results["call_add"])
+    assert not results["call_echo"]["is_error"] and _text(results["call_echo"]) == "hooked"
+    executed = [
+        json.loads(e["payload_json"])
+        for e in await client.timeline(sid, submitted.run_id)
+        if e["event_type"] == "hook_executed"
+    ]
+    assert sorted(e["decision"] for e in executed if e["event"] == "PreToolUse") == [
+        "allow",
+        "deny",
+    ], executed
