@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from agent_core.context import ContextBuilder
 from agent_core.context.compaction import Compactor
@@ -38,7 +40,7 @@ from agent_core.service import ServiceContext
 from agent_core.skills import LoadSkillTool, RunSkills
 from agent_core.storage_client import StorageClient
 from agent_core.tasks.client import TaskClient
-from agent_core.tools import PermissionGate, ToolExecutor, ToolRegistry, Workspace
+from agent_core.tools import PermissionGate, Tool, ToolExecutor, ToolRegistry, Workspace
 from agent_core.types.enums import AgentType, EndReason, RunStatus
 from agent_core.types.runtime import AgentConfig, Node, RunEnd, RunNodeCreated
 from services.run_worker.adapters import BusRunStore, StorageArtifactSink, WorkerToolRunner
@@ -55,6 +57,9 @@ from services.run_worker.permissions import RedisPermissionBroker
 from services.run_worker.reads import RunReads
 from services.run_worker.skills_link import SkillLink
 
+if TYPE_CHECKING:  # the MCP SDK is imported only where servers are configured
+    from agent_core.mcp.tools import McpServers
+
 __all__ = ["RunExecutor"]
 
 log = logging.getLogger("soong.run_worker")
@@ -70,8 +75,10 @@ class RunExecutor:
         queue: SessionQueue,
         providers: ProviderRegistry,
         tools: ToolRegistry,
+        mcp: McpServers | None = None,
     ) -> None:
         self.ctx = ctx
+        self.mcp = mcp
         self.storage = storage
         self.queue = queue
         self.reads = RunReads(storage)
@@ -175,11 +182,12 @@ class RunExecutor:
             return p.cancelled()
         config = self.setup.config(run.config_overrides)
         skills = self.skills.run_skills(run, prefetch.cwd, p.path, config)
+        mcp = await self._mcp_tools(a, config)
         turns_done = 0
         loop: AgentLoop | None = None
         rerun = False
         if a.handle.attempt > 1:
-            loop = self._loop(a, config, skills)
+            loop = self._loop(a, config, skills, mcp)
             tools = loop.tools
             repeatable = tools.repeatable if isinstance(tools, WorkerToolRunner) else None
             point = resume_point(p.path, run.run_id, repeatable)
@@ -206,7 +214,7 @@ class RunExecutor:
             ):
                 p.path.append(await self._append(a, node))
         if loop is None:
-            loop = self._loop(a, config, skills)
+            loop = self._loop(a, config, skills, mcp)
         timeout_s = config.budget.max_wall_clock_s
         return await p.run_loop(
             loop, p.path, turns_done=turns_done, timeout_s=timeout_s, rerun_calls=rerun
@@ -252,7 +260,24 @@ class RunExecutor:
                 path = await self.reads.path(run.session_id, last)
         return path
 
-    def _loop(self, a: Attempt, config: AgentConfig, skills: RunSkills | None) -> AgentLoop:
+    async def _mcp_tools(self, a: Attempt, config: AgentConfig) -> Sequence[Tool[Any]]:
+        """The MCP tools the agent may use, as listed now (servers start on first use; one that
+        cannot start adds none). An orchestrator's own loop is not given them (``_tools``): its
+        worker runs are."""
+        if not self.mcp:
+            return ()
+        taken = self.setup.tools  # a plug-in tool that took an MCP name keeps it
+        return [
+            t for t in await self.mcp.tools_for(config.enabled_tools) if taken.get(t.name) is None
+        ]
+
+    def _loop(
+        self,
+        a: Attempt,
+        config: AgentConfig,
+        skills: RunSkills | None,
+        mcp: Sequence[Tool[Any]] = (),
+    ) -> AgentLoop:
         """The attempt's loop: its model, its workspace's tools, and the child runs it may start
         (an orchestrator's loop: the orchestration prompt and tools; its children do the work)."""
         run = a.item.run
@@ -278,7 +303,7 @@ class RunExecutor:
             a.events,
             config,
             model,
-            tools=lambda store, h: self._tools(a, config, workspace, store, None, hooks=h),
+            tools=lambda store, h: self._tools(a, config, workspace, store, None, hooks=h, mcp=mcp),
             runs=self.runs,
             debug=workspace if self.ctx.settings.debug else None,
             hooks=lambda store, kind: self._child_hooks(in_effect, store, kind, project, a),
@@ -298,6 +323,7 @@ class RunExecutor:
                 orchestrator=orchestrator,
                 skills=skills,
                 hooks=hooks,
+                mcp=mcp,
             ),
             builder=ContextBuilder(skills=skills.listing if skills else None),
             compactor=Compactor(config, model, BusCompactAgents(self.storage, a.handle)),
@@ -322,6 +348,7 @@ class RunExecutor:
         orchestrator: bool = False,
         skills: RunSkills | None = None,
         hooks: RunHooks | None = None,
+        mcp: Sequence[Tool[Any]] = (),
     ) -> WorkerToolRunner:
         """The tools of the run that writes through ``store`` (the attempt's, or a child's):
         with ``children``, also the tools that start child runs (children start none)."""
@@ -342,6 +369,9 @@ class RunExecutor:
             load_skill = LoadSkillTool(skills)
             starters = (*starters, load_skill)
             definitions = [*definitions, load_skill.definition()]
+        if mcp and not orchestrator:  # MCP tools: listed per run, filtered by enabled_tools
+            starters = (*starters, *mcp)
+            definitions = [*definitions, *(t.definition() for t in mcp)]
         executor = ToolExecutor(
             self.setup.registry(
                 self.setup.project(a.prefetch.cwd, workspace), starters, orchestrator=orchestrator

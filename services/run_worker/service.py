@@ -41,7 +41,13 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s, attempts=None
     )
     queue = SessionQueue(ctx.redis, ctx.names)
-    executor = RunExecutor(ctx, storage, queue, providers, tools)
+    mcp = None
+    if any(s.enabled for s in ctx.settings.mcp.servers.values()):
+        # MCP servers: owned by this process, started on first use, stopped with it.
+        from agent_core.mcp.tools import McpServers
+
+        mcp = McpServers(ctx.settings.mcp)
+    executor = RunExecutor(ctx, storage, queue, providers, tools, mcp)
     worker = RunWorker(ctx, queue, executor)
     nudges = ctx.consumer(
         ctx.names.runs,
@@ -61,5 +67,5 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         consumers=[nudges],
         tasks=[worker.sweep, worker.listen_for_cancels],
         on_start=[prepare],
-        on_stop=[worker.shutdown],
+        on_stop=[worker.shutdown, *([mcp.close] if mcp else [])],
     )

@@ -9,11 +9,13 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agent_core.hooks.config import HooksSettings
+from agent_core.mcp.config import McpSettings
 
 __all__ = [
     "BusSettings",
     "GatewaySettings",
     "HooksSettings",
+    "McpSettings",
     "MemorySettings",
     "ModelSettings",
     "NamedProviderSettings",
@@ -279,6 +281,8 @@ class Settings(_Section):
     ] = Field(default_factory=dict)
     # Command hooks: the operator's, and which project roots may add their own (README, "Hooks").
     hooks: HooksSettings = HooksSettings()
+    # MCP servers ([mcp.servers.<name>], see agent_core/mcp/config.py): their tools for agents.
+    mcp: McpSettings = McpSettings()
 
     @model_validator(mode="after")
     def _no_key_for_code(self) -> Settings:

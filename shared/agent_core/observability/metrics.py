@@ -30,6 +30,8 @@ __all__ = [
     "DEAD_LETTERS",
     "GATEWAY_REQUESTS",
     "GATEWAY_REQUEST_SECONDS",
+    "MCP_SERVER_CRASHES",
+    "MCP_SERVER_STARTS",
     "MODEL_CALLS",
     "MODEL_LATENCY",
     "MODEL_TTFT",
@@ -122,6 +124,16 @@ GATEWAY_REQUEST_SECONDS = Histogram(
     "HTTP request latency by route template.",
     ["route"],
     buckets=_FAST,
+)
+# MCP servers (agent_core/mcp): starts by server (from configuration) and outcome, and the
+# connections that ended by themselves (a crash, a server gone away).
+MCP_SERVER_STARTS = Counter(
+    "soong_mcp_server_starts",
+    "MCP server starts by server and outcome (ok, failed).",
+    ["server", "outcome"],
+)
+MCP_SERVER_CRASHES = Counter(
+    "soong_mcp_server_crashes", "MCP server connections lost while in use, by server.", ["server"]
 )
 
 
