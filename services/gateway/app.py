@@ -19,6 +19,7 @@ from agent_core.observability import render_metrics
 from agent_core.service import ServiceContext, ping_services
 from agent_core.types.api import Health, Readiness
 from services.gateway import (
+    routes_assistants,
     routes_files,
     routes_messages,
     routes_nodes,
@@ -90,6 +91,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         routes_permissions,
         routes_files,
         routes_tasks_memory,
+        routes_assistants,
     ):
         app.include_router(module.router)
 

@@ -21,6 +21,8 @@ from agent_core.types._assistant import (
     AssistantName,
     AssistantPin,
     OverridableField,
+    refused_overrides,
+    session_overrides,
 )
 from agent_core.types.enums import (
     MultitaskStrategy,
@@ -74,6 +76,8 @@ __all__ = [
     "TreeNode",
     "UploadedFile",
     "UserBlock",
+    "refused_overrides",
+    "session_overrides",
     "stored_overrides",
 ]
 
