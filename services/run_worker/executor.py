@@ -45,6 +45,7 @@ from services.run_worker.children import ChildRunner
 from services.run_worker.claim import Attempt, Claimer, message_node, placed_path
 from services.run_worker.endings import announce, close_stream_of_terminal_run, end_run
 from services.run_worker.memory_link import hand_off
+from services.run_worker.named_workers import named_setup
 from services.run_worker.permissions import RedisPermissionBroker
 from services.run_worker.reads import RunReads
 from services.run_worker.skills_link import SkillLink
@@ -262,6 +263,12 @@ class RunExecutor:
             tools=lambda store: self._tools(a, config, workspace, store, None),
             runs=self.runs,
             debug=workspace if self.ctx.settings.debug else None,
+            named=named_setup(
+                self.reads,
+                self.setup,
+                run.account_id,
+                lambda cfg: lambda store: self._tools(a, cfg, workspace, store, None),
+            ),
         )
         return AgentLoop(
             handle=a.handle,

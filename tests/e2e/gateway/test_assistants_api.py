@@ -23,13 +23,26 @@ import pytest
 from tests.conftest import REPO, Stack, start_stack, stop_stack
 from tests.e2e.gateway.conftest import _create_key, read_events
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.integration.run_worker.harness import fake_server, text_answer
+from tests.integration.run_worker.harness import (
+    fake_server,
+    last_role,
+    text_answer,
+    tool_calls_turn,
+)
 
 pytestmark = pytest.mark.e2e
 
 
 def _echo(request: Any) -> Any:
-    """The answer names the model and the system prompt the run sent."""
+    """The answer names the model and the system prompt the run sent. A message ``DISPATCH
+    <name>`` asks for a worker running as assistant ``<name>``, then answers with its result."""
+    first = next(m for m in request["messages"] if m["role"] == "user")["content"]
+    if str(first).startswith("DISPATCH ") and last_role(request) == "tool":
+        return text_answer(f"parent got: {request['messages'][-1]['content']}")
+    if str(first).startswith("DISPATCH "):
+        name = str(first).removeprefix("DISPATCH ").strip()
+        args = {"worker": "w1", "task": "TASK review it", "assistant": name}
+        return tool_calls_turn(("call_w", "dispatch_worker", args))
     system = " ".join(
         str(m["content"]) for m in request["messages"] if m["role"] in ("system", "developer")
     )
@@ -72,14 +85,17 @@ def _client(stack: Stack, key: str | None = None) -> httpx.Client:
 
 
 def _answer(c: httpx.Client, sid: str, text: str = "hi", **body: Any) -> str:
-    """Post a message, read its run to the end; the answer's text."""
+    """Post a message, read its run to the end; the text of the node it ended on."""
     posted = c.post(f"/v1/sessions/{sid}/messages", json={"text": text, **body})
     assert posted.status_code == 202, posted.text
     run_id = posted.json()["run_id"]
     events = read_events(c, f"/v1/sessions/{sid}/runs/{run_id}/events")
     assert events[-1].event == "run_finished" and events[-1].data is not None
     assert events[-1].data["status"] == "completed", events[-1].data
-    return "".join(e.data["text"] for e in events if e.event == "text_delta" and e.data)
+    # The answer node, not the text deltas: a run that ended before its stream was opened may
+    # be replayed from the durable timeline, which has no deltas.
+    node = c.get(f"/v1/sessions/{sid}/nodes/{events[-1].data['last_node_id']}").json()
+    return "".join(b["text"] for b in node["content"] if b["type"] == "text")
 
 
 _REVIEWER = {
@@ -261,6 +277,30 @@ def test_another_account_cannot_start_a_session_from_it(stack: tuple[Stack, str]
         assert _answer(bob, sid) == "model=m2 system=BOB"
     with _client(running) as alice:
         assert alice.get("/v1/assistants/private").json()["instructions"] == "REVIEWER-V1"
+
+
+def test_an_orchestrators_worker_runs_as_a_named_agent(stack: tuple[Stack, str]) -> None:
+    running, bob_key = stack
+    with _client(running) as c:
+        made = c.post(
+            "/v1/assistants", json={**_REVIEWER, "name": "helper", "instructions": "HELPER"}
+        )
+        assert made.status_code == 201
+        sid = c.post("/v1/sessions", json={"mode": "orchestrator"}).json()["session_id"]
+        # The worker ran with the assistant's model and instructions, not the session's.
+        assert _answer(c, sid, "DISPATCH helper") == "parent got: model=m2 system=HELPER"
+        runs = c.get(f"/v1/sessions/{sid}/runs").json()["items"]
+        child = next(r for r in runs if r["metadata"].get("kind") == "child")
+        assert (child["metadata"]["assistant"], child["metadata"]["assistant_version"]) == (
+            "helper",
+            1,
+        )
+        # A name the account does not have is a tool error the model reads; the run goes on.
+        sid2 = c.post("/v1/sessions", json={"mode": "orchestrator"}).json()["session_id"]
+        assert "no assistant named 'nobody'" in _answer(c, sid2, "DISPATCH nobody")
+    with _client(running, bob_key) as bob:  # another account's assistant is not found either
+        sid3 = bob.post("/v1/sessions", json={"mode": "orchestrator"}).json()["session_id"]
+        assert "no assistant named 'helper'" in _answer(bob, sid3, "DISPATCH helper")
 
 
 def test_the_cli_manages_assistants(stack: tuple[Stack, str], tmp_path: Path) -> None:
