@@ -15,6 +15,7 @@ import sqlite3
 from typing import Any
 
 from agent_core.bus.contracts.assistants import (
+    MAX_ACTIVE_ASSISTANTS,
     ArchiveAssistant,
     CreateAssistant,
     UpdateAssistant,
@@ -35,7 +36,18 @@ def _definition_json(definition: AssistantDefinition) -> str:
 def create_assistant(
     conn: sqlite3.Connection, c: CreateAssistant, ctx: ApplyContext
 ) -> dict[str, Any]:
-    """Version 1 of a new assistant; ``assistant_exists`` when the name is taken (active)."""
+    """Version 1 of a new assistant; ``assistant_exists`` when the name is taken (active),
+    ``too_many_assistants`` past :data:`MAX_ACTIVE_ASSISTANTS`."""
+    (active,) = conn.execute(
+        "SELECT count(*) FROM assistants WHERE account_id = ? AND status = ?",
+        (c.account_id, _ACTIVE),
+    ).fetchone()
+    if active >= MAX_ACTIVE_ASSISTANTS:  # a listing answers them all at once: keep it bounded
+        raise refusal(
+            "too_many_assistants",
+            f"an account has at most {MAX_ACTIVE_ASSISTANTS} active assistants; archive some",
+            limit=MAX_ACTIVE_ASSISTANTS,
+        )
     taken = conn.execute(
         "SELECT assistant_id FROM assistants WHERE account_id = ? AND name = ? AND status = ?",
         (c.account_id, c.name, _ACTIVE),

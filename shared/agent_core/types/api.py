@@ -367,7 +367,10 @@ class CreateAssistantRequest(AssistantDefinition):
 
 
 class PatchAssistantRequest(_Body):
-    """Change some fields of an assistant's definition (a new version; the others are kept)."""
+    """Change some fields of an assistant's definition (a new version; the others are kept).
+
+    Each field given replaces that field whole: ``config`` is the new config, not merged into
+    the old one field by field."""
 
     model_config = ConfigDict(
         extra="forbid", json_schema_extra={"examples": [{"instructions": "Be briefer."}]}

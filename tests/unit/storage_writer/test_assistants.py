@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from agent_core.bus.contracts.assistants import (
     ArchiveAssistant,
     CreateAssistant,
@@ -14,6 +16,7 @@ from agent_core.bus.contracts.assistants import (
 )
 from agent_core.ids import new_id
 from agent_core.types.api import Assistant, AssistantDefinition
+from services.storage_writer import apply_assistants
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.writer import Writer
 
@@ -160,3 +163,13 @@ def test_an_accounts_assistants_live_in_its_shard(writer: Writer) -> None:
         finally:
             conn.close()
         assert count == (1 if i == shard else 0)
+
+
+def test_an_account_has_a_bounded_number_of_active_assistants(
+    writer: Writer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(apply_assistants, "MAX_ACTIVE_ASSISTANTS", 2)
+    receipts = writer.apply_batch([_create(f"a{i}") for i in range(3)])
+    assert [r.ok for r in receipts] == [True, True, False]
+    assert receipts[2].error is not None and receipts[2].error.code == "too_many_assistants"
+    assert writer.apply_batch([_create("other", account="acct_b")])[0].ok  # per account

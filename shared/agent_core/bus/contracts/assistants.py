@@ -22,6 +22,7 @@ from agent_core.ids import id_pattern
 from agent_core.types._assistant import AssistantDefinition, AssistantName
 
 __all__ = [
+    "MAX_ACTIVE_ASSISTANTS",
     "AccountCommand",
     "ArchiveAssistant",
     "CreateAssistant",
@@ -32,6 +33,8 @@ __all__ = [
 ]
 
 _ASSISTANT_ID = id_pattern("asst")
+# Active assistants per account: a listing returns them all, so their number is bounded.
+MAX_ACTIVE_ASSISTANTS = 1000
 _INT_MAX = 2**63 - 1
 
 
@@ -44,7 +47,8 @@ class AccountCommand(BusMessage):
 
 class CreateAssistant(AccountCommand):
     """Create an assistant at version 1. Refused as ``assistant_exists`` when the account has an
-    active assistant of that name. Result: ``assistant_id``, ``version``, ``created_at``."""
+    active assistant of that name, ``too_many_assistants`` when it has
+    :data:`MAX_ACTIVE_ASSISTANTS`. Result: ``assistant_id``, ``version``, ``created_at``."""
 
     type: Literal["create_assistant"] = "create_assistant"
     assistant_id: str = Field(pattern=_ASSISTANT_ID)
