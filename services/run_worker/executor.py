@@ -13,6 +13,7 @@ one command and :func:`endings.announce` tells it on the run's stream. Attempts 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from agent_core.context import ContextBuilder
@@ -113,6 +114,11 @@ class RunExecutor:
                 # A cancel waiting for the recovered run stops its task before the task has
                 # ended the lost attempt's child runs: they end now, before the run does.
                 await self._end_orphans_after_cancel(attempt)
+            if ending.end.status is RunStatus.CANCELLED and await self.queue.interrupted(
+                run.run_id
+            ):  # stopped for a newer message, not by a cancel of its own
+                aborted = ending.end.model_copy(update={"status": RunStatus.ABORTED})
+                ending = dataclasses.replace(ending, end=aborted)
             ending = await end_run(
                 self.storage,
                 self.reads,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import datetime
 from typing import Any
 
 from agent_core.bus.contracts.storage import ClaimRun, CreateRun, EventDraft, UpdateRun
@@ -46,6 +47,9 @@ def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dic
         result["session_config"] = json.loads(session[4])
     if (agent_id := _created_before(conn, c)) is not None:
         raise AlreadyApplied({**result, **_agent(conn, c.session_id, agent_id)})
+    if c.expires_at is not None and datetime.fromisoformat(ctx.now) > c.expires_at:
+        # Its sender gave up and told its client so: a run created now would wait forever.
+        raise refusal("expired", "the command arrived after its sender stopped waiting")
     if session[2] == SessionStatus.ARCHIVED.value:
         raise refusal("session_archived", "the session is archived; unarchive it first")
     agent = _agent(conn, c.session_id, c.agent_id or session[1])

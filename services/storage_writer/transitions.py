@@ -23,10 +23,12 @@ CLAIMABLE: Final = frozenset({RunStatus.QUEUED, RunStatus.PENDING, RunStatus.RUN
 
 _ALLOWED: Final[dict[RunStatus, frozenset[RunStatus]]] = {
     RunStatus.QUEUED: frozenset(
-        {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}
+        {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.ABORTED}
+        | {RunStatus.FAILED}
     ),
     RunStatus.PENDING: frozenset(
-        {RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}
+        {RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.ABORTED}
+        | {RunStatus.FAILED}
     ),
     RunStatus.RUNNING: frozenset({RunStatus.QUEUED, RunStatus.PENDING} | TERMINAL),
 }

@@ -74,6 +74,14 @@ class StorageClient:
         self.attempts = attempts
         self.backoff_s = backoff_s
 
+    @property
+    def gives_up_after_s(self) -> float | None:
+        """How long :meth:`send` waits in all before it raises (``None``: it never gives up)."""
+        if self.attempts is None:
+            return None
+        pauses = sum(min(self.backoff_s * i, _BACKOFF_MAX_S) for i in range(1, self.attempts))
+        return self.attempts * self.timeout_s + pauses
+
     @staticmethod
     def new_command_id() -> str:
         """A fresh command id (allocate once per logical command, reuse it on retry)."""

@@ -92,6 +92,17 @@ def _child(stack: Stack, needle: str) -> psutil.Process:
     raise AssertionError(f"no child process {needle!r}:\n{stack.log()[-3000:]}")
 
 
+def _children_serving(stack: Stack) -> list[psutil.Process]:
+    """The stack's service processes (gateway, writers, workers, …), not the bus."""
+    found = []
+    for proc in psutil.Process(stack.process.pid).children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "agent_core.cli serve" in " ".join(proc.cmdline()):
+                found.append(proc)
+    assert len(found) >= 5, stack.log()[-3000:]
+    return found
+
+
 def _writer(disk: Path) -> psutil.Process:
     """The storage-writer that owns the database (the other one is its standby)."""
     return psutil.Process(int((disk / "sessions.sqlite.lock").read_text()))
@@ -186,11 +197,41 @@ def test_an_acknowledged_run_outlasts_a_writer_outage(fstack: Stack, disk: Path)
         assert (run["status"], run["end_reason"]) == ("completed", "completed"), run
 
 
+def test_a_message_refused_during_an_outage_leaves_no_run_behind(fstack: Stack, disk: Path) -> None:
+    with _api(fstack) as api:
+        session = api.post("/v1/sessions", json={})
+        assert session.status_code == 201, session.text
+        sid = session.json()["session_id"]
+        owner = _writer(disk)
+        owner.suspend()  # the message's commands wait in the bus past the gateway's budget
+        try:
+            refused = api.post(f"/v1/sessions/{sid}/messages", json={"text": "lost?"})
+        finally:
+            owner.resume()
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error"]["code"] == "bus_timeout"
+        # The writer applies what waited once it runs again: the run's creation is refused as
+        # expired, so nothing is left queued that nobody will ever queue.
+        serving = _serving_again(fstack, time.monotonic())
+        print(f"\nwriter outage: serving again {serving:.2f}s after resuming")
+        runs = api.get(f"/v1/sessions/{sid}/runs")
+        assert runs.status_code == 200, runs.text
+        assert runs.json()["items"] == []
+        posted = api.post(f"/v1/sessions/{sid}/messages", json={"text": "again"})
+        assert posted.status_code == 202, posted.text  # and the session works
+        run = _wait_run(api, sid, posted.json()["run_id"], TERMINAL)
+        assert run["status"] == "completed", run
+        assert [r["run_id"] for r in api.get(f"/v1/sessions/{sid}/runs").json()["items"]] == [
+            run["run_id"]
+        ]
+
+
 def test_the_bus_is_restarted_with_its_data_and_answers_503_while_down(fstack: Stack) -> None:
     with _api(fstack, timeout_s=10) as api:
         sid, run_id = _send(api)
         _wait_run(api, sid, run_id, TERMINAL)
         valkey = _child(fstack, "valkey-server")
+        services = {p.pid for p in _children_serving(fstack)}
         supervisor = psutil.Process(fstack.process.pid)
         supervisor.suspend()  # hold the restart back, to look at the stack while the bus is down
         try:
@@ -216,6 +257,8 @@ def test_the_bus_is_restarted_with_its_data_and_answers_503_while_down(fstack: S
         )
         assert "valkey restarted" in fstack.log()
         assert _child(fstack, "valkey-server").pid != valkey.pid
+        # Every service rode out the drop (none crashed and was restarted by the supervisor).
+        assert {p.pid for p in _children_serving(fstack)} == services
         sid2, run2 = _send(api)  # and runs run again
         run = _wait_run(api, sid2, run2, TERMINAL)
         assert run["status"] == "completed", run

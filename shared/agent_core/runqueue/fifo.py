@@ -219,12 +219,21 @@ class SessionQueue:
     def _cancel_key(self, run_id: str) -> str:
         return self.names.key("cancel", run_id)
 
-    async def request_cancel(self, run_id: str) -> None:
-        """Flag ``run_id`` as cancelled (checked before it starts) and signal a running executor."""
+    async def request_cancel(self, run_id: str, *, interrupt: bool = False) -> None:
+        """Flag ``run_id`` as cancelled (checked before it starts) and signal a running executor.
+
+        ``interrupt``: the stop is the system's, for a newer message of the session (the
+        ``interrupt`` strategy), not a cancel the run's client asked for: the run then ends
+        ``aborted`` instead of ``cancelled`` (see :meth:`interrupted`)."""
+        flag = b"interrupt" if interrupt else b"1"
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.set(self._cancel_key(run_id), b"1", ex=7 * 24 * 3600)
+            pipe.set(self._cancel_key(run_id), flag, ex=7 * 24 * 3600)
             pipe.publish(self.names.run_control(run_id), b"cancel")
             await pipe.execute()
+
+    async def interrupted(self, run_id: str) -> bool:
+        """Whether ``run_id`` was stopped by an interrupt (a later plain cancel overrides it)."""
+        return bool(await self.redis.get(self._cancel_key(run_id)) == b"interrupt")
 
     async def is_cancelled(self, run_id: str) -> bool:
         """Whether a cancel was requested for ``run_id``."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent_core.bus.contracts.storage import CreateRun, EndRun, GetSession
@@ -86,6 +87,7 @@ async def submit_message(
             run_id=run_id,
             start_node_id=node_id,
             metadata=_run_metadata(kind, strategy, parent_node_id, content),
+            expires_at=_expiry(storage),
         )
     )
     if not receipt.ok and receipt.error is not None and receipt.error.code in _NO_SESSION:
@@ -112,6 +114,16 @@ async def submit_message(
         )
     )
     return Submitted(run_id, node_id, kind)
+
+
+def _expiry(storage: StorageClient) -> datetime | None:
+    """When the writer must no longer create the run: a little before this sender gives up, so
+    that a run created in time is answered before the sender stops listening."""
+    budget = storage.gives_up_after_s
+    if budget is None:
+        return None
+    margin = min(1.0, storage.timeout_s / 2)
+    return datetime.now(UTC) + timedelta(seconds=budget - margin)
 
 
 def _run_metadata(
@@ -151,23 +163,26 @@ async def _apply_strategy(
 
 
 async def _interrupt(queue: SessionQueue, session_id: str) -> None:
+    # The runs a newer message displaces end ``aborted``, not ``cancelled``: nobody cancelled them.
     for queued in await queue.queued(session_id):
-        await queue.request_cancel(queued.run_id)
+        await queue.request_cancel(queued.run_id, interrupt=True)
     active = await queue.in_flight(session_id)
     if active is not None:
-        await queue.request_cancel(active.run.run_id)
+        await queue.request_cancel(active.run.run_id, interrupt=True)
 
 
 async def cancel_queued_run(
     storage: StorageClient, queue: SessionQueue, *, session_id: str, run_id: str, agent_id: str
 ) -> bool:
-    """End a run that no attempt claimed as ``cancelled`` / ``aborted_streaming`` (it never ran,
-    its message never became a node) and end its event stream.
+    """End a run that no attempt claimed as ``cancelled`` / ``aborted_streaming`` (``aborted``
+    when a newer message interrupted it; it never ran, its message never became a node) and end
+    its event stream.
 
     Returns ``False`` when the run is no longer unclaimed (it started, or already ended): the
     writer refuses the end and nothing changes.
     """
-    end = RunEnd(status=RunStatus.CANCELLED, end_reason=EndReason.ABORTED_STREAMING)
+    status = RunStatus.ABORTED if await queue.interrupted(run_id) else RunStatus.CANCELLED
+    end = RunEnd(status=status, end_reason=EndReason.ABORTED_STREAMING)
     receipt = await storage.send(
         EndRun(
             command_id=new_id("cmd"),

@@ -11,6 +11,7 @@ from typing import Any
 import psutil
 
 from agent_core.runqueue import cancel_run
+from agent_core.types.enums import MultitaskStrategy
 from tests.integration.run_worker.harness import (
     BusClient,
     Cluster,
@@ -57,6 +58,8 @@ async def test_cancel_mid_stream_closes_the_provider_stream(
     tree = await client.tree(sid)
     assert [n["role"] for n in tree] == ["user", "assistant"]  # the partial answer is kept
     assert tree[1]["preview"].startswith("one")
+    (answer,) = [n for n in await client.path(sid, tree[1]["node_id"]) if n["role"] != "user"]
+    assert '"partial":true' in answer["metadata_json"], "marked as a partial answer"
     request = cluster.fake.requests[-1]
     assert request.done.wait(5) and request.client_closed and not request.completed
 
@@ -191,3 +194,34 @@ async def test_a_cancel_whose_signal_was_lost_still_ends_the_run(
         "aborted_streaming",
     )
     assert (await client.run(run_id))["status"] == "cancelled"
+
+
+async def test_a_newer_message_that_interrupts_ends_the_runs_it_displaces_aborted(
+    make_cluster: Any, client: BusClient
+) -> None:
+    cluster: Cluster = make_cluster(
+        lambda r: _slow_text(r) if "slow" in last_user_text(r) else text_answer("fresh"),
+        workers=1,
+    )
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session()
+    active = (await client.send(sid, "slow one")).run_id
+    await _wait_event(client, sid, active, "text_delta")
+    waiting = (await client.send(sid, "slow two")).run_id  # queued behind it
+    newer = (await client.send(sid, "now this", strategy=MultitaskStrategy.INTERRUPT)).run_id
+    runs = await client.wait_terminal([active, waiting, newer])
+    # Nobody cancelled the displaced runs: the system stopped them for the newer message.
+    assert (runs[active]["status"], runs[active]["end_reason"]) == ("aborted", "aborted_streaming")
+    assert (runs[waiting]["status"], runs[waiting]["end_reason"]) == (
+        "aborted",
+        "aborted_streaming",
+    )
+    assert runs[newer]["status"] == "completed", cluster.log_text()[-2000:]
+    for run_id in (active, waiting):
+        ends = [e["event_type"] for e in await client.timeline(sid, run_id)]
+        assert ends.count("run_aborted") == 1 and "run_cancelled" not in ends, ends
+    # A cancel asked for by a client is still a cancel.
+    plain = (await client.send(sid, "slow three")).run_id
+    await _wait_event(client, sid, plain, "text_delta")
+    _how, _elapsed, finished = await _cancel_and_time(client, sid, plain)
+    assert finished.status == "cancelled"

@@ -186,7 +186,7 @@ async def test_debug_mode_keeps_the_traceback_of_an_unexpected_failure_as_an_art
     )
     try:
 
-        def broken(a: Any, config: Any) -> Any:
+        def broken(*_args: Any) -> Any:
             raise ValueError(f"the loop could not be built (key {secret})")
 
         worker.executor._loop = broken  # type: ignore[method-assign]

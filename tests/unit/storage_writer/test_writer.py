@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -232,6 +233,28 @@ def test_create_run_checks_the_account_and_defaults_to_the_root_agent(writer: Wr
     unknown = run(account_id="acct_a", agent_id="agent_nobody")
     assert not unknown.ok and unknown.error.code == "agent_not_found"
     assert run().ok  # trusted callers (workers) name no account
+
+
+def test_a_create_run_past_its_expiry_writes_nothing_and_a_timely_one_repeats(
+    writer: Writer,
+) -> None:
+    s = create_session()
+    writer.apply_batch([s])
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    late = create_run(s).model_copy(update={"expires_at": past})
+    [refused] = writer.apply_batch([late])
+    assert not refused.ok and refused.error is not None and refused.error.code == "expired"
+    assert _rows(writer, s.session_id, "runs") == []
+    # Applied in time, the same command repeated after its expiry still gets its receipt.
+    timely = create_run(s).model_copy(
+        update={"expires_at": datetime.now(UTC) + timedelta(seconds=30)}
+    )
+    [first] = writer.apply_batch([timely])
+    assert first.ok
+    repeat = timely.model_copy(update={"expires_at": past})
+    [again] = writer.apply_batch([repeat])
+    assert again.ok and again.result["run_id"] == first.result["run_id"]
+    assert len(_rows(writer, s.session_id, "runs")) == 1
 
 
 def test_create_run_returns_the_session_config_and_refuses_an_archived_session(

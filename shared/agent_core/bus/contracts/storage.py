@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter, model_validator
+from pydantic import AwareDatetime, Field, TypeAdapter, model_validator
 
 from agent_core.bus.contracts._base import BusMessage
 from agent_core.bus.contracts.assistants import (
@@ -179,6 +179,12 @@ class CreateRun(_Command):
     The receipt's result names the run's ``agent_id`` and ``agent_type`` and the session's ``cwd``
     and, when the session keeps agent config
     overrides in its metadata (``SESSION_CONFIG_KEY``), carries them as ``session_config``.
+
+    ``expires_at``: when the sender stops waiting for the receipt (it then answers its client
+    with a timeout and never queues the run). Applied later — a writer that was down meanwhile —
+    the command is refused as ``expired`` and writes nothing, so no run is left ``queued`` that
+    nobody will queue. A repeat of a command applied in time still gets its receipt. Sender and
+    writer read the same clock (one host, or hosts kept in sync).
     """
 
     type: Literal["create_run"] = "create_run"
@@ -188,6 +194,7 @@ class CreateRun(_Command):
     start_node_id: str | None = None
     status: Literal[RunStatus.QUEUED, RunStatus.PENDING] = RunStatus.QUEUED
     metadata: dict[str, Any] = Field(default_factory=dict)
+    expires_at: AwareDatetime | None = None
 
 
 class PlaceMessage(BusMessage):
