@@ -36,6 +36,7 @@ from agent_core.types.api import (
     AssistantPin,
     AssistantVersions,
     CreateAssistantRequest,
+    OverridableField,
     PatchAssistantRequest,
     refused_overrides,
     session_overrides,
@@ -241,9 +242,11 @@ async def session_config(
     return checked or {}, pin
 
 
-def check_overridable(overridable: Any, overrides: AgentConfigOverrides | None) -> None:
+def check_overridable(
+    overridable: list[OverridableField], overrides: AgentConfigOverrides | None
+) -> None:
     """422 ``override_not_allowed`` when ``overrides`` sets a field ``overridable`` leaves out."""
-    refused = refused_overrides(list(overridable), overrides)
+    refused = refused_overrides(overridable, overrides)
     if refused:
         raise ApiError(
             422,

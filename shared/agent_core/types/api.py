@@ -63,6 +63,7 @@ __all__ = [
     "Health",
     "MessageAccepted",
     "NodePath",
+    "OverridableField",
     "PatchAssistantRequest",
     "PatchSessionRequest",
     "PermissionDecisionRequest",
