@@ -330,3 +330,21 @@ def test_the_cli_manages_assistants(stack: tuple[Stack, str], tmp_path: Path) ->
     assert cli("delete", "from-cli").returncode == 0
     missing = cli("show", "from-cli")
     assert missing.returncode == 1 and "[not_found]" in missing.stderr
+
+
+def test_chat_starts_a_session_from_an_assistant(stack: tuple[Stack, str]) -> None:
+    running, _ = stack
+    with _client(running) as c:
+        made = c.post(
+            "/v1/assistants", json={**_REVIEWER, "name": "chatty", "instructions": "CHATTY"}
+        )
+        assert made.status_code == 201
+    env = {**os.environ, "SOONG_API_KEY": running.api_key, "COLUMNS": "100", "TERM": "dumb"}
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_core.cli", "chat", "--url", running.gateway_url,
+         "--assistant", "chatty"],
+        input="hello\n/quit\n", capture_output=True, text=True, env=env, cwd=REPO, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "model=m2 system=CHATTY" in done.stdout
