@@ -21,6 +21,7 @@ from agent_core.types.api import Health, Readiness
 from services.gateway import (
     routes_assistants,
     routes_files,
+    routes_hooks,
     routes_messages,
     routes_nodes,
     routes_permissions,
@@ -90,6 +91,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         routes_nodes,
         routes_permissions,
         routes_files,
+        routes_hooks,
         routes_tasks_memory,
         routes_assistants,
     ):

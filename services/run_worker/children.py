@@ -54,6 +54,7 @@ from agent_core.bus.contracts.storage import (
     ListAgents,
 )
 from agent_core.errors import ErrorPayload, ToolError
+from agent_core.hooks import AgentKind, RunHooks
 from agent_core.ids import new_id
 from agent_core.observability.runs import run_started
 from agent_core.provider.base import ProviderAdapter
@@ -130,9 +131,12 @@ class ChildRunner:
     events: RunEventWriter  # the parent run's stream
     config: AgentConfig
     model: ProviderAdapter
-    tools: Callable[[BusRunStore], ToolRunner]  # a child's tools (none that start children)
+    # A child's tools (none that start children), with the child's hooks.
+    tools: Callable[[BusRunStore, RunHooks | None], ToolRunner]
     runs: RunningRuns  # where a cancel request finds a run's task
     debug: Workspace | None = None  # debug mode: where tracebacks of failed children are kept
+    # A child's hooks by its kind (``worker``, ``fork``): the parent's, bound to the child.
+    hooks: Callable[[BusRunStore, AgentKind], RunHooks | None] = lambda _store, _kind: None
     named: NamedSetup | None = None  # resolves ``dispatch_worker``'s ``assistant``
     _workers: dict[str, asyncio.Lock] = field(default_factory=dict)
 
@@ -202,7 +206,8 @@ class ChildRunner:
                 # The parent is cancelled (or timed out, or its worker stops): the child ends
                 # with it, then the cancellation goes on.
                 ending, parent_cancelled = progress.cancelled(), True
-            ending = await _shielded(self._finished(child, store, ending))
+            hooks = progress.loop.hooks if progress.loop is not None else None
+            ending = await _shielded(self._finished(child, store, ending, hooks))
         except BaseException as exc:
             if not child.ended:
                 await _shielded(self._abandon(child, exc))
@@ -244,13 +249,16 @@ class ChildRunner:
             )
         )
         config = own.config if own else self.config
+        kind: AgentKind = "worker" if "worker" in child.label else "fork"
+        hooks = self.hooks(store, kind)
         loop = AgentLoop(
             handle=handle,
             config=config,
             model=own.model if own else self.model,
             store=store,
             events=events,
-            tools=(own.tools if own else self.tools)(store),
+            tools=(own.tools if own else self.tools)(store, hooks),
+            hooks=hooks,
         )
         return await p.run_loop(loop, p.path, timeout_s=config.budget.max_wall_clock_s)
 
@@ -370,8 +378,13 @@ class ChildRunner:
         )
         return BusRunStore(self.storage, handle, set_active=False), events
 
-    async def _finished(self, child: _Child, store: BusRunStore, ending: Ending) -> Ending:
-        """Write the child's end, then tell it; the end as recorded."""
+    async def _finished(
+        self, child: _Child, store: BusRunStore, ending: Ending, hooks: RunHooks | None
+    ) -> Ending:
+        """Run the child's end hooks (RunEnd, SubagentStop), write its end, then tell it; the
+        end as recorded."""
+        if hooks is not None:
+            await hooks.run_end(ending.end)
         ending = await end_run(
             self.storage,
             self.reads,

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 
 from agent_core.context import ContextBuilder
+from agent_core.hooks import AgentKind, HookSet, RunHooks
 from agent_core.observability.runs import run_started
 from agent_core.observability.tracing import tracer
 from agent_core.provider import ProviderRegistry
@@ -45,6 +47,7 @@ from services.run_worker.child_tools import child_tools, orchestrator_config
 from services.run_worker.children import ChildRunner
 from services.run_worker.claim import Attempt, Claimer, message_node, placed_path
 from services.run_worker.endings import announce, close_stream_of_terminal_run, end_run
+from services.run_worker.hook_setup import HookSetup
 from services.run_worker.memory_link import hand_off
 from services.run_worker.named_workers import named_setup
 from services.run_worker.permissions import RedisPermissionBroker
@@ -74,6 +77,7 @@ class RunExecutor:
         self.claimer = Claimer(ctx, storage, queue, self.reads)
         task_client = TaskClient(ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s)
         self.setup = AgentSetup(ctx.settings, providers, tools, task_client)
+        self.hooks = HookSetup(ctx.settings, os.environ)
         self.runs = RunningRuns()
         self.skills = SkillLink(ctx)
         self.max_attempts = ctx.settings.run_worker.max_attempts
@@ -119,6 +123,9 @@ class RunExecutor:
             ):  # stopped for a newer message, not by a cancel of its own
                 aborted = ending.end.model_copy(update={"status": RunStatus.ABORTED})
                 ending = dataclasses.replace(ending, end=aborted)
+            hooks = progress.loop.hooks if progress.loop is not None else None
+            if hooks is not None:  # RunEnd: before the end is written (the timeline closes)
+                await hooks.run_end(ending.end)
             ending = await end_run(
                 self.storage,
                 self.reads,
@@ -258,6 +265,10 @@ class RunExecutor:
         # Inline: three mkdir calls on a local disk (tens of µs) cost less than a thread hop.
         workspace.ensure()
         model = self.setup.adapter(config)
+        project = self.setup.project(a.prefetch.cwd, workspace)
+        in_effect = self.hooks.in_effect(a.prefetch.cwd, project)
+        kind: AgentKind = "orchestrator" if orchestrator else "main"
+        hooks = self.hooks.bind(in_effect, a.store, a.handle, kind, cwd=project)
         children = ChildRunner(
             self.storage,
             self.queue,
@@ -266,14 +277,15 @@ class RunExecutor:
             a.events,
             config,
             model,
-            tools=lambda store: self._tools(a, config, workspace, store, None),
+            tools=lambda store, h: self._tools(a, config, workspace, store, None, hooks=h),
             runs=self.runs,
             debug=workspace if self.ctx.settings.debug else None,
+            hooks=lambda store, kind: self._child_hooks(in_effect, store, kind, project, a),
             named=named_setup(
                 self.reads,
                 self.setup,
                 run.account_id,
-                lambda cfg: lambda store: self._tools(a, cfg, workspace, store, None),
+                lambda cfg: lambda store, h: self._tools(a, cfg, workspace, store, None, hooks=h),
             ),
         )
         return AgentLoop(
@@ -283,10 +295,25 @@ class RunExecutor:
             store=a.store,
             events=a.events,
             tools=self._tools(
-                a, config, workspace, a.store, children, orchestrator=orchestrator, skills=skills
+                a,
+                config,
+                workspace,
+                a.store,
+                children,
+                orchestrator=orchestrator,
+                skills=skills,
+                hooks=hooks,
             ),
             builder=ContextBuilder(skills=skills.listing if skills else None),
+            hooks=hooks,
         )
+
+    def _child_hooks(
+        self, hooks: HookSet, store: BusRunStore, kind: AgentKind, project: str, a: Attempt
+    ) -> RunHooks | None:
+        """A child run's hooks: the session's, bound to the child (a worker or a fork)."""
+        parent = a.handle.run_id
+        return self.hooks.bind(hooks, store, store.handle, kind, cwd=project, parent_run_id=parent)
 
     def _tools(
         self,
@@ -298,6 +325,7 @@ class RunExecutor:
         *,
         orchestrator: bool = False,
         skills: RunSkills | None = None,
+        hooks: RunHooks | None = None,
     ) -> WorkerToolRunner:
         """The tools of the run that writes through ``store`` (the attempt's, or a child's):
         with ``children``, also the tools that start child runs (children start none)."""
@@ -329,6 +357,7 @@ class RunExecutor:
             artifacts=StorageArtifactSink(self.storage, handle, workspace),
             # Exactly what the model was offered: a tool it names but was not given is refused.
             enabled=frozenset(d.name for d in definitions),
+            hooks=hooks,
         )
         return WorkerToolRunner(executor, definitions, skills)
 

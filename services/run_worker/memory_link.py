@@ -66,14 +66,12 @@ def memory_node(text: str, handle: RunHandle, parent: Node) -> Node | None:
     """The ``memory_context`` node that carries ``text`` (``None`` when there is none)."""
     if not text.strip():
         return None
-    return Node(
-        node_id=new_id("node"),
-        parent_id=parent.node_id,
-        agent_id=handle.agent_id,
-        run_id=handle.run_id,
-        role=Role.SYSTEM,
+    return Node.of_run(
+        handle,
+        parent.node_id,
+        Role.SYSTEM,
+        [TextBlock(text=text)],
         node_type=NodeType.MEMORY_CONTEXT,
-        content=[TextBlock(text=text)],
         metadata={"source": "memory"},
     )
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from agent_core.bus.contracts.assistants import GetAssistant
 from agent_core.errors import ConfigError, ToolError
+from agent_core.hooks import RunHooks
 from agent_core.provider.base import ProviderAdapter
 from agent_core.runtime.ports import ToolRunner
 from agent_core.types.api import Assistant, session_overrides
@@ -36,7 +37,7 @@ class ChildSetup:
 
     config: AgentConfig
     model: ProviderAdapter
-    tools: Callable[[BusRunStore], ToolRunner]
+    tools: Callable[[BusRunStore, RunHooks | None], ToolRunner]  # with the child's hooks
     label: dict[str, Any] = field(default_factory=dict)  # recorded on the child run
 
 
@@ -47,7 +48,7 @@ def named_setup(
     reads: RunReads,
     setup: AgentSetup,
     account_id: str,
-    tools_for: Callable[[AgentConfig], Callable[[BusRunStore], ToolRunner]],
+    tools_for: Callable[[AgentConfig], Callable[[BusRunStore, RunHooks | None], ToolRunner]],
 ) -> NamedSetup:
     """Resolves an assistant name of ``account_id`` into a child's setup (scoped by the
     account: another account's assistants are not found)."""

@@ -14,7 +14,6 @@ import logging
 from collections.abc import Sequence
 
 from agent_core.config import Settings
-from agent_core.ids import new_id
 from agent_core.runqueue import QueuedRun
 from agent_core.service import ServiceContext
 from agent_core.skills import (
@@ -113,13 +112,11 @@ def _no_such_skill(name: str, skills: RunSkills | None, handle: RunHandle, paren
         f"this session ({'skills: ' + known if known else 'it has no skills'}). If the user meant "
         "a skill, say so; otherwise answer the message as written."
     )
-    return Node(
-        node_id=new_id("node"),
-        parent_id=parent.node_id,
-        agent_id=handle.agent_id,
-        run_id=handle.run_id,
-        role=Role.SYSTEM,
+    return Node.of_run(
+        handle,
+        parent.node_id,
+        Role.SYSTEM,
+        [TextBlock(text=text)],
         node_type=NodeType.SYSTEM_NOTE,
-        content=[TextBlock(text=text)],
         metadata={"source": "skills"},
     )

@@ -67,6 +67,7 @@ SWITCH_NODE = _op("POST", _S + "/switch_node", idempotent=True)
 LIST_EVENTS = _op("GET", _S + "/events")
 LIST_AGENTS = _op("GET", _S + "/agents")
 LIST_SKILLS = _op("GET", _S + "/skills")
+LIST_HOOKS = _op("GET", _S + "/hooks")
 
 LIST_PERMISSIONS = _op("GET", _S + "/permissions")
 DECIDE_PERMISSION = _op("POST", _S + "/permissions/{request_id}", idempotent=True)  # once: 409

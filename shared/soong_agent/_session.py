@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent_core.bus.contracts.tasks import TaskDagView, TaskListsView
+from agent_core.hooks.effective import HookList
 from agent_core.skills.model import SkillList
 from agent_core.types.api import (
     AgentList,
@@ -272,6 +273,11 @@ class AsyncSession:
         """The skills in effect for this session (``items``, in precedence order) and the skill
         files that were skipped, each with its path and reason (``problems``)."""
         return await self._http.model(ops.LIST_SKILLS, SkillList, self._p())
+
+    async def hooks(self) -> HookList:
+        """The hooks in effect for this session's agents (the operator's, then its trusted
+        project's), and a problem with its project's hooks file, if any."""
+        return await self._http.model(ops.LIST_HOOKS, HookList, self._p())
 
     # ---------------------------------------------------------------- permissions
 

@@ -216,6 +216,7 @@ class Session(_Face[AsyncSession]):
     all_timeline = _blocking(AsyncSession.all_timeline)
     agents = _blocking(AsyncSession.agents)
     skills = _blocking(AsyncSession.skills)
+    hooks = _blocking(AsyncSession.hooks)
     decide = _blocking(AsyncSession.decide)
     allow = _blocking(AsyncSession.allow)
     deny = _blocking(AsyncSession.deny)

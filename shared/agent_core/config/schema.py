@@ -8,9 +8,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agent_core.hooks.config import HooksSettings
+
 __all__ = [
     "BusSettings",
     "GatewaySettings",
+    "HooksSettings",
     "MemorySettings",
     "ModelSettings",
     "NamedProviderSettings",
@@ -270,6 +273,8 @@ class Settings(_Section):
     providers: dict[
         Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")], NamedProviderSettings
     ] = Field(default_factory=dict)
+    # Command hooks: the operator's, and which project roots may add their own (README, "Hooks").
+    hooks: HooksSettings = HooksSettings()
 
     @model_validator(mode="after")
     def _no_key_for_code(self) -> Settings:

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_core.errors import ErrorPayload
-from agent_core.ids import new_id
 from agent_core.types.enums import EndReason, Role, RunStatus
 from agent_core.types.protocol import (
     ContentBlock,
@@ -80,17 +79,19 @@ def ending(
     node: Node | None = None
     text = ""
     if answer is not None:
-        node = _node(handle, tip, Role.ASSISTANT, answer)
+        node = Node.of_run(handle, tip, Role.ASSISTANT, answer)
         text = "".join(b.text for b in answer if isinstance(b, TextBlock))
     elif partial_text:
-        node = _node(handle, tip, Role.ASSISTANT, [TextBlock(text=partial_text)], PARTIAL)
+        node = Node.of_run(
+            handle, tip, Role.ASSISTANT, [TextBlock(text=partial_text)], metadata=PARTIAL
+        )
     elif calls := _unanswered_calls(path, handle.run_id):
         why = _why(status, error)
         results: list[ContentBlock] = [
             ToolResultBlock(tool_call_id=call.id, content=[TextBlock(text=why)], is_error=True)
             for call in calls
         ]
-        node = _node(handle, tip, Role.TOOL, results, {"interrupted": True})
+        node = Node.of_run(handle, tip, Role.TOOL, results, metadata={"interrupted": True})
     own = [n for n in path if n.run_id == handle.run_id]
     withdraw = (
         status is RunStatus.CANCELLED
@@ -106,24 +107,6 @@ def ending(
         last_node_id=node.node_id if node is not None else tip,
     )
     return Ending(end, node, text, withdraw, exception)
-
-
-def _node(
-    handle: RunHandle,
-    parent_id: str | None,
-    role: Role,
-    content: list[ContentBlock],
-    metadata: dict[str, bool] | None = None,
-) -> Node:
-    return Node(
-        node_id=new_id("node"),
-        parent_id=parent_id,
-        agent_id=handle.agent_id,
-        run_id=handle.run_id,
-        role=role,
-        content=content,
-        metadata=dict(metadata or {}),
-    )
 
 
 def _unanswered_calls(path: Sequence[Node], run_id: str) -> list[ToolCallBlock]:

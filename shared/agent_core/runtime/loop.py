@@ -25,9 +25,11 @@ from typing import Any, Literal, TypeVar
 
 from agent_core.context import ContextBuilder
 from agent_core.errors import AgentCoreError, ErrorPayload
+from agent_core.hooks.run import RunHooks
 from agent_core.ids import new_id
 from agent_core.provider.base import ProviderAdapter
 from agent_core.provider.errors import ProviderErrorCode
+from agent_core.runtime import hook_steps
 from agent_core.runtime.ending import Ending, cancelled_reason, ending
 from agent_core.runtime.ports import EventSink, RunStore, ToolRunner
 from agent_core.skills.active import skill_context_nodes
@@ -163,8 +165,10 @@ class AgentLoop:
         tools: ToolRunner | None = None,
         builder: ContextBuilder | None = None,
         max_parallel_tools: int = 4,
+        hooks: RunHooks | None = None,
     ) -> None:
         self.handle = handle
+        self.hooks = hooks  # None when no hook applies to the run (agent_core/hooks)
         self.config = config
         self.model = model
         self.store = store
@@ -207,6 +211,10 @@ class AgentLoop:
                 if isinstance(b, ToolCallBlock)
             ]
             await self._tool_turn(nodes, calls, last.node_id)
+        elif self.hooks is not None and not turns_done:
+            blocked = await hook_steps.start(self, nodes)
+            if blocked is not None:
+                return blocked
         while self.turns < self.config.max_turns:
             if (
                 budget.max_wall_clock_s is not None
@@ -240,6 +248,8 @@ class AgentLoop:
                 and self.usage.total_tokens > budget.max_total_tokens
             )
             if not response.calls and not over_budget:
+                if self.hooks is not None and await hook_steps.stop_denied(self, nodes, blocks):
+                    continue  # a Stop hook denied the end: another turn, within max_turns
                 # The answer's node and the run's end are one write (the driver's).
                 reason = EndReason.COMPLETED
                 if response.stop is StopReason.MAX_TOKENS:

@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agent_core.ids import new_id
 from agent_core.skills.model import Skill
 from agent_core.skills.scan import SkillCatalog
 from agent_core.types.enums import NodeType, Role
@@ -207,13 +206,11 @@ class RunSkills:
 
     def node(self, skill: Skill, text: str, handle: RunHandle, parent: Node, *, by: str) -> Node:
         """A ``skill_context`` node with ``text`` for ``skill``, under ``parent``."""
-        return Node(
-            node_id=new_id("node"),
-            parent_id=parent.node_id,
-            agent_id=handle.agent_id,
-            run_id=handle.run_id,
-            role=Role.SYSTEM,
+        return Node.of_run(
+            handle,
+            parent.node_id,
+            Role.SYSTEM,
+            [TextBlock(text=text)],
             node_type=NodeType.SKILL_CONTEXT,
-            content=[TextBlock(text=text)],
             metadata=skill_metadata(skill, by),
         )

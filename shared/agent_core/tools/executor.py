@@ -10,21 +10,22 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from agent_core.errors import AgentCoreError, redact
+from agent_core.hooks.pipeline import Validator, Verdict
 from agent_core.tools.artifacts import ArtifactSink, OutputFile, SavedToolOutput, guess_mime
 from agent_core.tools.base import Tool, ToolContext, ToolOutput
 from agent_core.tools.paths import Area, InvalidPathError, PathEscapeError, SessionPath
 from agent_core.tools.permissions import PermissionGate
 from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.workspace import Workspace
-from agent_core.types.enums import PermissionBehavior
+from agent_core.types.enums import HookDecision, PermissionBehavior
 from agent_core.types.protocol import ArtifactRefBlock, TextBlock, ToolCall, ToolResult
 
-__all__ = ["ExecutorSettings", "ToolExecutor", "truncate_output"]
+__all__ = ["ExecutorSettings", "ToolExecutor", "ToolHooks", "truncate_output"]
 
 _OUTPUT = SessionPath((Area.OUTPUT.value,))
 _Snapshot = dict[SessionPath, tuple[int, int]]
@@ -57,6 +58,28 @@ def _validation_message(tool: Tool[Any], exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
+class ToolHooks(Protocol):
+    """The run's PreToolUse / PostToolUse hooks (``agent_core.hooks.RunHooks``)."""
+
+    async def pre_tool(self, call: ToolCall, validate: Validator) -> Verdict | None:
+        """The hooks' verdict on ``call`` before it runs; ``None`` when none matches."""
+        ...
+
+    async def post_tool(self, call: ToolCall, result: ToolResult) -> ToolResult:
+        """``result`` as the hooks leave it (withheld, or with context added)."""
+        ...
+
+
+def _schema_problem(tool: Tool[Any], arguments: dict[str, Any]) -> str | None:
+    """Why ``arguments`` do not fit ``tool``'s input schema (first problem), or ``None``."""
+    try:
+        tool.input_model.model_validate(arguments)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False, include_input=False)[0]
+        return f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}"
+    return None
+
+
 class ToolExecutor:
     """Runs tool calls of one run against one workspace (see module docstring)."""
 
@@ -71,8 +94,11 @@ class ToolExecutor:
         artifacts: ArtifactSink,
         settings: ExecutorSettings | None = None,
         enabled: frozenset[str] | None = None,
+        hooks: ToolHooks | None = None,
     ) -> None:
         self.registry = registry
+        # None when no hook applies to the run: then a call costs nothing more than this check.
+        self.hooks = hooks
         # The agent's enabled tools (None: all registered). Hiding a tool's definition from the
         # model is not enough: a model can name any tool, so a call outside this set is refused.
         self.enabled = enabled
@@ -84,10 +110,11 @@ class ToolExecutor:
         self.settings = settings or ExecutorSettings()
 
     async def execute(self, call: ToolCall, *, node_id: str | None = None) -> ToolResult:
-        """The result of ``call``; never raises except ``CancelledError``."""
+        """The result of ``call``; never raises except ``CancelledError`` and, with hooks, what
+        writing their timeline events raises (the run's store: as the loop's own writes)."""
         started = time.monotonic()
         meta: dict[str, Any] = {"tool": call.name}
-        output = await self._execute(call, node_id, meta)
+        output, call = await self._execute(call, node_id, meta)
         content: list[TextBlock | ArtifactRefBlock] = []
         text, dropped = truncate_output(output.text, self.settings.output_cap_bytes)
         if dropped:
@@ -102,37 +129,56 @@ class ToolExecutor:
         content.insert(0, TextBlock(text=text))
         meta.update(output.metadata)
         meta["duration_ms"] = round((time.monotonic() - started) * 1000, 1)
-        return ToolResult(
+        result = ToolResult(
             tool_call_id=call.id, content=list(content), is_error=output.is_error, metadata=meta
         )
+        if self.hooks is not None:
+            result = await self.hooks.post_tool(call, result)
+        return result
 
     async def _execute(
         self, call: ToolCall, node_id: str | None, meta: dict[str, Any]
-    ) -> ToolOutput:
+    ) -> tuple[ToolOutput, ToolCall]:
+        """The call's output, and the call as it ran (a PreToolUse hook may rewrite it)."""
         tool = self.registry.get(call.name)
         offered = [n for n in self.registry.names() if self.enabled is None or n in self.enabled]
         if tool is None or call.name not in offered:
             known = ", ".join(offered) or "none"
             meta["error_code"] = "unknown_tool" if tool is None else "tool_not_enabled"
             what = "Unknown tool" if tool is None else "Tool not enabled for this agent:"
-            return ToolOutput(f"{what} {call.name!r}. Available tools: {known}.", True)
+            return ToolOutput(f"{what} {call.name!r}. Available tools: {known}.", True), call
         try:
             args = tool.input_model.model_validate(call.arguments)
         except ValidationError as exc:
             meta["error_code"] = "invalid_arguments"
-            return ToolOutput(_validation_message(tool, exc), True)
+            return ToolOutput(_validation_message(tool, exc), True), call
+        ask: str | None = None
+        if self.hooks is not None:
+            verdict = await self.hooks.pre_tool(call, lambda a: _schema_problem(tool, a))
+            if verdict is not None:
+                if verdict.blocked:
+                    meta["error_code"] = "hook_denied"
+                    text = f"Hook {verdict.hook} refused this call of {call.name}: {verdict.reason}"
+                    return ToolOutput(text, True), call
+                if verdict.arguments is not None:  # checked against the schema by the hooks
+                    call = call.model_copy(update={"arguments": verdict.arguments})
+                    args = tool.input_model.model_validate(verdict.arguments)
+                    meta["hook_rewrote_arguments"] = True
+                if verdict.decision is HookDecision.ASK:
+                    ask = f"hook {verdict.hook} asks: {verdict.reason}"
         decision = await self.permissions.decide(
             call,
             writes=tool.writes,
             session_id=self.workspace.session_id,
             run_id=self.run_id,
             agent_id=self.agent_id,
+            ask=ask,
         )
         meta["permission"] = {"behavior": decision.behavior.value, "by": decision.decided_by}
         if decision.behavior is not PermissionBehavior.ALLOW:
             meta["error_code"] = "permission_denied"
             reason = decision.reason or "no reason given"
-            return ToolOutput(f"Permission denied for {call.name}: {reason}", True)
+            return ToolOutput(f"Permission denied for {call.name}: {reason}", True), call
         ctx = ToolContext(
             workspace=self.workspace,
             tool_call_id=call.id,
@@ -145,7 +191,7 @@ class ToolExecutor:
         output = await self._run(tool, args, ctx, meta)
         if tool.writes:
             meta["artifacts"] = await self._report_output_files(before, ctx)
-        return output
+        return output, call
 
     async def _run(
         self, tool: Tool[Any], args: Any, ctx: ToolContext, meta: dict[str, Any]

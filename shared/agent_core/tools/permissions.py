@@ -66,10 +66,16 @@ class PermissionGate:
         session_id: str,
         run_id: str,
         agent_id: str,
+        ask: str | None = None,
     ) -> PermissionDecision:
-        """The decision for ``call``; with ``ask`` this waits as long as the broker does."""
+        """The decision for ``call``; with ``ask`` this waits as long as the broker does.
+
+        ``ask``: a PreToolUse hook asks for a person's decision, and why: a call the policy
+        allows is asked for (one it denies stays denied — a hook never loosens the policy)."""
         request_id = request_id_of(run_id, call.id)
         policy = self.rules.policy_for(call.name, writes=writes)
+        if ask is not None and policy is PermissionPolicy.ALLOW:
+            policy = PermissionPolicy.ASK
         if policy is PermissionPolicy.ALLOW:
             return PermissionDecision(
                 request_id=request_id, behavior=PermissionBehavior.ALLOW, decided_by="policy"
@@ -94,7 +100,7 @@ class PermissionGate:
             run_id=run_id,
             agent_id=agent_id,
             tool_call=call,
-            reason=f"{call.name} needs approval",
+            reason=ask or f"{call.name} needs approval",
         )
         decision = await self._broker(request)
         if decision.request_id != request_id:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from agent_core.ids import new_id
 from agent_core.types._fields import (
     AccountId,
     AgentId,
@@ -187,6 +188,30 @@ class Node(Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
     token_count: int | None = Field(default=None, ge=0)
     created_at: UtcDatetime = Field(default_factory=utc_now)
+
+    @classmethod
+    def of_run(
+        cls,
+        handle: RunHandle,
+        parent_id: str | None,
+        role: Role,
+        content: list[ContentBlock],
+        *,
+        node_type: NodeType = NodeType.MESSAGE,
+        metadata: dict[str, Any] | None = None,
+    ) -> Node:
+        """A new node of run ``handle`` under ``parent_id``: a fresh id, no ``node_seq`` yet
+        (the storage-writer allocates it when the node is appended)."""
+        return cls(
+            node_id=new_id("node"),
+            parent_id=parent_id,
+            agent_id=handle.agent_id,
+            run_id=handle.run_id,
+            role=role,
+            node_type=node_type,
+            content=content,
+            metadata=dict(metadata or {}),
+        )
 
 
 class ArtifactRef(Strict):

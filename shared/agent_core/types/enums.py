@@ -12,6 +12,7 @@ __all__ = [
     "EndReason",
     "EventLevel",
     "EventType",
+    "HookDecision",
     "HookPhase",
     "InvalidToolCallReason",
     "MultitaskStrategy",
@@ -144,6 +145,8 @@ class EventType(StrEnum):
     CHILD_RUN_STARTED = "child_run_started"
     CHILD_RUN_FINISHED = "child_run_finished"
     HOOK_EXECUTED = "hook_executed"
+    # A Stop hook denied the run its end: the loop goes on (an event, never an end reason).
+    STOP_HOOK_PREVENTED = "stop_hook_prevented"
     USAGE = "usage"
     ERROR = "error"
 
@@ -210,11 +213,22 @@ class MultitaskStrategy(StrEnum):
 
 
 class HookPhase(StrEnum):
-    """When a hook runs."""
+    """When a hook runs (``agent_core/hooks``; config names them in CamelCase, ``PreToolUse``)."""
 
+    SESSION_START = "session_start"
+    USER_PROMPT_SUBMIT = "user_prompt_submit"
     PRE_TOOL_USE = "pre_tool_use"
     POST_TOOL_USE = "post_tool_use"
-    USER_PROMPT_SUBMIT = "user_prompt_submit"
+    POST_TOOL_USE_FAILURE = "post_tool_use_failure"
     STOP = "stop"
-    RUN_START = "run_start"
+    SUBAGENT_STOP = "subagent_stop"
+    PRE_COMPACT = "pre_compact"
     RUN_END = "run_end"
+
+
+class HookDecision(StrEnum):
+    """What a hook decides (``HookOutput.decision``); which event takes which is in the README."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+    ASK = "ask"

@@ -13,6 +13,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, m
 
 from agent_core.errors import ProviderErrorPayload
 from agent_core.types.enums import (
+    HookDecision,
     HookPhase,
     InvalidToolCallReason,
     PermissionBehavior,
@@ -339,24 +340,37 @@ class ToolResult(_Strict):
 
 
 class HookInput(_Strict):
-    """What a hook receives on stdin (JSON)."""
+    """What a hook receives on stdin (JSON); fields an event has nothing for stay ``null``.
+
+    Never holds the run's configuration or secrets: ids, the agent's kind, the project folder,
+    and what the event is about (the tool call, its result, the prompt, the answer, the end).
+    """
 
     phase: HookPhase
     session_id: str
     run_id: str | None = None
     agent_id: str | None = None
+    # ``main``, ``orchestrator``, ``worker`` or ``fork``: the same hooks run for every kind.
+    agent_type: str | None = None
+    parent_run_id: str | None = None
+    cwd: str | None = None  # the session's project folder (its workspace when it names none)
     tool_call: ToolCall | None = None
     tool_result: ToolResult | None = None
     prompt: str | None = None
+    answer: str | None = None  # Stop: the answer the run would end with
+    stop_hook_active: bool = False  # Stop: a Stop hook already kept this run going
+    end_status: str | None = None  # RunEnd, SubagentStop
+    end_reason: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class HookOutput(_Strict):
-    """What a hook answers on stdout (JSON); ``decision=deny`` blocks the action."""
+    """What a hook answers on stdout (JSON, or nothing). Each event takes only some fields
+    (README, "Hooks"); one it does not take makes the output invalid."""
 
-    decision: PermissionBehavior | None = None
-    reason: str | None = None
-    additional_context: str | None = None
+    decision: HookDecision | None = None
+    reason: str | None = Field(default=None, max_length=10_000)
+    additional_context: str | None = Field(default=None, max_length=50_000)
     updated_arguments: dict[str, Any] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 

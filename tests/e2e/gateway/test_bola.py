@@ -79,6 +79,7 @@ def _matrix(ids: Ids) -> list[tuple[str, str, dict[str, Any] | bytes | None]]:
         ("GET", f"/v1/sessions/{s}/events?run_id={r}", None),
         ("GET", f"/v1/sessions/{s}/agents", None),
         ("GET", f"/v1/sessions/{s}/skills", None),
+        ("GET", f"/v1/sessions/{s}/hooks", None),
         ("GET", f"/v1/sessions/{p}/permissions", None),
         ("POST", f"/v1/sessions/{p}/permissions/{ids.request_id}", {"behavior": "allow"}),
         ("GET", f"/v1/sessions/{s}/artifacts", None),

@@ -161,9 +161,9 @@ def _patch(monkeypatch: pytest.MonkeyPatch, faults: Faults, worker: Any) -> None
         faults.hit(_case(_text(item.run.content)), "claim")
         return await claim(item, number)
 
-    def build_hook(a: Any, config: Any) -> Any:
+    def build_hook(a: Any, *rest: Any) -> Any:
         faults.hit(_case(_text(a.item.run.content)), "build")
-        return build(a, config)
+        return build(a, *rest)
 
     async def append_hook(self: BusRunStore, node: Any, **kw: Any) -> Any:
         faults.hit(faults.case_of_session.get(self.handle.session_id), "append")

@@ -18,6 +18,8 @@ def test_defaults_without_a_file(tmp_path: Path) -> None:
     assert settings.db_path == tmp_path / "sessions.sqlite"
     assert settings.bus.redis_url is None
     assert settings.model.provider == "openai"
+    # A permission request nobody decides is denied after ten minutes (the lane is not held).
+    assert settings.run_worker.permission_timeout_s == 600
 
 
 def test_file_then_environment(tmp_path: Path) -> None:
