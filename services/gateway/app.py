@@ -20,6 +20,7 @@ from agent_core.service import ServiceContext, ping_services
 from agent_core.types.api import Health, Readiness
 from services.gateway import (
     routes_assistants,
+    routes_compact,
     routes_files,
     routes_hooks,
     routes_messages,
@@ -87,6 +88,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         routes_sessions,
         routes_skills,
         routes_messages,
+        routes_compact,
         routes_runs,
         routes_nodes,
         routes_permissions,

@@ -33,7 +33,7 @@ from services.gateway.state import (
     valid_session_id,
 )
 
-__all__ = ["router"]
+__all__ = ["refusal", "router"]
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"])
 
@@ -78,7 +78,7 @@ async def post_message(
     except BaseException as exc:
         if body.stream:
             await gw.slots.release(caller.key_id)
-        mapped = _refusal(exc)
+        mapped = refusal(exc)
         if mapped is exc:
             raise
         raise mapped from exc
@@ -126,7 +126,7 @@ async def _check_pinned(
         check_overridable(AssistantPin.model_validate(pin).overridable, overrides)
 
 
-def _refusal(exc: BaseException) -> BaseException:
+def refusal(exc: BaseException) -> BaseException:
     """The API error for a refused submission (anything else as it is)."""
     if isinstance(exc, SessionBusyError):
         return ApiError(409, exc.code, exc.message)

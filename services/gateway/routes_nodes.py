@@ -135,6 +135,7 @@ def _config(gw: GatewayDep, session: SessionState) -> AgentConfig:
         "provider": m.provider,
         "model": m.name,
         "max_output_tokens": m.max_output_tokens,
+        "context_window": m.context_window,
     }
     base.update(stored_overrides(session.metadata))
     return AgentConfig.model_validate(base)

@@ -18,6 +18,7 @@ import logging
 import os
 
 from agent_core.context import ContextBuilder
+from agent_core.context.compaction import Compactor
 from agent_core.hooks import AgentKind, HookSet, RunHooks
 from agent_core.observability.runs import run_started
 from agent_core.observability.tracing import tracer
@@ -46,6 +47,7 @@ from services.run_worker.child_endings import end_orphans
 from services.run_worker.child_tools import child_tools, orchestrator_config
 from services.run_worker.children import ChildRunner
 from services.run_worker.claim import Attempt, Claimer, message_node, placed_path
+from services.run_worker.compact_agents import BusCompactAgents
 from services.run_worker.endings import announce, close_stream_of_terminal_run, end_run
 from services.run_worker.hook_setup import HookSetup
 from services.run_worker.memory_link import hand_off
@@ -305,6 +307,7 @@ class RunExecutor:
                 hooks=hooks,
             ),
             builder=ContextBuilder(skills=skills.listing if skills else None),
+            compactor=Compactor(config, model, BusCompactAgents(self.storage, a.handle)),
             hooks=hooks,
         )
 

@@ -112,7 +112,11 @@ async def hand_off(
 
 
 def _turns(node: Node, calls: dict[str, ToolCallBlock]) -> list[InteractionTurn]:
-    """The memory view of one node: plain text, tool results with the call that made them."""
+    """The memory view of one node: plain text, tool results with the call that made them.
+    Notes the runtime wrote as the user (a cut answer's request to continue) are not the
+    user's words."""
+    if node.node_type is NodeType.SYSTEM_NOTE:
+        return []
     if node.role is Role.USER or node.role is Role.ASSISTANT:
         text = "".join(b.text for b in node.content if isinstance(b, TextBlock))
         text = text[:MAX_TURN_CHARS]  # what memory reads of a turn; the bus message stays small

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from agent_core.config import Settings
 from agent_core.runqueue import QueuedRun
+from agent_core.runtime.recovery import COMPACT_COMMAND
 from agent_core.service import ServiceContext
 from agent_core.skills import (
     RunSkills,
@@ -81,6 +82,8 @@ class SkillLink:
         docstring); ``memory`` is what was rendered at the claim for the configured skills."""
         named = list(run.config_overrides.get("enabled_skills") or [])
         invoked = invoked_skill(path[-1].content) if path[-1].role is Role.USER else None
+        if invoked == COMPACT_COMMAND[1:]:  # the built-in command, never a skill
+            invoked = None
         skill = skills.catalog.get(invoked) if skills is not None and invoked else None
         now = [skill.name] if skill is not None else []
         extra = [s for s in [*loaded_skills(path), *now] if s not in named]

@@ -53,6 +53,7 @@ GET_SESSION = _op("GET", _S)
 PATCH_SESSION = _op("PATCH", _S, idempotent=True)  # sets fields to given values
 
 POST_MESSAGE = _op("POST", _S + "/messages")
+COMPACT = _op("POST", _S + "/compact")
 
 LIST_RUNS = _op("GET", _S + "/runs")
 GET_RUN = _op("GET", _S + "/runs/{run_id}")

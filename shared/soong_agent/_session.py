@@ -209,6 +209,11 @@ class AsyncSession:
         )
         return await self._http.model(ops.POST_MESSAGE, MessageAccepted, self._p(), json=body)
 
+    async def compact(self) -> MessageAccepted:
+        """Compact the session's context now: a queued run summarizes the older conversation
+        into a ``compaction`` node (the summarized nodes stay in the tree)."""
+        return await self._http.model(ops.COMPACT, MessageAccepted, self._p())
+
     async def runs(self) -> list[RunState]:
         """The session's runs, oldest first."""
         return (await self._http.model(ops.LIST_RUNS, RunList, self._p())).items

@@ -179,7 +179,7 @@ class ChatClient:
                 active = "*" if node.node_id == tree.active_node_id else " "
                 self._print(
                     f"{active} {node.node_id} ← {node.parent_id or '-'} "
-                    f"{node.role.value:9} {node.preview}"
+                    f"{node.role.value:9} {_kind(node.node_type)}{node.preview}"
                 )
         elif name == "switch_node":
             self.session.switch_node(arg)
@@ -200,7 +200,8 @@ class ChatClient:
         else:
             self.console.print(
                 "commands: /tree /switch_node ID /cancel /files /runs /skills /quit "
-                "(/<skill> ... sends a message invoking that skill)"
+                "(/compact summarizes the older conversation; /<skill> ... sends a message "
+                "invoking that skill)"
             )
 
     def _skills(self) -> None:
@@ -248,3 +249,8 @@ def run(args: argparse.Namespace) -> int:
                     return 0
             else:
                 chat.send(line)
+
+
+def _kind(node_type: str) -> str:
+    """A node's type where it is not a plain message (a compaction, injected context, …)."""
+    return "" if node_type == "message" else f"[{node_type}] "

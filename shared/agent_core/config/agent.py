@@ -47,6 +47,7 @@ def agent_config(settings: Settings, overrides: Mapping[str, Any]) -> AgentConfi
         "base_url": m.base_url,
         "api_key_env": m.api_key_env,
         "max_output_tokens": m.max_output_tokens,
+        "context_window": m.context_window,
         "tool_policy": {"default": PermissionPolicy.ALLOW.value},
     }
     if named is not None:
@@ -63,6 +64,7 @@ def agent_config(settings: Settings, overrides: Mapping[str, Any]) -> AgentConfi
             "base_url": named.base_url,
             "api_key_env": named.api_key_env,
             "max_output_tokens": named.max_output_tokens,
+            "context_window": named.context_window,
             "metadata": {"provider_name": asked},
         }
         overrides = {k: v for k, v in overrides.items() if k != "provider"}

@@ -99,6 +99,8 @@ class ModelSettings(_Section):
     base_url: str | None = None
     api_key_env: str | None = "OPENAI_API_KEY"
     max_output_tokens: int = Field(default=4096, gt=0)
+    # The model's context window (None: the known default for the model's name).
+    context_window: int | None = Field(default=None, ge=1024)
     timeout_s: float = Field(default=120.0, gt=0)
 
 
@@ -117,6 +119,8 @@ class NamedProviderSettings(_Section):
     models: tuple[Annotated[str, Field(min_length=1, max_length=200)], ...] = ()
     default_model: str | None = Field(default=None, min_length=1, max_length=200)
     max_output_tokens: int = Field(default=4096, gt=0)
+    # Its models' context window (None: the known default of the model's name).
+    context_window: int | None = Field(default=None, ge=1024)
 
     @model_validator(mode="after")
     def _a_default_model(self) -> NamedProviderSettings:

@@ -13,26 +13,26 @@ can be inspected later.
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agent_core.context.compacted import Compacted, compacted_view
+from agent_core.context.tokens import estimate_blocks, estimate_text, estimate_tools, model_limits
 from agent_core.skills.active import SkillListing
 from agent_core.types.enums import NodeType, Role
 from agent_core.types.protocol import (
     ContentBlock,
-    JsonBlock,
     ModelMessage,
     ModelRequest,
     SystemBlock,
     TextBlock,
-    ToolCallBlock,
     ToolDefinition,
     ToolResultBlock,
 )
 from agent_core.types.runtime import (
     AgentConfig,
+    ContextBudget,
     ContextBuildReport,
     DroppedNode,
     InjectedContext,
@@ -45,26 +45,17 @@ _SYNTHETIC = {NodeType.MEMORY_CONTEXT, NodeType.SKILL_CONTEXT, NodeType.TASK_BOA
 # Snapshots where only the latest is true: an older memory or task board would contradict it.
 _NEWEST_ONLY = (NodeType.MEMORY_CONTEXT, NodeType.TASK_BOARD)
 
-
-def estimate_tokens(blocks: Sequence[ContentBlock]) -> int:
-    """A cheap token estimate (~4 bytes of UTF-8 per token); good enough for budgets."""
-    size = 0
-    for block in blocks:
-        if isinstance(block, TextBlock):
-            size += len(block.text.encode())
-        elif isinstance(block, ToolCallBlock):
-            size += len(block.name) + len(json.dumps(block.arguments))
-        elif isinstance(block, ToolResultBlock):
-            size += sum(estimate_tokens([c]) * 4 for c in block.content)
-        elif isinstance(block, JsonBlock):
-            size += len(block.summary or "") + len(json.dumps(block.data, default=str))
-        else:
-            size += 64
-    return max(1, size // 4) if size else 0
+estimate_tokens = estimate_blocks
+"""A node's estimated tokens (see :mod:`agent_core.context.tokens`)."""
 
 
 def _text(blocks: Sequence[ContentBlock]) -> str:
     return "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
+
+
+def _cost(node: Node) -> int:
+    # Writers record the estimate with the node (see BusRunStore); older rows lack it.
+    return node.token_count if node.token_count is not None else estimate_blocks(node.content)
 
 
 class _MessageCache:
@@ -112,10 +103,18 @@ class ContextBuilder:
         config: AgentConfig,
         tools: Sequence[ToolDefinition] = (),
         run_id: str | None = None,
+        ratio: float = 1.0,
     ) -> tuple[ModelRequest, ContextBuildReport]:
-        """Build the request for the next model call after the last node of ``path``."""
+        """Build the request for the next model call after the last node of ``path``.
+
+        The newest ``compaction`` node on the path stands for the nodes it covers (see
+        :mod:`agent_core.context.compacted`): its summary opens the messages, the covered
+        nodes it pinned are kept, the rest are reported ``dropped`` as compacted. ``ratio``:
+        the calibration factor of the session's model (see :class:`Calibration`), applied to
+        the budget's figures."""
         if not path:
             raise ValueError("an active path has at least the user's message")
+        view = compacted_view(path)
         newest = {
             kind: next((n.node_id for n in reversed(path) if n.node_type is kind), None)
             for kind in _NEWEST_ONLY
@@ -133,23 +132,45 @@ class ContextBuilder:
             active_node_id=path[-1].node_id,
             skills_listed=list(self.skills.names) if self.skills is not None else [],
         )
-        tokens = sum(estimate_tokens([TextBlock(text=b.text)]) for b in system)
-        for node in path:
-            # Writers record the estimate with the node (see BusRunStore); older rows lack it.
-            cost = (
-                node.token_count if node.token_count is not None else estimate_tokens(node.content)
-            )
+        system_tokens = sum(estimate_text(b.text) for b in system)
+        pinned = history = 0
+        if view is not None:
+            pinned += self._summary(view, system, messages, report)
+        for node in view.nodes if view is not None else path:
+            cost = _cost(node)
             if node.node_type in _NEWEST_ONLY and node.node_id != newest[node.node_type]:
                 reason = f"superseded {node.node_type.value}"
                 report.dropped.append(DroppedNode(node_id=node.node_id, reason=reason))
                 continue
             if node.role is Role.SYSTEM:
                 _add_system(node, cost, system, report)
+                pinned += cost
             else:
                 _add_message(node, messages)
+                history += cost
             report.node_ids.append(node.node_id)
-            tokens += cost
-        report.token_estimate = tokens
+        report.token_estimate = system_tokens + pinned + history
+        tool_tokens = _tool_tokens(tools)
+        limits = model_limits(
+            config.model,
+            context_window=config.context_window,
+            max_output_tokens=config.max_output_tokens,
+        )
+        input_budget = limits.context_window - limits.max_output_tokens
+        raw = report.token_estimate + tool_tokens
+        report.budget = ContextBudget(
+            context_window=limits.context_window,
+            output_reserve=limits.max_output_tokens,
+            input_budget=input_budget,
+            compact_at=int(input_budget * config.context.compact_at),
+            system=round(system_tokens * ratio),
+            pinned=round(pinned * ratio),
+            history=round(history * ratio),
+            tools=round(tool_tokens * ratio),
+            total=round(raw * ratio),
+            estimated=raw,
+            ratio=ratio,
+        )
         request = ModelRequest(
             model=config.model,
             system=system,
@@ -161,6 +182,66 @@ class ContextBuilder:
             metadata={"run_id": run_id} if run_id else {},
         )
         return request, report
+
+    @staticmethod
+    def _summary(
+        view: Compacted,
+        system: list[SystemBlock],
+        messages: list[ModelMessage],
+        report: ContextBuildReport,
+    ) -> int:
+        """The compaction's part of the context: its summary (with the user's pinned words) as
+        the first message, pinned tool instructions as system blocks. Returns its tokens."""
+        report.compaction_node_id = view.node.node_id
+        report.compacted = len(view.dropped)
+        report.dropped.extend(DroppedNode(node_id=i, reason="compacted") for i in view.dropped)
+        tokens = _cost(view.node)
+        for node in view.instructions:
+            text = _instruction_text(node)
+            system.append(SystemBlock(text=text))
+            tokens += _cost(node)
+            report.node_ids.append(node.node_id)
+        messages.append(
+            ModelMessage.model_construct(role=Role.USER, content=[TextBlock(text=view.text)])
+        )
+        report.node_ids.append(view.node.node_id)
+        report.injected.append(
+            InjectedContext(
+                node_type=NodeType.COMPACTION,
+                source=str(view.node.metadata.get("method", "summary")),
+                token_estimate=tokens,
+                node_id=view.node.node_id,
+            )
+        )
+        return tokens
+
+
+def _instruction_text(node: Node) -> str:
+    """A pinned plan / task instruction (a tool result) as system text."""
+    parts: list[str] = []
+    for block in node.content:
+        if isinstance(block, TextBlock):
+            parts.append(block.text)
+        elif isinstance(block, ToolResultBlock):
+            parts.extend(c.text for c in block.content if isinstance(c, TextBlock))
+    return f"[{node.node_type.value}, kept through compaction]\n" + "\n".join(parts)
+
+
+_TOOL_COSTS: dict[int, tuple[ToolDefinition, int]] = {}
+
+
+def _tool_tokens(tools: Sequence[ToolDefinition]) -> int:
+    """The tool definitions' tokens, each estimated once per definition object."""
+    total = 0
+    for tool in tools:
+        entry = _TOOL_COSTS.get(id(tool))
+        if entry is None or entry[0] is not tool:
+            if len(_TOOL_COSTS) > 4096:
+                _TOOL_COSTS.clear()
+            entry = (tool, estimate_tools([tool]))
+            _TOOL_COSTS[id(tool)] = entry
+        total += entry[1]
+    return total
 
 
 def _add_system(

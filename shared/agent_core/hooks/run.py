@@ -108,8 +108,8 @@ class RunHooks:
         return verdict
 
     async def pre_compact(self, path: Sequence[Node]) -> None:
-        """Context compaction is about to shorten ``path`` (notification). Nothing compacts a
-        context yet: this has no caller until compaction exists."""
+        """Context compaction is about to shorten ``path`` (notification): called by the
+        compactor once it has chosen what to cover, before the summarizer runs."""
         if self.has(HookPhase.PRE_COMPACT):
             await self._run(HookPhase.PRE_COMPACT, None, metadata={"path_nodes": len(path)})
 

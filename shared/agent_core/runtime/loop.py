@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from agent_core.context import ContextBuilder
+from agent_core.context.compaction import Compactor
 from agent_core.errors import AgentCoreError, ErrorPayload
 from agent_core.hooks.run import RunHooks
 from agent_core.ids import new_id
@@ -32,6 +33,7 @@ from agent_core.provider.errors import ProviderErrorCode
 from agent_core.runtime import hook_steps
 from agent_core.runtime.ending import Ending, cancelled_reason, ending
 from agent_core.runtime.ports import EventSink, RunStore, ToolRunner
+from agent_core.runtime.recovery import ContextGuard, is_compact_command
 from agent_core.skills.active import skill_context_nodes
 from agent_core.types.enums import (
     EndReason,
@@ -165,6 +167,7 @@ class AgentLoop:
         tools: ToolRunner | None = None,
         builder: ContextBuilder | None = None,
         max_parallel_tools: int = 4,
+        compactor: Compactor | None = None,
         hooks: RunHooks | None = None,
     ) -> None:
         self.handle = handle
@@ -184,6 +187,14 @@ class AgentLoop:
         # The path this attempt works on: the given one, then every node it stored.
         self.nodes: list[Node] = []
         self._tool_slots = asyncio.Semaphore(max_parallel_tools)
+        # Budget, compaction and recovery (agent_core.runtime.recovery).
+        self.context = ContextGuard(
+            handle=handle,
+            config=config,
+            builder=self.builder,
+            compactor=compactor or Compactor(config, model),
+            before_compact=hooks.pre_compact if hooks is not None else None,
+        )
 
     async def run(
         self,
@@ -203,6 +214,14 @@ class AgentLoop:
         self.last_node_id = nodes[-1].node_id
         started = time.monotonic()
         budget = self.config.budget
+        force: str | None = None
+        if not rerun_calls and is_compact_command(nodes, self.handle.run_id):
+            definitions = list(self.tools.definitions()) if self.tools else []
+            text = await self.context.compact_now(
+                nodes, definitions, append=self._append, event=self.store.append_event
+            )
+            answer: list[ContentBlock] = [TextBlock(text=text)]
+            return self.ending(RunStatus.COMPLETED, EndReason.COMPLETED, answer=answer)
         if rerun_calls:
             last = nodes[-1]
             calls = [
@@ -223,13 +242,10 @@ class AgentLoop:
                 return self._budget_exceeded("wall_clock", budget.max_wall_clock_s)
             # Asked each turn: a loaded skill's allowed tools narrow what is offered.
             definitions = list(self.tools.definitions()) if self.tools else []
-            request, _ = self.builder.build(
-                nodes,
-                session_id=self.handle.session_id,
-                config=self.config,
-                tools=definitions,
-                run_id=self.handle.run_id,
+            request = await self.context.request(
+                nodes, definitions, append=self._append, event=self.store.append_event, force=force
             )
+            force = None
             self.phase = "streaming"
             self._announce_phase("model")
             response = await self._stream(request)
@@ -237,6 +253,12 @@ class AgentLoop:
             self.turns += 1
             self.usage = self.usage + response.usage
             self.events.emit(self._event(RunUsage, usage=response.usage, total=self.usage))
+            if response.error is not None and not response.text and not response.calls:
+                if self.context.retry_overflow(response.error):
+                    force = "overflow"  # compact and try once more
+                    continue
+            else:
+                self.context.observe(response.usage)
             if response.error is not None:  # what was streamed stays, as a partial answer
                 reason = EndReason.FAILED
                 if response.error.code == ProviderErrorCode.CONTEXT_LENGTH_EXCEEDED:
@@ -247,12 +269,20 @@ class AgentLoop:
                 budget.max_total_tokens is not None
                 and self.usage.total_tokens > budget.max_total_tokens
             )
+            cut = response.stop is StopReason.MAX_TOKENS and not response.calls
+            if cut and not over_budget and self.context.may_continue():
+                # Cut by the output limit: keep what came and ask for the rest.
+                await self._append(nodes, Role.ASSISTANT, blocks, metadata={"cut": "max_tokens"})
+                self.partial_text = ""
+                role, ask, kind, meta = self.context.continuation_node()
+                await self._append(nodes, role, list(ask), node_type=kind, metadata=meta)
+                continue
             if not response.calls and not over_budget:
                 if self.hooks is not None and await hook_steps.stop_denied(self, nodes, blocks):
                     continue  # a Stop hook denied the end: another turn, within max_turns
                 # The answer's node and the run's end are one write (the driver's).
                 reason = EndReason.COMPLETED
-                if response.stop is StopReason.MAX_TOKENS:
+                if cut:  # still cut after every continuation it was allowed
                     reason = EndReason.MAX_OUTPUT_TOKENS_RECOVERY
                 self.partial_text = ""
                 return self.ending(RunStatus.COMPLETED, reason, answer=blocks)

@@ -75,6 +75,7 @@ DEMO_ANSWER = (
     "a real model. "
 ) * 4
 DEMO_ANSWER = DEMO_ANSWER[:1000]
+DEMO_SUMMARY = "[fake model] A summary of the earlier conversation (scripted, not an LLM's)."
 
 
 def tool_then_answer(
@@ -83,6 +84,8 @@ def tool_then_answer(
     """The peers' workload: a user message → one tool call; a tool result → a ~1 KB answer."""
 
     def reply(request: ModelRequest) -> ScriptedReply:
+        if request.metadata.get("purpose") == "compact":  # the summarizer of a compaction
+            return ScriptedReply(text=DEMO_SUMMARY)
         last = request.messages[-1]
         answered = last.role is Role.TOOL or any(
             isinstance(b, ToolResultBlock) for b in last.content

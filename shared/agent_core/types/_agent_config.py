@@ -18,6 +18,7 @@ __all__ = [
     "SESSION_CONFIG_KEY",
     "AgentConfig",
     "AgentConfigOverrides",
+    "ContextPolicy",
     "RunBudget",
     "ToolPolicy",
     "overrides_from",
@@ -58,6 +59,28 @@ class RunBudget(Strict):
     max_wall_clock_s: float | None = Field(default=None, gt=0)
 
 
+class ContextPolicy(Strict):
+    """How a run keeps its context within the model's window (``docs/architecture.md``,
+    "Context budget and compaction").
+
+    ``compact_at``: the share of the input budget (window minus the output reserve) past which
+    the older part of the path is summarized; ``keep_recent``: the share of it kept verbatim after
+    a compaction. The summary is written by its own model call: ``summary_model`` (``None``: the
+    agent's model), at most ``summary_max_tokens`` long, within ``summary_timeout_s``, reading at
+    most ``summary_window`` tokens at once (``None``: that model's known window) — larger input is
+    summarized in chunks. ``max_continuations``: how often an answer cut by the output limit is
+    asked to continue before the run ends ``max_output_tokens_recovery``.
+    """
+
+    compact_at: float = Field(default=0.8, ge=0.2, le=0.95)
+    keep_recent: float = Field(default=0.3, ge=0.05, le=0.6)
+    summary_model: str | None = Field(default=None, min_length=1, max_length=200)
+    summary_max_tokens: int = Field(default=2048, ge=64, le=32_000)
+    summary_timeout_s: float = Field(default=120.0, gt=0, le=3600)
+    summary_window: int | None = Field(default=None, ge=1024)
+    max_continuations: int = Field(default=2, ge=0, le=20)
+
+
 class AgentConfig(Strict):
     """The configuration of one agent's runs.
 
@@ -80,6 +103,9 @@ class AgentConfig(Strict):
     system_prompt: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_output_tokens: int | None = Field(default=None, gt=0)
+    # The model's context window in tokens (None: the known default of the model's name).
+    context_window: int | None = Field(default=None, ge=1024)
+    context: ContextPolicy = Field(default_factory=ContextPolicy)
     provider_options: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -118,6 +144,8 @@ class AgentConfigOverrides(Strict):
     system_prompt: str | None = Field(default=None, max_length=100_000)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_output_tokens: int | None = Field(default=None, gt=0, le=1_000_000)
+    context_window: int | None = Field(default=None, ge=1024, le=10_000_000)
+    context: ContextPolicy | None = None
 
     def overrides(self) -> dict[str, Any]:
         """The fields that were set, as ``AgentConfig`` input."""

@@ -142,6 +142,7 @@ class EventType(StrEnum):
     ARTIFACT_CREATED = "artifact_created"
     TASK_CHANGED = "task_changed"
     MEMORY_INJECTED = "memory_injected"
+    CONTEXT_COMPACTED = "context_compacted"
     CHILD_RUN_STARTED = "child_run_started"
     CHILD_RUN_FINISHED = "child_run_finished"
     HOOK_EXECUTED = "hook_executed"

@@ -19,6 +19,7 @@ from agent_core.types._agent_config import (
     SESSION_CONFIG_KEY,
     AgentConfig,
     AgentConfigOverrides,
+    ContextPolicy,
     RunBudget,
     ToolPolicy,
     overrides_from,
@@ -60,7 +61,9 @@ __all__ = [
     "AgentState",
     "ArtifactRef",
     "ChildAgentResult",
+    "ContextBudget",
     "ContextBuildReport",
+    "ContextPolicy",
     "DroppedNode",
     "InjectedContext",
     "Node",
@@ -126,6 +129,29 @@ class DroppedNode(Strict):
     reason: str = Field(min_length=1)
 
 
+class ContextBudget(Strict):
+    """The token budget of one model request and what uses it (estimates, calibrated).
+
+    ``input_budget`` is the window minus the output reserve; ``compact_at`` the size past which
+    the loop compacts. ``system`` counts the agent's prompt and the skill listing, ``pinned`` the
+    context kept through compactions (memory, skills, task board, plan, pinned user messages and
+    the summary), ``history`` the conversation's messages, ``tools`` the tool definitions.
+    ``ratio``: the calibration factor the raw estimates were multiplied by.
+    """
+
+    context_window: int = Field(ge=1)
+    output_reserve: int = Field(ge=0)
+    input_budget: int = Field(ge=0)
+    compact_at: int = Field(ge=0)
+    system: int = Field(default=0, ge=0)
+    pinned: int = Field(default=0, ge=0)
+    history: int = Field(default=0, ge=0)
+    tools: int = Field(default=0, ge=0)
+    total: int = Field(default=0, ge=0)
+    estimated: int = Field(default=0, ge=0, description="total before calibration")
+    ratio: float = Field(default=1.0, gt=0)
+
+
 class ContextBuildReport(Strict):
     """What the context builder put into one model request, for inspection and tests.
 
@@ -144,3 +170,7 @@ class ContextBuildReport(Strict):
     # bodies are in the context (their skill_context nodes), in the order they were loaded.
     skills_listed: list[str] = Field(default_factory=list)
     skills_loaded: list[str] = Field(default_factory=list)
+    # The budget and its use; the compaction node in effect and how many nodes it stands for.
+    budget: ContextBudget | None = None
+    compaction_node_id: NodeId | None = None
+    compacted: int = Field(default=0, ge=0)

@@ -65,6 +65,7 @@ def _matrix(ids: Ids) -> list[tuple[str, str, dict[str, Any] | bytes | None]]:
         ("POST", f"/v1/sessions/{s}/messages", {"text": "hijack"}),
         ("POST", f"/v1/sessions/{s}/messages", {"text": "hijack", "stream": True}),
         ("POST", f"/v1/sessions/{s}/messages", {"text": "x", "parent_node_id": n}),
+        ("POST", f"/v1/sessions/{s}/compact", None),
         ("GET", f"/v1/sessions/{s}/runs", None),
         ("GET", f"/v1/sessions/{s}/runs/{r}", None),
         ("POST", f"/v1/sessions/{s}/runs/{r}/cancel", None),

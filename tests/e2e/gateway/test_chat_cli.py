@@ -104,3 +104,15 @@ def test_chat_says_how_a_cancelled_run_ended(gw: Gw) -> None:
         error=state.error,
     )
     assert describe_end(ended) in out and "— run cancelled" in out
+
+
+def test_chat_compact_compacts_the_session(gw: Gw) -> None:
+    done = _chat(gw, "first question\nsecond question\n/compact\n/tree\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "Compacted: " in out and "earlier messages are" in out  # the run's answer
+    assert "[compaction]" in out  # /tree shows the compaction node
+    session_id = out.split("session ", 1)[1].split()[0]
+    with gw.client() as c:
+        nodes = c.get(f"/v1/sessions/{session_id}/tree").json()["nodes"]
+    assert [n["node_type"] for n in nodes].count("compaction") == 1

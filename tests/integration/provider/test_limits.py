@@ -1,7 +1,8 @@
 """The typed limit signals of every adapter, from each provider's real wire shape: a prompt over
 the context window, an answer or a tool call cut by the output limit, tool arguments that are
 not JSON — and what the loop does with them: a bad call is answered with an error result for the
-model to fix and never runs; a prompt over the window still ends the run (no compaction yet)."""
+model to fix and never runs; a prompt over the window is tried once more after a compaction and
+ends the run ``prompt_too_long`` only when it overflows again (test_context_recovery.py has more)."""
 
 from __future__ import annotations
 
@@ -231,9 +232,11 @@ async def test_ollama_tool_parse_error_before_any_line_is_the_same_call() -> Non
 # -- what the loop does with them -----------------------------------------------------------------
 
 
-async def test_the_loop_ends_a_context_overflow_as_prompt_too_long() -> None:
-    async with running("openai", [s.ContextOverflow()]) as (_server, adapter):
+async def test_the_loop_ends_a_repeated_context_overflow_as_prompt_too_long() -> None:
+    # A lone message has nothing to compact: it is sent once more, as it is, then the run ends.
+    async with running("openai", [s.ContextOverflow(), s.ContextOverflow()]) as (server, adapter):
         outcome = await run_loop(adapter)
+    assert len(server.requests) == 2
     assert (outcome.status, outcome.end_reason) == (RunStatus.FAILED, EndReason.PROMPT_TOO_LONG)
     assert outcome.error is not None and outcome.error.code == "context_length_exceeded"
 

@@ -26,6 +26,7 @@ from tests.integration.run_worker.harness import (
     tool_calls_turn,
 )
 
+MAX_ATTEMPTS = 3  # run_worker.max_attempts, the default
 KILLS = 20
 
 
@@ -92,7 +93,12 @@ async def test_sigkill_of_the_running_worker(make_cluster: Any, client: BusClien
     assert set(statuses) <= {"completed", "failed"}, (statuses, cluster.log_text()[-4000:])
     for run in finished.values():
         if run["status"] == "failed":
-            assert json.loads(run["error_json"])["code"] == "worker_lost", run
+            code = json.loads(run["error_json"])["code"]
+            # A run that lost its worker more often than the cap (a kill, or a starved worker's
+            # lease taken over on a loaded machine) ends with the cap's code, never runs on.
+            assert code == "worker_lost" or (
+                code == "attempts_exhausted" and run["attempt"] > MAX_ATTEMPTS
+            ), run
     # No tool call ran twice; every completed run ran its call exactly once.
     executed = _executed_calls(client.home)
     assert all(n == 1 for n in executed.values()), executed

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent_core.context import ContextBuilder, estimate_tokens
+from agent_core.context import ContextBuilder, estimate_text, estimate_tokens
 from agent_core.types.enums import NodeType, Role
 from agent_core.types.protocol import TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock
 from agent_core.types.runtime import AgentConfig, Node
@@ -67,5 +67,7 @@ def test_build_maps_roles_and_keeps_only_the_newest_memory() -> None:
 
 
 def test_token_estimate_grows_with_text() -> None:
-    assert estimate_tokens([TextBlock(text="a" * 400)]) == 100
+    short = estimate_text("the answer is here")
+    assert 3 <= short <= 6
+    assert estimate_text("the answer is here " * 50) > 40 * short
     assert estimate_tokens([]) == 0

@@ -188,6 +188,6 @@ async def run_agent(
     path = start_path(handle, kind, prompt)
     ending = await loop.run(path)
     if hooks is not None:
-        await hooks.pre_compact(loop.nodes)  # no caller yet: called as compaction will
+        await hooks.pre_compact(loop.nodes)  # once for every case (compaction calls it too)
         await hooks.run_end(ending.end)
     return Outcome(ending, store, requests, echo, hooks)

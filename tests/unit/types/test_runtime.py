@@ -132,9 +132,24 @@ EXAMPLES: list[BaseModel] = [
             )
         ],
         dropped=[rt.DroppedNode(node_id="node_0", reason="compacted")],
+        budget=rt.ContextBudget(
+            context_window=8192,
+            output_reserve=2048,
+            input_budget=6144,
+            compact_at=4915,
+            system=10,
+            pinned=20,
+            history=90,
+            tools=30,
+            total=150,
+            estimated=150,
+        ),
+        compaction_node_id="node_c",
+        compacted=1,
     ),
+    rt.ContextPolicy(summary_model="small-model", max_continuations=1),
 ]
-EXAMPLES += [EXAMPLES[-1].injected[0], EXAMPLES[-1].dropped[0]]  # type: ignore[attr-defined]
+EXAMPLES += [EXAMPLES[-2].injected[0], EXAMPLES[-2].dropped[0], EXAMPLES[-2].budget]  # type: ignore[attr-defined]
 
 
 def test_runtime_events_cover_the_union() -> None:

@@ -15,6 +15,8 @@ function ContextReport({ ctx, nodeId }) {
   if (!report) return html`<button onClick=${load}>What the model would see from here</button>`;
   return html`<div class="context-report">
     <p>${report.node_ids.length} nodes, about <strong>${report.token_estimate}</strong> tokens</p>
+    ${report.budget && html`<p data-budget>Budget: ~${report.budget.total} of ${report.budget.input_budget} input tokens (system ${report.budget.system}, pinned ${report.budget.pinned}, history ${report.budget.history}, tools ${report.budget.tools}); compacts past ${report.budget.compact_at}</p>`}
+    ${report.compaction_node_id && html`<p>Compaction ${shortId(report.compaction_node_id)} stands for ${report.compacted} earlier nodes (kept in the tree)</p>`}
     ${report.injected.length > 0 && html`<p>Injected: ${report.injected.map((i) => `${i.node_type} (${i.source}, ~${i.token_estimate})`).join(', ')}</p>`}
     ${report.dropped.length > 0 && html`<p>Dropped: ${report.dropped.map((d) => `${shortId(d.node_id)} (${d.reason})`).join(', ')}</p>`}
   </div>`;

@@ -1,0 +1,235 @@
+"""Token accounting without a tokenizer: an offline estimate, model limits and calibration.
+
+No tokenizer is downloaded at run time, so sizes are estimated from the text itself with a weight
+per character class — what BPE vocabularies of current models do on average:
+
+* Latin letters in words: about four characters a token (common words are one token);
+* digits: up to three a token;
+* punctuation and symbols — the bulk of code and JSON — about one and a half characters a token;
+* a single space: almost nothing (it joins the word after it); a run of indentation, a tab or a
+  line break: about one token;
+* a JSON ``\\uXXXX`` escape (how non-ASCII text travels inside tool arguments): several tokens;
+* CJK ideographs, kana and hangul: about one token each;
+* other non-ASCII letters (accented Latin, Cyrillic, Greek, …): about two characters a token.
+
+The estimate is then *calibrated*: the loop feeds every response's provider-reported
+``input_tokens`` against the estimate of the request it sent (:class:`Calibration`), and budgets
+use the estimate times the smoothed ratio, so a model whose tokenizer is denser or sparser than the
+weights assume is tracked within a few turns.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from agent_core.types.protocol import (
+    ArtifactRefBlock,
+    ContentBlock,
+    JsonBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolDefinition,
+    ToolResultBlock,
+)
+
+__all__ = [
+    "CALIBRATION",
+    "DEFAULT_LIMITS",
+    "Calibration",
+    "ModelLimits",
+    "estimate_blocks",
+    "estimate_text",
+    "estimate_tools",
+    "model_limits",
+]
+
+_LETTERS = re.compile(r"[A-Za-z]")
+_WORDS = re.compile(r"[A-Za-z]+")
+_DIGITS = re.compile(r"[0-9]")
+_SPACE_RUNS = re.compile(r"\s+")
+_BREAKS = re.compile(r" {2,}|[\t\r\n]+")  # indentation, tabs, line breaks: a token a run
+_ESCAPES = re.compile(r"\\u[0-9a-fA-F]{4}")  # JSON's \uXXXX: several tokens each
+_PUNCT = re.compile(r"[!-/:-@\[-`{-~]")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_WIDE_PUNCT = re.compile(r"[\u3000-\u303f\uff00-\uffef]")
+
+# Tokens per character (or per run) of each class; see the module docstring.
+_PER_LETTER = 0.16
+_PER_WORD = 0.3  # a short word is one token whatever its length: a floor per word
+_PER_DIGIT = 0.36
+_PER_PUNCT = 0.7
+_PER_SPACE_RUN = 0.05  # a single space joins the word after it
+_PER_BREAK = 1.0
+_PER_ESCAPE = 2.5  # beyond what its six characters already count
+_PER_CJK = 1.0
+_PER_OTHER = 0.5
+# Role markers and separators a provider adds around each message / content block.
+BLOCK_OVERHEAD: Final = 4
+
+
+def estimate_text(text: str) -> int:
+    """Estimated tokens of ``text`` (0 for the empty string, at least 1 otherwise)."""
+    if not text:
+        return 0
+    n = len(text)
+    letters = len(_LETTERS.findall(text))
+    words = len(_WORDS.findall(text)) if letters else 0
+    digits = len(_DIGITS.findall(text))
+    punct = len(_PUNCT.findall(text))
+    spaces = _SPACE_RUNS.findall(text)
+    space_chars = sum(len(s) for s in spaces)
+    total = (
+        letters * _PER_LETTER
+        + words * _PER_WORD
+        + digits * _PER_DIGIT
+        + punct * _PER_PUNCT
+        + len(spaces) * _PER_SPACE_RUN
+    )
+    if space_chars > len(spaces) or "\t" in text or "\n" in text:
+        total += len(_BREAKS.findall(text)) * _PER_BREAK
+    if "\\u" in text:
+        total += len(_ESCAPES.findall(text)) * _PER_ESCAPE
+    rest = n - letters - digits - punct - space_chars
+    if rest > 0 and not text.isascii():
+        cjk = len(_CJK.findall(text))
+        wide = len(_WIDE_PUNCT.findall(text))
+        total += cjk * _PER_CJK + wide * _PER_CJK + (rest - cjk - wide) * _PER_OTHER
+    return max(1, round(total))
+
+
+def _block(block: ContentBlock) -> int:
+    if isinstance(block, TextBlock):
+        return estimate_text(block.text)
+    if isinstance(block, ToolCallBlock):
+        return estimate_text(block.name) + estimate_text(json.dumps(block.arguments))
+    if isinstance(block, ToolResultBlock):
+        return 2 + sum(_block(c) for c in block.content)
+    if isinstance(block, JsonBlock):
+        data = json.dumps(block.data, default=str, ensure_ascii=False)
+        return estimate_text(block.summary or "") + estimate_text(data)
+    if isinstance(block, ArtifactRefBlock):
+        return 16 + estimate_text(block.summary or "")
+    return 64  # an attachment: providers bill images by size; a floor keeps budgets honest
+
+
+def estimate_blocks(blocks: Sequence[ContentBlock]) -> int:
+    """Estimated tokens of a node's content blocks, with each block's framing."""
+    if not blocks:
+        return 0
+    return sum(_block(b) for b in blocks) + BLOCK_OVERHEAD
+
+
+def estimate_tools(tools: Sequence[ToolDefinition]) -> int:
+    """Estimated tokens of the tool definitions a request offers (their JSON schemas)."""
+    return sum(
+        estimate_text(t.name)
+        + estimate_text(t.description or "")
+        + estimate_text(json.dumps(t.input_schema))
+        + BLOCK_OVERHEAD
+        for t in tools
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLimits:
+    """A model's context window and the longest answer it may be asked for (tokens)."""
+
+    context_window: int
+    max_output_tokens: int
+
+
+# Defaults for common models, matched by name prefix (longest prefix wins); a model's config
+# (``context_window``, ``max_output_tokens``) overrides them.
+_KNOWN: Final[dict[str, ModelLimits]] = {
+    "gpt-4o": ModelLimits(128_000, 16_384),
+    "gpt-4.1": ModelLimits(1_047_576, 32_768),
+    "gpt-4-turbo": ModelLimits(128_000, 4_096),
+    "gpt-4": ModelLimits(8_192, 4_096),
+    "gpt-3.5-turbo": ModelLimits(16_385, 4_096),
+    "gpt-5": ModelLimits(400_000, 128_000),
+    "o1": ModelLimits(200_000, 100_000),
+    "o3": ModelLimits(200_000, 100_000),
+    "o4-mini": ModelLimits(200_000, 100_000),
+    "claude-3-5": ModelLimits(200_000, 8_192),
+    "claude-3-7": ModelLimits(200_000, 64_000),
+    "claude-3": ModelLimits(200_000, 4_096),
+    "claude-sonnet-4": ModelLimits(200_000, 64_000),
+    "claude-opus-4": ModelLimits(200_000, 32_000),
+    "claude-haiku-4": ModelLimits(200_000, 64_000),
+    "llama3.1": ModelLimits(131_072, 4_096),
+    "llama3.2": ModelLimits(131_072, 4_096),
+    "llama3": ModelLimits(8_192, 2_048),
+    "qwen2.5": ModelLimits(32_768, 8_192),
+    "qwen3": ModelLimits(40_960, 8_192),
+    "mistral": ModelLimits(32_768, 4_096),
+    "gemma": ModelLimits(8_192, 2_048),
+    "deepseek": ModelLimits(65_536, 8_192),
+}
+# A model nobody told us about (often a local server's: vLLM, llama.cpp); a smaller real window
+# shows as the provider's overflow error, which compacts and retries.
+DEFAULT_LIMITS: Final = ModelLimits(32_768, 4_096)
+
+
+def model_limits(
+    model: str, *, context_window: int | None = None, max_output_tokens: int | None = None
+) -> ModelLimits:
+    """The limits of ``model``: the configured values where given, else the table's (by the
+    longest matching name prefix, ignoring a provider prefix such as ``openai/``), else
+    :data:`DEFAULT_LIMITS`. The output limit never exceeds half the window."""
+    name = model.rsplit("/", 1)[-1].lower()
+    known = max(
+        ((p, lim) for p, lim in _KNOWN.items() if name.startswith(p)),
+        key=lambda item: len(item[0]),
+        default=(None, DEFAULT_LIMITS),
+    )[1]
+    window = context_window or known.context_window
+    output = max_output_tokens or known.max_output_tokens
+    return ModelLimits(window, min(output, window // 2))
+
+
+class Calibration:
+    """The ratio of provider-reported prompt tokens to our estimate, per (session, model).
+
+    Exponentially smoothed so one odd response does not swing the budget. A sample outside
+    [``LOW``, ``HIGH``] is ignored, not clamped: a report that far off is not a tokenizer's
+    difference but a count of something else — Ollama's ``prompt_eval_count`` counts only the
+    tokens it did not have cached, so a long conversation reports a few dozen — and taking it
+    would make the budget trust prompts that overflow. Process-wide: a worker keeps it across the
+    runs of a session it serves.
+    """
+
+    ALPHA: Final = 0.5
+    LOW: Final = 0.5
+    HIGH: Final = 3.0
+    _MAX_KEYS: Final = 10_000
+
+    def __init__(self) -> None:
+        self._ratios: dict[tuple[str, str], float] = {}
+
+    def ratio(self, session_id: str, model: str) -> float:
+        """The smoothed ratio (1.0 before any report)."""
+        return self._ratios.get((session_id, model), 1.0)
+
+    def observe(self, session_id: str, model: str, *, estimated: int, reported: int) -> float:
+        """Fold one response's reported prompt tokens in; returns the new ratio. Reports of
+        nothing (a provider that sends no usage) are ignored."""
+        key = (session_id, model)
+        if estimated <= 0 or reported <= 0:
+            return self._ratios.get(key, 1.0)
+        sample = reported / estimated
+        old = self._ratios.get(key)
+        if not self.LOW <= sample <= self.HIGH:
+            return old if old is not None else 1.0
+        new = sample if old is None else old + self.ALPHA * (sample - old)
+        if old is None and len(self._ratios) >= self._MAX_KEYS:
+            self._ratios.pop(next(iter(self._ratios)))
+        self._ratios[key] = new
+        return new
+
+
+CALIBRATION = Calibration()
+"""The process's calibration table."""

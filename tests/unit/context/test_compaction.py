@@ -1,0 +1,92 @@
+"""Choosing what a compaction covers and pins, and how the builder presents a compacted path."""
+
+from __future__ import annotations
+
+from agent_core.context import ContextBuilder
+from agent_core.context.compaction import Compactor, plan
+from agent_core.types.enums import NodeType, Role
+from agent_core.types.protocol import TextBlock, ToolResultBlock
+from agent_core.types.runtime import ContextBudget, ContextBuildReport
+from tests.integration.provider.context_harness import chain, config, long_path, node
+from tests.unit.runtime.fakes import MemoryStore
+
+SESSION = "sess_20260101_000000_abcd"
+
+
+def _compaction(covers_through: str, pinned: list[str], covered: int) -> object:
+    meta = {"covers_through": covers_through, "pinned": pinned, "covered": covered}
+    return node(
+        Role.SYSTEM, [TextBlock(text="SUMMARY")], node_type=NodeType.COMPACTION, metadata=meta
+    )
+
+
+def test_the_cut_keeps_the_newest_turn_with_its_call_and_pins_the_task() -> None:
+    path = long_path(10, lines=3)
+    chosen = plan(path, keep=0)
+    assert chosen is not None
+    kept = path[chosen.end + 1 :]
+    assert [n.role for n in kept] == [Role.ASSISTANT, Role.TOOL], "a result never loses its call"
+    assert chosen.pinned == [path[0].node_id], "the user's task is pinned"
+    assert plan(path[:1], keep=0) is None, "a lone message has nothing to cover"
+
+
+def test_system_nodes_are_never_covered_and_instructions_are_pinned() -> None:
+    memory = node(Role.SYSTEM, [TextBlock(text="MEMORY")], node_type=NodeType.MEMORY_CONTEXT)
+    result = ToolResultBlock(tool_call_id="call_0", content=[TextBlock(text="PLAN: step 1")])
+    plan_node = node(Role.TOOL, [result], node_type=NodeType.PLAN_INSTRUCTION)
+    base = long_path(6, lines=3)
+    path = chain([base[0], memory, base[1], plan_node, *base[3:]])
+    chosen = plan(path, keep=0)
+    assert chosen is not None
+    assert memory not in chosen.covered and plan_node.node_id in chosen.pinned
+    compacted = chain([*path, _compaction(chosen.covers_through, chosen.pinned, 9)])
+    request, report = ContextBuilder().build(compacted, session_id=SESSION, config=config())
+    system = "\n".join(b.text for b in request.system)
+    assert "MEMORY" in system and "PLAN: step 1" in system and "PINNED-SYSTEM-PROMPT" in system
+    first = request.messages[0]
+    assert first.role is Role.USER
+    text = first.content[0].text  # type: ignore[union-attr]
+    assert "SUMMARY" in text and "Build every module." in text and "9 messages" in text
+    assert report.compaction_node_id == compacted[-1].node_id
+    assert report.compacted == len(chosen.covered) - 2  # the task and the plan are pinned
+    assert report.budget is not None and report.budget.pinned > 0
+
+
+def test_a_later_compaction_covers_from_the_earlier_ones_end_and_carries_its_pins() -> None:
+    path = long_path(8, lines=3)
+    first = plan(path, keep=0)
+    assert first is not None
+    path = chain([*path, _compaction(first.covers_through, first.pinned, len(first.covered))])
+    more = long_path(4, lines=3)[1:]
+    path = chain([*path, *more])
+    second = plan(path, keep=0)
+    assert second is not None
+    assert second.previous == "SUMMARY" and second.previous_count == len(first.covered)
+    assert path[0].node_id in second.pinned, "pins carry over"
+    assert all(n.node_id not in {c.node_id for c in first.covered} for n in second.covered)
+
+
+async def test_a_summarizer_that_raises_anything_falls_back_to_a_trim() -> None:
+    class Broken:
+        def stream(self, request: object) -> object:
+            raise RuntimeError("the adapter broke in an unexpected way")
+
+    store, path = MemoryStore(), long_path(10, lines=3)
+    budget = ContextBudget(
+        context_window=4096, output_reserve=512, input_budget=3584, compact_at=2867, total=4000
+    )
+    report = ContextBuildReport(session_id=SESSION, agent_id=path[0].agent_id, budget=budget)
+    nodes = list(path)
+
+    async def append(nodes: list, role: Role, blocks: list, **kw: object) -> object:  # type: ignore[type-arg]
+        made = node(role, blocks, parent_id=nodes[-1].node_id, **kw)  # type: ignore[arg-type]
+        nodes.append(made)
+        return made
+
+    made = await Compactor(config(), Broken()).compact(  # type: ignore[arg-type]
+        nodes, report, append=append, event=store.append_event, trigger="threshold"
+    )
+    assert made is not None and made.metadata["method"] == "trim"
+    assert made.metadata["failure"] == "error"
+    _, built = ContextBuilder().build(nodes, session_id=SESSION, config=config())
+    assert built.compacted > 0 and path[-1].node_id in built.node_ids, "never empty"
