@@ -19,6 +19,7 @@ from agent_core.observability import render_metrics
 from agent_core.service import ServiceContext, ping_services
 from agent_core.types.api import Health, Readiness
 from services.gateway import (
+    routes_assistants,
     routes_compact,
     routes_files,
     routes_hooks,
@@ -94,6 +95,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         routes_files,
         routes_hooks,
         routes_tasks_memory,
+        routes_assistants,
     ):
         app.include_router(module.router)
 

@@ -12,11 +12,15 @@ from agent_core.ids import is_valid_id
 from agent_core.observability.metrics import RUNS_SUBMITTED
 from agent_core.runqueue import SessionBusyError, submit_message
 from agent_core.types.api import (
+    ASSISTANT_KEY,
+    AssistantPin,
     MessageAccepted,
     PostMessageRequest,
 )
+from agent_core.types.runtime import AgentConfigOverrides
 from services.gateway.auth import Caller
 from services.gateway.errors import ApiError, not_found, responses
+from services.gateway.routes_assistants import check_overridable
 from services.gateway.routes_runs import SSE_RESPONSE, open_stream
 from services.gateway.sse import Cursor
 from services.gateway.state import (
@@ -25,6 +29,7 @@ from services.gateway.state import (
     GatewayDep,
     agent_overrides,
     fetch,
+    get_session,
     valid_session_id,
 )
 
@@ -53,6 +58,8 @@ async def post_message(
     if not valid_session_id(session_id):
         raise not_found("session")
     overrides = agent_overrides(gw, body.agent_config)
+    if body.agent_config is not None:  # a session made from an assistant limits what may change
+        await _check_pinned(gw, caller, session_id, body.agent_config)
     if body.parent_node_id is not None:
         await _check_parent(gw, caller, session_id, body.parent_node_id)
     if body.stream:  # take the slot first: a refused stream must not leave a run behind
@@ -106,6 +113,17 @@ async def _check_parent(gw: Gateway, caller: Caller, session_id: str, node_id: s
     await fetch(
         gw, GetNode(session_id=session_id, node_id=node_id, account_id=caller.account_id), "node"
     )
+
+
+async def _check_pinned(
+    gw: Gateway, caller: Caller, session_id: str, overrides: AgentConfigOverrides
+) -> None:
+    """422 when the session was made from an assistant that does not let these fields change
+    (read only for a message that carries overrides: most carry none)."""
+    session = await get_session(gw, caller, session_id)
+    pin = session.metadata.get(ASSISTANT_KEY)
+    if isinstance(pin, dict):
+        check_overridable(AssistantPin.model_validate(pin).overridable, overrides)
 
 
 def refusal(exc: BaseException) -> BaseException:

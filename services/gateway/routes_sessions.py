@@ -12,7 +12,9 @@ from agent_core.storage_client import raise_for_receipt
 from agent_core.tools import Workspace
 from agent_core.tools.projects import InvalidProjectError, normalize_project, project_dir
 from agent_core.types.api import (
+    ASSISTANT_KEY,
     RESERVED_METADATA_KEY,
+    RESERVED_METADATA_KEYS,
     CreateSessionRequest,
     PatchSessionRequest,
     SessionList,
@@ -22,6 +24,7 @@ from agent_core.types.mappers import to_session_state
 from agent_core.types.runtime import SessionState
 from agent_core.types.storage import SessionRecord
 from services.gateway.errors import ApiError, responses
+from services.gateway.routes_assistants import session_config
 from services.gateway.state import (
     CallerDep,
     GatewayDep,
@@ -35,15 +38,23 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
 
-@router.post("", status_code=201, response_model=SessionState, responses=responses(400, 413, 422))
+@router.post(
+    "", status_code=201, response_model=SessionState, responses=responses(400, 404, 409, 413, 422)
+)
 async def create_session(
     body: CreateSessionRequest, gw: GatewayDep, caller: CallerDep, response: Response
 ) -> SessionState:
-    """Create a session (its workspace, tables and root agent)."""
+    """Create a session (its workspace, tables and root agent), from a named agent with
+    ``assistant``."""
     session_id = new_session_id()
     metadata = dict(body.metadata)
-    overrides = agent_overrides(gw, body.agent_config)
-    if overrides is not None:
+    if body.assistant is not None:  # pinned: later versions of the assistant never change it
+        config, pin = await session_config(
+            gw, caller, body.assistant, body.assistant_version, body.agent_config
+        )
+        metadata[RESERVED_METADATA_KEY] = config
+        metadata[ASSISTANT_KEY] = pin.model_dump(mode="json")
+    elif (overrides := agent_overrides(gw, body.agent_config)) is not None:
         metadata[RESERVED_METADATA_KEY] = overrides
     workspace = Workspace(gw.ctx.settings.home, caller.account_id, session_id)
     roots = gw.ctx.settings.projects.roots
@@ -105,8 +116,9 @@ async def patch_session(
     metadata = None
     if body.metadata is not None:
         metadata = dict(body.metadata)
-        if RESERVED_METADATA_KEY in session.metadata:
-            metadata[RESERVED_METADATA_KEY] = session.metadata[RESERVED_METADATA_KEY]
+        for key in RESERVED_METADATA_KEYS:  # the agent config and the assistant pin are kept
+            if key in session.metadata:
+                metadata[key] = session.metadata[key]
     if body.status is not None or metadata is not None:
         raise_for_receipt(
             await gw.storage.send(

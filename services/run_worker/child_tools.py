@@ -53,6 +53,12 @@ class DispatchArgs(ToolArgs):
         description="Start the worker on a fresh branch of its context instead of after its "
         "last answer.",
     )
+    assistant: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="Run the worker as this named agent (assistant) of the account: its "
+        "instructions, model, tools and limits instead of yours.",
+    )
 
 
 class DispatchWorker(Tool[DispatchArgs]):

@@ -26,7 +26,8 @@ only stopped cannot write for it again. A child gets no tool that starts childre
 ``child_tools``), so child runs do not nest.
 
 Children run with their parent's configuration (model, budgets, tool policy, enabled tools and
-system prompt), without the tools that start children.
+system prompt), without the tools that start children — except a worker dispatched with
+``assistant``, which runs with that named agent's (:mod:`named_workers`).
 
 A session in orchestrator mode (seed 000: its root agent is of type ``orchestrator``) works
 through children: its root agent's runs get the orchestration prompt
@@ -81,6 +82,7 @@ from services.run_worker.adapters import BusRunStore
 from services.run_worker.child_endings import announce_end, claim_next_attempt, end_child
 from services.run_worker.child_tools import DispatchArgs, ForkArgs, child_result
 from services.run_worker.endings import end_run
+from services.run_worker.named_workers import ChildSetup, NamedSetup
 from services.run_worker.reads import RunReads
 
 __all__ = ["ChildRunner"]
@@ -135,6 +137,7 @@ class ChildRunner:
     debug: Workspace | None = None  # debug mode: where tracebacks of failed children are kept
     # A child's hooks by its kind (``worker``, ``fork``): the parent's, bound to the child.
     hooks: Callable[[BusRunStore, AgentKind], RunHooks | None] = lambda _store, _kind: None
+    named: NamedSetup | None = None  # resolves ``dispatch_worker``'s ``assistant``
     _workers: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     async def dispatch(self, args: DispatchArgs, ctx: ToolContext) -> ToolOutput:
@@ -143,13 +146,18 @@ class ChildRunner:
         Raises ``CancelledError`` when the parent is cancelled; every way the child run ends is
         recorded before this returns or raises (see :meth:`_spawn`).
         """
-        label = {"worker": args.worker}
+        own = None
+        if args.assistant is not None:  # a named agent's config instead of the parent's
+            if self.named is None:
+                raise ToolError("dispatch_unavailable", "named workers are not available here")
+            own = await self.named(args.assistant)
+        label = {"worker": args.worker, **(own.label if own else {})}
         # One worker of a name, even when two calls of one turn name a new one.
         async with self._workers.setdefault(args.worker, asyncio.Lock()):
             agent_id, after = await self._worker(args.worker, args.new_branch)
             above = [] if after is None else await self.reads.path(self._session_id, after)
             child = await self._create_run(agent_id, label, ctx.tool_call_id)
-        return await self._spawn(child, above, args.task)
+        return await self._spawn(child, above, args.task, own)
 
     async def fork(self, args: ForkArgs, ctx: ToolContext) -> ToolOutput:
         """Run ``args.task`` as a child run of a new fork agent whose context is the parent's
@@ -169,7 +177,9 @@ class ChildRunner:
     def _session_id(self) -> str:
         return self.parent.handle.session_id
 
-    async def _spawn(self, child: _Child, above: list[Node], text: str) -> ToolOutput:
+    async def _spawn(
+        self, child: _Child, above: list[Node], text: str, own: ChildSetup | None = None
+    ) -> ToolOutput:
         """Claim the created child, run it (:func:`drive`, as every run), write and tell its end
         and answer the parent. Whatever interrupts this (the parent cancelled or timed out, a
         write that failed, a bug) the child is ended before the exception goes on: when its
@@ -188,7 +198,7 @@ class ChildRunner:
             try:
                 ending = await drive(
                     progress,
-                    lambda p: self._work(child, store, events, above, text, p),
+                    lambda p: self._work(child, store, events, above, text, p, own),
                     self.runs,
                     cancel_requested=lambda: self.queue.is_cancelled(child.run_id),
                 )
@@ -214,8 +224,10 @@ class ChildRunner:
         above: list[Node],
         text: str,
         p: RunProgress,
+        own: ChildSetup | None = None,
     ) -> Ending:
-        """The child's task under the path ``above``, then its loop (run by :func:`drive`)."""
+        """The child's task under the path ``above``, then its loop (run by :func:`drive`),
+        with the parent's configuration or ``own`` (a named worker's)."""
         handle = store.handle
         p.path = list(above)
         task = Node(
@@ -236,18 +248,19 @@ class ChildRunner:
                 node=stored,
             )
         )
+        config = own.config if own else self.config
         kind: AgentKind = "worker" if "worker" in child.label else "fork"
         hooks = self.hooks(store, kind)
         loop = AgentLoop(
             handle=handle,
-            config=self.config,
-            model=self.model,
+            config=config,
+            model=own.model if own else self.model,
             store=store,
             events=events,
-            tools=self.tools(store, hooks),
+            tools=(own.tools if own else self.tools)(store, hooks),
             hooks=hooks,
         )
-        return await p.run_loop(loop, p.path, timeout_s=self.config.budget.max_wall_clock_s)
+        return await p.run_loop(loop, p.path, timeout_s=config.budget.max_wall_clock_s)
 
     async def _abandon(self, child: _Child, exc: BaseException) -> None:
         """End a child whose dispatch was interrupted (see :meth:`_spawn`); never raises."""

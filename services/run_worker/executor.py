@@ -53,6 +53,7 @@ from services.run_worker.compact_agents import BusCompactAgents
 from services.run_worker.endings import announce, close_stream_of_terminal_run, end_run
 from services.run_worker.hook_setup import HookSetup
 from services.run_worker.memory_link import hand_off
+from services.run_worker.named_workers import named_setup
 from services.run_worker.permissions import RedisPermissionBroker
 from services.run_worker.reads import RunReads
 from services.run_worker.skills_link import SkillLink
@@ -307,6 +308,12 @@ class RunExecutor:
             runs=self.runs,
             debug=workspace if self.ctx.settings.debug else None,
             hooks=lambda store, kind: self._child_hooks(in_effect, store, kind, project, a),
+            named=named_setup(
+                self.reads,
+                self.setup,
+                run.account_id,
+                lambda cfg: lambda store, h: self._tools(a, cfg, workspace, store, None, hooks=h),
+            ),
         )
         return AgentLoop(
             handle=a.handle,

@@ -1,8 +1,9 @@
 """How each storage command changes one shard; called inside the writer's savepoint per command.
 
 This module dispatches (:func:`apply_command`) and holds the session, agent and artifact
-appliers; runs are in :mod:`apply_runs`, nodes and events in :mod:`apply_nodes`, and what they
-share (context, refusals, fencing, event rows) in :mod:`apply_common`.
+appliers; runs are in :mod:`apply_runs`, nodes and events in :mod:`apply_nodes`, an account's
+named agents in :mod:`apply_assistants`, and what they share (context, refusals, fencing, event
+rows) in :mod:`apply_common`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.errors import StorageError
 from agent_core.types.enums import AgentStatus, AgentType, EventType, SessionStatus
+from services.storage_writer.apply_assistants import (
+    archive_assistant,
+    create_assistant,
+    update_assistant,
+)
 from services.storage_writer.apply_common import (
     AlreadyApplied,
     ApplyContext,
@@ -237,6 +243,9 @@ _APPLIERS: dict[str, Callable[[sqlite3.Connection, Any, ApplyContext], dict[str,
     "append_node": append_node,
     "append_event": append_event,
     "create_artifact": _create_artifact,
+    "create_assistant": create_assistant,
+    "update_assistant": update_assistant,
+    "archive_assistant": archive_assistant,
 }
 
 

@@ -32,6 +32,7 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.errors import AgentCoreError, SchemaError
 from agent_core.ids import validate_session_id
+from services.storage_writer import assistant_queries
 from services.storage_writer.schema import configure, events_table, nodes_table
 from services.storage_writer.shards import ShardLayout
 
@@ -108,6 +109,10 @@ class QueryEngine:
         if row is None:
             raise _Missing
         return conn
+
+    def account_conn(self, account_id: str) -> sqlite3.Connection:
+        """The read connection of the shard holding an account's named agents."""
+        return self._conn(self.layout.shard_of_account(account_id))
 
     def _all(self) -> list[sqlite3.Connection]:
         return [self._conn(i) for i in range(self.layout.shard_count)]
@@ -282,4 +287,11 @@ _HANDLERS: dict[str, Handler] = {
     "list_agents": _by_session("agents"),
     "list_artifacts": _by_session("artifacts"),
     "get_artifact": _get_artifact,
+    # An account's named agents (None answers as data=None, like _Missing).
+    "get_assistant": lambda e, q: (assistant_queries.get_assistant(e.account_conn, q), None),
+    "list_assistants": lambda e, q: (assistant_queries.list_assistants(e.account_conn, q), None),
+    "list_assistant_versions": lambda e, q: (
+        assistant_queries.list_assistant_versions(e.account_conn, q),
+        None,
+    ),
 }

@@ -164,11 +164,29 @@ _V2 = (
 # still refused as stale.
 _V3 = ("ALTER TABLE runs ADD COLUMN claim_command_id TEXT",)
 
+# v4: named agents (assistants) of the accounts routed to this shard (``shards.shard_of_account``).
+# A row per assistant (its latest version and status) and a row per version, never changed once
+# written: an update adds the next version, old ones stay readable. An account's active names are
+# unique; an archived assistant frees its name.
+_V4 = (
+    """CREATE TABLE assistants (
+        assistant_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, name TEXT NOT NULL,
+        version INTEGER NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL)""",
+    """CREATE UNIQUE INDEX assistants_active_name ON assistants (account_id, name)
+        WHERE status = 'active'""",
+    "CREATE INDEX assistants_account ON assistants (account_id, name)",
+    """CREATE TABLE assistant_versions (
+        assistant_id TEXT NOT NULL, version INTEGER NOT NULL, definition_json TEXT NOT NULL,
+        created_at TEXT NOT NULL, PRIMARY KEY (assistant_id, version)) WITHOUT ROWID""",
+)
+
 # Ordered; a version is never edited once released, only new ones appended.
 MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
     (1, _statements(*_V1)),
     (2, _statements(*_V2)),
     (3, _statements(*_V3)),
+    (4, _statements(*_V4)),
 )
 # The catalog file (``<db_path>``) only records how sessions are spread over shard files.
 CATALOG_MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (

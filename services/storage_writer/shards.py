@@ -8,13 +8,15 @@ costs grow with the schema of *one file*, so the writer routes each session to o
 ``shard_count`` files by a stable hash of its id (ARCHITECTURE §10's sharding, inside one writer):
 a new table invalidates the read connection's schema of one small shard only.
 
-Every command concerns one session, so every command touches exactly one shard, and each shard's
-transaction is atomic on its own: no transaction ever spans two files (SQLite's multi-file
+Every command concerns one session — or, for an account's named agents, one account, whose
+assistants all live in the shard of its id (``shard_of_account``) — so every command touches
+exactly one shard, and each shard's transaction is atomic on its own: no transaction ever spans two files (SQLite's multi-file
 commits are not atomic in WAL mode). Layout::
 
     <db_path>                  catalog: schema_migrations + the shard count (fixed at creation)
     <db_path>.shards/NN.sqlite shard NN: sessions, agents, runs, artifacts, command_receipts,
-                               nodes_<session_id>, events_<session_id>
+                               nodes_<session_id>, events_<session_id>,
+                               assistants, assistant_versions (of the accounts routed here)
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ class ShardLayout:
     def shard_of(self, session_id: str) -> int:
         """The shard of a session: CRC-32 of its id modulo the shard count (stable forever)."""
         return zlib.crc32(session_id.encode()) % self.shard_count
+
+    def shard_of_account(self, account_id: str) -> int:
+        """The shard of an account's own records (its named agents): CRC-32 of
+        ``account:<id>``, so they live together in one file, beside some sessions."""
+        return self.shard_of(f"account:{account_id}")
 
     def path(self, shard: int) -> Path:
         """The file of one shard."""

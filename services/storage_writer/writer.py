@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from agent_core.bus.contracts.assistants import AccountCommand
 from agent_core.bus.contracts.storage import CommandReceipt, StorageCommand
 from agent_core.errors import AgentCoreError, SchemaError, StorageError
 from agent_core.ids import validate_session_id
@@ -110,11 +111,11 @@ class Writer:
         by_shard: dict[int, list[int]] = {}
         for i, command in enumerate(commands):
             try:
-                validate_session_id(command.session_id)
+                shard = self._shard(command)
             except SchemaError as exc:  # hostile or malformed ids never reach SQL
                 receipts[i] = _refused(command, exc)
                 continue
-            by_shard.setdefault(self.layout.shard_of(command.session_id), []).append(i)
+            by_shard.setdefault(shard, []).append(i)
         now = datetime.now(UTC).isoformat(timespec="microseconds")
         ctx = ApplyContext(now, self.data_dir, self.json_threshold_bytes, self.fault)
         for shard, indices in by_shard.items():
@@ -131,6 +132,13 @@ class Writer:
             for i, receipt in zip(indices, done, strict=True):
                 receipts[i] = receipt
         return [r for r in receipts if r is not None]
+
+    def _shard(self, command: StorageCommand) -> int:
+        """The shard a command writes: its session's, or for an account's own records
+        (assistants) the account's (``ShardLayout.shard_of_account``)."""
+        if isinstance(command, AccountCommand):
+            return self.layout.shard_of_account(command.account_id)
+        return self.layout.shard_of(validate_session_id(command.session_id))
 
     def _apply_shard(
         self, conn: sqlite3.Connection, commands: list[StorageCommand], ctx: ApplyContext
@@ -151,7 +159,7 @@ class Writer:
                     seen[command.command_id] = receipt
                     if not receipt.duplicate and needs_receipt(command, receipt.result):
                         result = json.dumps(receipt.result, separators=(",", ":"))
-                        rows.append((command.command_id, command.session_id, result, stamp))
+                        rows.append((command.command_id, _owner(command), result, stamp))
                 out.append(receipt)
             conn.executemany(
                 "INSERT INTO command_receipts (command_id, session_id, result_json, created_at) "
@@ -218,6 +226,14 @@ def _disk_full(exc: sqlite3.OperationalError | OSError, db_dir: Path) -> bool:
         return shutil.disk_usage(db_dir).free < _FULL_BELOW_BYTES
     except OSError:
         return False
+
+
+def _owner(command: StorageCommand) -> str:
+    """What a receipt row names as its owner (column ``session_id``): the session, or
+    ``account:<id>`` for an account's command."""
+    if isinstance(command, AccountCommand):
+        return f"account:{command.account_id}"
+    return command.session_id
 
 
 def _refused(command: StorageCommand, exc: AgentCoreError) -> CommandReceipt:

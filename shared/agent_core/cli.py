@@ -4,6 +4,7 @@ soong-agent up [--workers N] [--fake-provider] [--new-dev-key]   the whole stack
 soong-agent serve NAME [--instance ID]            one service process
 soong-agent asyncapi                              print the bus's AsyncAPI document
 soong-agent keys create --account NAME [--expires-in 30d] | list [--account NAME] | revoke KEY_ID
+soong-agent assistants list | show NAME | create --file F | update NAME --file F | delete NAME
 soong-agent compose-check FILE                    check docker-compose.yml against the image and CLI
 
 Every expected failure prints one line (``error: ... [code]``) and exits non-zero; no traceback.
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file", type=Path)
     importlib.import_module("services.memory_extraction.replay").add_parser(sub)
     importlib.import_module("soong_agent.chat").add_parser(sub)
+    importlib.import_module("soong_agent.assistants_cli").add_parser(sub)
     return parser
 
 
@@ -202,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_keys(args))
         if args.command == "chat":
             return int(importlib.import_module("soong_agent.chat").run(args))
+        if args.command == "assistants":
+            return int(importlib.import_module("soong_agent.assistants_cli").run(args))
         if args.command == "memory":
             return int(importlib.import_module("services.memory_extraction.replay").run(args))
         if args.command == "compose-check":

@@ -31,9 +31,9 @@ __all__ = [
     "validate_session_id",
 ]
 
-IdPrefix = Literal["node", "run", "agent", "evt", "artifact", "task", "plan", "acct", "cmd"]
+IdPrefix = Literal["node", "run", "agent", "evt", "artifact", "task", "plan", "acct", "cmd", "asst"]
 ID_PREFIXES: Final[frozenset[str]] = frozenset(
-    ("node", "run", "agent", "evt", "artifact", "task", "plan", "acct", "cmd")
+    ("node", "run", "agent", "evt", "artifact", "task", "plan", "acct", "cmd", "asst")
 )
 
 # 16 hex chars = 64 random bits: collisions are negligible even at millions of ids per session.

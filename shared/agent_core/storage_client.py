@@ -14,6 +14,7 @@ import logging
 from typing import Any, Literal
 
 from agent_core.bus import BusNames, RpcClient
+from agent_core.bus.contracts.assistants import AccountCommand
 from agent_core.bus.contracts.storage import (
     AppendEvent,
     AppendNode,
@@ -93,7 +94,9 @@ class StorageClient:
         receipt with ``ok=False`` (see :func:`raise_for_receipt`), never retried here; except,
         without a budget (``attempts=None``), ``storage_full``: sent again until space returns.
         """
-        stream = self._names.storage_commands(command.session_id)
+        # An account's commands (assistants) concern no session: they take the default route.
+        session_id = None if isinstance(command, AccountCommand) else command.session_id
+        stream = self._names.storage_commands(session_id)
         for attempt in itertools.count(1):
             try:
                 receipt = await self._rpc.request(

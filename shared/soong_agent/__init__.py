@@ -18,6 +18,7 @@ errors form one tree under :class:`SoongError`; :func:`local` runs a whole stack
 ``docs/architecture.md`` ("Client SDK and console").
 """
 
+from soong_agent._assistants import AsyncAssistants
 from soong_agent._client import AsyncClient, AsyncMemory
 from soong_agent._errors import (
     APIError,
@@ -43,11 +44,13 @@ from soong_agent._local import LocalClient, LocalStackError, local
 from soong_agent._session import AsyncRun, AsyncSession
 from soong_agent._sse import StreamEvent
 from soong_agent._stream import RunStream, ToolUse
-from soong_agent._sync import Client, Memory, Run, RunIterator, Session
+from soong_agent._sync import Assistants, Client, Memory, Run, RunIterator, Session
 
 __all__ = [
     "APIError",
     "AsyncClient",
+    "Assistants",
+    "AsyncAssistants",
     "AsyncMemory",
     "AsyncRun",
     "AsyncSession",

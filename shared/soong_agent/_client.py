@@ -14,6 +14,7 @@ from agent_core.types.api import Health, Readiness, SessionList
 from agent_core.types.enums import SessionStatus
 from agent_core.types.runtime import AgentConfigOverrides, SessionState
 from soong_agent import _operations as ops
+from soong_agent._assistants import AsyncAssistants
 from soong_agent._errors import error_from_response
 from soong_agent._http import HttpCore, parse
 from soong_agent._session import AsyncSession, _config_json
@@ -115,6 +116,7 @@ class AsyncClient:
         )
         self._reconnect_s = reconnect_timeout_s
         self.memory = AsyncMemory(self._http)
+        self.assistants = AsyncAssistants(self._http)
 
     @property
     def base_url(self) -> str:
@@ -149,9 +151,16 @@ class AsyncClient:
         metadata: dict[str, Any] | None = None,
         agent_config: AgentConfigOverrides | dict[str, Any] | None = None,
         mode: Literal["agent", "orchestrator"] = "agent",
+        assistant: str | None = None,
+        assistant_version: int | None = None,
     ) -> AsyncSession:
-        """Create a session and return its handle (``session.id``)."""
+        """Create a session and return its handle (``session.id``); with ``assistant`` (a name
+        or id) from that named agent, pinned to its latest version or ``assistant_version``."""
         body: dict[str, Any] = {"mode": mode}
+        if assistant is not None:
+            body["assistant"] = assistant
+        if assistant_version is not None:
+            body["assistant_version"] = assistant_version
         if cwd is not None:
             body["cwd"] = cwd
         if metadata is not None:

@@ -92,3 +92,12 @@ USER_MEMORY_HISTORY = _op("GET", "/v1/memory/user/history")
 SKILL_MEMORY_HISTORY = _op("GET", "/v1/memory/skills/{skill}/history")
 RESTORE_USER_MEMORY = _op("POST", "/v1/memory/user/restore")  # conditional on If-Match
 RESTORE_SKILL_MEMORY = _op("POST", "/v1/memory/skills/{skill}/restore")
+
+_A = "/v1/assistants/{name_or_id}"
+CREATE_ASSISTANT = _op("POST", "/v1/assistants")  # a repeat would answer 409 (name taken)
+LIST_ASSISTANTS = _op("GET", "/v1/assistants")
+GET_ASSISTANT = _op("GET", _A)
+LIST_ASSISTANT_VERSIONS = _op("GET", _A + "/versions")
+PATCH_ASSISTANT = _op("PATCH", _A)  # each update is a new version: not repeated blindly
+PUT_ASSISTANT = _op("PUT", _A, idempotent=False)
+ARCHIVE_ASSISTANT = _op("DELETE", _A)

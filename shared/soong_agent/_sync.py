@@ -16,12 +16,13 @@ from typing import Any, Concatenate, Generic, Literal, ParamSpec, Self, TypeVar
 
 from agent_core.types.enums import MultitaskStrategy
 from agent_core.types.runtime import AgentConfigOverrides, RunFinished, SessionState
+from soong_agent._assistants import AsyncAssistants
 from soong_agent._client import AsyncClient, AsyncMemory
 from soong_agent._session import AsyncRun, AsyncSession
 from soong_agent._sse import StreamEvent
 from soong_agent._stream import RunStream, ToolUse
 
-__all__ = ["Client", "Memory", "Run", "RunIterator", "Session"]
+__all__ = ["Assistants", "Client", "Memory", "Run", "RunIterator", "Session"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -244,6 +245,22 @@ class Memory(_Face[AsyncMemory]):
     restore = _blocking(AsyncMemory.restore)
 
 
+class Assistants(_Face[AsyncAssistants]):
+    """The account's named agents (see :class:`~soong_agent.AsyncAssistants`)."""
+
+    def __init__(self, assistants: AsyncAssistants, portal: _Portal) -> None:
+        self._async = assistants
+        self._portal = portal
+
+    create = _blocking(AsyncAssistants.create)
+    list = _blocking(AsyncAssistants.list)
+    get = _blocking(AsyncAssistants.get)
+    versions = _blocking(AsyncAssistants.versions)
+    update = _blocking(AsyncAssistants.update)
+    replace = _blocking(AsyncAssistants.replace)
+    archive = _blocking(AsyncAssistants.archive)
+
+
 class Client(_Face[AsyncClient]):
     """A blocking client; use it as ``with Client() as c`` (arguments as :class:`AsyncClient`)."""
 
@@ -255,6 +272,7 @@ class Client(_Face[AsyncClient]):
             self._portal.close()
             raise
         self.memory = Memory(self._async.memory, self._portal)
+        self.assistants = Assistants(self._async.assistants, self._portal)
 
     @property
     def base_url(self) -> str:
@@ -290,11 +308,18 @@ class Client(_Face[AsyncClient]):
         metadata: dict[str, Any] | None = None,
         agent_config: AgentConfigOverrides | dict[str, Any] | None = None,
         mode: Literal["agent", "orchestrator"] = "agent",
+        assistant: str | None = None,
+        assistant_version: int | None = None,
     ) -> Session:
-        """Create a session and return its handle."""
+        """Create a session and return its handle (``assistant``: from that named agent)."""
         created = self._portal.call(
             self._async.create_session(
-                cwd=cwd, metadata=metadata, agent_config=agent_config, mode=mode
+                cwd=cwd,
+                metadata=metadata,
+                agent_config=agent_config,
+                mode=mode,
+                assistant=assistant,
+                assistant_version=assistant_version,
             )
         )
         return Session(created, self._portal)

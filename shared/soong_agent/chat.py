@@ -44,6 +44,9 @@ def add_parser(subparsers: Any) -> None:
     chat.add_argument("--url", default=None, help="gateway URL (default $SOONG_GATEWAY_URL)")
     chat.add_argument("--key", default=None, help="API key (default $SOONG_API_KEY)")
     chat.add_argument("--session", default=None, help="resume this session id")
+    chat.add_argument(
+        "--assistant", default=None, help="start the session from this named agent (assistant)"
+    )
 
 
 def describe_end(finished: RunFinished) -> str:
@@ -227,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
                 session = client.session(args.session)
                 session.get()
             else:
-                session = client.create_session()
+                session = client.create_session(assistant=args.assistant)
         except SoongError as exc:
             message = exc.message if isinstance(exc, APIError) else str(exc)
             console.print(f"[red]{escape(message)}[/red]")

@@ -10,6 +10,11 @@ from agent_core.bus.contracts.tasks import TaskDagView, TaskListsView
 from agent_core.memory.client import MemoryFile
 from agent_core.skills.model import SkillList, SkillProblem, SkillView
 from agent_core.types.api import (
+    Assistant,
+    AssistantDefinition,
+    AssistantList,
+    AssistantVersions,
+    CreateAssistantRequest,
     EventList,
     FileEntry,
     Health,
@@ -56,7 +61,12 @@ __all__ = [
     "AgentConfigOverrides",
     "AgentState",
     "ArtifactRef",
+    "Assistant",
+    "AssistantDefinition",
+    "AssistantList",
+    "AssistantVersions",
     "ContextBuildReport",
+    "CreateAssistantRequest",
     "EndReason",
     "EventList",
     "FileEntry",

@@ -14,6 +14,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agent_core.types._assistant import (
+    ASSISTANT_KEY,
+    Assistant,
+    AssistantDefinition,
+    AssistantName,
+    AssistantPin,
+    OverridableField,
+    refused_overrides,
+    session_overrides,
+)
 from agent_core.types.enums import (
     MultitaskStrategy,
     NodeType,
@@ -35,8 +45,16 @@ from agent_core.types.runtime import (
 )
 
 __all__ = [
+    "ASSISTANT_KEY",
     "AgentConfigOverrides",
     "AgentList",
+    "Assistant",
+    "AssistantDefinition",
+    "AssistantList",
+    "AssistantPin",
+    "AssistantVersion",
+    "AssistantVersions",
+    "CreateAssistantRequest",
     "ArtifactList",
     "CreateSessionRequest",
     "EventList",
@@ -45,6 +63,8 @@ __all__ = [
     "Health",
     "MessageAccepted",
     "NodePath",
+    "OverridableField",
+    "PatchAssistantRequest",
     "PatchSessionRequest",
     "PermissionDecisionRequest",
     "PermissionList",
@@ -57,10 +77,14 @@ __all__ = [
     "TreeNode",
     "UploadedFile",
     "UserBlock",
+    "refused_overrides",
+    "session_overrides",
     "stored_overrides",
 ]
 
 RESERVED_METADATA_KEY = SESSION_CONFIG_KEY
+# Keys of a session's metadata that only the server writes (and metadata updates keep).
+RESERVED_METADATA_KEYS = (SESSION_CONFIG_KEY, ASSISTANT_KEY)
 
 
 class _Body(BaseModel):
@@ -73,8 +97,9 @@ def stored_overrides(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 def _no_reserved(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
-    if metadata is not None and RESERVED_METADATA_KEY in metadata:
-        raise ValueError(f"metadata key {RESERVED_METADATA_KEY!r} is reserved; use agent_config")
+    for key in RESERVED_METADATA_KEYS:
+        if metadata is not None and key in metadata:
+            raise ValueError(f"metadata key {key!r} is reserved; use {key} instead")
     return metadata
 
 
@@ -96,6 +121,14 @@ class CreateSessionRequest(_Body):
     )
     metadata: dict[str, Any] = Field(default_factory=dict)
     agent_config: AgentConfigOverrides | None = None
+    assistant: str | None = Field(
+        default=None,
+        max_length=64,
+        description="Start from this named agent of the account (its name or id): the session "
+        "runs with its definition, pinned to its latest version (or `assistant_version`); "
+        "`agent_config` may then set only the fields the definition lists as overridable.",
+    )
+    assistant_version: int | None = Field(default=None, ge=1)
     mode: Literal["agent", "orchestrator"] = Field(
         default="agent",
         description="`orchestrator`: the session's root agent plans and delegates — it gets only "
@@ -106,6 +139,8 @@ class CreateSessionRequest(_Body):
     @model_validator(mode="after")
     def _reserved(self) -> CreateSessionRequest:
         _no_reserved(self.metadata)
+        if self.assistant_version is not None and self.assistant is None:
+            raise ValueError("assistant_version needs assistant")
         return self
 
 
@@ -310,3 +345,64 @@ class PermissionList(_Body):
     (``expires_at``) if nobody decides it."""
 
     items: list[PermissionRequest]
+
+
+class CreateAssistantRequest(AssistantDefinition):
+    """A new named agent of the account (version 1)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "reviewer",
+                    "description": "Reviews patches",
+                    "instructions": "You review code changes. Be brief.",
+                    "config": {"model": "gpt-4o-mini", "enabled_tools": ["read_file", "grep"]},
+                    "overridable": ["model", "temperature"],
+                }
+            ]
+        },
+    )
+    name: AssistantName
+
+
+class PatchAssistantRequest(_Body):
+    """Change some fields of an assistant's definition (a new version; the others are kept).
+
+    Each field given replaces that field whole: ``config`` is the new config, not merged into
+    the old one field by field."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"instructions": "Be briefer."}]}
+    )
+    description: str | None = Field(default=None, max_length=2_000)
+    instructions: str | None = Field(default=None, max_length=100_000)
+    config: AgentConfigOverrides | None = None
+    overridable: list[OverridableField] | None = Field(default=None, max_length=16)
+    metadata: dict[str, Any] | None = None
+
+    def apply(self, current: AssistantDefinition) -> AssistantDefinition:
+        """``current`` with the fields given here replaced (validated as a whole again)."""
+        changed = self.model_dump(exclude_unset=True, mode="json")
+        return AssistantDefinition.model_validate({**current.model_dump(mode="json"), **changed})
+
+
+class AssistantList(_Body):
+    """The account's assistants, by name (archived ones only when asked for)."""
+
+    items: list[Assistant]
+
+
+class AssistantVersion(_Body):
+    """One stored version of an assistant."""
+
+    version: int
+    created_at: str
+
+
+class AssistantVersions(_Body):
+    """Every version of an assistant, oldest first (each readable with ``?version=N``)."""
+
+    assistant_id: str
+    items: list[AssistantVersion]

@@ -23,6 +23,7 @@ class Ids:
     request_id: str
     pending_session_id: str
     pending_run_id: str
+    assistant_id: str
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,14 @@ def a_ids(gw: Gw) -> Ids:
             "run_id"
         ]
         request_id = _until_permission(c, pending, pending_run)
-        return Ids(sid, run_id, node_id, artifact_id, request_id, pending, pending_run)
+        assistant = c.post(
+            "/v1/assistants", json={"name": "alpha-helper", "instructions": "alpha instructions"}
+        )
+        assert assistant.status_code == 201, assistant.text
+        assistant_id = assistant.json()["assistant_id"]
+        return Ids(
+            sid, run_id, node_id, artifact_id, request_id, pending, pending_run, assistant_id
+        )
 
 
 def _matrix(ids: Ids) -> list[tuple[str, str, dict[str, Any] | bytes | None]]:
@@ -83,6 +91,20 @@ def _matrix(ids: Ids) -> list[tuple[str, str, dict[str, Any] | bytes | None]]:
         ("GET", f"/v1/sessions/{s}/files/input/a.txt", None),
         ("GET", f"/v1/sessions/{s}/files/output/r.md", None),
         ("PUT", f"/v1/sessions/{s}/files/input/b.txt", b"bob was here"),
+        # Named agents: by id and by name, every operation; and sessions made from one.
+        *[
+            row
+            for ref in (ids.assistant_id, "alpha-helper")
+            for row in (
+                ("GET", f"/v1/assistants/{ref}", None),
+                ("GET", f"/v1/assistants/{ref}?version=1", None),
+                ("GET", f"/v1/assistants/{ref}/versions", None),
+                ("PATCH", f"/v1/assistants/{ref}", {"instructions": "bob's now"}),
+                ("PUT", f"/v1/assistants/{ref}", {"instructions": "bob's now"}),
+                ("DELETE", f"/v1/assistants/{ref}", None),
+                ("POST", "/v1/sessions", {"assistant": ref}),
+            )
+        ],
     ]
 
 
@@ -90,7 +112,7 @@ def _swap(path: str, ids: Ids) -> str:
     """The same request with never-existing ids of the same shape."""
     for real in (ids.session_id, ids.pending_session_id):
         path = path.replace(real, real[:-16] + "0" * 16)
-    for real in (ids.run_id, ids.pending_run_id, ids.node_id, ids.artifact_id):
+    for real in (ids.run_id, ids.pending_run_id, ids.node_id, ids.artifact_id, ids.assistant_id):
         path = path.replace(real, real.split("_")[0] + "_" + "0" * 16)
     return path.replace(ids.request_id, "0" * len(ids.request_id))
 
@@ -104,6 +126,7 @@ def test_account_b_gets_404_everywhere(gw: Gw, a_ids: Ids) -> None:
         a_ids.request_id,
         a_ids.pending_session_id,
         a_ids.pending_run_id,
+        a_ids.assistant_id,
         "alpha",
         "dev",
     ]
@@ -124,7 +147,8 @@ def test_account_b_gets_404_everywhere(gw: Gw, a_ids: Ids) -> None:
             missing = bob.request(method, _swap(path, a_ids), **kwargs)
             assert missing.status_code == 404 and missing.content == foreign.content, (method, path)
         listed = bob.get("/v1/sessions").json()["items"]
-        assert not any(s in json.dumps(listed) for s in secrets_of_a[:7])
+        assert not any(s in json.dumps(listed) for s in secrets_of_a[:8])
+        assert bob.get("/v1/assistants", params={"include_archived": True}).json()["items"] == []
     # Nothing of A changed under B's attempts.
     with gw.client() as alice:
         session = alice.get(f"/v1/sessions/{a_ids.session_id}").json()
@@ -145,3 +169,10 @@ def test_account_b_gets_404_everywhere(gw: Gw, a_ids: Ids) -> None:
             json={"behavior": "deny"},
         )
         assert decided.status_code == 200
+        # Her assistant is as she made it: B neither changed nor archived it.
+        mine = alice.get(f"/v1/assistants/{a_ids.assistant_id}").json()
+        assert (mine["version"], mine["status"], mine["instructions"]) == (
+            1,
+            "active",
+            "alpha instructions",
+        )

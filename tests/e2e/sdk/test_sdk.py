@@ -174,6 +174,44 @@ async def test_permissions_and_typed_errors(sdk: SdkStack) -> None:
         await s.run("run_0000000000000000").get()
 
 
+async def test_named_agents_and_sessions_made_from_them(sdk: SdkStack) -> None:
+    assistants = sdk.client.assistants
+    made = await assistants.create(
+        {"name": "sdk-helper", "instructions": "HELP-V1", "config": {"max_turns": 3}}
+    )
+    assert (made.version, made.overridable) == (1, ["max_turns", "model", "temperature"])
+    with pytest.raises(ConflictError) as taken:
+        await assistants.create({"name": "sdk-helper"})
+    assert taken.value.code == "assistant_exists"
+    assert "sdk-helper" in [a.name for a in (await assistants.list()).items]
+
+    session = await sdk.client.create_session(assistant="sdk-helper")
+    pinned = (await session.get()).metadata
+    assert pinned["assistant"]["version"] == 1
+    assert pinned["agent_config"] == {"max_turns": 3, "system_prompt": "HELP-V1"}
+    async with session.send("hello") as stream:
+        finished = await stream.wait()
+    assert finished.status is RunStatus.COMPLETED
+    with pytest.raises(ValidationError) as refused:
+        await sdk.client.create_session(
+            assistant="sdk-helper", agent_config={"enabled_tools": ["lookup"]}
+        )
+    assert refused.value.code == "override_not_allowed"
+
+    v2 = await assistants.update("sdk-helper", {"instructions": "HELP-V2"}, if_version=1)
+    assert (v2.version, v2.config.max_turns) == (2, 3)
+    with pytest.raises(PreconditionFailedError):
+        await assistants.replace("sdk-helper", {"instructions": "lost"}, if_version=1)
+    assert (await assistants.get("sdk-helper", version=1)).instructions == "HELP-V1"
+    assert [v.version for v in (await assistants.versions("sdk-helper")).items] == [1, 2]
+    assert (await session.get()).metadata["assistant"]["version"] == 1  # still pinned
+
+    await assistants.archive("sdk-helper")
+    with pytest.raises(NotFoundError):
+        await assistants.get("sdk-helper")
+    assert (await assistants.get(made.assistant_id)).status == "archived"
+
+
 def _gateway_of(stack_pid: int) -> psutil.Process:
     for child in psutil.Process(stack_pid).children(recursive=True):
         if "serve gateway" in " ".join(child.cmdline()):

@@ -12,7 +12,7 @@ from agent_core.types import api, runtime
 from soong_agent import types
 
 PUBLIC = {
-    "APIError", "AsyncClient", "AsyncMemory", "AsyncRun", "AsyncSession", "AuthenticationError",
+    "APIError", "Assistants", "AsyncAssistants", "AsyncClient", "AsyncMemory", "AsyncRun", "AsyncSession", "AuthenticationError",
     "BadRequestError", "Client", "ConflictError", "FieldError", "LocalClient", "LocalStackError", "Memory",
     "NotFoundError", "PayloadTooLargeError", "PermissionDeniedError", "PreconditionFailedError",
     "PreconditionRequiredError", "ProtocolError", "RateLimitedError", "Run", "RunIterator",

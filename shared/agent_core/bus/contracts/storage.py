@@ -13,6 +13,14 @@ from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, Field, TypeAdapter, model_validator
 
 from agent_core.bus.contracts._base import BusMessage
+from agent_core.bus.contracts.assistants import (
+    ArchiveAssistant,
+    CreateAssistant,
+    GetAssistant,
+    ListAssistants,
+    ListAssistantVersions,
+    UpdateAssistant,
+)
 from agent_core.errors import ErrorPayload
 from agent_core.types.enums import (
     AgentStatus,
@@ -320,7 +328,11 @@ StorageCommand = Annotated[
     | EndRun
     | AppendNode
     | AppendEvent
-    | CreateArtifact,
+    | CreateArtifact
+    # An account's named agents (contracts.assistants): routed by account, not session.
+    | CreateAssistant
+    | UpdateAssistant
+    | ArchiveAssistant,
     Field(discriminator="type"),
 ]
 STORAGE_COMMAND: TypeAdapter[StorageCommand] = TypeAdapter(StorageCommand)
@@ -456,7 +468,10 @@ StorageQuery = Annotated[
     | ListRuns
     | ListAgents
     | ListArtifacts
-    | GetArtifact,
+    | GetArtifact
+    | GetAssistant
+    | ListAssistants
+    | ListAssistantVersions,
     Field(discriminator="type"),
 ]
 STORAGE_QUERY: TypeAdapter[StorageQuery] = TypeAdapter(StorageQuery)
