@@ -8,7 +8,7 @@ context tree: dispatching to the same worker again continues after its answer th
 the root of its tree (seed 000: a worker run reads only the path of its dispatch branch).
 
 A child run executes inside the dispatching tool call, on the parent's worker process and
-concurrently with the parent's other tool calls (ARCHITECTURE §5: child runs may run concurrently,
+concurrently with the parent's other tool calls (child runs may run concurrently,
 main runs may not). Its writes are fenced by its own attempt; its runtime events go to the parent
 run's stream (one ordered stream covers a run and the child runs it started; a child's end is a
 ``run_status_changed`` there, ``run_finished`` stays the parent's) and to its own stream (which

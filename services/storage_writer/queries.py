@@ -152,7 +152,7 @@ def _list_sessions(e: QueryEngine, q: ListSessions) -> tuple[Any, str | None]:
         f"SELECT * FROM sessions WHERE {' AND '.join(where)} "
         "ORDER BY created_at DESC, session_id DESC LIMIT ?"
     )
-    # Each shard answers for its own sessions (ARCHITECTURE §10); merge newest first.
+    # Each shard answers for its own sessions; merge newest first.
     per_shard = [[dict(r) for r in c.execute(sql, (*args, q.limit + 1))] for c in e._all()]
     merged = list(
         heapq.merge(*per_shard, key=lambda r: (r["created_at"], r["session_id"]), reverse=True)

@@ -2,7 +2,7 @@
 
 Every shard file (see :mod:`services.storage_writer.shards`) holds the full schema of seed 000 for
 the sessions routed to it: the global tables ``sessions, agents, runs, artifacts`` (plus
-``sessions.account_id``, ``runs.attempt`` and ``runs.claim_command_id``, ARCHITECTURE §3/§5), the idempotency table
+``sessions.account_id``, ``runs.attempt`` and ``runs.claim_command_id``), the idempotency table
 ``command_receipts`` and, per session, ``nodes_<session_id>`` and ``events_<session_id>``.
 
 Deviation from the seed's column constraints, kept to the seed's columns: ``node_seq`` and ``seq``

@@ -5,7 +5,7 @@ table that it parses as a unit: with 10,000 sessions in one file, creating a ses
 ~50 ms (the new entries are located by a scan of ``sqlite_schema``) and every *other* connection
 re-parses the whole schema (~1 s measured here) on its next statement after a table appears. Both
 costs grow with the schema of *one file*, so the writer routes each session to one of
-``shard_count`` files by a stable hash of its id (ARCHITECTURE §10's sharding, inside one writer):
+``shard_count`` files by a stable hash of its id (inside one writer):
 a new table invalidates the read connection's schema of one small shard only.
 
 Every command concerns one session — or, for an account's named agents, one account, whose

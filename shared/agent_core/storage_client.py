@@ -3,7 +3,7 @@
 A command's ids (``command_id`` and the entity ids) are allocated here, by the sender, once. When
 no receipt arrives in time the *same* command is sent again: the writer applies a command at most
 once and answers a repeat with the first receipt (``duplicate=True``), so a retry can never write
-twice. No SQL here; everything goes over the bus (ARCHITECTURE §1).
+twice. No SQL here; everything goes over the bus.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The bus: names, message contracts, broker factory, typed consumers, recovery and request/reply.
 
-See ARCHITECTURE §4 and ``notes/faststream-redis.md`` for why it is built this way: FastStream reads
+See ``docs/architecture.md`` ("Bus") for why it is built this way: FastStream reads
 new entries; pending entries are recovered here; replies travel over one Pub/Sub channel per process.
 """
 

@@ -2,7 +2,7 @@
 
 All names live under a namespace (default ``soong``) so that tests and several deployments can share
 one Redis without seeing each other. Keys that belong to one session carry the session id in a hash
-tag (``{sess_…}``) so that a Redis Cluster keeps them on one node (ARCHITECTURE §10).
+tag (``{sess_…}``) so that a Redis Cluster keeps them on one node.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class BusNames:
         return f"{self.namespace}:runs"
 
     def storage_commands(self, session_id: str | None = None) -> str:
-        """Storage commands, routed by session: one shard today (ARCHITECTURE §10).
+        """Storage commands, routed by session: one shard today.
 
         Every storage command is sent through this one function of the session id, so sharding
         sessions across several writers later changes only this function.

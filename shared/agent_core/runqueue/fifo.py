@@ -1,4 +1,4 @@
-"""Per-session run FIFO with a lease (ARCHITECTURE §5).
+"""Per-session run FIFO with a lease.
 
 Methods take a *lane*: a session id for its main runs, or ``<session>.<run>`` for a branch run
 (multitask strategy ``branch``), which gets a FIFO of its own and so runs beside the main runs.

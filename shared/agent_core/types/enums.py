@@ -205,7 +205,7 @@ class PermissionBehavior(StrEnum):
 
 
 class MultitaskStrategy(StrEnum):
-    """What a message does when a main run of its session is active (ARCHITECTURE §5)."""
+    """What a message does when a main run of its session is active."""
 
     ENQUEUE = "enqueue"
     REJECT = "reject"

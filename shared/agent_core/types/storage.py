@@ -7,7 +7,7 @@ columns are the shared enums. Ids are validated (prefix and safe body); ``sessio
 the core could have generated, since it becomes part of table names.
 
 Records do not parse their JSON columns: that is the mappers' job (:mod:`agent_core.types.mappers`).
-Additions to seed 000 (ARCHITECTURE §3, §5): ``sessions.account_id``, ``runs.attempt`` and
+Additions to seed 000: ``sessions.account_id``, ``runs.attempt`` and
 ``runs.claim_command_id``.
 """
 
@@ -83,7 +83,7 @@ class AgentRecord(Strict):
 class RunRecord(Strict):
     """A row of ``runs``: one loop execution of an agent.
 
-    ``attempt`` is the fencing counter (ARCHITECTURE §5): 0 while queued, incremented each time a
+    ``attempt`` is the fencing counter: 0 while queued, incremented each time a
     worker takes the run; the storage-writer refuses writes from an older attempt.
     ``end_node_id`` is the last durable node of the run (final once the run is terminal).
     ``claim_command_id`` is the storage command that claimed the current attempt (how the writer
