@@ -58,8 +58,14 @@ class _Portal:
 
 
 class _Face(Generic[A]):
+    """A blocking face of an async object: its calls run on ``portal``'s loop."""
+
     _async: A
     _portal: _Portal
+
+    def __init__(self, inner: A, portal: _Portal) -> None:
+        self._async = inner
+        self._portal = portal
 
 
 def _blocking(
@@ -80,10 +86,6 @@ def _blocking(
 
 class RunIterator(_Face[RunStream]):
     """A run's events as a blocking iterator (see :class:`~soong_agent.RunStream`)."""
-
-    def __init__(self, stream: RunStream, portal: _Portal) -> None:
-        self._async = stream
-        self._portal = portal
 
     @property
     def stream(self) -> RunStream:
@@ -149,8 +151,7 @@ class Run(_Face[AsyncRun]):
     """One run of a session (see :class:`~soong_agent.AsyncRun`)."""
 
     def __init__(self, run: AsyncRun, portal: _Portal) -> None:
-        self._async = run
-        self._portal = portal
+        super().__init__(run, portal)
         self.id = run.id
         self.session_id = run.session_id
 
@@ -170,8 +171,7 @@ class Session(_Face[AsyncSession]):
     """One session (see :class:`~soong_agent.AsyncSession`)."""
 
     def __init__(self, session: AsyncSession, portal: _Portal) -> None:
-        self._async = session
-        self._portal = portal
+        super().__init__(session, portal)
         self.id = session.id
 
     def __repr__(self) -> str:
@@ -234,10 +234,6 @@ class Session(_Face[AsyncSession]):
 class Memory(_Face[AsyncMemory]):
     """The account's memory files (see :class:`~soong_agent.AsyncMemory`)."""
 
-    def __init__(self, memory: AsyncMemory, portal: _Portal) -> None:
-        self._async = memory
-        self._portal = portal
-
     read = _blocking(AsyncMemory.read)
     write = _blocking(AsyncMemory.write)
     list = _blocking(AsyncMemory.list)
@@ -247,10 +243,6 @@ class Memory(_Face[AsyncMemory]):
 
 class Assistants(_Face[AsyncAssistants]):
     """The account's named agents (see :class:`~soong_agent.AsyncAssistants`)."""
-
-    def __init__(self, assistants: AsyncAssistants, portal: _Portal) -> None:
-        self._async = assistants
-        self._portal = portal
 
     create = _blocking(AsyncAssistants.create)
     list = _blocking(AsyncAssistants.list)
