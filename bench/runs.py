@@ -14,6 +14,12 @@ turns_per_s_50x10, turn_p50_ms_50x10, turn_p99_ms_50x10 and db_bytes_per_turn (b
 growth ÷ their turns; ``db_bytes_per_turn_1x200`` is the 1 × 200 session's alone). The ``*_bus``
 keys are 1 × 200 once more with each turn posted as the gateway's bus messages and read from the
 run's Redis stream directly — what the HTTP layer adds is the difference.
+``cpu_ms_per_turn_50x10`` is the CPU the whole stack spent on the 50 × 10 phase (``utime + stime``
+of every stack process, read from ``/proc`` before and after it) divided by its turns; the
+``cpu_ms_per_turn_50x10_<role>`` keys split it by process (gateway, workers, writer — primary and
+standby —, memory, task_wal, valkey, supervisor). ``client_cpu_ms_per_turn_50x10`` is this
+driver's own CPU (HTTP and SSE client), not part of the stack's. ``--quick`` runs the 50 × 10 phase
+alone on one stack (for side-by-side comparisons).
 ``turns_per_s_50x10_observed`` is 50 × 10 once more, on a second stack started right after the
 first, with JSON logs, every service's metrics scraped each second and tracing exported over OTLP
 to a local receiver (``tests/fakes/otlp_receiver.py``); ``observed_ratio_50x10`` is the ratio.
@@ -36,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
 import httpx  # noqa: E402
+from helpers.proc_cpu import ROLES, stack_cpu  # noqa: E402
 from helpers.sse_client import RawClient  # noqa: E402
 
 from agent_core.config import load_settings  # noqa: E402
@@ -128,7 +135,11 @@ class Driver:
             )
         return time.perf_counter() - started
 
-    async def workload(self, sessions: int, turns: int, *, bus: bool = False) -> dict[str, float]:
+    async def workload(
+        self, sessions: int, turns: int, *, bus: bool = False, meter: CpuMeter | None = None
+    ) -> dict[str, float]:
+        """Turns/s and latency of ``sessions`` × ``turns`` (sessions created and one warm-up
+        turn run first, not counted); ``meter`` reads the CPU of the counted part only."""
         clients = [RawClient(self.gateway_url, self.api_key) for _ in range(sessions + 1)]
         try:
             if bus:
@@ -153,9 +164,13 @@ class Driver:
 
             # warm-up, not counted: one turn in a session of its own
             await (self.bus_turn(sids[-1], 0) if bus else self.turn(clients[-1], sids[-1], 0))
+            if meter is not None:
+                meter.start()
             started = time.perf_counter()
             await asyncio.gather(*(one(k) for k in range(sessions)))
             wall = time.perf_counter() - started
+            if meter is not None:
+                meter.stop(sessions * turns)
         finally:
             for c in clients:
                 await c.close()
@@ -166,6 +181,63 @@ class Driver:
         }
 
 
+class CpuMeter:
+    """The CPU per turn (ms) a phase cost each role of the stack's processes, their sum
+    (``total``) and this driver's own (``client``), in :attr:`per_turn` after :meth:`stop`."""
+
+    def __init__(self, home: Path) -> None:
+        self.root = int(json.loads((home / "run" / "stack.json").read_text())["pid"])
+        self.per_turn: dict[str, float] = {}
+
+    def start(self) -> None:
+        self._before, self._client = stack_cpu(self.root), time.process_time()
+
+    def stop(self, turns: int) -> None:
+        after, client = stack_cpu(self.root), time.process_time() - self._client
+        per_role = dict.fromkeys([*ROLES.values(), "valkey", "supervisor", "other"], 0.0)
+        for pid, (role, spent) in after.items():
+            # A process that started during the phase (a restart) counts from zero.
+            per_role[role] += spent - (self._before[pid][1] if pid in self._before else 0.0)
+        self.per_turn = {role: round(s * 1000 / turns, 3) for role, s in per_role.items()}
+        self.per_turn["total"] = round(sum(per_role.values()) * 1000 / turns, 3)
+        self.per_turn["client"] = round(client * 1000 / turns, 3)
+
+
+async def cpu_of_workload(
+    driver: Driver, sessions: int, turns: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The workload's figures and its :class:`CpuMeter` figures."""
+    meter = CpuMeter(driver.home)
+    result = await driver.workload(sessions, turns, meter=meter)
+    return result, meter.per_turn
+
+
+def _cpu_keys(cpu: dict[str, float]) -> dict[str, float]:
+    keys = {"cpu_ms_per_turn_50x10": cpu["total"]}
+    keys |= {
+        f"cpu_ms_per_turn_50x10_{r}": v for r, v in cpu.items() if r not in ("total", "client")
+    }
+    keys["client_cpu_ms_per_turn_50x10"] = cpu["client"]
+    return keys
+
+
+async def measure_quick(home: Path, gateway_url: str, api_key: str) -> dict[str, Any]:
+    """The 50 × 10 phase alone, with its CPU per turn."""
+    driver = Driver(home, gateway_url, api_key)
+    await driver.ctx.rpc.start()
+    try:
+        many, cpu = await cpu_of_workload(driver, 50, 10)
+    finally:
+        await driver.ctx.rpc.stop()
+        await driver.ctx.redis.aclose()
+    return {
+        "bench": "runs",
+        "turns_per_s_50x10": many["turns_per_s"],
+        "turn_p50_ms_50x10": many["p50_ms"],
+        **_cpu_keys(cpu),
+    }
+
+
 async def measure(home: Path, gateway_url: str, api_key: str) -> dict[str, Any]:
     driver = Driver(home, gateway_url, api_key)
     await driver.ctx.rpc.start()
@@ -173,7 +245,7 @@ async def measure(home: Path, gateway_url: str, api_key: str) -> dict[str, Any]:
         before = _db_bytes(home)
         single = await driver.workload(1, 200)
         after_single = _db_bytes(home)
-        many = await driver.workload(50, 10)
+        many, cpu = await cpu_of_workload(driver, 50, 10)
         turns = 200 + 500 + 2
         grown = _db_bytes(home) - before
         bus = await driver.workload(1, 200, bus=True)
@@ -188,6 +260,7 @@ async def measure(home: Path, gateway_url: str, api_key: str) -> dict[str, Any]:
         "turns_per_s_50x10": many["turns_per_s"],
         "turn_p50_ms_50x10": many["p50_ms"],
         "turn_p99_ms_50x10": many["p99_ms"],
+        **_cpu_keys(cpu),
         "db_bytes_per_turn": round(grown / turns),
         # One long session: what each further turn adds, without the fixed cost of a session's
         # tables (the 50 short sessions pay ~11 KB each of b-tree roots and half-full pages).
@@ -244,6 +317,9 @@ def _on_stack(env: dict[str, str], work: Any) -> dict[str, Any]:
 
 
 def main() -> None:
+    if "--quick" in sys.argv[1:]:
+        print(json.dumps(_on_stack({}, measure_quick)))
+        return
     result = _on_stack({}, measure)
     with OtlpReceiver() as receiver:
         observed_env = {"SOONG_LOG_FORMAT": "json", "SOONG_OTLP_ENDPOINT": receiver.endpoint}

@@ -7,6 +7,11 @@ timeout). Measured in one run:
 
 * group commit (``batch_max`` default) at 1 and 16 producers, and one transaction per command
   (``batch_max = 1``) at 16 producers — pairs/s and receipt latency;
+* saturated: 128 producers (enough commands in flight that the writer never waits for one),
+  pairs/s (``saturated_pairs_per_s``) and the writer process's CPU per command
+  (``writer_cpu_us_per_command``, its ``utime + stime`` over the phase ÷ commands;
+  ``writer_busy_saturated`` is that CPU ÷ the phase's wall time: near 1.0 the writer is the
+  bottleneck, well below it the producers or Valkey are);
 * the raw ceiling: plain ``sqlite3`` inserting the same rows into one session's tables in
   1,000-pair transactions, with the writer's pragmas (WAL, its ``synchronous`` level);
 * with 1,000 and 10,000 sessions' tables present (created directly with sqlite3 before the
@@ -14,7 +19,7 @@ timeout). Measured in one run:
   existing session of the *same shard* sent right after each create (the worst case for the
   reader's schema re-parse).
 
-The last line printed is one JSON object.
+The last line printed is one JSON object. ``--quick``: the saturated storm alone.
 """
 
 from __future__ import annotations
@@ -34,7 +39,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "shared")]
+sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
+
+from helpers.proc_cpu import cpu_seconds  # noqa: E402
 
 from agent_core.bus import BusNames, RpcClient, make_redis  # noqa: E402
 from agent_core.bus.contracts.storage import CommandReceipt, ListEvents  # noqa: E402
@@ -55,6 +62,8 @@ from tests.unit.storage_writer.factories import append_node, create_session  # n
 PAIRS_16 = 250  # per producer
 PAIRS_1 = 800
 PAIRS_PER_COMMAND_16 = 60
+SATURATING_PRODUCERS = 128
+PAIRS_SATURATED = 40  # per producer
 RAW_PAIRS = 20_000
 CREATES = 60
 
@@ -156,13 +165,16 @@ async def storm(
                     latencies.append(time.perf_counter() - t0)
                     assert receipt.ok, receipt.error
 
-            t0 = time.perf_counter()
+            cpu0, t0 = cpu_seconds(writer.proc.pid), time.perf_counter()
             await asyncio.gather(*(produce(s) for s in sessions))
             elapsed = time.perf_counter() - t0
+            writer_cpu = cpu_seconds(writer.proc.pid) - cpu0
     finally:
         writer.stop()
     return {
         "pairs_per_s": producers * pairs / elapsed,
+        "writer_cpu_us_per_command": writer_cpu * 1e6 / (producers * pairs),
+        "writer_busy": writer_cpu / elapsed,
         "p50_ms": statistics.median(latencies) * 1000,
         "p99_ms": _pct(latencies, 99) * 1000,
     }
@@ -273,6 +285,7 @@ async def main() -> dict[str, Any]:
         try:
             g16 = await storm(valkey.url, base / "g16", 16, PAIRS_16, None)
             g1 = await storm(valkey.url, base / "g1", 1, PAIRS_1, None)
+            sat = await storm(valkey.url, base / "sat", SATURATING_PRODUCERS, PAIRS_SATURATED, None)
             per = await storm(valkey.url, base / "per", 16, PAIRS_PER_COMMAND_16, 1)
             raw = raw_ceiling(base / "raw")
             k1 = await many_sessions(valkey.url, base / "s1k", 1_000)
@@ -283,6 +296,10 @@ async def main() -> dict[str, Any]:
         "group_commit_pairs_per_s_16": round(g16["pairs_per_s"]),
         "group_commit_pairs_per_s_1": round(g1["pairs_per_s"]),
         "per_command_pairs_per_s_16": round(per["pairs_per_s"]),
+        "saturated_pairs_per_s": round(sat["pairs_per_s"]),
+        "writer_cpu_us_per_command": round(sat["writer_cpu_us_per_command"], 1),
+        "writer_busy_saturated": round(sat["writer_busy"], 2),
+        "writer_cpu_us_per_command_16": round(g16["writer_cpu_us_per_command"], 1),
         "raw_ceiling_pairs_per_s": round(raw),
         "group_commit_vs_raw": round(g16["pairs_per_s"] / raw, 3),
         "group_commit_vs_per_command_16": round(g16["pairs_per_s"] / per["pairs_per_s"], 2),
@@ -303,5 +320,23 @@ async def main() -> dict[str, Any]:
     }
 
 
+async def quick() -> dict[str, Any]:
+    """The saturated storm alone (for side-by-side comparisons)."""
+    with tempfile.TemporaryDirectory(prefix="bench-sw-") as tmp:
+        base = Path(tmp)
+        valkey = EmbeddedValkey(base / "valkey", appendonly=False)
+        (base / "valkey").mkdir()
+        valkey.start()
+        try:
+            sat = await storm(valkey.url, base / "sat", SATURATING_PRODUCERS, PAIRS_SATURATED, None)
+        finally:
+            valkey.stop()
+    return {
+        "saturated_pairs_per_s": round(sat["pairs_per_s"]),
+        "writer_cpu_us_per_command": round(sat["writer_cpu_us_per_command"], 1),
+        "writer_busy_saturated": round(sat["writer_busy"], 2),
+    }
+
+
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main())))
+    print(json.dumps(asyncio.run(quick() if "--quick" in sys.argv[1:] else main())))
