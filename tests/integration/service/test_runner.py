@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import subprocess
@@ -196,3 +197,65 @@ async def test_sigterm_during_start_up_still_stops_cleanly(
     assert proc.stdout.readline().strip() == b"starting"
     proc.send_signal(signal.SIGTERM)  # while the service is still starting
     assert await _wait_exit(proc, 30) == 0, proc.stdout.read().decode()
+
+
+_REPORT_FREEZE = """
+import asyncio, gc, sys
+from agent_core.config import load_settings
+from agent_core.service import ServiceParts, run_service
+
+async def factory(ctx):
+    async def report(stop):
+        print("frozen", gc.get_freeze_count(), flush=True)
+        stop.set()
+    return ServiceParts(tasks=[report])
+
+sys.exit(asyncio.run(run_service(factory, load_settings(), "freezer", "0")))
+"""
+
+
+async def test_a_service_process_freezes_its_start_up_heap(
+    redis_url: str, names: BusNames, tmp_path: Path
+) -> None:
+    """A service with the process to itself moves what start-up made into the collector's
+    permanent generation, so full collections no longer scan it."""
+    env = {
+        **os.environ,
+        "SOONG_REDIS_URL": redis_url,
+        "SOONG_NAMESPACE": names.namespace,
+        "SOONG_AGENT_HOME": str(tmp_path),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _REPORT_FREEZE], cwd=REPO, env=env, capture_output=True, timeout=60
+    )
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, out + proc.stderr.decode()
+    frozen = [line for line in out.splitlines() if line.startswith("frozen ")]
+    assert frozen and int(frozen[0].split()[1]) > 10_000, out
+
+
+async def test_an_in_process_service_leaves_the_collector_alone(
+    redis_url: str, names: BusNames, tmp_path: Path
+) -> None:
+    """In-process (tests), the interpreter is shared: nothing is frozen."""
+    settings = load_settings(
+        env={
+            "SOONG_AGENT_HOME": str(tmp_path),
+            "SOONG_REDIS_URL": redis_url,
+            "SOONG_NAMESPACE": names.namespace,
+        }
+    )
+    before = gc.get_freeze_count()
+    seen: list[int] = []
+
+    async def factory(ctx: ServiceContext) -> ServiceParts:
+        async def report(stop: asyncio.Event) -> None:
+            seen.append(gc.get_freeze_count())
+            stop.set()
+
+        return ServiceParts(tasks=[report])
+
+    code = await asyncio.wait_for(
+        run_service(factory, settings, "shared", "0", configure_logging=False), 30
+    )
+    assert code == 0 and seen == [before]
