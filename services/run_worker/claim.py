@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from agent_core.bus.contracts.storage import ClaimRun, GetSession, PlaceMessage, RunFence
 from agent_core.ids import new_id
@@ -75,19 +76,30 @@ class Claimer:
             draft, event = node_drafts(message)
             place = PlaceMessage(node=draft, event=event, set_active=run.kind == "main")
             message = message.model_copy(update={"token_count": draft.token_count})
+        # A claim that places the message returns the path to it (read in its transaction, after
+        # the path this worker holds for the session): no path query beside it.
+        held = self.reads.held(run.session_id) if place is not None else []
         # The claim and the reads it does not depend on travel together: one round trip.
         claim, cancelled, cwd, path, above, memory = await asyncio.gather(
             self.storage.send(
                 ClaimRun(
-                    command_id=new_id("cmd"), session_id=run.session_id, fence=fence, place=place
+                    command_id=new_id("cmd"),
+                    session_id=run.session_id,
+                    fence=fence,
+                    place=place,
+                    return_path=place is not None,
+                    path_after_node_id=held[-1].node_id if held else None,
                 )
             ),
             self.queue.is_cancelled(run.run_id),
             self._cwd(run),
             # Only an earlier attempt can have placed the message already.
             self.reads.path_or_none(run.session_id, run.start_node_id) if number > 1 else _none(),
-            # Where a new message would go: the explicit parent, else the active node now.
-            self.reads.active_path(run.session_id, run.parent_node_id),
+            # Where a new message would go (the explicit parent, else the active node now), for
+            # an attempt that places it itself.
+            self.reads.active_path(run.session_id, run.parent_node_id)
+            if place is None
+            else _none(),
             memory_text(self.ctx, run, number),
         )
         if not claim.ok:
@@ -119,6 +131,9 @@ class Claimer:
             message = message.model_copy(
                 update={"parent_id": placed["parent_id"], "node_seq": placed["node_seq"]}
             )
+            rows = claim.result.get("path")
+            if rows is not None:  # from the root (or the held path's tip) to the message
+                above = self.reads.extend(run.session_id, held, rows)
         prefetch = Prefetch(cancelled, cwd, message if placed else None, path, above or [], memory)
         return Attempt(item, handle, store, events, prefetch)
 
@@ -130,7 +145,7 @@ class Claimer:
         return str(session["cwd"]) if session else ""
 
 
-async def _none() -> None:
+async def _none() -> Any:
     return None
 
 

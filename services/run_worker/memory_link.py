@@ -7,6 +7,8 @@ and tool lessons happen in the runs that went wrong. Tool turns carry the call's
 from __future__ import annotations
 
 import logging
+import time
+import weakref
 from collections.abc import Sequence
 
 from agent_core.bus.contracts.memory import Interaction, InteractionTurn, MemoryReply, RenderMemory
@@ -27,6 +29,14 @@ __all__ = ["hand_off", "memory_node", "memory_text", "render_memory"]
 log = logging.getLogger("soong.run_worker")
 
 _RENDER_TIMEOUT_S = 2.0
+_CACHED_RENDERS = 256  # (account, skills) pairs kept per worker
+
+# Rendered memory per service context: (account, skills) → (rendered at, text). A worker starts
+# runs of the same few accounts over and over; rendering for each was a request/reply per turn.
+_renders: weakref.WeakKeyDictionary[
+    ServiceContext, dict[tuple[str, tuple[str, ...]], tuple[float, str]]
+]
+_renders = weakref.WeakKeyDictionary()
 
 
 async def memory_text(
@@ -42,7 +52,25 @@ async def memory_text(
 
 
 async def render_memory(ctx: ServiceContext, account_id: str, skills: Sequence[str]) -> str:
-    """The memory text of ``account_id`` for ``skills`` ('' when none or unavailable)."""
+    """The memory text of ``account_id`` for ``skills`` ('' when none or unavailable); a text
+    rendered less than ``memory.render_cache_s`` ago is reused (a failed render is not kept)."""
+    ttl = ctx.settings.memory.render_cache_s
+    key = (account_id, tuple(skills))
+    cache = _renders.setdefault(ctx, {})
+    held = cache.get(key)
+    now = time.monotonic()
+    if held is not None and now - held[0] < ttl:
+        return held[1]
+    text = await _render(ctx, account_id, skills)
+    if text is not None and ttl > 0:
+        if len(cache) >= _CACHED_RENDERS:
+            cache.clear()  # bounded; refilled within one TTL
+        cache[key] = (now, text)
+    return text or ""
+
+
+async def _render(ctx: ServiceContext, account_id: str, skills: Sequence[str]) -> str | None:
+    """The memory text, ``None`` when memory did not answer as it should."""
     try:
         reply = await ctx.rpc.request(
             RenderMemory(account_id=account_id, skills=list(skills)),
@@ -52,14 +80,14 @@ async def render_memory(ctx: ServiceContext, account_id: str, skills: Sequence[s
         )
     except Exception as exc:  # memory is an aid: a run never waits long on it or fails for it
         log.warning("memory unavailable for %s: %s", account_id, type(exc).__name__)
-        return ""
+        return None
     if not reply.ok:
-        return ""
+        return None
     try:
         return RenderedMemory.model_validate(reply.data).text
     except ValueError:
         log.warning("memory render for %s answered an unexpected shape", account_id)
-        return ""
+        return None
 
 
 def memory_node(text: str, handle: RunHandle, parent: Node) -> Node | None:

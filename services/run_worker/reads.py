@@ -43,17 +43,28 @@ class RunReads:
 
         Reads only the nodes after the path held for the session when the new path extends it.
         """
-        held = self._paths.get(session_id)
+        held = self.held(session_id)
         after = held[-1].node_id if held else None
         rows = await self.query(
             GetActivePath(session_id=session_id, node_id=node_id, after_node_id=after)
         )
         if rows is None:
             return None
+        return self.extend(session_id, held, rows)
+
+    def held(self, session_id: str) -> list[Node]:
+        """The path held for the session (empty when none): a path read may ask only for the
+        nodes after its last one. Never changed in place (so it may be held across an await)."""
+        return self._paths.get(session_id) or []
+
+    def extend(self, session_id: str, held: list[Node], rows: list[dict[str, Any]]) -> list[Node]:
+        """The whole path from ``rows`` read after ``held``'s last node (by ``get_active_path``
+        or a claim that returned its path), held for the next read."""
+        after = held[-1].node_id if held else None
         new = nodes(rows)
         # The writer's walk stopped below ``after`` (a continuation) or reached the root.
-        extends = held is not None and (not new or new[0].parent_id == after)
-        path = [*held, *new] if held is not None and extends else new
+        extends = bool(held) and (not new or new[0].parent_id == after)
+        path = [*held, *new] if extends else new
         if path:
             self._paths[session_id] = path
             self._paths.move_to_end(session_id)

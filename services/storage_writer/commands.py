@@ -48,6 +48,7 @@ from services.storage_writer.apply_nodes import (
     placed_before,
 )
 from services.storage_writer.apply_runs import claim_run, create_run, update_run
+from services.storage_writer.paths import path_rows
 from services.storage_writer.schema import create_session_tables, nodes_table
 
 __all__ = ["AlreadyApplied", "ApplyContext", "FaultHook", "apply_command", "needs_receipt"]
@@ -207,10 +208,20 @@ def _claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict
     except AlreadyApplied as done:
         if c.place is not None:
             done.result.update(placed_before(conn, c))
+            done.result.update(_placed_path(conn, c, done.result))
         raise
     if c.place is not None:
         result.update(place_message(conn, c, ctx))
+        result.update(_placed_path(conn, c, result))
     return result
+
+
+def _placed_path(conn: sqlite3.Connection, c: ClaimRun, result: dict[str, Any]) -> dict[str, Any]:
+    """The ``path`` part of a claim's result (see :class:`ClaimRun`)."""
+    placed = result.get("placed")
+    if not c.return_path or not placed:
+        return {}
+    return {"path": path_rows(conn, c.session_id, placed["node_id"], c.path_after_node_id)}
 
 
 def _create_artifact(

@@ -33,6 +33,7 @@ from agent_core.bus.contracts.storage import (
 from agent_core.errors import AgentCoreError, SchemaError
 from agent_core.ids import validate_session_id
 from services.storage_writer import assistant_queries
+from services.storage_writer.paths import path_rows
 from services.storage_writer.schema import configure, events_table, nodes_table
 from services.storage_writer.shards import ShardLayout
 
@@ -174,24 +175,10 @@ def _active_path(e: QueryEngine, q: GetActivePath) -> tuple[Any, str | None]:
         node_id = row[0]
         if node_id is None:
             return [], None
-    nodes = nodes_table(q.session_id)
-    if node_id == q.after_node_id:
-        exists = conn.execute(f"SELECT 1 FROM {nodes} WHERE node_id = ?", (node_id,)).fetchone()
-        if exists is None:
-            raise _Missing
-        return [], None  # the reader holds the whole path already
-    # Walk up from the tip; the walk ends at the root or just below ``after_node_id``.
-    rows = conn.execute(
-        f"WITH RECURSIVE path(node_id, depth) AS ("
-        f"  SELECT node_id, 0 FROM {nodes} WHERE node_id = ?"
-        f"  UNION ALL SELECT n.parent_id, p.depth + 1 FROM {nodes} n JOIN path p"
-        f"  ON n.node_id = p.node_id WHERE n.parent_id IS NOT NULL AND n.parent_id IS NOT ?)"
-        f" SELECT n.* FROM path p JOIN {nodes} n ON n.node_id = p.node_id ORDER BY p.depth DESC",
-        (node_id, q.after_node_id),
-    ).fetchall()
-    if not rows:
+    rows = path_rows(conn, q.session_id, node_id, q.after_node_id)
+    if rows is None:
         raise _Missing
-    return [dict(r) for r in rows], None
+    return rows, None
 
 
 def _tree(e: QueryEngine, q: GetTree) -> tuple[Any, str | None]:

@@ -139,10 +139,16 @@ class NamedProviderSettings(_Section):
 
 
 class MemorySettings(_Section):
-    """Memory extraction; ``model`` falls back to the default model when unset."""
+    """Memory extraction; ``model`` falls back to the default model when unset.
+
+    ``render_cache_s``: a run-worker reuses the memory text it rendered for an account and a set
+    of skills for this long (0: renders it for every run). Memory changes reach runs that start
+    at most this much later — the same scale as ``debounce_s``, by which extraction waits anyway.
+    """
 
     enabled: bool = True
     debounce_s: float = Field(default=2.0, ge=0)
+    render_cache_s: float = Field(default=2.0, ge=0, le=60)
     model: ModelSettings | None = None
 
 

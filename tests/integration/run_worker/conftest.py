@@ -24,12 +24,13 @@ def make_cluster(
         *,
         workers: int = 2,
         memory: bool = False,
+        memory_config: str = "",
         extra_config: str = "",
         env: dict[str, str] | None = None,
     ) -> Cluster:
-        (tmp_path / "config.toml").write_text(
-            CONFIG.format(memory=str(memory).lower()) + extra_config
-        )
+        # ``memory_config``: more lines of the [memory] table (after its ``enabled``).
+        enabled = f"{str(memory).lower()}\n{memory_config}"
+        (tmp_path / "config.toml").write_text(CONFIG.format(memory=enabled) + extra_config)
         cluster = Cluster(redis_url, names, tmp_path, fake_server(default), extra_env=env or {})
         cluster.start_writer()
         for i in range(workers):

@@ -149,3 +149,48 @@ async def test_the_memory_block_reaches_the_model(make_cluster: Any, client: Bus
     await client.wait_terminal([submitted.run_id])
     sent = json.dumps(cluster.fake.requests[0].json, ensure_ascii=False)
     assert "# 个性化记忆" in sent and "Dates as YYYY-MM-DD" in sent
+
+
+async def _sent(client: BusClient, stream: str, kind: str) -> int:
+    entries = await client.ctx.redis.xrange(stream)
+    return sum(1 for _, fields in entries if json.loads(fields[b"__data__"])["type"] == kind)
+
+
+async def test_turns_take_their_path_from_the_claim_and_reuse_rendered_memory(
+    make_cluster: Any, client: BusClient
+) -> None:
+    """A first attempt's claim returns the path to the message it placed (no path query), and a
+    worker reuses the memory it rendered for the account while ``render_cache_s`` lasts: three
+    turns, one render, the memory and the whole history in every request."""
+    memory = client.home / "accounts" / "acct1" / "memory"
+    memory.mkdir(parents=True)
+    (memory / "user.md").write_text("---\nscope: user\n---\n- Dates as YYYY-MM-DD\n")
+    cluster = make_cluster(
+        lambda r: text_answer(f"answer {len(r['messages'])}"),
+        workers=1,
+        memory=True,
+        memory_config="render_cache_s = 60",
+    )
+    cluster.start_service("memory_extraction")
+    await client.wait_ready(("storage_writer", "run_worker", "memory_extraction"))
+    sid = await client.new_session()
+    for text in ("one", "two", "three"):
+        submitted = await client.send(sid, text)
+        await client.wait_terminal([submitted.run_id])
+    names = client.ctx.names
+    assert await _sent(client, names.storage_queries, "get_active_path") == 0
+    assert await _sent(client, names.memory_queries, "render_memory") == 1
+    requests = [json.dumps(r.json, ensure_ascii=False) for r in cluster.fake.requests]
+    assert len(requests) == 3 and all("Dates as YYYY-MM-DD" in r for r in requests)
+    last = requests[-1]
+    assert all(f'"{w}"' in last for w in ("one", "two", "three")), last
+    assert "answer " in last
+    tree = await client.tree(sid)
+    assert [n["role"] for n in tree if n["node_type"] == "message"] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]

@@ -436,6 +436,77 @@ def test_a_claim_places_the_runs_message_under_the_active_node_of_that_moment(
     assert late.duplicate and late.result == unplaced.result
 
 
+def test_a_claim_that_places_the_message_returns_the_path_to_it(writer: Writer) -> None:
+    """``return_path``: the claim's result holds the path to the placed message, as
+    ``get_active_path`` answers for it — whole, or only after a node the worker holds; a repeated
+    claim gets the same path; an unplaced message has none."""
+    s = create_session()
+    writer.apply_batch([s])
+    first = append_node(s)
+    writer.apply_batch([first])
+    second = append_node(s, parent_id=first.node.node_id)
+    writer.apply_batch([second])
+
+    def claim(after: str | None) -> tuple[ClaimRun, Any]:
+        run = create_run(s)
+        writer.apply_batch([run])
+        message = append_node(s, run_id=run.run_id)
+        command = ClaimRun(
+            command_id=new_id("cmd"),
+            session_id=s.session_id,
+            fence=RunFence(run_id=run.run_id, attempt=1),
+            place=PlaceMessage(node=message.node, event=message.event),
+            return_path=True,
+            path_after_node_id=after,
+        )
+        [receipt] = writer.apply_batch([command])
+        assert receipt.ok, receipt.error
+        return command, receipt
+
+    whole_claim, whole = claim(None)
+    engine = QueryEngine(writer.layout)
+    try:
+        full = engine.answer(GetActivePath(session_id=s.session_id)).data
+    finally:
+        engine.close()
+    assert whole.result["path"] == full
+    message_id = whole_claim.place.node.node_id if whole_claim.place else ""
+    assert [n["node_id"] for n in full] == [first.node.node_id, second.node.node_id, message_id]
+    [again] = writer.apply_batch([whole_claim])
+    assert again.duplicate and again.result == whole.result
+    # The worker holds the path up to the last message: only the new one comes back.
+    _, tail = claim(message_id)
+    assert [n["parent_id"] for n in tail.result["path"]] == [message_id]
+    # Without return_path (an older worker), no path.
+    run = create_run(s)
+    writer.apply_batch([run])
+    message = append_node(s, run_id=run.run_id)
+    plain = ClaimRun(
+        command_id=new_id("cmd"),
+        session_id=s.session_id,
+        fence=RunFence(run_id=run.run_id, attempt=1),
+        place=PlaceMessage(node=message.node, event=message.event),
+    )
+    [receipt] = writer.apply_batch([plain])
+    assert receipt.ok and "path" not in receipt.result
+    # Unplaced (a given parent that is not a node of the session): no path either.
+    run = create_run(s)
+    writer.apply_batch([run])
+    lost = append_node(s, run_id=run.run_id, parent_id="node_nowhere")
+    [unplaced] = writer.apply_batch(
+        [
+            ClaimRun(
+                command_id=new_id("cmd"),
+                session_id=s.session_id,
+                fence=RunFence(run_id=run.run_id, attempt=1),
+                place=PlaceMessage(node=lost.node, event=lost.event),
+                return_path=True,
+            )
+        ]
+    )
+    assert unplaced.ok and unplaced.result["placed"] is None and "path" not in unplaced.result
+
+
 def test_a_runs_message_is_stored_once_the_claim_has_placed_it(writer: Writer) -> None:
     s = create_session()
     writer.apply_batch([s])

@@ -214,11 +214,18 @@ class ClaimRun(_Command):
     node's ``node_id``, ``node_seq`` and ``parent_id``; a given parent that is not a node of the
     session leaves the message unplaced (``placed`` null, ``place_error`` ``parent_not_found``)
     and the claim stands.
+
+    With ``return_path`` the result's ``path`` holds the rows of the path to the placed message,
+    read in the same transaction, exactly as :class:`GetActivePath` would answer for it with
+    ``after_node_id = path_after_node_id`` (a worker starting the run needs that path: this
+    spares it a query). No ``path`` when the message was not placed.
     """
 
     type: Literal["claim_run"] = "claim_run"
     fence: RunFence
     place: PlaceMessage | None = None
+    return_path: bool = False
+    path_after_node_id: str | None = None
 
 
 class UpdateRun(_Command):
