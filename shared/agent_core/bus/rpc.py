@@ -30,6 +30,17 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def _adapter(reply: type[R]) -> TypeAdapter[R]:
+    """One adapter per reply type: building one costs ~20 µs, more than validating a reply."""
+    adapter = _ADAPTERS.get(reply)
+    if adapter is None:
+        adapter = _ADAPTERS[reply] = TypeAdapter(reply)
+    return adapter
+
+
 class RpcClient:
     """Sends requests and awaits typed replies; one instance per process, started once."""
 
@@ -94,7 +105,7 @@ class RpcClient:
             ) from exc
         finally:
             self._waiting.pop(cid, None)
-        adapter: TypeAdapter[R] = reply if isinstance(reply, TypeAdapter) else TypeAdapter(reply)
+        adapter: TypeAdapter[R] = reply if isinstance(reply, TypeAdapter) else _adapter(reply)
         try:
             return adapter.validate_json(body)
         except ValidationError as exc:
