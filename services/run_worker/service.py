@@ -54,8 +54,9 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         GROUP_RUN_WORKERS,
         RUNS_MESSAGE,
         handler=worker.on_nudge,
-        # Handling a nudge only takes a lease; the run itself is tracked by the FIFO.
-        options=ctx.default_options(max_records=16, min_idle_ms=10_000),
+        # Handling a nudge only takes a lease; the run itself is tracked by the FIFO. On a
+        # turn's path: read directly (docs/architecture.md, "The bus").
+        options=ctx.default_options(max_records=16, min_idle_ms=10_000, direct=True),
     )
 
     async def prepare() -> None:

@@ -2,7 +2,9 @@
 
 Lifecycle of an entry:
 
-* read with ``XREADGROUP >`` by a FastStream subscriber (``max_records`` always set);
+* read with ``XREADGROUP >`` (``max_records`` always set) by a FastStream subscriber, or — for a
+  ``direct`` consumer (the streams on a turn's path) — by a plain loop of this class: the same
+  read, the same handling, a fraction of the CPU per message (docs/architecture.md, "The bus");
 * decoded and validated against the stream's union — a malformed entry, an unknown ``type`` or an
   invalid message goes to the dead-letter stream with the reason and is acknowledged;
 * handled; on success acknowledged (and the reply, if any, published to the sender's channel);
@@ -15,6 +17,8 @@ the XACK delivers the entry again.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +29,7 @@ from faststream.redis import RedisBatchStreamMessage, RedisBroker, RedisStreamMe
 from faststream.redis.message import FAKE_CONSUMER
 from pydantic import BaseModel, TypeAdapter
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from agent_core.bus.codec import DecodeError, decode_fields, validate_body
 from agent_core.bus.dead_letters import DeadLetterSink
@@ -45,7 +50,8 @@ class ConsumerOptions:
     """How a consumer reads and recovers.
 
     ``min_idle_ms`` must exceed the longest handler: an entry idle that long is assumed to belong
-    to a dead consumer and is re-delivered.
+    to a dead consumer and is re-delivered. ``direct``: new entries are read by this class's own
+    loop (:meth:`StreamConsumer.start_reading`) instead of a FastStream subscriber.
     """
 
     max_records: int = 16
@@ -54,6 +60,10 @@ class ConsumerOptions:
     max_deliveries: int = 5
     claim_interval_s: float = 1.0
     polling_interval_ms: int = 100
+    direct: bool = False
+
+
+_READ_RETRY_S = 0.5  # after a failed read, as the FastStream subscribers (agent_core.bus.broker)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +103,17 @@ class StreamConsumer(Generic[T]):
         self._dead = dead_letters
         self.redis = redis
         self._subscriber: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._stopping = False
 
     # -- wiring ------------------------------------------------------------------------------
 
     def attach(self, broker: RedisBroker) -> None:
-        """Register the FastStream subscriber that reads new entries (``>``)."""
+        """Register the FastStream subscriber that reads new entries (``>``); a ``direct``
+        consumer registers none (:meth:`start_reading` reads for it)."""
         opts = self.options
+        if opts.direct:
+            return
         sub = StreamSub(
             self.stream,
             group=self.group,
@@ -135,8 +150,64 @@ class StreamConsumer(Generic[T]):
 
     @property
     def running(self) -> bool:
-        """Whether the reading subscriber is alive (it stops for good on NOGROUP)."""
+        """Whether the reading subscriber or loop is alive (either stops for good on NOGROUP)."""
+        if self.options.direct:
+            return self._reader is not None and not self._reader.done()
         return bool(self._subscriber is not None and self._subscriber.running)
+
+    def start_reading(self) -> None:
+        """Start a ``direct`` consumer's reading loop (after its group exists and its own pending
+        entries were drained, as a subscriber starts with its broker); no-op otherwise."""
+        if self.options.direct and self._reader is None:
+            self._stopping = False
+            self._reader = asyncio.create_task(self._read_loop(), name=f"read:{self.stream}")
+
+    async def stop_reading(self, timeout_s: float) -> None:
+        """Stop intake: what is being handled finishes (up to ``timeout_s``, then it is
+        cancelled and stays pending, to be re-delivered), nothing more is read."""
+        task, self._reader = self._reader, None
+        if task is None:
+            return
+        self._stopping = True
+        await asyncio.wait({task}, timeout=timeout_s)
+        if not task.done():
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _read_loop(self) -> None:
+        """``XREADGROUP >`` in a loop, each read blocking up to ``polling_interval_ms``; entries
+        are processed as a subscriber would (one by one, or as one batch)."""
+        opts = self.options
+        while not self._stopping:
+            try:
+                reply: Any = await self.redis.xreadgroup(
+                    self.group,
+                    self.consumer,
+                    {self.stream: ">"},
+                    count=opts.max_records,
+                    block=opts.polling_interval_ms,
+                )
+            except ResponseError as exc:
+                if "NOGROUP" in str(exc):  # the group is gone: stop for good, as FastStream does
+                    log.critical("reading %s stopped: %s", self.stream, exc)
+                    return
+                log.warning("reading %s failed: %s", self.stream, exc)
+                await asyncio.sleep(_READ_RETRY_S)
+                continue
+            except Exception as exc:  # the bus restarting, a connection cut: read again soon
+                log.warning("reading %s failed: %s: %s", self.stream, type(exc).__name__, exc)
+                await asyncio.sleep(_READ_RETRY_S)
+                continue
+            if not reply:
+                continue
+            entries = [RawEntry(_id(i), fields, 1) for i, fields in reply[0][1]]
+            groups = [entries] if opts.batch else [[e] for e in entries]
+            for group in groups:
+                try:
+                    await self.process(group, raise_on_failure=False)
+                except Exception:  # the bus failed mid-way: the entries stay pending
+                    log.exception("processing %s failed; the entries stay pending", self.stream)
 
     async def ensure_group(self) -> None:
         """Create the group at id 0 with MKSTREAM, so nothing published earlier is missed."""

@@ -1,8 +1,9 @@
 """Running a service: the one start-up and shutdown sequence every service shares.
 
-Start: connect → create groups → drain own pending entries → start subscribers → reclaim loops,
-background tasks and the subscriber watchdog. Stop (SIGTERM/SIGINT): stop intake and let in-flight
-handlers finish (FastStream's graceful timeout) → stop hooks → cancel what is left.
+Start: connect → create groups → drain own pending entries → start subscribers (and the direct
+consumers' reading loops) → reclaim loops, background tasks and the subscriber watchdog. Stop
+(SIGTERM/SIGINT): stop intake and let in-flight handlers finish (FastStream's graceful timeout)
+→ stop hooks → cancel what is left.
 
 Exit codes: 0 after a signal, 2 when the bus is unreachable at start, 3 when a subscriber died
 (so the supervisor restarts the process: a dead subscriber never comes back by itself), 78
@@ -44,6 +45,7 @@ ServiceFactory = Callable[[ServiceContext], Awaitable[ServiceParts]]
 
 _WATCHDOG_INTERVAL_S = 1.0
 _CANCEL_TIMEOUT_S = 5.0
+_GRACEFUL_S = 15.0  # as make_broker's graceful_timeout
 
 
 async def run_service(
@@ -105,6 +107,8 @@ async def run_service(
         if recovered:
             ctx.log.info("re-processed %d pending entries of %s", recovered, consumer.stream)
     await ctx.broker.start()
+    for consumer in consumers:
+        consumer.start_reading()  # the direct ones (the streams on a turn's path)
     await ctx.rpc.start()
     if configure_logging if freeze_heap is None else freeze_heap:
         gc.collect()  # garbage of the start-up goes first, not into the permanent generation
@@ -121,7 +125,9 @@ async def run_service(
         ctx.log.info("%s ready (consumer %s)", service, ctx.consumer_name)
         await stop.wait()
         ctx.log.info("%s stopping", service)
-        await ctx.broker.stop()  # stop intake; in-flight handlers finish (graceful timeout)
+        # Stop intake; in-flight handlers finish (FastStream's graceful timeout, the same for
+        # the direct readers).
+        await asyncio.gather(ctx.broker.stop(), *(c.stop_reading(_GRACEFUL_S) for c in consumers))
         for hook in parts.on_stop:
             with contextlib.suppress(Exception):
                 await hook()

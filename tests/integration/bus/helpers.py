@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -22,6 +23,10 @@ from agent_core.bus import (
     reclaim_loop,
 )
 
+# Which reader the consumers of a test use: FastStream's subscriber or the direct loop (set per
+# test by the ``reader`` fixture of this package's conftest: every test runs with both).
+DIRECT = False
+
 
 def make_consumer(
     redis: Redis,
@@ -34,7 +39,9 @@ def make_consumer(
     group: str = "g",
     options: ConsumerOptions | None = None,
 ) -> StreamConsumer[Any]:
-    """A consumer of ``stream`` whose dead letters go to the test's namespace."""
+    """A consumer of ``stream`` whose dead letters go to the test's namespace, read by the
+    test's reader (:data:`DIRECT`)."""
+    options = options or ConsumerOptions(max_records=4, min_idle_ms=300, claim_interval_s=0.1)
     return StreamConsumer(
         stream=stream,
         group=group,
@@ -43,7 +50,7 @@ def make_consumer(
         dead_letters=DeadLetterSink(redis, names.dead_letter),
         redis=redis,
         handler=handler,
-        options=options or ConsumerOptions(max_records=4, min_idle_ms=300, claim_interval_s=0.1),
+        options=dataclasses.replace(options, direct=DIRECT),
     )
 
 
@@ -57,6 +64,8 @@ async def running(redis_url: str, *consumers: StreamConsumer[Any]) -> AsyncItera
     for c in consumers:
         await drain_own(c)
     await broker.start()
+    for c in consumers:
+        c.start_reading()
     stop = asyncio.Event()
     loops = [asyncio.create_task(reclaim_loop(c, stop)) for c in consumers]
     try:
@@ -64,7 +73,7 @@ async def running(redis_url: str, *consumers: StreamConsumer[Any]) -> AsyncItera
     finally:
         stop.set()
         await asyncio.gather(*loops)
-        await broker.stop()
+        await asyncio.gather(broker.stop(), *(c.stop_reading(2) for c in consumers))
 
 
 async def dead_letters(redis: Redis, names: BusNames) -> list[dict[str, Any]]:

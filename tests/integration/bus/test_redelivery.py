@@ -17,6 +17,7 @@ from redis.exceptions import ResponseError
 from agent_core.bus import BusNames, ConsumerOptions, Delivery, make_broker
 from agent_core.bus.contracts.runs import RUNS_MESSAGE, RunNudge
 from tests.conftest import REPO
+from tests.integration.bus import helpers
 from tests.integration.bus.helpers import dead_letters, make_consumer, running, wait_for
 
 
@@ -70,6 +71,7 @@ def _spawn(redis_url: str, names: BusNames, name: str) -> subprocess.Popen[bytes
             redis_url,
             names.namespace,
             name,
+            *(["direct"] if helpers.DIRECT else []),
         ],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -176,3 +178,24 @@ async def test_reply_reaches_requester(redis_url: str, redis: Redis, names: BusN
     finally:
         await rpc.stop()
         await broker.stop()
+
+
+async def test_a_consumer_whose_group_is_gone_stops_for_good(
+    redis_url: str, redis: Redis, names: BusNames
+) -> None:
+    """Deleting the stream deletes its group: the reader stops (and stays stopped) rather than
+    read a stream nobody will acknowledge, so the service's watchdog restarts the process."""
+    handled: list[str] = []
+
+    async def handler(message: Any, _: Delivery) -> None:
+        handled.append(message.session_id)
+
+    consumer = make_consumer(redis, names, names.runs, RUNS_MESSAGE, handler)
+    async with running(redis_url, consumer):
+        await _publish(redis_url, names.runs, "before")
+        await wait_for(lambda: handled == ["before"])
+        assert consumer.running
+        await redis.delete(names.runs)
+        await wait_for(lambda: not consumer.running, timeout_s=10)
+        await asyncio.sleep(0.3)
+        assert not consumer.running

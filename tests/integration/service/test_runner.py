@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames, Delivery, make_broker
@@ -121,8 +122,9 @@ async def test_unreachable_bus_exits_with_a_clear_message(names: BusNames, tmp_p
     assert "Traceback" not in output
 
 
+@pytest.mark.parametrize("direct", [False, True], ids=["faststream", "direct"])
 async def test_graceful_shutdown_finishes_in_flight_work(
-    redis_url: str, redis: Redis, names: BusNames, tmp_path: Path
+    redis_url: str, redis: Redis, names: BusNames, tmp_path: Path, direct: bool
 ) -> None:
     settings = load_settings(
         env={
@@ -140,7 +142,15 @@ async def test_graceful_shutdown_finishes_in_flight_work(
 
     async def factory(ctx: ServiceContext) -> ServiceParts:
         return ServiceParts(
-            consumers=[ctx.consumer(names.runs, "workers", RUNS_MESSAGE, handler=slow)]
+            consumers=[
+                ctx.consumer(
+                    names.runs,
+                    "workers",
+                    RUNS_MESSAGE,
+                    handler=slow,
+                    options=ctx.default_options(direct=direct),
+                )
+            ]
         )
 
     stop = asyncio.Event()
