@@ -85,6 +85,9 @@ def test_json_the_system_cannot_hold_is_a_422_that_leaves_nothing_behind(gw: Gw)
             assert answer.json()["error"]["code"] == "invalid_json", answer.text
         assert _sessions_on_disk(gw) == before
         assert client.get("/v1/sessions").json() == listed
+        # Numbers in a query are bounded too (the property run found a 500 here).
+        answer = client.get("/v1/assistants/x", params={"version": 2**63})
+        assert answer.status_code == 422, answer.text
 
 
 def test_an_out_of_range_last_event_id_is_refused_and_streams_go_on_within_a_second(
