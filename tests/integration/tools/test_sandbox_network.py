@@ -101,11 +101,14 @@ async def test_only_the_listed_host_and_port_are_reached(
             assert seen[refused] == f"HTTP 403: {target} is not in sandbox.allowed_hosts"
         assert seen["tunnel_other_port"].startswith("HTTP/1.1 403")
         assert seen["direct"] == "ConnectionRefusedError"  # no route but the proxy
+        assert runner.proxy is not None and runner.proxy.socket_path is not None
+        socket_path = runner.proxy.socket_path
         again = await runner.run(["python3", "-c", "print('second call')"], ws, LIMITS)
         assert again.ok and again.stdout.strip() == "second call"  # the proxy is reused
     finally:
-        if runner.proxy is not None:
-            await runner.proxy.close()
+        await runner.close()
+    assert runner.proxy is not None and runner.proxy.socket_path is None
+    assert not Path(socket_path).parent.exists()  # the socket's folder went with the proxy
 
 
 async def test_without_allowed_hosts_there_is_no_proxy(tmp_path: Path) -> None:

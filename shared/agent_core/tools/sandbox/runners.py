@@ -110,6 +110,9 @@ class CodeRunner(ABC):
     ) -> SandboxResult:
         """Run ``command`` to its end or its first limit; the command's failures are results."""
 
+    async def close(self) -> None:
+        """Release what the runner holds between calls (the worker calls it at stop)."""
+
     @staticmethod
     def _watch(workspace: Workspace, limits: SandboxLimits) -> WriteWatch:
         areas = (workspace.area_dir(Area.SCRATCHPAD), workspace.area_dir(Area.OUTPUT))
@@ -241,6 +244,11 @@ class BwrapRunner(CodeRunner):
             "--chdir", f"{ws}/scratchpad",
             "--", _tool("prlimit"), *limits.prlimit_args(nproc=True), "--", *relay, *command,
         ]  # fmt: skip
+
+    async def close(self) -> None:
+        """Stop the proxy, if there is one (its socket and folder go with it)."""
+        if self.proxy is not None:
+            await self.proxy.close()
 
     async def run(
         self, command: Sequence[str], workspace: Workspace, limits: SandboxLimits
