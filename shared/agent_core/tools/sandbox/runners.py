@@ -112,6 +112,7 @@ class CodeRunner(ABC):
 
     async def close(self) -> None:
         """Release what the runner holds between calls (the worker calls it at stop)."""
+        return None  # a runner that holds nothing between calls has nothing to release
 
     @staticmethod
     def _watch(workspace: Workspace, limits: SandboxLimits) -> WriteWatch:
