@@ -19,7 +19,7 @@ import yaml
 
 from agent_core.cli import build_parser, main
 from agent_core.config import ENV_VARS
-from agent_core.deploy import check_compose, read_dockerfile
+from services.stack.deploy import check_compose, read_dockerfile
 
 REPO = Path(__file__).resolve().parents[3]
 BEFORE = REPO / "tests" / "data" / "compose_before"  # the deployment as it was before issue 22
