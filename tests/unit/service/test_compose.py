@@ -6,7 +6,10 @@ example, the proxy configuration and the locks; these tests hold it to catching 
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,12 +44,13 @@ def test_the_compose_file_before_fails_on_each_known_fault() -> None:
         "gateway: no env_file .env",
         "no .dockerignore",
         "the image does not install from requirements-runtime.lock",
+        "README.md: no section on running it with docker compose",
     ):
         assert fault in problems, fault
 
 
 def _copy_repo(tmp_path: Path) -> Path:
-    for name in ("docker-compose.yml", ".dockerignore", "requirements.lock"):
+    for name in ("docker-compose.yml", ".dockerignore", "requirements.lock", "README.md"):
         shutil.copy(REPO / name, tmp_path / name)
     shutil.copy(REPO / "requirements-runtime.lock", tmp_path / "requirements-runtime.lock")
     shutil.copytree(REPO / "deploy", tmp_path / "deploy")
@@ -129,6 +133,19 @@ def test_the_env_example_must_list_every_variable(tmp_path: Path) -> None:
         assert var in (REPO / "deploy" / "soong.env.example").read_text()
 
 
+def test_the_readme_must_say_how_to_get_a_key_and_scale(tmp_path: Path) -> None:
+    root = _copy_repo(tmp_path)
+    readme = root / "README.md"
+    text = readme.read_text()
+    readme.write_text(text.replace("keys create", "keys make").replace("--scale gateway=", ""))
+    problems = check_compose(root / "docker-compose.yml", build_parser())
+    assert "README.md: the compose section does not say how to get the first API key" in (
+        "\n".join(problems)
+    )
+    assert any("how to scale gateway (--scale gateway=N)" in p for p in problems)
+    assert not any("how to scale run_worker" in p for p in problems)
+
+
 def test_a_mounted_folder_owned_by_root_is_caught(tmp_path: Path) -> None:
     root = _copy_repo(tmp_path)
     dockerfile = root / "deploy" / "Dockerfile"
@@ -156,3 +173,20 @@ def test_the_dockerfile_reader_follows_the_final_stage() -> None:
     assert facts.owner("/src") is None  # the build stage's folder is not in the image
     assert {8720, 9464} <= facts.exposed
     assert facts.env["SOONG_DB_PATH"] == "/data/db/sessions.sqlite"
+
+
+def test_the_valkey_password_file_is_its_owners_alone(tmp_path: Path) -> None:
+    """The Valkey container's start writes the password into a 0600 file, not a command line:
+    its shell command runs here with the server swapped for ``true``."""
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    shell, flag, script = compose["services"]["redis"]["command"]
+    assert (shell, flag) == ("sh", "-c")
+    auth = tmp_path / "auth.conf"
+    script = script.replace("$$", "$").replace("/tmp/auth.conf", str(auth))
+    script = script[: script.index("exec valkey-server")] + "true"
+    password = "pw-" + os.urandom(8).hex()
+    env = {"PATH": "/usr/bin:/bin", "SOONG_REDIS_PASSWORD": password}
+    subprocess.run(["sh", "-c", script], env=env, check=True, timeout=10)
+    assert stat.S_IMODE(auth.stat().st_mode) == 0o600
+    assert auth.read_text() == f'requirepass "{password}"\n'
+    assert password not in script
