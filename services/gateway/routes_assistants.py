@@ -26,6 +26,7 @@ from agent_core.bus.contracts.assistants import (
     ListAssistantVersions,
     UpdateAssistant,
 )
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.errors import StorageError
 from agent_core.ids import new_id
 from agent_core.storage_client import raise_for_receipt
@@ -159,7 +160,7 @@ async def _update(
     try:
         raise_for_receipt(await gw.storage.send(command))
     except StorageError as exc:
-        if exc.code == "version_mismatch":
+        if exc.code == RefusalCode.VERSION_MISMATCH:
             raise ApiError(
                 412, exc.code, "the assistant changed since you read it; read it again",
                 details=exc.details,

@@ -11,11 +11,12 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+from agent_core.bus.contracts.refusals import FENCED
 from agent_core.bus.contracts.storage import ClaimRun, GetSession, PlaceMessage, RunFence
 from agent_core.ids import new_id
 from agent_core.runqueue import InFlight, QueuedRun, RunEventWriter, SessionQueue
 from agent_core.service import ServiceContext
-from agent_core.storage_client import FENCED_CODES, StorageClient
+from agent_core.storage_client import StorageClient
 from agent_core.types.enums import Role, RunStatus
 from agent_core.types.protocol import TextBlock
 from agent_core.types.runtime import Node, RunHandle, RunStatusChanged
@@ -94,7 +95,7 @@ class Claimer:
             # Terminal already (cancelled while queued, finished before a crash) or superseded.
             code = claim.error.code if claim.error else "refused"
             log.info("run %s not claimable: %s", run.run_id, code)
-            if code in FENCED_CODES:
+            if code in FENCED:
                 return False
             await close_stream_of_terminal_run(self.ctx, self.reads, run.session_id, run.run_id)
             return True

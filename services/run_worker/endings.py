@@ -15,6 +15,7 @@ import logging
 import traceback
 from typing import Any
 
+from agent_core.bus.contracts.refusals import FENCED, RefusalCode
 from agent_core.bus.contracts.storage import EndRun, GetRun, RunFence
 from agent_core.errors import StorageError, redact
 from agent_core.ids import new_id
@@ -22,7 +23,7 @@ from agent_core.observability.runs import run_ended
 from agent_core.runqueue import RunEventWriter
 from agent_core.runtime import Ending, EventSink, Fenced
 from agent_core.service import ServiceContext
-from agent_core.storage_client import FENCED_CODES, StorageClient
+from agent_core.storage_client import StorageClient
 from agent_core.tools import Workspace
 from agent_core.types.enums import EndReason, RunStatus
 from agent_core.types.mappers import to_run_finished, to_run_state
@@ -95,7 +96,7 @@ async def end_run(
         run_ended(handle, ending.end)  # the one log line and metrics of the run's end
         return ending
     code = _code(receipt)
-    if code in FENCED_CODES:
+    if code in FENCED:
         raise Fenced(f"a newer attempt owns run {handle.run_id}")
     stored = await _stored(reads, handle)
     if stored is None:
@@ -105,7 +106,11 @@ async def end_run(
 
 
 # Refusals that are the run's, not its last node's: retrying without the node changes nothing.
-_NOT_THE_NODE = FENCED_CODES | {"run_ended", "fence_required", "run_not_found"}
+_NOT_THE_NODE = FENCED | {
+    RefusalCode.RUN_ENDED,
+    RefusalCode.FENCE_REQUIRED,
+    RefusalCode.RUN_NOT_FOUND,
+}
 
 
 def _code(receipt: Any) -> str:

@@ -20,6 +20,7 @@ from agent_core.bus.contracts.assistants import (
     CreateAssistant,
     UpdateAssistant,
 )
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.types.api import AssistantDefinition
 from services.storage_writer.apply_common import ApplyContext, refusal
 
@@ -44,7 +45,7 @@ def create_assistant(
     ).fetchone()
     if active >= MAX_ACTIVE_ASSISTANTS:  # a listing answers them all at once: keep it bounded
         raise refusal(
-            "too_many_assistants",
+            RefusalCode.TOO_MANY_ASSISTANTS,
             f"an account has at most {MAX_ACTIVE_ASSISTANTS} active assistants; archive some",
             limit=MAX_ACTIVE_ASSISTANTS,
         )
@@ -53,7 +54,9 @@ def create_assistant(
         (c.account_id, c.name, _ACTIVE),
     ).fetchone()
     if taken is not None:
-        raise refusal("assistant_exists", f"an assistant named {c.name!r} exists", name=c.name)
+        raise refusal(
+            RefusalCode.ASSISTANT_EXISTS, f"an assistant named {c.name!r} exists", name=c.name
+        )
     conn.execute(
         "INSERT INTO assistants (assistant_id, account_id, name, version, status, created_at, "
         "updated_at) VALUES (?, ?, ?, 1, ?, ?, ?)",
@@ -73,7 +76,9 @@ def _current(conn: sqlite3.Connection, account_id: str, assistant_id: str) -> tu
         (assistant_id, account_id),
     ).fetchone()
     if row is None:
-        raise refusal("assistant_not_found", "no such assistant", assistant_id=assistant_id)
+        raise refusal(
+            RefusalCode.ASSISTANT_NOT_FOUND, "no such assistant", assistant_id=assistant_id
+        )
     return int(row[0]), str(row[1])
 
 
@@ -84,11 +89,11 @@ def update_assistant(
     version, status = _current(conn, c.account_id, c.assistant_id)
     if status != _ACTIVE:
         raise refusal(
-            "assistant_archived", "the assistant is archived", assistant_id=c.assistant_id
+            RefusalCode.ASSISTANT_ARCHIVED, "the assistant is archived", assistant_id=c.assistant_id
         )
     if c.expected_version is not None and c.expected_version != version:
         raise refusal(
-            "version_mismatch",
+            RefusalCode.VERSION_MISMATCH,
             f"the assistant is at version {version}, not {c.expected_version}",
             assistant_id=c.assistant_id,
             current_version=version,

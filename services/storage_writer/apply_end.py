@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import EndRun, EventDraft
 from agent_core.types.enums import AgentStatus, AgentType, EventLevel, EventType, RunStatus
 from services.storage_writer.apply_common import (
@@ -56,7 +57,7 @@ def end_run(conn: sqlite3.Connection, c: EndRun, ctx: ApplyContext) -> dict[str,
         (c.run_id, sid),
     ).fetchone()
     if row is None:
-        raise refusal("run_not_found", "no such run in this session", run_id=c.run_id)
+        raise refusal(RefusalCode.RUN_NOT_FOUND, "no such run in this session", run_id=c.run_id)
     status, attempt, agent_id = RunStatus(row[0]), int(row[1]), str(row[2])
     if (first := _ended_before(conn, c, status, attempt)) is not None:
         raise AlreadyApplied(first)
@@ -64,20 +65,24 @@ def end_run(conn: sqlite3.Connection, c: EndRun, ctx: ApplyContext) -> dict[str,
         refuse_if_ended(conn, sid, c.run_id)
         if attempt != 0:
             raise refusal(
-                "fence_required",
+                RefusalCode.FENCE_REQUIRED,
                 "a run that was claimed is ended by its current attempt only",
                 run_id=c.run_id,
                 attempt=attempt,
             )
     else:
         if c.fence.run_id != c.run_id:
-            raise refusal("fence_mismatch", "the fence names another run", run_id=c.run_id)
+            raise refusal(
+                RefusalCode.FENCE_MISMATCH, "the fence names another run", run_id=c.run_id
+            )
         check_fence(conn, sid, c.fence)
     check_run_transition(status, c.end.status)
     result: dict[str, Any] = {"run_id": c.run_id, "status": c.end.status.value, "attempt": attempt}
     if c.node is not None and c.node_event is not None:
         if c.node.run_id != c.run_id:
-            raise refusal("fence_mismatch", "the node belongs to another run", run_id=c.run_id)
+            raise refusal(
+                RefusalCode.FENCE_MISMATCH, "the node belongs to another run", run_id=c.run_id
+            )
         result["node"] = write_node(conn, sid, c.node, c.node_event, ctx, set_active=c.set_active)
     end = c.end
     conn.execute(
@@ -176,7 +181,9 @@ def _ended_before(
     if row is None:
         return None
     if row[2] != c.run_id:
-        raise refusal("conflict", "the event id belongs to another command", event_id=c.event_id)
+        raise refusal(
+            RefusalCode.CONFLICT, "the event id belongs to another command", event_id=c.event_id
+        )
     result: dict[str, Any] = {"run_id": c.run_id, "status": status.value, "attempt": attempt}
     if c.node is not None and c.node_event is not None:
         sid, node_id = c.session_id, c.node.node_id
@@ -185,7 +192,9 @@ def _ended_before(
             f"SELECT node_seq, created_at FROM {nodes_table(sid)} WHERE node_id = ?", (node_id,)
         ).fetchone()
         if event is None or node is None:
-            raise refusal("conflict", "the node id belongs to another command", node_id=node_id)
+            raise refusal(
+                RefusalCode.CONFLICT, "the node id belongs to another command", node_id=node_id
+            )
         result["node"] = {
             "node_id": node_id,
             "node_seq": node[0],

@@ -7,6 +7,7 @@ import json
 import sqlite3
 from typing import Any
 
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import (
     AppendEvent,
     AppendNode,
@@ -54,7 +55,9 @@ def event_of(
 
 
 def _not_a_repeat(c: AppendNode) -> Exception:
-    return refusal("conflict", "the node id belongs to another command", node_id=c.node.node_id)
+    return refusal(
+        RefusalCode.CONFLICT, "the node id belongs to another command", node_id=c.node.node_id
+    )
 
 
 def _applied_before(conn: sqlite3.Connection, c: AppendNode) -> dict[str, Any] | None:
@@ -87,7 +90,9 @@ def append_node(conn: sqlite3.Connection, c: AppendNode, ctx: ApplyContext) -> d
     node = c.node
     check_fence(conn, c.session_id, c.fence)
     if c.fence is not None and node.run_id not in (None, c.fence.run_id):
-        raise refusal("fence_mismatch", "the node belongs to another run", run_id=node.run_id)
+        raise refusal(
+            RefusalCode.FENCE_MISMATCH, "the node belongs to another run", run_id=node.run_id
+        )
     if c.fence is None and node.run_id is not None:
         refuse_if_ended(conn, c.session_id, node.run_id)
     return write_node(conn, c.session_id, node, c.event, ctx, set_active=c.set_active)
@@ -107,7 +112,9 @@ def write_node(
     parent = node.parent_id
     if parent is not None and _missing_node(conn, nodes_table(sid), parent):
         raise refusal(
-            "parent_not_found", "the parent is not a node of this session", parent_id=parent
+            RefusalCode.PARENT_NOT_FOUND,
+            "the parent is not a node of this session",
+            parent_id=parent,
         )
     blocks, moved = offload_large_json(
         list(node.content),
@@ -181,7 +188,9 @@ def append_event(conn: sqlite3.Connection, c: AppendEvent, ctx: ApplyContext) ->
     require_session(conn, c.session_id)
     check_fence(conn, c.session_id, c.fence)
     if c.fence is not None and c.event.run_id not in (None, c.fence.run_id):
-        raise refusal("fence_mismatch", "the event belongs to another run", run_id=c.event.run_id)
+        raise refusal(
+            RefusalCode.FENCE_MISMATCH, "the event belongs to another run", run_id=c.event.run_id
+        )
     if c.fence is None and c.event.run_id is not None:
         refuse_if_ended(conn, c.session_id, c.event.run_id)
     return {"created_at": ctx.now, **insert_event(conn, c.session_id, c.event, ctx.now, None)}
@@ -196,7 +205,7 @@ def place_message(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> d
         row = conn.execute("SELECT active_node_id FROM sessions WHERE session_id = ?", (sid,))
         parent = row.fetchone()[0]
     elif _missing_node(conn, nodes_table(sid), parent):
-        return {"placed": None, "place_error": "parent_not_found"}
+        return {"placed": None, "place_error": RefusalCode.PARENT_NOT_FOUND.value}
     append = AppendNode(
         command_id=c.command_id,
         session_id=sid,
@@ -232,5 +241,5 @@ def placed_before(conn: sqlite3.Connection, c: ClaimRun) -> dict[str, Any]:
     # Placed by the claim only if the node came with the claim's own event (after a
     # ``place_error`` the worker appends the message itself, with another event).
     if row is None or event_of(conn, c.session_id, c.place.event.event_id, node_id) is None:
-        return {"placed": None, "place_error": "parent_not_found"}
+        return {"placed": None, "place_error": RefusalCode.PARENT_NOT_FOUND.value}
     return {"placed": {"node_id": node_id, "node_seq": row[0], "parent_id": row[1]}}

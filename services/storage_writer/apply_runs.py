@@ -9,6 +9,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import ClaimRun, CreateRun, EventDraft, UpdateRun
 from agent_core.types.enums import AgentStatus, EventType, RunStatus, SessionStatus
 from agent_core.types.runtime import SESSION_CONFIG_KEY
@@ -36,7 +37,7 @@ def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dic
         (c.session_id,),
     ).fetchone()
     if session is None or (c.account_id is not None and session[0] != c.account_id):
-        raise refusal("session_not_found", "no such session", session_id=c.session_id)
+        raise refusal(RefusalCode.SESSION_NOT_FOUND, "no such session", session_id=c.session_id)
     result = {
         "run_id": c.run_id,
         "status": RunStatus(c.status).value,
@@ -49,9 +50,9 @@ def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dic
         raise AlreadyApplied({**result, **_agent(conn, c.session_id, agent_id)})
     if c.expires_at is not None and datetime.fromisoformat(ctx.now) > c.expires_at:
         # Its sender gave up and told its client so: a run created now would wait forever.
-        raise refusal("expired", "the command arrived after its sender stopped waiting")
+        raise refusal(RefusalCode.EXPIRED, "the command arrived after its sender stopped waiting")
     if session[2] == SessionStatus.ARCHIVED.value:
-        raise refusal("session_archived", "the session is archived; unarchive it first")
+        raise refusal(RefusalCode.SESSION_ARCHIVED, "the session is archived; unarchive it first")
     agent = _agent(conn, c.session_id, c.agent_id or session[1])
     conn.execute(
         "INSERT INTO runs (run_id, session_id, agent_id, status, attempt, start_node_id, "
@@ -78,7 +79,9 @@ def _agent(conn: sqlite3.Connection, session_id: str, agent_id: str) -> dict[str
         (agent_id, session_id),
     ).fetchone()
     if row is None:
-        raise refusal("agent_not_found", "no such agent in this session", agent_id=agent_id)
+        raise refusal(
+            RefusalCode.AGENT_NOT_FOUND, "no such agent in this session", agent_id=agent_id
+        )
     return {"agent_id": agent_id, "agent_type": row[0]}
 
 
@@ -97,7 +100,9 @@ def _created_before(conn: sqlite3.Connection, c: CreateRun) -> str | None:
     if row is None:
         return None
     if (row[0], row[1]) != (c.session_id, c.start_node_id):
-        raise refusal("conflict", "the run id belongs to another command", run_id=c.run_id)
+        raise refusal(
+            RefusalCode.CONFLICT, "the run id belongs to another command", run_id=c.run_id
+        )
     return str(row[2])
 
 
@@ -112,7 +117,9 @@ def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[
         (c.fence.run_id, c.session_id),
     ).fetchone()
     if row is None:
-        raise refusal("run_not_found", "no such run in this session", run_id=c.fence.run_id)
+        raise refusal(
+            RefusalCode.RUN_NOT_FOUND, "no such run in this session", run_id=c.fence.run_id
+        )
     result = {
         "run_id": c.fence.run_id,
         "status": RunStatus.RUNNING.value,
@@ -123,11 +130,13 @@ def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[
     status, attempt = RunStatus(row[0]), int(row[1])
     if status not in CLAIMABLE:
         raise refusal(
-            "invalid_transition", f"a {status.value} run cannot be claimed", status=status.value
+            RefusalCode.INVALID_TRANSITION,
+            f"a {status.value} run cannot be claimed",
+            status=status.value,
         )
     if c.fence.attempt <= attempt:
         raise refusal(
-            "stale_attempt",
+            RefusalCode.STALE_ATTEMPT,
             f"claim by attempt {c.fence.attempt} but the run is at attempt {attempt}",
             run_id=c.fence.run_id,
             attempt=c.fence.attempt,
@@ -159,16 +168,18 @@ def update_run(conn: sqlite3.Connection, c: UpdateRun, ctx: ApplyContext) -> dic
     status, attempt = run_status(conn, c.session_id, c.run_id)
     if c.fence is not None:
         if c.fence.run_id != c.run_id:
-            raise refusal("fence_mismatch", "the fence names another run", run_id=c.run_id)
+            raise refusal(
+                RefusalCode.FENCE_MISMATCH, "the fence names another run", run_id=c.run_id
+            )
         check_fence(conn, c.session_id, c.fence)
     target = status if c.status is None else c.status
     check_run_transition(status, target)
     if target in TERMINAL:
-        raise refusal("invalid_transition", "a run ends through end_run only")
+        raise refusal(RefusalCode.INVALID_TRANSITION, "a run ends through end_run only")
     # Back from waiting (``pending``) by the attempt that waited; starting is claim_run's.
     back = status == RunStatus.PENDING and c.fence is not None
     if target == RunStatus.RUNNING and status != RunStatus.RUNNING and not back:
-        raise refusal("invalid_transition", "a run starts running through claim_run only")
+        raise refusal(RefusalCode.INVALID_TRANSITION, "a run starts running through claim_run only")
     fields: dict[str, Any] = {"status": target.value}
     if c.end_node_id is not None:
         fields["end_node_id"] = c.end_node_id

@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import (
     ClaimRun,
     CreateAgent,
@@ -58,7 +59,9 @@ def _create_session(
 ) -> dict[str, Any]:
     exists = conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (c.session_id,)).fetchone()
     if exists is not None:
-        raise refusal("session_exists", "a session with this id exists", session_id=c.session_id)
+        raise refusal(
+            RefusalCode.SESSION_EXISTS, "a session with this id exists", session_id=c.session_id
+        )
     conn.execute(
         "INSERT INTO sessions (session_id, account_id, cwd, root_agent_id, active_node_id, "
         "parent_session_id, status, metadata_json, created_at, updated_at) "
@@ -123,7 +126,9 @@ def _switch_active(
     ).fetchone()
     if row is None:
         raise refusal(
-            "node_not_found", "the target is not a node of this session", node_id=c.node_id
+            RefusalCode.NODE_NOT_FOUND,
+            "the target is not a node of this session",
+            node_id=c.node_id,
         )
     conn.execute(
         "UPDATE sessions SET active_node_id = ?, updated_at = ? WHERE session_id = ?",
@@ -197,7 +202,9 @@ def _update_agent(conn: sqlite3.Connection, c: UpdateAgent, ctx: ApplyContext) -
         (*args, ctx.now, c.agent_id, c.session_id),
     )
     if cur.rowcount == 0:
-        raise refusal("agent_not_found", "no such agent in this session", agent_id=c.agent_id)
+        raise refusal(
+            RefusalCode.AGENT_NOT_FOUND, "no such agent in this session", agent_id=c.agent_id
+        )
     return {"agent_id": c.agent_id, "updated_at": ctx.now}
 
 
@@ -257,4 +264,6 @@ def apply_command(
         return _APPLIERS[command.type](conn, command, ctx)
     except sqlite3.IntegrityError as exc:
         # A unique id reused by a *different* command (same command ids are caught earlier).
-        raise StorageError("conflict", f"conflicts with existing data: {exc}", cause=exc) from exc
+        raise StorageError(
+            RefusalCode.CONFLICT, f"conflicts with existing data: {exc}", cause=exc
+        ) from exc

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.errors import StorageError
 from agent_core.types.enums import RunStatus
 
@@ -41,14 +42,14 @@ def check_run_transition(current: RunStatus, target: RunStatus) -> None:
     """
     if current in TERMINAL:
         raise StorageError(
-            "invalid_transition",
+            RefusalCode.INVALID_TRANSITION,
             f"run is {current.value} (terminal) and cannot become {target.value}",
             details={"from": current.value, "to": target.value},
         )
     if target == current or target in _ALLOWED[current]:
         return
     raise StorageError(
-        "invalid_transition",
+        RefusalCode.INVALID_TRANSITION,
         f"run cannot go from {current.value} to {target.value}",
         details={"from": current.value, "to": target.value},
     )

@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agent_core.bus.contracts.assistants import AccountCommand
+from agent_core.bus.contracts.refusals import Refusal, RefusalCode
 from agent_core.bus.contracts.storage import CommandReceipt, StorageCommand
 from agent_core.errors import AgentCoreError, SchemaError, StorageError
 from agent_core.ids import validate_session_id
@@ -201,7 +202,7 @@ def _apply_one(
 
 
 _STORAGE_FULL = StorageError(
-    "storage_full",
+    RefusalCode.STORAGE_FULL,
     "the database's disk is full; nothing was written: try again when space is freed",
     retryable=True,
 )
@@ -237,8 +238,11 @@ def _owner(command: StorageCommand) -> str:
 
 
 def _refused(command: StorageCommand, exc: AgentCoreError) -> CommandReceipt:
+    """The receipt of a refused command; ``exc.code`` must be a :class:`RefusalCode` (the
+    appliers raise only those; ``tests/unit/bus/test_refusals.py`` checks every one)."""
     error = exc if isinstance(exc, StorageError) else StorageError(exc.code, exc.message)
-    return CommandReceipt(command_id=command.command_id, ok=False, error=error.to_payload())
+    refusal = Refusal.model_validate(error.to_payload().model_dump())
+    return CommandReceipt(command_id=command.command_id, ok=False, error=refusal)
 
 
 def _stored_receipts(conn: sqlite3.Connection, command_ids: list[str]) -> dict[str, CommandReceipt]:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from agent_core.bus import BusNames, RpcClient
 from agent_core.bus.contracts.assistants import AccountCommand
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import (
     AppendEvent,
     AppendNode,
@@ -31,13 +32,9 @@ from agent_core.errors import BusTimeoutError, StorageError
 from agent_core.ids import new_id
 from agent_core.types.enums import AgentType
 
-__all__ = ["FENCED_CODES", "STORAGE_FULL", "StorageClient", "raise_for_receipt"]
-
-# Refusals that mean: a newer attempt owns the run, so this one must stop writing for it.
-FENCED_CODES = frozenset({"stale_attempt", "unclaimed_attempt"})
+__all__ = ["StorageClient", "raise_for_receipt"]
 
 _BACKOFF_MAX_S = 2.0
-STORAGE_FULL = "storage_full"  # the writer's refusal when the database's disk is full
 
 log = logging.getLogger("soong.storage_client")
 
@@ -48,7 +45,7 @@ def raise_for_receipt(receipt: CommandReceipt) -> CommandReceipt:
         return receipt
     err = receipt.error
     if err is None:
-        raise StorageError("command_refused", "the writer refused the command")
+        raise StorageError(RefusalCode.COMMAND_REFUSED, "the writer refused the command")
     raise StorageError(err.code, err.message, retryable=err.retryable, details=err.details)
 
 
@@ -105,7 +102,7 @@ class StorageClient:
             except BusTimeoutError as exc:
                 await self._retry_pause(attempt, command.type, exc)
                 continue
-            full = receipt.error is not None and receipt.error.code == STORAGE_FULL
+            full = receipt.error is not None and receipt.error.code is RefusalCode.STORAGE_FULL
             if not full or self.attempts is not None:
                 return receipt
             # No budget (a run-worker): nothing was written; wait for space like for the writer.

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from agent_core.bus.contracts.refusals import NO_SESSION
 from agent_core.bus.contracts.storage import CreateRun, EndRun, GetSession
 from agent_core.errors import AgentCoreError, StorageError
 from agent_core.ids import new_id
@@ -42,7 +43,6 @@ class SessionBusyError(AgentCoreError):
 
 
 # Refusals that mean "no session of yours by that id" (a hostile id never was one).
-_NO_SESSION = frozenset({"session_not_found", "invalid_session_id", "invalid_identifier"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +90,7 @@ async def submit_message(
             expires_at=_expiry(storage),
         )
     )
-    if not receipt.ok and receipt.error is not None and receipt.error.code in _NO_SESSION:
+    if not receipt.ok and receipt.error is not None and receipt.error.code in NO_SESSION:
         raise not_found
     result = raise_for_receipt(receipt).result
     agent_id = str(result["agent_id"])

@@ -21,6 +21,7 @@ from agent_core.bus.contracts.assistants import (
     ListAssistantVersions,
     UpdateAssistant,
 )
+from agent_core.bus.contracts.refusals import Refusal
 from agent_core.errors import ErrorPayload
 from agent_core.types.enums import (
     AgentStatus,
@@ -350,7 +351,7 @@ class CommandReceipt(BusMessage):
     ok: bool
     duplicate: bool = False
     result: dict[str, Any] = Field(default_factory=dict)
-    error: ErrorPayload | None = None
+    error: Refusal | None = None
 
 
 # ---------------------------------------------------------------------------------------- queries
