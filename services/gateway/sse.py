@@ -28,7 +28,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from agent_core.bus.contracts.storage import GetNode, GetRun, ListEvents
-from agent_core.types.enums import EventType
+from agent_core.types.enums import TERMINAL_RUN_EVENTS, EventType
 from agent_core.types.mappers import to_node, to_run_finished, to_run_state, to_timeline_event
 from agent_core.types.runtime import (
     RunNodeCreated,
@@ -105,11 +105,6 @@ async def _run(gw: Gateway, session_id: str, run_id: str) -> RunState | None:
     return None if row is None else to_run_state(RunRecord.model_validate(row))
 
 
-_TERMINAL_EVENTS = frozenset(
-    {EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED, EventType.RUN_ABORTED}
-)
-
-
 async def _durable(
     gw: Gateway, session_id: str, run_id: str, *, after_seq: int, after_ms: int
 ) -> AsyncIterator[bytes]:
@@ -122,7 +117,7 @@ async def _durable(
             seq = event.seq
             if after_ms and event.created_at.timestamp() * 1000 <= after_ms:
                 continue
-            if event.event_type in _TERMINAL_EVENTS:
+            if event.event_type in TERMINAL_RUN_EVENTS:
                 # The replay ends with run_finished built from the run record, which says the
                 # same; the lifecycle event itself may be stamped a moment after the live
                 # run_finished a resuming client already holds, so it is not replayed twice.

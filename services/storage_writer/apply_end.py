@@ -15,7 +15,14 @@ from typing import Any
 
 from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import EndRun, EventDraft
-from agent_core.types.enums import AgentStatus, AgentType, EventLevel, EventType, RunStatus
+from agent_core.types.enums import (
+    RUN_END_EVENTS,
+    AgentStatus,
+    AgentType,
+    EventLevel,
+    EventType,
+    RunStatus,
+)
 from services.storage_writer.apply_common import (
     AlreadyApplied,
     ApplyContext,
@@ -31,12 +38,6 @@ from services.storage_writer.transitions import check_run_transition
 
 __all__ = ["end_run"]
 
-TERMINAL_EVENT = {
-    RunStatus.COMPLETED: EventType.RUN_COMPLETED,
-    RunStatus.FAILED: EventType.RUN_FAILED,
-    RunStatus.CANCELLED: EventType.RUN_CANCELLED,
-    RunStatus.ABORTED: EventType.RUN_ABORTED,
-}
 # A child agent's status after its run (a root agent goes back to idle).
 _AGENT_END = {
     RunStatus.COMPLETED: AgentStatus.COMPLETED,
@@ -120,7 +121,7 @@ def _terminal_event(c: EndRun, agent_id: str) -> EventDraft:
     }
     if end.error is not None:
         payload["error"] = end.error.model_dump()
-    draft = _event(c, agent_id, TERMINAL_EVENT[end.status], payload)
+    draft = _event(c, agent_id, RUN_END_EVENTS[end.status], payload)
     return draft.model_copy(update={"event_id": c.event_id})
 
 

@@ -11,7 +11,13 @@ from typing import Any
 
 from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import ClaimRun, CreateRun, EventDraft, UpdateRun
-from agent_core.types.enums import AgentStatus, EventType, RunStatus, SessionStatus
+from agent_core.types.enums import (
+    TERMINAL_RUN_STATUSES,
+    AgentStatus,
+    EventType,
+    RunStatus,
+    SessionStatus,
+)
 from agent_core.types.runtime import SESSION_CONFIG_KEY
 from services.storage_writer.apply_common import (
     AlreadyApplied,
@@ -23,7 +29,7 @@ from services.storage_writer.apply_common import (
     refusal,
     run_status,
 )
-from services.storage_writer.transitions import CLAIMABLE, TERMINAL, check_run_transition
+from services.storage_writer.transitions import CLAIMABLE, check_run_transition
 
 __all__ = ["claim_run", "create_run", "update_run"]
 
@@ -174,7 +180,7 @@ def update_run(conn: sqlite3.Connection, c: UpdateRun, ctx: ApplyContext) -> dic
         check_fence(conn, c.session_id, c.fence)
     target = status if c.status is None else c.status
     check_run_transition(status, target)
-    if target in TERMINAL:
+    if target in TERMINAL_RUN_STATUSES:
         raise refusal(RefusalCode.INVALID_TRANSITION, "a run ends through end_run only")
     # Back from waiting (``pending``) by the attempt that waited; starting is claim_run's.
     back = status == RunStatus.PENDING and c.fence is not None
