@@ -38,7 +38,7 @@ async def list_pending(session_id: str, gw: GatewayDep, caller: CallerDep) -> Pe
     if not stored:
         return PermissionList(items=[])
     runs = await fetch(gw, ListRuns(session_id=session_id, account_id=caller.account_id), "session")
-    ended = {r["run_id"] for r in runs if r["status"] in TERMINAL_RUN_STATUSES}
+    ended = {r.run_id for r in runs if r.status in TERMINAL_RUN_STATUSES}
     now = datetime.now(UTC)
     items, stale = [], []
     for request_id, raw in stored.items():

@@ -12,7 +12,13 @@ import logging
 from dataclasses import dataclass
 
 from agent_core.bus.contracts.refusals import FENCED
-from agent_core.bus.contracts.storage import ClaimRun, GetSession, PlaceMessage, RunFence
+from agent_core.bus.contracts.storage import (
+    ClaimRun,
+    ClaimRunResult,
+    GetSession,
+    PlaceMessage,
+    RunFence,
+)
 from agent_core.ids import new_id
 from agent_core.runqueue import InFlight, QueuedRun, RunEventWriter, SessionQueue
 from agent_core.service import ServiceContext
@@ -115,10 +121,10 @@ class Claimer:
             )
         )
         store = BusRunStore(self.storage, handle, set_active=run.kind == "main")
-        placed = claim.result.get("placed")
+        placed = ClaimRunResult.of(claim).placed
         if placed:
             message = message.model_copy(
-                update={"parent_id": placed["parent_id"], "node_seq": placed["node_seq"]}
+                update={"parent_id": placed.parent_id, "node_seq": placed.node_seq}
             )
         prefetch = Prefetch(cancelled, cwd, message if placed else None, path, above or [], memory)
         return Attempt(item, handle, store, events, prefetch)
@@ -127,8 +133,8 @@ class Claimer:
         """The session's working directory: carried by the run, else (older runs) read."""
         if run.cwd is not None:
             return run.cwd
-        session = await self.reads.query(GetSession(session_id=run.session_id))
-        return str(session["cwd"]) if session else ""
+        session = await self.reads.read(GetSession(session_id=run.session_id))
+        return session.cwd if session else ""
 
 
 async def _none() -> None:

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
 
 from agent_core.bus.contracts.assistants import (
     MAX_ACTIVE_ASSISTANTS,
     ArchiveAssistant,
+    ArchiveAssistantResult,
     CreateAssistant,
+    CreateAssistantResult,
     UpdateAssistant,
+    UpdateAssistantResult,
 )
 from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.types.api import AssistantDefinition
@@ -36,7 +38,7 @@ def _definition_json(definition: AssistantDefinition) -> str:
 
 def create_assistant(
     conn: sqlite3.Connection, c: CreateAssistant, ctx: ApplyContext
-) -> dict[str, Any]:
+) -> CreateAssistantResult:
     """Version 1 of a new assistant; ``assistant_exists`` when the name is taken (active),
     ``too_many_assistants`` past :data:`MAX_ACTIVE_ASSISTANTS`."""
     (active,) = conn.execute(
@@ -67,7 +69,7 @@ def create_assistant(
         "VALUES (?, 1, ?, ?)",
         (c.assistant_id, _definition_json(c.definition), ctx.now),
     )
-    return {"assistant_id": c.assistant_id, "version": 1, "created_at": ctx.now}
+    return CreateAssistantResult(assistant_id=c.assistant_id, version=1, created_at=ctx.now)
 
 
 def _current(conn: sqlite3.Connection, account_id: str, assistant_id: str) -> tuple[int, str]:
@@ -84,7 +86,7 @@ def _current(conn: sqlite3.Connection, account_id: str, assistant_id: str) -> tu
 
 def update_assistant(
     conn: sqlite3.Connection, c: UpdateAssistant, ctx: ApplyContext
-) -> dict[str, Any]:
+) -> UpdateAssistantResult:
     """The next version; the versions before it are kept as they were."""
     version, status = _current(conn, c.account_id, c.assistant_id)
     if status != _ACTIVE:
@@ -108,12 +110,12 @@ def update_assistant(
         "UPDATE assistants SET version = ?, updated_at = ? WHERE assistant_id = ?",
         (new, ctx.now, c.assistant_id),
     )
-    return {"assistant_id": c.assistant_id, "version": new, "updated_at": ctx.now}
+    return UpdateAssistantResult(assistant_id=c.assistant_id, version=new, updated_at=ctx.now)
 
 
 def archive_assistant(
     conn: sqlite3.Connection, c: ArchiveAssistant, ctx: ApplyContext
-) -> dict[str, Any]:
+) -> ArchiveAssistantResult:
     """Mark it archived (its name is free again); an archived one stays as it is."""
     _, status = _current(conn, c.account_id, c.assistant_id)
     if status != _ARCHIVED:
@@ -121,4 +123,4 @@ def archive_assistant(
             "UPDATE assistants SET status = ?, updated_at = ? WHERE assistant_id = ?",
             (_ARCHIVED, ctx.now, c.assistant_id),
         )
-    return {"assistant_id": c.assistant_id, "status": _ARCHIVED}
+    return ArchiveAssistantResult(assistant_id=c.assistant_id, status="archived")

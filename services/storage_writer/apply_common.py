@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.bus.contracts.refusals import RefusalCode
-from agent_core.bus.contracts.storage import EventDraft, RunFence
+from agent_core.bus.contracts.storage import CommandResult, EventDraft, EventPlaced, RunFence
 from agent_core.errors import StorageError
 from agent_core.types.enums import TERMINAL_RUN_STATUSES, RunStatus
 from services.storage_writer.schema import events_table
@@ -44,7 +44,7 @@ FaultHook = Callable[[str], None]
 class AlreadyApplied(Exception):
     """The command was applied before and its own rows prove it; ``result`` is what it got."""
 
-    def __init__(self, result: dict[str, Any]) -> None:
+    def __init__(self, result: CommandResult) -> None:
         super().__init__("already applied")
         self.result = result
 
@@ -140,7 +140,7 @@ def check_fence(conn: sqlite3.Connection, session_id: str, fence: RunFence | Non
 
 def insert_event(
     conn: sqlite3.Connection, session_id: str, event: EventDraft, now: str, node_id: str | None
-) -> dict[str, Any]:
+) -> EventPlaced:
     run_seq: int | None = None
     if event.run_id is not None:
         (last,) = conn.execute(
@@ -167,4 +167,5 @@ def insert_event(
             now,
         ),
     )
-    return {"event_id": event.event_id, "seq": cur.lastrowid, "run_seq": run_seq}
+    assert cur.lastrowid is not None
+    return EventPlaced(event_id=event.event_id, seq=cur.lastrowid, run_seq=run_seq)

@@ -10,7 +10,15 @@ from datetime import datetime
 from typing import Any
 
 from agent_core.bus.contracts.refusals import RefusalCode
-from agent_core.bus.contracts.storage import ClaimRun, CreateRun, EventDraft, UpdateRun
+from agent_core.bus.contracts.storage import (
+    ClaimRun,
+    ClaimRunResult,
+    CreateRun,
+    CreateRunResult,
+    EventDraft,
+    UpdateRun,
+    UpdateRunResult,
+)
 from agent_core.types.enums import (
     TERMINAL_RUN_STATUSES,
     AgentStatus,
@@ -34,7 +42,7 @@ from services.storage_writer.transitions import CLAIMABLE, check_run_transition
 __all__ = ["claim_run", "create_run", "update_run"]
 
 
-def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dict[str, Any]:
+def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> CreateRunResult:
     session = conn.execute(
         "SELECT account_id, root_agent_id, status, cwd, "
         f"CASE json_type(metadata_json, '$.{SESSION_CONFIG_KEY}') WHEN 'object' "
@@ -44,16 +52,16 @@ def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dic
     ).fetchone()
     if session is None or (c.account_id is not None and session[0] != c.account_id):
         raise refusal(RefusalCode.SESSION_NOT_FOUND, "no such session", session_id=c.session_id)
-    result = {
+    result: dict[str, Any] = {
         "run_id": c.run_id,
-        "status": RunStatus(c.status).value,
+        "status": RunStatus(c.status),
         "attempt": 0,
         "cwd": session[3],
     }
     if session[4] is not None:  # the session's config overrides, as stored (JSON text)
         result["session_config"] = json.loads(session[4])
     if (agent_id := _created_before(conn, c)) is not None:
-        raise AlreadyApplied({**result, **_agent(conn, c.session_id, agent_id)})
+        raise AlreadyApplied(CreateRunResult(**result, **_agent(conn, c.session_id, agent_id)))
     if c.expires_at is not None and datetime.fromisoformat(ctx.now) > c.expires_at:
         # Its sender gave up and told its client so: a run created now would wait forever.
         raise refusal(RefusalCode.EXPIRED, "the command arrived after its sender stopped waiting")
@@ -74,7 +82,7 @@ def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dic
             ctx.now,
         ),
     )
-    return {**result, **agent}
+    return CreateRunResult(**result, **agent)
 
 
 def _agent(conn: sqlite3.Connection, session_id: str, agent_id: str) -> dict[str, Any]:
@@ -112,7 +120,7 @@ def _created_before(conn: sqlite3.Connection, c: CreateRun) -> str | None:
     return str(row[2])
 
 
-def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[str, Any]:
+def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> ClaimRunResult:
     """Start attempt ``c.fence.attempt`` at the run: it becomes ``running``, its agent too, and
     the timeline gets ``run_started``. Raises :class:`AlreadyApplied` (with the claim's part of the
     result) when this very command claimed it before: the run row names the command that claimed
@@ -126,11 +134,9 @@ def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[
         raise refusal(
             RefusalCode.RUN_NOT_FOUND, "no such run in this session", run_id=c.fence.run_id
         )
-    result = {
-        "run_id": c.fence.run_id,
-        "status": RunStatus.RUNNING.value,
-        "attempt": c.fence.attempt,
-    }
+    result = ClaimRunResult(
+        run_id=c.fence.run_id, status=RunStatus.RUNNING, attempt=c.fence.attempt
+    )
     if row[2] == c.command_id and int(row[1]) == c.fence.attempt:
         raise AlreadyApplied(result)  # (the same id naming another attempt is not a repeat)
     status, attempt = RunStatus(row[0]), int(row[1])
@@ -170,7 +176,7 @@ def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[
     return result
 
 
-def update_run(conn: sqlite3.Connection, c: UpdateRun, ctx: ApplyContext) -> dict[str, Any]:
+def update_run(conn: sqlite3.Connection, c: UpdateRun, ctx: ApplyContext) -> UpdateRunResult:
     status, attempt = run_status(conn, c.session_id, c.run_id)
     if c.fence is not None:
         if c.fence.run_id != c.run_id:
@@ -206,4 +212,4 @@ def update_run(conn: sqlite3.Connection, c: UpdateRun, ctx: ApplyContext) -> dic
         f"UPDATE runs SET {', '.join(f'{k} = ?' for k in fields)} WHERE run_id = ?",
         (*fields.values(), c.run_id),
     )
-    return {"run_id": c.run_id, "status": target.value, "attempt": attempt}
+    return UpdateRunResult(run_id=c.run_id, status=target, attempt=attempt)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from agent_core.bus import BusNames, RpcClient
+from agent_core.bus.contracts._replies import TypedQuery, refused_error
 from agent_core.bus.contracts.assistants import AccountCommand
 from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import (
@@ -28,7 +29,7 @@ from agent_core.bus.contracts.storage import (
     StorageCommand,
     StorageQuery,
 )
-from agent_core.errors import BusTimeoutError, StorageError
+from agent_core.errors import BusTimeoutError
 from agent_core.ids import new_id
 from agent_core.types.enums import AgentType
 
@@ -38,15 +39,14 @@ _BACKOFF_MAX_S = 2.0
 
 log = logging.getLogger("soong.storage_client")
 
+R = TypeVar("R")
+
 
 def raise_for_receipt(receipt: CommandReceipt) -> CommandReceipt:
     """Return ``receipt`` if the command was applied, else raise its typed :class:`StorageError`."""
     if receipt.ok:
         return receipt
-    err = receipt.error
-    if err is None:
-        raise StorageError(RefusalCode.COMMAND_REFUSED, "the writer refused the command")
-    raise StorageError(err.code, err.message, retryable=err.retryable, details=err.details)
+    raise refused_error(receipt)
 
 
 class StorageClient:
@@ -132,6 +132,11 @@ class StorageClient:
             except BusTimeoutError as exc:
                 await self._retry_pause(attempt, query.type, exc)
         raise AssertionError("unreachable")
+
+    async def read(self, query: TypedQuery[R]) -> R:
+        """Run one query and return its data typed by the query (``<Query>.reply_of``); a failed
+        read raises :class:`StorageError`."""
+        return query.reply_of(await self.query(cast("StorageQuery", query)))
 
     # -- typed shortcuts -----------------------------------------------------------------------
 
