@@ -34,7 +34,7 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check shared services tests bench
 	$(VENV)/bin/ruff format --check shared services tests bench
-	$(VENV)/bin/mypy shared/agent_core shared/soong_agent
+	$(VENV)/bin/mypy shared/agent_core shared/soong_agent services
 
 bench: install
 	@set -e; for b in bench/*.py; do echo "# $$b" >&2; $(PY) $$b; done

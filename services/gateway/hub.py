@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +34,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from agent_core.bus import BusNames
 from agent_core.bus.broker import MAX_BLOCK_MS
 from agent_core.bus.names import BusTtl
-from agent_core.ids import new_id
 from agent_core.runqueue import RunEventReader
 from agent_core.types.runtime import RUNTIME_EVENT, RunFinished, RuntimeEvent
 
@@ -61,7 +61,8 @@ class EventHub:
         self._block_ms = read_block_ms
         self._reader = RunEventReader(redis, names)
         self._names = names
-        self._wake_key = names.gateway_wake(new_id("hub"))
+        # This process's own wake stream: a random suffix, never a stored id.
+        self._wake_key = names.gateway_wake(secrets.token_hex(8))
         self._wake_last = "0-0"
         self._followers: dict[bytes, _Follower] = {}
         self._task: asyncio.Task[None] | None = None
@@ -154,7 +155,9 @@ class EventHub:
         assert self._conn is not None
         wake = self._wake_key.encode()
         while not self._closed:
-            streams: dict[Any, str] = {wake: self._wake_last}
+            streams: dict[bytes | str | memoryview, int | bytes | str | memoryview] = {
+                wake: self._wake_last
+            }
             streams.update({key: f.last for key, f in self._followers.items()})
             try:
                 reply: Any = await self._conn.xread(streams, count=500, block=self._block_ms)

@@ -164,7 +164,12 @@ class SseSlots:
 
     async def acquire(self, key_id: str) -> None:
         """Take a slot or raise 429."""
-        args = [self.gateway_id, self.limit, self._alive_prefix, BusTtl.SSE_SLOTS_S]
+        args: list[str | int | float] = [
+            self.gateway_id,
+            self.limit,
+            self._alive_prefix,
+            BusTtl.SSE_SLOTS_S,
+        ]
         if not await self._acquire(keys=[self._key(key_id)], args=args):
             raise ApiError(
                 429,

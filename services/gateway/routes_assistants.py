@@ -133,7 +133,7 @@ async def read_assistant(
     gw: GatewayDep,
     caller: CallerDep,
     response: Response,
-    version: Annotated[int | None, Query(ge=1)] = None,
+    version: Annotated[int | None, Query(ge=1, le=2**62)] = None,  # SQLite holds 64 bits
 ) -> Assistant:
     """One assistant (by name or id) at its latest version, or at ``version``."""
     return _etag(await get_assistant(gw, caller, name_or_id, version), response)

@@ -1,10 +1,10 @@
 """The tools that start child runs (``dispatch_worker``, ``fork_agent``), what they answer
-(:func:`child_result`) and orchestrator mode's prompt; what they do is
-:class:`services.run_worker.children.ChildRunner`'s."""
+(:func:`child_result`) and orchestrator mode's prompt; what they do is a :class:`Children`'s
+(the worker's :class:`services.run_worker.children.ChildRunner`, which imports this module)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import Field
 
@@ -13,9 +13,6 @@ from agent_core.runtime import Ending
 from agent_core.tools import Tool, ToolArgs, ToolContext, ToolOutput
 from agent_core.types.enums import NodeType, RunStatus
 from agent_core.types.runtime import AgentConfig, RunHandle
-
-if TYPE_CHECKING:  # children imports this module's argument models
-    from services.run_worker.children import ChildRunner
 
 __all__ = [
     "DISPATCH_TOOL",
@@ -26,12 +23,22 @@ __all__ = [
     "ForkAgent",
     "ForkArgs",
     "child_result",
+    "Children",
     "child_tools",
     "orchestrator_config",
 ]
 
 DISPATCH_TOOL = "dispatch_worker"
 FORK_TOOL = "fork_agent"
+
+
+class Children(Protocol):
+    """What the child tools need of the run-worker's child runner (a protocol, so that this
+    module depends on no runner and the runner may import the argument models below)."""
+
+    async def dispatch(self, args: DispatchArgs, ctx: ToolContext) -> ToolOutput: ...
+
+    async def fork(self, args: ForkArgs, ctx: ToolContext) -> ToolOutput: ...
 
 
 class DispatchArgs(ToolArgs):
@@ -75,7 +82,7 @@ class DispatchWorker(Tool[DispatchArgs]):
     # dispatch whose config sets none.
     timeout_s = 3600.0
 
-    def __init__(self, children: ChildRunner | None = None) -> None:
+    def __init__(self, children: Children | None = None) -> None:
         self._children = children
 
     async def run(self, args: DispatchArgs, ctx: ToolContext) -> ToolOutput:
@@ -107,7 +114,7 @@ class ForkAgent(Tool[ForkArgs]):
     input_model = ForkArgs
     timeout_s = DispatchWorker.timeout_s
 
-    def __init__(self, children: ChildRunner | None = None) -> None:
+    def __init__(self, children: Children | None = None) -> None:
         self._children = children
 
     async def run(self, args: ForkArgs, ctx: ToolContext) -> ToolOutput:
@@ -132,7 +139,7 @@ def orchestrator_config(config: AgentConfig) -> AgentConfig:
     return config.model_copy(update={"system_prompt": prompt})
 
 
-def child_tools(children: ChildRunner | None) -> list[Tool[Any]]:
+def child_tools(children: Children | None) -> list[Tool[Any]]:
     """The tools that start child runs, bound to ``children`` (``None``: for definitions)."""
     return [DispatchWorker(children), ForkAgent(children)]
 

@@ -67,5 +67,9 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         consumers=[nudges],
         tasks=[worker.sweep, worker.listen_for_cancels],
         on_start=[prepare],
-        on_stop=[worker.shutdown, *([mcp.close] if mcp else [])],
+        on_stop=[
+            worker.shutdown,
+            *([mcp.close] if mcp else []),
+            *([sandbox.runner.close] if sandbox.runner else []),
+        ],
     )

@@ -169,12 +169,15 @@ class SandboxSettings(_Section):
     ``mode = "bwrap"``: a bubblewrap sandbox per call; where it cannot run, the code tools are not
     offered and the worker says why at start-up. ``mode = "off"``: code runs as the worker's user
     with every account's files in reach — only for a single-user machine, and logged loudly.
-    ``network``: all or nothing (no per-host list: see ``docs/architecture.md``, "Walls").
+    ``network = true``: the host's whole network. ``allowed_hosts`` (with ``network = false``):
+    only these, through the worker's proxy — ``name``, ``*.domain`` (its subdomains), each with
+    an optional ``:port`` (80 and 443 without one); see ``docs/architecture.md``, "Walls".
     ``env``: the only variables code gets besides PATH, HOME, TMPDIR and the locale.
     """
 
     mode: Literal["bwrap", "off"] = "bwrap"
     network: bool = False
+    allowed_hosts: tuple[str, ...] = ()
     run_command: bool = False
     python: str = Field(default="python3", min_length=1)
     shell: str = Field(default="/bin/sh", min_length=1)
@@ -198,6 +201,17 @@ class SandboxSettings(_Section):
                 raise ValueError(f"sandbox.env: {name!r} is not a variable name")
             if name.startswith("SOONG_"):
                 raise ValueError(f"sandbox.env: {name} is the service's own; code never gets it")
+        if self.network and self.allowed_hosts:
+            raise ValueError(
+                "sandbox.allowed_hosts lists hosts, but network = true opens every host: choose one"
+            )
+        from agent_core.tools.sandbox.proxy import parse_host_entry  # no import cycle at load
+
+        for entry in self.allowed_hosts:
+            try:
+                parse_host_entry(entry)
+            except ValueError as exc:
+                raise ValueError(f"sandbox.allowed_hosts: {exc}") from exc
         return self
 
 

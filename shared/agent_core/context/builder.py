@@ -150,27 +150,7 @@ class ContextBuilder:
                 history += cost
             report.node_ids.append(node.node_id)
         report.token_estimate = system_tokens + pinned + history
-        tool_tokens = _tool_tokens(tools)
-        limits = model_limits(
-            config.model,
-            context_window=config.context_window,
-            max_output_tokens=config.max_output_tokens,
-        )
-        input_budget = limits.context_window - limits.max_output_tokens
-        raw = report.token_estimate + tool_tokens
-        report.budget = ContextBudget(
-            context_window=limits.context_window,
-            output_reserve=limits.max_output_tokens,
-            input_budget=input_budget,
-            compact_at=int(input_budget * config.context.compact_at),
-            system=round(system_tokens * ratio),
-            pinned=round(pinned * ratio),
-            history=round(history * ratio),
-            tools=round(tool_tokens * ratio),
-            total=round(raw * ratio),
-            estimated=raw,
-            ratio=ratio,
-        )
+        report.budget = _budget(config, system_tokens, pinned, history, _tool_tokens(tools), ratio)
         request = ModelRequest(
             model=config.model,
             system=system,
@@ -274,3 +254,30 @@ def _add_message(node: Node, messages: list[ModelMessage]) -> None:
         messages[-1] = ModelMessage.model_construct(role=role, content=merged)
     else:
         messages.append(_MESSAGES.message(node))
+
+
+def _budget(
+    config: AgentConfig, system: int, pinned: int, history: int, tools: int, ratio: float
+) -> ContextBudget:
+    """The build's budget: the model's window and output reserve, and what each part of the
+    context takes (the estimates times the session's calibration ``ratio``)."""
+    limits = model_limits(
+        config.model,
+        context_window=config.context_window,
+        max_output_tokens=config.max_output_tokens,
+    )
+    input_budget = limits.context_window - limits.max_output_tokens
+    raw = system + pinned + history + tools
+    return ContextBudget(
+        context_window=limits.context_window,
+        output_reserve=limits.max_output_tokens,
+        input_budget=input_budget,
+        compact_at=int(input_budget * config.context.compact_at),
+        system=round(system * ratio),
+        pinned=round(pinned * ratio),
+        history=round(history * ratio),
+        tools=round(tools * ratio),
+        total=round(raw * ratio),
+        estimated=raw,
+        ratio=ratio,
+    )

@@ -183,49 +183,25 @@ class Compactor:
         first, once there is something to compact (the PreCompact hooks)."""
         budget = report.budget
         assert budget is not None
-        keep = int(budget.input_budget * self.policy.keep_recent / budget.ratio)
-        # Past the threshold, only history beyond the newest ``keep`` tokens is worth covering
-        # (a context full of tool definitions is not helped by summarizing two messages); an
-        # overflow may cover all but the newest turn, a manual compaction everything before it.
-        if trigger == "manual":
-            chosen = plan(nodes, 0)
-        elif trigger == "threshold":
-            chosen = plan(nodes, keep)
-        else:
-            chosen = plan(nodes, keep) or plan(nodes, 0)
+        chosen = self._choose(nodes, budget.input_budget, budget.ratio, trigger)
         if chosen is None:
             return None
         if before is not None:
             await before(nodes)
-        method, failure = "summary", None
         self.summarizer.usage = Usage()  # this compaction's own (its budget is not the run's)
         agent_id = None
         if self.agents is not None:
             agent_id = await self.agents.start(
                 {"model": self.summarizer.model_name, "covers_through": chosen.covers_through}
             )
-        try:
-            async with asyncio.timeout(self.policy.summary_timeout_s):
-                summary = await self.summarizer.summarize(chosen.previous, chosen.covered)
-        except SummaryFailed as exc:
-            method, failure = "trim", exc.reason
-        except TimeoutError:
-            method, failure = "trim", "timeout"
-        except Exception:  # whatever breaks the summarizer, the run goes on, trimmed
-            method, failure = "trim", "error"
-        covered = chosen.previous_count + len(chosen.covered)
-        if method == "trim":
-            note = (
-                f"[{len(chosen.covered)} older messages were left out of the context: they could "
-                f"not be summarized ({failure}). They are kept in the session's history.]"
-            )
-            summary = f"{chosen.previous}\n\n{note}" if chosen.previous else note
+        summary, failure = await self._summary(chosen)
+        method = "trim" if failure else "summary"
         metadata: dict[str, Any] = {
             "purpose": "compact",
             "method": method,
             "trigger": trigger,
             "covers_through": chosen.covers_through,
-            "covered": covered,
+            "covered": chosen.previous_count + len(chosen.covered),
             "pinned": chosen.pinned,
             "model": self.summarizer.model_name,
             "tokens_before": budget.total,
@@ -267,3 +243,35 @@ class Compactor:
             },
         )
         return node
+
+    def _choose(
+        self, nodes: list[Node], input_budget: int, ratio: float, trigger: str
+    ) -> CompactionPlan | None:
+        """What to cover. Past the threshold, only history beyond the newest ``keep`` tokens is
+        worth covering (a context full of tool definitions is not helped by summarizing two
+        messages); an overflow may cover all but the newest turn, a manual compaction everything
+        before it."""
+        keep = int(input_budget * self.policy.keep_recent / ratio)
+        if trigger == "manual":
+            return plan(nodes, 0)
+        if trigger == "threshold":
+            return plan(nodes, keep)
+        return plan(nodes, keep) or plan(nodes, 0)
+
+    async def _summary(self, chosen: CompactionPlan) -> tuple[str, str | None]:
+        """The summary of what ``chosen`` covers, and ``None``; or, when the summarizer fails
+        in any way (the run goes on, trimmed), the earlier summary with a note, and why."""
+        try:
+            async with asyncio.timeout(self.policy.summary_timeout_s):
+                return await self.summarizer.summarize(chosen.previous, chosen.covered), None
+        except SummaryFailed as exc:
+            failure = exc.reason
+        except TimeoutError:
+            failure = "timeout"
+        except Exception:  # whatever breaks the summarizer, the run goes on, trimmed
+            failure = "error"
+        note = (
+            f"[{len(chosen.covered)} older messages were left out of the context: they could "
+            f"not be summarized ({failure}). They are kept in the session's history.]"
+        )
+        return (f"{chosen.previous}\n\n{note}" if chosen.previous else note), failure

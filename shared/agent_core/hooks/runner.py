@@ -194,18 +194,6 @@ async def run_hook(
 
     Cancellation kills the hook's whole group, then propagates."""
     started = time.monotonic()
-
-    def done(
-        outcome: Outcome,
-        detail: str = "",
-        *,
-        output: HookOutput | None = None,
-        exit_code: int | None = None,
-        stderr: str = "",
-    ) -> HookRun:
-        took = round((time.monotonic() - started) * 1000, 2)
-        return HookRun(outcome, output, exit_code, stderr, took, detail)
-
     try:
         # vfork + exec: under a millisecond, and the loop watches the rest (module docstring).
         proc = subprocess.Popen(  # noqa: ASYNC220
@@ -218,36 +206,53 @@ async def run_hook(
             start_new_session=True,
         )
     except OSError as exc:  # a missing or non-executable binary, a missing folder
-        return done("not_started", f"could not start {argv[0]!r}: {type(exc).__name__}")
+        detail = f"could not start {argv[0]!r}: {type(exc).__name__}"
+        return HookRun("not_started", None, None, "", _ms_since(started), detail)
     exchange = _Exchange(proc, stdin)
-    timed_out = False
     try:
-        exchange.start()
-        try:
-            async with asyncio.timeout(timeout_s):
-                await asyncio.shield(exchange.exited)
-        except TimeoutError:
-            timed_out = True
-        _kill_group(proc.pid)  # what the hook left running goes with it
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(_DRAIN_GRACE_S):
-                await asyncio.shield(exchange.drained)
+        timed_out = await _wait(exchange, proc.pid, timeout_s)
     finally:
         exchange.close()  # also on cancellation: nothing of the hook outlives it
-    code = proc.returncode
     stderr = exchange.err.decode("utf-8", errors="replace")
-    out = exchange.out
+    outcome, detail, output, code = _judge(exchange, proc.returncode, timed_out, timeout_s)
+    return HookRun(outcome, output, code, stderr, _ms_since(started), detail)
+
+
+def _ms_since(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 2)
+
+
+async def _wait(exchange: _Exchange, pgid: int, timeout_s: float) -> bool:
+    """Wait for the hook's exit (``True``: it timed out), kill its group, drain its pipes."""
+    timed_out = False
+    exchange.start()
+    try:
+        async with asyncio.timeout(timeout_s):
+            await asyncio.shield(exchange.exited)
+    except TimeoutError:
+        timed_out = True
+    _kill_group(pgid)  # what the hook left running goes with it
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(_DRAIN_GRACE_S):
+            await asyncio.shield(exchange.drained)
+    return timed_out
+
+
+def _judge(
+    exchange: _Exchange, code: int | None, timed_out: bool, timeout_s: float
+) -> tuple[Outcome, str, HookOutput | None, int | None]:
+    """The outcome of a finished hook, what went wrong in words, its answer and exit code."""
     if exchange.oversized:
-        return done("oversized_output", f"stdout exceeded {MAX_STDOUT} bytes", stderr=stderr)
+        return "oversized_output", f"stdout exceeded {MAX_STDOUT} bytes", None, None
     if timed_out:
-        return done("timeout", f"no exit within {timeout_s:g} s", stderr=stderr)
+        return "timeout", f"no exit within {timeout_s:g} s", None, None
     if code == 2:
-        return done("exit_2", exit_code=2, stderr=stderr)
+        return "exit_2", "", None, 2
     if code != 0:
         what = f"exit code {code}" if code is not None and code > 0 else f"signal {-(code or 0)}"
-        return done("exit_code", what, exit_code=code, stderr=stderr)
+        return "exit_code", what, None, code
     try:
-        text = out.decode("utf-8")
+        text = exchange.out.decode("utf-8")
         output = HookOutput.model_validate_json(text) if text.strip() else HookOutput()
     except (UnicodeDecodeError, ValidationError) as exc:
         detail = "stdout is not UTF-8"
@@ -255,5 +260,5 @@ async def run_hook(
             first = exc.errors(include_url=False, include_input=False)[0]
             where = ".".join(str(p) for p in first["loc"]) or "(output)"
             detail = f"stdout is not a valid hook output: {where}: {first['msg']}"
-        return done("invalid_output", detail, exit_code=0, stderr=stderr)
-    return done("ok", output=output, exit_code=0, stderr=stderr)
+        return "invalid_output", detail, None, 0
+    return "ok", "", output, 0

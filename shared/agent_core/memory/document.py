@@ -40,6 +40,7 @@ from .slots import detect_slots
 __all__ = [
     "MAX_FILE_CHARS",
     "MAX_FRONTMATTER_CHARS",
+    "MAX_FRONTMATTER_DEPTH",
     "SKILL_CHAR_BUDGET",
     "USER_CHAR_BUDGET",
     "MemoryDocument",
@@ -54,6 +55,7 @@ SKILL_CHAR_BUDGET = 2000
 # What a memory file may hold at all: work on it grows with its size (parsing, privacy checks).
 MAX_FILE_CHARS = 32_000  # ten times the user file's budget
 MAX_FRONTMATTER_CHARS = 16_000
+MAX_FRONTMATTER_DEPTH = 16  # the service's own frontmatter nests three levels
 
 _FRONTMATTER_OPEN = re.compile(r"---[ \t]{0,64}\n")
 _FRONTMATTER_CLOSE = re.compile(r"(?m)^---[ \t]{0,64}$")
@@ -155,13 +157,44 @@ def text_hash(text: str) -> str:
 
 
 class _NoAliasLoader(yaml.SafeLoader):
-    """A safe loader that refuses anchors and aliases (a few bytes could expand exponentially)."""
+    """A safe loader that refuses anchors and aliases (a few bytes could expand exponentially)
+    and nesting past :data:`MAX_FRONTMATTER_DEPTH` (the composer and constructor recurse per
+    level: a few thousand brackets would end in a ``RecursionError``, not a schema error)."""
+
+    _depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise SchemaError("memory_frontmatter", "memory frontmatter may not use YAML aliases")
-        return super().compose_node(parent, index)
+        if self._depth >= MAX_FRONTMATTER_DEPTH:
+            raise SchemaError(
+                "memory_frontmatter",
+                f"memory frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels",
+            )
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _check_flow_depth(front: str) -> None:
+    """Refuse flow brackets nested past the limit before YAML sees them: PyYAML's scanner keeps
+    a possible key per open bracket and rechecks them all per token, quadratic in the brackets.
+    Brackets inside quoted strings count too (conservative; the service's own frontmatter has
+    one level)."""
+    depth = 0
+    for char in front:
+        if char in "[{":
+            depth += 1
+            if depth > MAX_FRONTMATTER_DEPTH:
+                raise SchemaError(
+                    "memory_frontmatter",
+                    f"memory frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels",
+                )
+        elif char in "]}" and depth:
+            depth -= 1
 
 
 def _split(text: str) -> tuple[dict[str, Any], str]:
@@ -175,8 +208,10 @@ def _split(text: str) -> tuple[dict[str, Any], str]:
         if _FRONTMATTER_CLOSE.search(text, opened.end()):
             raise SchemaError("memory_frontmatter", "memory frontmatter is too long")
         return {}, text
+    front = text[opened.end() : closed.start()]
+    _check_flow_depth(front)
     try:
-        loaded = yaml.load(text[opened.end() : closed.start()], Loader=_NoAliasLoader) or {}
+        loaded = yaml.load(front, Loader=_NoAliasLoader) or {}
     except yaml.YAMLError as exc:
         raise SchemaError(
             "memory_frontmatter", "memory file frontmatter is not YAML", cause=exc

@@ -213,8 +213,24 @@ class AgentLoop:
         self.usage = usage or Usage()
         self.last_node_id = nodes[-1].node_id
         started = time.monotonic()
-        budget = self.config.budget
+        opened = await self._open(nodes, fresh=not turns_done, rerun_calls=rerun_calls)
+        if opened is not None:
+            return opened
+        wall_clock = self.config.budget.max_wall_clock_s
         force: str | None = None
+        while self.turns < self.config.max_turns:
+            if wall_clock is not None and time.monotonic() - started > wall_clock:
+                return self._budget_exceeded("wall_clock", wall_clock)
+            response = await self._model_turn(nodes, force)
+            outcome = await self._settle(nodes, response)
+            if isinstance(outcome, Ending):
+                return outcome
+            force = "overflow" if outcome == "overflow" else None
+        return self.ending(RunStatus.COMPLETED, EndReason.MAX_TURNS)
+
+    async def _open(self, nodes: list[Node], *, fresh: bool, rerun_calls: bool) -> Ending | None:
+        """What comes before the first model call: a ``/compact`` command's whole run, a
+        recovered run's tool calls run again, or a fresh run's start hooks (which may block)."""
         if not rerun_calls and is_compact_command(nodes, self.handle.run_id):
             definitions = list(self.tools.definitions()) if self.tools else []
             text = await self.context.compact_now(
@@ -230,69 +246,73 @@ class AgentLoop:
                 if isinstance(b, ToolCallBlock)
             ]
             await self._tool_turn(nodes, calls, last.node_id)
-        elif self.hooks is not None and not turns_done:
-            blocked = await hook_steps.start(self, nodes)
-            if blocked is not None:
-                return blocked
-        while self.turns < self.config.max_turns:
-            if (
-                budget.max_wall_clock_s is not None
-                and time.monotonic() - started > budget.max_wall_clock_s
-            ):
-                return self._budget_exceeded("wall_clock", budget.max_wall_clock_s)
-            # Asked each turn: a loaded skill's allowed tools narrow what is offered.
-            definitions = list(self.tools.definitions()) if self.tools else []
-            request = await self.context.request(
-                nodes, definitions, append=self._append, event=self.store.append_event, force=force
-            )
-            force = None
-            self.phase = "streaming"
-            self._announce_phase("model")
-            response = await self._stream(request)
-            self.phase = "idle"
-            self.turns += 1
-            self.usage = self.usage + response.usage
-            self.events.emit(self._event(RunUsage, usage=response.usage, total=self.usage))
-            if response.error is not None and not response.text and not response.calls:
-                if self.context.retry_overflow(response.error):
-                    force = "overflow"  # compact and try once more
-                    continue
-            else:
-                self.context.observe(response.usage)
-            if response.error is not None:  # what was streamed stays, as a partial answer
-                reason = EndReason.FAILED
-                if response.error.code == ProviderErrorCode.CONTEXT_LENGTH_EXCEEDED:
-                    reason = EndReason.PROMPT_TOO_LONG
-                return self.ending(RunStatus.FAILED, reason, error=response.error)
-            blocks = self._assistant_blocks(response)
-            over_budget = (
-                budget.max_total_tokens is not None
-                and self.usage.total_tokens > budget.max_total_tokens
-            )
-            cut = response.stop is StopReason.MAX_TOKENS and not response.calls
-            if cut and not over_budget and self.context.may_continue():
-                # Cut by the output limit: keep what came and ask for the rest.
-                await self._append(nodes, Role.ASSISTANT, blocks, metadata={"cut": "max_tokens"})
-                self.partial_text = ""
-                role, ask, kind, meta = self.context.continuation_node()
-                await self._append(nodes, role, list(ask), node_type=kind, metadata=meta)
-                continue
-            if not response.calls and not over_budget:
-                if self.hooks is not None and await hook_steps.stop_denied(self, nodes, blocks):
-                    continue  # a Stop hook denied the end: another turn, within max_turns
-                # The answer's node and the run's end are one write (the driver's).
-                reason = EndReason.COMPLETED
-                if cut:  # still cut after every continuation it was allowed
-                    reason = EndReason.MAX_OUTPUT_TOKENS_RECOVERY
-                self.partial_text = ""
-                return self.ending(RunStatus.COMPLETED, reason, answer=blocks)
-            assistant = await self._append(nodes, Role.ASSISTANT, blocks)
+        elif self.hooks is not None and fresh:
+            return await hook_steps.start(self, nodes)
+        return None
+
+    async def _model_turn(self, nodes: list[Node], force: str | None) -> _Response:
+        """One model call on the context of ``nodes`` (compacted first when it is due, or when
+        ``force`` says an overflow must be retried), counted as a turn with its usage."""
+        # Asked each turn: a loaded skill's allowed tools narrow what is offered.
+        definitions = list(self.tools.definitions()) if self.tools else []
+        request = await self.context.request(
+            nodes, definitions, append=self._append, event=self.store.append_event, force=force
+        )
+        self.phase = "streaming"
+        self._announce_phase("model")
+        response = await self._stream(request)
+        self.phase = "idle"
+        self.turns += 1
+        self.usage = self.usage + response.usage
+        self.events.emit(self._event(RunUsage, usage=response.usage, total=self.usage))
+        return response
+
+    async def _settle(
+        self, nodes: list[Node], response: _Response
+    ) -> Ending | Literal["again", "overflow"] | None:
+        """What a model turn leads to: the run's end; ``"again"`` (another model call: a cut
+        answer continued, a Stop hook's denial); ``"overflow"`` (compact and retry once); or
+        ``None`` once its tool calls have run."""
+        budget = self.config.budget
+        if response.error is not None and not response.text and not response.calls:
+            if self.context.retry_overflow(response.error):
+                return "overflow"
+        else:
+            self.context.observe(response.usage)
+        if response.error is not None:  # what was streamed stays, as a partial answer
+            reason = EndReason.FAILED
+            if response.error.code == ProviderErrorCode.CONTEXT_LENGTH_EXCEEDED:
+                reason = EndReason.PROMPT_TOO_LONG
+            return self.ending(RunStatus.FAILED, reason, error=response.error)
+        blocks = self._assistant_blocks(response)
+        over_budget = (
+            budget.max_total_tokens is not None
+            and self.usage.total_tokens > budget.max_total_tokens
+        )
+        cut = response.stop is StopReason.MAX_TOKENS and not response.calls
+        if cut and not over_budget and self.context.may_continue():
+            # Cut by the output limit: keep what came and ask for the rest.
+            await self._append(nodes, Role.ASSISTANT, blocks, metadata={"cut": "max_tokens"})
             self.partial_text = ""
-            if over_budget:
-                assert budget.max_total_tokens is not None
-                return self._budget_exceeded("max_tokens", budget.max_total_tokens)
-            await self._tool_turn(nodes, response.calls, assistant.node_id, response.rejected)
-        return self.ending(RunStatus.COMPLETED, EndReason.MAX_TURNS)
+            role, ask, kind, meta = self.context.continuation_node()
+            await self._append(nodes, role, list(ask), node_type=kind, metadata=meta)
+            return "again"
+        if not response.calls and not over_budget:
+            if self.hooks is not None and await hook_steps.stop_denied(self, nodes, blocks):
+                return "again"  # a Stop hook denied the end: another turn, within max_turns
+            # The answer's node and the run's end are one write (the driver's).
+            reason = EndReason.COMPLETED
+            if cut:  # still cut after every continuation it was allowed
+                reason = EndReason.MAX_OUTPUT_TOKENS_RECOVERY
+            self.partial_text = ""
+            return self.ending(RunStatus.COMPLETED, reason, answer=blocks)
+        assistant = await self._append(nodes, Role.ASSISTANT, blocks)
+        self.partial_text = ""
+        if over_budget:
+            assert budget.max_total_tokens is not None
+            return self._budget_exceeded("max_tokens", budget.max_total_tokens)
+        await self._tool_turn(nodes, response.calls, assistant.node_id, response.rejected)
+        return None
 
     def ending(
         self,

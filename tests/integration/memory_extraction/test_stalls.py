@@ -20,7 +20,7 @@ from agent_core.bus.contracts.memory import Interaction, InteractionTurn
 from agent_core.config import load_settings
 from agent_core.errors import AgentCoreError
 from agent_core.memory.client import MemoryClient, publish_interaction
-from agent_core.memory.document import MAX_FILE_CHARS
+from agent_core.memory.document import MAX_FILE_CHARS, MAX_FRONTMATTER_CHARS
 from agent_core.memory.signals import MAX_INTERACTION_CHARS, MAX_TURN_CHARS
 from agent_core.service import ServiceContext, run_service
 from services.memory_extraction.queue import PendingQueue
@@ -115,14 +115,45 @@ async def test_messages_of_the_worst_allowed_size_do_not_stall_memory_extraction
     assert latencies and max(latencies) < ANSWER_S
 
 
-@pytest.mark.parametrize("run", ["a", " ", "中", "a-", "- a", "password: "])
+def _laughs(levels: int) -> str:
+    """YAML aliases that expand exponentially ("billion laughs"), padded to the limits."""
+    lines = ['l0: ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"l{i}: [{','.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines).replace("l0:", "l0: &l0", 1)
+
+
+def _frontmatter(front: str) -> str:
+    """A file whose frontmatter is ``front`` cut to the largest allowed, then the largest body."""
+    text = "---\n" + front[: MAX_FRONTMATTER_CHARS - 8] + "\n---\n"
+    return (text + "- a\n" * MAX_FILE_CHARS)[:MAX_FILE_CHARS]
+
+
+_ANCHORED = "\n".join(f"l{i}: &l{i} [1]" for i in range(2000))
+PUTS = {
+    **{f"run {run!r}": (run * MAX_FILE_CHARS)[:MAX_FILE_CHARS]
+       for run in ["a", " ", "中", "a-", "- a", "password: "]},
+    # The frontmatter is parsed before the service replaces it: its worst cases too.
+    "yaml aliases": _frontmatter(_laughs(12)),
+    "yaml anchors": _frontmatter(_ANCHORED),
+    "yaml flow nesting": _frontmatter("a: " + "[" * MAX_FRONTMATTER_CHARS),
+    "yaml mapping nesting": _frontmatter("a: " + "{b: " * MAX_FRONTMATTER_CHARS),
+    "yaml block nesting": _frontmatter("- " * MAX_FRONTMATTER_CHARS),
+    "yaml indentation": _frontmatter(
+        "\n".join(" " * i + f"k{i}:" for i in range(MAX_FRONTMATTER_CHARS))
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("content", PUTS.values(), ids=PUTS.keys())
 async def test_a_memory_put_of_the_worst_allowed_size_does_not_stall(
-    service: tuple[MemoryClient, ServiceContext], run: str
+    service: tuple[MemoryClient, ServiceContext], content: str
 ) -> None:
     client, _ = service
-    content = (run * MAX_FILE_CHARS)[:MAX_FILE_CHARS]
+    assert len(content) <= MAX_FILE_CHARS
 
-    async def put() -> object:
+    refused: list[str] = []
+
+    async def put() -> float:
         start = time.perf_counter()
         try:
             await client.write(ACCOUNT, "user", content, if_match=None)
@@ -130,9 +161,12 @@ async def test_a_memory_put_of_the_worst_allowed_size_does_not_stall(
             if exc.code == "bus_timeout":
                 raise AssertionError("the write stalled") from exc
             # refused (a secret-looking run, not a memory file): refused quickly is the point
+            refused.append(exc.code)
         return time.perf_counter() - start
 
     busy = asyncio.ensure_future(put())
     latencies = await _renders_while(client, busy)
     assert await busy < ANSWER_S
     assert max(latencies, default=0.0) < ANSWER_S
+    if content.startswith("---"):  # a frontmatter YAML must not hold: refused as such
+        assert refused == ["memory_invalid"], refused

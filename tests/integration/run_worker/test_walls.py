@@ -72,10 +72,15 @@ def attacks(home: Path, worker_pid: int, redis_port: int, host_port: int) -> dic
             f"s = socket.create_connection(('127.0.0.1', {redis_port}), timeout=2)\n"
             "s.sendall(b'PING\\r\\n'); print('LEAKED', s.recv(64))"
         ),
-        "network": (
+        "network": (  # the host's port is even listed for the proxy: straight, it is no route
             "import socket\n"
             f"s = socket.create_connection(('127.0.0.1', {host_port}), timeout=2)\n"
             "print('LEAKED', s.recv(64))"
+        ),
+        "proxy_to_redis": (  # through the worker's proxy: only the listed host and port
+            "import urllib.request\n"
+            f"data = urllib.request.urlopen('http://127.0.0.1:{redis_port}/').read()\n"
+            "print('LEAKED', data)"
         ),
         "fork_bomb": (
             "import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(30)\n"
@@ -97,6 +102,7 @@ EXPECTED = {  # what the tool error must say, per attack
     "sqlite_files": "unable to open database file",
     "redis": "ConnectionRefusedError",
     "network": "ConnectionRefusedError",
+    "proxy_to_redis": "HTTP Error 403: Forbidden",
     "fork_bomb": "BlockingIOError",
     "fill_disk": "stopped: it wrote more than 32 MiB",
     "allocate": "MemoryError",
@@ -153,7 +159,8 @@ async def test_attacks_are_refused_or_bounded_and_others_are_unaffected(
     secret.parent.mkdir(parents=True)
     secret.write_text(SECRET)
     scripts: dict[str, str] = {}
-    cluster: Cluster = make_cluster(_model(scripts), workers=2, extra_config=SANDBOX)
+    allowed = f'allowed_hosts = ["127.0.0.1:{host_server}"]\n'
+    cluster: Cluster = make_cluster(_model(scripts), workers=2, extra_config=SANDBOX + allowed)
     await client.wait_ready(("storage_writer", "run_worker"))
     redis_port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
     scripts.update(attacks(home, cluster.worker_pid(0), redis_port, host_server))

@@ -267,3 +267,50 @@ def test_the_command_line_holds_no_environment(ws: Workspace) -> None:
     fds = {area: 100 + i for i, area in enumerate(Area)}
     argv = BwrapRunner(config).argv(["true"], LIMITS, fds)
     assert "tok-secret-value" not in " ".join(argv) and "--setenv" not in argv
+
+
+_VIEW = """
+import json, os
+def writable(path):
+    try:
+        with open(os.path.join(path, 'probe'), 'w') as f:
+            f.write('x')
+        return True
+    except OSError as exc:
+        return type(exc).__name__ + ':' + str(exc.errno)
+print(json.dumps({
+    'uid': os.getuid(), 'gid': os.getgid(),
+    'pids': sorted(int(p) for p in os.listdir('/proc') if p.isdigit()),
+    'input_file': open('/workspace/input/given.txt').read(),
+    'writable': {p: writable(p) for p in
+                 ['/', '/usr', '/etc', '/workspace', '/workspace/input',
+                  '/workspace/scratchpad', '/workspace/output', '/tmp']},
+    'etc': sorted(os.listdir('/etc')),
+    'workspace': sorted(os.listdir('/workspace')),
+    'home_seen': os.path.exists(HOME),
+}))
+"""
+
+
+async def test_the_sandbox_sees_a_read_only_system_and_only_its_workspace(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """uid 65534, its own processes only, the system and input read-only, scratchpad, output
+    and /tmp writable, none of the service's data."""
+    (ws.area_dir(Area.INPUT) / "given.txt").write_text("given")
+    code = f"HOME = {str(tmp_path / 'home')!r}\n" + _VIEW
+    result = await py(BwrapRunner(CONFIG), ws, code)
+    assert result.ok, result
+    seen = json.loads(result.stdout)
+    assert (seen["uid"], seen["gid"]) == (65534, 65534)
+    assert len(seen["pids"]) <= 3 and min(seen["pids"]) == 1  # bwrap's init, prlimit'd python
+    assert seen["input_file"] == "given"
+    writable = seen["writable"]
+    for path in ("/", "/usr", "/etc", "/workspace", "/workspace/input"):
+        assert writable[path] in ("OSError:30", "PermissionError:13"), (path, writable[path])
+    for path in ("/workspace/scratchpad", "/workspace/output", "/tmp"):
+        assert writable[path] is True, (path, writable[path])
+    assert seen["workspace"] == ["input", "output", "scratchpad"]
+    assert "shadow" not in seen["etc"] and "soong-agent" not in seen["etc"]
+    assert seen["home_seen"] is False
+    assert not (ws.area_dir(Area.INPUT) / "probe").exists()

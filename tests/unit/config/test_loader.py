@@ -163,3 +163,20 @@ def test_sandbox_refuses_to_show_the_data(tmp_path: Path) -> None:
     settings = load_settings(env={"SOONG_AGENT_HOME": str(home)})
     with pytest.raises(ValueError, match="would show the service's data"):
         sandbox_config(settings)
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "says"),
+    [
+        ('network = true\nallowed_hosts = ["pypi.org"]', "choose one"),
+        ('allowed_hosts = ["pypi.org/simple"]', "sandbox.allowed_hosts"),
+        ('allowed_hosts = ["*"]', "wildcard"),
+    ],
+)
+def test_allowed_hosts_are_names_and_exclude_the_whole_network(
+    tmp_path: Path, sandbox: str, says: str
+) -> None:
+    (tmp_path / "config.toml").write_text(f"[sandbox]\n{sandbox}\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(env={"SOONG_AGENT_HOME": str(tmp_path)})
+    assert says in info.value.message

@@ -111,6 +111,9 @@ def test_user_edit_without_comments_gets_ids_and_continuations() -> None:
         "---\na: &x [1, 2]\nb: *x\n---\n- a\n",  # aliases expand exponentially: refused
         "---\n" + "k: v\n" * 5000 + "---\n- a\n",  # frontmatter over its limit
         "- " + "x" * 70_000 + "\n",  # file over its limit
+        "---\na: " + "[" * 5000 + "\n---\n- a\n",  # flow nesting: PyYAML would recurse
+        "---\n" + "- " * 5000 + "x\n---\n- a\n",  # block nesting likewise
+        "---\n" + "\n".join(" " * i + f"k{i}:" for i in range(40)) + "\n---\n- a\n",
     ],
 )
 def test_frontmatter_aliases_and_oversized_files_are_refused(text: str) -> None:

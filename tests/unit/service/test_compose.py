@@ -6,7 +6,10 @@ example, the proxy configuration and the locks; these tests hold it to catching 
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ import yaml
 
 from agent_core.cli import build_parser, main
 from agent_core.config import ENV_VARS
-from agent_core.deploy import check_compose, read_dockerfile
+from services.stack.deploy import check_compose, read_dockerfile
 
 REPO = Path(__file__).resolve().parents[3]
 BEFORE = REPO / "tests" / "data" / "compose_before"  # the deployment as it was before issue 22
@@ -156,3 +159,20 @@ def test_the_dockerfile_reader_follows_the_final_stage() -> None:
     assert facts.owner("/src") is None  # the build stage's folder is not in the image
     assert {8720, 9464} <= facts.exposed
     assert facts.env["SOONG_DB_PATH"] == "/data/db/sessions.sqlite"
+
+
+def test_the_valkey_password_file_is_its_owners_alone(tmp_path: Path) -> None:
+    """The Valkey container's start writes the password into a 0600 file, not a command line:
+    its shell command runs here with the server swapped for ``true``."""
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    shell, flag, script = compose["services"]["redis"]["command"]
+    assert (shell, flag) == ("sh", "-c")
+    auth = tmp_path / "auth.conf"
+    script = script.replace("$$", "$").replace("/tmp/auth.conf", str(auth))
+    script = script[: script.index("exec valkey-server")] + "true"
+    password = "pw-" + os.urandom(8).hex()
+    env = {"PATH": "/usr/bin:/bin", "SOONG_REDIS_PASSWORD": password}
+    subprocess.run(["sh", "-c", script], env=env, check=True, timeout=10)
+    assert stat.S_IMODE(auth.stat().st_mode) == 0o600
+    assert auth.read_text() == f'requirepass "{password}"\n'
+    assert password not in script

@@ -24,6 +24,7 @@ from agent_core.bus.contracts.assistants import (
 )
 from agent_core.bus.contracts.refusals import Refusal, RefusalCode
 from agent_core.errors import ErrorPayload
+from agent_core.types.api import TreeNode
 from agent_core.types.enums import (
     AgentStatus,
     AgentType,
@@ -35,7 +36,6 @@ from agent_core.types.enums import (
     RunStatus,
     SessionStatus,
 )
-from agent_core.types.api import TreeNode
 from agent_core.types.protocol import ContentBlock, Usage
 from agent_core.types.runtime import RunEnd
 from agent_core.types.storage import (

@@ -10,7 +10,8 @@ small private ``/tmp``, and of the session's workspace ``/workspace/input`` read
 ``/workspace/scratchpad`` (its working directory) and ``/workspace/output`` writable — nothing of
 other sessions, other accounts, the SQLite files, the memory files or the worker's environment.
 Without ``network`` its network namespace holds only its own loopback: no host, not even the
-Valkey on the worker's loopback, is reachable. The areas are bound from directory descriptors
+Valkey on the worker's loopback, is reachable — except, with ``allowed_hosts``, the listed ones
+through the worker's proxy (:mod:`.proxy`). The areas are bound from directory descriptors
 opened without following links, so a path swapped for a link cannot redirect a bind.
 
 :class:`DirectRunner` is ``sandbox.mode = "off"``: the same limits and scrubbed environment, but
@@ -31,6 +32,13 @@ from typing import ClassVar, Final
 from agent_core.tools.paths import Area
 from agent_core.tools.sandbox.limits import SandboxLimits
 from agent_core.tools.sandbox.process import SandboxResult, WriteWatch, run_limited
+from agent_core.tools.sandbox.proxy import (
+    PROXY_SOCKET,
+    RELAY_CODE,
+    HostProxy,
+    HostRules,
+    proxy_environment,
+)
 from agent_core.tools.workspace import Workspace
 
 __all__ = [
@@ -70,6 +78,7 @@ class SandboxConfig:
     lang: str = "C.UTF-8"
     extra_env: Mapping[str, str] = field(default_factory=dict)
     network: bool = False
+    allowed_hosts: Sequence[str] = ()  # through the proxy; only without ``network``
     read_only_paths: Sequence[str] = ()
 
     def environment(self, *, home: str, tmp: str) -> dict[str, str]:
@@ -100,6 +109,10 @@ class CodeRunner(ABC):
         self, command: Sequence[str], workspace: Workspace, limits: SandboxLimits
     ) -> SandboxResult:
         """Run ``command`` to its end or its first limit; the command's failures are results."""
+
+    async def close(self) -> None:
+        """Release what the runner holds between calls (the worker calls it at stop)."""
+        return None  # a runner that holds nothing between calls has nothing to release
 
     @staticmethod
     def _watch(workspace: Workspace, limits: SandboxLimits) -> WriteWatch:
@@ -171,6 +184,8 @@ class BwrapRunner(CodeRunner):
         super().__init__(config)
         self.bwrap = bwrap or _tool("bwrap")
         self._system = self._system_args()
+        hosts = () if config.network else tuple(config.allowed_hosts)
+        self.proxy = HostProxy(HostRules.of(hosts)) if hosts else None
 
     def _system_args(self) -> list[str]:
         args: list[str] = []
@@ -186,13 +201,23 @@ class BwrapRunner(CodeRunner):
         return args
 
     def argv(
-        self, command: Sequence[str], limits: SandboxLimits, fds: Mapping[Area, int]
+        self,
+        command: Sequence[str],
+        limits: SandboxLimits,
+        fds: Mapping[Area, int],
+        proxy_socket: str | None = None,
     ) -> list[str]:
-        """The whole command line: ``nice``, ``bwrap`` and its options, ``prlimit``, the command.
+        """The whole command line: ``nice``, ``bwrap`` and its options, ``prlimit``, the command
+        (behind the proxy's relay when ``proxy_socket`` is given).
 
         It holds no secret: the environment reaches the command through bwrap's own, not as
         ``--setenv`` arguments that any local user could read in the process list.
         """
+        proxy: list[str] = []
+        relay: list[str] = []
+        if proxy_socket is not None:
+            proxy = ["--ro-bind", proxy_socket, PROXY_SOCKET]
+            relay = [self.config.python, "-I", "-S", "-c", RELAY_CODE]
         ws = SANDBOX_WORKSPACE
         uid = str(SANDBOX_UID)
         # A root worker starts bubblewrap as the sandbox's user (setpriv: uvloop's subprocess
@@ -215,21 +240,31 @@ class BwrapRunner(CodeRunner):
             "--ro-bind-fd", str(fds[Area.INPUT]), f"{ws}/input",
             "--bind-fd", str(fds[Area.SCRATCHPAD]), f"{ws}/scratchpad",
             "--bind-fd", str(fds[Area.OUTPUT]), f"{ws}/output",
+            *proxy,
             "--remount-ro", "/",
             "--chdir", f"{ws}/scratchpad",
-            "--", _tool("prlimit"), *limits.prlimit_args(nproc=True), "--", *command,
+            "--", _tool("prlimit"), *limits.prlimit_args(nproc=True), "--", *relay, *command,
         ]  # fmt: skip
+
+    async def close(self) -> None:
+        """Stop the proxy, if there is one (its socket and folder go with it)."""
+        if self.proxy is not None:
+            await self.proxy.close()
 
     async def run(
         self, command: Sequence[str], workspace: Workspace, limits: SandboxLimits
     ) -> SandboxResult:
         """Run in a fresh sandbox; its namespaces die with the call."""
         env = self.config.environment(home=f"{SANDBOX_WORKSPACE}/scratchpad", tmp="/tmp")
+        socket_path = None
+        if self.proxy is not None:
+            socket_path = await self.proxy.start()
+            env.update(proxy_environment())
         if os.geteuid() == 0:
             _give_areas(workspace)
         with _area_fds(workspace) as fds:
             result = await run_limited(
-                self.argv(command, limits, fds),
+                self.argv(command, limits, fds, socket_path),
                 env=env,
                 limits=limits,
                 watch=self._watch(workspace, limits),

@@ -98,6 +98,7 @@ def sandbox_config(settings: Settings) -> SandboxConfig:
         shell=s.shell,
         extra_env=dict(s.env),
         network=s.network,
+        allowed_hosts=tuple(s.allowed_hosts),
         read_only_paths=tuple(dict.fromkeys(extra)),
     )
 
@@ -170,6 +171,11 @@ async def prepare_sandbox(settings: Settings) -> CodeSandbox:
         reason = diagnose(failure, bwrap_found=found)
         log.error("code tools (run_python, run_command) are NOT offered: %s", reason)
         return CodeSandbox(None, limits, False, f"unavailable: {reason}")
-    network = "network on (all hosts)" if s.network else "no network"
+    if s.network:
+        network = "network on (all hosts)"
+    elif s.allowed_hosts:
+        network = "network only to " + ", ".join(s.allowed_hosts) + " through the worker's proxy"
+    else:
+        network = "no network"
     log.info("code runs in a bubblewrap sandbox per call (%s)", network)
     return CodeSandbox(runner, limits, s.run_command, "bwrap")

@@ -1,7 +1,7 @@
 """Static check of docker-compose.yml against the image, the CLI and the configuration.
 
 No Docker engine runs where this is developed, so the check reads what Docker would: the compose
-file, the Dockerfile its services build (:mod:`agent_core.deploy.dockerfile`), the env file
+file, the Dockerfile its services build (:mod:`services.stack.deploy.dockerfile`), the env file
 example, the proxy's configuration and the locks. Each rule below is one way a deployment broke
 before it existed; a problem is one line naming the service and what is wrong.
 """
@@ -22,7 +22,7 @@ from typing import Any, Final
 import yaml
 
 from agent_core.config import CONFIG_ENV_VAR, ENV_VARS
-from agent_core.deploy.dockerfile import ImageFacts, read_dockerfile
+from services.stack.deploy.dockerfile import ImageFacts, read_dockerfile
 
 __all__ = ["ENV_EXAMPLE", "PROVIDER_KEY_VARS", "check_compose"]
 

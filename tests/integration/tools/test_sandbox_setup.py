@@ -1,0 +1,79 @@
+"""A worker's start-up decision about code: offered in a working sandbox, not offered (and why,
+with the fix) where bubblewrap cannot run, offered unsandboxed only when the operator says so —
+loudly. The trial call is real: a real bubblewrap, or a stand-in that fails as a kernel would."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from agent_core.config import Settings, load_settings
+from agent_core.tools.builtin import builtin_tools
+from agent_core.tools.sandbox import runners
+from agent_core.tools.sandbox.setup import CodeSandbox, prepare_sandbox
+
+
+def _settings(home: Path, sandbox: str = "") -> Settings:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(f"[sandbox]\nmin_free_disk_mb = 0\n{sandbox}")
+    return load_settings(env={"SOONG_AGENT_HOME": str(home)})
+
+
+def _tool_names(sandbox: CodeSandbox) -> set[str]:
+    """The built-in tools a worker offers with this decision (as the run-worker builds them)."""
+    tools = builtin_tools(sandbox.runner, limits=sandbox.limits, run_command=sandbox.run_command)
+    return {t.name for t in tools}
+
+
+def _bwrap_is(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    real = runners._tool
+    monkeypatch.setattr(runners, "_tool", lambda name: path if name == "bwrap" else real(name))
+
+
+async def test_a_working_sandbox_offers_the_code_tools(tmp_path: Path) -> None:
+    sandbox = await prepare_sandbox(_settings(tmp_path / "home", "run_command = true\n"))
+    assert sandbox.status == "bwrap" and sandbox.runner is not None
+    assert {"run_python", "run_command"} <= _tool_names(sandbox)
+    plain = await prepare_sandbox(_settings(tmp_path / "other"))
+    assert "run_python" in _tool_names(plain) and "run_command" not in _tool_names(plain)
+
+
+async def test_without_bubblewrap_no_code_tool_is_offered_and_the_log_says_how_to_fix_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _bwrap_is(monkeypatch, str(tmp_path / "missing" / "bwrap"))
+    with caplog.at_level(logging.ERROR, logger="soong.sandbox"):
+        sandbox = await prepare_sandbox(_settings(tmp_path / "home", "run_command = true\n"))
+    assert sandbox.runner is None and sandbox.status.startswith("unavailable")
+    assert not {"run_python", "run_command"} & _tool_names(sandbox)
+    assert "read_file" in _tool_names(sandbox)  # the rest of the tools stay
+    assert "NOT offered" in caplog.text and "apt-get install bubblewrap" in caplog.text
+
+
+async def test_a_kernel_that_refuses_namespaces_is_reported_with_its_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = tmp_path / "bwrap"
+    fake.write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the "
+        "kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    _bwrap_is(monkeypatch, str(fake))
+    with caplog.at_level(logging.ERROR, logger="soong.sandbox"):
+        sandbox = await prepare_sandbox(_settings(tmp_path / "home"))
+    assert sandbox.runner is None and "run_python" not in _tool_names(sandbox)
+    assert "user namespace" in sandbox.status and "unprivileged_userns_clone" in caplog.text
+
+
+async def test_sandbox_off_is_an_explicit_choice_logged_as_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="soong.sandbox"):
+        sandbox = await prepare_sandbox(_settings(tmp_path / "home", 'mode = "off"\n'))
+    assert sandbox.status == "off" and sandbox.runner is not None
+    assert sandbox.runner.mode == "off" and "run_python" in _tool_names(sandbox)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("SANDBOX OFF" in r.getMessage() for r in warnings), caplog.text
