@@ -6,6 +6,11 @@ the one given, kept — on a free loopback port, waits until ``/readyz`` says re
 :class:`AsyncClient` with the development key the stack printed. Leaving the block stops the
 stack in order (SIGINT, as Ctrl-C would) and waits for it; a stack that does not stop in time is
 killed with its whole process group, so nothing is left running either way.
+
+A given home that already has its development key (``up`` prints that key only when it makes it)
+gets a key of its own for the block: made with ``soong-agent keys create`` once the stack is
+ready, expiring after a day even if the block never ends, and revoked when it ends. The home's
+development key is left as it was.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ from soong_agent._errors import SoongError
 __all__ = ["LocalClient", "LocalStackError", "local"]
 
 _KEY = re.compile(r"API key for account '[^']+': (\S+)")
+_REUSED = "soong-agent: development key "  # ``up`` reuses the home's key and does not print it
+_BLOCK_ACCOUNT = "dev"  # the account of ``up``'s development key
+_BLOCK_KEY_EXPIRES = "1d"
+_CREATED = re.compile(r"^key id:\s+(\S+)$.*^key:\s+(\S+)$", re.M | re.S)
 _POLL_S = 0.2
 _STOP_TIMEOUT_S = 45.0
 
@@ -47,7 +56,8 @@ class LocalStackError(SoongError):
 
 class LocalClient(AsyncClient):
     """The client :func:`local` yields: an :class:`AsyncClient` that also knows its stack —
-    ``home``, the ``soong-agent up`` process's ``pid``, and the development ``api_key``."""
+    ``home``, the ``soong-agent up`` process's ``pid``, and its ``api_key`` (the development key
+    when the stack made it, else the block's own key)."""
 
     def __init__(self, url: str, key: str, *, home: Path, pid: int, **options: Any) -> None:
         super().__init__(url, key, **options)
@@ -80,12 +90,18 @@ async def local(
     if config is not None:
         (root / "config.toml").write_text(config)
     proc: subprocess.Popen[bytes] | None = None
+    block_key_id: str | None = None
     try:
-        proc, url = _start(root, workers=workers, fake_provider=fake_provider, env=env)
+        proc, url, child_env = _start(root, workers=workers, fake_provider=fake_provider, env=env)
         key = await _wait_ready(proc, url, root / "up.log", startup_timeout_s)
+        if key is None:
+            block_key_id, key = await _block_key(child_env)
         async with LocalClient(url, key, home=root, pid=proc.pid, **client_options) as client:
             yield client
     finally:
+        if block_key_id is not None and proc is not None and proc.poll() is None:
+            with contextlib.suppress(LocalStackError):  # it expires by itself anyway
+                await _keys(child_env, "revoke", block_key_id)
         if proc is not None:
             await asyncio.to_thread(_stop, proc)
         if temporary:
@@ -94,7 +110,8 @@ async def local(
 
 def _start(
     home: Path, *, workers: int, fake_provider: bool, env: Mapping[str, str] | None
-) -> tuple[subprocess.Popen[bytes], str]:
+) -> tuple[subprocess.Popen[bytes], str, dict[str, str]]:
+    """The ``up`` process, its gateway URL and its environment (the CLI's, for ``keys``)."""
     port = find_free_port()
     child_env = {
         **os.environ,
@@ -117,11 +134,14 @@ def _start(
             env=child_env,
             start_new_session=True,  # its own process group: stopped (or killed) as a whole
         )
-    return proc, f"http://127.0.0.1:{port}"
+    return proc, f"http://127.0.0.1:{port}", child_env
 
 
-async def _wait_ready(proc: subprocess.Popen[bytes], url: str, log: Path, timeout_s: float) -> str:
-    """The development key, once the stack printed it and ``/readyz`` answered 200."""
+async def _wait_ready(
+    proc: subprocess.Popen[bytes], url: str, log: Path, timeout_s: float
+) -> str | None:
+    """Once ``/readyz`` answered 200: the development key the stack printed, or ``None`` when
+    it reused the home's (announced before the services start, so it is in the log by then)."""
     deadline = time.monotonic() + timeout_s
     async with httpx.AsyncClient(timeout=2) as probe:
         while time.monotonic() < deadline:
@@ -129,11 +149,45 @@ async def _wait_ready(proc: subprocess.Popen[bytes], url: str, log: Path, timeou
                 raise LocalStackError(f"soong-agent up exited with {proc.returncode}", _text(log))
             with contextlib.suppress(httpx.HTTPError):
                 if (await probe.get(f"{url}/readyz")).status_code == 200:
-                    match = _KEY.search(_text(log))
+                    printed = _text(log)
+                    match = _KEY.search(printed)
                     if match is not None:
                         return match.group(1)
+                    if _REUSED in printed:
+                        return None
             await asyncio.sleep(_POLL_S)
     raise LocalStackError(f"the stack was not ready within {timeout_s:.0f} s", _text(log))
+
+
+async def _block_key(env: Mapping[str, str]) -> tuple[str, str]:
+    """``(key id, key)`` of a new key of the development account, for this block only."""
+    out = await _keys(
+        env, "create", "--account", _BLOCK_ACCOUNT, "--expires-in", _BLOCK_KEY_EXPIRES
+    )
+    match = _CREATED.search(out)
+    if match is None:
+        raise LocalStackError("soong-agent keys create printed no key", out)
+    return match.group(1), match.group(2)
+
+
+async def _keys(env: Mapping[str, str], *args: str) -> str:
+    """Run ``soong-agent keys ARGS`` against the stack (found through the home's stack file)."""
+    cli = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agent_core.cli",
+        "keys",
+        *args,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    out, _ = await cli.communicate()
+    text = out.decode(errors="replace")
+    if cli.returncode != 0:
+        raise LocalStackError(f"soong-agent keys {args[0]} exited with {cli.returncode}", text)
+    return text
 
 
 def _text(log: Path) -> str:

@@ -90,10 +90,16 @@ def test_every_service_counts_the_run_once(
     tokens = {lb["direction"]: v for lb, v in _samples(worker, "soong_model_tokens_total")}
     assert tokens["in"] > 0 and tokens["out"] > 0
     assert _samples(worker, "soong_model_time_to_first_token_seconds_count")[0][1] == 2.0
+    [(model_labels, timed)] = _samples(worker, "soong_model_call_seconds_count")
+    assert timed == 2.0 and set(model_labels) == {"provider", "model"}
+    assert _samples(worker, "soong_tool_call_seconds_count") == [({"tool": "lookup"}, 1.0)]
+    assert _samples(worker, "soong_run_duration_seconds_count") == [({"status": "completed"}, 1.0)]
     assert _samples(scrapes["gateway"], "soong_runs_submitted_total") == [({}, 1.0)]
     assert _samples(scrapes["gateway"], "soong_sse_streams_open") == [({}, 0.0)]
     batches = _samples(scrapes["storage_writer"], "soong_writer_batch_commands_count")
     assert batches and batches[0][1] > 0
+    commits = _samples(scrapes["storage_writer"], "soong_writer_commit_seconds_count")
+    assert commits == [({}, batches[0][1])]  # each committed batch timed once
     assert _samples(scrapes["storage_writer"], "soong_bus_pending")  # by stream, read at scrape
 
 

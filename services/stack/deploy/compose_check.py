@@ -2,8 +2,10 @@
 
 No Docker engine runs where this is developed, so the check reads what Docker would: the compose
 file, the Dockerfile its services build (:mod:`services.stack.deploy.dockerfile`), the env file
-example, the proxy's configuration and the locks. Each rule below is one way a deployment broke
-before it existed; a problem is one line naming the service and what is wrong.
+example, the proxy's configuration, the locks and the README's compose section (how to get the
+first API key and how to scale, which a new user needs before anything works). Each rule below
+is one way a deployment broke before it existed; a problem is one line naming the service and
+what is wrong.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from services.stack.deploy.dockerfile import ImageFacts, read_dockerfile
 __all__ = ["ENV_EXAMPLE", "PROVIDER_KEY_VARS", "check_compose"]
 
 ENV_EXAMPLE: Final = Path("deploy/soong.env.example")
+README: Final = "README.md"
 ENV_FILE: Final = ".env"
 RUNTIME_LOCK: Final = "requirements-runtime.lock"
 DEV_LOCK: Final = "requirements.lock"
@@ -324,6 +327,29 @@ def _front_door(doc: dict[str, Any], ours: list[_Svc], image: ImageFacts, root: 
     return problems
 
 
+def _readme(doc: dict[str, Any], ours: list[_Svc], image: ImageFacts, root: Path) -> list[str]:
+    """The README beside the compose file says, in its compose section, how to get the first API
+    key and how to scale the services that scale, with this file's service names."""
+    text = _read(root / README)
+    sections = re.split(r"^#+ ", text, flags=re.M)
+    section = next((s for s in sections if "compose" in s.partition("\n")[0].lower()), "")
+    if not section:
+        return [f"{README}: no section on running it with docker compose"]
+    problems = []
+    if "soong-agent keys create" not in section:
+        problems.append(
+            f"{README}: the compose section does not say how to get the first API key "
+            "(soong-agent keys create)"
+        )
+    for svc in ours:
+        if svc.serves in ("run_worker", "gateway") and f"--scale {svc.name}=" not in section:
+            problems.append(
+                f"{README}: the compose section does not say how to scale {svc.name} "
+                f"(--scale {svc.name}=N)"
+            )
+    return problems
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -368,4 +394,5 @@ _RULES: Final[Iterable[Rule]] = (
     _healthchecks,
     _bus,
     _front_door,
+    _readme,
 )

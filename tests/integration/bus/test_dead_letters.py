@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from pydantic import TypeAdapter
 from redis.asyncio import Redis
 
@@ -101,6 +102,14 @@ async def test_bad_messages_are_dead_lettered_and_consumption_goes_on(
     assert letters[2]["error"]  # names the field that was wrong
     pending = await redis.xpending(stream, "g")
     assert pending["pending"] == 0
+    # The process that dead-lettered them counts them, by stream and reason.
+    counted = {
+        reason: REGISTRY.get_sample_value(
+            "soong_bus_dead_letters_total", {"stream": stream, "reason": reason}
+        )
+        for reason in ("malformed", "unknown_type", "invalid")
+    }
+    assert counted == {"malformed": 2.0, "unknown_type": 1.0, "invalid": 1.0}
 
 
 async def _count(redis: Redis, names: BusNames, n: int) -> bool:

@@ -77,6 +77,7 @@ async def test_a_model_call_is_measured_by_provider_and_model() -> None:
     model = InstrumentedAdapter(ScriptedModel(lambda _: ScriptedReply(text="hello")), "scripted")
     labels = {"provider": "scripted", "model": "m-test"}
     before = _sample("soong_model_calls_total", **labels, outcome="ok")
+    timed_before = _sample("soong_model_call_seconds_count", **labels)
     tokens_before = _sample("soong_model_tokens_total", **labels, direction="out")
     request = ModelRequest(
         model="m-test", messages=[ModelMessage(role=Role.USER, content=[TextBlock(text="hi")])]
@@ -84,6 +85,7 @@ async def test_a_model_call_is_measured_by_provider_and_model() -> None:
     events = [e.type async for e in model.stream(request)]
     assert events[0] == "message_start" and events[-1] == "message_end"
     assert _sample("soong_model_calls_total", **labels, outcome="ok") == before + 1
+    assert _sample("soong_model_call_seconds_count", **labels) == timed_before + 1
     assert _sample("soong_model_tokens_total", **labels, direction="out") == tokens_before + 10
     assert _sample("soong_model_time_to_first_token_seconds_count", **labels) >= 1
 

@@ -44,12 +44,13 @@ def test_the_compose_file_before_fails_on_each_known_fault() -> None:
         "gateway: no env_file .env",
         "no .dockerignore",
         "the image does not install from requirements-runtime.lock",
+        "README.md: no section on running it with docker compose",
     ):
         assert fault in problems, fault
 
 
 def _copy_repo(tmp_path: Path) -> Path:
-    for name in ("docker-compose.yml", ".dockerignore", "requirements.lock"):
+    for name in ("docker-compose.yml", ".dockerignore", "requirements.lock", "README.md"):
         shutil.copy(REPO / name, tmp_path / name)
     shutil.copy(REPO / "requirements-runtime.lock", tmp_path / "requirements-runtime.lock")
     shutil.copytree(REPO / "deploy", tmp_path / "deploy")
@@ -130,6 +131,19 @@ def test_the_env_example_must_list_every_variable(tmp_path: Path) -> None:
     assert "deploy/soong.env.example: does not list ANTHROPIC_API_KEY" in problems
     for var in ENV_VARS:  # and the real one lists all of them
         assert var in (REPO / "deploy" / "soong.env.example").read_text()
+
+
+def test_the_readme_must_say_how_to_get_a_key_and_scale(tmp_path: Path) -> None:
+    root = _copy_repo(tmp_path)
+    readme = root / "README.md"
+    text = readme.read_text()
+    readme.write_text(text.replace("keys create", "keys make").replace("--scale gateway=", ""))
+    problems = check_compose(root / "docker-compose.yml", build_parser())
+    assert "README.md: the compose section does not say how to get the first API key" in (
+        "\n".join(problems)
+    )
+    assert any("how to scale gateway (--scale gateway=N)" in p for p in problems)
+    assert not any("how to scale run_worker" in p for p in problems)
 
 
 def test_a_mounted_folder_owned_by_root_is_caught(tmp_path: Path) -> None:
