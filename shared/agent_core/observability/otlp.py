@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.trace import SpanContext
+from opentelemetry.trace import SpanContext, SpanKind
 
 __all__ = ["OtlpHttpSpanExporter", "encode_spans"]
 
@@ -93,6 +93,10 @@ def _trace_state(context: SpanContext) -> bytes:
     return _field(0x1A, ",".join(f"{k}={v}" for k, v in state.items()).encode())
 
 
+# Span.kind (field 6): the protocol's kinds start at 1, the SDK's at 0.
+_KINDS: Final = {kind: bytes((0x30, kind.value + 1)) for kind in SpanKind}
+
+
 def _span(span: ReadableSpan) -> bytes:
     context = span.get_span_context()
     assert context is not None  # a finished SDK span always has one
@@ -106,7 +110,7 @@ def _span(span: ReadableSpan) -> bytes:
         _trace_state(context),
         b"\x22\x08" + parent.span_id.to_bytes(8, "big") if parent is not None else b"",
         _field(0x2A, span.name.encode()),
-        b"\x30" + _varint(span.kind.value + 1),  # the protocol's kinds start at 1
+        _KINDS[span.kind],
         b"\x39" + _Q.pack(span.start_time or 0),
         b"\x41" + _Q.pack(span.end_time or 0),
         _attributes(0x4A, span.attributes),
@@ -141,30 +145,40 @@ def _span(span: ReadableSpan) -> bytes:
 
 # (resource, schema url) and (scope, schema url) fields, by the span's resource and scope.
 _Heads = tuple[tuple[bytes, bytes], tuple[bytes, bytes]]
-_HEADS: dict[tuple[Any, Any], _Heads] = {}
+_HEADS: dict[tuple[Any, ...], tuple[Any, _Heads]] = {}
 
 
 def _heads(span: ReadableSpan) -> _Heads:
-    """The encoded resource and scope of ``span`` (the same few objects for a whole process)."""
-    key = (span.resource, span.instrumentation_scope)
-    heads = _HEADS.get(key)
-    if heads is None:
-        resource, scope = key
-        encoded_resource = (
-            _field(0x0A, _attributes(0x0A, resource.attributes)),
-            _field(0x1A, resource.schema_url.encode()) if resource.schema_url else b"",
+    """The encoded resource and scope of ``span`` (the same few for a whole process).
+
+    Keyed by the resource's identity and the scope's fields: hashing a resource serialises its
+    attributes to JSON, and the SDK makes a new scope object for every ``get_tracer`` call.
+    """
+    resource, scope = span.resource, span.instrumentation_scope
+    key = (
+        id(resource),
+        *((scope.name, scope.version, scope.schema_url) if scope is not None else ()),
+    )
+    held = _HEADS.get(key)
+    if held is not None and held[0] is resource:  # the same object, not a reused id
+        return held[1]
+    encoded_resource = (
+        _field(0x0A, _attributes(0x0A, resource.attributes)),
+        _field(0x1A, resource.schema_url.encode()) if resource.schema_url else b"",
+    )
+    encoded_scope = (b"", b"")
+    if scope is not None:
+        body = _field(0x0A, scope.name.encode())
+        if scope.version:
+            body += _field(0x12, scope.version.encode())
+        body += _attributes(0x1A, scope.attributes)
+        encoded_scope = (
+            _field(0x0A, body),
+            _field(0x1A, scope.schema_url.encode()) if scope.schema_url else b"",
         )
-        encoded_scope = (b"", b"")
-        if scope is not None:
-            body = _field(0x0A, scope.name.encode())
-            if scope.version:
-                body += _field(0x12, scope.version.encode())
-            body += _attributes(0x1A, scope.attributes)
-            encoded_scope = (
-                _field(0x0A, body),
-                _field(0x1A, scope.schema_url.encode()) if scope.schema_url else b"",
-            )
-        heads = _HEADS[key] = (encoded_resource, encoded_scope)
+    heads = (encoded_resource, encoded_scope)
+    if scope is None or not scope.attributes:  # a scope's attributes are not in the key
+        _HEADS[key] = (resource, heads)
     return heads
 
 
