@@ -3,8 +3,9 @@
 The OpenTelemetry exporter builds a protobuf object per span, attribute and value before it
 serialises them; at a dozen spans per turn that was most of tracing's CPU. :func:`encode_spans`
 writes the same ``ExportTraceServiceRequest`` wire bytes directly (the resource and scope of a
-process are encoded once and cached; attribute keys too), and :class:`OtlpHttpSpanExporter`
-posts them over one kept-alive HTTP connection. The unit tests decode its output with the
+process are encoded once and cached; attribute keys too). :class:`EncodingSpanProcessor` encodes
+each span as it ends and posts what gathered every half second over one kept-alive HTTP
+connection (:class:`OtlpHttpPoster`). The unit tests decode its output with the
 OpenTelemetry protobuf definitions and compare it with the SDK exporter's own encoding.
 
 Only :func:`agent_core.observability.tracing.setup_tracing` imports this module (it imports the
@@ -16,15 +17,20 @@ from __future__ import annotations
 import http.client
 import logging
 import struct
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanContext, SpanKind
 
-__all__ = ["OtlpHttpSpanExporter", "encode_spans"]
+__all__ = [
+    "EncodingSpanProcessor",
+    "OtlpHttpPoster",
+    "encode_spans",
+]
 
 log = logging.getLogger(__name__)
 
@@ -182,11 +188,8 @@ def _heads(span: ReadableSpan) -> _Heads:
     return heads
 
 
-def encode_spans(spans: Sequence[ReadableSpan]) -> bytes:
-    """An ``ExportTraceServiceRequest`` with ``spans``, grouped by resource and scope."""
-    groups: dict[_Heads, list[bytes]] = {}
-    for span in spans:
-        groups.setdefault(_heads(span), []).append(_span(span))
+def _request(groups: Mapping[_Heads, list[bytes]]) -> bytes:
+    """An ``ExportTraceServiceRequest`` of encoded spans grouped by their resource and scope."""
     by_resource: dict[tuple[bytes, bytes], list[bytes]] = {}
     for (resource, (scope, scope_schema)), encoded in groups.items():
         scope_spans = _field(0x12, scope + b"".join(encoded) + scope_schema)
@@ -197,12 +200,21 @@ def encode_spans(spans: Sequence[ReadableSpan]) -> bytes:
     )
 
 
-class OtlpHttpSpanExporter(SpanExporter):
-    """Posts each batch to an OTLP/HTTP traces URL (``…/v1/traces``) as ``application/x-protobuf``.
+def encode_spans(spans: Sequence[ReadableSpan]) -> bytes:
+    """An ``ExportTraceServiceRequest`` with ``spans``, grouped by resource and scope."""
+    groups: dict[_Heads, list[bytes]] = {}
+    for span in spans:
+        groups.setdefault(_heads(span), []).append(_span(span))
+    return _request(groups)
 
-    Called by the batch processor's own thread, one batch at a time. A batch the receiver does not
-    take (an error status, a refused or broken connection, ``timeout`` seconds without an answer) is
-    logged and dropped: traces are best effort and never hold up the service.
+
+class OtlpHttpPoster:
+    """Posts export requests to an OTLP/HTTP traces URL (``…/v1/traces``) over one kept-alive
+    connection, as ``application/x-protobuf``.
+
+    A request the receiver does not take (an error status, a refused or broken connection,
+    ``timeout`` seconds without an answer) is logged and dropped: traces are best effort and
+    never hold up the service. Not thread-safe: one thread posts.
     """
 
     def __init__(self, url: str, timeout: float = 5.0) -> None:
@@ -222,41 +234,108 @@ class OtlpHttpSpanExporter(SpanExporter):
             self._connection = kind(self._host, self._port, timeout=self._timeout)
         return self._connection
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """Send ``spans`` in one request; a failed request is retried once on a new connection
-        (the receiver may have closed the kept-alive one)."""
-        body = encode_spans(spans)
+    def post(self, body: bytes, spans: int) -> bool:
+        """Send one request of ``spans`` spans; ``True`` if the receiver took it. A failed
+        request is retried once on a new connection (the receiver may have closed the
+        kept-alive one)."""
         for attempt in (1, 2):
             try:
                 connection = self._connect()
                 connection.request(
-                    "POST",
-                    self._path,
-                    body,
-                    {"Content-Type": "application/x-protobuf"},
+                    "POST", self._path, body, {"Content-Type": "application/x-protobuf"}
                 )
                 response = connection.getresponse()
                 response.read()
             except (OSError, http.client.HTTPException) as exc:
-                self._close()
+                self.close()
                 if attempt == 2:
-                    log.warning("OTLP export of %d spans failed: %s", len(spans), exc)
+                    log.warning("OTLP export of %d spans failed: %s", spans, exc)
                 continue
             if 200 <= response.status < 300:
-                return SpanExportResult.SUCCESS
-            log.warning("OTLP export of %d spans refused: HTTP %d", len(spans), response.status)
-            return SpanExportResult.FAILURE
-        return SpanExportResult.FAILURE
+                return True
+            log.warning("OTLP export of %d spans refused: HTTP %d", spans, response.status)
+            return False
+        return False
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """Close the connection (the next post opens a new one)."""
         if self._connection is not None:
             self._connection.close()
             self._connection = None
 
-    def shutdown(self) -> None:
-        """Close the connection."""
-        self._close()
+
+class EncodingSpanProcessor(SpanProcessor):
+    """Encodes each span as it ends and posts what has gathered every ``delay_s`` seconds.
+
+    Unlike the SDK's batch processor it holds bytes, not span objects, between the end of a span
+    and its export: bytes are not tracked by Python's cycle collector, whereas ~10 tracked
+    objects per queued span made every service's collections run more often (the larger part of
+    tracing's cost, measured in docs/performance.md). Encoding runs in the thread that ends the
+    span (~10 µs); the post runs on this processor's own thread. Past ``max_pending`` spans
+    waiting (a receiver that cannot keep up) new ones are dropped and counted in a warning.
+    """
+
+    def __init__(self, poster: OtlpHttpPoster, delay_s: float = 0.5, max_pending: int = 20_000):
+        self._poster = poster
+        self._delay_s = delay_s
+        self._max_pending = max_pending
+        self._lock = threading.Lock()
+        self._posting = threading.Lock()  # one post at a time: the poster is not thread-safe
+        self._pending: dict[_Heads, list[bytes]] = {}
+        self._count = 0
+        self._dropped = 0
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="otlp-export", daemon=True)
+        self._thread.start()
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Nothing to do when a span starts."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Encode ``span`` and keep its bytes for the next post."""
+        if not span.context.trace_flags.sampled:
+            return
+        heads = _heads(span)
+        encoded = _span(span)
+        with self._lock:
+            if self._count >= self._max_pending:
+                self._dropped += 1
+                return
+            self._count += 1
+            group = self._pending.get(heads)
+            if group is None:
+                self._pending[heads] = [encoded]
+            else:
+                group.append(encoded)
+
+    def _take(self) -> tuple[dict[_Heads, list[bytes]], int, int]:
+        with self._lock:
+            pending, count, dropped = self._pending, self._count, self._dropped
+            self._pending, self._count, self._dropped = {}, 0, 0
+        return pending, count, dropped
+
+    def _post_pending(self) -> bool:
+        with self._posting:
+            pending, count, dropped = self._take()
+            if dropped:
+                log.warning("dropped %d spans: the OTLP receiver does not keep up", dropped)
+            return not count or self._poster.post(_request(pending), count)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self._delay_s)
+            self._wake.clear()
+            self._post_pending()
+        self._post_pending()
+        self._poster.close()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Nothing is buffered here (the batch processor holds the spans)."""
-        return True
+        """Post what is pending now (from the calling thread)."""
+        return self._post_pending()
+
+    def shutdown(self) -> None:
+        """Post what is pending and stop the thread."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=10)

@@ -2,8 +2,9 @@
 
 Spans are made through the OpenTelemetry API everywhere; they are recorded and exported only in a
 process whose ``observability.otlp_endpoint`` is set (:func:`setup_tracing` installs the SDK with
-an OTLP/HTTP exporter and a batch processor, whose export runs on its own thread). Without it the
-API's no-op tracer costs a few attribute reads per span and nothing leaves the machine.
+our span processor, which encodes each span to OTLP protobuf as it ends and posts them over
+OTLP/HTTP from its own thread, see :mod:`agent_core.observability.otlp`). Without it the API's
+no-op tracer costs a few attribute reads per span and nothing leaves the machine.
 
 A trace crosses services in two ways: every bus entry we publish carries the current context's
 ``traceparent`` header (:func:`trace_headers`, used by :func:`agent_core.bus.publish`), and a
@@ -61,10 +62,9 @@ def setup_tracing(
         return None
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-    from agent_core.observability.otlp import OtlpHttpSpanExporter
+    from agent_core.observability.otlp import EncodingSpanProcessor, OtlpHttpPoster
 
     provider = TracerProvider(
         resource=Resource.create(
@@ -73,10 +73,9 @@ def setup_tracing(
         sampler=ParentBased(TraceIdRatioBased(settings.trace_sample_ratio)),
     )
     endpoint = settings.otlp_endpoint.rstrip("/") + "/v1/traces"
-    # Our exporter, not the SDK's: it encodes a span in a fraction of the CPU (see otlp.py).
-    provider.add_span_processor(
-        BatchSpanProcessor(OtlpHttpSpanExporter(endpoint, timeout=5), schedule_delay_millis=500)
-    )
+    # Ours, not the SDK's batch processor and exporter: each span is encoded to bytes as it ends
+    # and posted every half second, which costs a fraction of the CPU (see otlp.py).
+    provider.add_span_processor(EncodingSpanProcessor(OtlpHttpPoster(endpoint, timeout=5), 0.5))
     trace.set_tracer_provider(provider)
     return provider.shutdown
 

@@ -1,4 +1,5 @@
-"""Our OTLP encoding of finished spans decodes to exactly what the SDK's exporter would send."""
+"""Our OTLP encoding of finished spans decodes to exactly what the SDK's exporter would send, and
+our processor posts it to a receiver."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from agent_core.observability.otlp import OtlpHttpSpanExporter, encode_spans
+from agent_core.observability.otlp import EncodingSpanProcessor, OtlpHttpPoster, encode_spans
 from tests.fakes.otlp_receiver import OtlpReceiver
 
 
@@ -56,17 +57,23 @@ def test_an_empty_batch_is_an_empty_request() -> None:
     assert encode_spans([]) == b""
 
 
-def test_the_exporter_posts_to_a_receiver_and_reports_a_refusal() -> None:
+def test_the_processor_posts_what_ended_to_a_receiver_and_survives_a_refusal() -> None:
     spans = _spans()
     with OtlpReceiver() as receiver:
-        exporter = OtlpHttpSpanExporter(receiver.endpoint + "/v1/traces")
-        assert exporter.export(spans) is SpanExportResult.SUCCESS
-        assert exporter.export(spans[:1]) is SpanExportResult.SUCCESS  # the kept-alive connection
+        processor = EncodingSpanProcessor(OtlpHttpPoster(receiver.endpoint + "/v1/traces"), 60)
+        for span in spans:
+            processor.on_end(span)
+        assert processor.force_flush()  # long before the 60 s delay
+        processor.on_end(spans[0])
+        assert processor.force_flush()  # the kept-alive connection
         received = receiver.wait_for(lambda got: len(got) == 5)
         assert {s.service for s in received} == {"soong-test"}
-        wrong = OtlpHttpSpanExporter(receiver.endpoint + "/v1/nothing")
-        assert wrong.export(spans) is SpanExportResult.FAILURE  # 404
-        exporter.shutdown()
-        wrong.shutdown()
-    gone = OtlpHttpSpanExporter(receiver.endpoint + "/v1/traces", timeout=2)
-    assert gone.export(spans) is SpanExportResult.FAILURE  # nothing listens any more
+        assert sorted(s.name for s in received[:4]) == sorted(s.name for s in spans)
+        processor.on_end(spans[1])
+        processor.shutdown()  # posts what is pending
+        receiver.wait_for(lambda got: len(got) == 6)
+        wrong = OtlpHttpPoster(receiver.endpoint + "/v1/nothing")
+        assert wrong.post(encode_spans(spans), len(spans)) is False  # 404
+        wrong.close()
+    gone = OtlpHttpPoster(receiver.endpoint + "/v1/traces", timeout=2)
+    assert gone.post(encode_spans(spans), len(spans)) is False  # nothing listens any more
