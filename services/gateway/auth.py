@@ -21,6 +21,7 @@ from fastapi import Request
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
+from agent_core.bus.names import BusTtl
 from services.gateway.errors import ApiError
 from services.gateway.keys import hash_key
 
@@ -30,7 +31,6 @@ _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="soong-agent"'}
 _MAX_KEY_CHARS = 128
 # Failed attempts per client address within the window before answers turn into 429.
 _MAX_FAILURES = 100
-_FAILURE_WINDOW_S = 60
 _QUERY_KEYS = ("api_key", "apikey", "key", "token", "access_token", "authorization")
 
 # KEYS: apikeys hash, bucket key, last-use hash. ARGV: key hash, rate per second, burst.
@@ -101,8 +101,8 @@ class Authenticator:
     def __init__(self, redis: Redis, names: BusNames, *, rate_per_s: float, burst: int) -> None:
         self._redis = redis
         self._names = names
-        self._keys_hash = names.key("apikeys")
-        self._used_hash = names.key("apikeys", "used")
+        self._keys_hash = names.api_keys
+        self._used_hash = names.api_keys_used
         self._rate = rate_per_s
         self._burst = burst
         self._script: Any = redis.register_script(_SCRIPT)
@@ -115,7 +115,7 @@ class Authenticator:
             await self._count_failure(request)
             raise
         digest = hash_key(key)
-        bucket = self._names.key("ratelimit", digest[:16])
+        bucket = self._names.rate_limit(digest[:16])
         reply = await self._script(
             keys=[self._keys_hash, bucket, self._used_hash],
             args=[digest, self._rate, self._burst],
@@ -142,15 +142,15 @@ class Authenticator:
 
     async def _count_failure(self, request: Request) -> None:
         host = request.client.host if request.client else "unknown"
-        key = self._names.key("authfail", host)
+        key = self._names.auth_failures(host)
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.incr(key)
-            pipe.expire(key, _FAILURE_WINDOW_S, nx=True)
+            pipe.expire(key, BusTtl.AUTH_FAILURE_WINDOW_S, nx=True)
             count, _ = await pipe.execute()
         if int(count) > _MAX_FAILURES:
             raise ApiError(
                 429,
                 "too_many_failures",
                 "too many failed authentication attempts",
-                headers={"Retry-After": str(_FAILURE_WINDOW_S)},
+                headers={"Retry-After": str(BusTtl.AUTH_FAILURE_WINDOW_S)},
             )

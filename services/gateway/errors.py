@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.errors import AgentCoreError, BusTimeoutError, redact, redact_obj
 
 __all__ = [
@@ -151,15 +152,19 @@ _STATUS_BY_TYPE: Final[dict[str, int]] = {
 RETRY_AFTER_S = "1"
 
 
+# Refusals of a state the request conflicts with (any ``conflict``-typed error is one too).
+_CONFLICTS = frozenset({RefusalCode.INVALID_TRANSITION, RefusalCode.CONFLICT})
+
+
 def _core_status(exc: AgentCoreError) -> int:
     code = exc.code
     if isinstance(exc, BusTimeoutError):
         return 503
-    if code == "storage_full":  # the database's disk is full: nothing was written
+    if code == RefusalCode.STORAGE_FULL:  # the database's disk is full: nothing was written
         return 507
     if code == "not_found" or code.endswith("_not_found"):
         return 404
-    if exc.error_type == "conflict" or code in {"invalid_transition", "run_terminal", "conflict"}:
+    if exc.error_type == "conflict" or code in _CONFLICTS:
         return 409
     if exc.error_type == "storage_error":
         return 409 if not exc.retryable else 503

@@ -33,6 +33,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_core.bus import BusNames
 from agent_core.bus.broker import MAX_BLOCK_MS
+from agent_core.bus.names import BusTtl
 from agent_core.runqueue import RunEventReader
 from agent_core.types.runtime import RUNTIME_EVENT, RunFinished, RuntimeEvent
 
@@ -41,7 +42,6 @@ __all__ = ["EventHub"]
 log = logging.getLogger("soong.gateway")
 
 Batch = list[tuple[str, RuntimeEvent, bytes]]
-_WAKE_TTL_MS = 3_600_000
 _RETRY_S = 0.2
 
 
@@ -62,7 +62,7 @@ class EventHub:
         self._reader = RunEventReader(redis, names)
         self._names = names
         # This process's own wake stream: a random suffix, never a stored id.
-        self._wake_key = names.key("gateway", "wake", secrets.token_hex(8))
+        self._wake_key = names.gateway_wake(secrets.token_hex(8))
         self._wake_last = "0-0"
         self._followers: dict[bytes, _Follower] = {}
         self._task: asyncio.Task[None] | None = None
@@ -137,7 +137,7 @@ class EventHub:
     async def _wake(self) -> None:
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.xadd(self._wake_key, {"w": "1"}, maxlen=8, approximate=False)
-            pipe.pexpire(self._wake_key, _WAKE_TTL_MS)
+            pipe.pexpire(self._wake_key, BusTtl.GATEWAY_WAKE_MS)
             await pipe.execute()
 
     async def _run(self) -> None:

@@ -58,8 +58,8 @@ class ApiKeyStore:
 
     def __init__(self, redis: Redis, names: BusNames) -> None:
         self._redis = redis
-        self._hash = names.key("apikeys")
-        self.used_hash = names.key("apikeys", "used")
+        self._hash = names.api_keys
+        self.used_hash = names.api_keys_used
 
     async def create(
         self, account_id: str, *, expires_in_s: float | None = None

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_core.bus import BusNames
+from agent_core.bus.names import BusTtl
 from services.gateway.errors import ApiError
 
 __all__ = ["BodyLimitMiddleware", "BodyTooLarge", "SseSlots"]
@@ -105,12 +106,10 @@ class BodyLimitMiddleware:
 
 # Slots belong to the gateway that holds them: each key's slots are counted per gateway (a hash
 # field per gateway), and a gateway's counts count only while it lives — its ``alive`` key, which
-# its heartbeat renews every second, expires GATEWAY_TTL_S after it dies (SIGKILL included), and
+# its heartbeat renews every second, expires BusTtl.SSE_GATEWAY_ALIVE_S after it dies, and
 # the next acquire drops the dead gateway's counts. (The alive keys are read by name inside the
 # script, which a single Redis — the bus — allows.)
-GATEWAY_TTL_S = 3
 HEARTBEAT_S = 1.0
-_SLOT_TTL_S = 24 * 3600  # the per-key hash itself, left behind by keys that stopped streaming
 
 _ACQUIRE = """
 local fields = redis.call('HGETALL', KEYS[1])
@@ -146,18 +145,18 @@ class SseSlots:
         self._release = redis.register_script(_RELEASE)
 
     def _key(self, key_id: str) -> str:
-        return self._names.key("sse", key_id)
+        return self._names.sse_slots(key_id)
 
     @property
     def _alive_prefix(self) -> str:
-        return self._names.key("sse-gateway", "")
+        return self._names.sse_gateway_alive_prefix
 
     async def heartbeat(self, stop: asyncio.Event) -> None:
         """Keep this gateway's slots alive until ``stop``; they expire when this stops."""
         alive = self._alive_prefix + self.gateway_id
         while not stop.is_set():
             with contextlib.suppress(Exception):  # the bus may be down: try again next beat
-                await self._redis.set(alive, b"1", ex=GATEWAY_TTL_S)
+                await self._redis.set(alive, b"1", ex=BusTtl.SSE_GATEWAY_ALIVE_S)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=HEARTBEAT_S)
         with contextlib.suppress(Exception):
@@ -169,7 +168,7 @@ class SseSlots:
             self.gateway_id,
             self.limit,
             self._alive_prefix,
-            _SLOT_TTL_S,
+            BusTtl.SSE_SLOTS_S,
         ]
         if not await self._acquire(keys=[self._key(key_id)], args=args):
             raise ApiError(

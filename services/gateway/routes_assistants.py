@@ -26,6 +26,7 @@ from agent_core.bus.contracts.assistants import (
     ListAssistantVersions,
     UpdateAssistant,
 )
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.errors import StorageError
 from agent_core.ids import new_id
 from agent_core.storage_client import raise_for_receipt
@@ -44,7 +45,14 @@ from agent_core.types.api import (
 from agent_core.types.runtime import AgentConfigOverrides
 from services.gateway.auth import Caller
 from services.gateway.errors import ApiError, not_found, responses
-from services.gateway.state import CallerDep, Gateway, GatewayDep, agent_overrides, fetch
+from services.gateway.state import (
+    CallerDep,
+    Gateway,
+    GatewayDep,
+    agent_overrides,
+    fetch,
+    fetch_optional,
+)
 
 __all__ = ["check_overridable", "get_assistant", "router", "session_config"]
 
@@ -67,7 +75,7 @@ async def get_assistant(
 ) -> Assistant:
     """The caller's assistant (by name: an active one) at ``version`` (the latest) or 404."""
     query = GetAssistant(account_id=caller.account_id, version=version, **_key(name_or_id))
-    return Assistant.model_validate(await fetch(gw, query, "assistant"))
+    return await fetch(gw, query, "assistant")
 
 
 def _checked(gw: Gateway, definition: AssistantDefinition) -> None:
@@ -116,8 +124,7 @@ async def list_assistants(
 ) -> AssistantList:
     """The account's assistants by name, each at its latest version."""
     query = ListAssistants(account_id=caller.account_id, include_archived=include_archived)
-    rows = await fetch(gw, query, "assistant")
-    return AssistantList(items=[Assistant.model_validate(r) for r in rows])
+    return AssistantList(items=await fetch_optional(gw, query))
 
 
 @router.get("/{name_or_id}", response_model=Assistant, responses=responses(404))
@@ -137,7 +144,7 @@ async def list_versions(name_or_id: str, gw: GatewayDep, caller: CallerDep) -> A
     """Every version of an assistant, oldest first."""
     current = await get_assistant(gw, caller, name_or_id)
     query = ListAssistantVersions(account_id=caller.account_id, assistant_id=current.assistant_id)
-    return AssistantVersions.model_validate(await fetch(gw, query, "assistant"))
+    return await fetch(gw, query, "assistant")
 
 
 async def _update(
@@ -159,7 +166,7 @@ async def _update(
     try:
         raise_for_receipt(await gw.storage.send(command))
     except StorageError as exc:
-        if exc.code == "version_mismatch":
+        if exc.code == RefusalCode.VERSION_MISMATCH:
             raise ApiError(
                 412, exc.code, "the assistant changed since you read it; read it again",
                 details=exc.details,

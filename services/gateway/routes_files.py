@@ -26,7 +26,6 @@ from agent_core.tools.paths import Area, SessionPath
 from agent_core.types.api import ArtifactList, FileEntry, FileList, UploadedFile
 from agent_core.types.mappers import to_artifact_ref
 from agent_core.types.runtime import ArtifactRef, SessionState
-from agent_core.types.storage import ArtifactRecord
 from services.gateway.errors import ApiError, not_found, responses
 from services.gateway.limits import BodyTooLarge
 from services.gateway.state import CallerDep, Gateway, GatewayDep, fetch, get_session
@@ -80,8 +79,8 @@ async def list_artifacts(session_id: str, gw: GatewayDep, caller: CallerDep) -> 
     """Artifacts of the session, oldest first."""
     await get_session(gw, caller, session_id)
     query = ListArtifacts(session_id=session_id, account_id=caller.account_id)
-    rows = await fetch(gw, query, "session")
-    return ArtifactList(items=[to_artifact_ref(ArtifactRecord.model_validate(r)) for r in rows])
+    records = await fetch(gw, query, "session")
+    return ArtifactList(items=[to_artifact_ref(r) for r in records])
 
 
 async def _artifact(
@@ -93,7 +92,7 @@ async def _artifact(
     query = GetArtifact(
         artifact_id=artifact_id, session_id=session_id, account_id=caller.account_id
     )
-    ref = to_artifact_ref(ArtifactRecord.model_validate(await fetch(gw, query, "artifact")))
+    ref = to_artifact_ref(await fetch(gw, query, "artifact"))
     if ref.session_id != session_id:
         raise not_found("artifact")
     return ref

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import GetNode
 from agent_core.errors import StorageError
 from agent_core.ids import is_valid_id
@@ -132,6 +133,6 @@ def refusal(exc: BaseException) -> BaseException:
         return ApiError(409, exc.code, exc.message)
     if isinstance(exc, StorageError) and exc.code == "not_found":
         return not_found("session")
-    if isinstance(exc, StorageError) and exc.code == "session_archived":
+    if isinstance(exc, StorageError) and exc.code == RefusalCode.SESSION_ARCHIVED:
         return ApiError(409, exc.code, "the session is archived; unarchive it first")
     return exc

@@ -23,12 +23,11 @@ from agent_core.types.api import (
     NodePath,
     SwitchNodeRequest,
     Tree,
-    TreeNode,
     stored_overrides,
 )
 from agent_core.types.mappers import to_agent_state, to_node, to_timeline_event
 from agent_core.types.runtime import AgentConfig, ContextBuildReport, Node, SessionState
-from agent_core.types.storage import AgentRecord, EventRecord, NodeRecord
+from agent_core.types.storage import NodeRecord
 from services.gateway.errors import not_found, responses
 from services.gateway.state import CallerDep, GatewayDep, fetch, fetch_page, get_session
 
@@ -41,12 +40,8 @@ router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["tree"])
 async def read_tree(session_id: str, gw: GatewayDep, caller: CallerDep) -> Tree:
     """Every node of the session (compact: ids, parents, roles, types, previews)."""
     session = await get_session(gw, caller, session_id)
-    rows = await fetch(gw, GetTree(session_id=session_id, account_id=caller.account_id), "session")
-    return Tree(
-        session_id=session_id,
-        active_node_id=session.active_node_id,
-        nodes=[TreeNode.model_validate(r) for r in rows],
-    )
+    tree = await fetch(gw, GetTree(session_id=session_id, account_id=caller.account_id), "session")
+    return Tree(session_id=session_id, active_node_id=session.active_node_id, nodes=tree)
 
 
 @router.get("/path", response_model=NodePath, responses=responses(404))
@@ -68,7 +63,7 @@ async def read_path(
         if value is not None and not is_valid_id(value, "node"):
             raise not_found("node")
     tip = node_id or session.active_node_id  # the active node as read with the session
-    rows: list[Any] = []
+    rows: list[NodeRecord] = []
     if tip is not None:
         query = GetActivePath(
             session_id=session_id,
@@ -80,7 +75,7 @@ async def read_path(
     return NodePath(
         session_id=session_id,
         active_node_id=session.active_node_id,
-        items=[to_node(NodeRecord.model_validate(r)) for r in rows],
+        items=[to_node(r) for r in rows],
     )
 
 
@@ -89,7 +84,7 @@ async def _node(gw: GatewayDep, caller: CallerDep, session_id: str, node_id: str
         raise not_found("node")
     await get_session(gw, caller, session_id)
     query = GetNode(session_id=session_id, node_id=node_id, account_id=caller.account_id)
-    return to_node(NodeRecord.model_validate(await fetch(gw, query, "node")))
+    return to_node(await fetch(gw, query, "node"))
 
 
 @router.get("/nodes/{node_id}", response_model=Node, responses=responses(404))
@@ -124,7 +119,7 @@ async def context_preview(
     rows = await fetch(gw, query, "node")
     if not rows:
         raise not_found("node")
-    path = [to_node(NodeRecord.model_validate(r)) for r in rows]
+    path = [to_node(r) for r in rows]
     _, report = ContextBuilder().build(path, session_id=session_id, config=_config(gw, session))
     return report
 
@@ -164,7 +159,7 @@ async def list_events(
     rows, cursor = await fetch_page(gw, query)
     if rows is None:
         raise not_found("session")
-    items = [to_timeline_event(EventRecord.model_validate(r)) for r in rows]
+    items = [to_timeline_event(r) for r in rows]
     return EventList(items=items, next_after_seq=int(cursor) if cursor else None)
 
 
@@ -172,7 +167,7 @@ async def list_events(
 async def list_agents(session_id: str, gw: GatewayDep, caller: CallerDep) -> AgentList:
     """Agents of the session (main, orchestrator, sub, fork)."""
     await get_session(gw, caller, session_id)
-    rows = await fetch(
+    records = await fetch(
         gw, ListAgents(session_id=session_id, account_id=caller.account_id), "session"
     )
-    return AgentList(items=[to_agent_state(AgentRecord.model_validate(r)) for r in rows])
+    return AgentList(items=[to_agent_state(r) for r in records])

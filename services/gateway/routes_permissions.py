@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter
 
 from agent_core.bus.contracts.storage import ListRuns
+from agent_core.bus.names import BusTtl
 from agent_core.types.api import PermissionDecisionRequest, PermissionList
 from agent_core.types.enums import TERMINAL_RUN_STATUSES
 from agent_core.types.protocol import PermissionDecision, PermissionRequest
@@ -25,8 +26,6 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1/sessions/{session_id}/permissions", tags=["permissions"])
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9_\-]{1,128}")
-_DECISION_TTL_S = 7 * 24 * 3600
-_WAKE_TTL_S = 3600
 
 
 @router.get("", response_model=PermissionList, responses=responses(404))
@@ -39,7 +38,7 @@ async def list_pending(session_id: str, gw: GatewayDep, caller: CallerDep) -> Pe
     if not stored:
         return PermissionList(items=[])
     runs = await fetch(gw, ListRuns(session_id=session_id, account_id=caller.account_id), "session")
-    ended = {r["run_id"] for r in runs if r["status"] in TERMINAL_RUN_STATUSES}
+    ended = {r.run_id for r in runs if r.status in TERMINAL_RUN_STATUSES}
     now = datetime.now(UTC)
     items, stale = [], []
     for request_id, raw in stored.items():
@@ -83,7 +82,7 @@ async def decide(
     stored = await redis.set(
         names.permission_decision(session_id, request_id),
         decision.model_dump_json(),
-        ex=_DECISION_TTL_S,
+        ex=BusTtl.PERMISSION_S,
         nx=True,
     )
     if not stored:
@@ -91,7 +90,7 @@ async def decide(
     async with redis.pipeline(transaction=False) as pipe:
         wake = names.permission_wake(session_id, request_id)
         pipe.rpush(wake, b"1")  # the waiting run goes on at once
-        pipe.expire(wake, _WAKE_TTL_S)
+        pipe.expire(wake, BusTtl.PERMISSION_WAKE_S)
         pipe.hdel(names.session_permissions(session_id), request_id)
         await pipe.execute()
     return decision

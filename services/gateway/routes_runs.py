@@ -15,7 +15,6 @@ from agent_core.observability.metrics import SSE_STREAMS_OPEN
 from agent_core.types.api import RunList
 from agent_core.types.mappers import to_run_state
 from agent_core.types.runtime import RunState
-from agent_core.types.storage import RunRecord
 from services.gateway.auth import Caller
 from services.gateway.errors import responses
 from services.gateway.sse import (
@@ -85,8 +84,10 @@ async def open_stream(
 async def list_runs(session_id: str, gw: GatewayDep, caller: CallerDep) -> RunList:
     """Runs of the session, oldest first."""
     await get_session(gw, caller, session_id)
-    rows = await fetch(gw, ListRuns(session_id=session_id, account_id=caller.account_id), "session")
-    return RunList(items=[to_run_state(RunRecord.model_validate(r)) for r in rows])
+    records = await fetch(
+        gw, ListRuns(session_id=session_id, account_id=caller.account_id), "session"
+    )
+    return RunList(items=[to_run_state(r) for r in records])
 
 
 @router.get("/{run_id}", response_model=RunState, responses=responses(404))

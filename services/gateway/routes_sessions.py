@@ -22,7 +22,6 @@ from agent_core.types.api import (
 from agent_core.types.enums import AgentType, SessionStatus
 from agent_core.types.mappers import to_session_state
 from agent_core.types.runtime import SessionState
-from agent_core.types.storage import SessionRecord
 from services.gateway.errors import ApiError, responses
 from services.gateway.routes_assistants import session_config
 from services.gateway.state import (
@@ -95,7 +94,7 @@ async def list_sessions(
     """The caller's sessions, newest first."""
     query = ListSessions(account_id=caller.account_id, status=status, cursor=cursor, limit=limit)
     rows, next_cursor = await fetch_page(gw, query)
-    items = [to_session_state(SessionRecord.model_validate(r)) for r in rows or []]
+    items = [to_session_state(r) for r in rows]
     return SessionList(items=items, next_cursor=next_cursor)
 
 

@@ -28,7 +28,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from agent_core.bus.contracts.storage import GetNode, GetRun, ListEvents
-from agent_core.types.enums import EventType
+from agent_core.types.enums import TERMINAL_RUN_EVENTS, EventType
 from agent_core.types.mappers import to_node, to_run_finished, to_run_state, to_timeline_event
 from agent_core.types.runtime import (
     RunNodeCreated,
@@ -36,7 +36,6 @@ from agent_core.types.runtime import (
     RuntimeEvent,
     TimelineEvent,
 )
-from agent_core.types.storage import EventRecord, NodeRecord, RunRecord
 from services.gateway.errors import ApiError
 from services.gateway.state import Gateway, fetch_optional
 
@@ -101,13 +100,8 @@ def _timeline_frame(event: TimelineEvent) -> bytes:
 
 
 async def _run(gw: Gateway, session_id: str, run_id: str) -> RunState | None:
-    row = await fetch_optional(gw, GetRun(run_id=run_id, session_id=session_id))
-    return None if row is None else to_run_state(RunRecord.model_validate(row))
-
-
-_TERMINAL_EVENTS = frozenset(
-    {EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED, EventType.RUN_ABORTED}
-)
+    record = await fetch_optional(gw, GetRun(run_id=run_id, session_id=session_id))
+    return None if record is None else to_run_state(record)
 
 
 async def _durable(
@@ -116,23 +110,23 @@ async def _durable(
     seq = after_seq
     while True:
         query = ListEvents(session_id=session_id, run_id=run_id, after_seq=seq, limit=_PAGE)
-        rows = await fetch_optional(gw, query) or []
-        for row in rows:
-            event = to_timeline_event(EventRecord.model_validate(row))
+        records = await fetch_optional(gw, query) or []
+        for record in records:
+            event = to_timeline_event(record)
             seq = event.seq
             if after_ms and event.created_at.timestamp() * 1000 <= after_ms:
                 continue
-            if event.event_type in _TERMINAL_EVENTS:
+            if event.event_type in TERMINAL_RUN_EVENTS:
                 # The replay ends with run_finished built from the run record, which says the
                 # same; the lifecycle event itself may be stamped a moment after the live
                 # run_finished a resuming client already holds, so it is not replayed twice.
                 continue
             if event.event_type is EventType.NODE_CREATED and event.node_id:
-                node_row = await fetch_optional(
+                node_record = await fetch_optional(
                     gw, GetNode(session_id=session_id, node_id=event.node_id)
                 )
-                if node_row is not None:
-                    node = to_node(NodeRecord.model_validate(node_row))
+                if node_record is not None:
+                    node = to_node(node_record)
                     created = RunNodeCreated(
                         run_id=run_id,
                         session_id=session_id,
@@ -143,7 +137,7 @@ async def _durable(
                     yield frame(f"db-{event.seq}", created)
                     continue
             yield _timeline_frame(event)
-        if len(rows) < _PAGE:
+        if len(records) < _PAGE:
             break
     run = await _run(gw, session_id, run_id)
     if run is not None and run.is_terminal:

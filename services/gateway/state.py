@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar, cast
 
 from fastapi import Depends, Request
 
+from agent_core.bus.contracts._replies import TypedQuery
 from agent_core.bus.contracts.storage import GetRun, GetSession, StorageQuery
 from agent_core.config import agent_config
-from agent_core.errors import ConfigError, StorageError
+from agent_core.errors import ConfigError
 from agent_core.ids import is_valid_id
 from agent_core.runqueue import SessionQueue
 from agent_core.service import ServiceContext
 from agent_core.storage_client import StorageClient
 from agent_core.types.mappers import to_run_state, to_session_state
 from agent_core.types.runtime import AgentConfigOverrides, RunState, SessionState
-from agent_core.types.storage import RunRecord, SessionRecord
 from services.gateway.auth import Authenticator, Caller
 from services.gateway.errors import ApiError, not_found
 from services.gateway.hub import EventHub
@@ -40,6 +40,8 @@ __all__ = [
     "get_session",
     "valid_session_id",
 ]
+
+R = TypeVar("R")
 
 _SESSION_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
@@ -102,26 +104,21 @@ def valid_session_id(session_id: str) -> bool:
     )
 
 
-async def fetch_page(gw: Gateway, query: StorageQuery) -> tuple[Any, str | None]:
-    """The data and next cursor of a query (data ``None``: nothing visible); a failed read raises."""
-    reply = await gw.storage.query(query)
-    if not reply.ok:
-        err = reply.error
-        raise StorageError(
-            err.code if err else "query_failed",
-            err.message if err else "storage query failed",
-            retryable=bool(err and err.retryable),
-        )
-    return reply.data, reply.next_cursor
+async def fetch_page(gw: Gateway, query: TypedQuery[R]) -> tuple[R, str | None]:
+    """The data, typed by the query, and next cursor of a query (data ``None``: nothing
+    visible); a failed read raises."""
+    reply = await gw.storage.query(cast("StorageQuery", query))
+    return query.reply_of(reply), reply.next_cursor
 
 
-async def fetch_optional(gw: Gateway, query: StorageQuery) -> Any:
-    """The data of a query, ``None`` when nothing visible matched; a failed read raises."""
+async def fetch_optional(gw: Gateway, query: TypedQuery[R]) -> R:
+    """The data of a query, typed by it (``None`` when nothing visible matched); a failed read
+    raises."""
     data, _ = await fetch_page(gw, query)
     return data
 
 
-async def fetch(gw: Gateway, query: StorageQuery, what: str) -> Any:
+async def fetch(gw: Gateway, query: TypedQuery[R | None], what: str) -> R:
     """Like :func:`fetch_optional`, but nothing visible is a 404 naming ``what``."""
     data = await fetch_optional(gw, query)
     if data is None:
@@ -133,10 +130,10 @@ async def get_session(gw: Gateway, caller: Caller, session_id: str) -> SessionSt
     """The caller's session ``session_id`` or 404."""
     if not valid_session_id(session_id):
         raise not_found("session")
-    row = await fetch(
+    record = await fetch(
         gw, GetSession(session_id=session_id, account_id=caller.account_id), "session"
     )
-    return to_session_state(SessionRecord.model_validate(row))
+    return to_session_state(record)
 
 
 async def get_run(gw: Gateway, caller: Caller, session_id: str, run_id: str) -> RunState:
@@ -144,10 +141,10 @@ async def get_run(gw: Gateway, caller: Caller, session_id: str, run_id: str) -> 
     if not valid_session_id(session_id) or not is_valid_id(run_id, "run"):
         raise not_found("run")
     query = GetRun(run_id=run_id, session_id=session_id, account_id=caller.account_id)
-    row = await fetch(gw, query, "run")
-    if row.get("session_id") != session_id:
+    record = await fetch(gw, query, "run")
+    if record.session_id != session_id:
         raise not_found("run")
-    return to_run_state(RunRecord.model_validate(row))
+    return to_run_state(record)
 
 
 def agent_overrides(gw: Gateway, overrides: AgentConfigOverrides | None) -> dict[str, Any] | None:

@@ -81,8 +81,8 @@ class PendingQueue:
         self.lock_ttl_ms = int(lock_ttl_s * 1000)
         self.poll_s = poll_s
         self.max_attempts = max_attempts
-        self._due = names.key("memory", "due")
-        self._first = names.key("memory", "first")
+        self._due = names.memory_due
+        self._first = names.memory_first
         self._attempts: dict[str, int] = {}
         # EVALSHA with a fallback to EVAL: the script text is not sent on every call.
         self._push: Any = redis.register_script(_PUSH)
@@ -93,14 +93,14 @@ class PendingQueue:
 
     def pending_key(self, account_id: str) -> str:
         """The list of an account's interactions waiting for consolidation."""
-        return self.names.key("memory", "pending", account_id)
+        return self.names.memory_pending(account_id)
 
     def failed_key(self, account_id: str) -> str:
         """Where a batch goes after ``max_attempts`` failures (kept for inspection, not lost)."""
-        return self.names.key("memory", "failed", account_id)
+        return self.names.memory_failed(account_id)
 
     def _lock_key(self, account_id: str) -> str:
-        return self.names.key("memory", "lock", account_id)
+        return self.names.memory_lock(account_id)
 
     # -- producer side -----------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_core.bus.contracts.storage import (
+    AppendNodeResult,
     CreateArtifact,
     EventDraft,
     NodeDraft,
@@ -88,7 +89,7 @@ class BusRunStore:
         """Node + ``node_created`` event in one transaction (see :func:`node_drafts`); returns
         the node with its seq."""
         draft, event = node_drafts(node, payload)
-        receipt = raise_for_receipt(
+        result = AppendNodeResult.of(
             await self._storage.append_node(
                 self.handle.session_id,
                 draft,
@@ -98,7 +99,7 @@ class BusRunStore:
             )
         )
         return node.model_copy(
-            update={"node_seq": receipt.result.get("node_seq"), "token_count": draft.token_count}
+            update={"node_seq": result.node_seq, "token_count": draft.token_count}
         )
 
     async def append_event(

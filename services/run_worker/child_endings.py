@@ -4,7 +4,6 @@ interrupted dispatch, a takeover of their parent): see :mod:`services.run_worker
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable
 from typing import Any
 
@@ -21,6 +20,7 @@ from agent_core.runqueue import RunEventWriter, SessionQueue
 from agent_core.runtime import Ending, RunFailure, ending
 from agent_core.storage_client import StorageClient
 from agent_core.types.enums import EndReason, EventLevel, EventType, RunStatus
+from agent_core.types.mappers import to_run_state
 from agent_core.types.runtime import (
     ChildAgentResult,
     RunEnd,
@@ -115,14 +115,14 @@ async def end_orphans(
 ) -> list[str]:
     """End the child runs of ``parent_run_id`` still in flight: they ran in a worker that is
     gone (or stopped) — ``failed`` / ``worker_lost``. Returns the ids of those ended."""
-    runs = await reads.query(ListRuns(session_id=session_id)) or []
+    records = await reads.read(ListRuns(session_id=session_id)) or []
     ended: list[str] = []
-    for run in runs:
-        metadata = json.loads(run.get("metadata_json") or "{}")
+    for run in map(to_run_state, records):
+        metadata = run.metadata
         if (
             metadata.get("kind") != "child"
             or metadata.get("parent_run_id") != parent_run_id
-            or run["status"] not in _ACTIVE
+            or run.status not in _ACTIVE
         ):
             continue
         error = RunFailure("worker_lost", "the worker running this child run was lost")
@@ -132,8 +132,8 @@ async def end_orphans(
             storage,
             queue,
             reads,
-            run["run_id"],
-            run["agent_id"],
+            run.run_id,
+            run.agent_id,
             how,
             session_id=session_id,
             events=events,
@@ -141,7 +141,7 @@ async def end_orphans(
             label=label,
             tool_call_id=metadata.get("tool_call_id"),
         ):
-            ended.append(run["run_id"])
+            ended.append(run.run_id)
     return ended
 
 

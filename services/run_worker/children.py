@@ -42,7 +42,6 @@ is the parent's conversation up to the turn that forks, branching off the parent
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -70,6 +69,7 @@ from agent_core.types.enums import (
     Role,
     RunStatus,
 )
+from agent_core.types.mappers import to_agent_state
 from agent_core.types.protocol import TextBlock
 from agent_core.types.runtime import (
     AgentConfig,
@@ -294,16 +294,16 @@ class ChildRunner:
     async def _worker(self, name: str, new_branch: bool) -> tuple[str, str | None]:
         """The worker's agent id (created on first use) and the node its task goes under."""
         parent = self.parent.handle
-        agents = await self.reads.query(ListAgents(session_id=parent.session_id)) or []
-        for agent in agents:
-            metadata = json.loads(agent.get("metadata_json") or "{}")
+        records = await self.reads.read(ListAgents(session_id=parent.session_id)) or []
+        for agent in map(to_agent_state, records):
+            metadata = agent.metadata
             if (
-                agent["parent_agent_id"] == parent.agent_id
-                and agent["agent_type"] == AgentType.SUB.value
+                agent.parent_agent_id == parent.agent_id
+                and agent.agent_type is AgentType.SUB
                 and metadata.get("name") == name
             ):
                 after = metadata.get(_CONTINUE_FROM)
-                return agent["agent_id"], None if new_branch or not after else str(after)
+                return agent.agent_id, None if new_branch or not after else str(after)
         return await self._create_agent(AgentType.SUB, _worker_metadata(name)), None
 
     async def _create_agent(

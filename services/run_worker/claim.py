@@ -11,11 +11,18 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from agent_core.bus.contracts.storage import ClaimRun, GetSession, PlaceMessage, RunFence
+from agent_core.bus.contracts.refusals import FENCED
+from agent_core.bus.contracts.storage import (
+    ClaimRun,
+    ClaimRunResult,
+    GetSession,
+    PlaceMessage,
+    RunFence,
+)
 from agent_core.ids import new_id
 from agent_core.runqueue import InFlight, QueuedRun, RunEventWriter, SessionQueue
 from agent_core.service import ServiceContext
-from agent_core.storage_client import FENCED_CODES, StorageClient
+from agent_core.storage_client import StorageClient
 from agent_core.types.enums import Role, RunStatus
 from agent_core.types.protocol import TextBlock
 from agent_core.types.runtime import Node, RunHandle, RunStatusChanged
@@ -94,7 +101,7 @@ class Claimer:
             # Terminal already (cancelled while queued, finished before a crash) or superseded.
             code = claim.error.code if claim.error else "refused"
             log.info("run %s not claimable: %s", run.run_id, code)
-            if code in FENCED_CODES:
+            if code in FENCED:
                 return False
             await close_stream_of_terminal_run(self.ctx, self.reads, run.session_id, run.run_id)
             return True
@@ -114,10 +121,10 @@ class Claimer:
             )
         )
         store = BusRunStore(self.storage, handle, set_active=run.kind == "main")
-        placed = claim.result.get("placed")
+        placed = ClaimRunResult.of(claim).placed
         if placed:
             message = message.model_copy(
-                update={"parent_id": placed["parent_id"], "node_seq": placed["node_seq"]}
+                update={"parent_id": placed.parent_id, "node_seq": placed.node_seq}
             )
         prefetch = Prefetch(cancelled, cwd, message if placed else None, path, above or [], memory)
         return Attempt(item, handle, store, events, prefetch)
@@ -126,8 +133,8 @@ class Claimer:
         """The session's working directory: carried by the run, else (older runs) read."""
         if run.cwd is not None:
             return run.cwd
-        session = await self.reads.query(GetSession(session_id=run.session_id))
-        return str(session["cwd"]) if session else ""
+        session = await self.reads.read(GetSession(session_id=run.session_id))
+        return session.cwd if session else ""
 
 
 async def _none() -> None:

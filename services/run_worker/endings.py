@@ -15,14 +15,15 @@ import logging
 import traceback
 from typing import Any
 
-from agent_core.bus.contracts.storage import EndRun, GetRun, RunFence
+from agent_core.bus.contracts.refusals import FENCED, RefusalCode
+from agent_core.bus.contracts.storage import EndRun, EndRunResult, GetRun, RunFence
 from agent_core.errors import StorageError, redact
 from agent_core.ids import new_id
 from agent_core.observability.runs import run_ended
 from agent_core.runqueue import RunEventWriter
 from agent_core.runtime import Ending, EventSink, Fenced
 from agent_core.service import ServiceContext
-from agent_core.storage_client import FENCED_CODES, StorageClient
+from agent_core.storage_client import StorageClient
 from agent_core.tools import Workspace
 from agent_core.types.enums import EndReason, RunStatus
 from agent_core.types.mappers import to_run_finished, to_run_state
@@ -88,14 +89,14 @@ async def end_run(
         ending = dataclasses.replace(ending, end=end, node=None)
         receipt = await storage.send(_command(handle, ending, fence, set_active))
     if receipt.ok:
-        node = ending.node
+        node, written = ending.node, EndRunResult.of(receipt).node
         if node is not None:
-            seq = (receipt.result.get("node") or {}).get("node_seq")
+            seq = None if written is None else written.node_seq
             ending = dataclasses.replace(ending, node=node.model_copy(update={"node_seq": seq}))
         run_ended(handle, ending.end)  # the one log line and metrics of the run's end
         return ending
     code = _code(receipt)
-    if code in FENCED_CODES:
+    if code in FENCED:
         raise Fenced(f"a newer attempt owns run {handle.run_id}")
     stored = await _stored(reads, handle)
     if stored is None:
@@ -105,7 +106,11 @@ async def end_run(
 
 
 # Refusals that are the run's, not its last node's: retrying without the node changes nothing.
-_NOT_THE_NODE = FENCED_CODES | {"run_ended", "fence_required", "run_not_found"}
+_NOT_THE_NODE = FENCED | {
+    RefusalCode.RUN_ENDED,
+    RefusalCode.FENCE_REQUIRED,
+    RefusalCode.RUN_NOT_FOUND,
+}
 
 
 def _code(receipt: Any) -> str:
@@ -168,9 +173,9 @@ def announce(events: EventSink, handle: RunHandle, ending: Ending) -> None:
     events.emit(RunFinished.of(handle, end))
 
 
-def stored_end(record: dict[str, Any]) -> RunEnd | None:
+def stored_end(record: RunRecord) -> RunEnd | None:
     """The end a run record holds, if the run has ended."""
-    state = to_run_state(RunRecord.model_validate(record))
+    state = to_run_state(record)
     if not state.is_terminal:
         return None
     return RunEnd(
@@ -184,7 +189,7 @@ def stored_end(record: dict[str, Any]) -> RunEnd | None:
 
 
 async def _stored(reads: RunReads, handle: RunHandle) -> RunEnd | None:
-    record = await reads.query(GetRun(run_id=handle.run_id, session_id=handle.session_id))
+    record = await reads.read(GetRun(run_id=handle.run_id, session_id=handle.session_id))
     return None if record is None else stored_end(record)
 
 
@@ -194,12 +199,12 @@ async def close_stream_of_terminal_run(
     """A worker can die after the run's end was written and before its ``run_finished`` event:
     the next holder finds the run terminal and writes the missing event from the record, so
     that every stream ends and no SSE client waits forever."""
-    record = await reads.query(GetRun(run_id=run_id, session_id=session_id))
+    record = await reads.read(GetRun(run_id=run_id, session_id=session_id))
     if record is None or stored_end(record) is None:
         return
     events = RunEventWriter(ctx.redis, ctx.names, session_id, run_id)
     if await events.last_type() == "run_finished":
         return
     events.start()
-    events.emit(to_run_finished(to_run_state(RunRecord.model_validate(record))))
+    events.emit(to_run_finished(to_run_state(record)))
     await events.close()

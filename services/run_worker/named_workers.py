@@ -22,7 +22,7 @@ from agent_core.errors import ConfigError, ToolError
 from agent_core.hooks import RunHooks
 from agent_core.provider.base import ProviderAdapter
 from agent_core.runtime.ports import ToolRunner
-from agent_core.types.api import Assistant, session_overrides
+from agent_core.types.api import session_overrides
 from agent_core.types.runtime import AgentConfig
 from services.run_worker.adapters import BusRunStore
 from services.run_worker.agent_setup import AgentSetup
@@ -54,10 +54,9 @@ def named_setup(
     account: another account's assistants are not found)."""
 
     async def resolve(name: str) -> ChildSetup:
-        data = await reads.query(GetAssistant(account_id=account_id, name=name))
-        if data is None:
+        assistant = await reads.read(GetAssistant(account_id=account_id, name=name))
+        if assistant is None:
             raise ToolError("assistant_not_found", f"this account has no assistant named {name!r}")
-        assistant = Assistant.model_validate(data)
         try:
             config = setup.config(session_overrides(assistant))
             model = setup.adapter(config)

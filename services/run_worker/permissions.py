@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
 from agent_core.bus.contracts.storage import UpdateRun
+from agent_core.bus.names import BusTtl
 from agent_core.ids import new_id
 from agent_core.runqueue import RunEventWriter
 from agent_core.storage_client import StorageClient, raise_for_receipt
@@ -30,7 +31,6 @@ from services.run_worker.adapters import BusRunStore
 
 __all__ = ["RedisPermissionBroker"]
 
-_KEEP_S = 7 * 24 * 3600
 _WAKE_S = 5.0  # a blocked wait looks at the decision again at least this often
 
 
@@ -67,10 +67,10 @@ class RedisPermissionBroker:
             pipe.set(
                 self._names.permission_request(handle.session_id, request.request_id),
                 raw,
-                ex=_KEEP_S,
+                ex=BusTtl.PERMISSION_S,
             )
             pipe.hset(pending, request.request_id, raw)
-            pipe.expire(pending, _KEEP_S)
+            pipe.expire(pending, BusTtl.PERMISSION_S)
             await pipe.execute()
         self._events.emit(
             RunPermissionRequested(
@@ -136,7 +136,7 @@ class RedisPermissionBroker:
             reason=f"nobody decided within {self._timeout_s:g} s, so the call was not run",
             decided_by="timeout",
         )
-        if await self._redis.set(key, denial.model_dump_json(), ex=_KEEP_S, nx=True):
+        if await self._redis.set(key, denial.model_dump_json(), ex=BusTtl.PERMISSION_S, nx=True):
             return denial, True
         raw = await self._redis.get(key)  # decided in the last moment: that decision stands
         assert raw is not None

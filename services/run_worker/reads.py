@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import TypeVar, cast
 
+from agent_core.bus.contracts._replies import TypedQuery
 from agent_core.bus.contracts.storage import GetActivePath, GetTree, StorageQuery
 from agent_core.errors import StorageError
 from agent_core.storage_client import StorageClient
@@ -13,6 +14,8 @@ from agent_core.types.runtime import Node
 from agent_core.types.storage import NodeRecord
 
 __all__ = ["RunReads"]
+
+R = TypeVar("R")
 
 
 class RunReads:
@@ -28,15 +31,9 @@ class RunReads:
         self._paths: OrderedDict[str, list[Node]] = OrderedDict()
         self._cached_paths = cached_paths
 
-    async def query(self, query: StorageQuery) -> Any:
-        """The reply's data (``None`` when nothing visible matched)."""
-        reply = await self.storage.query(query)
-        if not reply.ok:
-            err = reply.error
-            raise StorageError(
-                err.code if err else "query_failed", err.message if err else "query failed"
-            )
-        return reply.data
+    async def read(self, query: TypedQuery[R]) -> R:
+        """The reply's data, typed by the query (``None`` when nothing visible matched)."""
+        return query.reply_of(await self.storage.query(cast("StorageQuery", query)))
 
     async def active_path(self, session_id: str, node_id: str | None = None) -> list[Node] | None:
         """Nodes from the root to ``node_id`` (the active node when ``None``); ``None`` if missing.
@@ -45,12 +42,12 @@ class RunReads:
         """
         held = self._paths.get(session_id)
         after = held[-1].node_id if held else None
-        rows = await self.query(
+        records = await self.read(
             GetActivePath(session_id=session_id, node_id=node_id, after_node_id=after)
         )
-        if rows is None:
+        if records is None:
             return None
-        new = nodes(rows)
+        new = nodes(records)
         # The writer's walk stopped below ``after`` (a continuation) or reached the root.
         extends = held is not None and (not new or new[0].parent_id == after)
         path = [*held, *new] if held is not None and extends else new
@@ -63,10 +60,10 @@ class RunReads:
 
     async def path_or_none(self, session_id: str, node_id: str | None) -> list[Node] | None:
         """Nodes from the root to ``node_id`` (the active node when ``None``); ``None`` if missing."""
-        rows = await self.query(GetActivePath(session_id=session_id, node_id=node_id))
-        if rows is None:  # the storage-writer answers a missing node with no data
+        records = await self.read(GetActivePath(session_id=session_id, node_id=node_id))
+        if records is None:  # the storage-writer answers a missing node with no data
             return None
-        return nodes(rows)
+        return nodes(records)
 
     async def path(self, session_id: str, node_id: str) -> list[Node]:
         """Like :meth:`path_or_none`, but a missing node is an error."""
@@ -77,11 +74,11 @@ class RunReads:
 
     async def last_node_of(self, session_id: str, run_id: str) -> str | None:
         """The newest stored node of ``run_id`` (where a taken-over run stands)."""
-        tree = await self.query(GetTree(session_id=session_id))
-        own = [n for n in tree if n.get("run_id") == run_id]
-        return str(own[-1]["node_id"]) if own else None
+        tree = await self.read(GetTree(session_id=session_id)) or []
+        own = [n for n in tree if n.run_id == run_id]
+        return own[-1].node_id if own else None
 
 
-def nodes(rows: list[dict[str, Any]]) -> list[Node]:
+def nodes(records: list[NodeRecord]) -> list[Node]:
     """Runtime nodes from stored rows."""
-    return [to_node(NodeRecord.model_validate(r)) for r in rows]
+    return [to_node(r) for r in records]

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
 
 from agent_core.bus.contracts.assistants import (
     MAX_ACTIVE_ASSISTANTS,
     ArchiveAssistant,
+    ArchiveAssistantResult,
     CreateAssistant,
+    CreateAssistantResult,
     UpdateAssistant,
+    UpdateAssistantResult,
 )
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.types.api import AssistantDefinition
 from services.storage_writer.apply_common import ApplyContext, refusal
 
@@ -35,7 +38,7 @@ def _definition_json(definition: AssistantDefinition) -> str:
 
 def create_assistant(
     conn: sqlite3.Connection, c: CreateAssistant, ctx: ApplyContext
-) -> dict[str, Any]:
+) -> CreateAssistantResult:
     """Version 1 of a new assistant; ``assistant_exists`` when the name is taken (active),
     ``too_many_assistants`` past :data:`MAX_ACTIVE_ASSISTANTS`."""
     (active,) = conn.execute(
@@ -44,7 +47,7 @@ def create_assistant(
     ).fetchone()
     if active >= MAX_ACTIVE_ASSISTANTS:  # a listing answers them all at once: keep it bounded
         raise refusal(
-            "too_many_assistants",
+            RefusalCode.TOO_MANY_ASSISTANTS,
             f"an account has at most {MAX_ACTIVE_ASSISTANTS} active assistants; archive some",
             limit=MAX_ACTIVE_ASSISTANTS,
         )
@@ -53,7 +56,9 @@ def create_assistant(
         (c.account_id, c.name, _ACTIVE),
     ).fetchone()
     if taken is not None:
-        raise refusal("assistant_exists", f"an assistant named {c.name!r} exists", name=c.name)
+        raise refusal(
+            RefusalCode.ASSISTANT_EXISTS, f"an assistant named {c.name!r} exists", name=c.name
+        )
     conn.execute(
         "INSERT INTO assistants (assistant_id, account_id, name, version, status, created_at, "
         "updated_at) VALUES (?, ?, ?, 1, ?, ?, ?)",
@@ -64,7 +69,7 @@ def create_assistant(
         "VALUES (?, 1, ?, ?)",
         (c.assistant_id, _definition_json(c.definition), ctx.now),
     )
-    return {"assistant_id": c.assistant_id, "version": 1, "created_at": ctx.now}
+    return CreateAssistantResult(assistant_id=c.assistant_id, version=1, created_at=ctx.now)
 
 
 def _current(conn: sqlite3.Connection, account_id: str, assistant_id: str) -> tuple[int, str]:
@@ -73,22 +78,24 @@ def _current(conn: sqlite3.Connection, account_id: str, assistant_id: str) -> tu
         (assistant_id, account_id),
     ).fetchone()
     if row is None:
-        raise refusal("assistant_not_found", "no such assistant", assistant_id=assistant_id)
+        raise refusal(
+            RefusalCode.ASSISTANT_NOT_FOUND, "no such assistant", assistant_id=assistant_id
+        )
     return int(row[0]), str(row[1])
 
 
 def update_assistant(
     conn: sqlite3.Connection, c: UpdateAssistant, ctx: ApplyContext
-) -> dict[str, Any]:
+) -> UpdateAssistantResult:
     """The next version; the versions before it are kept as they were."""
     version, status = _current(conn, c.account_id, c.assistant_id)
     if status != _ACTIVE:
         raise refusal(
-            "assistant_archived", "the assistant is archived", assistant_id=c.assistant_id
+            RefusalCode.ASSISTANT_ARCHIVED, "the assistant is archived", assistant_id=c.assistant_id
         )
     if c.expected_version is not None and c.expected_version != version:
         raise refusal(
-            "version_mismatch",
+            RefusalCode.VERSION_MISMATCH,
             f"the assistant is at version {version}, not {c.expected_version}",
             assistant_id=c.assistant_id,
             current_version=version,
@@ -103,12 +110,12 @@ def update_assistant(
         "UPDATE assistants SET version = ?, updated_at = ? WHERE assistant_id = ?",
         (new, ctx.now, c.assistant_id),
     )
-    return {"assistant_id": c.assistant_id, "version": new, "updated_at": ctx.now}
+    return UpdateAssistantResult(assistant_id=c.assistant_id, version=new, updated_at=ctx.now)
 
 
 def archive_assistant(
     conn: sqlite3.Connection, c: ArchiveAssistant, ctx: ApplyContext
-) -> dict[str, Any]:
+) -> ArchiveAssistantResult:
     """Mark it archived (its name is free again); an archived one stays as it is."""
     _, status = _current(conn, c.account_id, c.assistant_id)
     if status != _ARCHIVED:
@@ -116,4 +123,4 @@ def archive_assistant(
             "UPDATE assistants SET status = ?, updated_at = ? WHERE assistant_id = ?",
             (_ARCHIVED, ctx.now, c.assistant_id),
         )
-    return {"assistant_id": c.assistant_id, "status": _ARCHIVED}
+    return ArchiveAssistantResult(assistant_id=c.assistant_id, status="archived")

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_core.bus.contracts.storage import EventDraft, RunFence
+from agent_core.bus.contracts.refusals import RefusalCode
+from agent_core.bus.contracts.storage import CommandResult, EventDraft, EventPlaced, RunFence
 from agent_core.errors import StorageError
 from agent_core.types.enums import TERMINAL_RUN_STATUSES, RunStatus
 from services.storage_writer.schema import events_table
@@ -43,7 +44,7 @@ FaultHook = Callable[[str], None]
 class AlreadyApplied(Exception):
     """The command was applied before and its own rows prove it; ``result`` is what it got."""
 
-    def __init__(self, result: dict[str, Any]) -> None:
+    def __init__(self, result: CommandResult) -> None:
         super().__init__("already applied")
         self.result = result
 
@@ -75,14 +76,15 @@ def dump_json(value: Any) -> str | None:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def refusal(code: str, message: str, **details: Any) -> StorageError:
+def refusal(code: RefusalCode, message: str, **details: Any) -> StorageError:
+    """A refusal of the command being applied (its savepoint is rolled back)."""
     return StorageError(code, message, details=details)
 
 
 def require_session(conn: sqlite3.Connection, session_id: str) -> None:
     row = conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     if row is None:
-        raise refusal("session_not_found", "no such session", session_id=session_id)
+        raise refusal(RefusalCode.SESSION_NOT_FOUND, "no such session", session_id=session_id)
 
 
 def run_status(conn: sqlite3.Connection, session_id: str, run_id: str) -> tuple[RunStatus, int]:
@@ -91,7 +93,7 @@ def run_status(conn: sqlite3.Connection, session_id: str, run_id: str) -> tuple[
         (run_id, session_id),
     ).fetchone()
     if row is None:
-        raise refusal("run_not_found", "no such run in this session", run_id=run_id)
+        raise refusal(RefusalCode.RUN_NOT_FOUND, "no such run in this session", run_id=run_id)
     return RunStatus(row[0]), int(row[1])
 
 
@@ -104,7 +106,7 @@ def refuse_if_ended(conn: sqlite3.Connection, session_id: str, run_id: str) -> N
 def _refuse_ended(run_id: str, status: RunStatus) -> None:
     if status in TERMINAL_RUN_STATUSES:
         raise refusal(
-            "run_ended",
+            RefusalCode.RUN_ENDED,
             f"the run has ended ({status.value}); nothing more is written for it",
             run_id=run_id,
             status=status.value,
@@ -119,7 +121,7 @@ def check_fence(conn: sqlite3.Connection, session_id: str, fence: RunFence | Non
     status, attempt = run_status(conn, session_id, fence.run_id)
     if fence.attempt < attempt:
         raise refusal(
-            "stale_attempt",
+            RefusalCode.STALE_ATTEMPT,
             f"attempt {fence.attempt} of the run was superseded by attempt {attempt}",
             run_id=fence.run_id,
             attempt=fence.attempt,
@@ -127,7 +129,7 @@ def check_fence(conn: sqlite3.Connection, session_id: str, fence: RunFence | Non
         )
     if fence.attempt > attempt:
         raise refusal(
-            "unclaimed_attempt",
+            RefusalCode.UNCLAIMED_ATTEMPT,
             f"attempt {fence.attempt} never claimed the run (current attempt {attempt})",
             run_id=fence.run_id,
             attempt=fence.attempt,
@@ -138,7 +140,7 @@ def check_fence(conn: sqlite3.Connection, session_id: str, fence: RunFence | Non
 
 def insert_event(
     conn: sqlite3.Connection, session_id: str, event: EventDraft, now: str, node_id: str | None
-) -> dict[str, Any]:
+) -> EventPlaced:
     run_seq: int | None = None
     if event.run_id is not None:
         (last,) = conn.execute(
@@ -165,4 +167,5 @@ def insert_event(
             now,
         ),
     )
-    return {"event_id": event.event_id, "seq": cur.lastrowid, "run_seq": run_seq}
+    assert cur.lastrowid is not None
+    return EventPlaced(event_id=event.event_id, seq=cur.lastrowid, run_seq=run_seq)

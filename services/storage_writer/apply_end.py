@@ -13,8 +13,22 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from agent_core.bus.contracts.storage import EndRun, EventDraft
-from agent_core.types.enums import AgentStatus, AgentType, EventLevel, EventType, RunStatus
+from agent_core.bus.contracts.refusals import RefusalCode
+from agent_core.bus.contracts.storage import (
+    AppendNodeResult,
+    EndRun,
+    EndRunResult,
+    EventDraft,
+    EventPlaced,
+)
+from agent_core.types.enums import (
+    RUN_END_EVENTS,
+    AgentStatus,
+    AgentType,
+    EventLevel,
+    EventType,
+    RunStatus,
+)
 from services.storage_writer.apply_common import (
     AlreadyApplied,
     ApplyContext,
@@ -30,12 +44,6 @@ from services.storage_writer.transitions import check_run_transition
 
 __all__ = ["end_run"]
 
-TERMINAL_EVENT = {
-    RunStatus.COMPLETED: EventType.RUN_COMPLETED,
-    RunStatus.FAILED: EventType.RUN_FAILED,
-    RunStatus.CANCELLED: EventType.RUN_CANCELLED,
-    RunStatus.ABORTED: EventType.RUN_ABORTED,
-}
 # A child agent's status after its run (a root agent goes back to idle).
 _AGENT_END = {
     RunStatus.COMPLETED: AgentStatus.COMPLETED,
@@ -47,7 +55,7 @@ _ROOT_TYPES = (AgentType.MAIN.value, AgentType.ORCHESTRATOR.value)
 _ACTIVE = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
 
 
-def end_run(conn: sqlite3.Connection, c: EndRun, ctx: ApplyContext) -> dict[str, Any]:
+def end_run(conn: sqlite3.Connection, c: EndRun, ctx: ApplyContext) -> EndRunResult:
     """End run ``c.run_id`` as ``c.end`` (see :class:`EndRun`)."""
     sid = c.session_id
     row = conn.execute(
@@ -56,7 +64,7 @@ def end_run(conn: sqlite3.Connection, c: EndRun, ctx: ApplyContext) -> dict[str,
         (c.run_id, sid),
     ).fetchone()
     if row is None:
-        raise refusal("run_not_found", "no such run in this session", run_id=c.run_id)
+        raise refusal(RefusalCode.RUN_NOT_FOUND, "no such run in this session", run_id=c.run_id)
     status, attempt, agent_id = RunStatus(row[0]), int(row[1]), str(row[2])
     if (first := _ended_before(conn, c, status, attempt)) is not None:
         raise AlreadyApplied(first)
@@ -64,21 +72,25 @@ def end_run(conn: sqlite3.Connection, c: EndRun, ctx: ApplyContext) -> dict[str,
         refuse_if_ended(conn, sid, c.run_id)
         if attempt != 0:
             raise refusal(
-                "fence_required",
+                RefusalCode.FENCE_REQUIRED,
                 "a run that was claimed is ended by its current attempt only",
                 run_id=c.run_id,
                 attempt=attempt,
             )
     else:
         if c.fence.run_id != c.run_id:
-            raise refusal("fence_mismatch", "the fence names another run", run_id=c.run_id)
+            raise refusal(
+                RefusalCode.FENCE_MISMATCH, "the fence names another run", run_id=c.run_id
+            )
         check_fence(conn, sid, c.fence)
     check_run_transition(status, c.end.status)
-    result: dict[str, Any] = {"run_id": c.run_id, "status": c.end.status.value, "attempt": attempt}
+    node: AppendNodeResult | None = None
     if c.node is not None and c.node_event is not None:
         if c.node.run_id != c.run_id:
-            raise refusal("fence_mismatch", "the node belongs to another run", run_id=c.run_id)
-        result["node"] = write_node(conn, sid, c.node, c.node_event, ctx, set_active=c.set_active)
+            raise refusal(
+                RefusalCode.FENCE_MISMATCH, "the node belongs to another run", run_id=c.run_id
+            )
+        node = write_node(conn, sid, c.node, c.node_event, ctx, set_active=c.set_active)
     end = c.end
     conn.execute(
         "UPDATE runs SET status = ?, end_reason = ?, turn_count = ?, usage_json = ?, "
@@ -102,8 +114,11 @@ def end_run(conn: sqlite3.Connection, c: EndRun, ctx: ApplyContext) -> dict[str,
     if end.error is not None and end.status is RunStatus.FAILED:
         error = _event(c, agent_id, EventType.RUN_ERROR, {"error": end.error.model_dump()})
         insert_event(conn, sid, error, ctx.now, None)
-    result["event"] = insert_event(conn, sid, _terminal_event(c, agent_id), ctx.now, None)
-    return result
+    event = insert_event(conn, sid, _terminal_event(c, agent_id), ctx.now, None)
+    fields: dict[str, Any] = {} if node is None else {"node": node}
+    return EndRunResult(
+        run_id=c.run_id, status=c.end.status, attempt=attempt, event=event, **fields
+    )
 
 
 def _terminal_event(c: EndRun, agent_id: str) -> EventDraft:
@@ -115,7 +130,7 @@ def _terminal_event(c: EndRun, agent_id: str) -> EventDraft:
     }
     if end.error is not None:
         payload["error"] = end.error.model_dump()
-    draft = _event(c, agent_id, TERMINAL_EVENT[end.status], payload)
+    draft = _event(c, agent_id, RUN_END_EVENTS[end.status], payload)
     return draft.model_copy(update={"event_id": c.event_id})
 
 
@@ -167,7 +182,7 @@ def _withdraw(
 
 def _ended_before(
     conn: sqlite3.Connection, c: EndRun, status: RunStatus, attempt: int
-) -> dict[str, Any] | None:
+) -> EndRunResult | None:
     """The first result of ``c`` if it was applied (its terminal event is the run's), else None."""
     row = conn.execute(
         f"SELECT seq, run_seq, run_id FROM {events_table(c.session_id)} WHERE event_id = ?",
@@ -176,8 +191,10 @@ def _ended_before(
     if row is None:
         return None
     if row[2] != c.run_id:
-        raise refusal("conflict", "the event id belongs to another command", event_id=c.event_id)
-    result: dict[str, Any] = {"run_id": c.run_id, "status": status.value, "attempt": attempt}
+        raise refusal(
+            RefusalCode.CONFLICT, "the event id belongs to another command", event_id=c.event_id
+        )
+    fields: dict[str, Any] = {}
     if c.node is not None and c.node_event is not None:
         sid, node_id = c.session_id, c.node.node_id
         event = event_of(conn, sid, c.node_event.event_id, node_id)
@@ -185,15 +202,19 @@ def _ended_before(
             f"SELECT node_seq, created_at FROM {nodes_table(sid)} WHERE node_id = ?", (node_id,)
         ).fetchone()
         if event is None or node is None:
-            raise refusal("conflict", "the node id belongs to another command", node_id=node_id)
-        result["node"] = {
-            "node_id": node_id,
-            "node_seq": node[0],
-            "created_at": node[1],
-            "artifact_ids": [],
-            "event_id": c.node_event.event_id,
-            "seq": event[0],
-            "run_seq": event[1],
-        }
-    result["event"] = {"event_id": c.event_id, "seq": row[0], "run_seq": row[1]}
-    return result
+            raise refusal(
+                RefusalCode.CONFLICT, "the node id belongs to another command", node_id=node_id
+            )
+        fields["node"] = AppendNodeResult(
+            node_id=node_id,
+            node_seq=node[0],
+            created_at=node[1],
+            artifact_ids=[],
+            event_id=c.node_event.event_id,
+            seq=event[0],
+            run_seq=event[1],
+        )
+    event_placed = EventPlaced(event_id=c.event_id, seq=row[0], run_seq=row[1])
+    return EndRunResult(
+        run_id=c.run_id, status=status, attempt=attempt, event=event_placed, **fields
+    )

@@ -7,12 +7,16 @@ import json
 import sqlite3
 from typing import Any
 
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import (
     AppendEvent,
+    AppendEventResult,
     AppendNode,
+    AppendNodeResult,
     ClaimRun,
     EventDraft,
     NodeDraft,
+    PlacedNode,
 )
 from agent_core.types.protocol import CONTENT_BLOCKS
 from services.storage_writer.apply_common import (
@@ -54,10 +58,12 @@ def event_of(
 
 
 def _not_a_repeat(c: AppendNode) -> Exception:
-    return refusal("conflict", "the node id belongs to another command", node_id=c.node.node_id)
+    return refusal(
+        RefusalCode.CONFLICT, "the node id belongs to another command", node_id=c.node.node_id
+    )
 
 
-def _applied_before(conn: sqlite3.Connection, c: AppendNode) -> dict[str, Any] | None:
+def _applied_before(conn: sqlite3.Connection, c: AppendNode) -> AppendNodeResult | None:
     """The first result of ``c`` if its node exists (``commands.needs_receipt``), else ``None``."""
     sid = c.session_id
     node = conn.execute(
@@ -68,26 +74,27 @@ def _applied_before(conn: sqlite3.Connection, c: AppendNode) -> dict[str, Any] |
     event = event_of(conn, sid, c.event.event_id, c.node.node_id)
     if event is None:
         raise _not_a_repeat(c)
-    result: dict[str, Any] = {
-        "node_id": c.node.node_id,
-        "node_seq": node[0],
-        "created_at": node[1],
-        "artifact_ids": [],
-        "event_id": c.event.event_id,
-        "seq": event[0],
-        "run_seq": event[1],
-    }
-    return result
+    return AppendNodeResult(
+        node_id=c.node.node_id,
+        node_seq=node[0],
+        created_at=node[1],
+        artifact_ids=[],
+        event_id=c.event.event_id,
+        seq=event[0],
+        run_seq=event[1],
+    )
 
 
-def append_node(conn: sqlite3.Connection, c: AppendNode, ctx: ApplyContext) -> dict[str, Any]:
+def append_node(conn: sqlite3.Connection, c: AppendNode, ctx: ApplyContext) -> AppendNodeResult:
     require_session(conn, c.session_id)
     if (first := _applied_before(conn, c)) is not None:
         raise AlreadyApplied(first)
     node = c.node
     check_fence(conn, c.session_id, c.fence)
     if c.fence is not None and node.run_id not in (None, c.fence.run_id):
-        raise refusal("fence_mismatch", "the node belongs to another run", run_id=node.run_id)
+        raise refusal(
+            RefusalCode.FENCE_MISMATCH, "the node belongs to another run", run_id=node.run_id
+        )
     if c.fence is None and node.run_id is not None:
         refuse_if_ended(conn, c.session_id, node.run_id)
     return write_node(conn, c.session_id, node, c.event, ctx, set_active=c.set_active)
@@ -101,13 +108,15 @@ def write_node(
     ctx: ApplyContext,
     *,
     set_active: bool,
-) -> dict[str, Any]:
+) -> AppendNodeResult:
     """Write ``node`` and its ``event`` (checked by the caller: fence, run, repeat); the result
     part every command that writes a node returns."""
     parent = node.parent_id
     if parent is not None and _missing_node(conn, nodes_table(sid), parent):
         raise refusal(
-            "parent_not_found", "the parent is not a node of this session", parent_id=parent
+            RefusalCode.PARENT_NOT_FOUND,
+            "the parent is not a node of this session",
+            parent_id=parent,
         )
     blocks, moved = offload_large_json(
         list(node.content),
@@ -139,13 +148,16 @@ def write_node(
             "UPDATE runs SET end_node_id = ?, updated_at = ? WHERE run_id = ? AND session_id = ?",
             (node.node_id, ctx.now, node.run_id, sid),
         )
-    return {
-        "node_id": node.node_id,
-        "node_seq": node_seq,
-        "created_at": ctx.now,
-        "artifact_ids": [a.artifact_id for a in moved],
-        **ev,
-    }
+    assert node_seq is not None
+    return AppendNodeResult(
+        node_id=node.node_id,
+        node_seq=node_seq,
+        created_at=ctx.now,
+        artifact_ids=[a.artifact_id for a in moved],
+        event_id=ev.event_id,
+        seq=ev.seq,
+        run_seq=ev.run_seq,
+    )
 
 
 def _insert_node(
@@ -177,14 +189,19 @@ def _insert_node(
     return cur.lastrowid
 
 
-def append_event(conn: sqlite3.Connection, c: AppendEvent, ctx: ApplyContext) -> dict[str, Any]:
+def append_event(conn: sqlite3.Connection, c: AppendEvent, ctx: ApplyContext) -> AppendEventResult:
     require_session(conn, c.session_id)
     check_fence(conn, c.session_id, c.fence)
     if c.fence is not None and c.event.run_id not in (None, c.fence.run_id):
-        raise refusal("fence_mismatch", "the event belongs to another run", run_id=c.event.run_id)
+        raise refusal(
+            RefusalCode.FENCE_MISMATCH, "the event belongs to another run", run_id=c.event.run_id
+        )
     if c.fence is None and c.event.run_id is not None:
         refuse_if_ended(conn, c.session_id, c.event.run_id)
-    return {"created_at": ctx.now, **insert_event(conn, c.session_id, c.event, ctx.now, None)}
+    ev = insert_event(conn, c.session_id, c.event, ctx.now, None)
+    return AppendEventResult(
+        created_at=ctx.now, event_id=ev.event_id, seq=ev.seq, run_seq=ev.run_seq
+    )
 
 
 def place_message(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[str, Any]:
@@ -196,7 +213,7 @@ def place_message(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> d
         row = conn.execute("SELECT active_node_id FROM sessions WHERE session_id = ?", (sid,))
         parent = row.fetchone()[0]
     elif _missing_node(conn, nodes_table(sid), parent):
-        return {"placed": None, "place_error": "parent_not_found"}
+        return {"placed": None, "place_error": RefusalCode.PARENT_NOT_FOUND}
     append = AppendNode(
         command_id=c.command_id,
         session_id=sid,
@@ -209,6 +226,7 @@ def place_message(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> d
         result = append_node(conn, append, ctx)
     except AlreadyApplied as done:  # placed by this very claim before (cannot recur: see
         # apply_runs.claim_run, which answers a repeated claim before it gets here)
+        assert isinstance(done.result, AppendNodeResult)
         result = done.result
     # The message now lives in its node; the run kept it only while it waited in the queue.
     conn.execute(
@@ -216,7 +234,7 @@ def place_message(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> d
         "WHERE run_id = ? AND session_id = ?",
         (c.fence.run_id, sid),
     )
-    placed = {"node_id": node.node_id, "node_seq": result["node_seq"], "parent_id": parent}
+    placed = PlacedNode(node_id=node.node_id, node_seq=result.node_seq, parent_id=parent)
     return {"placed": placed}
 
 
@@ -232,5 +250,5 @@ def placed_before(conn: sqlite3.Connection, c: ClaimRun) -> dict[str, Any]:
     # Placed by the claim only if the node came with the claim's own event (after a
     # ``place_error`` the worker appends the message itself, with another event).
     if row is None or event_of(conn, c.session_id, c.place.event.event_id, node_id) is None:
-        return {"placed": None, "place_error": "parent_not_found"}
-    return {"placed": {"node_id": node_id, "node_seq": row[0], "parent_id": row[1]}}
+        return {"placed": None, "place_error": RefusalCode.PARENT_NOT_FOUND}
+    return {"placed": PlacedNode(node_id=node_id, node_seq=row[0], parent_id=row[1])}

@@ -9,8 +9,23 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from agent_core.bus.contracts.storage import ClaimRun, CreateRun, EventDraft, UpdateRun
-from agent_core.types.enums import AgentStatus, EventType, RunStatus, SessionStatus
+from agent_core.bus.contracts.refusals import RefusalCode
+from agent_core.bus.contracts.storage import (
+    ClaimRun,
+    ClaimRunResult,
+    CreateRun,
+    CreateRunResult,
+    EventDraft,
+    UpdateRun,
+    UpdateRunResult,
+)
+from agent_core.types.enums import (
+    TERMINAL_RUN_STATUSES,
+    AgentStatus,
+    EventType,
+    RunStatus,
+    SessionStatus,
+)
 from agent_core.types.runtime import SESSION_CONFIG_KEY
 from services.storage_writer.apply_common import (
     AlreadyApplied,
@@ -22,12 +37,12 @@ from services.storage_writer.apply_common import (
     refusal,
     run_status,
 )
-from services.storage_writer.transitions import CLAIMABLE, TERMINAL, check_run_transition
+from services.storage_writer.transitions import CLAIMABLE, check_run_transition
 
 __all__ = ["claim_run", "create_run", "update_run"]
 
 
-def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dict[str, Any]:
+def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> CreateRunResult:
     session = conn.execute(
         "SELECT account_id, root_agent_id, status, cwd, "
         f"CASE json_type(metadata_json, '$.{SESSION_CONFIG_KEY}') WHEN 'object' "
@@ -36,22 +51,22 @@ def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dic
         (c.session_id,),
     ).fetchone()
     if session is None or (c.account_id is not None and session[0] != c.account_id):
-        raise refusal("session_not_found", "no such session", session_id=c.session_id)
-    result = {
+        raise refusal(RefusalCode.SESSION_NOT_FOUND, "no such session", session_id=c.session_id)
+    result: dict[str, Any] = {
         "run_id": c.run_id,
-        "status": RunStatus(c.status).value,
+        "status": RunStatus(c.status),
         "attempt": 0,
         "cwd": session[3],
     }
     if session[4] is not None:  # the session's config overrides, as stored (JSON text)
         result["session_config"] = json.loads(session[4])
     if (agent_id := _created_before(conn, c)) is not None:
-        raise AlreadyApplied({**result, **_agent(conn, c.session_id, agent_id)})
+        raise AlreadyApplied(CreateRunResult(**result, **_agent(conn, c.session_id, agent_id)))
     if c.expires_at is not None and datetime.fromisoformat(ctx.now) > c.expires_at:
         # Its sender gave up and told its client so: a run created now would wait forever.
-        raise refusal("expired", "the command arrived after its sender stopped waiting")
+        raise refusal(RefusalCode.EXPIRED, "the command arrived after its sender stopped waiting")
     if session[2] == SessionStatus.ARCHIVED.value:
-        raise refusal("session_archived", "the session is archived; unarchive it first")
+        raise refusal(RefusalCode.SESSION_ARCHIVED, "the session is archived; unarchive it first")
     agent = _agent(conn, c.session_id, c.agent_id or session[1])
     conn.execute(
         "INSERT INTO runs (run_id, session_id, agent_id, status, attempt, start_node_id, "
@@ -67,7 +82,7 @@ def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> dic
             ctx.now,
         ),
     )
-    return {**result, **agent}
+    return CreateRunResult(**result, **agent)
 
 
 def _agent(conn: sqlite3.Connection, session_id: str, agent_id: str) -> dict[str, Any]:
@@ -78,7 +93,9 @@ def _agent(conn: sqlite3.Connection, session_id: str, agent_id: str) -> dict[str
         (agent_id, session_id),
     ).fetchone()
     if row is None:
-        raise refusal("agent_not_found", "no such agent in this session", agent_id=agent_id)
+        raise refusal(
+            RefusalCode.AGENT_NOT_FOUND, "no such agent in this session", agent_id=agent_id
+        )
     return {"agent_id": agent_id, "agent_type": row[0]}
 
 
@@ -97,11 +114,13 @@ def _created_before(conn: sqlite3.Connection, c: CreateRun) -> str | None:
     if row is None:
         return None
     if (row[0], row[1]) != (c.session_id, c.start_node_id):
-        raise refusal("conflict", "the run id belongs to another command", run_id=c.run_id)
+        raise refusal(
+            RefusalCode.CONFLICT, "the run id belongs to another command", run_id=c.run_id
+        )
     return str(row[2])
 
 
-def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[str, Any]:
+def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> ClaimRunResult:
     """Start attempt ``c.fence.attempt`` at the run: it becomes ``running``, its agent too, and
     the timeline gets ``run_started``. Raises :class:`AlreadyApplied` (with the claim's part of the
     result) when this very command claimed it before: the run row names the command that claimed
@@ -112,22 +131,24 @@ def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[
         (c.fence.run_id, c.session_id),
     ).fetchone()
     if row is None:
-        raise refusal("run_not_found", "no such run in this session", run_id=c.fence.run_id)
-    result = {
-        "run_id": c.fence.run_id,
-        "status": RunStatus.RUNNING.value,
-        "attempt": c.fence.attempt,
-    }
+        raise refusal(
+            RefusalCode.RUN_NOT_FOUND, "no such run in this session", run_id=c.fence.run_id
+        )
+    result = ClaimRunResult(
+        run_id=c.fence.run_id, status=RunStatus.RUNNING, attempt=c.fence.attempt
+    )
     if row[2] == c.command_id and int(row[1]) == c.fence.attempt:
         raise AlreadyApplied(result)  # (the same id naming another attempt is not a repeat)
     status, attempt = RunStatus(row[0]), int(row[1])
     if status not in CLAIMABLE:
         raise refusal(
-            "invalid_transition", f"a {status.value} run cannot be claimed", status=status.value
+            RefusalCode.INVALID_TRANSITION,
+            f"a {status.value} run cannot be claimed",
+            status=status.value,
         )
     if c.fence.attempt <= attempt:
         raise refusal(
-            "stale_attempt",
+            RefusalCode.STALE_ATTEMPT,
             f"claim by attempt {c.fence.attempt} but the run is at attempt {attempt}",
             run_id=c.fence.run_id,
             attempt=c.fence.attempt,
@@ -155,20 +176,22 @@ def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[
     return result
 
 
-def update_run(conn: sqlite3.Connection, c: UpdateRun, ctx: ApplyContext) -> dict[str, Any]:
+def update_run(conn: sqlite3.Connection, c: UpdateRun, ctx: ApplyContext) -> UpdateRunResult:
     status, attempt = run_status(conn, c.session_id, c.run_id)
     if c.fence is not None:
         if c.fence.run_id != c.run_id:
-            raise refusal("fence_mismatch", "the fence names another run", run_id=c.run_id)
+            raise refusal(
+                RefusalCode.FENCE_MISMATCH, "the fence names another run", run_id=c.run_id
+            )
         check_fence(conn, c.session_id, c.fence)
     target = status if c.status is None else c.status
     check_run_transition(status, target)
-    if target in TERMINAL:
-        raise refusal("invalid_transition", "a run ends through end_run only")
+    if target in TERMINAL_RUN_STATUSES:
+        raise refusal(RefusalCode.INVALID_TRANSITION, "a run ends through end_run only")
     # Back from waiting (``pending``) by the attempt that waited; starting is claim_run's.
     back = status == RunStatus.PENDING and c.fence is not None
     if target == RunStatus.RUNNING and status != RunStatus.RUNNING and not back:
-        raise refusal("invalid_transition", "a run starts running through claim_run only")
+        raise refusal(RefusalCode.INVALID_TRANSITION, "a run starts running through claim_run only")
     fields: dict[str, Any] = {"status": target.value}
     if c.end_node_id is not None:
         fields["end_node_id"] = c.end_node_id
@@ -189,4 +212,4 @@ def update_run(conn: sqlite3.Connection, c: UpdateRun, ctx: ApplyContext) -> dic
         f"UPDATE runs SET {', '.join(f'{k} = ?' for k in fields)} WHERE run_id = ?",
         (*fields.values(), c.run_id),
     )
-    return {"run_id": c.run_id, "status": target.value, "attempt": attempt}
+    return UpdateRunResult(run_id=c.run_id, status=target, attempt=attempt)

@@ -12,16 +12,27 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import (
+    AppendNodeResult,
     ClaimRun,
+    ClaimRunResult,
+    CommandResult,
     CreateAgent,
+    CreateAgentResult,
     CreateArtifact,
+    CreateArtifactResult,
     CreateSession,
+    CreateSessionResult,
+    EndRunResult,
     EventDraft,
     StorageCommand,
     SwitchActiveNode,
+    SwitchActiveNodeResult,
     UpdateAgent,
+    UpdateAgentResult,
     UpdateSession,
+    UpdateSessionResult,
 )
 from agent_core.errors import StorageError
 from agent_core.types.enums import AgentStatus, AgentType, EventType, SessionStatus
@@ -55,10 +66,12 @@ __all__ = ["AlreadyApplied", "ApplyContext", "FaultHook", "apply_command", "need
 
 def _create_session(
     conn: sqlite3.Connection, c: CreateSession, ctx: ApplyContext
-) -> dict[str, Any]:
+) -> CreateSessionResult:
     exists = conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (c.session_id,)).fetchone()
     if exists is not None:
-        raise refusal("session_exists", "a session with this id exists", session_id=c.session_id)
+        raise refusal(
+            RefusalCode.SESSION_EXISTS, "a session with this id exists", session_id=c.session_id
+        )
     conn.execute(
         "INSERT INTO sessions (session_id, account_id, cwd, root_agent_id, active_node_id, "
         "parent_session_id, status, metadata_json, created_at, updated_at) "
@@ -94,12 +107,12 @@ def _create_session(
         agent_id=c.root_agent_id,
     )
     ev = insert_event(conn, c.session_id, event, ctx.now, None)
-    return {"session_id": c.session_id, "created_at": ctx.now, **ev}
+    return CreateSessionResult(session_id=c.session_id, created_at=ctx.now, **ev.model_dump())
 
 
 def _update_session(
     conn: sqlite3.Connection, c: UpdateSession, ctx: ApplyContext
-) -> dict[str, Any]:
+) -> UpdateSessionResult:
     require_session(conn, c.session_id)
     if c.status is not None:
         conn.execute(
@@ -111,28 +124,30 @@ def _update_session(
             "UPDATE sessions SET metadata_json = ?, updated_at = ? WHERE session_id = ?",
             (dump_json(c.metadata), ctx.now, c.session_id),
         )
-    return {"session_id": c.session_id, "updated_at": ctx.now}
+    return UpdateSessionResult(session_id=c.session_id, updated_at=ctx.now)
 
 
 def _switch_active(
     conn: sqlite3.Connection, c: SwitchActiveNode, ctx: ApplyContext
-) -> dict[str, Any]:
+) -> SwitchActiveNodeResult:
     require_session(conn, c.session_id)
     row = conn.execute(
         f"SELECT node_seq FROM {nodes_table(c.session_id)} WHERE node_id = ?", (c.node_id,)
     ).fetchone()
     if row is None:
         raise refusal(
-            "node_not_found", "the target is not a node of this session", node_id=c.node_id
+            RefusalCode.NODE_NOT_FOUND,
+            "the target is not a node of this session",
+            node_id=c.node_id,
         )
     conn.execute(
         "UPDATE sessions SET active_node_id = ?, updated_at = ? WHERE session_id = ?",
         (c.node_id, ctx.now, c.session_id),
     )
-    return {"session_id": c.session_id, "active_node_id": c.node_id}
+    return SwitchActiveNodeResult(session_id=c.session_id, active_node_id=c.node_id)
 
 
-def needs_receipt(command: StorageCommand, result: dict[str, Any]) -> bool:
+def needs_receipt(command: StorageCommand, result: CommandResult) -> bool:
     """Whether an applied command's result must be stored in ``command_receipts``.
 
     None of a turn's commands needs one, because their own rows prove they were applied and
@@ -144,10 +159,10 @@ def needs_receipt(command: StorageCommand, result: dict[str, Any]) -> bool:
     ``end_run`` whose node moved none (its terminal event, named by the command; the ended run
     cannot change again). Receipts were a third of a turn's database bytes.
     """
-    if command.type == "append_node":
-        return bool(result.get("artifact_ids"))
-    if command.type == "end_run":
-        return bool((result.get("node") or {}).get("artifact_ids"))
+    if isinstance(result, AppendNodeResult):
+        return bool(result.artifact_ids)
+    if isinstance(result, EndRunResult):
+        return result.node is not None and bool(result.node.artifact_ids)
     if command.type == "create_run":
         return command.start_node_id is None  # see apply_runs._created_before
     return command.type != "claim_run"
@@ -156,7 +171,7 @@ def needs_receipt(command: StorageCommand, result: dict[str, Any]) -> bool:
 # ------------------------------------------------------------------------------ agents
 
 
-def _create_agent(conn: sqlite3.Connection, c: CreateAgent, ctx: ApplyContext) -> dict[str, Any]:
+def _create_agent(conn: sqlite3.Connection, c: CreateAgent, ctx: ApplyContext) -> CreateAgentResult:
     require_session(conn, c.session_id)
     conn.execute(
         "INSERT INTO agents (agent_id, session_id, parent_agent_id, agent_type, created_by_run_id, "
@@ -175,10 +190,10 @@ def _create_agent(conn: sqlite3.Connection, c: CreateAgent, ctx: ApplyContext) -
             ctx.now,
         ),
     )
-    return {"agent_id": c.agent_id, "created_at": ctx.now}
+    return CreateAgentResult(agent_id=c.agent_id, created_at=ctx.now)
 
 
-def _update_agent(conn: sqlite3.Connection, c: UpdateAgent, ctx: ApplyContext) -> dict[str, Any]:
+def _update_agent(conn: sqlite3.Connection, c: UpdateAgent, ctx: ApplyContext) -> UpdateAgentResult:
     check_fence(conn, c.session_id, c.fence)
     sets: list[str] = []
     args: list[Any] = []
@@ -197,25 +212,32 @@ def _update_agent(conn: sqlite3.Connection, c: UpdateAgent, ctx: ApplyContext) -
         (*args, ctx.now, c.agent_id, c.session_id),
     )
     if cur.rowcount == 0:
-        raise refusal("agent_not_found", "no such agent in this session", agent_id=c.agent_id)
-    return {"agent_id": c.agent_id, "updated_at": ctx.now}
+        raise refusal(
+            RefusalCode.AGENT_NOT_FOUND, "no such agent in this session", agent_id=c.agent_id
+        )
+    return UpdateAgentResult(agent_id=c.agent_id, updated_at=ctx.now)
 
 
-def _claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[str, Any]:
+def _claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> ClaimRunResult:
     try:
         result = claim_run(conn, c, ctx)
     except AlreadyApplied as done:
         if c.place is not None:
-            done.result.update(placed_before(conn, c))
+            raise AlreadyApplied(_placed(done.result, placed_before(conn, c))) from None
         raise
     if c.place is not None:
-        result.update(place_message(conn, c, ctx))
+        return _placed(result, place_message(conn, c, ctx))
     return result
+
+
+def _placed(result: CommandResult, placement: dict[str, Any]) -> ClaimRunResult:
+    """A claim's result with where it placed its message (``placed``, or ``place_error``)."""
+    return ClaimRunResult(**result.model_dump(exclude_unset=True), **placement)
 
 
 def _create_artifact(
     conn: sqlite3.Connection, c: CreateArtifact, ctx: ApplyContext
-) -> dict[str, Any]:
+) -> CreateArtifactResult:
     require_session(conn, c.session_id)
     check_fence(conn, c.session_id, c.fence)
     conn.execute(
@@ -227,10 +249,10 @@ def _create_artifact(
             c.filename, c.mime_type, c.size_bytes, c.summary, dump_json(c.metadata), ctx.now,
         ),
     )  # fmt: skip
-    return {"artifact_id": c.artifact_id, "created_at": ctx.now}
+    return CreateArtifactResult(artifact_id=c.artifact_id, created_at=ctx.now)
 
 
-_APPLIERS: dict[str, Callable[[sqlite3.Connection, Any, ApplyContext], dict[str, Any]]] = {
+_APPLIERS: dict[str, Callable[[sqlite3.Connection, Any, ApplyContext], CommandResult]] = {
     "create_session": _create_session,
     "update_session": _update_session,
     "switch_active_node": _switch_active,
@@ -251,10 +273,12 @@ _APPLIERS: dict[str, Callable[[sqlite3.Connection, Any, ApplyContext], dict[str,
 
 def apply_command(
     conn: sqlite3.Connection, command: StorageCommand, ctx: ApplyContext
-) -> dict[str, Any]:
+) -> CommandResult:
     """Apply one command to its shard (inside the caller's savepoint); return its result."""
     try:
         return _APPLIERS[command.type](conn, command, ctx)
     except sqlite3.IntegrityError as exc:
         # A unique id reused by a *different* command (same command ids are caught earlier).
-        raise StorageError("conflict", f"conflicts with existing data: {exc}", cause=exc) from exc
+        raise StorageError(
+            RefusalCode.CONFLICT, f"conflicts with existing data: {exc}", cause=exc
+        ) from exc

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from typing import Final
 
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.errors import StorageError
-from agent_core.types.enums import RunStatus
+from agent_core.types.enums import TERMINAL_RUN_STATUSES, RunStatus
 
-__all__ = ["CLAIMABLE", "TERMINAL", "check_run_transition"]
+__all__ = ["CLAIMABLE", "check_run_transition"]
 
-TERMINAL: Final = frozenset(
-    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABORTED, RunStatus.CANCELLED}
-)
 CLAIMABLE: Final = frozenset({RunStatus.QUEUED, RunStatus.PENDING, RunStatus.RUNNING})
 
 _ALLOWED: Final[dict[RunStatus, frozenset[RunStatus]]] = {
@@ -30,7 +28,7 @@ _ALLOWED: Final[dict[RunStatus, frozenset[RunStatus]]] = {
         {RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.ABORTED}
         | {RunStatus.FAILED}
     ),
-    RunStatus.RUNNING: frozenset({RunStatus.QUEUED, RunStatus.PENDING} | TERMINAL),
+    RunStatus.RUNNING: frozenset({RunStatus.QUEUED, RunStatus.PENDING} | TERMINAL_RUN_STATUSES),
 }
 
 
@@ -39,16 +37,16 @@ def check_run_transition(current: RunStatus, target: RunStatus) -> None:
 
     Staying in the same non-terminal status is allowed (an update of other fields).
     """
-    if current in TERMINAL:
+    if current in TERMINAL_RUN_STATUSES:
         raise StorageError(
-            "invalid_transition",
+            RefusalCode.INVALID_TRANSITION,
             f"run is {current.value} (terminal) and cannot become {target.value}",
             details={"from": current.value, "to": target.value},
         )
     if target == current or target in _ALLOWED[current]:
         return
     raise StorageError(
-        "invalid_transition",
+        RefusalCode.INVALID_TRANSITION,
         f"run cannot go from {current.value} to {target.value}",
         details={"from": current.value, "to": target.value},
     )

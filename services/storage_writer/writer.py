@@ -35,8 +35,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from agent_core.bus.contracts._replies import wire
 from agent_core.bus.contracts.assistants import AccountCommand
-from agent_core.bus.contracts.storage import CommandReceipt, StorageCommand
+from agent_core.bus.contracts.refusals import Refusal, RefusalCode
+from agent_core.bus.contracts.storage import CommandReceipt, CommandResult, StorageCommand
 from agent_core.errors import AgentCoreError, SchemaError, StorageError
 from agent_core.ids import validate_session_id
 from services.storage_writer.commands import (
@@ -154,10 +156,10 @@ class Writer:
                 if first is not None:
                     out.append(first.model_copy(update={"duplicate": True}))
                     continue
-                receipt = _apply_one(conn, command, ctx)
+                receipt, applied = _apply_one(conn, command, ctx)
                 if receipt.ok:
                     seen[command.command_id] = receipt
-                    if not receipt.duplicate and needs_receipt(command, receipt.result):
+                    if applied is not None and needs_receipt(command, applied):
                         result = json.dumps(receipt.result, separators=(",", ":"))
                         rows.append((command.command_id, _owner(command), result, stamp))
                 out.append(receipt)
@@ -178,30 +180,32 @@ class Writer:
 
 def _apply_one(
     conn: sqlite3.Connection, command: StorageCommand, ctx: ApplyContext
-) -> CommandReceipt:
+) -> tuple[CommandReceipt, CommandResult | None]:
+    """The command's receipt and, when it was applied just now, its typed result."""
     conn.execute("SAVEPOINT cmd")
     try:
         result = apply_command(conn, command, ctx)
     except AlreadyApplied as done:
         conn.execute("RELEASE cmd")  # nothing was written
+        first = wire(done.result)
         return CommandReceipt(
-            command_id=command.command_id, ok=True, result=done.result, duplicate=True
-        )
+            command_id=command.command_id, ok=True, result=first, duplicate=True
+        ), None
     except AgentCoreError as exc:
         conn.execute("ROLLBACK TO cmd")
         conn.execute("RELEASE cmd")
-        return _refused(command, exc)
+        return _refused(command, exc), None
     except BaseException:
         if conn.in_transaction:  # SQLITE_FULL (among others) may have rolled it all back
             conn.execute("ROLLBACK TO cmd")
             conn.execute("RELEASE cmd")
         raise
     conn.execute("RELEASE cmd")
-    return CommandReceipt(command_id=command.command_id, ok=True, result=result)
+    return CommandReceipt(command_id=command.command_id, ok=True, result=wire(result)), result
 
 
 _STORAGE_FULL = StorageError(
-    "storage_full",
+    RefusalCode.STORAGE_FULL,
     "the database's disk is full; nothing was written: try again when space is freed",
     retryable=True,
 )
@@ -237,8 +241,11 @@ def _owner(command: StorageCommand) -> str:
 
 
 def _refused(command: StorageCommand, exc: AgentCoreError) -> CommandReceipt:
+    """The receipt of a refused command; ``exc.code`` must be a :class:`RefusalCode` (the
+    appliers raise only those; ``tests/unit/bus/test_refusals.py`` checks every one)."""
     error = exc if isinstance(exc, StorageError) else StorageError(exc.code, exc.message)
-    return CommandReceipt(command_id=command.command_id, ok=False, error=error.to_payload())
+    refusal = Refusal.model_validate(error.to_payload().model_dump())
+    return CommandReceipt(command_id=command.command_id, ok=False, error=refusal)
 
 
 def _stored_receipts(conn: sqlite3.Connection, command_ids: list[str]) -> dict[str, CommandReceipt]:

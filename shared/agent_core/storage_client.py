@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from agent_core.bus import BusNames, RpcClient
+from agent_core.bus.contracts._replies import TypedQuery, refused_error
 from agent_core.bus.contracts.assistants import AccountCommand
+from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import (
     AppendEvent,
     AppendNode,
@@ -27,29 +29,24 @@ from agent_core.bus.contracts.storage import (
     StorageCommand,
     StorageQuery,
 )
-from agent_core.errors import BusTimeoutError, StorageError
+from agent_core.errors import BusTimeoutError
 from agent_core.ids import new_id
 from agent_core.types.enums import AgentType
 
-__all__ = ["FENCED_CODES", "STORAGE_FULL", "StorageClient", "raise_for_receipt"]
-
-# Refusals that mean: a newer attempt owns the run, so this one must stop writing for it.
-FENCED_CODES = frozenset({"stale_attempt", "unclaimed_attempt"})
+__all__ = ["StorageClient", "raise_for_receipt"]
 
 _BACKOFF_MAX_S = 2.0
-STORAGE_FULL = "storage_full"  # the writer's refusal when the database's disk is full
 
 log = logging.getLogger("soong.storage_client")
+
+R = TypeVar("R")
 
 
 def raise_for_receipt(receipt: CommandReceipt) -> CommandReceipt:
     """Return ``receipt`` if the command was applied, else raise its typed :class:`StorageError`."""
     if receipt.ok:
         return receipt
-    err = receipt.error
-    if err is None:
-        raise StorageError("command_refused", "the writer refused the command")
-    raise StorageError(err.code, err.message, retryable=err.retryable, details=err.details)
+    raise refused_error(receipt)
 
 
 class StorageClient:
@@ -105,7 +102,7 @@ class StorageClient:
             except BusTimeoutError as exc:
                 await self._retry_pause(attempt, command.type, exc)
                 continue
-            full = receipt.error is not None and receipt.error.code == STORAGE_FULL
+            full = receipt.error is not None and receipt.error.code is RefusalCode.STORAGE_FULL
             if not full or self.attempts is not None:
                 return receipt
             # No budget (a run-worker): nothing was written; wait for space like for the writer.
@@ -135,6 +132,11 @@ class StorageClient:
             except BusTimeoutError as exc:
                 await self._retry_pause(attempt, query.type, exc)
         raise AssertionError("unreachable")
+
+    async def read(self, query: TypedQuery[R]) -> R:
+        """Run one query and return its data typed by the query (``<Query>.reply_of``); a failed
+        read raises :class:`StorageError`."""
+        return query.reply_of(await self.query(cast("StorageQuery", query)))
 
     # -- typed shortcuts -----------------------------------------------------------------------
 

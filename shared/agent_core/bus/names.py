@@ -1,4 +1,4 @@
-"""Every stream name, consumer group and Redis key of the bus, declared once.
+"""Every stream name, consumer group, Redis key and key lifetime (TTL) of the bus, declared once.
 
 All names live under a namespace (default ``soong``) so that tests and several deployments can share
 one Redis without seeing each other. Keys that belong to one session carry the session id in a hash
@@ -20,6 +20,7 @@ __all__ = [
     "GROUP_TASKS",
     "SERVICE_NAMES",
     "BusNames",
+    "BusTtl",
 ]
 
 # Consumer groups: one per consuming service; instances of a service share its group.
@@ -35,6 +36,36 @@ SERVICE_NAMES: Final[tuple[str, ...]] = (
     "task_wal",
     "memory_extraction",
 )
+
+
+class BusTtl:
+    """How long each expiring key of the bus lives, declared once (seconds; ``_MS``: ms).
+
+    Lifetimes that operators tune (a session lease, memory-extraction's lock) are settings
+    instead; these are the fixed ones.
+    """
+
+    # A run's cancel flag: outlives any run that could still start.
+    RUN_CANCEL_S: Final = 7 * 24 * 3600
+    # A run's attempt counter (the fencing token's source): outlives any takeover of the run.
+    RUN_ATTEMPT_S: Final = 30 * 24 * 3600
+    # A run's event stream after its ``run_finished``: long enough for late readers to replay.
+    RUN_EVENTS_AFTER_FINISH_S: Final = 3600
+    # A permission request, its session's pending hash and the decision on it (set by the
+    # worker that asks and by the gateway that decides).
+    PERMISSION_S: Final = 7 * 24 * 3600
+    # The list a waiting run blocks on until the decision is pushed to it.
+    PERMISSION_WAKE_S: Final = 3600
+    # A gateway's SSE hub wake-up stream (renewed on every wake).
+    GATEWAY_WAKE_MS: Final = 3_600_000
+    # A gateway's "alive" key for its SSE slots: its heartbeat renews it every second, so the
+    # slots of a gateway that died (SIGKILL included) stop counting this long after.
+    SSE_GATEWAY_ALIVE_S: Final = 3
+    # An API key's SSE slot hash, left behind by keys that stopped streaming.
+    SSE_SLOTS_S: Final = 24 * 3600
+    # The window in which failed authentications of one client address are counted.
+    AUTH_FAILURE_WINDOW_S: Final = 60
+
 
 _NAMESPACE = re.compile(r"[a-z][a-z0-9_\-]{0,31}")
 
@@ -141,6 +172,79 @@ class BusNames:
         """List the waiting run blocks on; the decider pushes to it after deciding."""
         return f"{self.namespace}:permission-wake:{{{session_id}}}:{request_id}"
 
+    # -- runs: cancellation and fencing ---------------------------------------------------------
+
+    @property
+    def sessions_pending(self) -> str:
+        """The set of sessions that have queued or in-flight runs."""
+        return f"{self.namespace}:sessions:pending"
+
+    def run_attempt(self, run_id: str) -> str:
+        """A run's attempt counter: each claim takes the next number (the fencing token)."""
+        return f"{self.namespace}:attempt:{run_id}"
+
+    def run_cancel(self, run_id: str) -> str:
+        """A run's cancel flag (``interrupt`` when a newer message stopped it)."""
+        return f"{self.namespace}:cancel:{run_id}"
+
+    # -- gateway: API keys, limits, SSE ---------------------------------------------------------
+
+    @property
+    def api_keys(self) -> str:
+        """Hash of API key records by key digest."""
+        return f"{self.namespace}:apikeys"
+
+    @property
+    def api_keys_used(self) -> str:
+        """Hash of when each API key was last used."""
+        return f"{self.namespace}:apikeys:used"
+
+    def rate_limit(self, bucket: str) -> str:
+        """The token bucket of one API key."""
+        return f"{self.namespace}:ratelimit:{bucket}"
+
+    def auth_failures(self, host: str) -> str:
+        """Failed authentications of one client address (within the failure window)."""
+        return f"{self.namespace}:authfail:{host}"
+
+    def gateway_wake(self, hub_id: str) -> str:
+        """The stream that wakes one gateway's SSE hub out of its blocking read."""
+        return f"{self.namespace}:gateway:wake:{hub_id}"
+
+    def sse_slots(self, key_id: str) -> str:
+        """Open SSE streams of one API key, counted per gateway (a hash field each)."""
+        return f"{self.namespace}:sse:{key_id}"
+
+    @property
+    def sse_gateway_alive_prefix(self) -> str:
+        """Prefix of each gateway's "alive" key (the gateway id follows)."""
+        return f"{self.namespace}:sse-gateway:"
+
+    # -- memory-extraction's queue ---------------------------------------------------------------
+
+    @property
+    def memory_due(self) -> str:
+        """Sorted set of accounts by when their pending interactions are due."""
+        return f"{self.namespace}:memory:due"
+
+    @property
+    def memory_first(self) -> str:
+        """When each account's oldest pending interaction arrived."""
+        return f"{self.namespace}:memory:first"
+
+    def memory_pending(self, account_id: str) -> str:
+        """The list of an account's interactions waiting for consolidation."""
+        return f"{self.namespace}:memory:pending:{account_id}"
+
+    def memory_failed(self, account_id: str) -> str:
+        """Batches of an account that failed ``max_attempts`` times (kept for inspection)."""
+        return f"{self.namespace}:memory:failed:{account_id}"
+
+    def memory_lock(self, account_id: str) -> str:
+        """The lock of the instance consolidating an account's memory."""
+        return f"{self.namespace}:memory:lock:{account_id}"
+
     def key(self, *parts: str) -> str:
-        """Any other key of this namespace, e.g. ``names.key("ratelimit", key_id)``."""
+        """A key of this namespace from its parts (the methods above are the bus's own keys;
+        this addresses them, or a test's own keys, by parts: ``key("cancel", run_id)``)."""
         return ":".join((self.namespace, *parts))

@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
 from agent_core.bus.broker import MAX_BLOCK_MS
+from agent_core.bus.names import BusTtl
 from agent_core.types.runtime import (
     RUNTIME_EVENT,
     RunFinished,
@@ -32,7 +33,6 @@ from agent_core.types.runtime import (
 __all__ = ["RunEventReader", "RunEventWriter"]
 
 _MAXLEN = 50_000
-_EXPIRE_AFTER_FINISH_S = 3600
 
 
 class _Batcher:
@@ -86,7 +86,7 @@ class _Batcher:
                             approximate=True,
                         )
                     if events and isinstance(events[-1], RunFinished):
-                        pipe.expire(writer.stream, _EXPIRE_AFTER_FINISH_S)
+                        pipe.expire(writer.stream, BusTtl.RUN_EVENTS_AFTER_FINISH_S)
                 if writing:
                     await pipe.execute()
         except Exception as exc:  # every run of the round hears of it at close()

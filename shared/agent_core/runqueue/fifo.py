@@ -22,6 +22,7 @@ from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
 from agent_core.bus.contracts.runs import RunNudge
+from agent_core.bus.names import BusTtl
 from agent_core.runqueue.models import QueuedRun
 
 __all__ = ["DrainStart", "InFlight", "SessionQueue"]
@@ -93,7 +94,7 @@ class SessionQueue:
     @property
     def pending_key(self) -> str:
         """The set of sessions that have queued or in-flight runs."""
-        return self.names.key("sessions", "pending")
+        return self.names.sessions_pending
 
     # -- producer side (gateway) ------------------------------------------------------------------
 
@@ -214,10 +215,10 @@ class SessionQueue:
     # -- cancellation ------------------------------------------------------------------------------
 
     def _attempt_key(self, run_id: str) -> str:
-        return self.names.key("attempt", run_id)
+        return self.names.run_attempt(run_id)
 
     def _cancel_key(self, run_id: str) -> str:
-        return self.names.key("cancel", run_id)
+        return self.names.run_cancel(run_id)
 
     async def request_cancel(self, run_id: str, *, interrupt: bool = False) -> None:
         """Flag ``run_id`` as cancelled (checked before it starts) and signal a running executor.
@@ -227,7 +228,7 @@ class SessionQueue:
         ``aborted`` instead of ``cancelled`` (see :meth:`interrupted`)."""
         flag = b"interrupt" if interrupt else b"1"
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.set(self._cancel_key(run_id), flag, ex=7 * 24 * 3600)
+            pipe.set(self._cancel_key(run_id), flag, ex=BusTtl.RUN_CANCEL_S)
             pipe.publish(self.names.run_control(run_id), b"cancel")
             await pipe.execute()
 
@@ -256,7 +257,7 @@ class SessionQueue:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.exists(self._cancel_key(run_id))
             pipe.incr(key)
-            pipe.expire(key, 30 * 24 * 3600)
+            pipe.expire(key, BusTtl.RUN_ATTEMPT_S)
             cancelled, value, _ = await pipe.execute()
         return bool(cancelled), int(value)
 
@@ -265,6 +266,6 @@ class SessionQueue:
         key = self._attempt_key(run_id)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.incr(key)
-            pipe.expire(key, 30 * 24 * 3600)
+            pipe.expire(key, BusTtl.RUN_ATTEMPT_S)
             value, _ = await pipe.execute()
         return int(value)

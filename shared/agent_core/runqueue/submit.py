@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agent_core.bus.contracts.storage import CreateRun, EndRun, GetSession
+from agent_core.bus.contracts.refusals import NO_SESSION
+from agent_core.bus.contracts.storage import CreateRun, CreateRunResult, EndRun, GetSession
 from agent_core.errors import AgentCoreError, StorageError
 from agent_core.ids import new_id
 from agent_core.observability.runs import run_ended
@@ -24,8 +25,8 @@ from agent_core.observability.tracing import TRACEPARENT, trace_headers
 from agent_core.runqueue.events import RunEventWriter
 from agent_core.runqueue.fifo import SessionQueue
 from agent_core.runqueue.models import QueuedRun
-from agent_core.storage_client import StorageClient, raise_for_receipt
-from agent_core.types.enums import EndReason, MultitaskStrategy, RunStatus
+from agent_core.storage_client import StorageClient
+from agent_core.types.enums import AgentType, EndReason, MultitaskStrategy, RunStatus
 from agent_core.types.protocol import ContentBlock
 from agent_core.types.runtime import RunEnd, RunFinished, RunHandle, overrides_from
 
@@ -42,7 +43,6 @@ class SessionBusyError(AgentCoreError):
 
 
 # Refusals that mean "no session of yours by that id" (a hostile id never was one).
-_NO_SESSION = frozenset({"session_not_found", "invalid_session_id", "invalid_identifier"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,26 +90,25 @@ async def submit_message(
             expires_at=_expiry(storage),
         )
     )
-    if not receipt.ok and receipt.error is not None and receipt.error.code in _NO_SESSION:
+    if not receipt.ok and receipt.error is not None and receipt.error.code in NO_SESSION:
         raise not_found
-    result = raise_for_receipt(receipt).result
-    agent_id = str(result["agent_id"])
+    result = CreateRunResult.of(receipt)
     # The session's stored overrides, then the message's: read by the same command.
-    overrides = {**overrides_from(result.get("session_config")), **(config_overrides or {})}
+    overrides = {**overrides_from(result.session_config), **(config_overrides or {})}
     await queue.enqueue(
         QueuedRun(
             run_id=run_id,
             session_id=session_id,
             account_id=account_id,
-            agent_id=agent_id,
+            agent_id=result.agent_id,
             start_node_id=node_id,
             content=content,
             parent_node_id=parent_node_id,
             kind=kind,
             strategy=strategy,
             config_overrides=overrides,
-            cwd=result.get("cwd"),
-            agent_type="orchestrator" if result.get("agent_type") == "orchestrator" else "main",
+            cwd=result.cwd,
+            agent_type="orchestrator" if result.agent_type is AgentType.ORCHESTRATOR else "main",
             trace_parent=trace_headers().get(TRACEPARENT),
         )
     )

@@ -21,10 +21,10 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_core.bus.contracts.refusals import FENCED
 from agent_core.errors import AgentCoreError, ErrorPayload, StorageError
 from agent_core.runtime.ending import Ending, cancelled_reason, ending
 from agent_core.runtime.loop import AgentLoop
-from agent_core.storage_client import FENCED_CODES
 from agent_core.types.enums import EndReason, Role, RunStatus
 from agent_core.types.protocol import ToolCallBlock
 from agent_core.types.runtime import Node, RunHandle
@@ -217,6 +217,6 @@ async def drive(
     exc = task.exception()
     if exc is None:
         return task.result()
-    if isinstance(exc, StorageError) and exc.code in FENCED_CODES:
+    if isinstance(exc, StorageError) and exc.code in FENCED:
         raise Fenced(exc.message) from exc
     return progress.failed(failure_payload(exc), None if isinstance(exc, AgentCoreError) else exc)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from types import MappingProxyType
 
 __all__ = [
+    "RUN_END_EVENTS",
+    "TERMINAL_RUN_EVENTS",
     "TERMINAL_RUN_STATUSES",
     "AgentStatus",
     "AgentType",
@@ -62,6 +66,8 @@ class RunStatus(StrEnum):
 TERMINAL_RUN_STATUSES: frozenset[RunStatus] = frozenset(
     {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABORTED, RunStatus.CANCELLED}
 )
+"""The statuses a run ends in; a run in one never changes again (declared once: every other
+"has it ended" test reads this set or :data:`TERMINAL_RUN_EVENTS`)."""
 
 
 class EndReason(StrEnum):
@@ -150,6 +156,20 @@ class EventType(StrEnum):
     STOP_HOOK_PREVENTED = "stop_hook_prevented"
     USAGE = "usage"
     ERROR = "error"
+
+
+RUN_END_EVENTS: Mapping[RunStatus, EventType] = MappingProxyType(
+    {
+        RunStatus.COMPLETED: EventType.RUN_COMPLETED,
+        RunStatus.FAILED: EventType.RUN_FAILED,
+        RunStatus.CANCELLED: EventType.RUN_CANCELLED,
+        RunStatus.ABORTED: EventType.RUN_ABORTED,
+    }
+)
+"""The one timeline event a run's end writes, by the status it ends in."""
+
+TERMINAL_RUN_EVENTS: frozenset[EventType] = frozenset(RUN_END_EVENTS.values())
+"""The timeline events that end a run (one per run)."""
 
 
 class ContentBlockType(StrEnum):

@@ -13,23 +13,31 @@ account's assistant answers exactly like a missing one (``data=None``).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from agent_core.bus.contracts._base import BusMessage
+from agent_core.bus.contracts._replies import CommandResult, ResultType, many, one
 from agent_core.ids import id_pattern
-from agent_core.types._assistant import AssistantDefinition, AssistantName
+from agent_core.types._assistant import Assistant, AssistantDefinition, AssistantName
+from agent_core.types.api import AssistantVersions
+
+if TYPE_CHECKING:
+    from agent_core.bus.contracts.storage import QueryReply
 
 __all__ = [
     "MAX_ACTIVE_ASSISTANTS",
     "AccountCommand",
     "ArchiveAssistant",
+    "ArchiveAssistantResult",
     "CreateAssistant",
+    "CreateAssistantResult",
     "GetAssistant",
     "ListAssistantVersions",
     "ListAssistants",
     "UpdateAssistant",
+    "UpdateAssistantResult",
 ]
 
 _ASSISTANT_ID = id_pattern("asst")
@@ -45,15 +53,32 @@ class AccountCommand(BusMessage):
     account_id: str = Field(min_length=1, max_length=64)
 
 
+class CreateAssistantResult(CommandResult):
+    """:class:`CreateAssistant`'s result."""
+
+    assistant_id: str
+    version: int
+    created_at: str
+
+
 class CreateAssistant(AccountCommand):
     """Create an assistant at version 1. Refused as ``assistant_exists`` when the account has an
     active assistant of that name, ``too_many_assistants`` when it has
     :data:`MAX_ACTIVE_ASSISTANTS`. Result: ``assistant_id``, ``version``, ``created_at``."""
 
     type: Literal["create_assistant"] = "create_assistant"
+    result_type: ClassVar[ResultType] = CreateAssistantResult
     assistant_id: str = Field(pattern=_ASSISTANT_ID)
     name: AssistantName
     definition: AssistantDefinition
+
+
+class UpdateAssistantResult(CommandResult):
+    """:class:`UpdateAssistant`'s result: the version it stored."""
+
+    assistant_id: str
+    version: int
+    updated_at: str
 
 
 class UpdateAssistant(AccountCommand):
@@ -66,9 +91,17 @@ class UpdateAssistant(AccountCommand):
     """
 
     type: Literal["update_assistant"] = "update_assistant"
+    result_type: ClassVar[ResultType] = UpdateAssistantResult
     assistant_id: str = Field(pattern=_ASSISTANT_ID)
     definition: AssistantDefinition
     expected_version: int | None = Field(default=None, ge=1, le=_INT_MAX)
+
+
+class ArchiveAssistantResult(CommandResult):
+    """:class:`ArchiveAssistant`'s result."""
+
+    assistant_id: str
+    status: Literal["archived"]
 
 
 class ArchiveAssistant(AccountCommand):
@@ -77,6 +110,7 @@ class ArchiveAssistant(AccountCommand):
     changes nothing. Result: ``assistant_id``, ``status``."""
 
     type: Literal["archive_assistant"] = "archive_assistant"
+    result_type: ClassVar[ResultType] = ArchiveAssistantResult
     assistant_id: str = Field(pattern=_ASSISTANT_ID)
 
 
@@ -89,6 +123,10 @@ class GetAssistant(BusMessage):
     assistant_id: str | None = None
     name: str | None = None
     version: int | None = Field(default=None, ge=1, le=_INT_MAX)
+
+    def reply_of(self, reply: QueryReply) -> Assistant | None:
+        """The assistant at the version asked for (``None``: not the account's, or none)."""
+        return one(Assistant, reply)
 
     @model_validator(mode="after")
     def _one_key(self) -> GetAssistant:
@@ -105,6 +143,10 @@ class ListAssistants(BusMessage):
     account_id: str = Field(min_length=1, max_length=64)
     include_archived: bool = False
 
+    def reply_of(self, reply: QueryReply) -> list[Assistant]:
+        """The account's assistants."""
+        return many(Assistant, reply) or []
+
 
 class ListAssistantVersions(BusMessage):
     """The versions of one assistant of the account, oldest first. Data:
@@ -113,3 +155,7 @@ class ListAssistantVersions(BusMessage):
     type: Literal["list_assistant_versions"] = "list_assistant_versions"
     account_id: str = Field(min_length=1, max_length=64)
     assistant_id: str
+
+    def reply_of(self, reply: QueryReply) -> AssistantVersions | None:
+        """The assistant's versions (``None``: not the account's assistant)."""
+        return one(AssistantVersions, reply)

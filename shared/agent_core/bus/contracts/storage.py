@@ -8,11 +8,12 @@ write whose attempt is older than the run's current attempt.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AwareDatetime, Field, TypeAdapter, model_validator
 
 from agent_core.bus.contracts._base import BusMessage
+from agent_core.bus.contracts._replies import CommandResult, ResultType, many, one
 from agent_core.bus.contracts.assistants import (
     ArchiveAssistant,
     CreateAssistant,
@@ -21,7 +22,9 @@ from agent_core.bus.contracts.assistants import (
     ListAssistantVersions,
     UpdateAssistant,
 )
+from agent_core.bus.contracts.refusals import Refusal, RefusalCode
 from agent_core.errors import ErrorPayload
+from agent_core.types.api import TreeNode
 from agent_core.types.enums import (
     AgentStatus,
     AgentType,
@@ -35,6 +38,14 @@ from agent_core.types.enums import (
 )
 from agent_core.types.protocol import ContentBlock, Usage
 from agent_core.types.runtime import RunEnd
+from agent_core.types.storage import (
+    AgentRecord,
+    ArtifactRecord,
+    EventRecord,
+    NodeRecord,
+    RunRecord,
+    SessionRecord,
+)
 
 # SQLite's INTEGER is 64-bit: a larger number would fail inside the writer's batch (not as a
 # refusal of one command), so the contracts refuse it at the boundary.
@@ -44,15 +55,25 @@ __all__ = [
     "STORAGE_COMMAND",
     "STORAGE_QUERY",
     "AppendEvent",
+    "AppendEventResult",
     "AppendNode",
+    "AppendNodeResult",
     "ClaimRun",
+    "ClaimRunResult",
     "CommandReceipt",
+    "CommandResult",
     "CreateAgent",
+    "CreateAgentResult",
     "CreateArtifact",
+    "CreateArtifactResult",
     "CreateRun",
+    "CreateRunResult",
     "CreateSession",
+    "CreateSessionResult",
     "EndRun",
+    "EndRunResult",
     "EventDraft",
+    "EventPlaced",
     "GetActivePath",
     "GetArtifact",
     "GetNode",
@@ -66,14 +87,20 @@ __all__ = [
     "ListSessions",
     "NodeDraft",
     "PlaceMessage",
+    "PlacedNode",
     "QueryReply",
     "RunFence",
+    "RunResult",
     "StorageCommand",
     "StorageQuery",
     "SwitchActiveNode",
+    "SwitchActiveNodeResult",
     "UpdateAgent",
+    "UpdateAgentResult",
     "UpdateRun",
+    "UpdateRunResult",
     "UpdateSession",
+    "UpdateSessionResult",
 ]
 
 
@@ -116,6 +143,29 @@ class EventDraft(BusMessage):
     payload: dict[str, Any] = Field(default_factory=dict)
 
 
+class EventPlaced(CommandResult):
+    """Where the writer placed an event: its session ``seq`` and, for a run's event, ``run_seq``."""
+
+    event_id: str
+    seq: int
+    run_seq: int | None
+
+
+class RunResult(CommandResult):
+    """A run after a command that changed it: its status and current attempt."""
+
+    run_id: str
+    status: RunStatus
+    attempt: int
+
+
+class CreateSessionResult(EventPlaced):
+    """:class:`CreateSession`'s result: the session and its ``session_created`` event."""
+
+    session_id: str
+    created_at: str
+
+
 class CreateSession(_Command):
     """Create a session, its two per-session tables, its root agent and a ``session_created`` event.
 
@@ -124,6 +174,7 @@ class CreateSession(_Command):
     """
 
     type: Literal["create_session"] = "create_session"
+    result_type: ClassVar[ResultType] = CreateSessionResult
     account_id: str = Field(min_length=1, max_length=64)
     cwd: str
     root_agent_id: str
@@ -132,25 +183,49 @@ class CreateSession(_Command):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class UpdateSessionResult(CommandResult):
+    """:class:`UpdateSession`'s result."""
+
+    session_id: str
+    updated_at: str
+
+
 class UpdateSession(_Command):
     """Change a session's status or metadata (``None`` leaves a field as it is)."""
 
     type: Literal["update_session"] = "update_session"
+    result_type: ClassVar[ResultType] = UpdateSessionResult
     status: SessionStatus | None = None
     metadata: dict[str, Any] | None = None
+
+
+class SwitchActiveNodeResult(CommandResult):
+    """:class:`SwitchActiveNode`'s result."""
+
+    session_id: str
+    active_node_id: str
 
 
 class SwitchActiveNode(_Command):
     """Move a session's active node; the target must be a node of that session."""
 
     type: Literal["switch_active_node"] = "switch_active_node"
+    result_type: ClassVar[ResultType] = SwitchActiveNodeResult
     node_id: str
+
+
+class CreateAgentResult(CommandResult):
+    """:class:`CreateAgent`'s result."""
+
+    agent_id: str
+    created_at: str
 
 
 class CreateAgent(_Command):
     """Create an agent of the session."""
 
     type: Literal["create_agent"] = "create_agent"
+    result_type: ClassVar[ResultType] = CreateAgentResult
     agent_id: str
     agent_type: AgentType
     parent_agent_id: str | None = None
@@ -159,15 +234,33 @@ class CreateAgent(_Command):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class UpdateAgentResult(CommandResult):
+    """:class:`UpdateAgent`'s result."""
+
+    agent_id: str
+    updated_at: str
+
+
 class UpdateAgent(_Command):
     """Change an agent's status, result or metadata."""
 
     type: Literal["update_agent"] = "update_agent"
+    result_type: ClassVar[ResultType] = UpdateAgentResult
     agent_id: str
     status: AgentStatus | None = None
     result: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     fence: RunFence | None = None
+
+
+class CreateRunResult(RunResult):
+    """:class:`CreateRun`'s result: the run's agent and what its worker needs of the session
+    (``cwd``; ``session_config``: the session's stored config overrides, only when it has some)."""
+
+    agent_id: str
+    agent_type: AgentType
+    cwd: str
+    session_config: dict[str, Any] | None = None
 
 
 class CreateRun(_Command):
@@ -188,6 +281,7 @@ class CreateRun(_Command):
     """
 
     type: Literal["create_run"] = "create_run"
+    result_type: ClassVar[ResultType] = CreateRunResult
     run_id: str
     agent_id: str | None = None
     account_id: str | None = None
@@ -197,12 +291,28 @@ class CreateRun(_Command):
     expires_at: AwareDatetime | None = None
 
 
+class PlacedNode(BusMessage):
+    """Where a claim placed its run's message."""
+
+    node_id: str
+    node_seq: int
+    parent_id: str | None
+
+
 class PlaceMessage(BusMessage):
     """The run's message, placed by the claim that starts the run (see :class:`ClaimRun`)."""
 
     node: NodeDraft  # ``parent_id`` None: under the session's active node as it is then
     event: EventDraft
     set_active: bool = True
+
+
+class ClaimRunResult(RunResult):
+    """:class:`ClaimRun`'s result; with ``place``, ``placed`` (``None`` with ``place_error``
+    when the message could not be placed; the claim stands)."""
+
+    placed: PlacedNode | None = None
+    place_error: Literal[RefusalCode.PARENT_NOT_FOUND] | None = None
 
 
 class ClaimRun(_Command):
@@ -217,8 +327,13 @@ class ClaimRun(_Command):
     """
 
     type: Literal["claim_run"] = "claim_run"
+    result_type: ClassVar[ResultType] = ClaimRunResult
     fence: RunFence
     place: PlaceMessage | None = None
+
+
+class UpdateRunResult(RunResult):
+    """:class:`UpdateRun`'s result."""
 
 
 class UpdateRun(_Command):
@@ -228,6 +343,7 @@ class UpdateRun(_Command):
     """
 
     type: Literal["update_run"] = "update_run"
+    result_type: ClassVar[ResultType] = UpdateRunResult
     run_id: str
     fence: RunFence | None = None
     status: RunStatus | None = None
@@ -237,6 +353,24 @@ class UpdateRun(_Command):
     usage: Usage | None = None
     error: ErrorPayload | None = None
     metadata: dict[str, Any] | None = None
+
+
+class AppendNodeResult(EventPlaced):
+    """A node the writer wrote (:class:`AppendNode`'s result, :class:`EndRun`'s ``node``):
+    its ``node_seq`` and its event's place; ``artifact_ids``: the large JSON blocks it moved
+    out into artifacts."""
+
+    node_id: str
+    node_seq: int
+    created_at: str
+    artifact_ids: list[str]
+
+
+class EndRunResult(RunResult):
+    """:class:`EndRun`'s result: the terminal ``event`` and the ``node`` the run ended on."""
+
+    node: AppendNodeResult | None = None
+    event: EventPlaced
 
 
 class EndRun(_Command):
@@ -258,6 +392,7 @@ class EndRun(_Command):
     """
 
     type: Literal["end_run"] = "end_run"
+    result_type: ClassVar[ResultType] = EndRunResult
     run_id: str
     fence: RunFence | None = None
     end: RunEnd
@@ -284,24 +419,40 @@ class AppendNode(_Command):
     """
 
     type: Literal["append_node"] = "append_node"
+    result_type: ClassVar[ResultType] = AppendNodeResult
     node: NodeDraft
     event: EventDraft
     fence: RunFence | None = None
     set_active: bool = True
 
 
+class AppendEventResult(EventPlaced):
+    """:class:`AppendEvent`'s result."""
+
+    created_at: str
+
+
 class AppendEvent(_Command):
     """Append a lifecycle event that has no node."""
 
     type: Literal["append_event"] = "append_event"
+    result_type: ClassVar[ResultType] = AppendEventResult
     event: EventDraft
     fence: RunFence | None = None
+
+
+class CreateArtifactResult(CommandResult):
+    """:class:`CreateArtifact`'s result."""
+
+    artifact_id: str
+    created_at: str
 
 
 class CreateArtifact(_Command):
     """Register a file as an artifact of the session."""
 
     type: Literal["create_artifact"] = "create_artifact"
+    result_type: ClassVar[ResultType] = CreateArtifactResult
     artifact_id: str
     path: str
     agent_id: str | None = None
@@ -341,8 +492,9 @@ STORAGE_COMMAND: TypeAdapter[StorageCommand] = TypeAdapter(StorageCommand)
 class CommandReceipt(BusMessage):
     """The writer's answer to one command, sent only after COMMIT.
 
-    ``result`` holds what the writer allocated (``node_seq``, ``seq``, ``run_seq``); a duplicate
-    command gets the first result again with ``duplicate=True``.
+    ``result`` holds what the writer allocated (``node_seq``, ``seq``, ``run_seq``) as JSON; its
+    model is the command's ``result_type`` (``CreateRunResult.of(receipt)`` reads it typed). A
+    duplicate command gets the first result again with ``duplicate=True``.
     """
 
     type: Literal["command_receipt"] = "command_receipt"
@@ -350,7 +502,7 @@ class CommandReceipt(BusMessage):
     ok: bool
     duplicate: bool = False
     result: dict[str, Any] = Field(default_factory=dict)
-    error: ErrorPayload | None = None
+    error: Refusal | None = None
 
 
 # ---------------------------------------------------------------------------------------- queries
@@ -368,6 +520,10 @@ class GetSession(_Query):
     type: Literal["get_session"] = "get_session"
     session_id: str
 
+    def reply_of(self, reply: QueryReply) -> SessionRecord | None:
+        """The session's row (``None``: not visible)."""
+        return one(SessionRecord, reply)
+
 
 class ListSessions(_Query):
     """Sessions of an account, newest first, with cursor pagination."""
@@ -377,6 +533,10 @@ class ListSessions(_Query):
     status: SessionStatus | None = None
     cursor: str | None = None
     limit: int = Field(default=50, ge=1, le=500)
+
+    def reply_of(self, reply: QueryReply) -> list[SessionRecord]:
+        """The page's rows (the next cursor is the reply's)."""
+        return many(SessionRecord, reply) or []
 
 
 class GetActivePath(_Query):
@@ -394,12 +554,20 @@ class GetActivePath(_Query):
     node_id: str | None = None
     after_node_id: str | None = None
 
+    def reply_of(self, reply: QueryReply) -> list[NodeRecord] | None:
+        """The path's node rows, root (or after ``after_node_id``) first; ``None``: no such node."""
+        return many(NodeRecord, reply)
+
 
 class GetTree(_Query):
     """The compact tree: ids, parents, roles, types and short previews."""
 
     type: Literal["get_tree"] = "get_tree"
     session_id: str
+
+    def reply_of(self, reply: QueryReply) -> list[TreeNode] | None:
+        """Every node of the session in ``node_seq`` order."""
+        return many(TreeNode, reply)
 
 
 class GetNode(_Query):
@@ -408,6 +576,10 @@ class GetNode(_Query):
     type: Literal["get_node"] = "get_node"
     session_id: str
     node_id: str
+
+    def reply_of(self, reply: QueryReply) -> NodeRecord | None:
+        """The node's row."""
+        return one(NodeRecord, reply)
 
 
 class ListEvents(_Query):
@@ -419,6 +591,10 @@ class ListEvents(_Query):
     run_id: str | None = None
     limit: int = Field(default=500, ge=1, le=5000)
 
+    def reply_of(self, reply: QueryReply) -> list[EventRecord] | None:
+        """The events' rows, by ``seq`` (a full page: the reply's cursor)."""
+        return many(EventRecord, reply)
+
 
 class GetRun(_Query):
     """One run."""
@@ -427,12 +603,20 @@ class GetRun(_Query):
     run_id: str
     session_id: str | None = None
 
+    def reply_of(self, reply: QueryReply) -> RunRecord | None:
+        """The run's row."""
+        return one(RunRecord, reply)
+
 
 class ListRuns(_Query):
     """Runs of a session."""
 
     type: Literal["list_runs"] = "list_runs"
     session_id: str
+
+    def reply_of(self, reply: QueryReply) -> list[RunRecord] | None:
+        """The session's run rows, oldest first."""
+        return many(RunRecord, reply)
 
 
 class ListAgents(_Query):
@@ -441,12 +625,20 @@ class ListAgents(_Query):
     type: Literal["list_agents"] = "list_agents"
     session_id: str
 
+    def reply_of(self, reply: QueryReply) -> list[AgentRecord] | None:
+        """The session's agent rows, oldest first."""
+        return many(AgentRecord, reply)
+
 
 class ListArtifacts(_Query):
     """Artifacts of a session."""
 
     type: Literal["list_artifacts"] = "list_artifacts"
     session_id: str
+
+    def reply_of(self, reply: QueryReply) -> list[ArtifactRecord] | None:
+        """The session's artifact rows, oldest first."""
+        return many(ArtifactRecord, reply)
 
 
 class GetArtifact(_Query):
@@ -455,6 +647,10 @@ class GetArtifact(_Query):
     type: Literal["get_artifact"] = "get_artifact"
     artifact_id: str
     session_id: str | None = None
+
+    def reply_of(self, reply: QueryReply) -> ArtifactRecord | None:
+        """The artifact's row."""
+        return one(ArtifactRecord, reply)
 
 
 StorageQuery = Annotated[
