@@ -269,7 +269,7 @@ class EncodingSpanProcessor(SpanProcessor):
     """Encodes each span as it ends and posts what has gathered every ``delay_s`` seconds.
 
     Unlike the SDK's batch processor it holds bytes, not span objects, between the end of a span
-    and its export: bytes are not tracked by Python's cycle collector, whereas ~10 tracked
+    and its export: bytes are not tracked by Python's cycle collector, whereas ~12 tracked
     objects per queued span made every service's collections run more often (the larger part of
     tracing's cost, measured in docs/performance.md). Encoding runs in the thread that ends the
     span (~10 µs); the post runs on this processor's own thread. Past ``max_pending`` spans
