@@ -80,6 +80,10 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         # Served from vendored files by add_docs_routes: the default pages load from a CDN.
         docs_url=None,
         redoc_url=None,
+        # The request's server span is the one a run's trace needs; FastAPI's own spans of the
+        # dependency resolution, endpoint and serialisation inside it would double the gateway's
+        # exported spans per turn (see docs/architecture.md, "Operations").
+        telemetry={"operation_spans": False},
     )
     gateway = Gateway.build(ctx)
     app.state.gateway = gateway

@@ -11,7 +11,6 @@ from agent_core.bus.contracts.storage import (
     AppendNodeResult,
     CreateArtifact,
     EventDraft,
-    NodeDraft,
     RunFence,
 )
 from agent_core.context import estimate_tokens
@@ -43,8 +42,9 @@ __all__ = [
 ]
 
 
-def node_drafts(node: Node, payload: dict[str, Any] | None = None) -> tuple[NodeDraft, EventDraft]:
-    """The bus drafts of ``node`` and its ``node_created`` event.
+def node_drafts(node: Node, payload: dict[str, Any] | None = None) -> tuple[Node, EventDraft]:
+    """``node`` as it is sent to be appended (the writer's fields unset) and its
+    ``node_created`` event.
 
     The node's token estimate is recorded with it, so context building reads it instead of
     estimating the whole history again on every model call.
@@ -52,17 +52,7 @@ def node_drafts(node: Node, payload: dict[str, Any] | None = None) -> tuple[Node
     token_count = node.token_count
     if token_count is None:
         token_count = estimate_tokens(node.content)
-    draft = NodeDraft(
-        node_id=node.node_id,
-        parent_id=node.parent_id,
-        agent_id=node.agent_id,
-        run_id=node.run_id,
-        role=node.role,
-        node_type=node.node_type,
-        content=node.content,
-        metadata=node.metadata,
-        token_count=token_count,
-    )
+    draft = node.model_copy(update={"node_seq": None, "token_count": token_count})
     event = EventDraft(
         event_id=new_id("evt"),
         event_type=EventType.NODE_CREATED,

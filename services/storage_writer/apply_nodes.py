@@ -15,10 +15,10 @@ from agent_core.bus.contracts.storage import (
     AppendNodeResult,
     ClaimRun,
     EventDraft,
-    NodeDraft,
     PlacedNode,
 )
 from agent_core.types.protocol import CONTENT_BLOCKS
+from agent_core.types.runtime import Node
 from services.storage_writer.apply_common import (
     AlreadyApplied,
     ApplyContext,
@@ -103,7 +103,7 @@ def append_node(conn: sqlite3.Connection, c: AppendNode, ctx: ApplyContext) -> A
 def write_node(
     conn: sqlite3.Connection,
     sid: str,
-    node: NodeDraft,
+    node: Node,
     event: EventDraft,
     ctx: ApplyContext,
     *,
@@ -161,7 +161,7 @@ def write_node(
 
 
 def _insert_node(
-    conn: sqlite3.Connection, sid: str, node: NodeDraft, blocks: list[Any], now: str
+    conn: sqlite3.Connection, sid: str, node: Node, blocks: list[Any], now: str
 ) -> int | None:
     content = json.dumps(
         CONTENT_BLOCKS.dump_python(blocks, exclude_none=True),

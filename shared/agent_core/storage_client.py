@@ -23,7 +23,6 @@ from agent_core.bus.contracts.storage import (
     CommandReceipt,
     CreateSession,
     EventDraft,
-    NodeDraft,
     QueryReply,
     RunFence,
     StorageCommand,
@@ -32,6 +31,7 @@ from agent_core.bus.contracts.storage import (
 from agent_core.errors import BusTimeoutError
 from agent_core.ids import new_id
 from agent_core.types.enums import AgentType
+from agent_core.types.runtime import Node
 
 __all__ = ["StorageClient", "raise_for_receipt"]
 
@@ -168,7 +168,7 @@ class StorageClient:
     async def append_node(
         self,
         session_id: str,
-        node: NodeDraft,
+        node: Node,
         event: EventDraft,
         *,
         fence: RunFence | None = None,

@@ -174,7 +174,9 @@ class RunState(Strict):
 class Node(Strict):
     """One node of a session's conversation tree: typed content blocks under a role and node type.
 
-    ``node_seq`` is ``None`` until the storage-writer allocates it; a stored node always has one.
+    The one model of a node, in the runtime and on the bus: a node sent to be appended is this
+    model with the writer's fields unset (``node_seq`` ``None``; the writer allocates it and
+    stamps its own ``created_at``); a stored node always has a ``node_seq``.
     """
 
     node_id: NodeId
@@ -186,7 +188,7 @@ class Node(Strict):
     node_type: NodeType = NodeType.MESSAGE
     content: list[ContentBlock]
     metadata: dict[str, Any] = Field(default_factory=dict)
-    token_count: int | None = Field(default=None, ge=0)
+    token_count: int | None = Field(default=None, ge=0, le=2**63 - 1)  # SQLite's INTEGER
     created_at: UtcDatetime = Field(default_factory=utc_now)
 
     @classmethod

@@ -12,13 +12,12 @@ from agent_core.bus.contracts.storage import (
     CreateSession,
     EndRun,
     EventDraft,
-    NodeDraft,
     RunFence,
 )
 from agent_core.ids import new_id, new_session_id
 from agent_core.types.enums import EndReason, EventType, Role, RunStatus
 from agent_core.types.protocol import TextBlock, Usage
-from agent_core.types.runtime import RunEnd
+from agent_core.types.runtime import Node, RunEnd
 
 
 def create_session(session_id: str | None = None, account: str = "acct_a") -> CreateSession:
@@ -40,7 +39,7 @@ def append_node(
     return AppendNode(
         command_id=new_id("cmd"),
         session_id=session.session_id,
-        node=NodeDraft(
+        node=Node(
             node_id=node_id,
             parent_id=parent_id,
             agent_id=session.root_agent_id,
@@ -82,7 +81,7 @@ def end_run(
     node = event = None
     last = kw.pop("last_node_id", None)
     if answer is not None:
-        node = NodeDraft(
+        node = Node(
             node_id=new_id("node"),
             parent_id=kw.pop("parent_id", None),
             agent_id=session.root_agent_id,

@@ -45,7 +45,6 @@ from agent_core.bus.contracts.storage import (
     ListEvents,
     ListRuns,
     ListSessions,
-    NodeDraft,
     PlaceMessage,
     RunFence,
     StorageCommand,
@@ -60,7 +59,7 @@ from agent_core.ids import new_id
 from agent_core.types.api import AssistantDefinition
 from agent_core.types.enums import AgentStatus, AgentType, EventType, Role, RunStatus
 from agent_core.types.protocol import TextBlock
-from agent_core.types.runtime import SESSION_CONFIG_KEY
+from agent_core.types.runtime import SESSION_CONFIG_KEY, Node
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.writer import Writer
 from tests.unit.storage_writer.factories import append_node, create_run, create_session, end_run
@@ -76,7 +75,7 @@ def _every_command() -> tuple[list[StorageCommand], dict[str, Any]]:
     s = create_session().model_copy(update={"metadata": {SESSION_CONFIG_KEY: {"max_turns": 3}}})
     first = append_node(s)
     run = create_run(s).model_copy(update={"start_node_id": new_id("node")})
-    message = NodeDraft(
+    message = Node(
         node_id=run.start_node_id or "",
         agent_id=s.root_agent_id,
         run_id=run.run_id,
@@ -182,7 +181,7 @@ def test_a_claim_that_could_not_place_its_message_says_why(writer: Writer) -> No
     s = create_session()
     run = create_run(s)
     writer.apply_batch([s, run])
-    draft = NodeDraft(
+    draft = Node(
         node_id=new_id("node"),
         parent_id=new_id("node"),  # not a node of the session
         agent_id=s.root_agent_id,

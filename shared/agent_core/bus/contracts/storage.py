@@ -31,13 +31,11 @@ from agent_core.types.enums import (
     EndReason,
     EventLevel,
     EventType,
-    NodeType,
-    Role,
     RunStatus,
     SessionStatus,
 )
-from agent_core.types.protocol import ContentBlock, Usage
-from agent_core.types.runtime import RunEnd
+from agent_core.types.protocol import Usage
+from agent_core.types.runtime import Node, RunEnd
 from agent_core.types.storage import (
     AgentRecord,
     ArtifactRecord,
@@ -85,7 +83,6 @@ __all__ = [
     "ListEvents",
     "ListRuns",
     "ListSessions",
-    "NodeDraft",
     "PlaceMessage",
     "PlacedNode",
     "QueryReply",
@@ -114,20 +111,6 @@ class RunFence(BusMessage):
 class _Command(BusMessage):
     command_id: str = Field(min_length=1, max_length=64)
     session_id: str = Field(min_length=1, max_length=64)
-
-
-class NodeDraft(BusMessage):
-    """A node as its sender allocated it; ``node_seq`` is assigned by the writer."""
-
-    node_id: str
-    parent_id: str | None = None
-    agent_id: str
-    run_id: str | None = None
-    role: Role
-    node_type: NodeType = NodeType.MESSAGE
-    content: list[ContentBlock]
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    token_count: int | None = Field(default=None, ge=0, le=SQLITE_INT_MAX)
 
 
 class EventDraft(BusMessage):
@@ -302,7 +285,7 @@ class PlacedNode(BusMessage):
 class PlaceMessage(BusMessage):
     """The run's message, placed by the claim that starts the run (see :class:`ClaimRun`)."""
 
-    node: NodeDraft  # ``parent_id`` None: under the session's active node as it is then
+    node: Node  # ``parent_id`` None: under the session's active node as it is then
     event: EventDraft
     set_active: bool = True
 
@@ -405,7 +388,7 @@ class EndRun(_Command):
     fence: RunFence | None = None
     end: RunEnd
     event_id: str
-    node: NodeDraft | None = None
+    node: Node | None = None
     node_event: EventDraft | None = None
     set_active: bool = True
     withdraw: bool = False
@@ -428,7 +411,7 @@ class AppendNode(_Command):
 
     type: Literal["append_node"] = "append_node"
     result_type: ClassVar[ResultType] = AppendNodeResult
-    node: NodeDraft
+    node: Node
     event: EventDraft
     fence: RunFence | None = None
     set_active: bool = True
