@@ -7,6 +7,7 @@ catch-all that answers 500 with no traceback, message or exception text of the f
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any, Final
@@ -15,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -210,9 +212,17 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(status, payload.code, payload.message, payload.details, retry)
 
     @app.exception_handler(RedisError)
-    async def _bus_down(_: Request, exc: RedisError) -> JSONResponse:
+    async def _bus_down(request: Request, exc: RedisError) -> JSONResponse:
         # The bus is down or restarting (the supervisor restarts it within seconds): retryable.
         log.error("request failed: bus_unavailable (%s)", type(exc).__name__)
+        if isinstance(exc, RedisConnectionError):
+            # A restarted bus closed every connection the pool holds idle; each would fail one
+            # more request when next taken. Drop them now: the next requests connect afresh.
+            gateway = getattr(request.app.state, "gateway", None)
+            if gateway is not None:
+                pool = gateway.ctx.redis.connection_pool
+                with contextlib.suppress(Exception):
+                    await pool.disconnect(inuse_connections=False)
         return error_response(
             503,
             "bus_unavailable",

@@ -135,9 +135,13 @@ def test_one_trace_across_services(
 
     def complete(spans: list[ReceivedSpan]) -> bool:
         # Each service exports on its own schedule: wait until every span the checks below
-        # read has arrived (the gateway's request span may come after the worker's).
-        names = {s.name for s in spans}
-        return wanted <= names and sum(s.name == "model.call" for s in spans) >= 2
+        # read has arrived in the run's own trace (the gateway's request span may come after
+        # the worker's, the writer's commits after both; another trace — the session's
+        # creation — has commits of its own that must not stand in for the run's).
+        runs = [s for s in spans if s.name == "run" and s.attributes["run.id"] == one_run["run_id"]]
+        traces = {s.trace_id for s in runs}
+        names = [s.name for s in spans if s.trace_id in traces]
+        return wanted <= set(names) and names.count("model.call") >= 2
 
     spans = receiver.wait_for(complete)
     run = [s for s in spans if s.name == "run" and s.attributes["run.id"] == one_run["run_id"]]
