@@ -158,7 +158,13 @@ class EventHub:
             streams: dict[bytes | str | memoryview, int | bytes | str | memoryview] = {
                 wake: self._wake_last
             }
-            streams.update({key: f.last for key, f in self._followers.items()})
+            # The followers this read serves, as they are now: one that leaves while the read
+            # blocks may be replaced by a follower of the same run from an earlier position (a
+            # client resuming after the last event it processed, not the last one sent to it);
+            # what this read returns is from the old position and must not reach the new one,
+            # which the next read serves from its own.
+            reading = dict(self._followers)
+            streams.update({key: f.last for key, f in reading.items()})
             try:
                 reply: Any = await self._conn.xread(streams, count=500, block=self._block_ms)
             except (RedisConnectionError, RedisTimeoutError) as exc:
@@ -183,7 +189,7 @@ class EventHub:
                     self._wake_last = _text(entries[-1][0])
                     continue
                 follower = self._followers.get(key)
-                if follower is not None:
+                if follower is not None and follower is reading.get(key):
                     self._deliver(key, follower, entries)
 
     def _deliver(self, key: bytes, follower: _Follower, entries: list[Any]) -> None:
