@@ -12,19 +12,31 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AwareDatetime, Field, TypeAdapter, model_validator
 
-from agent_core.bus.contracts._base import BusMessage
-from agent_core.bus.contracts._replies import CommandResult, ResultType, many, one
+from agent_core.bus.contracts._base import SQLITE_INT_MAX, BusMessage
+from agent_core.bus.contracts._replies import CommandResult, ResultType
 from agent_core.bus.contracts.assistants import (
     ArchiveAssistant,
     CreateAssistant,
-    GetAssistant,
-    ListAssistants,
-    ListAssistantVersions,
     UpdateAssistant,
 )
 from agent_core.bus.contracts.refusals import Refusal, RefusalCode
+from agent_core.bus.contracts.storage_queries import (
+    STORAGE_QUERY,
+    GetActivePath,
+    GetArtifact,
+    GetNode,
+    GetRun,
+    GetSession,
+    GetTree,
+    ListAgents,
+    ListArtifacts,
+    ListEvents,
+    ListRuns,
+    ListSessions,
+    QueryReply,
+    StorageQuery,
+)
 from agent_core.errors import ErrorPayload
-from agent_core.types.api import TreeNode
 from agent_core.types.enums import (
     AgentStatus,
     AgentType,
@@ -37,17 +49,8 @@ from agent_core.types.enums import (
 from agent_core.types.protocol import Usage
 from agent_core.types.runtime import Node, RunEnd
 from agent_core.types.storage import (
-    AgentRecord,
-    ArtifactRecord,
-    EventRecord,
     NodeRecord,
-    RunRecord,
-    SessionRecord,
 )
-
-# SQLite's INTEGER is 64-bit: a larger number would fail inside the writer's batch (not as a
-# refusal of one command), so the contracts refuse it at the boundary.
-SQLITE_INT_MAX = 2**63 - 1
 
 __all__ = [
     "STORAGE_COMMAND",
@@ -494,181 +497,3 @@ class CommandReceipt(BusMessage):
     duplicate: bool = False
     result: dict[str, Any] = Field(default_factory=dict)
     error: Refusal | None = None
-
-
-# ---------------------------------------------------------------------------------------- queries
-
-
-class _Query(BusMessage):
-    # Set by the gateway; the writer scopes every lookup by it so that another account's id
-    # answers exactly like a missing one. Internal callers (workers) may omit it.
-    account_id: str | None = None
-
-
-class GetSession(_Query):
-    """One session."""
-
-    type: Literal["get_session"] = "get_session"
-    session_id: str
-
-    def reply_of(self, reply: QueryReply) -> SessionRecord | None:
-        """The session's row (``None``: not visible)."""
-        return one(SessionRecord, reply)
-
-
-class ListSessions(_Query):
-    """Sessions of an account, newest first, with cursor pagination."""
-
-    type: Literal["list_sessions"] = "list_sessions"
-    account_id: str
-    status: SessionStatus | None = None
-    cursor: str | None = None
-    limit: int = Field(default=50, ge=1, le=500)
-
-    def reply_of(self, reply: QueryReply) -> list[SessionRecord]:
-        """The page's rows (the next cursor is the reply's)."""
-        return many(SessionRecord, reply) or []
-
-
-class GetActivePath(_Query):
-    """Nodes from the root to ``node_id`` (the session's active node when omitted).
-
-    With ``after_node_id`` (the last node of a path the reader already holds) the walk up from the
-    tip stops there: if that node is on the path, only the nodes after it are returned (the first
-    one's parent is ``after_node_id``; none when it *is* the tip); otherwise the whole path, which
-    starts at the root (parent ``None``). Nodes never change once written, so a reader that keeps
-    paths reads each node once, not once per turn.
-    """
-
-    type: Literal["get_active_path"] = "get_active_path"
-    session_id: str
-    node_id: str | None = None
-    after_node_id: str | None = None
-
-    def reply_of(self, reply: QueryReply) -> list[NodeRecord] | None:
-        """The path's node rows, root (or after ``after_node_id``) first; ``None``: no such node."""
-        return many(NodeRecord, reply)
-
-
-class GetTree(_Query):
-    """The compact tree: ids, parents, roles, types and short previews."""
-
-    type: Literal["get_tree"] = "get_tree"
-    session_id: str
-
-    def reply_of(self, reply: QueryReply) -> list[TreeNode] | None:
-        """Every node of the session in ``node_seq`` order."""
-        return many(TreeNode, reply)
-
-
-class GetNode(_Query):
-    """One node with its full content."""
-
-    type: Literal["get_node"] = "get_node"
-    session_id: str
-    node_id: str
-
-    def reply_of(self, reply: QueryReply) -> NodeRecord | None:
-        """The node's row."""
-        return one(NodeRecord, reply)
-
-
-class ListEvents(_Query):
-    """Timeline events with ``seq > after_seq``, optionally of one run."""
-
-    type: Literal["list_events"] = "list_events"
-    session_id: str
-    after_seq: int = Field(default=0, ge=0, le=SQLITE_INT_MAX)
-    run_id: str | None = None
-    limit: int = Field(default=500, ge=1, le=5000)
-
-    def reply_of(self, reply: QueryReply) -> list[EventRecord] | None:
-        """The events' rows, by ``seq`` (a full page: the reply's cursor)."""
-        return many(EventRecord, reply)
-
-
-class GetRun(_Query):
-    """One run."""
-
-    type: Literal["get_run"] = "get_run"
-    run_id: str
-    session_id: str | None = None
-
-    def reply_of(self, reply: QueryReply) -> RunRecord | None:
-        """The run's row."""
-        return one(RunRecord, reply)
-
-
-class ListRuns(_Query):
-    """Runs of a session."""
-
-    type: Literal["list_runs"] = "list_runs"
-    session_id: str
-
-    def reply_of(self, reply: QueryReply) -> list[RunRecord] | None:
-        """The session's run rows, oldest first."""
-        return many(RunRecord, reply)
-
-
-class ListAgents(_Query):
-    """Agents of a session."""
-
-    type: Literal["list_agents"] = "list_agents"
-    session_id: str
-
-    def reply_of(self, reply: QueryReply) -> list[AgentRecord] | None:
-        """The session's agent rows, oldest first."""
-        return many(AgentRecord, reply)
-
-
-class ListArtifacts(_Query):
-    """Artifacts of a session."""
-
-    type: Literal["list_artifacts"] = "list_artifacts"
-    session_id: str
-
-    def reply_of(self, reply: QueryReply) -> list[ArtifactRecord] | None:
-        """The session's artifact rows, oldest first."""
-        return many(ArtifactRecord, reply)
-
-
-class GetArtifact(_Query):
-    """One artifact."""
-
-    type: Literal["get_artifact"] = "get_artifact"
-    artifact_id: str
-    session_id: str | None = None
-
-    def reply_of(self, reply: QueryReply) -> ArtifactRecord | None:
-        """The artifact's row."""
-        return one(ArtifactRecord, reply)
-
-
-StorageQuery = Annotated[
-    GetSession
-    | ListSessions
-    | GetActivePath
-    | GetTree
-    | GetNode
-    | ListEvents
-    | GetRun
-    | ListRuns
-    | ListAgents
-    | ListArtifacts
-    | GetArtifact
-    | GetAssistant
-    | ListAssistants
-    | ListAssistantVersions,
-    Field(discriminator="type"),
-]
-STORAGE_QUERY: TypeAdapter[StorageQuery] = TypeAdapter(StorageQuery)
-
-
-class QueryReply(BusMessage):
-    """The answer to a storage query; ``data`` is ``None`` when nothing (visible) matched."""
-
-    type: Literal["query_reply"] = "query_reply"
-    ok: bool
-    data: Any = None
-    next_cursor: str | None = None
-    error: ErrorPayload | None = None
