@@ -113,7 +113,7 @@ async def _durable(
         records = await fetch_optional(gw, query) or []
         for record in records:
             event = to_timeline_event(record)
-            seq = event.seq
+            seq = record.seq  # the row's: a stored event always has one
             if after_ms and event.created_at.timestamp() * 1000 <= after_ms:
                 continue
             if event.event_type in TERMINAL_RUN_EVENTS:

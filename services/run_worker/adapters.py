@@ -10,7 +10,6 @@ from typing import Any
 from agent_core.bus.contracts.storage import (
     AppendNodeResult,
     CreateArtifact,
-    EventDraft,
     RunFence,
 )
 from agent_core.context import estimate_tokens
@@ -32,7 +31,7 @@ from agent_core.types.protocol import (
     ToolDefinition,
     ToolResult,
 )
-from agent_core.types.runtime import Node, RunHandle
+from agent_core.types.runtime import Node, RunHandle, TimelineEvent
 
 __all__ = [
     "BusRunStore",
@@ -42,7 +41,7 @@ __all__ = [
 ]
 
 
-def node_drafts(node: Node, payload: dict[str, Any] | None = None) -> tuple[Node, EventDraft]:
+def node_drafts(node: Node, payload: dict[str, Any] | None = None) -> tuple[Node, TimelineEvent]:
     """``node`` as it is sent to be appended (the writer's fields unset) and its
     ``node_created`` event.
 
@@ -53,7 +52,7 @@ def node_drafts(node: Node, payload: dict[str, Any] | None = None) -> tuple[Node
     if token_count is None:
         token_count = estimate_tokens(node.content)
     draft = node.model_copy(update={"node_seq": None, "token_count": token_count})
-    event = EventDraft(
+    event = TimelineEvent(
         event_id=new_id("evt"),
         event_type=EventType.NODE_CREATED,
         agent_id=node.agent_id,
@@ -102,7 +101,7 @@ class BusRunStore:
         payload: dict[str, Any] | None = None,
     ) -> None:
         """A timeline event of this run."""
-        event = EventDraft(
+        event = TimelineEvent(
             event_id=new_id("evt"),
             event_type=event_type,
             level=level,

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.bus.contracts.refusals import RefusalCode
-from agent_core.bus.contracts.storage import CommandResult, EventDraft, EventPlaced, RunFence
+from agent_core.bus.contracts.storage import CommandResult, EventPlaced, RunFence
 from agent_core.errors import StorageError
 from agent_core.types.enums import TERMINAL_RUN_STATUSES, RunStatus
+from agent_core.types.runtime import TimelineEvent
 from services.storage_writer.schema import events_table
 
 __all__ = [
@@ -139,7 +140,7 @@ def check_fence(conn: sqlite3.Connection, session_id: str, fence: RunFence | Non
 
 
 def insert_event(
-    conn: sqlite3.Connection, session_id: str, event: EventDraft, now: str, node_id: str | None
+    conn: sqlite3.Connection, session_id: str, event: TimelineEvent, now: str, node_id: str | None
 ) -> EventPlaced:
     run_seq: int | None = None
     if event.run_id is not None:

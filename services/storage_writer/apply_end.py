@@ -18,7 +18,6 @@ from agent_core.bus.contracts.storage import (
     AppendNodeResult,
     EndRun,
     EndRunResult,
-    EventDraft,
     EventPlaced,
 )
 from agent_core.types.enums import (
@@ -29,6 +28,7 @@ from agent_core.types.enums import (
     EventType,
     RunStatus,
 )
+from agent_core.types.runtime import TimelineEvent
 from services.storage_writer.apply_common import (
     AlreadyApplied,
     ApplyContext,
@@ -121,7 +121,7 @@ def end_run(conn: sqlite3.Connection, c: EndRun, ctx: ApplyContext) -> EndRunRes
     )
 
 
-def _terminal_event(c: EndRun, agent_id: str) -> EventDraft:
+def _terminal_event(c: EndRun, agent_id: str) -> TimelineEvent:
     end = c.end
     payload: dict[str, Any] = {
         "status": end.status.value,
@@ -134,9 +134,11 @@ def _terminal_event(c: EndRun, agent_id: str) -> EventDraft:
     return draft.model_copy(update={"event_id": c.event_id})
 
 
-def _event(c: EndRun, agent_id: str, event_type: EventType, payload: dict[str, Any]) -> EventDraft:
+def _event(
+    c: EndRun, agent_id: str, event_type: EventType, payload: dict[str, Any]
+) -> TimelineEvent:
     level = EventLevel.ERROR if c.end.status is RunStatus.FAILED else EventLevel.INFO
-    return EventDraft(
+    return TimelineEvent(
         event_id=derived_event_id(c.event_id),
         event_type=event_type,
         level=level,

@@ -14,11 +14,10 @@ from agent_core.bus.contracts.storage import (
     AppendNode,
     AppendNodeResult,
     ClaimRun,
-    EventDraft,
     PlacedNode,
 )
 from agent_core.types.protocol import CONTENT_BLOCKS
-from agent_core.types.runtime import Node
+from agent_core.types.runtime import Node, TimelineEvent
 from services.storage_writer.apply_common import (
     AlreadyApplied,
     ApplyContext,
@@ -104,7 +103,7 @@ def write_node(
     conn: sqlite3.Connection,
     sid: str,
     node: Node,
-    event: EventDraft,
+    event: TimelineEvent,
     ctx: ApplyContext,
     *,
     set_active: bool,

@@ -15,7 +15,6 @@ from agent_core.bus.contracts.storage import (
     ClaimRunResult,
     CreateRun,
     CreateRunResult,
-    EventDraft,
     UpdateRun,
     UpdateRunResult,
 )
@@ -26,7 +25,7 @@ from agent_core.types.enums import (
     RunStatus,
     SessionStatus,
 )
-from agent_core.types.runtime import SESSION_CONFIG_KEY
+from agent_core.types.runtime import SESSION_CONFIG_KEY, TimelineEvent
 from services.storage_writer.apply_common import (
     AlreadyApplied,
     ApplyContext,
@@ -164,7 +163,7 @@ def claim_run(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> Claim
         "UPDATE agents SET status = ?, updated_at = ? WHERE agent_id = ? AND status != ?",
         (AgentStatus.RUNNING.value, ctx.now, agent_id, AgentStatus.RUNNING.value),
     )
-    started = EventDraft(
+    started = TimelineEvent(
         # Named after the claim: a repeated claim is answered before it gets here (see above).
         event_id=derived_event_id(f"{c.command_id}:{c.fence.attempt}"),
         event_type=EventType.RUN_STARTED,

@@ -25,7 +25,6 @@ from agent_core.bus.contracts.storage import (
     CreateSession,
     CreateSessionResult,
     EndRunResult,
-    EventDraft,
     PlacedNode,
     StorageCommand,
     SwitchActiveNode,
@@ -37,6 +36,7 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.errors import StorageError
 from agent_core.types.enums import AgentStatus, AgentType, EventType, SessionStatus
+from agent_core.types.runtime import TimelineEvent
 from services.storage_writer.apply_assistants import (
     archive_assistant,
     create_assistant,
@@ -103,7 +103,7 @@ def _create_session(
             ctx.now,
         ),
     )
-    event = EventDraft(
+    event = TimelineEvent(
         event_id="evt_" + c.session_id.removeprefix("sess_"),
         event_type=EventType.SESSION_CREATED,
         agent_id=c.root_agent_id,

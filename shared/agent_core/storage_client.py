@@ -22,7 +22,6 @@ from agent_core.bus.contracts.storage import (
     AppendNode,
     CommandReceipt,
     CreateSession,
-    EventDraft,
     QueryReply,
     RunFence,
     StorageCommand,
@@ -31,7 +30,7 @@ from agent_core.bus.contracts.storage import (
 from agent_core.errors import BusTimeoutError
 from agent_core.ids import new_id
 from agent_core.types.enums import AgentType
-from agent_core.types.runtime import Node
+from agent_core.types.runtime import Node, TimelineEvent
 
 __all__ = ["StorageClient", "raise_for_receipt"]
 
@@ -169,7 +168,7 @@ class StorageClient:
         self,
         session_id: str,
         node: Node,
-        event: EventDraft,
+        event: TimelineEvent,
         *,
         fence: RunFence | None = None,
         set_active: bool = True,
@@ -190,7 +189,7 @@ class StorageClient:
     async def append_event(
         self,
         session_id: str,
-        event: EventDraft,
+        event: TimelineEvent,
         *,
         fence: RunFence | None = None,
         command_id: str | None = None,

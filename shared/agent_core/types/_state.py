@@ -244,13 +244,17 @@ class ArtifactRef(Strict):
 
 
 class TimelineEvent(Strict):
-    """One durable timeline event of a session (a row of ``events_<session_id>``, parsed).
+    """One timeline event of a session: a row of ``events_<session_id>``, parsed.
 
-    Ordered by ``seq`` in the session and ``run_seq`` within a run, never by ``created_at``.
+    The one model of an event, in the runtime and on the bus: an event sent to be written is this
+    model with the writer's fields unset (``seq`` and ``run_seq`` ``None``; the writer allocates
+    them and stamps its own ``created_at``); a stored event always has a ``seq``, and a run's
+    event a ``run_seq``. Ordered by ``seq`` in the session and ``run_seq`` within a run, never by
+    ``created_at``.
     """
 
     event_id: EventId
-    seq: int = Field(ge=0)
+    seq: int | None = Field(default=None, ge=0)
     run_seq: int | None = Field(default=None, ge=0)
     agent_id: AgentId | None = None
     run_id: RunId | None = None

@@ -11,13 +11,12 @@ from agent_core.bus.contracts.storage import (
     CreateRun,
     CreateSession,
     EndRun,
-    EventDraft,
     RunFence,
 )
 from agent_core.ids import new_id, new_session_id
 from agent_core.types.enums import EndReason, EventType, Role, RunStatus
 from agent_core.types.protocol import TextBlock, Usage
-from agent_core.types.runtime import Node, RunEnd
+from agent_core.types.runtime import Node, RunEnd, TimelineEvent
 
 
 def create_session(session_id: str | None = None, account: str = "acct_a") -> CreateSession:
@@ -47,7 +46,7 @@ def append_node(
             role=Role.USER,
             content=kw.pop("content", [TextBlock(text=f"hello {secrets.token_hex(2)}")]),
         ),
-        event=EventDraft(
+        event=TimelineEvent(
             event_id=new_id("evt"),
             event_type=EventType.NODE_CREATED,
             agent_id=session.root_agent_id,
@@ -89,7 +88,7 @@ def end_run(
             role=Role.ASSISTANT,
             content=[TextBlock(text=answer)],
         )
-        event = EventDraft(
+        event = TimelineEvent(
             event_id=new_id("evt"),
             event_type=EventType.NODE_CREATED,
             agent_id=session.root_agent_id,

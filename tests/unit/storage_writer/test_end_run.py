@@ -8,7 +8,6 @@ from typing import Any
 from agent_core.bus.contracts.storage import (
     AppendEvent,
     CreateRun,
-    EventDraft,
     GetRun,
     GetSession,
     ListAgents,
@@ -19,6 +18,7 @@ from agent_core.bus.contracts.storage import (
 from agent_core.errors import ErrorPayload
 from agent_core.ids import new_id
 from agent_core.types.enums import AgentType, EndReason, EventType, RunStatus
+from agent_core.types.runtime import TimelineEvent
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.schema import events_table, nodes_table
 from services.storage_writer.writer import Writer
@@ -100,7 +100,9 @@ def test_an_ended_run_refuses_every_later_write(writer: Writer, engine: QueryEng
     fence = RunFence(run_id=run.run_id, attempt=1)
     assert writer.apply_batch([end_run(s, run.run_id, answer="done")])[0].ok
     nodes_before = _count(writer, s.session_id, nodes_table(s.session_id))
-    event = EventDraft(event_id=new_id("evt"), event_type=EventType.TOOL_FAILED, run_id=run.run_id)
+    event = TimelineEvent(
+        event_id=new_id("evt"), event_type=EventType.TOOL_FAILED, run_id=run.run_id
+    )
     late = [
         append_node(s, run_id=run.run_id, fence=fence),  # the attempt's own late node
         append_node(s, run_id=run.run_id),  # a node of the run without a fence

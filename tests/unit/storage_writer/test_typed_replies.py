@@ -33,7 +33,6 @@ from agent_core.bus.contracts.storage import (
     CreateArtifact,
     CreateRunResult,
     EndRunResult,
-    EventDraft,
     GetActivePath,
     GetArtifact,
     GetNode,
@@ -59,7 +58,7 @@ from agent_core.ids import new_id
 from agent_core.types.api import AssistantDefinition
 from agent_core.types.enums import AgentStatus, AgentType, EventType, Role, RunStatus
 from agent_core.types.protocol import TextBlock
-from agent_core.types.runtime import SESSION_CONFIG_KEY, Node
+from agent_core.types.runtime import SESSION_CONFIG_KEY, Node, TimelineEvent
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.writer import Writer
 from tests.unit.storage_writer.factories import append_node, create_run, create_session, end_run
@@ -84,7 +83,7 @@ def _every_command() -> tuple[list[StorageCommand], dict[str, Any]]:
     )
     place = PlaceMessage(
         node=message,
-        event=EventDraft(
+        event=TimelineEvent(
             event_id=new_id("evt"), event_type=EventType.NODE_CREATED, run_id=run.run_id
         ),
     )
@@ -118,7 +117,9 @@ def _every_command() -> tuple[list[StorageCommand], dict[str, Any]]:
             command_id=cmd(),
             session_id=sid,
             fence=fence,
-            event=EventDraft(event_id=new_id("evt"), event_type=EventType.USAGE, run_id=run.run_id),
+            event=TimelineEvent(
+                event_id=new_id("evt"), event_type=EventType.USAGE, run_id=run.run_id
+            ),
         ),
         CreateArtifact(
             command_id=cmd(),
@@ -188,7 +189,7 @@ def test_a_claim_that_could_not_place_its_message_says_why(writer: Writer) -> No
         role=Role.USER,
         content=[TextBlock(text="hi")],
     )
-    event = EventDraft(event_id=new_id("evt"), event_type=EventType.NODE_CREATED)
+    event = TimelineEvent(event_id=new_id("evt"), event_type=EventType.NODE_CREATED)
     claim = ClaimRun(
         command_id=new_id("cmd"),
         session_id=s.session_id,

@@ -41,13 +41,11 @@ from agent_core.types.enums import (
     AgentStatus,
     AgentType,
     EndReason,
-    EventLevel,
-    EventType,
     RunStatus,
     SessionStatus,
 )
 from agent_core.types.protocol import Usage
-from agent_core.types.runtime import Node, RunEnd
+from agent_core.types.runtime import Node, RunEnd, TimelineEvent
 from agent_core.types.storage import (
     NodeRecord,
 )
@@ -73,7 +71,6 @@ __all__ = [
     "CreateSessionResult",
     "EndRun",
     "EndRunResult",
-    "EventDraft",
     "EventPlaced",
     "GetActivePath",
     "GetArtifact",
@@ -114,19 +111,6 @@ class RunFence(BusMessage):
 class _Command(BusMessage):
     command_id: str = Field(min_length=1, max_length=64)
     session_id: str = Field(min_length=1, max_length=64)
-
-
-class EventDraft(BusMessage):
-    """An event as its sender allocated it; ``seq`` and ``run_seq`` are assigned by the writer."""
-
-    event_id: str
-    event_type: EventType
-    level: EventLevel = EventLevel.INFO
-    agent_id: str | None = None
-    run_id: str | None = None
-    node_id: str | None = None
-    tool_call_id: str | None = None
-    payload: dict[str, Any] = Field(default_factory=dict)
 
 
 class EventPlaced(CommandResult):
@@ -289,7 +273,7 @@ class PlaceMessage(BusMessage):
     """The run's message, placed by the claim that starts the run (see :class:`ClaimRun`)."""
 
     node: Node  # ``parent_id`` None: under the session's active node as it is then
-    event: EventDraft
+    event: TimelineEvent
     set_active: bool = True
 
 
@@ -392,7 +376,7 @@ class EndRun(_Command):
     end: RunEnd
     event_id: str
     node: Node | None = None
-    node_event: EventDraft | None = None
+    node_event: TimelineEvent | None = None
     set_active: bool = True
     withdraw: bool = False
 
@@ -415,7 +399,7 @@ class AppendNode(_Command):
     type: Literal["append_node"] = "append_node"
     result_type: ClassVar[ResultType] = AppendNodeResult
     node: Node
-    event: EventDraft
+    event: TimelineEvent
     fence: RunFence | None = None
     set_active: bool = True
 
@@ -431,7 +415,7 @@ class AppendEvent(_Command):
 
     type: Literal["append_event"] = "append_event"
     result_type: ClassVar[ResultType] = AppendEventResult
-    event: EventDraft
+    event: TimelineEvent
     fence: RunFence | None = None
 
 
