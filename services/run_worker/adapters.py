@@ -31,7 +31,7 @@ from agent_core.types.protocol import (
     ToolDefinition,
     ToolResult,
 )
-from agent_core.types.runtime import Node, RunHandle, TimelineEvent
+from agent_core.types.runtime import ArtifactRef, Node, RunHandle, TimelineEvent
 
 __all__ = [
     "BusRunStore",
@@ -183,16 +183,19 @@ class StorageArtifactSink:
             CreateArtifact(
                 command_id=new_id("cmd"),
                 session_id=self._handle.session_id,
-                artifact_id=artifact_id,
-                path=path,
-                agent_id=self._handle.agent_id,
-                run_id=self._handle.run_id,
-                node_id=node_id,
-                tool_call_id=tool_call_id,
-                filename=path.rsplit("/", 1)[-1],
-                mime_type=mime_type,
-                size_bytes=size,
-                summary=summary,
+                artifact=ArtifactRef(
+                    artifact_id=artifact_id,
+                    session_id=self._handle.session_id,
+                    path=path,
+                    agent_id=self._handle.agent_id,
+                    run_id=self._handle.run_id,
+                    node_id=node_id,
+                    tool_call_id=tool_call_id,
+                    filename=path.rsplit("/", 1)[-1],
+                    mime_type=mime_type,
+                    size_bytes=size,
+                    summary=summary,
+                ),
                 fence=RunFence(run_id=self._handle.run_id, attempt=self._handle.attempt),
             )
         )

@@ -258,16 +258,17 @@ def _create_artifact(
 ) -> CreateArtifactResult:
     require_session(conn, c.session_id)
     check_fence(conn, c.session_id, c.fence)
+    a = c.artifact
     conn.execute(
         "INSERT INTO artifacts (artifact_id, session_id, agent_id, run_id, node_id, tool_call_id, "
         "path, filename, mime_type, size_bytes, summary, metadata_json, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            c.artifact_id, c.session_id, c.agent_id, c.run_id, c.node_id, c.tool_call_id, c.path,
-            c.filename, c.mime_type, c.size_bytes, c.summary, dump_json(c.metadata), ctx.now,
+            a.artifact_id, c.session_id, a.agent_id, a.run_id, a.node_id, a.tool_call_id, a.path,
+            a.filename, a.mime_type, a.size_bytes, a.summary, dump_json(a.metadata), ctx.now,
         ),
     )  # fmt: skip
-    return CreateArtifactResult(artifact_id=c.artifact_id, created_at=ctx.now)
+    return CreateArtifactResult(artifact_id=a.artifact_id, created_at=ctx.now)
 
 
 _APPLIERS: dict[str, Callable[[sqlite3.Connection, Any, ApplyContext], CommandResult]] = {

@@ -217,7 +217,12 @@ class Node(Strict):
 
 
 class ArtifactRef(Strict):
-    """An artifact with its provenance; a content block refers to it by id only."""
+    """An artifact with its provenance; a content block refers to it by id only.
+
+    The one model of an artifact, in the runtime and on the bus: an artifact sent to be registered
+    (``CreateArtifact``) is this model with the writer's field unset (the writer stamps its own
+    ``created_at``).
+    """
 
     artifact_id: ArtifactId
     session_id: SessionId
@@ -228,7 +233,7 @@ class ArtifactRef(Strict):
     path: str = Field(min_length=1)
     filename: str | None = None
     mime_type: str | None = None
-    size_bytes: int | None = Field(default=None, ge=0)
+    size_bytes: int | None = Field(default=None, ge=0, le=2**63 - 1)  # SQLite's INTEGER
     summary: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: UtcDatetime = Field(default_factory=utc_now)

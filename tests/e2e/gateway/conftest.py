@@ -16,6 +16,7 @@ from agent_core.bus import BusNames, RpcClient, make_redis
 from agent_core.bus.contracts.storage import CreateArtifact
 from agent_core.ids import new_id
 from agent_core.storage_client import StorageClient, raise_for_receipt
+from agent_core.types.runtime import ArtifactRef
 from services.gateway.keys import ApiKeyStore
 from tests.conftest import Stack, start_stack, stop_stack
 
@@ -147,11 +148,14 @@ async def seed_artifact(redis_url: str, session_id: str, path: str, *, size_byte
         command = CreateArtifact(
             command_id=new_id("cmd"),
             session_id=session_id,
-            artifact_id=artifact_id,
-            path=path,
-            filename=path.rsplit("/", 1)[-1],
-            mime_type="text/markdown",
-            size_bytes=size_bytes,
+            artifact=ArtifactRef(
+                artifact_id=artifact_id,
+                session_id=session_id,
+                path=path,
+                filename=path.rsplit("/", 1)[-1],
+                mime_type="text/markdown",
+                size_bytes=size_bytes,
+            ),
         )
         raise_for_receipt(await StorageClient(rpc, names).send(command))
         return artifact_id

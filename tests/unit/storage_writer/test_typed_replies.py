@@ -58,7 +58,7 @@ from agent_core.ids import new_id
 from agent_core.types.api import AssistantDefinition
 from agent_core.types.enums import AgentStatus, AgentType, EventType, Role, RunStatus
 from agent_core.types.protocol import TextBlock
-from agent_core.types.runtime import SESSION_CONFIG_KEY, Node, TimelineEvent
+from agent_core.types.runtime import SESSION_CONFIG_KEY, ArtifactRef, Node, TimelineEvent
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.writer import Writer
 from tests.unit.storage_writer.factories import append_node, create_run, create_session, end_run
@@ -124,9 +124,12 @@ def _every_command() -> tuple[list[StorageCommand], dict[str, Any]]:
         CreateArtifact(
             command_id=cmd(),
             session_id=sid,
-            artifact_id=new_id("artifact"),
-            path="/tmp/typed.txt",
-            run_id=run.run_id,
+            artifact=ArtifactRef(
+                artifact_id=new_id("artifact"),
+                session_id=sid,
+                path="/tmp/typed.txt",
+                run_id=run.run_id,
+            ),
             fence=fence,
         ),
         end_run(s, run.run_id, answer="done", parent_id=message.node_id),
@@ -236,7 +239,7 @@ def test_every_query_reply_validates_what_the_writer_sends(
         ListRuns(session_id=sid),
         ListAgents(session_id=sid),
         ListArtifacts(session_id=sid),
-        GetArtifact(artifact_id=artifact.artifact_id),
+        GetArtifact(artifact_id=artifact.artifact.artifact_id),
         GetAssistant(account_id="acct_a", assistant_id=assistant.assistant_id),
         ListAssistants(account_id="acct_a", include_archived=True),
         ListAssistantVersions(account_id="acct_a", assistant_id=assistant.assistant_id),

@@ -45,7 +45,7 @@ from agent_core.types.enums import (
     SessionStatus,
 )
 from agent_core.types.protocol import Usage
-from agent_core.types.runtime import Node, RunEnd, TimelineEvent
+from agent_core.types.runtime import ArtifactRef, Node, RunEnd, TimelineEvent
 from agent_core.types.storage import (
     NodeRecord,
 )
@@ -427,22 +427,23 @@ class CreateArtifactResult(CommandResult):
 
 
 class CreateArtifact(_Command):
-    """Register a file as an artifact of the session."""
+    """Register a file as an artifact of the session.
+
+    ``artifact`` is the artifact itself, the one model of it (:class:`ArtifactRef`), with the
+    writer's field unset: the writer stamps its own ``created_at``. Its ``session_id`` is the
+    command's.
+    """
 
     type: Literal["create_artifact"] = "create_artifact"
     result_type: ClassVar[ResultType] = CreateArtifactResult
-    artifact_id: str
-    path: str
-    agent_id: str | None = None
-    run_id: str | None = None
-    node_id: str | None = None
-    tool_call_id: str | None = None
-    filename: str | None = None
-    mime_type: str | None = None
-    size_bytes: int | None = Field(default=None, ge=0, le=SQLITE_INT_MAX)
-    summary: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    artifact: ArtifactRef
     fence: RunFence | None = None
+
+    @model_validator(mode="after")
+    def _of_this_session(self) -> CreateArtifact:
+        if self.artifact.session_id != self.session_id:
+            raise ValueError("the artifact belongs to the command's session (session_id)")
+        return self
 
 
 StorageCommand = Annotated[
