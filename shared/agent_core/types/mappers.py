@@ -1,20 +1,18 @@
-"""Storage ↔ runtime conversion, one pair of functions per record (seed 001).
+"""Storage → runtime conversion: one function per record, in one direction (seed 001).
 
-Mappers only rename fields, parse and dump JSON, convert enums and timestamps and fill defaults;
-they judge no business rule. Their only error is :class:`~agent_core.errors.SchemaError` with code
+A row read from SQLite becomes its runtime object here and nowhere else; nothing converts a
+runtime object back into a row — the storage-writer writes the columns from the commands it
+applies (``services/storage_writer``), in the stored form docs/architecture.md describes
+("Storage").
+
+Mappers only rename fields, parse JSON, convert enums and timestamps and fill defaults; they judge
+no business rule. Their only error is :class:`~agent_core.errors.SchemaError` with code
 ``"mapping_failed"``: the data cannot be converted. Its details name the record and the failing
 fields, never the values (which may hold user data or secrets).
 
-Canonical stored form, produced by every ``to_*_record`` function:
-
-- JSON is compact (no spaces), keys in insertion order, non-ASCII kept as is; NaN/Infinity refused.
-- An empty ``metadata``/``payload`` dict is SQL NULL; NULL reads back as ``{}``.
-- ``turn_count`` and ``usage_json`` are always written; NULL reads back as 0 / zero usage.
-- Content blocks omit ``None`` fields (defaults restore them on read).
-- Timestamps are fixed-width ISO-8601 UTC (``2026-06-12T15:30:22.000000+00:00``).
-
-A canonical record converts to runtime and back unchanged; a runtime value converts to storage and
-back unchanged.
+What they read: JSON columns in any spacing; SQL NULL ``metadata``/``payload`` as ``{}``, NULL
+``turn_count``/``usage_json`` as 0 / zero usage; content blocks without their ``None`` fields
+(defaults restore them); ISO-8601 timestamps with an offset, as timezone-aware UTC datetimes.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from agent_core.errors import SchemaError
-from agent_core.types._fields import AnyErrorPayload, to_iso
+from agent_core.types._fields import AnyErrorPayload
 from agent_core.types.protocol import CONTENT_BLOCKS, Usage
 from agent_core.types.runtime import (
     AgentState,
@@ -48,18 +46,11 @@ from agent_core.types.storage import (
 )
 
 __all__ = [
-    "dump_json",
-    "to_agent_record",
     "to_agent_state",
-    "to_artifact_record",
     "to_artifact_ref",
-    "to_event_record",
     "to_node",
-    "to_node_record",
     "to_run_finished",
-    "to_run_record",
     "to_run_state",
-    "to_session_record",
     "to_session_state",
     "to_timeline_event",
 ]
@@ -89,14 +80,6 @@ def _build(cls: type[_M], what: str, data: Mapping[str, Any]) -> _M:
         raise _fail(what, _field_errors(exc), "invalid fields", exc) from exc
 
 
-def dump_json(value: Any, *, what: str = "value", field: str = "json") -> str:
-    """Compact JSON text of a JSON-compatible value; anything else is a ``mapping_failed`` error."""
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise _fail(what, [field], "value is not JSON", exc) from exc
-
-
 def _load(text: str, what: str, field: str) -> Any:
     try:
         return json.loads(text)
@@ -111,10 +94,6 @@ def _load_object(text: str | None, what: str, field: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _fail(what, [field], "column is not a JSON object", None)
     return value
-
-
-def _dump_object(value: Mapping[str, Any], what: str, field: str) -> str | None:
-    return dump_json(dict(value), what=what, field=field) if value else None
 
 
 def _parse(cls: type[_M], text: str, what: str, field: str) -> _M:
@@ -145,15 +124,6 @@ def to_session_state(record: SessionRecord) -> SessionState:
     return _build(SessionState, "session", data)
 
 
-def to_session_record(state: SessionState) -> SessionRecord:
-    """The ``sessions`` row of a session."""
-    data = state.model_dump(exclude={"metadata", "created_at", "updated_at"})
-    data["metadata_json"] = _dump_object(state.metadata, "session", "metadata")
-    data["created_at"] = to_iso(state.created_at)
-    data["updated_at"] = to_iso(state.updated_at)
-    return _build(SessionRecord, "session", data)
-
-
 # ---------------------------------------------------------------------------- agents
 
 
@@ -164,16 +134,6 @@ def to_agent_state(record: AgentRecord) -> AgentState:
     if record.result_json is not None:
         data["result"] = _parse(ChildAgentResult, record.result_json, "agent", "result_json")
     return _build(AgentState, "agent", data)
-
-
-def to_agent_record(state: AgentState) -> AgentRecord:
-    """The ``agents`` row of an agent."""
-    data = state.model_dump(exclude={"metadata", "result", "created_at", "updated_at"})
-    data["metadata_json"] = _dump_object(state.metadata, "agent", "metadata")
-    data["result_json"] = None if state.result is None else state.result.model_dump_json()
-    data["created_at"] = to_iso(state.created_at)
-    data["updated_at"] = to_iso(state.updated_at)
-    return _build(AgentRecord, "agent", data)
 
 
 # ---------------------------------------------------------------------------- runs
@@ -221,22 +181,6 @@ def to_run_finished(state: RunState) -> RunFinished:
     )
 
 
-def to_run_record(state: RunState) -> RunRecord:
-    """The ``runs`` row of a run."""
-    data = state.model_dump(
-        exclude={"last_node_id", "turn", "usage", "error", "metadata", "created_at", "updated_at"}
-    )
-    data["end_node_id"] = state.last_node_id
-    data["turn_count"] = state.turn
-    data["usage_json"] = state.usage.model_dump_json()
-    # The instance's own serializer keeps a ProviderErrorPayload's extra fields.
-    data["error_json"] = None if state.error is None else state.error.model_dump_json()
-    data["metadata_json"] = _dump_object(state.metadata, "run", "metadata")
-    data["created_at"] = to_iso(state.created_at)
-    data["updated_at"] = to_iso(state.updated_at)
-    return _build(RunRecord, "run", data)
-
-
 # ---------------------------------------------------------------------------- nodes
 
 
@@ -254,19 +198,6 @@ def to_node(record: NodeRecord) -> Node:
     return _build(Node, "node", data)
 
 
-def to_node_record(node: Node) -> NodeRecord:
-    """The ``nodes_<session_id>`` row of a node; the node must already have its ``node_seq``."""
-    if node.node_seq is None:
-        raise _fail("node", ["node_seq"], "node_seq is not allocated yet", None)
-    data = node.model_dump(exclude={"content", "metadata", "created_at"})
-    # Through json.dumps rather than pydantic's dump_json, which would silently store NaN as null.
-    blocks = CONTENT_BLOCKS.dump_python(node.content, exclude_none=True)
-    data["content_json"] = dump_json(blocks, what="node", field="content")
-    data["metadata_json"] = _dump_object(node.metadata, "node", "metadata")
-    data["created_at"] = to_iso(node.created_at)
-    return _build(NodeRecord, "node", data)
-
-
 # ---------------------------------------------------------------------------- events
 
 
@@ -277,14 +208,6 @@ def to_timeline_event(record: EventRecord) -> TimelineEvent:
     return _build(TimelineEvent, "event", data)
 
 
-def to_event_record(event: TimelineEvent) -> EventRecord:
-    """The ``events_<session_id>`` row of a timeline event."""
-    data = event.model_dump(exclude={"payload", "created_at"})
-    data["payload_json"] = _dump_object(event.payload, "event", "payload")
-    data["created_at"] = to_iso(event.created_at)
-    return _build(EventRecord, "event", data)
-
-
 # ---------------------------------------------------------------------------- artifacts
 
 
@@ -293,11 +216,3 @@ def to_artifact_ref(record: ArtifactRecord) -> ArtifactRef:
     data = record.model_dump(exclude={"metadata_json"})
     data["metadata"] = _load_object(record.metadata_json, "artifact", "metadata_json")
     return _build(ArtifactRef, "artifact", data)
-
-
-def to_artifact_record(ref: ArtifactRef) -> ArtifactRecord:
-    """The ``artifacts`` row of an artifact."""
-    data = ref.model_dump(exclude={"metadata", "created_at"})
-    data["metadata_json"] = _dump_object(ref.metadata, "artifact", "metadata")
-    data["created_at"] = to_iso(ref.created_at)
-    return _build(ArtifactRecord, "artifact", data)

@@ -2,8 +2,9 @@
 
 Timestamps are timezone-aware UTC datetimes; JSON is parsed; ids are validated prefixed strings.
 The runtime views of stored rows (:class:`SessionState`, :class:`AgentState`, :class:`RunState`,
-:class:`Node`, :class:`TimelineEvent`, :class:`ArtifactRef`) convert to and from the storage records
-through :mod:`agent_core.types.mappers` only; nothing here knows a SQLite row.
+:class:`Node`, :class:`TimelineEvent`, :class:`ArtifactRef`) are built from the storage records
+through :mod:`agent_core.types.mappers` only (one direction: the writer writes rows itself);
+nothing here knows a SQLite row.
 
 Task DAG types (:class:`Task`, :class:`TaskDAG`, :class:`TaskWalEvent`) are defined by the task
 domain (:mod:`agent_core.tasks.models`) and re-exported here, so there is one definition of each.

@@ -1,7 +1,8 @@
-"""Hypothesis strategies for content blocks, ids, timestamps and runtime states."""
+"""Hypothesis strategies for content blocks, ids, timestamps and storage rows."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 from agent_core.errors import ErrorPayload, ProviderErrorPayload
 from agent_core.types import enums
 from agent_core.types.protocol import (
+    CONTENT_BLOCKS,
     ArtifactRefBlock,
     AttachmentBlock,
     JsonBlock,
@@ -18,14 +20,14 @@ from agent_core.types.protocol import (
     ToolResultBlock,
     Usage,
 )
-from agent_core.types.runtime import (
-    AgentState,
-    ArtifactRef,
-    ChildAgentResult,
-    Node,
-    RunState,
-    SessionState,
-    TimelineEvent,
+from agent_core.types.runtime import ChildAgentResult
+from agent_core.types.storage import (
+    AgentRecord,
+    ArtifactRecord,
+    EventRecord,
+    NodeRecord,
+    RunRecord,
+    SessionRecord,
 )
 
 _HEX = "0123456789abcdef"
@@ -136,19 +138,6 @@ def _opt(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.none() | strategy
 
 
-sessions = st.builds(
-    SessionState,
-    session_id=session_ids,
-    account_id=account_ids,
-    cwd=texts,
-    root_agent_id=prefixed("agent"),
-    active_node_id=_opt(prefixed("node")),
-    parent_session_id=_opt(session_ids),
-    status=st.sampled_from(enums.SessionStatus),
-    metadata=json_objects,
-    created_at=utc_datetimes,
-    updated_at=utc_datetimes,
-)
 child_results = st.builds(
     ChildAgentResult,
     agent_id=prefixed("agent"),
@@ -162,8 +151,51 @@ child_results = st.builds(
     turns=st.integers(0, 1000),
     error=_opt(error_payloads),
 )
-agents = st.builds(
-    AgentState,
+
+
+# ---------------------------------------------------------------------------- storage rows
+# Rows as SQLite could hold them, built from column values (never through the mappers): JSON text
+# in any spacing, SQL NULLs, timestamps with any offset.
+
+
+def _json_text(value: Any, spaced: bool) -> str:
+    if spaced:
+        return json.dumps(value, indent=1, ensure_ascii=True)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def json_text(values: st.SearchStrategy[Any]) -> st.SearchStrategy[str]:
+    """JSON text of ``values``, compact or spaced."""
+    return st.builds(_json_text, values, st.booleans())
+
+
+def model_json(models: st.SearchStrategy[Any]) -> st.SearchStrategy[str]:
+    """JSON text of pydantic models (as their own serializer writes them)."""
+    return models.map(lambda m: m.model_dump_json())
+
+
+iso_timestamps = utc_datetimes.map(lambda dt: dt.isoformat())
+content_json = st.lists(content_blocks, max_size=4).map(
+    lambda blocks: json.dumps(
+        CONTENT_BLOCKS.dump_python(blocks, mode="json", exclude_none=True), ensure_ascii=False
+    )
+)
+
+session_records = st.builds(
+    SessionRecord,
+    session_id=session_ids,
+    account_id=account_ids,
+    cwd=texts,
+    root_agent_id=prefixed("agent"),
+    active_node_id=_opt(prefixed("node")),
+    parent_session_id=_opt(session_ids),
+    status=st.sampled_from(enums.SessionStatus),
+    metadata_json=_opt(json_text(json_objects)),
+    created_at=iso_timestamps,
+    updated_at=iso_timestamps,
+)
+agent_records = st.builds(
+    AgentRecord,
     agent_id=prefixed("agent"),
     session_id=session_ids,
     parent_agent_id=_opt(prefixed("agent")),
@@ -171,30 +203,31 @@ agents = st.builds(
     created_by_run_id=_opt(prefixed("run")),
     fork_from_node_id=_opt(prefixed("node")),
     status=st.sampled_from(enums.AgentStatus),
-    result=_opt(child_results),
-    metadata=json_objects,
-    created_at=utc_datetimes,
-    updated_at=utc_datetimes,
+    result_json=_opt(model_json(child_results)),
+    metadata_json=_opt(json_text(json_objects)),
+    created_at=iso_timestamps,
+    updated_at=iso_timestamps,
 )
-runs = st.builds(
-    RunState,
+run_records = st.builds(
+    RunRecord,
     run_id=prefixed("run"),
     session_id=session_ids,
     agent_id=prefixed("agent"),
-    attempt=st.integers(0, 1000),
     status=st.sampled_from(enums.RunStatus),
-    turn=st.integers(0, 1000),
-    usage=usages,
-    end_reason=_opt(st.sampled_from(enums.EndReason)),
-    error=_opt(error_payloads),
+    attempt=st.integers(0, 1000),
     start_node_id=_opt(prefixed("node")),
-    last_node_id=_opt(prefixed("node")),
-    metadata=json_objects,
-    created_at=utc_datetimes,
-    updated_at=utc_datetimes,
+    end_node_id=_opt(prefixed("node")),
+    end_reason=_opt(st.sampled_from(enums.EndReason)),
+    turn_count=_opt(st.integers(0, 1000)),
+    usage_json=_opt(model_json(usages)),
+    error_json=_opt(model_json(error_payloads)),
+    metadata_json=_opt(json_text(json_objects)),
+    created_at=iso_timestamps,
+    updated_at=iso_timestamps,
+    claim_command_id=_opt(prefixed("cmd")),
 )
-nodes = st.builds(
-    Node,
+node_records = st.builds(
+    NodeRecord,
     node_id=prefixed("node"),
     node_seq=st.integers(0, 2**40),
     parent_id=_opt(prefixed("node")),
@@ -202,13 +235,13 @@ nodes = st.builds(
     run_id=_opt(prefixed("run")),
     role=st.sampled_from(enums.Role),
     node_type=st.sampled_from(enums.NodeType),
-    content=st.lists(content_blocks, max_size=4),
-    metadata=json_objects,
+    content_json=content_json,
+    metadata_json=_opt(json_text(json_objects)),
     token_count=_opt(st.integers(0, 10**7)),
-    created_at=utc_datetimes,
+    created_at=iso_timestamps,
 )
-timeline_events = st.builds(
-    TimelineEvent,
+event_records = st.builds(
+    EventRecord,
     event_id=prefixed("evt"),
     seq=st.integers(0, 2**40),
     run_seq=_opt(st.integers(0, 2**40)),
@@ -218,11 +251,11 @@ timeline_events = st.builds(
     event_type=st.sampled_from(enums.EventType),
     node_id=_opt(prefixed("node")),
     tool_call_id=_opt(tool_call_ids),
-    payload=json_objects,
-    created_at=utc_datetimes,
+    payload_json=_opt(json_text(json_objects)),
+    created_at=iso_timestamps,
 )
-artifacts = st.builds(
-    ArtifactRef,
+artifact_records = st.builds(
+    ArtifactRecord,
     artifact_id=prefixed("artifact"),
     session_id=session_ids,
     agent_id=_opt(prefixed("agent")),
@@ -234,6 +267,6 @@ artifacts = st.builds(
     mime_type=opt_texts,
     size_bytes=_opt(st.integers(0, 2**40)),
     summary=opt_texts,
-    metadata=json_objects,
-    created_at=utc_datetimes,
+    metadata_json=_opt(json_text(json_objects)),
+    created_at=iso_timestamps,
 )
