@@ -1,6 +1,6 @@
 """The SQLite schema: connection pragmas, built-in migrations and per-session table names.
 
-Every shard file (see :mod:`services.storage_writer.shards`) holds the full schema of seed 000 for
+Every shard file (see :mod:`services.storage_writer.shards`) holds the full schema (docs/architecture.md, "Storage") for
 the sessions routed to it: the global tables ``sessions, agents, runs, artifacts`` (plus
 ``sessions.account_id``, ``runs.attempt`` and ``runs.claim_command_id``), the idempotency table
 ``command_receipts`` and, per session, ``nodes_<session_id>`` and ``events_<session_id>``.
@@ -35,7 +35,7 @@ __all__ = [
     "nodes_table",
 ]
 
-# Durability decision (seed 001: the writer sets these, users do not): WAL + synchronous=NORMAL.
+# Durability decision (the writer sets these, users do not): WAL + synchronous=NORMAL.
 # In WAL mode NORMAL fsyncs at checkpoints, not at every COMMIT. A receipt (sent only after COMMIT)
 # therefore means: the write survives any *process* crash — the writer, a worker, SIGKILL, OOM —
 # which is what the crash tests prove. On *power loss or an OS crash* the last commits before the
