@@ -7,11 +7,16 @@ timeout). Measured in one run:
 
 * group commit (``batch_max`` default) at 1 and 16 producers, and one transaction per command
   (``batch_max = 1``) at 16 producers — pairs/s and receipt latency;
-* saturated: 128 producers (enough commands in flight that the writer never waits for one),
-  pairs/s (``saturated_pairs_per_s``) and the writer process's CPU per command
-  (``writer_cpu_us_per_command``, its ``utime + stime`` over the phase ÷ commands;
-  ``writer_busy_saturated`` is that CPU ÷ the phase's wall time: near 1.0 the writer is the
-  bottleneck, well below it the producers or Valkey are);
+* saturated: a backlog of 128 sessions × ``BACKLOG_PAIRS`` commands published faster than the
+  writer drains it (pre-encoded, pipelined ``XADD``s, as many in flight as there are), timed
+  until the group has read and acknowledged every entry: pairs/s (``saturated_pairs_per_s``)
+  and the writer process's CPU per command (``writer_cpu_us_per_command``, its
+  ``utime + stime`` over the phase ÷ commands; ``writer_busy_saturated`` is that CPU ÷ the
+  phase's wall time, near 1.0 when the writer is the bottleneck). Afterwards every session's
+  tables are counted: each command wrote its node and its event, and nothing was dead-lettered;
+* closed loop at 128 producers, each waiting for its receipt: pairs/s and the writer's CPU per
+  command (``closed_loop_*_128``). On two cores the producers' own client CPU (~200 µs a
+  command through the storage client) bounds this one, not the writer;
 * the raw ceiling: plain ``sqlite3`` inserting the same rows into one session's tables in
   1,000-pair transactions, with the writer's pragmas (WAL, its ``synchronous`` level);
 * with 1,000 and 10,000 sessions' tables present (created directly with sqlite3 before the
@@ -19,7 +24,7 @@ timeout). Measured in one run:
   existing session of the *same shard* sent right after each create (the worst case for the
   reader's schema re-parse).
 
-The last line printed is one JSON object. ``--quick``: the saturated storm alone.
+The last line printed is one JSON object. ``--quick``: the saturated backlog alone.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
 from helpers.proc_cpu import cpu_seconds  # noqa: E402
 
-from agent_core.bus import BusNames, RpcClient, make_redis  # noqa: E402
+from agent_core.bus import GROUP_STORAGE, BusNames, RpcClient, make_redis  # noqa: E402
 from agent_core.bus.contracts.storage import CommandReceipt, ListEvents  # noqa: E402
 from agent_core.errors import BusTimeoutError  # noqa: E402
 from agent_core.ids import new_id, new_session_id  # noqa: E402
@@ -64,6 +69,9 @@ PAIRS_1 = 800
 PAIRS_PER_COMMAND_16 = 60
 SATURATING_PRODUCERS = 128
 PAIRS_SATURATED = 40  # per producer
+BACKLOG_SESSIONS = 128
+BACKLOG_PAIRS = 200  # per session
+BACKLOG_CHUNK = 500  # XADDs per pipeline
 RAW_PAIRS = 20_000
 CREATES = 60
 
@@ -180,6 +188,74 @@ async def storm(
     }
 
 
+async def backlog(url: str, home: Path, sessions: int, pairs: int) -> dict[str, float]:
+    """``sessions`` × ``pairs`` append_node commands as a backlog the writer drains at its pace.
+
+    The commands are built and encoded before the clock starts and carry no reply header (the
+    storage client's request/reply would put the producer's CPU on the same two cores); the phase
+    ends when the writer's group has read every entry and none is pending, i.e. every batch was
+    committed and acknowledged. What was written is then checked in the shard files.
+    """
+    names = BusNames(f"b{new_id('cmd')[-8:]}")
+    writer = WriterProcess(home, url, names, None)
+    stream = names.storage_commands()
+    redis = make_redis(url)
+    made = [create_session() for _ in range(sessions)]
+    try:
+        async with Client(url, names) as client:
+            await _ready(client)
+            for s in made:
+                assert (await client.send(s)).ok
+        frames = [
+            {"__data__": append_node(made[i % sessions]).model_dump_json()}
+            for i in range(sessions * pairs)
+        ]
+        cpu0, t0 = cpu_seconds(writer.proc.pid), time.perf_counter()
+        for start in range(0, len(frames), BACKLOG_CHUNK):
+            async with redis.pipeline(transaction=False) as pipe:
+                for fields in frames[start : start + BACKLOG_CHUNK]:
+                    pipe.xadd(stream, fields)  # type: ignore[arg-type]
+                await pipe.execute()
+        while not await _drained(redis, stream):
+            await asyncio.sleep(0.002)
+        elapsed = time.perf_counter() - t0
+        writer_cpu = cpu_seconds(writer.proc.pid) - cpu0
+        dead = await redis.xlen(names.dead_letter)
+    finally:
+        writer.stop()
+        await redis.aclose()
+    assert dead == 0, f"{dead} commands were dead-lettered (see {writer.log})"
+    _check_written(home / "sessions.sqlite", made, pairs)
+    n = sessions * pairs
+    return {
+        "pairs_per_s": n / elapsed,
+        "writer_cpu_us_per_command": writer_cpu * 1e6 / n,
+        "writer_busy": writer_cpu / elapsed,
+    }
+
+
+async def _drained(redis: Any, stream: str) -> bool:
+    """Whether the storage group has read every entry of ``stream`` and acknowledged them all."""
+    [group] = [g for g in await redis.xinfo_groups(stream) if g["name"] == GROUP_STORAGE.encode()]
+    return bool(group["lag"] == 0 and group["pending"] == 0)
+
+
+def _check_written(db: Path, made: list[Any], pairs: int) -> None:
+    """Every session has exactly ``pairs`` nodes and ``pairs`` ``node_created`` events."""
+    layout = open_catalog(db)
+    for s in made:
+        conn = sqlite3.connect(layout.path(layout.shard_of(s.session_id)))
+        try:
+            (nodes,) = conn.execute(f"SELECT count(*) FROM {nodes_table(s.session_id)}").fetchone()
+            (events,) = conn.execute(
+                f"SELECT count(*) FROM {events_table(s.session_id)} "
+                "WHERE event_type = 'node_created'"
+            ).fetchone()
+        finally:
+            conn.close()
+        assert nodes == pairs and events == pairs, (s.session_id, nodes, events)
+
+
 def raw_ceiling(home: Path) -> float:
     """Plain sqlite3, the writer's pragmas, the same rows, 1,000-pair transactions."""
     home.mkdir(parents=True, exist_ok=True)
@@ -285,7 +361,10 @@ async def main() -> dict[str, Any]:
         try:
             g16 = await storm(valkey.url, base / "g16", 16, PAIRS_16, None)
             g1 = await storm(valkey.url, base / "g1", 1, PAIRS_1, None)
-            sat = await storm(valkey.url, base / "sat", SATURATING_PRODUCERS, PAIRS_SATURATED, None)
+            sat = await backlog(valkey.url, base / "sat", BACKLOG_SESSIONS, BACKLOG_PAIRS)
+            closed = await storm(
+                valkey.url, base / "closed", SATURATING_PRODUCERS, PAIRS_SATURATED, None
+            )
             per = await storm(valkey.url, base / "per", 16, PAIRS_PER_COMMAND_16, 1)
             raw = raw_ceiling(base / "raw")
             k1 = await many_sessions(valkey.url, base / "s1k", 1_000)
@@ -299,6 +378,8 @@ async def main() -> dict[str, Any]:
         "saturated_pairs_per_s": round(sat["pairs_per_s"]),
         "writer_cpu_us_per_command": round(sat["writer_cpu_us_per_command"], 1),
         "writer_busy_saturated": round(sat["writer_busy"], 2),
+        "closed_loop_pairs_per_s_128": round(closed["pairs_per_s"]),
+        "closed_loop_writer_cpu_us_per_command_128": round(closed["writer_cpu_us_per_command"], 1),
         "writer_cpu_us_per_command_16": round(g16["writer_cpu_us_per_command"], 1),
         "raw_ceiling_pairs_per_s": round(raw),
         "group_commit_vs_raw": round(g16["pairs_per_s"] / raw, 3),
@@ -328,7 +409,7 @@ async def quick() -> dict[str, Any]:
         (base / "valkey").mkdir()
         valkey.start()
         try:
-            sat = await storm(valkey.url, base / "sat", SATURATING_PRODUCERS, PAIRS_SATURATED, None)
+            sat = await backlog(valkey.url, base / "sat", BACKLOG_SESSIONS, BACKLOG_PAIRS)
         finally:
             valkey.stop()
     return {

@@ -1,11 +1,11 @@
 """Child agents: a run hands a task to a worker sub-agent (``dispatch_worker``) and gets its answer.
 
-A worker is an agent of type ``sub`` (purpose ``worker``, seed 000) named by the dispatching run
+A worker is an agent of type ``sub`` (purpose ``worker``) named by the dispatching run
 and owned by its agent; each dispatch is a child run of that worker in the same session. Its nodes
 carry the worker's agent id and never move the session's active node, so they form the worker's own
 context tree: dispatching to the same worker again continues after its answer that ended last
 (kept in the worker's metadata as ``last_answer_node_id``), ``new_branch`` starts a new branch at
-the root of its tree (seed 000: a worker run reads only the path of its dispatch branch).
+the root of its tree (a worker run reads only the path of its dispatch branch).
 
 A child run executes inside the dispatching tool call, on the parent's worker process and
 concurrently with the parent's other tool calls (child runs may run concurrently,
@@ -29,12 +29,12 @@ Children run with their parent's configuration (model, budgets, tool policy, ena
 system prompt), without the tools that start children — except a worker dispatched with
 ``assistant``, which runs with that named agent's (:mod:`named_workers`).
 
-A session in orchestrator mode (seed 000: its root agent is of type ``orchestrator``) works
+A session in orchestrator mode (its root agent is of type ``orchestrator``) works
 through children: its root agent's runs get the orchestration prompt
 (``child_tools.ORCHESTRATOR_PROMPT``) and only the tools that start children and the task tools;
 its workers get the session's tools.
 
-``fork_agent`` starts the other kind of child (seed 000's ``fork``): a one-off agent whose context
+``fork_agent`` starts the other kind of child (an agent of type ``fork``): a one-off agent whose context
 is the parent's conversation up to the turn that forks, branching off the parent's tree there
 (``agents.fork_from_node_id``); it runs, ends and answers exactly like a worker's run.
 """

@@ -1,5 +1,5 @@
 """The agents that write compactions' summaries: one ``sub`` agent row per compaction, with
-``metadata.purpose = "compact"`` (seed 000), created by the run that compacts and ended with it.
+``metadata.purpose = "compact"``, created by the run that compacts and ended with it.
 
 The summary itself is a model call made in the run's process (its own model setting and budget,
 ``agent_config.context``); the row makes it visible among the session's agents — who wrote the

@@ -1,4 +1,4 @@
-"""Large ``json`` content blocks become artifact files under the data directory (seed 000).
+"""Large ``json`` content blocks become artifact files under the data directory.
 
 The block keeps a summary and the ``artifact_id``; path, size and provenance go to the
 ``artifacts`` row. Artifact ids are derived from the node id and the block's position, so a

@@ -1,6 +1,6 @@
 """Sessions spread over several SQLite files, each holding the full schema for its sessions.
 
-Why: seed 000 gives every session two tables. SQLite keeps a database's whole schema in one
+Why: every session has two tables of its own. SQLite keeps a database's whole schema in one
 table that it parses as a unit: with 10,000 sessions in one file, creating a session's tables costs
 ~50 ms (the new entries are located by a scan of ``sqlite_schema``) and every *other* connection
 re-parses the whole schema (~1 s measured here) on its next statement after a table appears. Both

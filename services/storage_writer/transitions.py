@@ -1,6 +1,6 @@
 """Run status transitions: ``queued|pending → running → completed|failed|aborted|cancelled``.
 
-A terminal run never changes again. ``pending`` (seed 000) is a parked run: it may go back to
+A terminal run never changes again. ``pending`` is a parked run: it may go back to
 ``queued``. A running run may be re-queued or parked (its worker gave it back), and a queued or
 pending run may be cancelled or failed without ever running. Taking a run (``running``) goes
 through ``claim_run``, which also bumps the fencing attempt; a claim of a running run is a

@@ -1,7 +1,7 @@
 """Identifiers: prefixed strings with one validator, session ids, and the table-name sanitizer.
 
-Every id is a plain string so it reads the same in JSON, SQLite, Markdown frontmatter and WAL records
-(seed 001). The prefix says what it names; the body is lowercase hex from a CSPRNG.
+Every id is a plain string so it reads the same in JSON, SQLite, Markdown frontmatter and WAL
+records. The prefix says what it names; the body is lowercase hex from a CSPRNG.
 
 Session ids become part of SQL table names (``nodes_<session_id>``), so they are generated here and
 must pass :func:`sanitize_identifier` — the only gate between outside input and a table name.

@@ -1,4 +1,4 @@
-"""Building a model request from the active path (seed 000 "Active Path").
+"""Building a model request from the active path (docs/architecture.md, "Context management").
 
 Only the nodes from the root to the run's head go into the context; sibling branches never do.
 Nodes map by role: ``user``/``assistant``/``tool`` nodes become messages, ``system`` nodes (memory,

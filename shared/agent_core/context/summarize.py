@@ -1,6 +1,6 @@
 """The summarizer of a compaction: its own model call, its own budget, in chunks when needed.
 
-The summarizer is an agent of purpose ``compact`` (seed 000: ``agents.metadata_json.purpose``):
+The summarizer is an agent of purpose ``compact`` (``agents.metadata_json.purpose``):
 it reads the covered part of the conversation (the previous summary first) and writes a summary
 of at most ``summary_max_tokens``. Its input is limited by *its* window, not the agent's — a
 conversation that overflowed the agent's model must still be summarizable — so the covered part

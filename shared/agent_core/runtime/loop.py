@@ -77,7 +77,7 @@ from agent_core.types.runtime import (
 
 __all__ = ["AgentLoop", "LoopPhase"]
 
-# Tool nodes may carry the meaning their tools declare (seed 000: a template tool's result is a
+# Tool nodes may carry the meaning their tools declare (a template tool's result is a
 # ``task_instruction`` / ``plan_instruction`` node, a child agent's answer a ``child_result``).
 _TOOL_NODE_TYPES = frozenset(
     {NodeType.TASK_INSTRUCTION, NodeType.PLAN_INSTRUCTION, NodeType.CHILD_RESULT}

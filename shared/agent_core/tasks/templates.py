@@ -2,7 +2,7 @@
 them), the task board, error hints.
 
 The templates are written into the timeline as ``task_instruction`` / ``plan_instruction`` nodes
-(seed 000) and the board as a ``task_board`` node, so all of them stay in the context: keep them
+and the board as a ``task_board`` node, so all of them stay in the context: keep them
 short. Tool names mentioned here must match :mod:`agent_core.tasks.tools` (a test checks it).
 """
 

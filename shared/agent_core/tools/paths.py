@@ -1,4 +1,4 @@
-"""Logical path routing inside one session workspace (seed 004 §2–§3), lexical part.
+"""Logical path routing inside one session workspace (docs/architecture.md, "Server-owned paths"), lexical part.
 
 An agent names files with *logical* paths: ``output/…`` (or ``outputs/…``), ``scratchpad/…`` (or
 ``scratch/…``) and ``input/…`` (or ``inputs/…``) route to the session's areas; any other relative
@@ -51,7 +51,7 @@ class Area(StrEnum):
     OUTPUT = "output"
 
 
-# Seed 004 §2: each logical root and its alias map to one area.
+# Each logical root and its alias map to one area.
 LOGICAL_ROOTS: Final[dict[str, Area]] = {
     "input": Area.INPUT,
     "inputs": Area.INPUT,
@@ -61,7 +61,7 @@ LOGICAL_ROOTS: Final[dict[str, Area]] = {
     "outputs": Area.OUTPUT,
 }
 
-# Seed 004 §3: platform code folders, read-only unless the agent config allows platform work.
+# Platform code folders, read-only unless the agent config allows platform work.
 DEFAULT_PLATFORM_DIRS: Final[frozenset[str]] = frozenset({"src", "backend", "frontend", "scripts"})
 
 

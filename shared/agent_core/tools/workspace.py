@@ -1,4 +1,4 @@
-"""The session workspace: ``<home>/accounts/<account_id>/sessions/<session_id>/`` (seed 004 §1).
+"""The session workspace: ``<home>/accounts/<account_id>/sessions/<session_id>/`` (docs/architecture.md, "Server-owned paths").
 
 Three areas: ``input/`` (what users upload; read-only to agents), ``scratchpad/`` (temporary
 scripts and caches; the working directory of code execution) and ``output/`` (deliverables, which
@@ -29,8 +29,8 @@ class Workspace:
     """One session's directory and the rules for reaching into it.
 
     ``allow_platform_work`` comes from the agent config: without it, agent tools write only into
-    ``scratchpad/`` and ``output/``. ``cwd`` is where plain relative paths start (seed 004 §2:
-    the scratchpad, so stray files never land in a project root).
+    ``scratchpad/`` and ``output/``. ``cwd`` is where plain relative paths start (the
+    scratchpad, so stray files never land in a project root).
     """
 
     def __init__(

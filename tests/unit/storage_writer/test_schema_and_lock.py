@@ -12,8 +12,10 @@ import pytest
 
 from agent_core.errors import StorageError
 from services.storage_writer.lock import WriterLock
-from services.storage_writer.schema import MIGRATIONS, migrate
+from services.storage_writer.schema import MIGRATIONS, PAGE_SIZE, configure, migrate
 from services.storage_writer.shards import open_catalog
+from services.storage_writer.writer import Writer
+from tests.unit.storage_writer.factories import append_node, create_session
 
 
 def _dump(path: Path) -> list[str]:
@@ -37,6 +39,41 @@ def test_migrations_on_empty_then_current_database(tmp_path: Path) -> None:
         line.startswith("CREATE TABLE") and "command_receipts" in line and "WITHOUT ROWID" in line
         for line in before
     )
+
+
+def _page_size(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_new_shards_get_the_writers_page_size_and_old_files_keep_theirs(tmp_path: Path) -> None:
+    layout = open_catalog(tmp_path / "new" / "db.sqlite", shard_count=2)
+    assert PAGE_SIZE != 4096  # else this test proves nothing
+    assert {_page_size(p) for p in layout.paths()} == {PAGE_SIZE}
+    # A database made before the change: its shards were created with SQLite's default pages.
+    old = tmp_path / "old" / "db.sqlite"
+    old_layout = open_catalog(old, shard_count=2)
+    for path in old_layout.paths():
+        path.unlink()
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA page_size=4096")
+        conn.execute("PRAGMA journal_mode=WAL")
+        migrate(conn)
+        conn.close()
+    layout = open_catalog(old, shard_count=2)
+    assert {_page_size(p) for p in layout.paths()} == {4096}
+    writer = Writer(layout, tmp_path / "old" / "artifacts", 65536)
+    s = create_session()
+    receipts = writer.apply_batch([s, append_node(s)])
+    writer.close()
+    assert all(r.ok for r in receipts)
+    conn = sqlite3.connect(layout.path(layout.shard_of(s.session_id)), isolation_level=None)
+    configure(conn)  # setting the page size again changes nothing on a file that has tables
+    assert int(conn.execute("PRAGMA page_size").fetchone()[0]) == 4096
+    conn.close()
 
 
 def test_reopening_keeps_the_stored_shard_count(tmp_path: Path) -> None:
