@@ -1,4 +1,4 @@
-"""Storage → runtime conversion: one function per record, in one direction (seed 001).
+"""Storage → runtime conversion: one function per record, in one direction.
 
 A row read from SQLite becomes its runtime object here and nowhere else; nothing converts a
 runtime object back into a row — the storage-writer writes the columns from the commands it
