@@ -1,4 +1,4 @@
-"""Task DAG domain (seeds 000/001): state, rules, commands, WAL record codec and
+"""Task DAG domain: state, rules, commands, WAL record codec and
 replay, list file names. Pure logic: no clock, no randomness except sender-side ids, no file I/O
 (that is ``services/task_wal``).
 

@@ -1,4 +1,4 @@
-"""Task DAG state and the Task WAL record, as data (seeds 000/001).
+"""Task DAG state and the Task WAL record, as data.
 
 State models are frozen: a rule never edits a DAG in place, it returns a new one, so a rejected
 command cannot leave a half-changed DAG behind. ``blocked`` and ``ready`` are derived from the

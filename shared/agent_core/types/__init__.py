@@ -1,4 +1,4 @@
-"""Typed core in three layers (seed 001): ``protocol`` (provider/tool/hook boundary), ``runtime``
+"""Typed core in three layers: ``protocol`` (provider/tool/hook boundary), ``runtime``
 (loop and SDK callers), ``storage`` (SQLite rows), plus shared ``enums``, the ``mappers`` between
 storage and runtime, and ``api`` (the HTTP API's own request and response bodies, shared by the
 gateway and the client SDK). Import names from the layer modules themselves.

@@ -37,7 +37,7 @@ __all__ = [
 
 
 class Strict(BaseModel):
-    """Base of every runtime and storage model: unknown fields are an error (seed 001)."""
+    """Base of every runtime and storage model: unknown fields are an error."""
 
     model_config = ConfigDict(extra="forbid")
 

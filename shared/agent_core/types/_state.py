@@ -84,7 +84,7 @@ class ChildAgentResult(Strict):
 
 
 class AgentState(Strict):
-    """An agent of a session; ``metadata["purpose"]`` says what a sub agent is for (seed 000)."""
+    """An agent of a session; ``metadata["purpose"]`` says what a sub agent is for."""
 
     agent_id: AgentId
     session_id: SessionId

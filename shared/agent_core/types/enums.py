@@ -1,4 +1,4 @@
-"""Shared string enums (seed 000). Their values are what SQLite, JSON and WAL records store."""
+"""Shared string enums. Their values are what SQLite, JSON and WAL records store."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ class Role(StrEnum):
 
 
 class NodeType(StrEnum):
-    """Core-level meaning of a node (seed 000)."""
+    """Core-level meaning of a node."""
 
     MESSAGE = "message"
     SKILL_CONTEXT = "skill_context"

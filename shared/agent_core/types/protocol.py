@@ -1,4 +1,4 @@
-"""Protocol types: what crosses the provider, tool and hook boundaries (seed 001, layer 1).
+"""Protocol types: what crosses the provider, tool and hook boundaries (layer 1 of three).
 
 These types carry no SQLite fields and no official SDK types. Content blocks are one strict
 discriminated union on ``type``; so are model events. Use :data:`CONTENT_BLOCKS` and

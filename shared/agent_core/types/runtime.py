@@ -1,4 +1,4 @@
-"""Runtime types: what the loop, the services and SDK callers handle (seed 001, layer 2).
+"""Runtime types: what the loop, the services and SDK callers handle (layer 2 of three).
 
 Timestamps are timezone-aware UTC datetimes; JSON is parsed; ids are validated prefixed strings.
 The runtime views of stored rows (:class:`SessionState`, :class:`AgentState`, :class:`RunState`,
@@ -96,7 +96,7 @@ __all__ = [
 ]
 
 Plan = PlanRef
-"""A plan: a Markdown file in the project (seed 000), read and written with the file tools."""
+"""A plan: a Markdown file in the project, read and written with the file tools."""
 
 
 class TaskStep(Strict):

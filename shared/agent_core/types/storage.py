@@ -1,4 +1,4 @@
-"""Storage types: one record per SQLite table row (seed 000, layer 3 of seed 001).
+"""Storage types: one record per SQLite table row (layer 3 of three).
 
 Fields follow the table columns exactly: JSON columns keep their ``*_json`` names and hold JSON
 text (or ``None`` for SQL NULL), timestamps are ISO-8601 strings with an offset, normalised to the
@@ -7,7 +7,7 @@ columns are the shared enums. Ids are validated (prefix and safe body); ``sessio
 the core could have generated, since it becomes part of table names.
 
 Records do not parse their JSON columns: that is the mappers' job (:mod:`agent_core.types.mappers`).
-Additions to seed 000: ``sessions.account_id``, ``runs.attempt`` and
+Besides the design's columns: ``sessions.account_id``, ``runs.attempt`` and
 ``runs.claim_command_id``.
 """
 

@@ -1,4 +1,4 @@
-"""Storage records: columns exactly as seed 000 (plus the architecture's additions), strict values."""
+"""Storage records: columns exactly as designed (plus this repository's additions), strict values."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from agent_core.types.storage import (
 SID = "sess_20260612_153022_a1b2c3d4"
 TS = "2026-06-12T15:30:22.000000+00:00"
 
-# Seed 000's columns, in its order; this repository adds sessions.account_id and runs.attempt;
+# The design's columns, in its order; this repository adds sessions.account_id and runs.attempt;
 # the writer's own runs.claim_command_id (schema v3) comes last.
 SEED_COLUMNS: dict[type[BaseModel], list[str]] = {
     SessionRecord: [

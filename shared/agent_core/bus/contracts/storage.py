@@ -139,7 +139,7 @@ class CreateSessionResult(EventPlaced):
 class CreateSession(_Command):
     """Create a session, its two per-session tables, its root agent and a ``session_created`` event.
 
-    ``root_agent_type`` ``orchestrator`` starts the session in orchestrator mode (seed 000): its
+    ``root_agent_type`` ``orchestrator`` starts the session in orchestrator mode: its
     root agent plans and delegates to worker sub-agents instead of doing the work itself.
     """
 
