@@ -87,7 +87,7 @@ async def test_error_replies_raise_and_the_connection_stays_usable(lean: LeanRed
 async def test_the_wire_format_is_what_redis_py_sends() -> None:
     redis = make_redis("redis://127.0.0.1:1")
     try:
-        conn = redis.connection_pool.make_connection()
+        conn = redis.connection_pool.make_connection()  # type: ignore[no-untyped-call]
         fields = {"__data__": '{"a":"é"}', "traceparent": "00-1"}
         packed = b"".join(
             conn.pack_command("XADD", "s", b"MAXLEN", b"~", "100", "*", *sum(fields.items(), ()))
