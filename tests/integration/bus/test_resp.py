@@ -231,3 +231,23 @@ async def test_lean_for_follows_the_redis_py_client(redis: Redis, redis_url: str
     assert lean is lean_for(redis)
     assert lean.address == RedisAddress.from_url(redis_url)
     assert await lean.execute("PING") == b"PONG"
+
+
+def test_it_runs_on_uvloop_as_the_services_do(redis_url: str) -> None:
+    """uvloop's transports are not asyncio.Transport subclasses; the services run on uvloop."""
+    import uvloop
+
+    async def main() -> list[object]:
+        got: asyncio.Queue[bytes] = asyncio.Queue()
+        sub = LeanSubscriber(RedisAddress.from_url(redis_url), lambda _, d: got.put_nowait(d))
+        lean = LeanRedis.from_url(redis_url)
+        try:
+            await sub.subscribe("uv")
+            pong = await lean.execute("PING")
+            await lean.execute("PUBLISH", "uv", "hi")
+            return [pong, await asyncio.wait_for(got.get(), 5)]
+        finally:
+            await sub.aclose()
+            await lean.aclose()
+
+    assert uvloop.run(main()) == [b"PONG", b"hi"]
