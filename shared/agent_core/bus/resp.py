@@ -2,7 +2,7 @@
 
 redis-py spends most of a busy process's bus CPU on its own machinery (a pool checkout with an
 async timeout, a retry wrapper, a timer per call). This client keeps only what the hot path
-needs (docs/architecture.md, "The bus"):
+needs (docs/architecture.md, "Bus"):
 
 * one connection per client; a call writes its command and appends a future to a FIFO, and
   replies (parsed by ``hiredis.Reader``) resolve the futures in order — concurrent callers
@@ -408,7 +408,11 @@ class LeanSubscriber:
         self.subscribed = asyncio.Event()  # set while the subscriptions are live on a connection
 
     async def subscribe(self, *channels: str) -> None:
-        """Subscribe (connecting first if needed); returns once the server confirmed."""
+        """Subscribe (connecting first if needed); returns once the server confirmed.
+
+        While the bus is unreachable this waits (the subscriber keeps reconnecting); a caller
+        that must not wait long bounds it with ``asyncio.timeout``.
+        """
         self._channels.update(channels)
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="lean-subscriber")
@@ -445,8 +449,8 @@ class LeanSubscriber:
                 await self._subscribe(proto, sorted(self._channels))
                 self.subscribed.set()
                 await proto.lost
-            except ConnectionError as exc:
-                log.warning("bus subscription failed: %s", exc)
+            except Exception as exc:  # whatever broke, replies must keep coming: reconnect
+                log.warning("bus subscription failed: %s: %s", type(exc).__name__, exc)
             self.subscribed.clear()
             await asyncio.sleep(self._reconnect_s)
 
