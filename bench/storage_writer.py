@@ -30,6 +30,7 @@ The last line printed is one JSON object. ``--quick``: the saturated backlog alo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -40,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -352,32 +354,43 @@ async def many_sessions(url: str, home: Path, count: int) -> dict[str, float]:
     }
 
 
-async def main() -> dict[str, Any]:
+@contextlib.asynccontextmanager
+async def _valkey() -> AsyncIterator[tuple[str, Path]]:
+    """A private Valkey (no AOF) and a scratch directory: ``(url, base)``."""
     with tempfile.TemporaryDirectory(prefix="bench-sw-") as tmp:
         base = Path(tmp)
         valkey = EmbeddedValkey(base / "valkey", appendonly=False)
         (base / "valkey").mkdir()
         valkey.start()
         try:
-            g16 = await storm(valkey.url, base / "g16", 16, PAIRS_16, None)
-            g1 = await storm(valkey.url, base / "g1", 1, PAIRS_1, None)
-            sat = await backlog(valkey.url, base / "sat", BACKLOG_SESSIONS, BACKLOG_PAIRS)
-            closed = await storm(
-                valkey.url, base / "closed", SATURATING_PRODUCERS, PAIRS_SATURATED, None
-            )
-            per = await storm(valkey.url, base / "per", 16, PAIRS_PER_COMMAND_16, 1)
-            raw = raw_ceiling(base / "raw")
-            k1 = await many_sessions(valkey.url, base / "s1k", 1_000)
-            k10 = await many_sessions(valkey.url, base / "s10k", 10_000)
+            yield valkey.url, base
         finally:
             valkey.stop()
+
+
+def _saturation(sat: dict[str, float]) -> dict[str, Any]:
+    return {
+        "saturated_pairs_per_s": round(sat["pairs_per_s"]),
+        "writer_cpu_us_per_command": round(sat["writer_cpu_us_per_command"], 1),
+        "writer_busy_saturated": round(sat["writer_busy"], 2),
+    }
+
+
+async def main() -> dict[str, Any]:
+    async with _valkey() as (url, base):
+        g16 = await storm(url, base / "g16", 16, PAIRS_16, None)
+        g1 = await storm(url, base / "g1", 1, PAIRS_1, None)
+        sat = await backlog(url, base / "sat", BACKLOG_SESSIONS, BACKLOG_PAIRS)
+        closed = await storm(url, base / "closed", SATURATING_PRODUCERS, PAIRS_SATURATED, None)
+        per = await storm(url, base / "per", 16, PAIRS_PER_COMMAND_16, 1)
+        raw = raw_ceiling(base / "raw")
+        k1 = await many_sessions(url, base / "s1k", 1_000)
+        k10 = await many_sessions(url, base / "s10k", 10_000)
     return {
         "group_commit_pairs_per_s_16": round(g16["pairs_per_s"]),
         "group_commit_pairs_per_s_1": round(g1["pairs_per_s"]),
         "per_command_pairs_per_s_16": round(per["pairs_per_s"]),
-        "saturated_pairs_per_s": round(sat["pairs_per_s"]),
-        "writer_cpu_us_per_command": round(sat["writer_cpu_us_per_command"], 1),
-        "writer_busy_saturated": round(sat["writer_busy"], 2),
+        **_saturation(sat),
         "closed_loop_pairs_per_s_128": round(closed["pairs_per_s"]),
         "closed_loop_writer_cpu_us_per_command_128": round(closed["writer_cpu_us_per_command"], 1),
         "writer_cpu_us_per_command_16": round(g16["writer_cpu_us_per_command"], 1),
@@ -402,21 +415,9 @@ async def main() -> dict[str, Any]:
 
 
 async def quick() -> dict[str, Any]:
-    """The saturated storm alone (for side-by-side comparisons)."""
-    with tempfile.TemporaryDirectory(prefix="bench-sw-") as tmp:
-        base = Path(tmp)
-        valkey = EmbeddedValkey(base / "valkey", appendonly=False)
-        (base / "valkey").mkdir()
-        valkey.start()
-        try:
-            sat = await backlog(valkey.url, base / "sat", BACKLOG_SESSIONS, BACKLOG_PAIRS)
-        finally:
-            valkey.stop()
-    return {
-        "saturated_pairs_per_s": round(sat["pairs_per_s"]),
-        "writer_cpu_us_per_command": round(sat["writer_cpu_us_per_command"], 1),
-        "writer_busy_saturated": round(sat["writer_busy"], 2),
-    }
+    """The saturated backlog alone (for side-by-side comparisons)."""
+    async with _valkey() as (url, base):
+        return _saturation(await backlog(url, base / "sat", BACKLOG_SESSIONS, BACKLOG_PAIRS))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from services.storage_writer.apply_common import (
     refusal,
     refuse_if_ended,
 )
-from services.storage_writer.apply_nodes import event_of, write_node
+from services.storage_writer.apply_nodes import stored_node_write, write_node
 from services.storage_writer.schema import events_table, nodes_table
 from services.storage_writer.transitions import check_run_transition
 
@@ -198,24 +198,13 @@ def _ended_before(
         )
     fields: dict[str, Any] = {}
     if c.node is not None and c.node_event is not None:
-        sid, node_id = c.session_id, c.node.node_id
-        event = event_of(conn, sid, c.node_event.event_id, node_id)
-        node = conn.execute(
-            f"SELECT node_seq, created_at FROM {nodes_table(sid)} WHERE node_id = ?", (node_id,)
-        ).fetchone()
-        if event is None or node is None:
+        node_id = c.node.node_id
+        placed = stored_node_write(conn, c.session_id, node_id, c.node_event.event_id)
+        if placed is None:  # the end was applied, so its answer must be stored with it
             raise refusal(
                 RefusalCode.CONFLICT, "the node id belongs to another command", node_id=node_id
             )
-        fields["node"] = AppendNodeResult(
-            node_id=node_id,
-            node_seq=node[0],
-            created_at=node[1],
-            artifact_ids=[],
-            event_id=c.node_event.event_id,
-            seq=event[0],
-            run_seq=event[1],
-        )
+        fields["node"] = placed
     event_placed = EventPlaced(event_id=c.event_id, seq=row[0], run_seq=row[1])
     return EndRunResult(
         run_id=c.run_id, status=status, attempt=attempt, event=event_placed, **fields

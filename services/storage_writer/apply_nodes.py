@@ -56,29 +56,33 @@ def event_of(
     return None if row is None or row[2] != node_id else (row[0], row[1])
 
 
-def _not_a_repeat(c: AppendNode) -> Exception:
-    return refusal(
-        RefusalCode.CONFLICT, "the node id belongs to another command", node_id=c.node.node_id
-    )
-
-
 def _applied_before(conn: sqlite3.Connection, c: AppendNode) -> AppendNodeResult | None:
     """The first result of ``c`` if its node exists (``commands.needs_receipt``), else ``None``."""
-    sid = c.session_id
+    return stored_node_write(conn, c.session_id, c.node.node_id, c.event.event_id)
+
+
+def stored_node_write(
+    conn: sqlite3.Connection, sid: str, node_id: str, event_id: str
+) -> AppendNodeResult | None:
+    """What writing node ``node_id`` with its event ``event_id`` returned when it was applied;
+    ``None`` if no such node is stored; a ``conflict`` refusal if the node was written with
+    another event (the ids belong to another command)."""
     node = conn.execute(
-        f"SELECT node_seq, created_at FROM {nodes_table(sid)} WHERE node_id = ?", (c.node.node_id,)
+        f"SELECT node_seq, created_at FROM {nodes_table(sid)} WHERE node_id = ?", (node_id,)
     ).fetchone()
     if node is None:
         return None
-    event = event_of(conn, sid, c.event.event_id, c.node.node_id)
+    event = event_of(conn, sid, event_id, node_id)
     if event is None:
-        raise _not_a_repeat(c)
+        raise refusal(
+            RefusalCode.CONFLICT, "the node id belongs to another command", node_id=node_id
+        )
     return AppendNodeResult(
-        node_id=c.node.node_id,
+        node_id=node_id,
         node_seq=node[0],
         created_at=node[1],
         artifact_ids=[],
-        event_id=c.event.event_id,
+        event_id=event_id,
         seq=event[0],
         run_seq=event[1],
     )

@@ -11,6 +11,7 @@ from agent_core.bus.contracts.storage import (
     CreateRun,
     CreateSession,
     EndRun,
+    PlaceMessage,
     RunFence,
 )
 from agent_core.ids import new_id, new_session_id
@@ -116,10 +117,20 @@ def end_run(
     )
 
 
-def claim_run(session: CreateSession, run_id: str, attempt: int = 1) -> ClaimRun:
-    """A ``claim_run`` of attempt ``attempt``."""
+def claim_run(
+    session: CreateSession,
+    run_id: str,
+    attempt: int = 1,
+    *,
+    place: AppendNode | None = None,
+    **kw: Any,
+) -> ClaimRun:
+    """A ``claim_run`` of attempt ``attempt``; ``place``: the node and event of an
+    ``append_node`` become the message it places."""
     return ClaimRun(
         command_id=new_id("cmd"),
         session_id=session.session_id,
         fence=RunFence(run_id=run_id, attempt=attempt),
+        place=None if place is None else PlaceMessage(node=place.node, event=place.event),
+        **kw,
     )

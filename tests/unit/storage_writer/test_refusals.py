@@ -9,10 +9,10 @@ import pytest
 from pydantic import ValidationError
 
 from agent_core.bus.contracts.refusals import FENCED, NO_SESSION, Refusal, RefusalCode
-from agent_core.bus.contracts.storage import ClaimRun, CommandReceipt, RunFence
+from agent_core.bus.contracts.storage import CommandReceipt
 from agent_core.ids import new_id
 from services.storage_writer.writer import Writer
-from tests.unit.storage_writer.factories import create_run, create_session
+from tests.unit.storage_writer.factories import claim_run, create_run, create_session
 
 _ROOT = Path(__file__).resolve().parents[3]
 _WRITER = _ROOT / "services" / "storage_writer"
@@ -42,11 +42,7 @@ def test_a_refused_command_carries_its_typed_code_through_json(writer: Writer) -
     s = create_session()
     run = create_run(s)
     writer.apply_batch([s, run])
-    stale = ClaimRun(
-        command_id=new_id("cmd"),
-        session_id=s.session_id,
-        fence=RunFence(run_id=run.run_id, attempt=1),
-    )
+    stale = claim_run(s, run.run_id)
     first, second = writer.apply_batch(
         [stale, stale.model_copy(update={"command_id": new_id("cmd")})]
     )

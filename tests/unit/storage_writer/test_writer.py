@@ -17,7 +17,6 @@ from agent_core.bus.contracts.storage import (
     GetRun,
     GetSession,
     ListEvents,
-    PlaceMessage,
     RunFence,
     SwitchActiveNode,
     UpdateRun,
@@ -30,7 +29,13 @@ from agent_core.types.runtime import SESSION_CONFIG_KEY
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.schema import events_table, nodes_table
 from services.storage_writer.writer import Writer
-from tests.unit.storage_writer.factories import append_node, create_run, create_session, end_run
+from tests.unit.storage_writer.factories import (
+    append_node,
+    claim_run,
+    create_run,
+    create_session,
+    end_run,
+)
 
 
 def _rows(writer: Writer, session_id: str, table: str) -> list[tuple[Any, ...]]:
@@ -94,11 +99,7 @@ def test_stale_attempt_is_refused_without_row_changes(writer: Writer) -> None:
     s = create_session()
     run = create_run(s)
     writer.apply_batch([s, run])
-    claim = lambda n: ClaimRun(  # noqa: E731
-        command_id=new_id("cmd"),
-        session_id=s.session_id,
-        fence=RunFence(run_id=run.run_id, attempt=n),
-    )
+    claim = lambda n: claim_run(s, run.run_id, n)  # noqa: E731
     assert writer.apply_batch([claim(1)])[0].ok
     assert writer.apply_batch([claim(2)])[0].ok  # takeover
     stale = append_node(s, run_id=run.run_id, fence=RunFence(run_id=run.run_id, attempt=1))
@@ -373,12 +374,7 @@ def test_a_claim_places_the_runs_message_under_the_active_node_of_that_moment(
     writer.apply_batch([s, earlier, run])
     message = append_node(s, run_id=run.run_id)  # its parent_id is None: "the active node"
 
-    first = ClaimRun(
-        command_id=new_id("cmd"),
-        session_id=s.session_id,
-        fence=RunFence(run_id=run.run_id, attempt=1),
-        place=PlaceMessage(node=message.node, event=message.event),
-    )
+    first = claim_run(s, run.run_id, place=message)
     [claimed] = writer.apply_batch([first])
     assert claimed.ok, claimed.error
     placed = claimed.result["placed"]
@@ -412,12 +408,7 @@ def test_a_claim_places_the_runs_message_under_the_active_node_of_that_moment(
     other = create_run(s)
     writer.apply_batch([other])
     lost = append_node(s, run_id=other.run_id, parent_id="node_nowhere")
-    lost_claim = ClaimRun(
-        command_id=new_id("cmd"),
-        session_id=s.session_id,
-        fence=RunFence(run_id=other.run_id, attempt=1),
-        place=PlaceMessage(node=lost.node, event=lost.event),
-    )
+    lost_claim = claim_run(s, other.run_id, place=lost)
     [unplaced] = writer.apply_batch([lost_claim])
     assert unplaced.ok and unplaced.result["placed"] is None
     assert unplaced.result["place_error"] == "parent_not_found"
@@ -451,13 +442,8 @@ def test_a_claim_that_places_the_message_returns_the_path_to_it(writer: Writer) 
         run = create_run(s)
         writer.apply_batch([run])
         message = append_node(s, run_id=run.run_id)
-        command = ClaimRun(
-            command_id=new_id("cmd"),
-            session_id=s.session_id,
-            fence=RunFence(run_id=run.run_id, attempt=1),
-            place=PlaceMessage(node=message.node, event=message.event),
-            return_path=True,
-            path_after_node_id=after,
+        command = claim_run(
+            s, run.run_id, place=message, return_path=True, path_after_node_id=after
         )
         [receipt] = writer.apply_batch([command])
         assert receipt.ok, receipt.error
@@ -481,29 +467,14 @@ def test_a_claim_that_places_the_message_returns_the_path_to_it(writer: Writer) 
     run = create_run(s)
     writer.apply_batch([run])
     message = append_node(s, run_id=run.run_id)
-    plain = ClaimRun(
-        command_id=new_id("cmd"),
-        session_id=s.session_id,
-        fence=RunFence(run_id=run.run_id, attempt=1),
-        place=PlaceMessage(node=message.node, event=message.event),
-    )
+    plain = claim_run(s, run.run_id, place=message)
     [receipt] = writer.apply_batch([plain])
     assert receipt.ok and "path" not in receipt.result
     # Unplaced (a given parent that is not a node of the session): no path either.
     run = create_run(s)
     writer.apply_batch([run])
     lost = append_node(s, run_id=run.run_id, parent_id="node_nowhere")
-    [unplaced] = writer.apply_batch(
-        [
-            ClaimRun(
-                command_id=new_id("cmd"),
-                session_id=s.session_id,
-                fence=RunFence(run_id=run.run_id, attempt=1),
-                place=PlaceMessage(node=lost.node, event=lost.event),
-                return_path=True,
-            )
-        ]
-    )
+    [unplaced] = writer.apply_batch([claim_run(s, run.run_id, place=lost, return_path=True)])
     assert unplaced.ok and unplaced.result["placed"] is None and "path" not in unplaced.result
 
 
@@ -517,16 +488,7 @@ def test_a_runs_message_is_stored_once_the_claim_has_placed_it(writer: Writer) -
     )
     writer.apply_batch([waiting, started])
     node = append_node(s, run_id=started.run_id)
-    [claimed] = writer.apply_batch(
-        [
-            ClaimRun(
-                command_id=new_id("cmd"),
-                session_id=s.session_id,
-                fence=RunFence(run_id=started.run_id, attempt=1),
-                place=PlaceMessage(node=node.node, event=node.event),
-            )
-        ]
-    )
+    [claimed] = writer.apply_batch([claim_run(s, started.run_id, place=node)])
     assert claimed.ok and claimed.result["placed"]["node_id"] == node.node.node_id
     engine = QueryEngine(writer.layout)
     try:
