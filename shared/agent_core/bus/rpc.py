@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError
 
 from agent_core.bus.delivery import HEADER_CORRELATION_ID, HEADER_REPLY_TO, decode_reply
 from agent_core.bus.publish import publish
@@ -23,6 +24,8 @@ from agent_core.bus.resp import LeanSubscriber, RedisAddress
 from agent_core.errors import BusTimeoutError, SchemaError
 
 __all__ = ["RpcClient"]
+
+_START_TIMEOUT_S = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +56,24 @@ class RpcClient:
         self._waiting: dict[str, asyncio.Future[bytes]] = {}
         self._replies: LeanSubscriber | None = None
 
-    async def start(self) -> None:
-        """Subscribe to the reply channel; requests made before this would never see a reply."""
-        self._replies = LeanSubscriber(RedisAddress.of(self._redis), self._on_reply)
-        await self._replies.subscribe(self._channel)
+    async def start(self, timeout_s: float = _START_TIMEOUT_S) -> None:
+        """Subscribe to the reply channel; requests made before this would never see a reply.
+
+        A bus that is away is waited for up to ``timeout_s`` (a restart takes a moment); after
+        that :class:`redis.exceptions.ConnectionError` says where it was looked for.
+        """
+        address = RedisAddress.of(self._redis)
+        replies = LeanSubscriber(address, self._on_reply)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await replies.subscribe(self._channel)
+        except TimeoutError:
+            await replies.aclose()
+            raise ConnectionError(
+                f"cannot subscribe to replies: no bus at {address.host}:{address.port} "
+                f"within {timeout_s:g}s"
+            ) from None
+        self._replies = replies
 
     async def stop(self) -> None:
         """Stop reading replies; pending requests fail with a timeout."""

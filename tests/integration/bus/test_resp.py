@@ -14,7 +14,8 @@ from redis.exceptions import AuthenticationError, ConnectionError, ResponseError
 
 from agent_core.bus.broker import make_redis
 from agent_core.bus.resp import LeanRedis, LeanSubscriber, RedisAddress, encode, lean_for, xadd
-from agent_core.service.valkey import EmbeddedValkey
+from agent_core.bus.rpc import RpcClient
+from agent_core.service.valkey import EmbeddedValkey, find_free_port
 
 
 @pytest.fixture
@@ -251,3 +252,29 @@ def test_it_runs_on_uvloop_as_the_services_do(redis_url: str) -> None:
             await lean.aclose()
 
     assert uvloop.run(main()) == [b"PONG", b"hi"]
+
+
+async def test_rpc_start_without_a_bus_fails_clearly_after_its_wait() -> None:
+    nowhere = make_redis(f"redis://127.0.0.1:{find_free_port()}")
+    rpc = RpcClient(nowhere, "replies:nowhere")
+    try:
+        with pytest.raises(ConnectionError, match="no bus at 127.0.0.1"):
+            await rpc.start(timeout_s=0.5)
+    finally:
+        await nowhere.aclose()
+
+
+async def test_rpc_start_waits_for_a_bus_that_comes_back(own_valkey: EmbeddedValkey) -> None:
+    own_valkey.stop()
+    client = make_redis(own_valkey.url)
+    rpc = RpcClient(client, "replies:later")
+    starting = asyncio.create_task(rpc.start(timeout_s=20))
+    await asyncio.sleep(0.3)
+    assert not starting.done()  # waiting for the bus, not failed
+    own_valkey.start()
+    try:
+        await asyncio.wait_for(starting, 15)
+        assert await client.publish("replies:later", b"x") == 1  # subscribed now
+    finally:
+        await rpc.stop()
+        await client.aclose()
