@@ -13,7 +13,6 @@ one command and :func:`endings.announce` tells it on the run's stream. Attempts 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import os
@@ -91,7 +90,6 @@ class RunExecutor:
         self.runs = RunningRuns()
         self.skills = SkillLink(ctx)
         self.max_attempts = ctx.settings.run_worker.max_attempts
-        self._hand_offs: set[asyncio.Task[None]] = set()
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a run this process is executing; ``False`` if it is not here (yet)."""
@@ -156,19 +154,8 @@ class RunExecutor:
         await attempt.events.close()
         if self.ctx.settings.memory.enabled and run.kind == "main":  # every end, failed too
             nodes = progress.nodes if ending.node is None else [*progress.nodes, ending.node]
-            # Beside the lane, not before its next run: the client has its answer already, and
-            # a hand-off never fails a run (a worker that dies first loses it either way).
-            task = asyncio.create_task(
-                hand_off(self.ctx, self.reads, item, ending.end, nodes), name="memory-hand-off"
-            )
-            self._hand_offs.add(task)
-            task.add_done_callback(self._hand_offs.discard)
+            await hand_off(self.ctx, self.reads, item, ending.end, nodes)
         return True
-
-    async def settle(self, timeout_s: float = 5.0) -> None:
-        """Wait up to ``timeout_s`` for the memory hand-offs still in flight (shutdown)."""
-        if self._hand_offs:
-            await asyncio.wait(list(self._hand_offs), timeout=timeout_s)
 
     def _debug_workspace(self, run: QueuedRun) -> Workspace | None:
         """Where debug mode keeps the tracebacks of the run's unexpected failures."""

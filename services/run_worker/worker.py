@@ -87,11 +87,8 @@ class RunWorker:
                     continue
                 if not await self._execute(item):
                     return
-                if self._accepting and not lost.is_set():
-                    item = await self.queue.finish_then_take(item)  # one round trip, not two
-                else:
-                    await self.queue.finish(item)
-                    item = None
+                await self.queue.finish(item)
+                item = None
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -223,9 +220,9 @@ class RunWorker:
         """
         self._accepting = False
         tasks = list(self.lanes.values())
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=timeout_s)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-        await self.executor.settle()
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)

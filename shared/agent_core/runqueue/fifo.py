@@ -185,17 +185,6 @@ class SessionQueue:
         """Drop a run from the processing list once it is terminal in storage."""
         await self.redis.lrem(self.names.session_processing(item.run.lane), 0, item.raw)
 
-    async def finish_then_take(self, item: InFlight) -> InFlight | None:
-        """:meth:`finish` then :meth:`take_next` of the same lane, in one round trip (the two
-        commands run in that order, as if sent one after the other)."""
-        lane = item.run.lane
-        processing = self.names.session_processing(lane)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.lrem(processing, 0, item.raw)
-            pipe.lmove(self.names.session_fifo(lane), processing, "LEFT", "RIGHT")
-            _, raw = await pipe.execute()
-        return None if raw is None else InFlight(QueuedRun.model_validate_json(raw), _s(raw))
-
     async def release_if_idle(self, session_id: str, token: str) -> int:
         """1: released; 0: more work arrived, keep draining; -1: the lease was not ours."""
         n = self.names

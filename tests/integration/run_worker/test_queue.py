@@ -59,23 +59,3 @@ async def test_claim_prelude_numbers_attempts_and_sees_cancels(
     await queue.request_cancel(run_id)
     assert await queue.claim_prelude(run_id) == (True, 3)
     assert await queue.next_attempt(run_id) == 4  # one counter for both
-
-
-async def test_finish_then_take_drops_the_run_and_moves_the_next(
-    redis: Redis, names: BusNames
-) -> None:
-    queue = SessionQueue(redis, names)
-    lane = new_session_id()
-    first, second = _run(lane), _run(lane)
-    await queue.enqueue(first)
-    await queue.enqueue(second)
-    start = await queue.start_drain(lane, "w1", 10_000)
-    assert start is not None and start.item is not None
-    nxt = await queue.finish_then_take(start.item)
-    assert nxt is not None and nxt.run.run_id == second.run_id
-    in_flight = await queue.in_flight(lane)  # only the next one is in the processing list
-    assert in_flight is not None and in_flight.run.run_id == second.run_id
-    assert await queue.queued(lane) == []
-    assert await queue.finish_then_take(nxt) is None  # nothing left: the list is empty
-    assert await queue.in_flight(lane) is None
-    assert await queue.release_if_idle(lane, "w1") == 1
