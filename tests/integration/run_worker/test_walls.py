@@ -10,6 +10,7 @@ and every attack fails loudly (CI installs bubblewrap).
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import signal
@@ -212,6 +213,12 @@ def _scripts_of(session_ids: list[str]) -> list[psutil.Process]:
             mounts = Path(f"/proc/{proc.pid}/mountinfo").read_text()
         except (psutil.NoSuchProcess, FileNotFoundError, ProcessLookupError):
             continue
+        except OSError as exc:
+            # A process past exit_task_namespaces has no mount namespace left: the kernel
+            # answers EINVAL for its mountinfo. It can run no more code, so it is gone.
+            if exc.errno == errno.EINVAL:
+                continue
+            raise
         if any(sid in mounts for sid in session_ids):
             found.append(proc)
     return found
