@@ -80,7 +80,7 @@ class RunWorker:
                 item = None
             while self._accepting and not lost.is_set():
                 if item is None:
-                    item = await self.queue.take_next(lane)
+                    item = await self.queue.take_next(lane, self.token)
                 if item is None:
                     if await self.queue.release_if_idle(lane, self.token) != 0:
                         return

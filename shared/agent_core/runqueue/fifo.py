@@ -54,6 +54,15 @@ if raw then return {0, raw} end
 return {0}
 """
 
+# The lease holder's next run: moved only while the caller still holds the lease. A worker that
+# lost its lease (a stalled loop) must not move a run beside the new holder's: the two would run
+# one session's runs at once, and the new holder, which recovers only the processing list's head,
+# would spin on a list that is not empty while the stray run is in it.
+_TAKE_NEXT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
+return redis.call('LMOVE', KEYS[2], KEYS[3], 'LEFT', 'RIGHT')
+"""
+
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -90,6 +99,7 @@ class SessionQueue:
         self._release_if_idle = redis.register_script(_RELEASE_IF_IDLE)
         self._release = redis.register_script(_RELEASE)
         self._start_drain = redis.register_script(_START_DRAIN)
+        self._take_next = redis.register_script(_TAKE_NEXT)
 
     @property
     def pending_key(self) -> str:
@@ -171,14 +181,16 @@ class SessionQueue:
         keys = [self.names.session_lease(session_id)]
         return bool(await self._renew(keys=keys, args=[token, ttl_ms]))
 
-    async def take_next(self, session_id: str) -> InFlight | None:
-        """Move the oldest queued run to the processing list and return it (lease holder only)."""
-        raw = await self.redis.lmove(
-            self.names.session_fifo(session_id),
-            self.names.session_processing(session_id),
-            "LEFT",
-            "RIGHT",
-        )
+    async def take_next(self, session_id: str, token: str) -> InFlight | None:
+        """Move the oldest queued run to the processing list and return it.
+
+        ``None`` when nothing is queued or when ``token`` no longer holds the lease: checked in
+        the same step as the move, so only the holder ever starts a lane's run.
+        """
+        n = self.names
+        keys = [n.session_lease(session_id), n.session_fifo(session_id)]
+        keys.append(n.session_processing(session_id))
+        raw = await self._take_next(keys=keys, args=[token])
         return None if raw is None else InFlight(QueuedRun.model_validate_json(raw), _s(raw))
 
     async def finish(self, item: InFlight) -> None:

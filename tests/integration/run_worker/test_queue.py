@@ -59,3 +59,32 @@ async def test_claim_prelude_numbers_attempts_and_sees_cancels(
     await queue.request_cancel(run_id)
     assert await queue.claim_prelude(run_id) == (True, 3)
     assert await queue.next_attempt(run_id) == 4  # one counter for both
+
+
+async def test_only_the_lease_holder_takes_the_next_run(redis: Redis, names: BusNames) -> None:
+    """A worker that lost its lease moves no run: the new holder's lane stays one run at a time."""
+    queue = SessionQueue(redis, names)
+    lane = new_session_id()
+    first, second = _run(lane), _run(lane)
+    await queue.enqueue(first)
+    await queue.enqueue(second)
+    start = await queue.start_drain(lane, "w1", 10_000)
+    assert start is not None and start.item is not None
+    await queue.finish(start.item)
+
+    # w1's loop stalls past its TTL and w2 takes the lane over; w1 then asks for the next run.
+    await redis.delete(names.session_lease(lane))
+    taken = await queue.start_drain(lane, "w2", 10_000)
+    assert taken is not None and taken.item is not None
+    assert taken.item.run.run_id == second.run_id
+    third = _run(lane)
+    await queue.enqueue(third)
+    assert await queue.take_next(lane, "w1") is None
+    assert [r.run_id for r in await queue.queued(lane)] == [third.run_id]  # still queued
+    in_flight = await queue.in_flight(lane)
+    assert in_flight is not None and in_flight.raw == taken.item.raw  # w2's run alone
+
+    await queue.finish(taken.item)
+    following = await queue.take_next(lane, "w2")  # the holder goes on as before
+    assert following is not None and following.run.run_id == third.run_id
+    assert await queue.take_next(lane, "w2") is None  # nothing queued
