@@ -10,20 +10,22 @@ idempotent calls go through here, and a timeout becomes a retryable :class:`BusT
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from redis.asyncio import Redis
-from redis.asyncio.client import PubSub
+from redis.exceptions import ConnectionError
 
 from agent_core.bus.delivery import HEADER_CORRELATION_ID, HEADER_REPLY_TO, decode_reply
 from agent_core.bus.publish import publish
+from agent_core.bus.resp import LeanSubscriber, RedisAddress
 from agent_core.errors import BusTimeoutError, SchemaError
 
 __all__ = ["RpcClient"]
+
+_START_TIMEOUT_S = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -42,29 +44,41 @@ def _adapter(reply: type[R]) -> TypeAdapter[R]:
 
 
 class RpcClient:
-    """Sends requests and awaits typed replies; one instance per process, started once."""
+    """Sends requests and awaits typed replies; one instance per process, started once.
+
+    Requests go out through :func:`publish` (the lean client of ``redis``); replies arrive on a
+    :class:`LeanSubscriber`, which subscribes again by itself after the bus restarted.
+    """
 
     def __init__(self, redis: Redis, reply_channel: str) -> None:
         self._redis = redis
         self._channel = reply_channel
         self._waiting: dict[str, asyncio.Future[bytes]] = {}
-        self._pubsub: PubSub | None = None
-        self._reader: asyncio.Task[None] | None = None
+        self._replies: LeanSubscriber | None = None
 
-    async def start(self) -> None:
-        """Subscribe to the reply channel; requests made before this would never see a reply."""
-        self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-        await self._pubsub.subscribe(self._channel)
-        self._reader = asyncio.create_task(self._read(), name=f"rpc-replies:{self._channel}")
+    async def start(self, timeout_s: float = _START_TIMEOUT_S) -> None:
+        """Subscribe to the reply channel; requests made before this would never see a reply.
+
+        A bus that is away is waited for up to ``timeout_s`` (a restart takes a moment); after
+        that :class:`redis.exceptions.ConnectionError` says where it was looked for.
+        """
+        address = RedisAddress.of(self._redis)
+        replies = LeanSubscriber(address, self._on_reply)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await replies.subscribe(self._channel)
+        except TimeoutError:
+            await replies.aclose()
+            raise ConnectionError(
+                f"cannot subscribe to replies: no bus at {address.host}:{address.port} "
+                f"within {timeout_s:g}s"
+            ) from None
+        self._replies = replies
 
     async def stop(self) -> None:
         """Stop reading replies; pending requests fail with a timeout."""
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
-        if self._pubsub is not None:
-            await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+        if self._replies is not None:
+            await self._replies.aclose()
         for fut in self._waiting.values():
             fut.cancel()
         self._waiting.clear()
@@ -83,7 +97,7 @@ class RpcClient:
         Raises :class:`BusTimeoutError` (retryable) when no reply came within ``timeout_s`` and
         :class:`SchemaError` when the reply does not match its model.
         """
-        if self._reader is None:
+        if self._replies is None:
             raise RuntimeError("RpcClient.start() was not awaited")
         cid = secrets.token_hex(12)
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
@@ -113,22 +127,8 @@ class RpcClient:
                 "invalid_reply", f"reply from {stream} does not match its schema"
             ) from exc
 
-    async def _read(self) -> None:
-        assert self._pubsub is not None
-        while True:
-            try:
-                msg: Any = await self._pubsub.get_message(timeout=1.0)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("reply channel %s failed; resubscribing", self._channel)
-                await asyncio.sleep(0.5)
-                with contextlib.suppress(Exception):
-                    await self._pubsub.subscribe(self._channel)
-                continue
-            if msg is None or msg.get("type") != "message":
-                continue
-            cid, body = decode_reply(msg["data"])
-            fut = self._waiting.get(cid)
-            if fut is not None and not fut.done():
-                fut.set_result(body)
+    def _on_reply(self, _channel: bytes, frame: bytes) -> None:
+        cid, body = decode_reply(frame)
+        fut = self._waiting.get(cid)
+        if fut is not None and not fut.done():
+            fut.set_result(body)

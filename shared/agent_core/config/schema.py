@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent_core.hooks.config import HooksSettings
 from agent_core.mcp.config import McpSettings
@@ -44,6 +44,17 @@ class BusSettings(_Section):
     max_deliveries: int = Field(default=5, ge=1)
     min_idle_ms: int = Field(default=30_000, ge=100)
     claim_interval_s: float = Field(default=2.0, gt=0)
+
+    @field_validator("redis_url")
+    @classmethod
+    def _plain_resp(cls, url: str | None) -> str | None:
+        # The request/reply path speaks plain RESP over TCP itself (agent_core.bus.resp).
+        if url is not None and not re.fullmatch(r"redis://\S+", url):
+            raise ValueError(
+                "must be a redis://[:password@]host[:port][/db] URL "
+                "(TLS rediss:// and unix sockets are not supported)"
+            )
+        return url
 
 
 class GatewaySettings(_Section):

@@ -22,6 +22,7 @@ from redis.asyncio import Redis
 from agent_core.bus import BusNames
 from agent_core.bus.broker import MAX_BLOCK_MS
 from agent_core.bus.names import BusTtl
+from agent_core.bus.resp import Arg, lean_for, xadd
 from agent_core.types.runtime import (
     RUNTIME_EVENT,
     RunFinished,
@@ -36,7 +37,7 @@ _MAXLEN = 50_000
 
 
 class _Batcher:
-    """Writes the queued events of every run of the process in one pipeline per round.
+    """Writes the queued events of every run of the process in one batch per round.
 
     One per Redis client and event loop. Idle, a queued event is written at once (the round
     starts when it is queued); busy, whatever queued up during a round — from any number of runs —
@@ -71,24 +72,20 @@ class _Batcher:
         for writer, event in items:
             per_writer.setdefault(writer, []).append(event)
         writing: list[RunEventWriter] = []
+        commands: list[list[Arg]] = []
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for writer, queued in per_writer.items():
-                    if writer.aborted:
-                        continue
-                    writing.append(writer)
-                    events = _coalesce([e for e in queued if e is not None])
-                    for event in events:
-                        pipe.xadd(
-                            writer.stream,
-                            {"data": event.model_dump_json()},
-                            maxlen=_MAXLEN,
-                            approximate=True,
-                        )
-                    if events and isinstance(events[-1], RunFinished):
-                        pipe.expire(writer.stream, BusTtl.RUN_EVENTS_AFTER_FINISH_S)
-                if writing:
-                    await pipe.execute()
+            for writer, queued in per_writer.items():
+                if writer.aborted:
+                    continue
+                writing.append(writer)
+                events = _coalesce([e for e in queued if e is not None])
+                for event in events:
+                    fields = {"data": event.model_dump_json()}
+                    commands.append(xadd(writer.stream, fields, maxlen=_MAXLEN))
+                if events and isinstance(events[-1], RunFinished):
+                    commands.append(["EXPIRE", writer.stream, BusTtl.RUN_EVENTS_AFTER_FINISH_S])
+            # One write on the lean client's socket (agent_core.bus.resp), not a pooled pipeline.
+            await lean_for(self._redis).execute_many(commands)
         except Exception as exc:  # every run of the round hears of it at close()
             for writer in writing:
                 writer.failure = exc

@@ -9,6 +9,7 @@ import pytest
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames, make_redis
+from agent_core.bus.resp import lean_for
 from agent_core.ids import new_id, new_session_id
 from agent_core.runqueue import RunEventReader, RunEventWriter
 from agent_core.service.valkey import find_free_port
@@ -17,24 +18,19 @@ from agent_core.types.runtime import RunFinished, RunTextDelta
 
 
 class _CountingPipelines:
-    """Counts the pipelines a Redis client executes (wraps the real client's method)."""
+    """Counts the batches written for a Redis client (wraps its lean client's ``execute_many``:
+    the batcher writes through it, agent_core.bus.resp)."""
 
     def __init__(self, redis: Redis) -> None:
         self.executed = 0
-        real = redis.pipeline
+        lean = lean_for(redis)
+        real = lean.execute_many
 
-        def pipeline(*args: Any, **kwargs: Any) -> Any:
-            pipe = real(*args, **kwargs)
-            execute = pipe.execute
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.executed += 1
+            return await real(*args, **kwargs)
 
-            async def counted(*a: Any, **k: Any) -> Any:
-                self.executed += 1
-                return await execute(*a, **k)
-
-            pipe.execute = counted  # type: ignore[method-assign]
-            return pipe
-
-        redis.pipeline = pipeline  # type: ignore[method-assign]
+        lean.execute_many = counted  # type: ignore[method-assign]
 
 
 async def test_events_of_many_runs_share_pipelines_and_keep_their_order(

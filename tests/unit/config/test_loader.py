@@ -180,3 +180,18 @@ def test_allowed_hosts_are_names_and_exclude_the_whole_network(
     with pytest.raises(ConfigError) as info:
         load_settings(env={"SOONG_AGENT_HOME": str(tmp_path)})
     assert says in info.value.message
+
+
+@pytest.mark.parametrize(
+    "url", ["rediss://cache.example:6380", "unix:///run/valkey.sock", "redis://", "valkey:6379"]
+)
+def test_the_bus_url_must_be_plain_redis(tmp_path: Path, url: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(env={"SOONG_AGENT_HOME": str(tmp_path), "SOONG_REDIS_URL": url})
+    assert "SOONG_REDIS_URL" in err.value.message and "redis://" in err.value.message
+
+
+def test_plain_redis_urls_with_password_and_db_are_fine(tmp_path: Path) -> None:
+    url = "redis://:s3cret@valkey:6379/2"
+    env = {"SOONG_AGENT_HOME": str(tmp_path), "SOONG_REDIS_URL": url}
+    assert load_settings(env=env).bus.redis_url == url

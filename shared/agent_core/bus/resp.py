@@ -1,0 +1,480 @@
+"""A lean RESP2 client for the request/reply path: one multiplexed socket, no pool.
+
+redis-py spends most of a busy process's bus CPU on its own machinery (a pool checkout with an
+async timeout, a retry wrapper, a timer per call). This client keeps only what the hot path
+needs (docs/architecture.md, "Bus"):
+
+* one connection per client; a call writes its command and appends a future to a FIFO, and
+  replies (parsed by ``hiredis.Reader``) resolve the futures in order — concurrent callers
+  pipeline on the one socket, and a batch of commands goes out in a single write;
+* commands are encoded as redis-py encodes them (bulk strings; ``str`` as UTF-8, numbers by
+  ``repr``), so the bytes on the wire are the same;
+* error replies raise the exception redis-py raises (:class:`redis.exceptions.ResponseError` and
+  its subclasses); a lost connection fails every pending call with
+  :class:`redis.exceptions.ConnectionError`, and the next call connects again (AUTH/SELECT
+  first). A call retries a connection failure up to ``retries`` times, as redis-py's default
+  retry policy does (at-least-once: a command may have run before the connection broke);
+* one watchdog timer per client instead of a timer per call: a request unanswered for
+  ``socket_timeout`` seconds closes the connection and fails the pending calls with
+  :class:`redis.exceptions.TimeoutError`.
+
+:class:`LeanSubscriber` is the Pub/Sub side: a connection in subscribe mode that delivers
+``message`` frames to a callback and subscribes again after a reconnect.
+
+Only request/reply commands belong here; blocking reads, Lua scripts and admin stay on redis-py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import logging
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import unquote, urlsplit
+
+import hiredis
+from redis._parsers.base import BaseParser
+from redis.asyncio import Redis
+from redis.exceptions import (
+    AuthenticationError,
+    ConnectionError,
+    ResponseError,
+    TimeoutError,
+)
+
+from agent_core.bus.broker import SOCKET_TIMEOUT_S
+
+__all__ = [
+    "Arg",
+    "LeanRedis",
+    "LeanSubscriber",
+    "RedisAddress",
+    "close_lean",
+    "encode",
+    "lean_for",
+    "xadd",
+]
+
+log = logging.getLogger(__name__)
+
+Arg = str | bytes | int | float
+Command = Sequence[Arg]
+
+_CONNECT_TIMEOUT_S = 5.0
+_RETRIES = 3  # redis-py's default retry count
+_MAX_BACKOFF_S = 1.0
+
+
+def _error_from(reply: ResponseError) -> ResponseError:
+    """The exception redis-py raises for this error reply (NOSCRIPT, WRONGPASS, … subclasses)."""
+    parsed: ResponseError = BaseParser.parse_error(str(reply))  # type: ignore[no-untyped-call]
+    return parsed
+
+
+def encode(args: Command) -> bytes:
+    """One command as a RESP array of bulk strings, byte for byte as redis-py packs it."""
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        if isinstance(arg, bytes):
+            data = arg
+        elif isinstance(arg, str):
+            data = arg.encode()
+        elif isinstance(arg, bool):  # redis-py refuses booleans; so do we
+            raise TypeError("a boolean is not a valid command argument")
+        else:
+            data = repr(arg).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
+def xadd(
+    stream: str,
+    fields: dict[str, str] | dict[str, bytes] | dict[str, str | bytes],
+    *,
+    maxlen: int | None,
+) -> list[Arg]:
+    """``XADD stream [MAXLEN ~ n] * field value …`` with the arguments redis-py's ``xadd(…,
+    approximate=True)`` sends, in the same order."""
+    args: list[Arg] = ["XADD", stream]
+    if maxlen is not None:
+        args += [b"MAXLEN", b"~", str(maxlen)]
+    args.append("*")
+    for key, value in fields.items():
+        args += [key, value]
+    return args
+
+
+@dataclass(frozen=True, slots=True)
+class RedisAddress:
+    """Where and as whom to connect: parsed from ``redis://[[user]:password@]host[:port][/db]``."""
+
+    host: str = "127.0.0.1"
+    port: int = 6379
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def from_url(cls, url: str) -> RedisAddress:
+        """Parse a ``redis://`` URL (the forms ``make_redis`` accepts); ``ValueError`` if not."""
+        parts = urlsplit(url)
+        if parts.scheme != "redis":
+            raise ValueError(f"unsupported bus URL scheme {parts.scheme!r}")
+        path = parts.path.strip("/")
+        return cls(
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 6379,
+            db=int(path) if path else 0,
+            username=unquote(parts.username) if parts.username else None,
+            password=unquote(parts.password) if parts.password else None,
+        )
+
+    @classmethod
+    def of(cls, redis: Redis) -> RedisAddress:
+        """The address a redis-py client connects to (its pool's connection settings)."""
+        kw = redis.connection_pool.connection_kwargs
+        return cls(
+            host=str(kw.get("host", "127.0.0.1")),
+            port=int(kw.get("port", 6379)),
+            db=int(kw.get("db", 0) or 0),
+            username=kw.get("username"),
+            password=kw.get("password"),
+        )
+
+    def handshake(self) -> list[Command]:
+        """The commands a new connection sends before anything else."""
+        out: list[Command] = []
+        if self.password is not None:
+            auth: list[Arg] = ["AUTH"]
+            if self.username is not None:
+                auth.append(self.username)
+            out.append([*auth, self.password])
+        if self.db:
+            out.append(["SELECT", self.db])
+        return out
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a failure as seen: every waiter gets it, and none may be left to do so."""
+    if not future.cancelled():
+        future.exception()
+
+
+class _Pending:
+    """One call waiting for ``count`` replies (a batch is one call)."""
+
+    __slots__ = ("count", "future", "replies", "sent_at")
+
+    def __init__(self, future: asyncio.Future[list[Any]], count: int, sent_at: float) -> None:
+        self.future = future
+        self.count = count
+        self.replies: list[Any] = []
+        self.sent_at = sent_at
+
+
+class _Protocol(asyncio.Protocol):
+    """One socket: writes commands, matches replies FIFO to the pending calls."""
+
+    def __init__(self, on_push: Callable[[Any], None] | None = None) -> None:
+        self.reader = hiredis.Reader(replyError=ResponseError)
+        self.pending: deque[_Pending] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Subscribe mode: ``message`` frames go here, everything else answers a pending call.
+        self.on_push = on_push
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without deriving from it
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.reader.feed(data)
+        while True:
+            try:
+                reply = self.reader.gets()
+            except hiredis.ProtocolError as exc:
+                self.fail(ConnectionError(f"protocol error from the bus: {exc}"))
+                return
+            if reply is False:
+                return
+            if self.on_push is not None and isinstance(reply, list) and reply[:1] == [b"message"]:
+                self.on_push(reply)
+                continue
+            if not self.pending:  # a reply nobody asked for: the stream is out of step
+                self.fail(ConnectionError("unexpected reply from the bus"))
+                return
+            call = self.pending[0]
+            call.replies.append(reply)
+            if len(call.replies) == call.count:
+                self.pending.popleft()
+                if not call.future.done():  # the caller may have been cancelled meanwhile
+                    call.future.set_result(call.replies)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(ConnectionError(f"connection to the bus lost: {exc or 'closed by the server'}"))
+
+    def send(self, payload: bytes, count: int) -> asyncio.Future[list[Any]]:
+        """Write ``payload`` (``count`` commands); the future gets their ``count`` replies."""
+        if self.closed or self.transport is None:
+            raise ConnectionError("connection to the bus is closed")
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        self.pending.append(_Pending(future, count, time.monotonic()))
+        self.transport.write(payload)
+        return future
+
+    def fail(self, exc: Exception) -> None:
+        """Close the socket and fail every pending call with ``exc`` (idempotent)."""
+        self.closed = True
+        if not self.lost.done():
+            self.lost.set_result(None)
+        if self.transport is not None:
+            self.transport.abort()
+        while self.pending:
+            call = self.pending.popleft()
+            if not call.future.done():
+                call.future.set_exception(exc)
+                call.future.exception()  # a caller gone (cancelled) must not log "never retrieved"
+
+
+async def _open(address: RedisAddress, on_push: Callable[[Any], None] | None = None) -> _Protocol:
+    """Connect and authenticate; raises ``ConnectionError``/``AuthenticationError``."""
+    loop = asyncio.get_running_loop()
+    try:
+        _, proto = await asyncio.wait_for(
+            loop.create_connection(lambda: _Protocol(), address.host, address.port),
+            _CONNECT_TIMEOUT_S,
+        )
+    except (OSError, builtins.TimeoutError) as exc:  # the builtin: a connect that hung
+        raise ConnectionError(
+            f"cannot connect to the bus at {address.host}:{address.port}: {exc}"
+        ) from exc
+    handshake = address.handshake()
+    if handshake:
+        replies = await proto.send(b"".join(encode(c) for c in handshake), len(handshake))
+        for reply in replies:
+            if isinstance(reply, ResponseError):
+                proto.fail(ConnectionError("handshake failed"))
+                err = _error_from(reply)
+                if isinstance(err, AuthenticationError):
+                    raise err
+                raise AuthenticationError(str(err))
+    proto.on_push = on_push  # after the handshake: its replies are ordinary ones
+    return proto
+
+
+class LeanRedis:
+    """Commands over one lazily (re)connected socket; safe for any number of concurrent callers
+    on one event loop. ``aclose()`` closes the socket; a later call connects again."""
+
+    def __init__(
+        self,
+        address: RedisAddress,
+        *,
+        socket_timeout: float = SOCKET_TIMEOUT_S,
+        retries: int = _RETRIES,
+    ) -> None:
+        self.address = address
+        self.socket_timeout = socket_timeout
+        self.retries = retries
+        self._proto: _Protocol | None = None
+        self._connecting: asyncio.Future[_Protocol] | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
+        self.connects = 0  # how many connections were opened (observability and tests)
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> LeanRedis:
+        """A client for a ``redis://`` URL; keyword arguments as for the constructor."""
+        return cls(RedisAddress.from_url(url), **kwargs)
+
+    async def execute(self, *args: Arg) -> Any:
+        """Run one command; return its reply (bytes, int, list, …, as redis-py's raw reply).
+
+        Raises ``ResponseError`` (or the subclass redis-py would raise) for an error reply,
+        ``ConnectionError`` when the bus cannot be reached after the retries, ``TimeoutError``
+        when the watchdog gave up on the connection.
+        """
+        replies = await self._call(encode(args), 1)
+        reply = replies[0]
+        if isinstance(reply, ResponseError):
+            raise _error_from(reply)
+        return reply
+
+    async def execute_many(
+        self, commands: Sequence[Command], *, raise_on_error: bool = True
+    ) -> list[Any]:
+        """Send ``commands`` in one write and return their replies in order.
+
+        Not a transaction: each command runs on its own. With ``raise_on_error`` the first error
+        reply is raised (after all replies arrived); otherwise errors are returned in place.
+        """
+        if not commands:
+            return []
+        replies = await self._call(b"".join(encode(c) for c in commands), len(commands))
+        for i, reply in enumerate(replies):
+            if isinstance(reply, ResponseError):
+                replies[i] = err = _error_from(reply)
+                if raise_on_error:
+                    raise err
+        return replies
+
+    async def aclose(self) -> None:
+        """Close the socket; pending calls fail with ``ConnectionError``."""
+        proto, self._proto = self._proto, None
+        if proto is not None:
+            proto.fail(ConnectionError("client closed"))
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+    async def _call(self, payload: bytes, count: int) -> list[Any]:
+        failures = 0
+        while True:
+            try:
+                proto = self._proto
+                if proto is None or proto.closed:
+                    proto = await self._connect()
+                future = proto.send(payload, count)
+                self._arm_watchdog()
+                return await future
+            except TimeoutError:
+                raise
+            except ConnectionError:
+                failures += 1
+                if failures > self.retries:
+                    raise
+                await asyncio.sleep(min(_MAX_BACKOFF_S, 0.05 * 2**failures))
+
+    async def _connect(self) -> _Protocol:
+        connecting = self._connecting
+        if connecting is None:  # one connect for all the callers that need it at once
+            connecting = self._connecting = asyncio.ensure_future(self._open())
+            connecting.add_done_callback(_retrieve)
+        try:
+            return await asyncio.shield(connecting)  # a cancelled caller leaves it to the others
+        finally:
+            if connecting.done() and self._connecting is connecting:
+                self._connecting = None
+
+    async def _open(self) -> _Protocol:
+        proto = await _open(self.address)
+        self._proto = proto
+        self.connects += 1
+        return proto
+
+    # -- the watchdog: one timer per client, armed only while calls are pending ---------------
+
+    def _arm_watchdog(self) -> None:
+        if self._watchdog is None:
+            interval = min(1.0, self.socket_timeout / 4)
+            self._watchdog = asyncio.get_running_loop().call_later(interval, self._check)
+
+    def _check(self) -> None:
+        self._watchdog = None
+        proto = self._proto
+        if proto is None or proto.closed or not proto.pending:
+            return
+        age = time.monotonic() - proto.pending[0].sent_at
+        if age > self.socket_timeout:
+            log.warning("bus request unanswered for %.1fs: closing the connection", age)
+            proto.fail(TimeoutError(f"no reply from the bus within {self.socket_timeout:.1f}s"))
+            return
+        self._arm_watchdog()
+
+
+class LeanSubscriber:
+    """A Pub/Sub connection: ``message`` frames of the subscribed channels go to ``on_message``
+    (channel, data); after a lost connection it reconnects and subscribes again by itself."""
+
+    def __init__(
+        self,
+        address: RedisAddress,
+        on_message: Callable[[bytes, bytes], None],
+        *,
+        reconnect_s: float = 0.5,
+    ) -> None:
+        self.address = address
+        self._on_message = on_message
+        self._channels: set[str] = set()
+        self._proto: _Protocol | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._reconnect_s = reconnect_s
+        self.subscribed = asyncio.Event()  # set while the subscriptions are live on a connection
+
+    async def subscribe(self, *channels: str) -> None:
+        """Subscribe (connecting first if needed); returns once the server confirmed.
+
+        While the bus is unreachable this waits (the subscriber keeps reconnecting); a caller
+        that must not wait long bounds it with ``asyncio.timeout``.
+        """
+        self._channels.update(channels)
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="lean-subscriber")
+        if self._proto is not None and not self._proto.closed:
+            await self._subscribe(self._proto, channels)
+        await self.subscribed.wait()
+
+    async def aclose(self) -> None:
+        """Stop; the connection is closed and no more messages are delivered."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._proto is not None:
+            self._proto.fail(ConnectionError("subscriber closed"))
+
+    def _push(self, frame: Any) -> None:
+        if isinstance(frame, list) and len(frame) == 3 and frame[0] == b"message":
+            try:
+                self._on_message(frame[1], frame[2])
+            except Exception:  # one bad message must not end the subscription
+                log.exception("handling a message of %r failed", frame[1])
+
+    async def _subscribe(self, proto: _Protocol, channels: Sequence[str]) -> None:
+        # A SUBSCRIBE confirmation per channel, in order, while other frames arrive as pushes.
+        if channels:
+            await proto.send(encode(["SUBSCRIBE", *channels]), len(channels))
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                proto = self._proto = await _open(self.address, self._push)
+                await self._subscribe(proto, sorted(self._channels))
+                self.subscribed.set()
+                await proto.lost
+            except Exception as exc:  # whatever broke, replies must keep coming: reconnect
+                log.warning("bus subscription failed: %s: %s", type(exc).__name__, exc)
+            self.subscribed.clear()
+            await asyncio.sleep(self._reconnect_s)
+
+
+# One lean client per redis-py client (and event loop): the callers that hold a redis-py client
+# reach the lean one through it, so wiring it in changes no signature.
+_LEAN: weakref.WeakKeyDictionary[Redis, LeanRedis] = weakref.WeakKeyDictionary()
+_LOOPS: weakref.WeakKeyDictionary[LeanRedis, asyncio.AbstractEventLoop] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def lean_for(redis: Redis) -> LeanRedis:
+    """The lean client connecting where ``redis`` does, for the running event loop."""
+    loop = asyncio.get_running_loop()
+    lean = _LEAN.get(redis)
+    if lean is None or _LOOPS.get(lean) is not loop:
+        lean = _LEAN[redis] = LeanRedis(RedisAddress.of(redis))
+        _LOOPS[lean] = loop
+    return lean
+
+
+async def close_lean(redis: Redis) -> None:
+    """Close the lean client of ``redis``, if one was made (before ``redis.aclose()``)."""
+    lean = _LEAN.pop(redis, None)
+    if lean is not None:
+        await lean.aclose()

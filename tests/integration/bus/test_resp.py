@@ -1,0 +1,280 @@
+"""The lean RESP client (agent_core.bus.resp) against a real Valkey: replies, pipelining,
+errors, AUTH, a server restart mid-use, the stale-request watchdog and Pub/Sub resubscribe."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
+
+from agent_core.bus.broker import make_redis
+from agent_core.bus.resp import LeanRedis, LeanSubscriber, RedisAddress, encode, lean_for, xadd
+from agent_core.bus.rpc import RpcClient
+from agent_core.service.valkey import EmbeddedValkey, find_free_port
+
+
+@pytest.fixture
+def own_valkey(tmp_path: Path) -> Iterator[EmbeddedValkey]:
+    """A Valkey of this test alone (it is restarted or paused), with a password."""
+    server = EmbeddedValkey(tmp_path, appendonly=False, password="s3cr:et/pw")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def lean(redis_url: str) -> AsyncIterator[LeanRedis]:
+    client = LeanRedis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+def _key() -> str:
+    return f"resp-{secrets.token_hex(6)}"
+
+
+async def test_commands_return_raw_replies(lean: LeanRedis, redis: Redis) -> None:
+    key = _key()
+    assert await lean.execute("SET", key, "v") == b"OK"
+    assert await lean.execute("GET", key) == b"v"
+    assert await lean.execute("INCRBY", f"{key}:n", 5) == 5
+    assert await lean.execute("GET", f"{key}:missing") is None
+    await lean.execute("RPUSH", f"{key}:l", "a", b"b", 3)
+    assert await lean.execute("LRANGE", f"{key}:l", 0, -1) == [b"a", b"b", b"3"]
+    assert await redis.get(key) == b"v"  # the same server redis-py sees
+
+
+async def test_a_batch_goes_out_in_one_write_and_replies_in_order(lean: LeanRedis) -> None:
+    key = _key()
+    replies = await lean.execute_many([["SET", key, "1"], ["INCR", key], ["GET", key]])
+    assert replies == [b"OK", 2, b"2"]
+    assert await lean.execute_many([]) == []
+
+
+async def test_concurrent_callers_each_get_their_own_reply(lean: LeanRedis) -> None:
+    key = _key()
+    await lean.execute_many([["SET", f"{key}:{i}", f"value-{i}"] for i in range(200)])
+
+    async def get(i: int) -> bytes:
+        reply: bytes = await lean.execute("GET", f"{key}:{i}")
+        return reply
+
+    values = await asyncio.gather(*(get(i) for i in range(200)))
+    assert values == [f"value-{i}".encode() for i in range(200)]
+    assert lean.connects == 1  # all of them on one socket
+
+
+async def test_error_replies_raise_and_the_connection_stays_usable(lean: LeanRedis) -> None:
+    key = _key()
+    await lean.execute("SET", key, "text")
+    with pytest.raises(ResponseError, match="not an integer"):
+        await lean.execute("INCR", key)
+    with pytest.raises(ResponseError, match="BUSYGROUP"):
+        await lean.execute("XGROUP", "CREATE", f"{key}:s", "g", "0", "MKSTREAM")
+        await lean.execute("XGROUP", "CREATE", f"{key}:s", "g", "0", "MKSTREAM")
+    replies = await lean.execute_many([["INCR", key], ["GET", key]], raise_on_error=False)
+    assert isinstance(replies[0], ResponseError) and replies[1] == b"text"
+    with pytest.raises(ResponseError):
+        await lean.execute_many([["INCR", key], ["GET", key]])
+    assert await lean.execute("GET", key) == b"text"
+    assert lean.connects == 1
+
+
+async def test_the_wire_format_is_what_redis_py_sends() -> None:
+    redis = make_redis("redis://127.0.0.1:1")
+    try:
+        conn = redis.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+        fields = {"__data__": '{"a":"é"}', "traceparent": "00-1"}
+        packed = b"".join(
+            conn.pack_command("XADD", "s", b"MAXLEN", b"~", "100", "*", *sum(fields.items(), ()))
+        )
+        assert encode(xadd("s", fields, maxlen=100)) == packed
+        assert encode(["EXPIRE", "s", 3600, 1.5, b"\x00"]) == b"".join(
+            conn.pack_command("EXPIRE", "s", 3600, 1.5, b"\x00")
+        )
+    finally:
+        await redis.aclose()
+
+
+async def test_url_forms(own_valkey: EmbeddedValkey) -> None:
+    address = RedisAddress.from_url(own_valkey.url + "/3")
+    assert (address.host, address.port, address.db) == ("127.0.0.1", own_valkey.port, 3)
+    assert address.password == "s3cr:et/pw" and address.username is None
+    assert RedisAddress.from_url("redis://u:p@h:1") == RedisAddress("h", 1, 0, "u", "p")
+    redis = make_redis(own_valkey.url + "/2")
+    try:
+        assert RedisAddress.of(redis) == RedisAddress(
+            "127.0.0.1", own_valkey.port, 2, None, "s3cr:et/pw"
+        )
+    finally:
+        await redis.aclose()
+    with pytest.raises(ValueError):
+        RedisAddress.from_url("http://127.0.0.1:1")
+
+
+async def test_auth_and_db_are_sent_on_connect(own_valkey: EmbeddedValkey) -> None:
+    lean = LeanRedis.from_url(own_valkey.url + "/2")
+    redis = make_redis(own_valkey.url + "/2")
+    try:
+        await lean.execute("SET", "k", "in-db-2")
+        assert await redis.get("k") == b"in-db-2"
+        assert await lean.execute("CLIENT", "INFO") is not None
+    finally:
+        await lean.aclose()
+        await redis.aclose()
+    wrong = LeanRedis.from_url(f"redis://:wrong@127.0.0.1:{own_valkey.port}", retries=0)
+    with pytest.raises(AuthenticationError):
+        await wrong.execute("PING")
+    await wrong.aclose()
+
+
+async def test_a_restart_fails_pending_calls_and_the_next_call_reconnects(
+    own_valkey: EmbeddedValkey,
+) -> None:
+    lean = LeanRedis.from_url(own_valkey.url, retries=0)
+    try:
+        assert await lean.execute("PING") == b"PONG"
+        # A call the server holds (a blocking pop) is pending when the server goes away.
+        pending = asyncio.ensure_future(lean.execute("BLPOP", "never", 20))
+        await asyncio.sleep(0.2)
+        await asyncio.to_thread(own_valkey.stop)
+        with pytest.raises(ConnectionError):
+            await pending
+        with pytest.raises(ConnectionError):  # down: no retries asked for, so it fails at once
+            await lean.execute("PING")
+        await asyncio.to_thread(own_valkey.start)
+        assert await lean.execute("PING") == b"PONG"
+        assert lean.connects == 2
+    finally:
+        await lean.aclose()
+
+
+async def test_calls_retry_while_the_server_restarts(own_valkey: EmbeddedValkey) -> None:
+    lean = LeanRedis.from_url(own_valkey.url)  # redis-py's default: 3 retries
+    try:
+        assert await lean.execute("PING") == b"PONG"
+        await asyncio.to_thread(own_valkey.stop)
+        call = asyncio.ensure_future(lean.execute("PING"))
+        await asyncio.to_thread(own_valkey.start)
+        assert await call == b"PONG"
+    finally:
+        await lean.aclose()
+
+
+async def test_the_watchdog_closes_a_connection_with_a_stale_request(
+    own_valkey: EmbeddedValkey,
+) -> None:
+    lean = LeanRedis.from_url(own_valkey.url, socket_timeout=0.5, retries=0)
+    try:
+        assert await lean.execute("PING") == b"PONG"
+        assert own_valkey.process is not None
+        own_valkey.process.send_signal(19)  # SIGSTOP: the server accepts bytes, answers none
+        try:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(lean.execute("PING"), 10)
+        finally:
+            own_valkey.process.send_signal(18)  # SIGCONT
+        assert await lean.execute("PING") == b"PONG"  # a new connection
+        assert lean.connects == 2
+    finally:
+        await lean.aclose()
+
+
+async def test_a_cancelled_caller_does_not_shift_the_replies(lean: LeanRedis) -> None:
+    key = _key()
+    await lean.execute("SET", key, "mine")
+    slow = asyncio.ensure_future(lean.execute("BLPOP", f"{key}:empty", 1))
+    await asyncio.sleep(0.05)
+    slow.cancel()
+    assert await lean.execute("GET", key) == b"mine"  # after the BLPOP's reply, not as it
+
+
+async def test_subscriber_gets_messages_and_resubscribes_after_a_restart(
+    own_valkey: EmbeddedValkey,
+) -> None:
+    got: asyncio.Queue[tuple[bytes, bytes]] = asyncio.Queue()
+    sub = LeanSubscriber(
+        RedisAddress.from_url(own_valkey.url), lambda ch, data: got.put_nowait((ch, data))
+    )
+    lean = LeanRedis.from_url(own_valkey.url)
+    try:
+        await sub.subscribe("a", "b")
+        assert await lean.execute("PUBLISH", "a", "one") == 1
+        assert await lean.execute("PUBLISH", "b", b"two") == 1
+        assert await asyncio.wait_for(got.get(), 5) == (b"a", b"one")
+        assert await asyncio.wait_for(got.get(), 5) == (b"b", b"two")
+
+        await asyncio.to_thread(own_valkey.stop)
+        await asyncio.to_thread(own_valkey.start)
+        await asyncio.wait_for(_until_subscribed(lean, "a"), 10)
+        await lean.execute("PUBLISH", "a", "after")
+        assert await asyncio.wait_for(got.get(), 5) == (b"a", b"after")
+        await sub.subscribe("c")  # on the live connection
+        assert await lean.execute("PUBLISH", "c", "three") == 1
+        assert await asyncio.wait_for(got.get(), 5) == (b"c", b"three")
+    finally:
+        await sub.aclose()
+        await lean.aclose()
+
+
+async def _until_subscribed(lean: LeanRedis, channel: str) -> None:
+    while (await lean.execute("PUBSUB", "NUMSUB", channel))[1] == 0:
+        await asyncio.sleep(0.05)
+
+
+async def test_lean_for_follows_the_redis_py_client(redis: Redis, redis_url: str) -> None:
+    lean = lean_for(redis)
+    assert lean is lean_for(redis)
+    assert lean.address == RedisAddress.from_url(redis_url)
+    assert await lean.execute("PING") == b"PONG"
+
+
+def test_it_runs_on_uvloop_as_the_services_do(redis_url: str) -> None:
+    """uvloop's transports are not asyncio.Transport subclasses; the services run on uvloop."""
+    import uvloop
+
+    async def main() -> list[object]:
+        got: asyncio.Queue[bytes] = asyncio.Queue()
+        sub = LeanSubscriber(RedisAddress.from_url(redis_url), lambda _, d: got.put_nowait(d))
+        lean = LeanRedis.from_url(redis_url)
+        try:
+            await sub.subscribe("uv")
+            pong = await lean.execute("PING")
+            await lean.execute("PUBLISH", "uv", "hi")
+            return [pong, await asyncio.wait_for(got.get(), 5)]
+        finally:
+            await sub.aclose()
+            await lean.aclose()
+
+    assert uvloop.run(main()) == [b"PONG", b"hi"]
+
+
+async def test_rpc_start_without_a_bus_fails_clearly_after_its_wait() -> None:
+    nowhere = make_redis(f"redis://127.0.0.1:{find_free_port()}")
+    rpc = RpcClient(nowhere, "replies:nowhere")
+    try:
+        with pytest.raises(ConnectionError, match="no bus at 127.0.0.1"):
+            await rpc.start(timeout_s=0.5)
+    finally:
+        await nowhere.aclose()
+
+
+async def test_rpc_start_waits_for_a_bus_that_comes_back(own_valkey: EmbeddedValkey) -> None:
+    own_valkey.stop()
+    client = make_redis(own_valkey.url)
+    rpc = RpcClient(client, "replies:later")
+    starting = asyncio.create_task(rpc.start(timeout_s=20))
+    await asyncio.sleep(0.3)
+    assert not starting.done()  # waiting for the bus, not failed
+    own_valkey.start()
+    try:
+        await asyncio.wait_for(starting, 15)
+        assert await client.publish("replies:later", b"x") == 1  # subscribed now
+    finally:
+        await rpc.stop()
+        await client.aclose()
