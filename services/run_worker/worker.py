@@ -67,8 +67,8 @@ class RunWorker:
             self._refill.set()
 
     async def _drain(self, lane: str, start: DrainStart) -> None:
-        lost = asyncio.Event()
-        heartbeat = asyncio.create_task(self._heartbeat(lane, lost), name=f"lease:{lane}")
+        lost, done = asyncio.Event(), asyncio.Event()
+        heartbeat = asyncio.create_task(self._heartbeat(lane, lost, done), name=f"lease:{lane}")
         try:
             item = start.item
             if item is not None and start.orphan:
@@ -95,6 +95,7 @@ class RunWorker:
             # The run stays in the processing list; the lease expires and a sweeper retries it.
             log.exception("draining %s failed", lane)
         finally:
+            done.set()  # the heartbeat's own stop, should the cancel below be swallowed
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
@@ -120,10 +121,20 @@ class RunWorker:
             ):
                 return await self.executor.execute(item)
 
-    async def _heartbeat(self, lane: str, lost: asyncio.Event) -> None:
-        while True:
+    async def _heartbeat(self, lane: str, lost: asyncio.Event, done: asyncio.Event) -> None:
+        """Renew the lane's lease until ``done`` is set (or the task is cancelled), or until it is
+        lost (``lost`` set).
+
+        ``done`` is checked before every renewal because a cancel can be lost: on Python 3.11,
+        ``asyncio.wait_for`` (redis-py's socket write with a timeout) returns its result and drops
+        a cancel that lands as the write completes. A heartbeat that outlived its drain that way
+        renewed the lease forever, so the lane's next runs never started.
+        """
+        while not done.is_set():
             # Four renewals per TTL: a lease survives three lost or late ones (a busy loop).
             await asyncio.sleep(self.ttl_ms / 4000)
+            if done.is_set():
+                return
             try:
                 ok = await self.queue.renew(lane, self.token, self.ttl_ms)
             except Exception:

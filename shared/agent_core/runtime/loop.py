@@ -12,6 +12,10 @@ The loop never writes its run's end: it returns an :class:`Ending` (the answer, 
 goes with it), and the driver that owns the loop's task writes it in one command. Cancellation,
 timeouts and exceptions are the driver's too (:mod:`agent_core.runtime.drive`): it asks
 :meth:`AgentLoop.ending` for the end of what the loop did so far.
+
+This module is the loop's spine: streaming a model call is
+:mod:`agent_core.runtime.model_stream`'s, a tool turn :mod:`agent_core.runtime.tool_turn`'s, the
+hook steps :mod:`agent_core.runtime.hook_steps`'s.
 """
 
 from __future__ import annotations
@@ -20,26 +24,23 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from agent_core.context import ContextBuilder
 from agent_core.context.compaction import Compactor
-from agent_core.errors import AgentCoreError, ErrorPayload
+from agent_core.errors import ErrorPayload
 from agent_core.hooks.run import RunHooks
 from agent_core.ids import new_id
 from agent_core.provider.base import ProviderAdapter
 from agent_core.provider.errors import ProviderErrorCode
 from agent_core.runtime import hook_steps
 from agent_core.runtime.ending import Ending, cancelled_reason, ending
+from agent_core.runtime.model_stream import ModelResponse, assistant_blocks, stream_response
 from agent_core.runtime.ports import EventSink, RunStore, ToolRunner
 from agent_core.runtime.recovery import ContextGuard, is_compact_command
-from agent_core.skills.active import skill_context_nodes
+from agent_core.runtime.tool_turn import run_tool_turn
 from agent_core.types.enums import (
     EndReason,
-    EventLevel,
-    EventType,
-    InvalidToolCallReason,
     NodeType,
     Role,
     RunStatus,
@@ -47,20 +48,10 @@ from agent_core.types.enums import (
 )
 from agent_core.types.protocol import (
     ContentBlock,
-    ErrorEvent,
-    MessageEndEvent,
-    ModelRequest,
     TextBlock,
-    TextDeltaEvent,
     ToolCall,
     ToolCallBlock,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    ToolCallInvalidEvent,
-    ToolCallStartEvent,
-    ToolResult,
     Usage,
-    UsageEvent,
 )
 from agent_core.types.runtime import (
     AgentConfig,
@@ -77,59 +68,8 @@ from agent_core.types.runtime import (
 
 __all__ = ["AgentLoop", "LoopPhase"]
 
-# Tool nodes may carry the meaning their tools declare (a template tool's result is a
-# ``task_instruction`` / ``plan_instruction`` node, a child agent's answer a ``child_result``).
-_TOOL_NODE_TYPES = frozenset(
-    {NodeType.TASK_INSTRUCTION, NodeType.PLAN_INSTRUCTION, NodeType.CHILD_RESULT}
-)
-
-
-def _declared_type(results: list[ToolResult]) -> NodeType:
-    declared = {r.metadata.get("node_type") for r in results}
-    if len(declared) == 1:
-        value = declared.pop()
-        if value in {t.value for t in _TOOL_NODE_TYPES}:
-            return NodeType(value)
-    return NodeType.MESSAGE
-
-
-# How much of a parser's complaint the model is shown (it names the position, not the text).
-_PARSER_ERROR_CHARS = 300
-
-
-def _rejected_call(event: ToolCallInvalidEvent) -> tuple[ToolCall, ToolResult]:
-    """A streamed call the model must fix, and the error result that tells it how.
-
-    The call stays in the model's answer (without arguments: they were not a JSON object) so the
-    next request pairs it with its result; it is never executed. A call the output limit cut off
-    is asked for again the same way, in smaller pieces."""
-    name = event.name or "unnamed_tool"
-    if event.reason is InvalidToolCallReason.TRUNCATED:
-        code = ProviderErrorCode.TOOL_CALL_TRUNCATED.value
-        text = (
-            f"Your call to {name!r} was cut off by the output limit before its arguments were "
-            "complete, so it was not run. Call it again with shorter arguments (split large "
-            "content over several calls)."
-        )
-    else:
-        code = ProviderErrorCode.INVALID_TOOL_ARGUMENTS.value
-        text = (
-            f"Your call to {name!r} was not run: its arguments are not a valid JSON object "
-            f"({event.error[:_PARSER_ERROR_CHARS]}). Call it again with the arguments as one "
-            "JSON object."
-        )
-    result = ToolResult(
-        tool_call_id=event.id,
-        content=[TextBlock(text=text)],
-        is_error=True,
-        metadata={"error_code": code},
-    )
-    return ToolCall(id=event.id, name=name), result
-
 
 LoopPhase = Literal["idle", "streaming", "tools"]
-# Model events that mean the answer has begun to arrive (the model phase becomes ``streaming``).
-_ARRIVING = (TextDeltaEvent, ToolCallStartEvent, ToolCallDeltaEvent, ToolCallEndEvent)
 E = TypeVar(
     "E",
     RunTextDelta,
@@ -140,17 +80,6 @@ E = TypeVar(
     RunTaskChanged,
     RunPhase,
 )
-
-
-@dataclass
-class _Response:
-    text: str = ""
-    calls: list[ToolCall] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    stop: StopReason = StopReason.END_TURN
-    error: ErrorPayload | None = None
-    # Calls the model got wrong, by id, answered without running (see ``_rejected_call``).
-    rejected: dict[str, ToolResult] = field(default_factory=dict)
 
 
 class AgentLoop:
@@ -245,12 +174,12 @@ class AgentLoop:
                 for b in last.content
                 if isinstance(b, ToolCallBlock)
             ]
-            await self._tool_turn(nodes, calls, last.node_id)
+            await run_tool_turn(self, nodes, calls, last.node_id)
         elif self.hooks is not None and fresh:
             return await hook_steps.start(self, nodes)
         return None
 
-    async def _model_turn(self, nodes: list[Node], force: str | None) -> _Response:
+    async def _model_turn(self, nodes: list[Node], force: str | None) -> ModelResponse:
         """One model call on the context of ``nodes`` (compacted first when it is due, or when
         ``force`` says an overflow must be retried), counted as a turn with its usage."""
         # Asked each turn: a loaded skill's allowed tools narrow what is offered.
@@ -260,7 +189,7 @@ class AgentLoop:
         )
         self.phase = "streaming"
         self._announce_phase("model")
-        response = await self._stream(request)
+        response = await stream_response(self, request)
         self.phase = "idle"
         self.turns += 1
         self.usage = self.usage + response.usage
@@ -268,7 +197,7 @@ class AgentLoop:
         return response
 
     async def _settle(
-        self, nodes: list[Node], response: _Response
+        self, nodes: list[Node], response: ModelResponse
     ) -> Ending | Literal["again", "overflow"] | None:
         """What a model turn leads to: the run's end; ``"again"`` (another model call: a cut
         answer continued, a Stop hook's denial); ``"overflow"`` (compact and retry once); or
@@ -284,7 +213,7 @@ class AgentLoop:
             if response.error.code == ProviderErrorCode.CONTEXT_LENGTH_EXCEEDED:
                 reason = EndReason.PROMPT_TOO_LONG
             return self.ending(RunStatus.FAILED, reason, error=response.error)
-        blocks = self._assistant_blocks(response)
+        blocks = assistant_blocks(response)
         over_budget = (
             budget.max_total_tokens is not None
             and self.usage.total_tokens > budget.max_total_tokens
@@ -311,7 +240,7 @@ class AgentLoop:
         if over_budget:
             assert budget.max_total_tokens is not None
             return self._budget_exceeded("max_tokens", budget.max_total_tokens)
-        await self._tool_turn(nodes, response.calls, assistant.node_id, response.rejected)
+        await run_tool_turn(self, nodes, response.calls, assistant.node_id, response.rejected)
         return None
 
     def ending(
@@ -343,165 +272,7 @@ class AgentLoop:
         ran, ``aborted_streaming`` otherwise)."""
         return self.ending(RunStatus.CANCELLED, cancelled_reason(self.phase == "tools"))
 
-    async def _tool_turn(
-        self,
-        nodes: list[Node],
-        calls: list[ToolCall],
-        assistant_id: str,
-        rejected: dict[str, ToolResult] | None = None,
-    ) -> None:
-        """Run the calls (a ``rejected`` one is answered by its error result instead), store every
-        result in one tool node, then what the results report."""
-        self.phase = "tools"
-        self._announce_phase("tools", tools=len(calls))
-        results = await self._run_tools(calls, assistant_id, rejected or {})
-        self.phase = "idle"
-        await self._append(
-            nodes, Role.TOOL, [r.to_block() for r in results], node_type=_declared_type(results)
-        )
-        await self._record_task_changes(nodes, calls, results)
-        for kind, blocks, meta in skill_context_nodes(results):  # load_skill: body, memory
-            await self._append(nodes, Role.SYSTEM, blocks, node_type=kind, metadata=meta)
-        for call, result in zip(calls, results, strict=True):
-            if result.is_error:
-                await self.store.append_event(
-                    EventType.TOOL_FAILED,
-                    level=EventLevel.WARNING,
-                    node_id=self.last_node_id,
-                    tool_call_id=call.id,
-                    payload={"tool": call.name, "error_code": result.metadata.get("error_code")},
-                )
-
-    # -- model -------------------------------------------------------------------------------------
-
-    async def _stream(self, request: ModelRequest) -> _Response:
-        response = _Response()
-        turn = self.turns
-        arriving = False
-        try:
-            stream = self.model.stream(request)
-            try:
-                async for event in stream:
-                    if not arriving and isinstance(event, _ARRIVING):
-                        arriving = True
-                        self._announce_phase("streaming")
-                    if isinstance(event, TextDeltaEvent):
-                        delta = self._event(
-                            RunTextDelta,
-                            turn=turn,
-                            text=event.text,
-                            attempt=self.handle.attempt,
-                            offset=len(response.text),
-                        )
-                        response.text += event.text
-                        self.partial_text = response.text
-                        self.events.emit(delta)
-                    elif isinstance(event, ToolCallEndEvent):
-                        response.calls.append(
-                            ToolCall(id=event.id, name=event.name, arguments=event.arguments)
-                        )
-                    elif isinstance(event, UsageEvent):
-                        response.usage = response.usage + event.usage
-                    elif isinstance(event, MessageEndEvent):
-                        response.stop = event.stop_reason
-                    elif isinstance(event, ToolCallInvalidEvent):
-                        # The model's to fix: answered with an error result, never executed.
-                        call, result = _rejected_call(event)
-                        response.calls.append(call)
-                        response.rejected[call.id] = result
-                    elif isinstance(event, ErrorEvent):
-                        response.error = event.error
-            finally:
-                # Closing the generator closes the HTTP stream (cancellation included).
-                close = getattr(stream, "aclose", None)
-                if close is not None:
-                    await close()
-        except AgentCoreError as exc:  # ProviderError before the first event, capability errors
-            response.error = exc.to_payload()
-        return response
-
-    @staticmethod
-    def _assistant_blocks(response: _Response) -> list[ContentBlock]:
-        blocks: list[ContentBlock] = []
-        if response.text:
-            blocks.append(TextBlock(text=response.text))
-        blocks += [
-            ToolCallBlock(id=c.id, name=c.name, arguments=c.arguments) for c in response.calls
-        ]
-        return blocks or [TextBlock(text="")]
-
-    # -- tools -------------------------------------------------------------------------------------
-
-    async def _run_tools(
-        self, calls: list[ToolCall], node_id: str, rejected: dict[str, ToolResult]
-    ) -> list[ToolResult]:
-        async def one(call: ToolCall) -> ToolResult:
-            async with self._tool_slots:
-                self.events.emit(
-                    self._event(
-                        RunToolStarted,
-                        tool_call_id=call.id,
-                        name=call.name,
-                        arguments=call.arguments,
-                    )
-                )
-                if call.id in rejected:
-                    result = rejected[call.id]
-                elif self.tools is None:
-                    result = ToolResult(
-                        tool_call_id=call.id,
-                        content=[
-                            TextBlock(text=f"No tools are available; {call.name!r} was not run.")
-                        ],
-                        is_error=True,
-                        metadata={"error_code": "unknown_tool"},
-                    )
-                else:
-                    result = await self.tools.execute(call, node_id=node_id)
-                self.events.emit(
-                    self._event(
-                        RunToolResult,
-                        tool_call_id=call.id,
-                        name=call.name,
-                        is_error=result.is_error,
-                        content=result.content,
-                    )
-                )
-                return result
-
-        async with asyncio.TaskGroup() as tg:
-            tasks = [tg.create_task(one(c)) for c in calls]
-        return [t.result() for t in tasks]
-
     # -- nodes and outcomes ------------------------------------------------------------------------
-
-    async def _record_task_changes(
-        self, nodes: list[Node], calls: list[ToolCall], results: list[ToolResult]
-    ) -> None:
-        """Task tools report changes in their metadata: a runtime + timeline event per change,
-        and one ``task_board`` node with the newest board after the tool node."""
-        board = None
-        for call, result in zip(calls, results, strict=True):
-            change = result.metadata.get("task_event")
-            if isinstance(change, dict):
-                self.events.emit(
-                    self._event(
-                        RunTaskChanged,
-                        list_name=str(change.get("list", "")),
-                        change=str(change.get("change", "")),
-                        task_id=change.get("task_id"),
-                        tool_call_id=call.id,
-                    )
-                )
-                await self.store.append_event(
-                    EventType.TASK_CHANGED, tool_call_id=call.id, payload=dict(change)
-                )
-            if isinstance(result.metadata.get("task_board"), str):
-                board = result.metadata["task_board"]
-        if board:
-            await self._append(
-                nodes, Role.SYSTEM, [TextBlock(text=board)], node_type=NodeType.TASK_BOARD
-            )
 
     async def _append(
         self,

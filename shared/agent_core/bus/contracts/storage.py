@@ -1,25 +1,38 @@
-"""Contracts of the storage command and query streams.
+"""Contracts of the storage command and query streams: the union of every storage command, the
+writer's receipt, and (re-exported) every command, result and query by its public name.
 
 Commands carry the ids their sender allocated (``command_id`` and the entity ids), so a command that
 is redelivered, retried after a timeout or replayed after a crash has no second effect: the writer
 answers with the first result. Run-scoped writes carry a :class:`RunFence`; the writer refuses a
 write whose attempt is older than the run's current attempt.
+
+The commands live by entity beside this module — ``storage_sessions`` (sessions, the active
+node, agents, artifacts), ``storage_runs`` (a run's life), ``storage_nodes`` (tree and timeline
+appends), ``_storage_base`` (the envelope and shared results) — and the queries in
+``storage_queries``; import them from here.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, Field, TypeAdapter, model_validator
+from pydantic import Field, TypeAdapter
 
-from agent_core.bus.contracts._base import SQLITE_INT_MAX, BusMessage
-from agent_core.bus.contracts._replies import CommandResult, ResultType
+from agent_core.bus.contracts._base import BusMessage
+from agent_core.bus.contracts._replies import CommandResult
+from agent_core.bus.contracts._storage_base import EventPlaced, RunFence, RunResult
 from agent_core.bus.contracts.assistants import (
     ArchiveAssistant,
     CreateAssistant,
     UpdateAssistant,
 )
-from agent_core.bus.contracts.refusals import Refusal, RefusalCode
+from agent_core.bus.contracts.refusals import Refusal
+from agent_core.bus.contracts.storage_nodes import (
+    AppendEvent,
+    AppendEventResult,
+    AppendNode,
+    AppendNodeResult,
+)
 from agent_core.bus.contracts.storage_queries import (
     STORAGE_QUERY,
     GetActivePath,
@@ -36,18 +49,31 @@ from agent_core.bus.contracts.storage_queries import (
     QueryReply,
     StorageQuery,
 )
-from agent_core.errors import ErrorPayload
-from agent_core.types.enums import (
-    AgentStatus,
-    AgentType,
-    EndReason,
-    RunStatus,
-    SessionStatus,
+from agent_core.bus.contracts.storage_runs import (
+    ClaimRun,
+    ClaimRunResult,
+    CreateRun,
+    CreateRunResult,
+    EndRun,
+    EndRunResult,
+    PlacedNode,
+    PlaceMessage,
+    UpdateRun,
+    UpdateRunResult,
 )
-from agent_core.types.protocol import Usage
-from agent_core.types.runtime import ArtifactRef, Node, RunEnd, TimelineEvent
-from agent_core.types.storage import (
-    NodeRecord,
+from agent_core.bus.contracts.storage_sessions import (
+    CreateAgent,
+    CreateAgentResult,
+    CreateArtifact,
+    CreateArtifactResult,
+    CreateSession,
+    CreateSessionResult,
+    SwitchActiveNode,
+    SwitchActiveNodeResult,
+    UpdateAgent,
+    UpdateAgentResult,
+    UpdateSession,
+    UpdateSessionResult,
 )
 
 __all__ = [
@@ -99,351 +125,6 @@ __all__ = [
     "UpdateSession",
     "UpdateSessionResult",
 ]
-
-
-class RunFence(BusMessage):
-    """Which attempt at a run makes a write; stale attempts are refused."""
-
-    run_id: str
-    attempt: int = Field(ge=1, le=SQLITE_INT_MAX)
-
-
-class _Command(BusMessage):
-    command_id: str = Field(min_length=1, max_length=64)
-    session_id: str = Field(min_length=1, max_length=64)
-
-
-class EventPlaced(CommandResult):
-    """Where the writer placed an event: its session ``seq`` and, for a run's event, ``run_seq``."""
-
-    event_id: str
-    seq: int
-    run_seq: int | None
-
-
-class RunResult(CommandResult):
-    """A run after a command that changed it: its status and current attempt."""
-
-    run_id: str
-    status: RunStatus
-    attempt: int
-
-
-class CreateSessionResult(EventPlaced):
-    """:class:`CreateSession`'s result: the session and its ``session_created`` event."""
-
-    session_id: str
-    created_at: str
-
-
-class CreateSession(_Command):
-    """Create a session, its two per-session tables, its root agent and a ``session_created`` event.
-
-    ``root_agent_type`` ``orchestrator`` starts the session in orchestrator mode: its
-    root agent plans and delegates to worker sub-agents instead of doing the work itself.
-    """
-
-    type: Literal["create_session"] = "create_session"
-    result_type: ClassVar[ResultType] = CreateSessionResult
-    account_id: str = Field(min_length=1, max_length=64)
-    cwd: str
-    root_agent_id: str
-    root_agent_type: Literal[AgentType.MAIN, AgentType.ORCHESTRATOR] = AgentType.MAIN
-    parent_session_id: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class UpdateSessionResult(CommandResult):
-    """:class:`UpdateSession`'s result."""
-
-    session_id: str
-    updated_at: str
-
-
-class UpdateSession(_Command):
-    """Change a session's status or metadata (``None`` leaves a field as it is)."""
-
-    type: Literal["update_session"] = "update_session"
-    result_type: ClassVar[ResultType] = UpdateSessionResult
-    status: SessionStatus | None = None
-    metadata: dict[str, Any] | None = None
-
-
-class SwitchActiveNodeResult(CommandResult):
-    """:class:`SwitchActiveNode`'s result."""
-
-    session_id: str
-    active_node_id: str
-
-
-class SwitchActiveNode(_Command):
-    """Move a session's active node; the target must be a node of that session."""
-
-    type: Literal["switch_active_node"] = "switch_active_node"
-    result_type: ClassVar[ResultType] = SwitchActiveNodeResult
-    node_id: str
-
-
-class CreateAgentResult(CommandResult):
-    """:class:`CreateAgent`'s result."""
-
-    agent_id: str
-    created_at: str
-
-
-class CreateAgent(_Command):
-    """Create an agent of the session."""
-
-    type: Literal["create_agent"] = "create_agent"
-    result_type: ClassVar[ResultType] = CreateAgentResult
-    agent_id: str
-    agent_type: AgentType
-    parent_agent_id: str | None = None
-    created_by_run_id: str | None = None
-    fork_from_node_id: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class UpdateAgentResult(CommandResult):
-    """:class:`UpdateAgent`'s result."""
-
-    agent_id: str
-    updated_at: str
-
-
-class UpdateAgent(_Command):
-    """Change an agent's status, result or metadata."""
-
-    type: Literal["update_agent"] = "update_agent"
-    result_type: ClassVar[ResultType] = UpdateAgentResult
-    agent_id: str
-    status: AgentStatus | None = None
-    result: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
-    fence: RunFence | None = None
-
-
-class CreateRunResult(RunResult):
-    """:class:`CreateRun`'s result: the run's agent and what its worker needs of the session
-    (``cwd``; ``session_config``: the session's stored config overrides, only when it has some)."""
-
-    agent_id: str
-    agent_type: AgentType
-    cwd: str
-    session_config: dict[str, Any] | None = None
-
-
-class CreateRun(_Command):
-    """Create a run in ``queued`` (or ``pending``) state.
-
-    ``agent_id`` ``None`` means the session's root agent. With ``account_id`` the session must
-    belong to that account, else the command is refused as ``session_not_found`` (the same answer
-    as for a session that does not exist); an archived session refuses it as ``session_archived``.
-    The receipt's result names the run's ``agent_id`` and ``agent_type`` and the session's ``cwd``
-    and, when the session keeps agent config
-    overrides in its metadata (``SESSION_CONFIG_KEY``), carries them as ``session_config``.
-
-    ``expires_at``: when the sender stops waiting for the receipt (it then answers its client
-    with a timeout and never queues the run). Applied later — a writer that was down meanwhile —
-    the command is refused as ``expired`` and writes nothing, so no run is left ``queued`` that
-    nobody will queue. A repeat of a command applied in time still gets its receipt. Sender and
-    writer read the same clock (one host, or hosts kept in sync).
-    """
-
-    type: Literal["create_run"] = "create_run"
-    result_type: ClassVar[ResultType] = CreateRunResult
-    run_id: str
-    agent_id: str | None = None
-    account_id: str | None = None
-    start_node_id: str | None = None
-    status: Literal[RunStatus.QUEUED, RunStatus.PENDING] = RunStatus.QUEUED
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    expires_at: AwareDatetime | None = None
-
-
-class PlacedNode(BusMessage):
-    """Where a claim placed its run's message."""
-
-    node_id: str
-    node_seq: int
-    parent_id: str | None
-
-
-class PlaceMessage(BusMessage):
-    """The run's message, placed by the claim that starts the run (see :class:`ClaimRun`)."""
-
-    node: Node  # ``parent_id`` None: under the session's active node as it is then
-    event: TimelineEvent
-    set_active: bool = True
-
-
-class ClaimRunResult(RunResult):
-    """:class:`ClaimRun`'s result; with ``place``, ``placed`` (``None`` with ``place_error``
-    when the message could not be placed; the claim stands)."""
-
-    placed: PlacedNode | None = None
-    place_error: Literal[RefusalCode.PARENT_NOT_FOUND] | None = None
-    path: list[NodeRecord] | None = None  # with ``return_path``: see ClaimRun
-
-
-class ClaimRun(_Command):
-    """A worker takes a run: ``attempt`` must exceed the stored attempt; the run becomes ``running``.
-
-    With ``place`` the same transaction appends the run's message node — under
-    ``place.node.parent_id`` when given, else under the session's active node at that moment (the
-    root when there is none) — as :class:`AppendNode` would. The result's ``placed`` holds the
-    node's ``node_id``, ``node_seq`` and ``parent_id``; a given parent that is not a node of the
-    session leaves the message unplaced (``placed`` null, ``place_error`` ``parent_not_found``)
-    and the claim stands.
-
-    With ``return_path`` the result's ``path`` holds the rows of the path to the placed message,
-    read in the same transaction, exactly as :class:`GetActivePath` would answer for it with
-    ``after_node_id = path_after_node_id`` (a worker starting the run needs that path: this
-    spares it a query). No ``path`` when the message was not placed.
-    """
-
-    type: Literal["claim_run"] = "claim_run"
-    result_type: ClassVar[ResultType] = ClaimRunResult
-    fence: RunFence
-    place: PlaceMessage | None = None
-    return_path: bool = False
-    path_after_node_id: str | None = None
-
-
-class UpdateRunResult(RunResult):
-    """:class:`UpdateRun`'s result."""
-
-
-class UpdateRun(_Command):
-    """Change a run that has not ended; status transitions are validated (``queued`` ↔
-    ``pending``; a run's current attempt moves it between ``running`` and ``pending`` while it waits
-    for a decision). A run ends through :class:`EndRun` only; a terminal run never changes again.
-    """
-
-    type: Literal["update_run"] = "update_run"
-    result_type: ClassVar[ResultType] = UpdateRunResult
-    run_id: str
-    fence: RunFence | None = None
-    status: RunStatus | None = None
-    end_node_id: str | None = None
-    end_reason: EndReason | None = None
-    turn_count: int | None = Field(default=None, ge=0, le=SQLITE_INT_MAX)
-    usage: Usage | None = None
-    error: ErrorPayload | None = None
-    metadata: dict[str, Any] | None = None
-
-
-class AppendNodeResult(EventPlaced):
-    """A node the writer wrote (:class:`AppendNode`'s result, :class:`EndRun`'s ``node``):
-    its ``node_seq`` and its event's place; ``artifact_ids``: the large JSON blocks it moved
-    out into artifacts."""
-
-    node_id: str
-    node_seq: int
-    created_at: str
-    artifact_ids: list[str]
-
-
-class EndRunResult(RunResult):
-    """:class:`EndRun`'s result: the terminal ``event`` and the ``node`` the run ended on."""
-
-    node: AppendNodeResult | None = None
-    event: EventPlaced
-
-
-class EndRun(_Command):
-    """End a run: its row, its one terminal event and the node it ends on, in one transaction.
-
-    The run row gets ``end``'s status, end reason, turns, usage, error and end node; the terminal
-    timeline event (``run_completed`` / ``run_failed`` / ``run_cancelled`` / ``run_aborted``, id
-    ``event_id``) is written with it, preceded by a ``run_error`` event when the run failed with an
-    error; ``node`` (with its ``node_created`` event ``node_event``) is the node the run ends on — its
-    answer, a partial answer, the results of tool calls it never finished — and becomes the
-    session's active node when ``set_active``. ``withdraw``: the run is cancelled before it stored
-    anything after its message; the session's active node, if it is one of the run's nodes, goes
-    back to the parent of the run's start node. The run's agent goes back to ``idle`` (a root
-    agent) or to its end state (a child agent) unless another run of it is active.
-
-    From then on every node, event or end of the run is refused (``run_ended``). ``fence`` is the
-    current attempt's; without one only a run that no attempt has claimed can end (a run
-    cancelled while it was queued). A repeat (same ``event_id``) gets the first result back.
-    """
-
-    type: Literal["end_run"] = "end_run"
-    result_type: ClassVar[ResultType] = EndRunResult
-    run_id: str
-    fence: RunFence | None = None
-    end: RunEnd
-    event_id: str
-    node: Node | None = None
-    node_event: TimelineEvent | None = None
-    set_active: bool = True
-    withdraw: bool = False
-
-    @model_validator(mode="after")
-    def _node_with_its_event(self) -> EndRun:
-        if (self.node is None) != (self.node_event is None):
-            raise ValueError("node and node_event come together")
-        if self.node is not None and self.end.last_node_id != self.node.node_id:
-            raise ValueError("a run that ends with a node ends on it (end.last_node_id)")
-        return self
-
-
-class AppendNode(_Command):
-    """Append a node and its event in one transaction; optionally make it the active node.
-
-    A node of a run that has ended is refused (``run_ended``): a run's last node is the one its
-    :class:`EndRun` wrote.
-    """
-
-    type: Literal["append_node"] = "append_node"
-    result_type: ClassVar[ResultType] = AppendNodeResult
-    node: Node
-    event: TimelineEvent
-    fence: RunFence | None = None
-    set_active: bool = True
-
-
-class AppendEventResult(EventPlaced):
-    """:class:`AppendEvent`'s result."""
-
-    created_at: str
-
-
-class AppendEvent(_Command):
-    """Append a lifecycle event that has no node."""
-
-    type: Literal["append_event"] = "append_event"
-    result_type: ClassVar[ResultType] = AppendEventResult
-    event: TimelineEvent
-    fence: RunFence | None = None
-
-
-class CreateArtifactResult(CommandResult):
-    """:class:`CreateArtifact`'s result."""
-
-    artifact_id: str
-    created_at: str
-
-
-class CreateArtifact(_Command):
-    """Register a file as an artifact of the session.
-
-    ``artifact`` is the artifact itself, the one model of it (:class:`ArtifactRef`), with the
-    writer's field unset: the writer stamps its own ``created_at``. Its ``session_id`` is the
-    command's.
-    """
-
-    type: Literal["create_artifact"] = "create_artifact"
-    result_type: ClassVar[ResultType] = CreateArtifactResult
-    artifact: ArtifactRef
-    fence: RunFence | None = None
-
-    @model_validator(mode="after")
-    def _of_this_session(self) -> CreateArtifact:
-        if self.artifact.session_id != self.session_id:
-            raise ValueError("the artifact belongs to the command's session (session_id)")
-        return self
 
 
 StorageCommand = Annotated[

@@ -1,0 +1,139 @@
+"""The agent loop's tool turn: run a model turn's tool calls and store what they return.
+
+:func:`run_tool_turn` runs the calls concurrently (at most the loop's ``max_parallel_tools`` at
+once), each announced by ``RunToolStarted`` and answered by ``RunToolResult``; a call the model
+got wrong is answered by its error result and never run, and with no tools every call is an
+``unknown_tool`` error. Every result goes into one tool node (typed by what its tools declare),
+stored before anything the results report: task changes (a runtime and a timeline event each,
+then one ``task_board`` node), a loaded skill's context nodes, and a ``tool_failed`` event per
+error result. One bad tool call never ends the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from agent_core.skills.active import skill_context_nodes
+from agent_core.types.enums import EventLevel, EventType, NodeType, Role
+from agent_core.types.protocol import TextBlock, ToolCall, ToolResult
+from agent_core.types.runtime import Node, RunTaskChanged, RunToolResult, RunToolStarted
+
+if TYPE_CHECKING:  # the loop imports this module
+    from agent_core.runtime.loop import AgentLoop
+
+__all__ = ["run_tool_turn"]
+
+# Tool nodes may carry the meaning their tools declare (a template tool's result is a
+# ``task_instruction`` / ``plan_instruction`` node, a child agent's answer a ``child_result``).
+_TOOL_NODE_TYPES = frozenset(
+    {NodeType.TASK_INSTRUCTION, NodeType.PLAN_INSTRUCTION, NodeType.CHILD_RESULT}
+)
+
+
+def _declared_type(results: list[ToolResult]) -> NodeType:
+    declared = {r.metadata.get("node_type") for r in results}
+    if len(declared) == 1:
+        value = declared.pop()
+        if value in {t.value for t in _TOOL_NODE_TYPES}:
+            return NodeType(value)
+    return NodeType.MESSAGE
+
+
+async def run_tool_turn(
+    loop: AgentLoop,
+    nodes: list[Node],
+    calls: list[ToolCall],
+    assistant_id: str,
+    rejected: dict[str, ToolResult] | None = None,
+) -> None:
+    """Run the calls (a ``rejected`` one is answered by its error result instead), store every
+    result in one tool node, then what the results report."""
+    loop.phase = "tools"
+    loop._announce_phase("tools", tools=len(calls))
+    results = await _run_tools(loop, calls, assistant_id, rejected or {})
+    loop.phase = "idle"
+    await loop._append(
+        nodes, Role.TOOL, [r.to_block() for r in results], node_type=_declared_type(results)
+    )
+    await _record_task_changes(loop, nodes, calls, results)
+    for kind, blocks, meta in skill_context_nodes(results):  # load_skill: body, memory
+        await loop._append(nodes, Role.SYSTEM, blocks, node_type=kind, metadata=meta)
+    for call, result in zip(calls, results, strict=True):
+        if result.is_error:
+            await loop.store.append_event(
+                EventType.TOOL_FAILED,
+                level=EventLevel.WARNING,
+                node_id=loop.last_node_id,
+                tool_call_id=call.id,
+                payload={"tool": call.name, "error_code": result.metadata.get("error_code")},
+            )
+
+
+async def _run_tools(
+    loop: AgentLoop, calls: list[ToolCall], node_id: str, rejected: dict[str, ToolResult]
+) -> list[ToolResult]:
+    async def one(call: ToolCall) -> ToolResult:
+        async with loop._tool_slots:
+            loop.events.emit(
+                loop._event(
+                    RunToolStarted,
+                    tool_call_id=call.id,
+                    name=call.name,
+                    arguments=call.arguments,
+                )
+            )
+            if call.id in rejected:
+                result = rejected[call.id]
+            elif loop.tools is None:
+                result = ToolResult(
+                    tool_call_id=call.id,
+                    content=[TextBlock(text=f"No tools are available; {call.name!r} was not run.")],
+                    is_error=True,
+                    metadata={"error_code": "unknown_tool"},
+                )
+            else:
+                result = await loop.tools.execute(call, node_id=node_id)
+            loop.events.emit(
+                loop._event(
+                    RunToolResult,
+                    tool_call_id=call.id,
+                    name=call.name,
+                    is_error=result.is_error,
+                    content=result.content,
+                )
+            )
+            return result
+
+    async with asyncio.TaskGroup() as tg:
+        tasks = [tg.create_task(one(c)) for c in calls]
+    return [t.result() for t in tasks]
+
+
+async def _record_task_changes(
+    loop: AgentLoop, nodes: list[Node], calls: list[ToolCall], results: list[ToolResult]
+) -> None:
+    """Task tools report changes in their metadata: a runtime + timeline event per change,
+    and one ``task_board`` node with the newest board after the tool node."""
+    board = None
+    for call, result in zip(calls, results, strict=True):
+        change = result.metadata.get("task_event")
+        if isinstance(change, dict):
+            loop.events.emit(
+                loop._event(
+                    RunTaskChanged,
+                    list_name=str(change.get("list", "")),
+                    change=str(change.get("change", "")),
+                    task_id=change.get("task_id"),
+                    tool_call_id=call.id,
+                )
+            )
+            await loop.store.append_event(
+                EventType.TASK_CHANGED, tool_call_id=call.id, payload=dict(change)
+            )
+        if isinstance(result.metadata.get("task_board"), str):
+            board = result.metadata["task_board"]
+    if board:
+        await loop._append(
+            nodes, Role.SYSTEM, [TextBlock(text=board)], node_type=NodeType.TASK_BOARD
+        )
