@@ -247,10 +247,10 @@ async def _open(address: RedisAddress, on_push: Callable[[Any], None] | None = N
     """Connect and authenticate; raises ``ConnectionError``/``AuthenticationError``."""
     loop = asyncio.get_running_loop()
     try:
-        _, proto = await asyncio.wait_for(
-            loop.create_connection(lambda: _Protocol(), address.host, address.port),
-            _CONNECT_TIMEOUT_S,
-        )
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel that lands as
+        # the connect completes.
+        async with asyncio.timeout(_CONNECT_TIMEOUT_S):
+            _, proto = await loop.create_connection(lambda: _Protocol(), address.host, address.port)
     except (OSError, builtins.TimeoutError) as exc:  # the builtin: a connect that hung
         raise ConnectionError(
             f"cannot connect to the bus at {address.host}:{address.port}: {exc}"
