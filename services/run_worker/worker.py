@@ -155,11 +155,12 @@ class RunWorker:
         while not stop.is_set():
             self._refill.clear()
             try:
-                for lane in await self.queue.pending_sessions():
+                pending = [p for p in await self.queue.pending_sessions() if p not in self.lanes]
+                # One round trip for all the lanes' leases: a busy worker has dozens pending.
+                for lane in await self.queue.unleased(pending):
                     if len(self.lanes) >= self.max_lanes:
                         break
-                    if lane not in self.lanes and await self.queue.lease_holder(lane) is None:
-                        await self.try_drain(lane)
+                    await self.try_drain(lane)
             except Exception:
                 log.exception("sweep failed; retrying")
             waiters = [

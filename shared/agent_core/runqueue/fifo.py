@@ -217,6 +217,16 @@ class SessionQueue:
         members = await self.redis.smembers(self.pending_key)
         return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
 
+    async def unleased(self, lanes: Sequence[str]) -> list[str]:
+        """Those of ``lanes`` that no worker holds a lease on, in one round trip."""
+        if not lanes:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for lane in lanes:
+                pipe.exists(self.names.session_lease(lane))
+            held = await pipe.execute()
+        return [lane for lane, leased in zip(lanes, held, strict=True) if not leased]
+
     async def lease_holder(self, session_id: str) -> str | None:
         """The token holding the lease, if any."""
         raw = await self.redis.get(self.names.session_lease(session_id))

@@ -88,3 +88,13 @@ async def test_only_the_lease_holder_takes_the_next_run(redis: Redis, names: Bus
     following = await queue.take_next(lane, "w2")  # the holder goes on as before
     assert following is not None and following.run.run_id == third.run_id
     assert await queue.take_next(lane, "w2") is None  # nothing queued
+
+
+async def test_unleased_names_the_lanes_nobody_holds(redis: Redis, names: BusNames) -> None:
+    queue = SessionQueue(redis, names)
+    held, free, gone = new_session_id(), new_session_id(), new_session_id()
+    assert await queue.acquire(held, "w1", 10_000)
+    assert await queue.acquire(gone, "w2", 10_000)
+    await redis.delete(names.session_lease(gone))  # its holder's lease lapsed
+    assert await queue.unleased([held, free, gone]) == [free, gone]
+    assert await queue.unleased([]) == []
