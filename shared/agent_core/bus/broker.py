@@ -9,6 +9,8 @@ from faststream.redis.subscriber.usecases import basic as _basic
 from faststream.redis.subscriber.usecases import stream_subscriber as _streams
 from redis.asyncio import BlockingConnectionPool, Redis
 
+from agent_core.bus.connection import CancelSafeConnection
+
 __all__ = ["MAX_BLOCK_MS", "SOCKET_TIMEOUT_S", "make_broker", "make_redis"]
 
 
@@ -46,8 +48,12 @@ POOL_WAIT_S = 10.0
 
 def make_redis(url: str) -> Redis:
     """A redis-py asyncio client (hiredis parser when installed) for commands FastStream lacks."""
+    # A plain TCP URL gets the connection whose writes never drop a cancel (see its module);
+    # others keep redis-py's class for their scheme.
+    tcp = {"connection_class": CancelSafeConnection} if url.startswith("redis://") else {}
     pool = BlockingConnectionPool.from_url(
         url,
+        **tcp,
         max_connections=MAX_CONNECTIONS,
         timeout=POOL_WAIT_S,
         health_check_interval=30,
