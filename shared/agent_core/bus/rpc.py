@@ -110,7 +110,10 @@ class RpcClient:
                 headers={HEADER_REPLY_TO: self._channel, HEADER_CORRELATION_ID: cid},
                 maxlen=maxlen,
             )
-            body = await asyncio.wait_for(fut, timeout_s)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the reply and drops a
+            # cancel that lands as it arrives, and the run being cancelled would go on.
+            async with asyncio.timeout(timeout_s):
+                body = await fut
         except TimeoutError as exc:
             raise BusTimeoutError(
                 "bus_timeout",
