@@ -125,16 +125,16 @@ class RunWorker:
         """Renew the lane's lease until ``done`` is set (or the task is cancelled), or until it is
         lost (``lost`` set).
 
-        ``done`` is checked before every renewal because a cancel can be lost: on Python 3.11,
-        ``asyncio.wait_for`` (redis-py's socket write with a timeout) returns its result and drops
-        a cancel that lands as the write completes. A heartbeat that outlived its drain that way
-        renewed the lease forever, so the lane's next runs never started.
+        ``done`` is checked after every renewal because a cancel can be lost: on Python 3.11,
+        ``asyncio.wait_for`` returns its result and drops a cancel that lands as the work
+        completes. redis-py wrote through it until the bus got its own connection class
+        (``agent_core/bus/connection.py``), and a heartbeat that outlived its drain that way
+        renewed the lease forever, so the lane's next runs never started. The event keeps the
+        heartbeat's end independent of how the renewal is carried.
         """
         while not done.is_set():
             # Four renewals per TTL: a lease survives three lost or late ones (a busy loop).
             await asyncio.sleep(self.ttl_ms / 4000)
-            if done.is_set():
-                return
             try:
                 ok = await self.queue.renew(lane, self.token, self.ttl_ms)
             except Exception:

@@ -101,6 +101,11 @@ class SessionQueue:
         self._start_drain = redis.register_script(_START_DRAIN)
         self._take_next = redis.register_script(_TAKE_NEXT)
 
+    def _lane_keys(self, lane: str) -> list[str]:
+        """The keys the lane scripts take, in their order: lease, FIFO, processing list."""
+        n = self.names
+        return [n.session_lease(lane), n.session_fifo(lane), n.session_processing(lane)]
+
     @property
     def pending_key(self) -> str:
         """The set of sessions that have queued or in-flight runs."""
@@ -166,9 +171,7 @@ class SessionQueue:
         The same as :meth:`acquire`, then :meth:`in_flight` (an orphan to recover), else
         :meth:`take_next`.
         """
-        n = self.names
-        keys = [n.session_lease(lane), n.session_fifo(lane), n.session_processing(lane)]
-        reply = await self._start_drain(keys=keys, args=[token, ttl_ms])
+        reply = await self._start_drain(keys=self._lane_keys(lane), args=[token, ttl_ms])
         if reply is None:
             return None
         if len(reply) < 2:
@@ -187,10 +190,7 @@ class SessionQueue:
         ``None`` when nothing is queued or when ``token`` no longer holds the lease: checked in
         the same step as the move, so only the holder ever starts a lane's run.
         """
-        n = self.names
-        keys = [n.session_lease(session_id), n.session_fifo(session_id)]
-        keys.append(n.session_processing(session_id))
-        raw = await self._take_next(keys=keys, args=[token])
+        raw = await self._take_next(keys=self._lane_keys(session_id), args=[token])
         return None if raw is None else InFlight(QueuedRun.model_validate_json(raw), _s(raw))
 
     async def finish(self, item: InFlight) -> None:
@@ -199,13 +199,7 @@ class SessionQueue:
 
     async def release_if_idle(self, session_id: str, token: str) -> int:
         """1: released; 0: more work arrived, keep draining; -1: the lease was not ours."""
-        n = self.names
-        keys = [
-            n.session_lease(session_id),
-            n.session_fifo(session_id),
-            n.session_processing(session_id),
-            self.pending_key,
-        ]
+        keys = [*self._lane_keys(session_id), self.pending_key]
         return int(await self._release_if_idle(keys=keys, args=[token, session_id]))
 
     async def release(self, session_id: str, token: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from pydantic import BaseModel
 from redis.asyncio import Redis
 
@@ -35,6 +36,8 @@ async def test_a_cancel_that_lands_with_the_reply_is_not_dropped(redis: Redis) -
             if task.get_stack()[-1].f_code.co_name == "request":
                 break
             await asyncio.sleep(0.01)
+        else:
+            pytest.fail("the request never came to wait for its reply")
         reply.set_result(b'{"ok": true}')  # the reply arrives, and in the same step the cancel
         task.cancel()
         outcome = await asyncio.gather(task, return_exceptions=True)
