@@ -20,7 +20,8 @@ from redis.exceptions import ConnectionError
 
 from agent_core.bus.delivery import HEADER_CORRELATION_ID, HEADER_REPLY_TO, decode_reply
 from agent_core.bus.publish import publish
-from agent_core.bus.resp import LeanSubscriber, RedisAddress
+from agent_core.bus.resp import RedisAddress
+from agent_core.bus.resp_subscriber import LeanSubscriber
 from agent_core.errors import BusTimeoutError, SchemaError
 
 __all__ = ["RpcClient"]

@@ -13,7 +13,8 @@ from redis.asyncio import Redis
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
 
 from agent_core.bus.broker import make_redis
-from agent_core.bus.resp import LeanRedis, LeanSubscriber, RedisAddress, encode, lean_for, xadd
+from agent_core.bus.resp import LeanRedis, RedisAddress, encode, lean_for, xadd
+from agent_core.bus.resp_subscriber import LeanSubscriber
 from agent_core.bus.rpc import RpcClient
 from agent_core.service.valkey import EmbeddedValkey, find_free_port
 
