@@ -48,3 +48,32 @@ def test_the_pattern_finds_what_it_is_for() -> None:
         assert _OUTSIDE.search(cited), cited
     for fine in ("docs/architecture.md", "seed=42", "../shared/peers", "random.seed(0)"):
         assert not _OUTSIDE.search(fine), fine
+
+
+# Package registries' hosts: the repository names none (examples use example.org / example.com),
+# so nothing in it reads as an address to fetch from. Written as patterns so this file passes.
+_REGISTRY = re.compile(
+    r"\b(?:pypi\.(?:org|python\.org)|files\.pythonhosted\.org|(?:registry\.)?npmjs\.(?:org|com)"
+    r"|registry\.yarnpkg\.com|deb\.debian\.org|security\.debian\.org|crates\.io"
+    r"|proxy\.golang\.org|repo\d?\.maven\.org|rubygems\.org)\b",
+    re.IGNORECASE,
+)
+
+
+def test_no_package_registry_host_is_named() -> None:
+    this = Path(__file__).resolve()
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in [*_ours(), ROOT / "deploy" / "config.example.toml"]
+        if path.resolve() != this
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if _REGISTRY.search(line)
+    ]
+    assert found == []
+
+
+def test_the_registry_pattern_finds_what_it_is_for() -> None:
+    for named in ('allowed_hosts = ["PyPI.org"]', "https://registry.npmjs.org/x", "deb.debian.org"):
+        assert _REGISTRY.search(named), named
+    for fine in ("data.example.org", "files.example.com", "pypi_mirror", "npm install"):
+        assert not _REGISTRY.search(fine), fine

@@ -124,14 +124,15 @@ async def test_without_allowed_hosts_there_is_no_proxy(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("host", "port", "allowed"),
     [
-        ("pypi.org", 443, True), ("PyPI.org.", 80, True), ("pypi.org", 22, False),
-        ("evil-pypi.org", 443, False), ("files.example.com", 8443, True),
+        ("data.example.org", 443, True), ("Data.Example.org.", 80, True),
+        ("data.example.org", 22, False), ("evil-data.example.org", 443, False),
+        ("files.example.com", 8443, True),
         ("example.com", 8443, False), ("a.b.example.com", 8443, True),
         ("files.example.com", 443, False), ("::1", 6379, True), ("::1", 6380, False),
     ],
 )  # fmt: skip
 def test_host_rules(host: str, port: int, allowed: bool) -> None:
-    rules = HostRules.of(["pypi.org", "*.example.com:8443", "[::1]:6379"])
+    rules = HostRules.of(["data.example.org", "*.example.com:8443", "[::1]:6379"])
     assert rules.allows(host, port) is allowed
 
 

@@ -168,8 +168,8 @@ def test_sandbox_refuses_to_show_the_data(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("sandbox", "says"),
     [
-        ('network = true\nallowed_hosts = ["pypi.org"]', "choose one"),
-        ('allowed_hosts = ["pypi.org/simple"]', "sandbox.allowed_hosts"),
+        ('network = true\nallowed_hosts = ["data.example.org"]', "choose one"),
+        ('allowed_hosts = ["data.example.org/simple"]', "sandbox.allowed_hosts"),
         ('allowed_hosts = ["*"]', "wildcard"),
     ],
 )
