@@ -109,7 +109,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         # Uploads stream to disk under their own cap, checked again by the upload route.
         return (
             settings.max_upload_bytes
-            if routes_files.UPLOAD_PREFIX in path
+            if routes_files.is_upload(path)
             else settings.max_body_bytes
         )
 

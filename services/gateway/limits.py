@@ -3,7 +3,7 @@
 The body cap is plain ASGI middleware: it counts the bytes that actually arrive, so neither a
 missing nor a lying ``Content-Length`` gets past it, and it answers 413 as soon as the count goes
 over — the rest of the body is never read. Uploads (``PUT …/files/input/…``) have their own,
-larger cap, enforced by the upload route while it streams to disk.
+larger cap, enforced by the upload route while it streams to disk (``POST …/files`` forms too).
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 download in ``input/``, ``scratchpad/`` and ``output/``).
 
 Every path goes through the workspace's confined file access: symlinks cannot lead out of the
-session, ``..`` and absolute paths are refused, and uploads land only in ``input/``. Uploads are
-the raw request body (``PUT``), streamed to a temporary file and renamed into place once the
-whole body arrived within the size limit.
+session, ``..`` and absolute paths are refused, and uploads land only in ``input/``. An upload is
+either the raw request body (``PUT …/files/input/<name>``) or a ``multipart/form-data`` form of
+one or more ``file`` parts (``POST …/files``, what a browser form or ``curl -F`` sends). Either
+way each file is streamed to a temporary file and renamed into place once it arrived whole within
+the size limit, so a cut upload never leaves a partial file.
 """
 
 from __future__ import annotations
@@ -13,28 +15,31 @@ import contextlib
 import mimetypes
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.datastructures import UploadFile
 
 from agent_core.bus.contracts.storage import GetArtifact, ListArtifacts
 from agent_core.ids import is_valid_id
 from agent_core.tools import Workspace
 from agent_core.tools.paths import Area, SessionPath
-from agent_core.types.api import ArtifactList, FileEntry, FileList, UploadedFile
+from agent_core.types.api import ArtifactList, FileEntry, FileList, UploadedFile, UploadedFiles
 from agent_core.types.mappers import to_artifact_ref
 from agent_core.types.runtime import ArtifactRef, SessionState
 from services.gateway.errors import ApiError, not_found, responses
 from services.gateway.limits import BodyTooLarge
 from services.gateway.state import CallerDep, Gateway, GatewayDep, fetch, get_session
 
-__all__ = ["UPLOAD_PREFIX", "router"]
+__all__ = ["is_upload", "router"]
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["files"])
 
 UPLOAD_PREFIX = "/files/input/"
+_AREAS = ("input", "scratchpad", "output")
 _CHUNK = 64 * 1024
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _DOWNLOAD: dict[int | str, dict[str, Any]] = {
@@ -43,6 +48,12 @@ _DOWNLOAD: dict[int | str, dict[str, Any]] = {
         "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
     }
 }
+
+
+def is_upload(path: str) -> bool:
+    """Whether a request path's body is an upload (the upload cap, not the JSON body cap): the
+    raw ``PUT …/files/input/<name>`` or the ``POST …/files`` form."""
+    return UPLOAD_PREFIX in path or path.endswith("/files")
 
 
 def _workspace(gw: Gateway, session: SessionState) -> Workspace:
@@ -127,16 +138,26 @@ async def list_files(
     session_id: str,
     gw: GatewayDep,
     caller: CallerDep,
-    area: Literal["input", "scratchpad", "output"] = "output",
+    area: Literal["all", "input", "scratchpad", "output"] = "all",
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> FileList:
-    """Regular files below ``input/``, ``scratchpad/`` or ``output/`` (symlinks not followed)."""
+    """Regular files below ``input/``, ``scratchpad/`` and ``output/`` (``area`` picks one; by
+    default all three, uploads included), by area then path; symlinks are not followed."""
     ws = _workspace(gw, await get_session(gw, caller, session_id))
-    items = [
-        FileEntry(path=str(e.path), size_bytes=e.size, modified_at=e.mtime_ns / 1e9)
-        for e in ws.fs.walk(SessionPath((area,)), max_entries=limit)
-        if e.kind == "file"
-    ]
+    items: list[FileEntry] = []
+    for name in _AREAS if area == "all" else (area,):
+        left = limit - len(items)
+        if left <= 0:
+            break
+        items += [
+            FileEntry(
+                path=str(e.path),
+                size_bytes=e.size,
+                modified_at=datetime.fromtimestamp(e.mtime_ns / 1e9, UTC),
+            )
+            for e in ws.fs.walk(SessionPath((name,)), max_entries=left)
+            if e.kind == "file"
+        ]
     return FileList(items=items)
 
 
@@ -173,13 +194,48 @@ def _check_name(name: str) -> str:
     return name
 
 
+async def _store_upload(
+    ws: Workspace, name: str, chunks: AsyncIterator[bytes], limit: int
+) -> UploadedFile:
+    """Stream ``chunks`` to a temporary file in ``input/`` and rename it to ``name`` once whole
+    (replacing a file of that name); a body over ``limit`` bytes leaves nothing behind."""
+    dir_fd, _ = ws.fs.open_dir(SessionPath((Area.INPUT.value,)))
+    tmp = f".soong-tmp-{secrets.token_hex(8)}"
+    size = 0
+    try:
+        fd = os.open(tmp, _TMP_FLAGS, 0o644, dir_fd=dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                async for chunk in chunks:
+                    size += len(chunk)
+                    if size > limit:
+                        raise BodyTooLarge(limit)
+                    fh.write(chunk)
+            try:
+                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except IsADirectoryError as exc:
+                raise ApiError(409, "is_a_directory", f"input/{name} is a directory") from exc
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+    finally:
+        os.close(dir_fd)
+    return UploadedFile(path=f"input/{name}", size_bytes=size)
+
+
+async def _parts(upload: UploadFile) -> AsyncIterator[bytes]:
+    while chunk := await upload.read(_CHUNK):
+        yield chunk
+
+
 @router.put(
     # ``:path`` so that a name with a slash (even one sent as %2F, which the server decodes before
     # routing) reaches the handler and gets its 400, instead of another route's 405.
     UPLOAD_PREFIX + "{filename:path}",
     status_code=201,
     response_model=UploadedFile,
-    responses=responses(400, 404, 413),
+    responses=responses(400, 404, 409, 413),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -196,26 +252,64 @@ async def upload_file(
     name = _check_name(filename)
     ws = _workspace(gw, await get_session(gw, caller, session_id))
     limit = gw.ctx.settings.gateway.max_upload_bytes
-    dir_fd, _ = ws.fs.open_dir(SessionPath((Area.INPUT.value,)))
-    tmp = f".soong-tmp-{secrets.token_hex(8)}"
-    size = 0
+    return await _store_upload(ws, name, request.stream(), limit)
+
+
+# A form of at most this many parts: each file is one; anything else in the form is refused.
+_MAX_FORM_FILES = 100
+
+
+@router.post(
+    "/files",
+    status_code=201,
+    response_model=UploadedFiles,
+    responses=responses(400, 404, 409, 413),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["file"],
+                        "properties": {
+                            "file": {
+                                "type": "array",
+                                "items": {"type": "string", "format": "binary"},
+                            }
+                        },
+                    }
+                }
+            },
+        }
+    },
+)
+async def upload_form(
+    session_id: str, request: Request, gw: GatewayDep, caller: CallerDep
+) -> UploadedFiles:
+    """Upload each ``file`` part of a ``multipart/form-data`` body to ``input/<its filename>``
+    (``curl -F file=@report.csv``); the whole request's bytes count against the upload cap."""
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            "send multipart/form-data with one or more 'file' parts "
+            "(or PUT the raw bytes to …/files/input/<name>)",
+        )
+    ws = _workspace(gw, await get_session(gw, caller, session_id))
+    limit = gw.ctx.settings.gateway.max_upload_bytes
+    form = await request.form(max_files=_MAX_FORM_FILES, max_fields=_MAX_FORM_FILES)
     try:
-        fd = os.open(tmp, _TMP_FLAGS, 0o644, dir_fd=dir_fd)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                async for chunk in request.stream():
-                    size += len(chunk)
-                    if size > limit:
-                        raise BodyTooLarge(limit)
-                    fh.write(chunk)
-            try:
-                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            except IsADirectoryError as exc:
-                raise ApiError(409, "is_a_directory", f"input/{name} is a directory") from exc
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            raise
+        parts = form.multi_items()
+        if not parts or any(key != "file" or not isinstance(v, UploadFile) for key, v in parts):
+            raise ApiError(400, "invalid_form", "give one or more 'file' parts and nothing else")
+        files = [v for _, v in parts if isinstance(v, UploadFile)]
+        names = [_check_name(f.filename or "") for f in files]
+        return UploadedFiles(
+            items=[
+                await _store_upload(ws, name, _parts(f), limit)
+                for name, f in zip(names, files, strict=True)
+            ]
+        )
     finally:
-        os.close(dir_fd)
-    return UploadedFile(path=f"input/{name}", size_bytes=size)
+        await form.close()

@@ -79,16 +79,25 @@ class HttpCore:
         query: Mapping[str, Any] | None = None,
         json: Any = None,
         content: bytes | None = None,
+        files: list[tuple[str, tuple[str, bytes]]] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
-        """Send ``op`` and return its successful answer; raise the mapped error otherwise."""
+        """Send ``op`` and return its successful answer; raise the mapped error otherwise.
+
+        ``files`` sends a ``multipart/form-data`` body of ``(field, (filename, bytes))`` parts."""
         url = op.url(**(params or {}))
         query = {k: v for k, v in (query or {}).items() if v is not None}
         attempt = 0
         while True:
             try:
                 response = await self._client.request(
-                    op.method, url, params=query, json=json, content=content, headers=headers
+                    op.method,
+                    url,
+                    params=query,
+                    json=json,
+                    content=content,
+                    files=files,
+                    headers=headers,
                 )
             except httpx.TransportError as exc:
                 safe = isinstance(exc, _NOT_SENT) or op.idempotent

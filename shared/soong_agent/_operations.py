@@ -79,6 +79,7 @@ ARTIFACT_CONTENT = _op("GET", _S + "/artifacts/{artifact_id}/content")
 LIST_FILES = _op("GET", _S + "/files")
 DOWNLOAD_FILE = _op("GET", _S + "/files/{area}/{path}")
 UPLOAD_FILE = _op("PUT", _S + "/files/input/{filename}")
+UPLOAD_FILES = _op("POST", _S + "/files")
 
 LIST_TASK_LISTS = _op("GET", _S + "/tasks")
 GET_TASK_LIST = _op("GET", _S + "/tasks/{list_name}")

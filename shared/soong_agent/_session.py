@@ -7,6 +7,7 @@ A handle holds ids only and does no I/O when made; each method is one request (o
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,6 +26,7 @@ from agent_core.types.api import (
     RunList,
     Tree,
     UploadedFile,
+    UploadedFiles,
 )
 from agent_core.types.enums import MultitaskStrategy, PermissionBehavior, SessionStatus
 from agent_core.types.protocol import PermissionDecision, PermissionRequest
@@ -45,7 +47,7 @@ from soong_agent._stream import RunStream
 
 __all__ = ["AsyncRun", "AsyncSession", "message_body"]
 
-Area = Literal["input", "output"]
+Area = Literal["all", "input", "scratchpad", "output"]
 
 
 def message_body(
@@ -312,8 +314,8 @@ class AsyncSession:
 
     # ---------------------------------------------------------------- files and artifacts
 
-    async def files(self, area: Area = "output", *, limit: int = 1000) -> list[FileEntry]:
-        """Regular files below ``input/`` or ``output/``."""
+    async def files(self, area: Area = "all", *, limit: int = 1000) -> list[FileEntry]:
+        """Regular files below ``input/``, ``scratchpad/`` and ``output/`` (or one ``area``)."""
         query = {"area": area, "limit": limit}
         return (await self._http.model(ops.LIST_FILES, FileList, self._p(), query=query)).items
 
@@ -327,6 +329,17 @@ class AsyncSession:
             content=body,
             headers={"Content-Type": "application/octet-stream"},
         )
+
+    async def upload_files(self, files: Mapping[str, bytes | Path]) -> list[UploadedFile]:
+        """Put several files into ``input/`` in one request (a multipart form): each name maps
+        to its bytes or a local file; the answer lists where each landed, in order."""
+        parts = [
+            ("file", (name, await asyncio.to_thread(d.read_bytes) if isinstance(d, Path) else d))
+            for name, d in files.items()
+        ]
+        return (
+            await self._http.model(ops.UPLOAD_FILES, UploadedFiles, self._p(), files=parts)
+        ).items
 
     async def download(self, path: str) -> bytes:
         """A workspace file's bytes: ``path`` is ``output/…`` or ``input/…``."""

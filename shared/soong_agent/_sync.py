@@ -223,6 +223,7 @@ class Session(_Face[AsyncSession]):
     deny = _blocking(AsyncSession.deny)
     files = _blocking(AsyncSession.files)
     upload = _blocking(AsyncSession.upload)
+    upload_files = _blocking(AsyncSession.upload_files)
     download = _blocking(AsyncSession.download)
     artifacts = _blocking(AsyncSession.artifacts)
     artifact = _blocking(AsyncSession.artifact)

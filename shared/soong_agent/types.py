@@ -24,6 +24,7 @@ from agent_core.types.api import (
     Tree,
     TreeNode,
     UploadedFile,
+    UploadedFiles,
 )
 from agent_core.types.enums import (
     EndReason,
@@ -106,5 +107,6 @@ __all__ = [
     "Tree",
     "TreeNode",
     "UploadedFile",
+    "UploadedFiles",
     "Usage",
 ]

@@ -10,6 +10,7 @@ cannot be set by a client.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -76,6 +77,7 @@ __all__ = [
     "Tree",
     "TreeNode",
     "UploadedFile",
+    "UploadedFiles",
     "UserBlock",
     "refused_overrides",
     "session_overrides",
@@ -310,11 +312,11 @@ class FileEntry(_Body):
 
     path: str = Field(description="relative to the session workspace, e.g. output/report.md")
     size_bytes: int
-    modified_at: float
+    modified_at: datetime = Field(description="last change, ISO 8601 in UTC")
 
 
 class FileList(_Body):
-    """Files of one workspace area."""
+    """Files of the workspace areas asked for, by area then path."""
 
     items: list[FileEntry]
 
@@ -324,6 +326,12 @@ class UploadedFile(_Body):
 
     path: str
     size_bytes: int
+
+
+class UploadedFiles(_Body):
+    """Where each file of a multipart upload landed, in the order they were sent."""
+
+    items: list[UploadedFile]
 
 
 class Health(_Body):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -371,14 +372,63 @@ def test_files_and_artifacts(gw: Gw) -> None:
             "text/markdown"
         )
         assert c.get(f"/v1/sessions/{sid}/files/output/report.md").content == b"# hi\n"
+        # Every area by default (uploads included), by area then path; one area when asked.
         assert [f["path"] for f in c.get(f"/v1/sessions/{sid}/files").json()["items"]] == [
-            "output/report.md"
+            "input/data.csv",
+            "output/report.md",
         ]
+        only = c.get(f"/v1/sessions/{sid}/files", params={"area": "output"}).json()["items"]
+        assert [f["path"] for f in only] == ["output/report.md"]
         _error(c.get(f"/v1/sessions/{sid}/artifacts/artifact_0000000000000000"), 404)
         _error(c.get(f"/v1/sessions/{sid}/artifacts/artifact_0000000000000000/content"), 404)
         # A symlink planted in output/ cannot lead out of the workspace.
         (ws / "output" / "escape").symlink_to("/etc/passwd")
         _error(c.get(f"/v1/sessions/{sid}/files/output/escape"), 400)
+
+
+def test_files_listed_with_iso_times_and_uploaded_as_a_form(gw: Gw) -> None:
+    with gw.client() as c:
+        sid = new_session(c)
+        assert c.get(f"/v1/sessions/{sid}/files").json() == {"items": []}
+        before = datetime.now(UTC).replace(microsecond=0)
+        # What people try first: a multipart form (curl -F), one or more "file" parts.
+        form = c.post(
+            f"/v1/sessions/{sid}/files",
+            files=[("file", ("a.csv", b"x,y\n", "text/csv")), ("file", ("b.txt", b"hi", None))],
+        )
+        assert form.status_code == 201, form.text
+        assert form.json() == {
+            "items": [
+                {"path": "input/a.csv", "size_bytes": 4},
+                {"path": "input/b.txt", "size_bytes": 2},
+            ]
+        }
+        listed = c.get(f"/v1/sessions/{sid}/files").json()["items"]
+        assert [(f["path"], f["size_bytes"]) for f in listed] == [
+            ("input/a.csv", 4),
+            ("input/b.txt", 2),
+        ]
+        for entry in listed:  # ISO 8601 with its zone, not an epoch float
+            assert isinstance(entry["modified_at"], str)
+            assert datetime.fromisoformat(entry["modified_at"]) >= before
+        assert c.get(f"/v1/sessions/{sid}/files/input/b.txt").content == b"hi"
+        _error(c.post(f"/v1/sessions/{sid}/files", json={"file": "x"}), 415)
+        _error(
+            c.post(f"/v1/sessions/{sid}/files", files=[("other", ("c.txt", b"x", None))]),
+            400,
+            "invalid_form",
+        )
+        _error(
+            c.post(f"/v1/sessions/{sid}/files", files=[("file", ("../up.txt", b"x", None))]),
+            400,
+            "invalid_filename",
+        )
+        big = [("file", ("big.bin", b"x" * 300_000, None))]
+        _error(c.post(f"/v1/sessions/{sid}/files", files=big), 413)
+        assert [f["path"] for f in c.get(f"/v1/sessions/{sid}/files").json()["items"]] == [
+            "input/a.csv",
+            "input/b.txt",
+        ]
 
 
 def test_sse_stream_cap_per_key(gw: Gw) -> None:

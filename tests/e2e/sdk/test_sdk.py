@@ -102,7 +102,10 @@ async def test_files_artifacts_tasks_and_memory(sdk: SdkStack, tmp_path: Path) -
     assert (await s.upload("notes.txt", local_file)).size_bytes == 5
     assert sorted(f.path for f in await s.files("input")) == ["input/data.csv", "input/notes.txt"]
     assert await s.download("input/data.csv") == b"a,b\n1,2\n"
-    assert await s.files() == []
+    assert await s.files("output") == []
+    assert [f.path for f in await s.files()] == ["input/data.csv", "input/notes.txt"]
+    landed = await s.upload_files({"x.txt": b"x", "notes2.txt": local_file})
+    assert [(f.path, f.size_bytes) for f in landed] == [("input/x.txt", 1), ("input/notes2.txt", 5)]
     with pytest.raises(NotFoundError):
         await s.download("output/missing.txt")
 

@@ -139,7 +139,7 @@ export function Files({ model, ctx }) {
         <thead><tr><th>file</th><th>size</th><th>modified</th></tr></thead>
         <tbody>${items.map((f) => html`<tr key=${f.path} class=${f.path === selected ? 'selected' : ''}>
           <td><button class="link" data-file=${f.path} onClick=${() => setSelected(f.path)}>${f.path}</button></td>
-          <td>${formatBytes(f.size_bytes)}</td><td>${formatTime(new Date(f.modified_at * 1000).toISOString())}</td>
+          <td>${formatBytes(f.size_bytes)}</td><td>${formatTime(f.modified_at)}</td>
         </tr>`)}</tbody>
       </table>`}
       <h3>Artifacts</h3>
