@@ -108,9 +108,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
     def limit_for(path: str) -> int:
         # Uploads stream to disk under their own cap, checked again by the upload route.
         return (
-            settings.max_upload_bytes
-            if routes_files.is_upload(path)
-            else settings.max_body_bytes
+            settings.max_upload_bytes if routes_files.is_upload(path) else settings.max_body_bytes
         )
 
     # Inside the body cap: it reads only what the cap let through.
