@@ -7,12 +7,10 @@ import ipaddress
 import os
 import re
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -62,46 +60,6 @@ def _guarded_connect_ex(self: socket.socket, address: object) -> int:
 
 socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
 socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
-
-# ------------------------------------------------------------------ sandboxes reach the test homes
-
-# A worker running as root starts its code sandboxes as uid 65534, which must be able to pass
-# through to the workspaces (docs/architecture.md, "Walls"); pytest makes its temporary folders
-# 0700. As root, every temporary folder is made passable (0711: entered, never listed).
-if os.geteuid() == 0:
-    from _pytest.tmpdir import TempPathFactory
-
-    _mktemp = TempPathFactory.mktemp
-
-    def _passable_mktemp(self: TempPathFactory, basename: str, numbered: bool = True) -> Path:
-        path = _mktemp(self, basename, numbered)
-        for folder in (path, *path.parents):
-            if folder == Path(os.sep) or folder.stat().st_uid != 0:
-                break
-            if folder.stat().st_mode & 0o011 != 0o011:
-                folder.chmod(folder.stat().st_mode | 0o011)
-        return path
-
-    TempPathFactory.mktemp = _passable_mktemp  # type: ignore[method-assign]
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """As root, the run's temporary folders live in a folder of their own, not under
-    /tmp/pytest-of-root: every pytest that starts (another suite, a parallel worker) closes that
-    one to 0700 again, which would shut the sandboxes out of the homes mid-run."""
-    if os.geteuid() != 0 or config.option.basetemp or hasattr(config, "workerinput"):
-        return
-    config.option.basetemp = tempfile.mkdtemp(prefix="soong-tests-")
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """A passing run leaves its folder of its own behind; a failing one keeps it to look at."""
-    base = session.config.option.basetemp
-    if hasattr(session.config, "workerinput") or exitstatus != 0 or not base:
-        return
-    if Path(base).name.startswith("soong-tests-"):
-        shutil.rmtree(base, ignore_errors=True)
-
 
 # ------------------------------------------------------------------ no process outlives the run
 

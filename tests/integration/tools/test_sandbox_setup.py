@@ -5,12 +5,16 @@ loudly. The trial call is real: a real bubblewrap, or a stand-in that fails as a
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from agent_core.config import Settings, load_settings
+from agent_core.tools import Workspace
 from agent_core.tools.builtin import builtin_tools
+from agent_core.tools.paths import Area
 from agent_core.tools.sandbox import runners
 from agent_core.tools.sandbox.setup import CodeSandbox, prepare_sandbox
 
@@ -53,9 +57,17 @@ async def test_without_bubblewrap_no_code_tool_is_offered_and_the_log_says_how_t
 
 
 async def test_a_kernel_that_refuses_namespaces_is_reported_with_its_fix(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    request: pytest.FixtureRequest,
 ) -> None:
-    fake = tmp_path / "bwrap"
+    # Where a program the sandbox's user starts may lie (as /usr/bin/bwrap does): not below the
+    # test's own folder, which only its owner may enter.
+    bin_dir = Path(tempfile.mkdtemp(prefix="soong-fake-bwrap-"))
+    bin_dir.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(bin_dir, ignore_errors=True))
+    fake = bin_dir / "bwrap"
     fake.write_text(
         "#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the "
         "kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n"
@@ -77,3 +89,33 @@ async def test_sandbox_off_is_an_explicit_choice_logged_as_a_warning(
     assert sandbox.runner.mode == "off" and "run_python" in _tool_names(sandbox)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert any("SANDBOX OFF" in r.getMessage() for r in warnings), caplog.text
+
+
+async def test_a_root_worker_runs_code_for_a_home_only_root_may_enter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """The default home of a root-run worker is below /root (mode 0700), as is any `mktemp -d`:
+    the sandbox's user (uid 65534) may not pass through, yet code runs and sees its session's
+    areas. (Run by any other user, the home is that user's own and reachable anyway.)"""
+    # The calls' staging folders go to a /tmp of this test's own, to see that none is left.
+    tmp_root = Path(tempfile.mkdtemp(prefix="soong-test-tmp-"))
+    tmp_root.chmod(0o1777)
+    request.addfinalizer(lambda: shutil.rmtree(tmp_root, ignore_errors=True))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_root))
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    sandbox = await prepare_sandbox(_settings(private / "home"))
+    assert sandbox.status == "bwrap" and sandbox.runner is not None, sandbox.status
+    workspace = Workspace(private / "home", "acct_1", "sess_1")
+    workspace.ensure()
+    (workspace.area_dir(Area.INPUT) / "in.txt").write_text("from input")
+    code = (
+        "import pathlib; print(pathlib.Path('/workspace/input/in.txt').read_text()); "
+        "pathlib.Path('/workspace/output/out.txt').write_text('made')"
+    )
+    result = await sandbox.runner.run(["python3", "-c", code], workspace, sandbox.limits)
+    assert result.ok, result.stderr
+    assert result.stdout.strip() == "from input"
+    assert (workspace.area_dir(Area.OUTPUT) / "out.txt").read_text() == "made"
+    assert list(tmp_root.iterdir()) == [], "a staging folder was left behind"

@@ -14,6 +14,13 @@ Valkey on the worker's loopback, is reachable — except, with ``allowed_hosts``
 through the worker's proxy (:mod:`.proxy`). The areas are bound from directory descriptors
 opened without following links, so a path swapped for a link cannot redirect a bind.
 
+A worker running as root starts the sandbox as uid 65534 (see :class:`BwrapRunner`), and
+bubblewrap resolves every bind source as that user: a home below a folder only root may enter
+(``/root``, any ``mktemp -d``) would be out of its reach. So a root worker first binds the three
+areas onto an empty staging folder under ``/tmp`` in a mount namespace of the call's own
+(``unshare --mount``, private propagation: the host never sees these mounts, and they die with
+the call), and bubblewrap binds them from there.
+
 :class:`DirectRunner` is ``sandbox.mode = "off"``: the same limits and scrubbed environment, but
 the code runs as the worker's user and can read whatever that user can. It is for a single-user
 machine; the worker says so loudly at start-up.
@@ -24,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -51,6 +59,14 @@ __all__ = [
 ]
 
 SANDBOX_UID: Final = 65534  # "nobody": no file on the host belongs to it
+_STAGED: Final = (Area.INPUT, Area.SCRATCHPAD, Area.OUTPUT)
+# Run as root in the call's own mount namespace: bind each area's descriptor onto the staging
+# folder, then become the sandbox (setpriv, nice, bwrap: one process all along, so the worker's
+# kill and limits reach it). Paths and descriptors arrive as arguments, never spliced into code.
+_STAGE_SCRIPT: Final = (
+    "set -e; stage=$1; shift; for area in input scratchpad output; do "
+    'mount --bind "/proc/self/fd/$1" "$stage/$area"; shift; done; exec "$@"'
+)
 SANDBOX_WORKSPACE: Final = "/workspace"
 
 # Read-only views of the host system (a link, as in a merged-/usr layout, is recreated as a link).
@@ -168,14 +184,32 @@ def _give_areas(workspace: Workspace) -> None:
             os.lchown(path, SANDBOX_UID, SANDBOX_UID)
 
 
+@contextlib.contextmanager
+def _staging() -> Iterator[str]:
+    """An empty folder per call under ``/tmp`` (which every user may pass through) with an
+    empty mount point per area, removed afterwards; only the call's namespace mounts onto it."""
+    stage = tempfile.mkdtemp(prefix="soong-stage-")
+    try:
+        os.chmod(stage, 0o755)
+        for area in _STAGED:
+            os.mkdir(os.path.join(stage, area.value), 0o755)
+        yield stage
+    finally:
+        for area in _STAGED:
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(stage, area.value))
+        with contextlib.suppress(OSError):
+            os.rmdir(stage)
+
+
 class BwrapRunner(CodeRunner):
     """A bubblewrap sandbox per call (see the module docstring).
 
     A worker running as root starts bubblewrap as uid 65534: the kernel counts a process limit
     only for a non-root user, so the sandbox must not be root even outside its namespace. The
     writable areas then belong to that user (and what the worker's file tools create there too,
-    see ``fsaccess``), and the data must lie where that user may pass through (not below a
-    ``/root`` of mode 0700: the trial call at start-up reports it).
+    see ``fsaccess``); they reach bubblewrap through a staging folder (see the module docstring),
+    so the home may lie anywhere, also below a ``/root`` of mode 0700.
     """
 
     mode = "bwrap"
@@ -206,9 +240,12 @@ class BwrapRunner(CodeRunner):
         limits: SandboxLimits,
         fds: Mapping[Area, int],
         proxy_socket: str | None = None,
+        stage: str | None = None,
     ) -> list[str]:
         """The whole command line: ``nice``, ``bwrap`` and its options, ``prlimit``, the command
-        (behind the proxy's relay when ``proxy_socket`` is given).
+        (behind the proxy's relay when ``proxy_socket`` is given). With ``stage`` (a root
+        worker), the areas are bound onto it first in a mount namespace of the call's own and
+        bubblewrap binds them from there; otherwise straight from the descriptors.
 
         It holds no secret: the environment reaches the command through bwrap's own, not as
         ``--setenv`` arguments that any local user could read in the process list.
@@ -227,7 +264,26 @@ class BwrapRunner(CodeRunner):
             if os.geteuid() == 0
             else []
         )
+        if stage is None:
+            binds = [
+                "--ro-bind-fd", str(fds[Area.INPUT]), f"{ws}/input",
+                "--bind-fd", str(fds[Area.SCRATCHPAD]), f"{ws}/scratchpad",
+                "--bind-fd", str(fds[Area.OUTPUT]), f"{ws}/output",
+            ]  # fmt: skip
+            prelude: list[str] = []
+        else:
+            binds = [
+                "--ro-bind", f"{stage}/input", f"{ws}/input",
+                "--bind", f"{stage}/scratchpad", f"{ws}/scratchpad",
+                "--bind", f"{stage}/output", f"{ws}/output",
+            ]  # fmt: skip
+            prelude = [
+                _tool("unshare"), "--mount", "--propagation", "private", "--",
+                _tool("sh"), "-c", _STAGE_SCRIPT, "sh", stage,
+                *(str(fds[area]) for area in _STAGED),
+            ]  # fmt: skip
         return [
+            *prelude,
             *drop,
             _tool("nice"), "-n", str(limits.nice), self.bwrap,
             "--unshare-all", *(["--share-net"] if self.config.network else []),
@@ -237,9 +293,7 @@ class BwrapRunner(CodeRunner):
             "--proc", "/proc", "--dev", "/dev",
             "--size", str(limits.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp",
             "--dir", ws,
-            "--ro-bind-fd", str(fds[Area.INPUT]), f"{ws}/input",
-            "--bind-fd", str(fds[Area.SCRATCHPAD]), f"{ws}/scratchpad",
-            "--bind-fd", str(fds[Area.OUTPUT]), f"{ws}/output",
+            *binds,
             *proxy,
             "--remount-ro", "/",
             "--chdir", f"{ws}/scratchpad",
@@ -260,11 +314,12 @@ class BwrapRunner(CodeRunner):
         if self.proxy is not None:
             socket_path = await self.proxy.start()
             env.update(proxy_environment())
-        if os.geteuid() == 0:
+        root = os.geteuid() == 0
+        if root:
             _give_areas(workspace)
-        with _area_fds(workspace) as fds:
+        with _area_fds(workspace) as fds, _staging() if root else contextlib.nullcontext() as stage:
             result = await run_limited(
-                self.argv(command, limits, fds, socket_path),
+                self.argv(command, limits, fds, socket_path, stage),
                 env=env,
                 limits=limits,
                 watch=self._watch(workspace, limits),
