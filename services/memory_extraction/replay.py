@@ -29,22 +29,9 @@ from .llm import LLMProposer
 from .service import make_proposer
 from .store import CHANGE_LOG, MemoryStore, Source
 
-__all__ = ["ReplayResult", "add_parser", "read_items", "replay", "replay_episode", "run"]
+__all__ = ["ReplayResult", "read_items", "replay", "replay_episode", "run"]
 
 _LINE = "replay:"
-
-
-def add_parser(subparsers: Any) -> None:
-    """Add ``memory replay`` to the CLI's subparsers."""
-    memory = subparsers.add_parser("memory", help="memory tools")
-    memory_sub = memory.add_subparsers(dest="memory_command", required=True)
-    replay = memory_sub.add_parser("replay", help="run the memory pipeline over recorded turns")
-    replay.add_argument("file", type=Path, help="JSON Lines, one interaction per line")
-    replay.add_argument("--home", type=Path, required=True, help="home whose memory is updated")
-    replay.add_argument("--account", required=True, help="account id")
-    replay.add_argument("--no-llm", action="store_true", help="rules only, no model call")
-    replay.add_argument("--batch", type=int, default=1, help="interactions per consolidation")
-    replay.add_argument("--labels", type=Path, default=None, help="score against these labels")
 
 
 def read_items(path: Path) -> list[BatchItem]:

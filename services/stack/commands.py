@@ -1,8 +1,8 @@
 """The CLI commands that need the services: ``up``, ``serve``, ``keys`` and ``compose-check``.
 
-Registered with the ``soong_agent.commands`` entry point; :mod:`agent_core.cli` adds the parsers
-(:func:`add_parser`), calls :func:`run` for the commands they own and turns expected failures
-into one line and an exit code.
+Their parsers are in :mod:`services.stack.cli` (registered with the ``soong_agent.commands``
+entry point, and light to import); :mod:`agent_core.cli` calls :func:`run` through it and turns
+expected failures into one line and an exit code.
 """
 
 from __future__ import annotations
@@ -20,50 +20,11 @@ from typing import Any
 
 import uvloop
 
-from agent_core.bus import SERVICE_NAMES, BusNames
+from agent_core.bus import BusNames
 from agent_core.config import Settings, load_settings
 from agent_core.errors import ConfigError
-from agent_core.service.runner import EXIT_CONFIG
 
-__all__ = ["add_parser", "run"]
-
-
-def add_parser(sub: Any) -> None:
-    """Add ``up``, ``serve``, ``keys`` and ``compose-check`` to the CLI's subparsers."""
-    up = sub.add_parser("up", help="start Valkey (unless SOONG_REDIS_URL is set) and all services")
-    up.add_argument("--workers", type=int, default=None, help="run-worker processes (default 2)")
-    up.add_argument(
-        "--fake-provider",
-        action="store_true",
-        help="DEMO ONLY: answer with a scripted fake model instead of a real provider",
-    )
-    up.add_argument(
-        "--new-dev-key",
-        action="store_true",
-        help="revoke the home's development key and print a new one",
-    )
-
-    serve = sub.add_parser("serve", help="run one service")
-    serve.add_argument("name", choices=SERVICE_NAMES)
-    serve.add_argument("--instance", default=None, help="stable instance id (consumer name)")
-    # A service whose configuration cannot work: a restart cannot help, EX_CONFIG tells its
-    # supervisor so (``up`` then stops the stack). Elsewhere the person reads the line.
-    serve.set_defaults(config_error_exit=EXIT_CONFIG)
-
-    keys = sub.add_parser("keys", help="manage API keys")
-    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    create = keys_sub.add_parser("create", help="create a key; it is printed once")
-    create.add_argument("--account", required=True)
-    create.add_argument(
-        "--expires-in", type=_duration, default=None, help="e.g. 90d, 12h, 30m (default: never)"
-    )
-    listing = keys_sub.add_parser("list", help="key ids, accounts, creation and last use")
-    listing.add_argument("--account", default=None)
-    revoke = keys_sub.add_parser("revoke", help="revoke a key by its id")
-    revoke.add_argument("key_id")
-
-    check = sub.add_parser("compose-check", help="validate a compose file against this CLI")
-    check.add_argument("file", type=Path)
+__all__ = ["run", "settings_with_stack"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,15 +45,6 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "compose-check":
         return _compose_check(args.file)
     raise AssertionError(f"not a stack command: {args.command}")
-
-
-def _duration(text: str) -> float:
-    """Seconds of ``90d``, ``12h``, ``30m`` or ``45s``."""
-    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-    number, unit = text[:-1], text[-1:]
-    if unit not in units or not number.isdigit() or int(number) <= 0:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 90d, 12h, 30m)")
-    return float(int(number) * units[unit])
 
 
 def settings_with_stack(settings: Settings) -> Settings:

@@ -24,8 +24,6 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from types import ModuleType
 
-from agent_core.errors import AgentCoreError, ConfigError
-
 __all__ = ["COMMAND_GROUP", "build_parser", "main"]
 
 COMMAND_GROUP = "soong_agent.commands"
@@ -54,9 +52,16 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the process exit code. Errors print one line, never a traceback."""
+    """Entry point; returns the process exit code. Errors print one line, never a traceback.
+
+    Building the parser imports every command module, so those import nothing heavy (each loads
+    its own code in ``run``); with the error types imported only after parsing, ``--help`` and
+    a mistyped command cost no more than Python's start-up.
+    """
     parser, owners = _build()
     args = parser.parse_args(argv)
+    from agent_core.errors import AgentCoreError, ConfigError
+
     try:
         if args.command == "asyncapi":
             from agent_core.bus.asyncapi import asyncapi_document

@@ -27,31 +27,10 @@ from pydantic import BaseModel
 from soong_agent._errors import APIError, SoongError
 from soong_agent._sync import Client
 
-__all__ = ["add_parser", "run"]
+__all__ = ["run"]
 
 # A definition file is read whole: the API refuses bodies far smaller than this anyway.
 _MAX_FILE_BYTES = 1 << 20
-
-
-def add_parser(subparsers: Any) -> None:
-    """Register ``assistants`` on the CLI's subparsers."""
-    cmd = subparsers.add_parser("assistants", help="manage named agents (assistants)")
-    cmd.add_argument("--url", default=None, help="gateway URL (default $SOONG_GATEWAY_URL)")
-    cmd.add_argument("--key", default=None, help="API key (default $SOONG_API_KEY)")
-    sub = cmd.add_subparsers(dest="assistants_command", required=True)
-    listing = sub.add_parser("list", help="the account's assistants")
-    listing.add_argument("--all", action="store_true", help="archived ones too")
-    show = sub.add_parser("show", help="one assistant (latest version, or --version)")
-    show.add_argument("name")
-    show.add_argument("--version", type=int, default=None)
-    sub.add_parser("versions", help="an assistant's versions").add_argument("name")
-    create = sub.add_parser("create", help="create one from a JSON definition")
-    create.add_argument("--file", type=Path, required=True)
-    update = sub.add_parser("update", help="change fields (JSON): a new version")
-    update.add_argument("name")
-    update.add_argument("--file", type=Path, required=True)
-    update.add_argument("--if-version", type=int, default=None)
-    sub.add_parser("delete", help="archive one").add_argument("name")
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -1,0 +1,54 @@
+"""Building the command line imports nothing heavy: ``soong-agent --help`` (or a typo) answers
+at once instead of spending seconds importing the client, pydantic and the bus. Each command
+module registered under the entry points builds only its parsers; the command's own code loads
+when it runs. (How much CPU ``--help`` costs is a figure of ``bench/cli.py``.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from agent_core.bus import SERVICE_NAMES
+from services.stack.cli import SERVICES
+from tests.conftest import REPO
+
+# What must not load just to print the help: each costs a large share of a second.
+_HEAVY = ("pydantic", "redis", "faststream", "httpx", "rich", "fastapi", "openai", "anthropic")
+
+_PROBE = f"""
+import sys
+from agent_core.cli import build_parser
+build_parser().format_help()
+print(",".join(sorted(m for m in {_HEAVY!r} if m in sys.modules)))
+"""
+
+
+def test_building_the_parser_imports_nothing_heavy() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
+
+
+def test_the_probe_sees_a_heavy_import() -> None:
+    probe = _PROBE.replace("build_parser().format_help()", "import pydantic")
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert done.stdout.strip() == "pydantic"
+
+
+def test_importing_the_sdk_package_loads_the_client_only_when_used() -> None:
+    code = (
+        "import sys, soong_agent; before = 'soong_agent._client' in sys.modules; "
+        "soong_agent.AsyncClient; print(before, 'soong_agent._client' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert done.stdout.split() == ["False", "True"], done.stderr
+
+
+def test_serve_offers_every_service() -> None:
+    assert SERVICES == SERVICE_NAMES
