@@ -209,6 +209,7 @@ class Session(_Face[AsyncSession]):
     post = _blocking(AsyncSession.post)
     runs = _blocking(AsyncSession.runs)
     tree = _blocking(AsyncSession.tree)
+    path = _blocking(AsyncSession.path)
     node = _blocking(AsyncSession.node)
     context = _blocking(AsyncSession.context)
     switch_node = _blocking(AsyncSession.switch_node)

@@ -32,7 +32,7 @@ def _chat(gw: Gw, stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_chat_streams_the_answer_once_and_runs_commands(gw: Gw) -> None:
-    done = _chat(gw, "hello there\n/runs\n/tree\n/files\n/cancel\n/quit\n")
+    done = _chat(gw, "hello there\n/runs\n/tree\n/files\n/quit\n")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     session_id = out.split("session ", 1)[1].split()[0]
@@ -42,10 +42,15 @@ def test_chat_streams_the_answer_once_and_runs_commands(gw: Gw) -> None:
     streamed = out.split("✓ lookup\n", 1)[1].split("\n— run", 1)[0]
     assert len(stored) > 500 and streamed == stored  # every token printed exactly once
     assert "⚙ lookup" in out and "✓ lookup" in out and "run completed" in out
-    assert "completed" in out.split("run completed", 1)[1]  # /runs lists the run
+    after = out.split("run completed", 1)[1]
+    assert "completed" in after and "completed · " not in after  # /runs lists the run once
     assert "user" in out and "hello there" in out  # /tree shows the node
-    resumed = _chat(gw, "/tree\n", "--session", session_id)
-    assert resumed.returncode == 0 and "hello there" in resumed.stdout
+    assert "no files yet" in out
+    # Resumed: the conversation so far comes first, then the prompt.
+    resumed = _chat(gw, "/quit\n", "--session", session_id)
+    assert resumed.returncode == 0, resumed.stderr
+    history = resumed.stdout.split("conversation so far", 1)[0]
+    assert "> hello there" in history and stored[:60] in history.replace("\n", "")
 
 
 def test_chat_refuses_without_a_key_or_with_a_foreign_session(gw: Gw) -> None:
@@ -60,7 +65,11 @@ def test_chat_refuses_without_a_key_or_with_a_foreign_session(gw: Gw) -> None:
         timeout=60,
     )
     assert no_key.returncode == 2
-    assert _chat(gw, "", "--session", "sess_20200101_000000_0000000000000000").returncode == 1
+    assert no_key.stderr.startswith("error: ") and no_key.stderr.rstrip().endswith("]")
+    foreign = _chat(gw, "", "--session", "sess_20200101_000000_0000000000000000")
+    assert foreign.returncode == 1
+    assert len(foreign.stderr.strip().splitlines()) == 1
+    assert foreign.stderr.startswith("error: ") and foreign.stderr.rstrip().endswith("[not_found]")
 
 
 def test_chat_says_how_a_cancelled_run_ended(gw: Gw) -> None:
