@@ -193,7 +193,7 @@ def start_stack(
         stop_stack(proc)
         raise AssertionError(f"stack not ready in 120 s:\n{log_path.read_text()}")
     printed = log_path.read_bytes()[offset:].decode(errors="replace")
-    match = re.search(r"API key for account 'dev': (\S+)", printed)
+    match = re.search(r"API key for account 'dev': (sa_live_[\w-]+)", printed)
     if bool(match) != new_key:
         stop_stack(proc)
         raise AssertionError(f"expected {'a' if new_key else 'no'} new key:\n{printed}")

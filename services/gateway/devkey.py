@@ -48,7 +48,7 @@ async def dev_key(url: str, namespace: str, home: Path, *, reissue: bool) -> str
         path.write_text(json.dumps({"key_id": made.key_id, "account_id": DEV_ACCOUNT}) + "\n")
         return (
             f"development API key for account '{DEV_ACCOUNT}': {key}\n"
-            "soong-agent: it is shown this once and reused by later runs; store it now"
+            "it is shown this once and reused by later runs; store it now"
         )
     finally:
         await redis.aclose()

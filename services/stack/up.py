@@ -3,6 +3,10 @@
 One stack per home: ``up`` first takes the home's lock (:mod:`agent_core.service.homelock`), and a
 second ``up`` on the same home stops there, touching nothing of the first. The gateway's port and
 the bus are checked before anything starts, so every expected failure is one line and an exit code.
+
+What ``up`` says itself (the banner, readiness, Valkey restarts) goes through :class:`Say`: plain
+``soong-agent: …`` lines, or with ``observability.log_format = "json"`` JSON records like the
+services' own, so that every line ``up`` prints is JSON then.
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ import httpx
 
 from agent_core.config import Settings
 from agent_core.errors import ConfigError
+from agent_core.observability.logs import configure_logging
 from agent_core.plugins import plugin_provider_keys
 from agent_core.provider import check_provider_key
 from agent_core.service.homelock import HomeLock
 from agent_core.service.runner import EXIT_CONFIG
-from agent_core.service.supervisor import ChildSpec, Supervisor, die_with_parent
+from agent_core.service.supervisor import ChildSpec, Supervisor, as_json_line, die_with_parent
 from agent_core.service.valkey import (
     EmbeddedValkey,
     find_free_port,
@@ -36,6 +41,22 @@ from agent_core.service.valkey import (
 __all__ = ["STACK_FILE", "run_stack"]
 
 STACK_FILE = Path("run/stack.json")
+
+
+class Say:
+    """``up``'s own announcements: ``soong-agent: <message>`` lines, or JSON records."""
+
+    def __init__(self, json_lines: bool) -> None:
+        self.json_lines = json_lines
+
+    def __call__(self, message: str, *, plain: str | None = None, level: str = "INFO") -> None:
+        """Print ``message`` (``plain`` instead in text mode, when given)."""
+        if self.json_lines:
+            sys.stdout.buffer.write(as_json_line("up", message, level))
+            sys.stdout.buffer.flush()
+        else:
+            print(plain if plain is not None else f"soong-agent: {message}", flush=True)
+
 
 _VALKEY_POLL_S = 0.1  # how soon a dead embedded Valkey is noticed
 
@@ -66,26 +87,29 @@ def _children(
     # Whichever of the two holds the lock writes; when it dies the other takes over at once (and
     # re-applies what the dead one had read and not acknowledged), while the supervisor restarts
     # the dead one as the new standby. A writer restart costs no process start-up.
+    # Which of the two is active is decided by the lock, not here: they are labelled as copies
+    # (each writer logs whether it holds the database or waits for it).
     writer = specs[0]
+    writer.name = "storage_writer.1"
     writer.env = {**writer.env, "SOONG_WRITER_STANDBY": "1"}
-    specs.append(ChildSpec("storage_writer.standby", writer.argv, writer.env, writer.stop_order))
+    specs.append(ChildSpec("storage_writer.2", writer.argv, writer.env, writer.stop_order))
     for i in range(workers):
         spec("run_worker", str(i))
     spec("gateway", "0")
     return specs, ops
 
 
-async def _announce_ready(url: str, stop: asyncio.Event) -> None:
+async def _announce_ready(url: str, stop: asyncio.Event, say: Say) -> None:
     async with httpx.AsyncClient(timeout=3) as client:
         while not stop.is_set():
             with contextlib.suppress(httpx.HTTPError):
                 if (await client.get(f"{url}/readyz")).status_code == 200:
-                    print(f"soong-agent is ready at {url}", flush=True)
+                    say(f"ready at {url}", plain=f"soong-agent is ready at {url}")
                     return
             await asyncio.sleep(0.25)
 
 
-async def _keep_valkey(valkey: EmbeddedValkey, stop: asyncio.Event) -> None:
+async def _keep_valkey(valkey: EmbeddedValkey, stop: asyncio.Event, say: Say) -> None:
     """Restart the embedded Valkey whenever it dies, on its port and with its data (its AOF),
     until ``stop``. Services see the bus down meanwhile (503 with Retry-After) and reconnect."""
     while not stop.is_set():
@@ -94,28 +118,28 @@ async def _keep_valkey(valkey: EmbeddedValkey, stop: asyncio.Event) -> None:
         process = valkey.process
         if stop.is_set() or process is None or process.poll() is None:
             continue
-        print(f"soong-agent: valkey exited with {process.returncode}; restarting", flush=True)
+        say(f"valkey exited with {process.returncode}; restarting", level="WARNING")
         try:
             valkey.spawn()  # here, not in a worker thread: PDEATHSIG follows the spawning thread
             await asyncio.to_thread(valkey.wait_ready, 10.0)
         except ConfigError as exc:  # its port taken meanwhile, its data unreadable: try again
-            print(f"soong-agent: valkey did not restart: {exc.message}", flush=True)
+            say(f"valkey did not restart: {exc.message}", level="ERROR")
         else:
-            print("soong-agent: valkey restarted", flush=True)
+            say("valkey restarted")
 
 
 async def _supervise(
-    children: list[ChildSpec], gateway_url: str, valkey: EmbeddedValkey | None
+    children: list[ChildSpec], gateway_url: str, valkey: EmbeddedValkey | None, say: Say
 ) -> str | None:
     """Run the children until a signal; the child whose configuration stopped the stack, if any."""
-    supervisor = Supervisor(children)
+    supervisor = Supervisor(children, json_lines=say.json_lines)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, supervisor.stop)
     stop = asyncio.Event()
-    helpers = [asyncio.create_task(_announce_ready(gateway_url, stop))]
+    helpers = [asyncio.create_task(_announce_ready(gateway_url, stop, say))]
     if valkey is not None:
-        helpers.append(asyncio.create_task(_keep_valkey(valkey, stop)))
+        helpers.append(asyncio.create_task(_keep_valkey(valkey, stop, say)))
     try:
         await supervisor.run()
     finally:
@@ -167,6 +191,13 @@ def run_stack(
 
 def _run_locked(settings: Settings, workers: int | None, fake_provider: bool, new_key: bool) -> int:
     home = settings.home
+    json_lines = settings.observability.log_format == "json"
+    say = Say(json_lines)
+    # The supervisor's own records (a child restarted, a configuration error) on standard
+    # output with the children's, in the same format.
+    configure_logging(
+        settings.log_level, "up", "0", settings.observability.log_format, stream=sys.stdout
+    )
     host = settings.gateway.host
     port = settings.gateway.port or find_free_port(host)
     _check_port_free("gateway", host, port)
@@ -201,15 +232,16 @@ def _run_locked(settings: Settings, workers: int | None, fake_provider: bool, ne
                 {"redis_url": url, "gateway_url": gateway_url, "pid": os.getpid(), "ops": ops}
             ),
         )
-        print(f"soong-agent: gateway {gateway_url}  (docs: {gateway_url}/docs)", flush=True)
-        print(f"soong-agent: {announced}", flush=True)
+        say(f"gateway {gateway_url}  (docs: {gateway_url}/docs)")
+        for line in announced.splitlines():
+            say(line)
         if fake_provider:
-            print("soong-agent: DEMO MODE — answers come from a scripted fake model", flush=True)
+            say("DEMO MODE — answers come from a scripted fake model")
         started = time.monotonic()
-        failed = asyncio.run(_supervise(children, gateway_url, valkey))
-        print(f"soong-agent: stopped after {time.monotonic() - started:.0f}s", flush=True)
+        failed = asyncio.run(_supervise(children, gateway_url, valkey, say))
+        say(f"stopped after {time.monotonic() - started:.0f}s")
         if failed is not None:
-            print(f"soong-agent: {failed} could not start: configuration error", flush=True)
+            say(f"{failed} could not start: configuration error", level="ERROR")
             return EXIT_CONFIG
         return 0
     finally:

@@ -74,6 +74,8 @@ class WriterLock:
                 continue
             if waiting:
                 log.warning("standby: took over the database (its previous writer stopped)")
+            else:
+                log.info("active: this writer holds the database")
             return
 
     def release(self) -> None:

@@ -174,8 +174,8 @@ def test_a_writer_sigkill_delays_an_acknowledged_run_and_the_stack_serves_within
         assert _writer(disk).pid != old  # the standby took over
         run = _wait_run(api, sid, run_id, TERMINAL)
         assert (run["status"], run["end_reason"]) == ("completed", "completed"), run
-        assert "storage_writer exited with -9" in fstack.log() or (
-            "storage_writer.standby exited with -9" in fstack.log()
+        assert "storage_writer.1 exited with -9" in fstack.log() or (
+            "storage_writer.2 exited with -9" in fstack.log()
         )
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TextIO
 
 from agent_core.errors import redact, redact_obj
 
@@ -131,10 +131,11 @@ def configure_logging(
     fmt: Literal["text", "json"] = "text",
     *,
     debug: bool = False,
+    stream: TextIO | None = None,
 ) -> None:
-    """One handler on stderr for the whole process, in ``fmt``; third parties at DEBUG only;
-    tracebacks only with ``debug``."""
-    handler = logging.StreamHandler(sys.stderr)
+    """One handler on ``stream`` (standard error) for the whole process, in ``fmt``; third
+    parties at DEBUG only; tracebacks only with ``debug``."""
+    handler = logging.StreamHandler(stream or sys.stderr)
     formatter: logging.Formatter = (
         _Json(service, instance, debug=debug)
         if fmt == "json"

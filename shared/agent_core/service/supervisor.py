@@ -1,6 +1,9 @@
 """A small process supervisor for ``soong-agent up``.
 
-Children get prefixed logs, are restarted with exponential backoff when they die, and are shut down
+Children's output goes to standard output line by line: each line prefixed with the child's name
+(``[gateway] …``), or, when the logs are JSON, each line a JSON object as it came (the record
+names its service and instance) and any other line (a crash's last words) wrapped into one, so
+that every line of ``up`` is JSON and ``jq`` reads them as they come. Children are are restarted with exponential backoff when they die, and are shut down
 in order on SIGINT/SIGTERM (front doors first, the storage-writer last) with a SIGKILL fallback.
 A child that exits with ``EXIT_CONFIG`` (its configuration cannot work: restarting it would fail
 the same way) stops the whole stack; :attr:`Supervisor.config_error` names it.
@@ -13,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import json
 import logging
 import os
 import signal
@@ -20,10 +24,11 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from agent_core.service.runner import EXIT_CONFIG
 
-__all__ = ["ChildSpec", "Supervisor", "die_with_parent"]
+__all__ = ["ChildSpec", "Supervisor", "as_json_line", "die_with_parent"]
 
 log = logging.getLogger("soong.supervisor")
 
@@ -53,6 +58,18 @@ def die_with_parent() -> None:
             libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def as_json_line(source: str, message: str, level: str = "INFO") -> bytes:
+    """A line that is not JSON (a child's last words, ``up``'s own announcements) as one JSON
+    log record, in the shape of the services' own (``ts``, ``level``, ``service``, ``message``)."""
+    doc = {
+        "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        "level": level,
+        "service": source,
+        "message": message,
+    }
+    return (json.dumps(doc, ensure_ascii=False) + "\n").encode()
+
+
 class _Child:
     def __init__(self, spec: ChildSpec) -> None:
         self.spec = spec
@@ -63,8 +80,15 @@ class _Child:
 class Supervisor:
     """Runs children until :meth:`stop`; see the module docstring."""
 
-    def __init__(self, children: Sequence[ChildSpec], *, stop_timeout_s: float = 15.0) -> None:
+    def __init__(
+        self,
+        children: Sequence[ChildSpec],
+        *,
+        stop_timeout_s: float = 15.0,
+        json_lines: bool = False,
+    ) -> None:
         self._children = [_Child(c) for c in children]
+        self._json_lines = json_lines
         self._stopping = asyncio.Event()
         self._stop_timeout_s = stop_timeout_s
         self._pumps: set[asyncio.Task[None]] = set()
@@ -129,18 +153,24 @@ class Supervisor:
             start_new_session=True,  # a terminal Ctrl-C reaches only us; we stop children in order
         )
         pump = asyncio.create_task(
-            self._pump(child.spec.name, child.proc), name=f"logs:{child.spec.name}"
+            self._pump(child.spec.name, child.proc, self._json_lines),
+            name=f"logs:{child.spec.name}",
         )
         self._pumps.add(pump)
         pump.add_done_callback(self._pumps.discard)
 
     @staticmethod
-    async def _pump(name: str, proc: asyncio.subprocess.Process) -> None:
+    async def _pump(name: str, proc: asyncio.subprocess.Process, json_lines: bool) -> None:
         assert proc.stdout is not None
         prefix = f"[{name}] ".encode()
         out = sys.stdout.buffer
         while line := await proc.stdout.readline():
-            out.write(prefix + line)
+            if not json_lines:
+                out.write(prefix + line)
+            elif line.startswith(b"{"):  # a record of the child's JSON logging, as it came
+                out.write(line if line.endswith(b"\n") else line + b"\n")
+            else:
+                out.write(as_json_line(name, line.decode("utf-8", "replace").rstrip("\n")))
             out.flush()
 
     async def _shutdown(self) -> None:
