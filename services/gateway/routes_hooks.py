@@ -2,7 +2,9 @@
 a trusted root, its project's ``.soong-agent/hooks.toml`` (README, "Hooks").
 
 Read-only and account-scoped like every session route: another account's session answers 404.
-Commands are shown redacted (a token in an argv is not shown back).
+The operator's hooks are listed without their commands (their scripts and paths are the
+deployment's); a project's are shown redacted (a token in an argv is not shown back). The project
+file is named by its logical path (``<cwd>/.soong-agent/hooks.toml``), never a host path.
 """
 
 from __future__ import annotations
@@ -48,15 +50,13 @@ async def list_hooks(session_id: str, gw: GatewayDep, caller: CallerDep) -> Hook
         except InvalidProjectError:
             project = None  # its runs cannot start either; the operator's hooks still apply
     file = effective.project_file(project)
+    logical = None
+    if file is not None and project is not None:
+        logical = f"{session.cwd}/{file.relative_to(project).as_posix()}"
     try:
         hooks = await asyncio.to_thread(effective.for_project, project)
     except ConfigError as exc:
-        return HookList(
-            items=describe(effective.operator),
-            project_file=str(file) if file else None,
-            problem=exc.message,
-        )
-    shown = (
-        str(file) if file is not None and any(h.source == "project" for h in hooks.hooks) else None
-    )
+        problem = exc.message if file is None else exc.message.replace(str(file), str(logical))
+        return HookList(items=describe(effective.operator), project_file=logical, problem=problem)
+    shown = logical if any(h.source == "project" for h in hooks.hooks) else None
     return HookList(items=describe(hooks.hooks), project_file=shown)

@@ -109,7 +109,9 @@ def _unusable(file: Path, why: str) -> ConfigError:
 
 
 class HookInfo(BaseModel):
-    """One hook in effect, as the API lists it (its command redacted)."""
+    """One hook in effect, as the API lists it: a project's with its command (redacted), the
+    operator's without (``command`` ``None``: its scripts and their paths are the deployment's,
+    not for every account to read)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -117,7 +119,7 @@ class HookInfo(BaseModel):
     event: str
     source: str
     matcher: str | None
-    command: list[str] | str
+    command: list[str] | str | None
     shell: bool
     timeout_s: float
     on_error: str
@@ -137,15 +139,18 @@ class HookList(BaseModel):
 
 
 def describe(hooks: tuple[Hook, ...] | list[Hook]) -> list[HookInfo]:
-    """The API's view of ``hooks``; secrets in a command (tokens, passwords) are redacted."""
+    """The API's view of ``hooks``: the operator's without their commands; a project's with
+    theirs, secrets (tokens, passwords) redacted."""
     items = []
     for hook in hooks:
         spec = hook.spec
-        command: list[str] | str = (
-            redact(spec.command)
-            if isinstance(spec.command, str)
-            else [redact(p) for p in spec.command]
-        )
+        command: list[str] | str | None
+        if hook.source == "operator":
+            command = None
+        elif isinstance(spec.command, str):
+            command = redact(spec.command)
+        else:
+            command = [redact(p) for p in spec.command]
         items.append(
             HookInfo(
                 name=hook.name,

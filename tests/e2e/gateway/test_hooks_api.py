@@ -67,7 +67,9 @@ def test_hooks_in_effect_per_session(stack: tuple[Stack, Path]) -> None:
         assert [(h["name"], h["event"], h["source"]) for h in body["items"]] == [
             ("audit", "RunEnd", "operator")
         ]
-        assert "abcdefghijklmnop" not in plain.text  # the token in the argv is redacted
+        # The operator's scripts are the deployment's: no command, no host path, no token.
+        assert body["items"][0]["command"] is None
+        assert "abcdefghijklmnop" not in plain.text and "/bin/true" not in plain.text
         assert body["project_file"] is None and body["problem"] is None
 
         good = new_session(c, cwd="good")
@@ -76,7 +78,9 @@ def test_hooks_in_effect_per_session(stack: tuple[Stack, Path]) -> None:
             ("audit", "operator", "continue"),
             ("no-lookup", "project", "block"),
         ]
-        assert listed["project_file"].endswith("good/.soong-agent/hooks.toml")
+        assert listed["project_file"] == "good/.soong-agent/hooks.toml"  # logical, not the host's
+        assert listed["items"][1]["command"][0] == sys.executable  # the project's own, shown
+        assert str(projects) not in json.dumps(listed)
         # The project's hook really runs for the session's runs: the fake model's lookup call
         # is refused, and the timeline says so.
         run_id, _ = run_message(c, good, "look it up")
@@ -91,6 +95,8 @@ def test_hooks_in_effect_per_session(stack: tuple[Stack, Path]) -> None:
         broken = c.get(f"/v1/sessions/{broken_sid}/hooks").json()
         assert [h["name"] for h in broken["items"]] == ["audit"]
         assert "shell = true" in broken["problem"]
+        assert str(projects) not in broken["problem"]
+        assert broken["problem"].startswith("project hooks file broken/.soong-agent/hooks.toml")
         # Its runs fail, naming the file: a broken guard never silently stops guarding.
         run_id, events = run_message(c, broken_sid, "anything")
         finished = events[-1].data
