@@ -289,7 +289,7 @@ async def measure_observed(home: Path, gateway_url: str, api_key: str) -> dict[s
 
 async def _scrape_every_second(home: Path, gateway_url: str, stop: asyncio.Event) -> None:
     ops = json.loads((home / "run" / "stack.json").read_text())["ops"]
-    urls = [f"{gateway_url}/metrics", *(f"{u}/metrics" for u in ops.values())]
+    urls = [f"{u}/metrics" for u in ops.values()]
     async with httpx.AsyncClient(timeout=5) as client:
         while not stop.is_set():
             for url in urls:

@@ -11,11 +11,9 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, PlainTextResponse
-from prometheus_client import CONTENT_TYPE_LATEST
+from fastapi.responses import JSONResponse
 
 from agent_core.bus import SERVICE_NAMES
-from agent_core.observability import render_metrics
 from agent_core.service import ServiceContext, ping_services
 from agent_core.types.api import Health, Readiness
 from services.gateway import (
@@ -33,7 +31,7 @@ from services.gateway import (
 )
 from services.gateway.bodies import JsonGuardMiddleware
 from services.gateway.docs import add_docs_routes
-from services.gateway.errors import ErrorBody, install_error_handlers
+from services.gateway.errors import install_error_handlers
 from services.gateway.limits import BodyLimitMiddleware
 from services.gateway.metrics import MetricsMiddleware
 from services.gateway.openapi_events import add_event_stream
@@ -125,7 +123,9 @@ def create_app(ctx: ServiceContext) -> FastAPI:
 
 
 def _add_health_routes(app: FastAPI, ctx: ServiceContext, gateway: Gateway) -> None:
-    """``/healthz`` (liveness), ``/readyz`` (the bus and every backend answer), ``/metrics``."""
+    """``/healthz`` (liveness) and ``/readyz`` (the bus and every backend answer). Metrics are
+    not on the API port, which clients and the proxy reach: they are on the ops port, as every
+    service's are (``agent_core.service.ops``)."""
 
     @app.get("/healthz", response_model=Health, tags=["health"])
     async def healthz() -> Health:
@@ -151,16 +151,3 @@ def _add_health_routes(app: FastAPI, ctx: ServiceContext, gateway: Gateway) -> N
         ready = bus and all(services.values())
         body = Readiness(ready=ready, bus=bus, services=services)
         return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
-
-    @app.get(
-        "/metrics",
-        response_class=PlainTextResponse,
-        tags=["health"],
-        responses={
-            200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
-            500: {"model": ErrorBody},
-        },
-    )
-    async def metrics() -> PlainTextResponse:
-        """Prometheus text format: this gateway's requests, latencies, runs queued, open streams."""
-        return PlainTextResponse(render_metrics(), media_type=CONTENT_TYPE_LATEST)

@@ -50,7 +50,6 @@ async def build(ctx: ServiceContext) -> ServiceParts:
             ctx.log.critical("HTTP server exited on its own; stopping the gateway")
             stop.set()
 
-    # /healthz, /readyz and /metrics are on the API port: no second (ops) port.
-    return ServiceParts(
-        tasks=[serve, gateway.slots.heartbeat], on_stop=[gateway.events.close], ops_port=False
-    )
+    # /healthz and /readyz are on the API port too (a balancer's checks); /metrics only on the
+    # ops port, which is not the public one.
+    return ServiceParts(tasks=[serve, gateway.slots.heartbeat], on_stop=[gateway.events.close])

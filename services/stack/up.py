@@ -67,7 +67,7 @@ _ORDER = {"gateway": 0, "run_worker": 1, "memory_extraction": 2, "task_wal": 2, 
 def _children(
     env: dict[str, str], workers: int, host: str
 ) -> tuple[list[ChildSpec], dict[str, str]]:
-    """The supervised processes, each non-gateway one with an ops port of its own."""
+    """The supervised processes, each with an ops port of its own."""
     specs: list[ChildSpec] = []
     ops: dict[str, str] = {}
 
@@ -75,10 +75,9 @@ def _children(
         argv = [sys.executable, "-m", "agent_core.cli", "serve", name, "--instance", instance]
         label = name if name != "run_worker" else f"run_worker.{instance}"
         child_env = dict(env)
-        if name != "gateway":
-            port = find_free_port(host)
-            child_env["SOONG_OPS_PORT"] = str(port)
-            ops[label] = f"http://{host}:{port}"
+        port = find_free_port(host)
+        child_env["SOONG_OPS_PORT"] = str(port)
+        ops[label] = f"http://{host}:{port}"
         specs.append(ChildSpec(label, argv, child_env, _ORDER[name]))
 
     for name in ("storage_writer", "task_wal", "memory_extraction"):

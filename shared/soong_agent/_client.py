@@ -210,7 +210,3 @@ class AsyncClient:
         if response.status_code not in (200, 503):  # 503 carries a Readiness body too
             raise error_from_response(response)
         return parse(Readiness, response.content)
-
-    async def metrics(self) -> str:
-        """The gateway's Prometheus metrics text."""
-        return (await self._http.request(ops.METRICS)).text

@@ -45,7 +45,6 @@ _S = "/v1/sessions/{session_id}"
 
 HEALTHZ = _op("GET", "/healthz")
 READYZ = _op("GET", "/readyz")
-METRICS = _op("GET", "/metrics")
 
 CREATE_SESSION = _op("POST", "/v1/sessions")
 LIST_SESSIONS = _op("GET", "/v1/sessions")

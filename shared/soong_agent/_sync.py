@@ -334,4 +334,3 @@ class Client(_Face[AsyncClient]):
     list_sessions = _blocking(AsyncClient.list_sessions)
     health = _blocking(AsyncClient.health)
     readiness = _blocking(AsyncClient.readiness)
-    metrics = _blocking(AsyncClient.metrics)

@@ -58,8 +58,7 @@ def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
 
 def _scrapes(stack: Stack) -> dict[str, str]:
     ops = json.loads((stack.home / "run" / "stack.json").read_text())["ops"]
-    urls = {"gateway": stack.gateway_url, **ops}
-    return {name: httpx.get(f"{url}/metrics", timeout=10).text for name, url in urls.items()}
+    return {name: httpx.get(f"{url}/metrics", timeout=10).text for name, url in ops.items()}
 
 
 def test_every_service_counts_the_run_once(

@@ -1,7 +1,7 @@
 """Every metric of soong-agent, declared once, in the Prometheus client's process registry.
 
-Each service process exposes the registry on its ops port (``/metrics``; the gateway on its API
-port). A figure is counted by the one process that knows it: a run's end by the service that ends
+Each service process exposes the registry on its ops port (``/metrics``; the gateway too, never on
+its public API port). A figure is counted by the one process that knows it: a run's end by the service that ends
 it, a model call by the worker that made it, a batch by the writer that committed it. Summing a
 counter over every scraped process therefore counts each event once.
 

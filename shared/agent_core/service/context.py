@@ -41,7 +41,7 @@ class ServiceParts:
     tasks: list[BackgroundTask] = field(default_factory=list)
     on_start: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
-    # False for a service that serves /healthz, /readyz and /metrics itself (the gateway).
+    # False for a service that must not open the ops port even when one is configured.
     ops_port: bool = True
 
 

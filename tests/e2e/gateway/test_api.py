@@ -469,7 +469,10 @@ def test_sse_stream_cap_per_key(gw: Gw) -> None:
 def test_metrics_and_health(gw: Gw) -> None:
     assert httpx.get(f"{gw.stack.gateway_url}/healthz").json() == {"status": "ok"}
     assert httpx.get(f"{gw.stack.gateway_url}/readyz").status_code == 200
-    text = httpx.get(f"{gw.stack.gateway_url}/metrics").text
+    # Metrics are the operator's: on the ops port, not on the API port clients reach.
+    assert httpx.get(f"{gw.stack.gateway_url}/metrics").status_code == 404
+    ops = json.loads((gw.stack.home / "run" / "stack.json").read_text())["ops"]
+    text = httpx.get(f"{ops['gateway']}/metrics").text
     assert 'soong_gateway_requests_total{method="GET",route="/healthz",status="200"}' in text
     assert "soong_gateway_request_duration_seconds_bucket" in text
     assert "soong_runs_submitted_total" in text and "soong_sse_streams_open" in text
