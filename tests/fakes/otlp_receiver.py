@@ -47,12 +47,27 @@ class OtlpReceiver:
     def __init__(self) -> None:
         self.spans: list[ReceivedSpan] = []
         self.requests = 0
+        self.headers: list[dict[str, str]] = []  # each request's headers, in order
+        # Statuses to answer the next requests with, first to last (then 200 again), as a
+        # collector that is overloaded (429, with ``retry_after``) or restarting (503) would.
+        self.fail_next: list[int] = []
+        self.retry_after: str | None = None
         self._lock = threading.Lock()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with receiver._lock:
+                    receiver.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    failing = receiver.fail_next.pop(0) if receiver.fail_next else None
+                if failing is not None:
+                    self.send_response(failing)
+                    if receiver.retry_after is not None:
+                        self.send_header("Retry-After", receiver.retry_after)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if self.path != "/v1/traces":
                     self.send_error(404)
                     return

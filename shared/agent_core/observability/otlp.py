@@ -8,19 +8,31 @@ each span as it ends and posts what gathered every half second over one kept-ali
 connection (:class:`OtlpHttpPoster`). The unit tests decode its output with the
 OpenTelemetry protobuf definitions and compare it with the SDK exporter's own encoding.
 
+What users of an OTLP exporter rely on is kept: the standard variables
+(``OTEL_EXPORTER_OTLP_[TRACES_]HEADERS`` — how tracing vendors authenticate —, ``…_TIMEOUT``,
+``…_CERTIFICATE``, ``…_CLIENT_CERTIFICATE`` and ``…_CLIENT_KEY``, read once by
+:func:`otlp_options`), TLS for ``https`` endpoints, and the specification's retries (429, 502,
+503, 504 and broken connections, with exponential back-off and ``Retry-After``). Left out: gzip
+compression (``…_COMPRESSION`` is ignored; requests go uncompressed), gRPC (OTLP/HTTP only),
+metrics and logs signals (traces only).
+
 Only :func:`agent_core.observability.tracing.setup_tracing` imports this module (it imports the
 trace SDK), so a process that exports nothing never loads it.
 """
 
 from __future__ import annotations
 
+import email.utils
 import http.client
 import logging
+import ssl
 import struct
 import threading
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -29,7 +41,10 @@ from opentelemetry.trace import SpanContext, SpanKind
 __all__ = [
     "EncodingSpanProcessor",
     "OtlpHttpPoster",
+    "OtlpOptions",
     "encode_spans",
+    "otlp_options",
+    "parse_headers",
 ]
 
 log = logging.getLogger(__name__)
@@ -209,54 +224,146 @@ def encode_spans(spans: Sequence[ReadableSpan]) -> bytes:
     return _request(groups)
 
 
+# Statuses the OTLP/HTTP specification calls retryable; everything else is final.
+_RETRYABLE: Final = frozenset({429, 502, 503, 504})
+# Waits between attempts (seconds): a receiver down for half a minute loses nothing.
+_BACKOFF_S: Final = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+_MAX_RETRY_AFTER_S: Final = 30.0
+
+
+def parse_headers(text: str) -> dict[str, str]:
+    """``OTEL_EXPORTER_OTLP_HEADERS``: ``key=value`` pairs separated by commas, values
+    percent-encoded (``api-key=abc,x-tenant=a%20b``); an entry without ``=`` is skipped."""
+    headers: dict[str, str] = {}
+    for entry in text.split(","):
+        key, sep, value = entry.partition("=")
+        if not sep or not key.strip():
+            if entry.strip():
+                log.warning("OTLP headers: skipped an entry without 'key=value'")
+            continue
+        headers[key.strip()] = unquote(value.strip())
+    return headers
+
+
+@dataclass(frozen=True)
+class OtlpOptions:
+    """How to reach the receiver, beyond its URL: headers, timeout and TLS."""
+
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 10.0
+    ssl_context: ssl.SSLContext | None = None
+
+
+def otlp_options(env: Mapping[str, str]) -> OtlpOptions:
+    """The exporter's standard variables (a signal's own, ``OTEL_EXPORTER_OTLP_TRACES_*``, over
+    the general ``OTEL_EXPORTER_OTLP_*``), read once at start-up."""
+
+    def var(name: str) -> str | None:
+        return env.get(f"OTEL_EXPORTER_OTLP_TRACES_{name}") or env.get(f"OTEL_EXPORTER_OTLP_{name}")
+
+    timeout_ms = var("TIMEOUT")
+    context = None
+    ca, cert, key = var("CERTIFICATE"), var("CLIENT_CERTIFICATE"), var("CLIENT_KEY")
+    if ca or cert:
+        context = ssl.create_default_context(cafile=ca)
+        if cert:
+            context.load_cert_chain(cert, key)
+    return OtlpOptions(
+        headers=parse_headers(var("HEADERS") or ""),
+        timeout_s=float(timeout_ms) / 1000 if timeout_ms else 10.0,
+        ssl_context=context,
+    )
+
+
+def _retry_after_s(response: http.client.HTTPResponse) -> float | None:
+    value = response.getheader("Retry-After")
+    if value is None:
+        return None
+    if value.strip().isdigit():
+        return float(value.strip())
+    when = email.utils.parsedate_to_datetime(value) if value else None
+    return None if when is None else max(0.0, when.timestamp() - time.time())
+
+
 class OtlpHttpPoster:
     """Posts export requests to an OTLP/HTTP traces URL (``…/v1/traces``) over one kept-alive
-    connection, as ``application/x-protobuf``.
+    connection, as ``application/x-protobuf``, with ``options``' headers and TLS.
 
-    A request the receiver does not take (an error status, a refused or broken connection,
-    ``timeout`` seconds without an answer) is logged and dropped: traces are best effort and
-    never hold up the service. Not thread-safe: one thread posts.
+    A request the receiver answers with a retryable status (429, 502, 503, 504) or that finds
+    the connection broken is sent again after ``backoff_s`` waits (longer when the receiver asks
+    with ``Retry-After``); one that is refused for good, or still fails after the last wait, is
+    logged and dropped: traces are best effort and never hold up the service (the posting thread
+    is the processor's own). :meth:`stop_retrying` ends the waits (at shutdown). Not
+    thread-safe: one thread posts.
     """
 
-    def __init__(self, url: str, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        options: OtlpOptions | None = None,
+        *,
+        backoff_s: Sequence[float] = _BACKOFF_S,
+    ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
+        self._options = options or OtlpOptions()
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port
         self._path = parts.path or "/"
-        self._timeout = timeout
+        self._headers = {**self._options.headers, "Content-Type": "application/x-protobuf"}
+        self._backoff_s = tuple(backoff_s)
+        self._stop = threading.Event()
         self._connection: http.client.HTTPConnection | None = None
 
     def _connect(self) -> http.client.HTTPConnection:
         if self._connection is None:
-            kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-            self._connection = kind(self._host, self._port, timeout=self._timeout)
+            timeout = self._options.timeout_s
+            self._connection = (
+                http.client.HTTPSConnection(
+                    self._host, self._port, timeout=timeout, context=self._options.ssl_context
+                )
+                if self._https
+                else http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+            )
         return self._connection
 
     def post(self, body: bytes, spans: int) -> bool:
-        """Send one request of ``spans`` spans; ``True`` if the receiver took it. A failed
-        request is retried once on a new connection (the receiver may have closed the
-        kept-alive one)."""
-        for attempt in (1, 2):
+        """Send one request of ``spans`` spans; ``True`` once the receiver took it."""
+        waits = iter(self._backoff_s)
+        reconnected = False
+        while True:
             try:
                 connection = self._connect()
-                connection.request(
-                    "POST", self._path, body, {"Content-Type": "application/x-protobuf"}
-                )
+                connection.request("POST", self._path, body, self._headers)
                 response = connection.getresponse()
                 response.read()
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
-                if attempt == 2:
-                    log.warning("OTLP export of %d spans failed: %s", spans, exc)
-                continue
-            if 200 <= response.status < 300:
-                return True
-            log.warning("OTLP export of %d spans refused: HTTP %d", spans, response.status)
-            return False
-        return False
+                if not reconnected:  # the receiver may have closed the kept-alive connection
+                    reconnected = True
+                    continue
+                problem, asked = f"failed: {exc}", None
+            else:
+                if 200 <= response.status < 300:
+                    return True
+                problem = f"refused: HTTP {response.status}"
+                if response.status not in _RETRYABLE:
+                    log.warning("OTLP export of %d spans %s", spans, problem)
+                    return False
+                asked = _retry_after_s(response)
+            wait = next(waits, None)
+            if wait is None or self._stop.is_set():
+                log.warning("OTLP export of %d spans %s (gave up)", spans, problem)
+                return False
+            if self._stop.wait(min(max(wait, asked or 0.0), _MAX_RETRY_AFTER_S)):
+                log.warning("OTLP export of %d spans %s (stopping)", spans, problem)
+                return False
+
+    def stop_retrying(self) -> None:
+        """End any wait between attempts, and make no more (the process is stopping)."""
+        self._stop.set()
 
     def close(self) -> None:
         """Close the connection (the next post opens a new one)."""
@@ -336,7 +443,8 @@ class EncodingSpanProcessor(SpanProcessor):
         return self._post_pending()
 
     def shutdown(self) -> None:
-        """Post what is pending and stop the thread."""
+        """Post what is pending (once, without waiting out a receiver's outage) and stop."""
+        self._poster.stop_retrying()
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=10)

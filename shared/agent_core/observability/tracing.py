@@ -16,6 +16,7 @@ through unchanged, so one trace id spans the run wherever it is exported.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
@@ -64,7 +65,7 @@ def setup_tracing(
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-    from agent_core.observability.otlp import EncodingSpanProcessor, OtlpHttpPoster
+    from agent_core.observability.otlp import EncodingSpanProcessor, OtlpHttpPoster, otlp_options
 
     provider = TracerProvider(
         resource=Resource.create(
@@ -75,7 +76,10 @@ def setup_tracing(
     endpoint = settings.otlp_endpoint.rstrip("/") + "/v1/traces"
     # Ours, not the SDK's batch processor and exporter: each span is encoded to bytes as it ends
     # and posted every half second, which costs a fraction of the CPU (see otlp.py).
-    provider.add_span_processor(EncodingSpanProcessor(OtlpHttpPoster(endpoint, timeout=5), 0.5))
+    # The exporter's standard variables (headers for a vendor's key, timeout, TLS files) are
+    # read here, once, like the rest of the settings.
+    poster = OtlpHttpPoster(endpoint, otlp_options(os.environ))
+    provider.add_span_processor(EncodingSpanProcessor(poster, 0.5))
     trace.set_tracer_provider(provider)
     return provider.shutdown
 
