@@ -26,9 +26,13 @@ import yaml
 from agent_core.config import CONFIG_ENV_VAR, ENV_VARS
 from services.stack.deploy.dockerfile import ImageFacts, read_dockerfile
 
-__all__ = ["ENV_EXAMPLE", "PROVIDER_KEY_VARS", "check_compose"]
+__all__ = ["ENV_EXAMPLE", "MODELS_EXAMPLE", "PROVIDER_KEY_VARS", "check_compose"]
 
 ENV_EXAMPLE: Final = Path("deploy/soong.env.example")
+MODELS_EXAMPLE: Final = Path("deploy/models.env.example")
+MODELS_FILE: Final = "models.env"
+# The services that call a model, and so alone read its key.
+_MODEL_CALLERS: Final = frozenset({"run_worker", "memory_extraction"})
 README: Final = "README.md"
 ENV_FILE: Final = ".env"
 RUNTIME_LOCK: Final = "requirements-runtime.lock"
@@ -171,13 +175,17 @@ def _environment(doc: dict[str, Any], ours: list[_Svc], image: ImageFacts, root:
                 problems.append(
                     f"{svc.name}: environment variable {var} is not read by soong-agent"
                 )
-        files = svc.spec.get("env_file") or []
-        files = [files] if isinstance(files, str | dict) else files
-        names = [str(f["path"]) if isinstance(f, dict) else str(f) for f in files]
+        names = _env_files(svc.spec)
         if ENV_FILE not in names:
-            problems.append(
-                f"{svc.name}: no env_file {ENV_FILE} (provider keys and SOONG_* settings)"
-            )
+            problems.append(f"{svc.name}: no env_file {ENV_FILE} (SOONG_* settings)")
+        calls_models = svc.serves in _MODEL_CALLERS
+        if calls_models and MODELS_FILE not in names:
+            problems.append(f"{svc.name}: no env_file {MODELS_FILE} (the model keys it needs)")
+        if not calls_models and MODELS_FILE in names:
+            problems.append(f"{svc.name}: reads {MODELS_FILE}, but calls no model: no keys here")
+        leaked = sorted(PROVIDER_KEY_VARS & set(_env_map(svc.spec.get("environment"))))
+        if leaked and not calls_models:
+            problems.append(f"{svc.name}: gets the model key(s) {', '.join(leaked)}")
         url = svc.env.get("SOONG_REDIS_URL", "")
         if f"${{{PASSWORD_VAR}" not in url:
             problems.append(
@@ -189,10 +197,21 @@ def _environment(doc: dict[str, Any], ours: list[_Svc], image: ImageFacts, root:
     except OSError:
         return [*problems, f"no env file example {ENV_EXAMPLE}"]
     listed = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", text, flags=re.M))
-    for var in sorted(_known_env() | {PASSWORD_VAR} - listed):
+    for var in sorted((_known_env() - PROVIDER_KEY_VARS) | {PASSWORD_VAR}):
         if var not in listed:
             problems.append(f"{ENV_EXAMPLE}: does not list {var}")
+    for var in sorted(PROVIDER_KEY_VARS & listed):
+        problems.append(f"{ENV_EXAMPLE}: lists {var}, which every service would read")
+    models = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", _read(root / MODELS_EXAMPLE), re.M))
+    for var in sorted(PROVIDER_KEY_VARS - models):
+        problems.append(f"{MODELS_EXAMPLE}: does not list {var}")
     return problems
+
+
+def _env_files(spec: dict[str, Any]) -> list[str]:
+    files = spec.get("env_file") or []
+    files = [files] if isinstance(files, str | dict) else files
+    return [str(f["path"]) if isinstance(f, dict) else str(f) for f in files]
 
 
 def _mounts(doc: dict[str, Any], ours: list[_Svc], image: ImageFacts, root: Path) -> list[str]:
@@ -285,6 +304,8 @@ def _bus(doc: dict[str, Any], ours: list[_Svc], image: ImageFacts, root: Path) -
         problems.append(f"redis: no password (requirepass from {PASSWORD_VAR})")
     if PASSWORD_VAR not in _ready_url((redis.get("healthcheck") or {}).get("test")):
         problems.append("redis: the healthcheck does not authenticate")
+    if str(redis.get("user") or "root").partition(":")[0] in ("root", "0"):
+        problems.append("redis: runs as root (set user: the image's valkey user)")
     confs = [s for s, t, _ in _Svc("redis", redis, "", {}).mounts() if t.endswith(".conf")]
     if not confs or "appendonly yes" not in _read(root / confs[0]):
         problems.append("redis: no configuration with appendonly yes")
@@ -336,6 +357,11 @@ def _readme(doc: dict[str, Any], ours: list[_Svc], image: ImageFacts, root: Path
     if not section:
         return [f"{README}: no section on running it with docker compose"]
     problems = []
+    if "Compose v2" not in section:
+        problems.append(
+            f"{README}: the compose section does not say it needs Docker Compose v2 "
+            "(`docker compose`; 1.x refuses this file)"
+        )
     if "soong-agent keys create" not in section:
         problems.append(
             f"{README}: the compose section does not say how to get the first API key "

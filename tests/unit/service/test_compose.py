@@ -126,11 +126,49 @@ def test_each_fault_is_caught(tmp_path: Path, change: Any, expected: str) -> Non
 def test_the_env_example_must_list_every_variable(tmp_path: Path) -> None:
     root = _copy_repo(tmp_path)
     example = root / "deploy" / "soong.env.example"
-    example.write_text(example.read_text().replace("ANTHROPIC_API_KEY=", ""))
+    example.write_text(example.read_text().replace("SOONG_MODEL_NAME=", ""))
+    models = root / "deploy" / "models.env.example"
+    models.write_text(models.read_text().replace("ANTHROPIC_API_KEY=", ""))
     problems = check_compose(root / "docker-compose.yml", build_parser())
-    assert "deploy/soong.env.example: does not list ANTHROPIC_API_KEY" in problems
+    assert "deploy/soong.env.example: does not list SOONG_MODEL_NAME" in problems
+    assert "deploy/models.env.example: does not list ANTHROPIC_API_KEY" in problems
     for var in ENV_VARS:  # and the real one lists all of them
         assert var in (REPO / "deploy" / "soong.env.example").read_text()
+
+
+def test_model_keys_reach_only_the_services_that_call_a_model(tmp_path: Path) -> None:
+    """.env is every service's environment: a key in it would reach the gateway, the writer, the
+    bus's neighbours. Keys live in models.env, which only run_worker and memory_extraction read."""
+    root = _copy_repo(tmp_path)
+    example = root / "deploy" / "soong.env.example"
+    example.write_text(example.read_text() + "OPENAI_API_KEY=\n")
+
+    def change(d: dict[str, Any]) -> None:
+        d["services"]["gateway"]["env_file"] = [".env", "models.env"]
+        d["services"]["task_wal"]["environment"] = {
+            **d["services"]["task_wal"].get("environment", {}),
+            "ANTHROPIC_API_KEY": "x",
+        }
+        d["services"]["run_worker"]["env_file"] = [".env"]
+        d["services"]["redis"].pop("user")
+
+    problems = _edit(root, change)
+    for expected in (
+        "deploy/soong.env.example: lists OPENAI_API_KEY, which every service would read",
+        "gateway: reads models.env, but calls no model: no keys here",
+        "task_wal: gets the model key(s) ANTHROPIC_API_KEY",
+        "run_worker: no env_file models.env (the model keys it needs)",
+        "redis: runs as root (set user: the image's valkey user)",
+    ):
+        assert expected in problems, (expected, problems)
+
+
+def test_the_readme_must_say_compose_v2(tmp_path: Path) -> None:
+    root = _copy_repo(tmp_path)
+    readme = root / "README.md"
+    readme.write_text(readme.read_text().replace("Compose v2", "Compose"))
+    problems = check_compose(root / "docker-compose.yml", build_parser())
+    assert any("does not say it needs Docker Compose v2" in p for p in problems)
 
 
 def test_the_readme_must_say_how_to_get_a_key_and_scale(tmp_path: Path) -> None:
