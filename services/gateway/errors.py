@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent_core.bus.contracts.refusals import RefusalCode
@@ -25,6 +26,7 @@ from agent_core.errors import AgentCoreError, BusTimeoutError, redact, redact_ob
 
 __all__ = [
     "ApiError",
+    "is_unavailable",
     "ErrorBody",
     "ErrorDetail",
     "error_response",
@@ -156,6 +158,16 @@ RETRY_AFTER_S = "1"
 
 # Refusals of a state the request conflicts with (any ``conflict``-typed error is one too).
 _CONFLICTS = frozenset({RefusalCode.INVALID_TRANSITION, RefusalCode.CONFLICT})
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` means the bus or a service behind it is unreachable for now (a 503 that
+    resolves by itself), as opposed to a fault of the request."""
+    if isinstance(exc, ApiError):
+        return exc.status == 503
+    if isinstance(exc, AgentCoreError):
+        return _core_status(exc) == 503
+    return isinstance(exc, RedisConnectionError | RedisTimeoutError)
 
 
 def _core_status(exc: AgentCoreError) -> int:

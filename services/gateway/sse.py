@@ -12,6 +12,11 @@ timeline: ``node_created`` rows become ``node_created`` events carrying the node
 ``timeline`` events, and the stream ends with a ``run_finished`` built from the run record. While
 idle, a comment line keeps proxies from closing the connection. Every stream ends after the
 terminal ``run_finished``.
+
+The bus may drop while a stream is open (a Valkey restart takes a couple of seconds): the stream
+then waits and reads on from the last event it sent, with a comment line each second so the
+client sees it alive; only after ``_OUTAGE_S`` without the bus does it end — cleanly, so that the
+client resumes with ``Last-Event-ID`` — never cut mid-response.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from agent_core.types.runtime import (
     RuntimeEvent,
     TimelineEvent,
 )
-from services.gateway.errors import ApiError
+from services.gateway.errors import ApiError, is_unavailable, log
 from services.gateway.state import Gateway, fetch_optional
 
 __all__ = ["Cursor", "SseResponse", "parse_cursor", "run_event_stream"]
@@ -50,6 +55,10 @@ _MAX_BLOCK_MS = 4000
 _RECENT_END_S = 60
 _APPEAR_POLLS = 20
 _APPEAR_POLL_S = 0.05
+# How long an open stream waits out a bus outage before it ends (the client then resumes), and
+# how often it tries the bus again meanwhile.
+_OUTAGE_S = 30.0
+_OUTAGE_RETRY_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +239,43 @@ async def _live(
     keepalive_s: float,
     on_idle: Callable[[], Awaitable[None]] | None,
 ) -> AsyncIterator[bytes]:
+    """The live stream after ``after``, reading on from the last event sent across a bus outage
+    (see the module docstring)."""
+    last = after
+    down_since: float | None = None
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            async for chunk, sent in _follow(
+                gw, session_id, run_id, after=last, keepalive_s=keepalive_s, on_idle=on_idle
+            ):
+                down_since = None
+                last = sent or last
+                yield chunk
+            return
+        except Exception as exc:
+            if not is_unavailable(exc):
+                raise
+            now = loop.time()
+            down_since = down_since if down_since is not None else now
+            if now - down_since >= _OUTAGE_S:
+                log.warning("SSE stream of %s ends: the bus is still down", run_id)
+                return  # a clean end: the client resumes with Last-Event-ID
+            yield b": the bus is unavailable; waiting for it\n\n"
+            await asyncio.sleep(_OUTAGE_RETRY_S)
+
+
+async def _follow(
+    gw: Gateway,
+    session_id: str,
+    run_id: str,
+    *,
+    after: str,
+    keepalive_s: float,
+    on_idle: Callable[[], Awaitable[None]] | None,
+) -> AsyncIterator[tuple[bytes, str | None]]:
+    """SSE bytes of the live stream after ``after``, each with the id of the last event in it
+    (``None`` for a keep-alive or the durable end)."""
     # Blocking reads stay below the Redis client's socket timeout (5 s by default); idle time
     # adds up to one keep-alive per ``keepalive_s``.
     block_ms = max(1, min(int(keepalive_s * 1000), _MAX_BLOCK_MS))
@@ -240,13 +286,14 @@ async def _live(
             idle_ms = 0
             # What one read returned goes out as one write; the stored JSON is the event's
             # model_dump_json (validated on read), forwarded as it is.
-            yield b"".join(_frame_json(i, e.type, raw.decode()) for i, e, raw in batch)
+            data = b"".join(_frame_json(i, e.type, raw.decode()) for i, e, raw in batch)
+            yield data, batch[-1][0]
             continue
         idle_ms += block_ms
         if idle_ms < keepalive_s * 1000:
             continue
         idle_ms = 0
-        yield b": keep-alive\n\n"
+        yield b": keep-alive\n\n", None
         if on_idle is not None:
             await on_idle()
         # A run ended by a sweeper may never write run_finished to its stream: after two
@@ -254,7 +301,7 @@ async def _live(
         run = await _run(gw, session_id, run_id)
         idle_terminal = idle_terminal + 1 if run is not None and run.is_terminal else 0
         if run is not None and idle_terminal >= 2:
-            yield frame("db-end", to_run_finished(run))
+            yield frame("db-end", to_run_finished(run)), None
             return
 
 

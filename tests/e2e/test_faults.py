@@ -12,6 +12,7 @@ import contextlib
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -331,3 +332,38 @@ def test_a_full_disk_is_reported_as_507_and_the_stack_recovers_by_itself(
         print(f"full disk: serving again {recovered:.2f}s after space returned")
         run = _wait_run(api, sid, run_id, TERMINAL)
         assert (run["status"], run["end_reason"]) == ("completed", "completed"), run
+
+
+def test_an_open_stream_rides_out_a_bus_restart(fstack: Stack) -> None:
+    """Valkey SIGKILLed (and restarted by `up`) while a run's answer streams: the open SSE
+    response is not cut; it waits for the bus and goes on to the run's end, each event once."""
+    with _api(fstack) as api:
+        sid, run_id = _send(api)
+        lines: list[str] = []
+        failure: list[BaseException] = []
+        first_piece = threading.Event()
+
+        def read() -> None:
+            try:
+                with api.stream("GET", f"/v1/sessions/{sid}/runs/{run_id}/events") as reply:
+                    for line in reply.iter_lines():
+                        lines.append(line)
+                        if "piece" in line:
+                            first_piece.set()
+            except BaseException as exc:  # the failure this test is about: a cut response
+                failure.append(exc)
+            finally:
+                first_piece.set()
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        assert first_piece.wait(60)
+        _kill(fstack, "valkey-server")
+        reader.join(timeout=120)
+        assert not reader.is_alive()
+        assert failure == [], failure
+        ids = [line[4:] for line in lines if line.startswith("id: ")]
+        events = [line[7:] for line in lines if line.startswith("event: ")]
+        assert events[-1] == "run_finished", lines[-10:]
+        assert len(ids) == len(set(ids)), "an event was sent twice"
+        assert "unhandled RuntimeError" not in fstack.log()
