@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run install test lint bench soak compose-config asyncapi console-screenshots console-vendor clean
+.PHONY: run demo install test lint bench soak compose-config asyncapi console-screenshots console-vendor clean
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -24,6 +24,10 @@ install: $(VENV)/.installed
 
 run: install
 	$(VENV)/bin/soong-agent up
+
+# The same stack with the scripted demo model: no key, no network; send it "help".
+demo: install
+	$(VENV)/bin/soong-agent up --fake-provider
 
 # One pytest worker per CPU (pytest-xdist); a file's tests stay on one worker, so module
 # fixtures (a stack, a gateway) start once. TEST_WORKERS=0 runs the suite in one process.

@@ -216,7 +216,9 @@ def stop_stack(proc: subprocess.Popen[bytes], sig: int = signal.SIGINT) -> int:
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The whole stack, shared by the end-to-end tests of one run."""
-    running = start_stack(tmp_path_factory.mktemp("stack-home"))
+    running = start_stack(
+        tmp_path_factory.mktemp("stack-home"), extra_env={"SOONG_MODEL_PROVIDER": "fake"}
+    )
     yield running
     stop_stack(running.process)
 

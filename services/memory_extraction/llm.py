@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import ValidationError
 
+from agent_core.config.providers import key_env
 from agent_core.config.schema import ModelSettings
 from agent_core.errors import AgentCoreError
 from agent_core.memory import (
@@ -50,10 +51,12 @@ def provider_settings(
 ) -> ProviderSettings | None:
     """Provider settings for ``model``, or ``None`` when it cannot be reached without a key.
 
-    The key is read from the variable ``model.api_key_env`` names, once, at service start.
+    The key is read from the variable ``model.api_key_env`` names (else the provider kind's own),
+    once, at service start.
     """
     env = os.environ if env is None else env
-    key = env.get(model.api_key_env) if model.api_key_env else None
+    variable = key_env(model.provider, model.api_key_env)
+    key = env.get(variable) if variable else None
     if not key and model.base_url is None and model.provider != "ollama":
         return None  # a hosted provider without a key: every call would fail, use the rules
     return ProviderSettings(

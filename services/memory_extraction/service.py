@@ -7,12 +7,14 @@ provenance for the change log only. Memory file writes happen here and nowhere e
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 
 from agent_core.bus import GROUP_MEMORY, Delivery
 from agent_core.bus.contracts.memory import MEMORY_INTERACTION, MEMORY_QUERY
 from agent_core.bus.contracts.memory import Interaction as BusInteraction
 from agent_core.config import Settings
+from agent_core.config.providers import missing_keys
 from agent_core.memory import Interaction
 from agent_core.observability.instrument import InstrumentedAdapter
 from agent_core.provider import ProviderRegistry, aclose_adapter
@@ -69,7 +71,13 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         return parts
     proposer = make_proposer(ctx.settings)
     if proposer is None:
-        ctx.log.info("no key for the memory model: consolidating with rules only")
+        missing = missing_keys(ctx.settings, os.environ, memory=True)
+        variable = missing[0].variable if missing else "its key variable"
+        # Once, at start: memory still works (by rules); what it lacks is said plainly.
+        ctx.log.warning(
+            "the memory model has no key (%s is not set): consolidating with rules only",
+            variable,
+        )
     consolidator = Consolidator(store, proposer)
     queue = PendingQueue(
         ctx.redis,

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent_core.config import Settings, agent_config
+from agent_core.config.providers import check_model_keys
 from agent_core.errors import ConfigError, redact
 from agent_core.observability.instrument import InstrumentedAdapter
-from agent_core.provider import ProviderRegistry, ProviderSettings
+from agent_core.provider import DEMO_PROVIDER, ProviderRegistry, ProviderSettings
 from agent_core.provider.base import ProviderAdapter
 from agent_core.tasks.client import TaskClient
 from agent_core.tasks.tools import task_tools
@@ -25,6 +26,21 @@ from services.run_worker.child_tools import child_tools
 __all__ = ["AgentSetup"]
 
 log = logging.getLogger("soong.run_worker")
+
+
+def provider_settings(
+    config: AgentConfig, settings: Settings, env: Mapping[str, str]
+) -> ProviderSettings:
+    """How a run-worker reaches ``config``'s provider: its address, and its key from the
+    variable the config names (resolved by kind when the configuration names none)."""
+    api_key = env.get(config.api_key_env) if config.api_key_env else None
+    return ProviderSettings(
+        provider=config.provider,
+        base_url=config.base_url,
+        api_key=api_key or None,
+        timeout_s=settings.model.timeout_s,
+        provider_options=config.provider_options,
+    )
 
 
 class AgentSetup:
@@ -58,14 +74,7 @@ class AgentSetup:
         key = (config.provider, config.base_url, config.api_key_env)
         adapter = self._adapters.get(key)
         if adapter is None:
-            api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
-            settings = ProviderSettings(
-                provider=config.provider,
-                base_url=config.base_url,
-                api_key=api_key,
-                timeout_s=self.settings.model.timeout_s,
-                provider_options=config.provider_options,
-            )
+            settings = provider_settings(config, self.settings, os.environ)
             try:
                 raw = self.providers.create(settings)
                 warm = getattr(raw, "warm_up", None)  # optional: in-process models have none
@@ -87,8 +96,10 @@ class AgentSetup:
     def prepare(self) -> None:
         """Build the default model's adapter and those of the named providers, with their
         clients (importing a provider SDK takes a CPU-second): at start-up, not inside the first
-        run. Raises :class:`ConfigError` when one is unknown or cannot be built — the worker does
-        not start with it."""
+        run. Raises :class:`ConfigError` when one is unknown, cannot be built or lacks the key it
+        needs (``model_key_missing``, naming the variable) — the worker does not start with it."""
+        demo = self.settings.model.provider == DEMO_PROVIDER
+        check_model_keys(self.settings, os.environ, default_model=not demo)
         self.adapter(self.config({}))
         for name in self.settings.providers:
             self.adapter(self.config({"provider": name}))

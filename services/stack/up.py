@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from agent_core.config import Settings
+from agent_core.config.providers import check_model_keys
 from agent_core.errors import ConfigError
 from agent_core.observability.logs import configure_logging
 from agent_core.plugins import plugin_provider_keys
@@ -179,6 +180,8 @@ def run_stack(
     check_provider_key(settings.model.provider if not fake_provider else "fake", plugins)
     for named in settings.providers.values():
         check_provider_key(named.kind, plugins)
+    # A hosted provider without its key could only fail every run: say which variable, now.
+    check_model_keys(settings, os.environ, default_model=not fake_provider)
     home = settings.home
     lock = HomeLock(home)
     lock.acquire()

@@ -26,7 +26,12 @@ def _tree(pid: int) -> list[psutil.Process]:
 
 def _start(home: Path) -> tuple[subprocess.Popen[bytes], str, float]:
     port = find_free_port()
-    env = {**os.environ, "SOONG_AGENT_HOME": str(home), "SOONG_GATEWAY_PORT": str(port)}
+    env = {
+        **os.environ,
+        "SOONG_AGENT_HOME": str(home),
+        "SOONG_GATEWAY_PORT": str(port),
+        "OPENAI_API_KEY": "sk-test-not-a-real-key-000000",  # the default model's variable
+    }
     env.pop("SOONG_REDIS_URL", None)
     started = time.monotonic()
     proc = subprocess.Popen(

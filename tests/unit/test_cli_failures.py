@@ -75,7 +75,9 @@ def test_chat_with_the_gateway_down(home: Path, capsys: pytest.CaptureFixture[st
 
 
 def _up(home: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "SOONG_AGENT_HOME": str(home), **env}
+    # The default model's key is set unless a test says otherwise (start-up checks it first).
+    key = {"OPENAI_API_KEY": "sk-test-not-a-real-key-000000"}
+    full = {**os.environ, "SOONG_AGENT_HOME": str(home), **key, **env}
     if "SOONG_REDIS_URL" not in env:
         full.pop("SOONG_REDIS_URL", None)
     return subprocess.run(
@@ -117,4 +119,15 @@ def test_up_with_a_named_provider_of_an_unknown_kind(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "unknown provider 'vllm'" in done.stderr
     _one_error_line(done.stderr, "unknown_provider")
+    assert not (tmp_path / "redis").exists()  # nothing was started
+
+
+def test_up_without_the_models_key_names_the_variable_and_the_demo(tmp_path: Path) -> None:
+    """A new user's first `make run` without a key: one line naming the variable to set and
+    the command that runs without one, before anything starts."""
+    (tmp_path / "config.toml").write_text('[model]\nprovider = "anthropic"\nname = "claude"\n')
+    done = _up(tmp_path, ANTHROPIC_API_KEY="", SOONG_GATEWAY_PORT=str(find_free_port()))
+    assert done.returncode == 2
+    _one_error_line(done.stderr, "model_key_missing")
+    assert "ANTHROPIC_API_KEY" in done.stderr and "make demo" in done.stderr
     assert not (tmp_path / "redis").exists()  # nothing was started

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agent_core.config.providers import key_env
 from agent_core.config.schema import Settings
 from agent_core.errors import ConfigError
 from agent_core.types.enums import PermissionPolicy
@@ -45,7 +46,7 @@ def agent_config(settings: Settings, overrides: Mapping[str, Any]) -> AgentConfi
         "provider": m.provider,
         "model": m.name,
         "base_url": m.base_url,
-        "api_key_env": m.api_key_env,
+        "api_key_env": key_env(m.provider, m.api_key_env),
         "max_output_tokens": m.max_output_tokens,
         "context_window": m.context_window,
         "tool_policy": {"default": PermissionPolicy.ALLOW.value},
@@ -62,7 +63,7 @@ def agent_config(settings: Settings, overrides: Mapping[str, Any]) -> AgentConfi
             "provider": named.kind,
             "model": named.model,
             "base_url": named.base_url,
-            "api_key_env": named.api_key_env,
+            "api_key_env": key_env(named.kind, named.api_key_env),
             "max_output_tokens": named.max_output_tokens,
             "context_window": named.context_window,
             "metadata": {"provider_name": asked},

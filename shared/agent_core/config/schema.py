@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -12,6 +13,7 @@ from agent_core.hooks.config import HooksSettings
 from agent_core.mcp.config import McpSettings
 
 __all__ = [
+    "DEFAULT_KEY_ENV",
     "BusSettings",
     "GatewaySettings",
     "HooksSettings",
@@ -28,7 +30,22 @@ __all__ = [
     "SkillSettings",
     "StorageSettings",
     "TaskSettings",
+    "key_env",
 ]
+
+
+# The variable each built-in provider kind reads its key from, unless ``api_key_env`` names
+# another (``agent_core.config.providers`` says more).
+DEFAULT_KEY_ENV: Final[Mapping[str, str]] = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
+
+
+def key_env(kind: str, api_key_env: str | None) -> str | None:
+    """The variable a provider of ``kind`` reads its key from: ``api_key_env`` when set, else
+    the kind's own (``None``: it takes no key)."""
+    return api_key_env or DEFAULT_KEY_ENV.get(kind)
 
 
 class _Section(BaseModel):
@@ -105,12 +122,13 @@ class TaskSettings(_Section):
 
 
 class ModelSettings(_Section):
-    """The default model of agents; ``api_key_env`` names the variable holding the key."""
+    """The default model of agents; ``api_key_env`` names the variable holding the key (unset:
+    the provider kind's own, ``agent_core.config.providers``)."""
 
     provider: str = "openai"
     name: str = "gpt-4o-mini"
     base_url: str | None = None
-    api_key_env: str | None = "OPENAI_API_KEY"
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     max_output_tokens: int = Field(default=4096, gt=0)
     # The model's context window (None: the known default for the model's name).
     context_window: int | None = Field(default=None, ge=1024)
@@ -317,9 +335,12 @@ class Settings(_Section):
 
     @model_validator(mode="after")
     def _no_key_for_code(self) -> Settings:
-        key = self.model.api_key_env
-        if key and key in self.sandbox.env:
-            raise ValueError(f"sandbox.env: {key} holds the provider key; code never gets it")
+        models = [self.model, *([self.memory.model] if self.memory.model else [])]
+        keys = {key_env(m.provider, m.api_key_env) for m in models}
+        keys |= {key_env(p.kind, p.api_key_env) for p in self.providers.values()}
+        for key in sorted(k for k in keys if k):
+            if key in self.sandbox.env:
+                raise ValueError(f"sandbox.env: {key} holds a provider key; code never gets it")
         return self
 
     @property

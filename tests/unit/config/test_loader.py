@@ -143,7 +143,7 @@ def test_soong_config_names_the_file(tmp_path: Path) -> None:
     ("env", "says"),
     [
         ('{ SOONG_REDIS_URL = "redis://x" }', "the service's own"),
-        ('{ OPENAI_API_KEY = "sk-x" }', "holds the provider key"),
+        ('{ OPENAI_API_KEY = "sk-x" }', "holds a provider key"),
         ('{ "A-B" = "x" }', "not a variable name"),
     ],
 )
