@@ -123,6 +123,7 @@ _DESCRIPTIONS = {
     404: "Not found (also for another account's ids)",
     409: "Conflict with the current state",
     413: "Body too large",
+    415: "Unsupported media type (the body's content type)",
     422: "Validation error (the field is named in details)",
     429: "Rate limited (see Retry-After)",
     503: "A backend did not answer in time",

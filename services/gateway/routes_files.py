@@ -263,7 +263,7 @@ _MAX_FORM_FILES = 100
     "/files",
     status_code=201,
     response_model=UploadedFiles,
-    responses=responses(400, 404, 409, 413),
+    responses=responses(400, 404, 409, 413, 415),
     openapi_extra={
         "requestBody": {
             "required": True,

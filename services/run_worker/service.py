@@ -9,7 +9,8 @@ from agent_core.bus.contracts.runs import RUNS_MESSAGE
 from agent_core.plugins import install_plugins, load_plugins
 from agent_core.provider import DEMO_PROVIDER, ProviderRegistry
 from agent_core.runqueue import SessionQueue
-from agent_core.runtime import LookupTool, ScriptedModel, tool_then_answer
+from agent_core.runtime import LookupTool
+from agent_core.runtime.demo import DemoModel, PublishTool
 from agent_core.service import ServiceContext, ServiceParts
 from agent_core.storage_client import StorageClient
 from agent_core.tools import ToolRegistry, builtin_tools
@@ -30,8 +31,9 @@ async def build(ctx: ServiceContext) -> ServiceParts:
     )
     if ctx.settings.model.provider == DEMO_PROVIDER:
         # Demo / benchmark mode (`soong-agent up --fake-provider`): a scripted in-process model.
-        providers.register_provider(DEMO_PROVIDER, lambda _: ScriptedModel(tool_then_answer()))
+        providers.register_provider(DEMO_PROVIDER, lambda _: DemoModel())
         tools.register(LookupTool())
+        tools.register(PublishTool())  # the demo's tool that asks a person first
     # Plug-ins after the built-ins, so a built-in always keeps its name; a bad one is logged by
     # name and skipped.
     install_plugins(load_plugins(ctx.settings), providers, tools)

@@ -34,12 +34,15 @@ __all__ = ["ScriptedModel", "ScriptedReply", "tool_then_answer"]
 
 @dataclass(frozen=True)
 class ScriptedReply:
-    """One response: text (streamed in ``chunk_chars`` pieces) and/or tool calls."""
+    """One response: text (streamed in ``chunk_chars`` pieces, or as the given ``pieces``)
+    and/or tool calls; ``delay_s`` before each piece of text, or once before the tool calls of a
+    reply without text."""
 
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     chunk_chars: int = 64
     delay_s: float = 0.0
+    pieces: tuple[str, ...] = ()
     usage: Usage = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=10))
 
 
@@ -53,10 +56,14 @@ class ScriptedModel:
         """Stream the scripted response as normalized model events."""
         reply = self._reply(request)
         yield MessageStartEvent(model=request.model, response_id="scripted")
-        for i in range(0, len(reply.text), reply.chunk_chars):
+        text, size = reply.text, reply.chunk_chars
+        pieces = reply.pieces or tuple(text[i : i + size] for i in range(0, len(text), size))
+        for piece in pieces:
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
-            yield TextDeltaEvent(text=reply.text[i : i + reply.chunk_chars])
+            yield TextDeltaEvent(text=piece)
+        if reply.delay_s and not pieces and reply.tool_calls:
+            await asyncio.sleep(reply.delay_s)
         for index, call in enumerate(reply.tool_calls):
             yield ToolCallStartEvent(index=index, id=call.id, name=call.name)
             yield ToolCallDeltaEvent(index=index, arguments_delta="{}")
@@ -68,13 +75,20 @@ class ScriptedModel:
         yield MessageEndEvent(stop_reason=stop, raw_stop_reason=stop.value)
 
 
+# About 1 KB (the benchmarks' answer size), whole sentences.
 DEMO_ANSWER = (
     "[fake model] This answer comes from the scripted demo model of soong-agent, not from an "
-    "LLM: it looked your message up with the `lookup` tool and replies with this fixed text. "
-    "Configure a real provider in config.toml ([model] provider, name, api_key_env) to talk to "
-    "a real model. "
-) * 4
-DEMO_ANSWER = DEMO_ANSWER[:1000]
+    "LLM. It looked your message up with the lookup tool, a demo tool that always returns the "
+    "same short text, and answers with this fixed paragraph, streamed in pieces as a real "
+    "model's answer would be. The demo can show more than one tool: send the word help to see "
+    "the steps it can walk you through, from files written and read back, Python run in a "
+    "sandbox and a task list, to a worker agent, a tool that asks you for permission first, a "
+    "long answer streamed word by word and a model call that fails on request. Every one of "
+    "them leaves its trace in the session: nodes in the conversation tree, events on the "
+    "timeline, files in the workspace. To talk to a real model instead, set the key of your "
+    "provider (OPENAI_API_KEY, ANTHROPIC_API_KEY, or a server of your own) and start the stack "
+    "with make run; docs/providers.md shows a tested configuration for each kind of provider."
+)
 DEMO_SUMMARY = "[fake model] A summary of the earlier conversation (scripted, not an LLM's)."
 
 

@@ -57,6 +57,8 @@ class Tool(ABC, Generic[ArgsT]):
     ``output/`` to register as artifacts); ``timeout_s`` bounds one call. ``repeatable`` declares
     a tool read-only or idempotent: a run whose worker was lost while it ran resumes and runs the
     call again; a tool with side effects (the default) ends such a run ``worker_lost`` instead.
+    ``asks_first`` declares a tool whose effect reaches past the session (publishing, sending):
+    a person is asked before each call unless the agent's policy names the tool itself.
     """
 
     name: ClassVar[str]
@@ -65,6 +67,7 @@ class Tool(ABC, Generic[ArgsT]):
     timeout_s: ClassVar[float] = 30.0
     writes: ClassVar[bool] = False
     repeatable: ClassVar[bool] = False
+    asks_first: ClassVar[bool] = False
 
     def definition(self) -> ToolDefinition:
         """The provider-facing definition: the input model's JSON Schema, without titles."""

@@ -169,6 +169,7 @@ class ToolExecutor:
         decision = await self.permissions.decide(
             call,
             writes=tool.writes,
+            asks_first=tool.asks_first,
             session_id=self.workspace.session_id,
             run_id=self.run_id,
             agent_id=self.agent_id,

@@ -35,17 +35,23 @@ class PermissionRules:
     """An agent's permission policy: a default, overrides per tool name, and read-only tools.
 
     ``read_only`` applies to tools that change nothing (``writes=False``) when no per-tool rule
-    names them, so an ``ask`` agent is not asked before every ``read_file``.
+    names them, so an ``ask`` agent is not asked before every ``read_file``; a tool that
+    ``asks_first`` is asked for, unless a per-tool rule names it (or the default denies).
     """
 
     default: PermissionPolicy = PermissionPolicy.ALLOW
     per_tool: Mapping[str, PermissionPolicy] = field(default_factory=dict)
     read_only: PermissionPolicy | None = PermissionPolicy.ALLOW
 
-    def policy_for(self, tool_name: str, *, writes: bool) -> PermissionPolicy:
+    def policy_for(
+        self, tool_name: str, *, writes: bool, asks_first: bool = False
+    ) -> PermissionPolicy:
         """The policy that governs one call of ``tool_name``."""
         if tool_name in self.per_tool:
             return self.per_tool[tool_name]
+        if asks_first:  # never the read-only allowance: its effect leaves the session
+            deny = self.default is PermissionPolicy.DENY
+            return PermissionPolicy.DENY if deny else PermissionPolicy.ASK
         if not writes and self.read_only is not None:
             return self.read_only
         return self.default
@@ -63,6 +69,7 @@ class PermissionGate:
         call: ToolCall,
         *,
         writes: bool,
+        asks_first: bool = False,
         session_id: str,
         run_id: str,
         agent_id: str,
@@ -73,7 +80,7 @@ class PermissionGate:
         ``ask``: a PreToolUse hook asks for a person's decision, and why: a call the policy
         allows is asked for (one it denies stays denied — a hook never loosens the policy)."""
         request_id = request_id_of(run_id, call.id)
-        policy = self.rules.policy_for(call.name, writes=writes)
+        policy = self.rules.policy_for(call.name, writes=writes, asks_first=asks_first)
         if ask is not None and policy is PermissionPolicy.ALLOW:
             policy = PermissionPolicy.ASK
         if policy is PermissionPolicy.ALLOW:

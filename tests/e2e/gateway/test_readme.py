@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +53,25 @@ def test_the_curl_examples_run_as_written(gw: Gw) -> None:
     assert streamed.count("event: run_finished") == 1 and resumed.count("event: run_finished") == 1
     ids = _ids(streamed)
     assert len(ids) > 3 and _ids(resumed) == ids[3:]  # exactly the events after the third
+
+
+def test_the_file_examples_run_as_written(gw: Gw, tmp_path: Path) -> None:
+    """Upload, list and download as the README shows them, after its session was made."""
+    session = _block("sh").split("\ncurl -sfN", 1)[0]  # the exports and the session
+    script = _fill(session, "SOONG_GATEWAY_URL", gw.stack.gateway_url)
+    script = _fill(script, "SOONG_API_KEY", gw.stack.api_key) + "\n" + _block("bash")
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,  # the example writes data.csv where it runs
+    )
+    assert done.returncode == 0, done.stderr
+    uploaded, listed, downloaded = done.stdout.split("\n", 2)
+    assert json.loads(uploaded) == {"items": [{"path": "input/data.csv", "size_bytes": 19}]}
+    assert [f["path"] for f in json.loads(listed)["items"]] == ["input/data.csv"]
+    assert downloaded == "city,sales\nOslo,12\n"
 
 
 def test_the_sdk_example_runs_as_written(gw: Gw) -> None:
