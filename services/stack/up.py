@@ -238,7 +238,7 @@ def _run_locked(settings: Settings, workers: int | None, fake_provider: bool, ne
         for line in announced.splitlines():
             say(line)
         if fake_provider:
-            say("DEMO MODE — answers come from a scripted fake model")
+            say("DEMO MODE — answers come from a scripted demo model: send it 'help'")
         started = time.monotonic()
         failed = asyncio.run(_supervise(children, gateway_url, valkey, say))
         say(f"stopped after {time.monotonic() - started:.0f}s")
