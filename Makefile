@@ -14,19 +14,27 @@ $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet uv==$(UV_VERSION)
 
+# What running needs (requirements-runtime.lock): `make run` and `make demo` install no more.
+$(VENV)/.runtime: requirements-runtime.lock pyproject.toml | $(UV)
+	$(UV) venv --allow-existing --python $(PYTHON) $(VENV)
+	$(UV) pip install --python $(PY) -r requirements-runtime.lock
+	$(UV) pip install --python $(PY) --no-deps -e .
+	touch $@
+
+# Everything, the test and lint tools too (requirements.lock): what the other targets need.
 $(VENV)/.installed: requirements.lock pyproject.toml | $(UV)
 	$(UV) venv --allow-existing --python $(PYTHON) $(VENV)
 	$(UV) pip install --python $(PY) -r requirements.lock
 	$(UV) pip install --python $(PY) --no-deps -e .
-	touch $@
+	touch $(VENV)/.runtime $@
 
 install: $(VENV)/.installed
 
-run: install
+run: $(VENV)/.runtime
 	$(VENV)/bin/soong-agent up
 
 # The same stack with the scripted demo model: no key, no network; send it "help".
-demo: install
+demo: $(VENV)/.runtime
 	$(VENV)/bin/soong-agent up --fake-provider
 
 # One pytest worker per CPU (pytest-xdist); a file's tests stay on one worker, so module

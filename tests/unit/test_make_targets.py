@@ -1,0 +1,36 @@
+"""``make run`` and ``make demo`` install what running needs, not the test and lint tools (a new
+user's virtualenv was 390 MB of pytest, mypy and playwright before). Read with ``make -n``
+against a virtualenv that does not exist: nothing is installed by this test."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def _planned(target: str, venv: Path) -> str:
+    done = subprocess.run(
+        ["make", "-n", target, f"VENV={venv}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("target", ["run", "demo"])
+def test_running_installs_the_runtime_lock_only(tmp_path: Path, target: str) -> None:
+    plan = _planned(target, tmp_path / ".venv")
+    assert "-r requirements-runtime.lock" in plan
+    assert "-r requirements.lock" not in plan
+
+
+def test_testing_installs_everything(tmp_path: Path) -> None:
+    plan = _planned("test", tmp_path / ".venv")
+    assert "-r requirements.lock" in plan
