@@ -44,9 +44,9 @@ test: install
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
-	$(VENV)/bin/ruff check shared services tests bench
-	$(VENV)/bin/ruff format --check shared services tests bench
-	$(VENV)/bin/mypy shared/agent_core shared/soong_agent services
+	$(VENV)/bin/ruff check shared services tests bench examples
+	$(VENV)/bin/ruff format --check shared services tests bench examples
+	$(VENV)/bin/mypy shared/agent_core shared/soong_agent services examples
 
 bench: install
 	@set -e; for b in bench/*.py; do echo "# $$b" >&2; $(PY) $$b; done

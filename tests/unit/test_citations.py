@@ -17,7 +17,7 @@ _OUTSIDE = re.compile(r"\b[Ss]eeds? ?0\d\d\b|§\s?\d|\.\./shared/(?!peers\b)|\bS
 
 
 def _ours() -> list[Path]:
-    folders = ["shared", "services", "tests", "bench", "docs", ".ci"]
+    folders = ["shared", "services", "tests", "bench", "docs", ".ci", "examples"]
     files = [ROOT / "README.md", ROOT / "Makefile", ROOT / "pyproject.toml"]
     for folder in folders:
         files += [

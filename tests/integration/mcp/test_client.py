@@ -298,3 +298,23 @@ async def test_a_server_that_went_down_keeps_its_tools_and_its_calls_say_why(
     result = await rig.call("mcp__flaky__echo", {"text": "x"})
     assert result.is_error and result.metadata["error_code"] == "mcp_server_unavailable"
     assert "MCP server 'flaky'" in text_of(result)
+
+
+async def test_the_example_server_of_the_readme_works_as_declared(make_rig: Any) -> None:
+    """README's `examples/mcp_server.py`, declared by its own block: listed and called."""
+    import re
+    import sys
+    import tomllib
+
+    block = re.search(r"```toml\n# mcp example\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert block is not None
+    declared = tomllib.loads(block.group(1))["mcp"]["servers"]["reports"]
+    declared["command"] = [sys.executable, *declared["command"][1:]]  # this checkout's venv
+    rig = await make_rig({"reports": McpServerSettings.model_validate({**declared, "cwd": REPO})})
+    assert await rig.offer() == ["mcp__reports__table_summary", "mcp__reports__word_count"]
+    counted = await rig.call("mcp__reports__word_count", {"text": "two words\nand a line"})
+    assert not counted.is_error and '"words": 5' in text_of(counted)
+    summary = await rig.call(
+        "mcp__reports__table_summary", {"csv_text": "city,sales\nOslo,12\nRome,30\n"}
+    )
+    assert text_of(summary) == "2 rows; columns: city, sales; sums: sales=42"
