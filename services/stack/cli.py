@@ -1,4 +1,5 @@
-"""The parsers of the stack's commands: ``up``, ``serve``, ``keys`` and ``compose-check``.
+"""The parsers of the stack's commands: ``up``, ``serve``, ``keys``, ``backup``, ``restore``
+and ``compose-check``.
 
 Registered with the ``soong_agent.commands`` entry point (``pyproject.toml``). Building the CLI
 imports every such module, so this one imports nothing heavy: ``soong-agent --help`` (and a
@@ -21,7 +22,7 @@ SERVICES: Final = ("gateway", "run_worker", "storage_writer", "task_wal", "memor
 
 
 def add_parser(sub: Any) -> None:
-    """Add ``up``, ``serve``, ``keys`` and ``compose-check`` to the CLI's subparsers."""
+    """Add the stack's commands to the CLI's subparsers."""
     up = sub.add_parser("up", help="start Valkey (unless SOONG_REDIS_URL is set) and all services")
     up.add_argument("--workers", type=int, default=None, help="run-worker processes (default 2)")
     up.add_argument(
@@ -53,6 +54,15 @@ def add_parser(sub: Any) -> None:
     listing.add_argument("--account", default=None)
     revoke = keys_sub.add_parser("revoke", help="revoke a key by its id")
     revoke.add_argument("key_id")
+
+    backup = sub.add_parser(
+        "backup", help="back up the home (database, bus, files) while the stack runs"
+    )
+    backup.add_argument("dir", type=Path, help="a new folder for the backup")
+    restore = sub.add_parser(
+        "restore", help="restore a backup into a home that has no database yet"
+    )
+    restore.add_argument("dir", type=Path, help="the backup's folder")
 
     check = sub.add_parser("compose-check", help="validate a compose file against this CLI")
     check.add_argument("file", type=Path)

@@ -1,4 +1,5 @@
-"""The CLI commands that need the services: ``up``, ``serve``, ``keys`` and ``compose-check``.
+"""The CLI commands that need the services: ``up``, ``serve``, ``keys``, ``backup``,
+``restore`` and ``compose-check``.
 
 Their parsers are in :mod:`services.stack.cli` (registered with the ``soong_agent.commands``
 entry point, and light to import); :mod:`agent_core.cli` calls :func:`run` through it and turns
@@ -44,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_keys(args))
     if args.command == "compose-check":
         return _compose_check(args.file)
+    if args.command in ("backup", "restore"):
+        return _backup_or_restore(args.command, args.dir)
     raise AssertionError(f"not a stack command: {args.command}")
 
 
@@ -71,6 +74,24 @@ def settings_with_stack(settings: Settings) -> Settings:
         "no Redis: set SOONG_REDIS_URL or start the stack with `soong-agent up`",
         details={"key": "bus.redis_url"},
     )
+
+
+def _backup_or_restore(command: str, folder: Path) -> int:
+    from services.stack.backup import backup_home, ensure_new, restore_home
+
+    if command == "backup":
+        ensure_new(folder)  # before looking for the stack: the folder is the first thing to fix
+        manifest = backup_home(settings_with_stack(load_settings()), folder)
+        said = "backed up"
+    else:
+        manifest = restore_home(load_settings(), folder)
+        said = "restored"
+    shards = len(manifest["database"]) - 1
+    print(
+        f"{said} {folder}: the database (catalog and {shards} shards), "
+        f"{manifest['bus_keys']} bus keys, {manifest['files']} files"
+    )
+    return 0
 
 
 def _serve(name: str, instance: str | None) -> int:

@@ -131,3 +131,19 @@ def test_up_without_the_models_key_names_the_variable_and_the_demo(tmp_path: Pat
     _one_error_line(done.stderr, "model_key_missing")
     assert "ANTHROPIC_API_KEY" in done.stderr and "make demo" in done.stderr
     assert not (tmp_path / "redis").exists()  # nothing was started
+
+
+def test_backup_and_restore_refuse_what_they_cannot_do(
+    home: Path, tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    taken = tmp_path_factory.mktemp("taken")
+    (taken / "something").write_text("x")
+    assert main(["backup", str(taken)]) == 2  # never into a folder that holds something
+    _one_error_line(capsys.readouterr().err, "backup_target_not_empty")
+    assert main(["restore", str(tmp_path_factory.mktemp("empty"))]) == 2  # no manifest
+    _one_error_line(capsys.readouterr().err, "backup_unusable")
+    done = tmp_path_factory.mktemp("done")
+    (done / "manifest.json").write_text('{"format": 1, "namespace": "soong", "database": {}}')
+    (home / "sessions.sqlite").write_text("a database is here")
+    assert main(["restore", str(done)]) == 2  # never over a home that has a database
+    _one_error_line(capsys.readouterr().err, "restore_target_in_use")
