@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run demo install test lint bench soak compose-config asyncapi console-screenshots console-vendor clean
+.PHONY: run demo install test lint bench soak fuzz compose-config asyncapi console-screenshots console-vendor clean
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -50,6 +50,10 @@ lint: install
 
 bench: install
 	@set -e; for b in bench/*.py; do echo "# $$b" >&2; $(PY) $$b; done
+
+# The schema fuzz run with more examples and a new seed each time (test_fuzz.py runs a short one).
+fuzz: install
+	SOONG_FUZZ_EXAMPLES=100 $(PY) -m pytest -q -p no:cacheprovider tests/e2e/gateway/test_fuzz.py
 
 # 1,000 runs under injected cancels, worker SIGKILLs and provider errors (minutes; not in `test`).
 soak: install

@@ -7,6 +7,7 @@ and client disconnects pass through untouched.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import FastAPI
@@ -14,6 +15,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 
 from agent_core.bus import SERVICE_NAMES
+from agent_core.config import Settings
 from agent_core.service import ServiceContext, ping_services
 from agent_core.types.api import Health, Readiness
 from services.gateway import (
@@ -43,7 +45,95 @@ __all__ = ["create_app"]
 _BACKEND_SERVICES = tuple(s for s in SERVICE_NAMES if s != "gateway")
 
 
-def _openapi(app: FastAPI) -> dict[str, Any]:
+# Any JSON value the gateway takes (metadata, a JSON block): what its body guard lets through,
+# said in the schema — integers within 64 bits (SQLite's), everything else as JSON has it.
+_JSON_VALUE: dict[str, Any] = {
+    "description": "Any JSON value; integers within the signed 64-bit range.",
+    "anyOf": [
+        {"type": "string"},
+        {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1},
+        {"type": "number"},
+        {"type": "boolean"},
+        {"type": "null"},
+        {"type": "array", "items": {"$ref": "#/components/schemas/JsonValue"}},
+        {
+            "type": "object",
+            "additionalProperties": {"$ref": "#/components/schemas/JsonValue"},
+        },
+    ],
+}
+_JSON_REF = {"$ref": "#/components/schemas/JsonValue"}
+_ERROR_CONTENT = {
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+}
+
+
+_INT64 = {"minimum": -(2**63), "maximum": 2**63 - 1}
+
+
+def _any_json(node: Any) -> Any:
+    """``node`` with every "any value" (``{}``, ``additionalProperties: true``) made JsonValue,
+    every integer bounded to 64 bits (the body guard's limit) and every ``$ref`` with keywords
+    beside it written as ``allOf`` (which every reader of the document honours)."""
+    if isinstance(node, dict):
+        if "$ref" in node and set(node) - {"$ref", "title", "description", "default"}:
+            extra = {k: v for k, v in node.items() if k != "$ref"}
+            return {"allOf": [{"$ref": node["$ref"]}, _any_json(extra)]}
+        if node.get("type") == "integer":
+            node = {**{k: v for k, v in _INT64.items() if k not in node}, **node}
+        if node.get("additionalProperties") is True:
+            node = {**node, "additionalProperties": _JSON_REF}
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                out[key] = {
+                    name: _JSON_REF if _bare(sub) else _any_json(sub) for name, sub in value.items()
+                }
+            elif key == "items" and _bare(value):
+                out[key] = _JSON_REF
+            else:
+                out[key] = _any_json(value)
+        return out
+    if isinstance(node, list):
+        return [_any_json(v) for v in node]
+    return node
+
+
+def _bare(schema: Any) -> bool:
+    """An "any value" schema: nothing but annotations."""
+    return isinstance(schema, dict) and not set(schema) - {"title", "description", "default"}
+
+
+def _refine(schema: dict[str, Any], settings: Settings) -> None:
+    """What the pydantic models cannot say of this deployment or of a body's JSON: the
+    providers and project roots it serves, that "any value" means JSON the gateway takes, and
+    that a block's ``type`` tag must be given (the unions are told apart by it)."""
+    components = schema["components"]["schemas"]
+    for name, component in list(components.items()):
+        components[name] = _any_json(component)
+        tag = component.get("properties", {}).get("type", {})
+        if "const" in tag and "default" in tag:
+            components[name]["required"] = sorted({*component.get("required", ()), "type"})
+    components["JsonValue"] = _JSON_VALUE
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            if "requestBody" in operation:  # any body may pass the size cap
+                operation["responses"].setdefault(
+                    "413", {"description": "Body too large", **_ERROR_CONTENT}
+                )
+    overrides = components.get("AgentConfigOverrides", {}).get("properties", {})
+    if "provider" in overrides:
+        served = list(dict.fromkeys([settings.model.provider, *settings.providers]))
+        overrides["provider"]["anyOf"][0]["enum"] = served
+    cwd = components.get("CreateSessionRequest", {}).get("properties", {}).get("cwd")
+    if cwd is not None:
+        # `workspace`, a root's name, or a folder below one (checked again by the server)
+        roots = "|".join(re.escape(r) for r in settings.projects.roots)
+        pattern = f"^workspace$|^(?:{roots})(?:/[A-Za-z0-9._-]+)*$" if roots else "^workspace$"
+        cwd["anyOf"][0] = {**cwd["anyOf"][0], "pattern": pattern}
+
+
+def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
     """The schema with Bearer auth declared on every ``/v1`` operation."""
     if app.openapi_schema:
         return app.openapi_schema
@@ -60,6 +150,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         if path.startswith("/v1/"):
             for operation in operations.values():
                 operation["security"] = [{"bearer": []}]
+    _refine(schema, settings)
     add_event_stream(schema)
     app.openapi_schema = schema
     return schema
@@ -113,7 +204,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
     app.add_middleware(JsonGuardMiddleware)
     app.add_middleware(BodyLimitMiddleware, limit_for=limit_for)
     app.add_middleware(MetricsMiddleware)
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: _openapi(app, ctx.settings)  # type: ignore[method-assign]
 
     _add_health_routes(app, ctx, gateway)
     add_docs_routes(app)

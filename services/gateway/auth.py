@@ -30,7 +30,6 @@ __all__ = ["Authenticator", "Caller"]
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="soong-agent"'}
 _MAX_KEY_CHARS = 128
 # Failed attempts per client address within the window before answers turn into 429.
-_MAX_FAILURES = 100
 _QUERY_KEYS = ("api_key", "apikey", "key", "token", "access_token", "authorization")
 
 # KEYS: apikeys hash, bucket key, last-use hash. ARGV: key hash, rate per second, burst.
@@ -98,8 +97,17 @@ def _bearer(request: Request) -> str:
 class Authenticator:
     """Resolves the caller of a request and applies its rate limit (a FastAPI dependency)."""
 
-    def __init__(self, redis: Redis, names: BusNames, *, rate_per_s: float, burst: int) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        names: BusNames,
+        *,
+        rate_per_s: float,
+        burst: int,
+        max_failures: int = 100,
+    ) -> None:
         self._redis = redis
+        self._max_failures = max_failures
         self._names = names
         self._keys_hash = names.api_keys
         self._used_hash = names.api_keys_used
@@ -147,7 +155,7 @@ class Authenticator:
             pipe.incr(key)
             pipe.expire(key, BusTtl.AUTH_FAILURE_WINDOW_S, nx=True)
             count, _ = await pipe.execute()
-        if int(count) > _MAX_FAILURES:
+        if int(count) > self._max_failures:
             raise ApiError(
                 429,
                 "too_many_failures",

@@ -20,6 +20,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.errors import AgentCoreError, BusTimeoutError, redact, redact_obj
@@ -131,8 +132,9 @@ _DESCRIPTIONS = {
 
 
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` entries for error statuses, all with :class:`ErrorBody`."""
-    codes = sorted({401, 422, 429, *statuses})
+    """OpenAPI ``responses`` entries for error statuses, all with :class:`ErrorBody` (a body
+    that is not JSON, or not UTF-8, is a 400 on any route)."""
+    codes = sorted({400, 401, 422, 429, *statuses})
     return {s: {"model": ErrorBody, "description": _DESCRIPTIONS.get(s, "Error")} for s in codes}
 
 
@@ -186,6 +188,19 @@ def _core_status(exc: AgentCoreError) -> int:
     return _STATUS_BY_TYPE.get(exc.error_type, 500)
 
 
+def _allowed(request: Request) -> str:
+    """Every method some route serves at the request's path (Starlette's own ``Allow`` names
+    only the first route that matched the path, while one path may have a route per method)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    if "GET" in methods:
+        methods.add("HEAD")
+    return ", ".join(sorted(methods))
+
+
 def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(p) for p in loc)
 
@@ -198,10 +213,13 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
-        return error_response(exc.status_code, code, message, headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": _allowed(request)}
+        return error_response(exc.status_code, code, message, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

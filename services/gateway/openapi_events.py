@@ -132,6 +132,24 @@ def _frame(model: BaseModel, entry_id: str) -> str:
     return f"id: {entry_id}\nevent: {_event_name(model)}\ndata: {model.model_dump_json()}\n\n"
 
 
+def _sse_event() -> dict[str, Any]:
+    """The schema of one event of a run's stream: ``data`` holds a ``RunStreamEvent``."""
+    return {
+        "type": "object",
+        "required": ["data"],
+        "properties": {
+            "id": {"type": "string"},
+            "event": {"type": "string"},
+            "retry": {"type": "integer"},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"$ref": _REF.format(model=STREAM_SCHEMA)},
+            },
+        },
+    }
+
+
 def add_event_stream(schema: dict[str, Any]) -> None:
     """Describe the event stream in an OpenAPI document (in place)."""
     classes = event_classes()
@@ -163,6 +181,9 @@ def add_event_stream(schema: dict[str, Any]) -> None:
             for response in operation.get("responses", {}).values():
                 stream = response.get("content", {}).get("text/event-stream")
                 if stream is not None:
-                    stream["schema"] = {"$ref": _REF.format(model=STREAM_SCHEMA)}
+                    # As OpenAPI 3.2 describes an event stream: ``itemSchema`` is one event, whose
+                    # ``data`` is the JSON of a RunStreamEvent; ``schema`` the whole stream.
+                    stream["itemSchema"] = _sse_event()
+                    stream["schema"] = {"type": "array", "items": _sse_event()}
                     stream.pop("example", None)
                     stream["examples"] = named

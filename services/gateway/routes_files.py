@@ -238,7 +238,7 @@ async def _parts(upload: UploadFile) -> AsyncIterator[bytes]:
     responses=responses(400, 404, 409, 413),
     openapi_extra={
         "requestBody": {
-            "required": True,
+            "required": False,  # no body: an empty file, as HTTP cannot tell the two apart
             "content": {
                 "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
             },
@@ -272,9 +272,11 @@ _MAX_FORM_FILES = 100
                     "schema": {
                         "type": "object",
                         "required": ["file"],
+                        "additionalProperties": False,
                         "properties": {
                             "file": {
                                 "type": "array",
+                                "minItems": 1,
                                 "items": {"type": "string", "format": "binary"},
                             }
                         },

@@ -67,7 +67,11 @@ class Gateway:
             queue=SessionQueue(ctx.redis, ctx.names),
             events=EventHub(ctx.redis, ctx.names),
             auth=Authenticator(
-                ctx.redis, ctx.names, rate_per_s=gw.rate_limit_per_s, burst=gw.rate_limit_burst
+                ctx.redis,
+                ctx.names,
+                rate_per_s=gw.rate_limit_per_s,
+                burst=gw.rate_limit_burst,
+                max_failures=gw.auth_failures_per_minute,
             ),
             slots=SseSlots(
                 ctx.redis,

@@ -84,6 +84,8 @@ class GatewaySettings(_Section):
     rate_limit_per_s: float = Field(default=50.0, gt=0)
     rate_limit_burst: int = Field(default=100, ge=1)
     max_sse_streams_per_key: int = Field(default=32, ge=1)
+    # Requests with a missing or wrong key per client address and minute, past which it gets 429.
+    auth_failures_per_minute: int = Field(default=100, ge=1)
     # The web console at /console (static files; the API is the same with it off).
     console: bool = True
 

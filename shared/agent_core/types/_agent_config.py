@@ -11,7 +11,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import Field, model_validator
 
-from agent_core.types._fields import Strict
+from agent_core.types._fields import NotBool, Strict
 from agent_core.types.enums import PermissionPolicy
 
 __all__ = [
@@ -55,8 +55,8 @@ class ToolPolicy(Strict):
 class RunBudget(Strict):
     """Limits of one run beyond ``max_turns``; ``None`` means unlimited."""
 
-    max_total_tokens: int | None = Field(default=None, gt=0)
-    max_wall_clock_s: float | None = Field(default=None, gt=0)
+    max_total_tokens: Annotated[int | None, NotBool] = Field(default=None, gt=0)
+    max_wall_clock_s: Annotated[float | None, NotBool] = Field(default=None, gt=0)
 
 
 class ContextPolicy(Strict):
@@ -72,13 +72,13 @@ class ContextPolicy(Strict):
     asked to continue before the run ends ``max_output_tokens_recovery``.
     """
 
-    compact_at: float = Field(default=0.8, ge=0.2, le=0.95)
-    keep_recent: float = Field(default=0.3, ge=0.05, le=0.6)
+    compact_at: Annotated[float, NotBool] = Field(default=0.8, ge=0.2, le=0.95)
+    keep_recent: Annotated[float, NotBool] = Field(default=0.3, ge=0.05, le=0.6)
     summary_model: str | None = Field(default=None, min_length=1, max_length=200)
-    summary_max_tokens: int = Field(default=2048, ge=64, le=32_000)
-    summary_timeout_s: float = Field(default=120.0, gt=0, le=3600)
-    summary_window: int | None = Field(default=None, ge=1024)
-    max_continuations: int = Field(default=2, ge=0, le=20)
+    summary_max_tokens: Annotated[int, NotBool] = Field(default=2048, ge=64, le=32_000)
+    summary_timeout_s: Annotated[float, NotBool] = Field(default=120.0, gt=0, le=3600)
+    summary_window: Annotated[int | None, NotBool] = Field(default=None, ge=1024)
+    max_continuations: Annotated[int, NotBool] = Field(default=2, ge=0, le=20)
 
 
 class AgentConfig(Strict):
@@ -111,14 +111,11 @@ class AgentConfig(Strict):
 
     @model_validator(mode="after")
     def _output_within_budget(self) -> AgentConfig:
-        # One response larger than the whole run's budget can never fit: refuse it early.
+        # One response can never be larger than the whole run's budget: the budget is then the
+        # output limit (a limit past it would only be cut by the budget's end anyway).
         total = self.budget.max_total_tokens
-        if (
-            total is not None
-            and self.max_output_tokens is not None
-            and self.max_output_tokens > total
-        ):
-            raise ValueError("max_output_tokens exceeds budget.max_total_tokens")
+        if total is not None and self.max_output_tokens is not None:
+            self.max_output_tokens = min(self.max_output_tokens, total)
         return self
 
 
@@ -132,7 +129,7 @@ class AgentConfigOverrides(Strict):
 
     provider: str | None = Field(default=None, min_length=1, max_length=64)
     model: str | None = Field(default=None, min_length=1, max_length=200)
-    max_turns: int | None = Field(default=None, ge=1, le=1000)
+    max_turns: Annotated[int | None, NotBool] = Field(default=None, ge=1, le=1000)
     budget: RunBudget | None = None
     tool_policy: ToolPolicy | None = None
     enabled_tools: list[Annotated[str, Field(max_length=128)]] | None = Field(
@@ -142,9 +139,9 @@ class AgentConfigOverrides(Strict):
         default=None, max_length=256
     )
     system_prompt: str | None = Field(default=None, max_length=100_000)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    max_output_tokens: int | None = Field(default=None, gt=0, le=1_000_000)
-    context_window: int | None = Field(default=None, ge=1024, le=10_000_000)
+    temperature: Annotated[float | None, NotBool] = Field(default=None, ge=0, le=2)
+    max_output_tokens: Annotated[int | None, NotBool] = Field(default=None, gt=0, le=1_000_000)
+    context_window: Annotated[int | None, NotBool] = Field(default=None, ge=1024, le=10_000_000)
     context: ContextPolicy | None = None
 
     def overrides(self) -> dict[str, Any]:

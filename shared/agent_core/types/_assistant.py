@@ -76,7 +76,11 @@ class AssistantDefinition(Strict):
 
     description: str = Field(default="", max_length=2_000)
     instructions: str | None = Field(default=None, max_length=100_000)
-    config: AgentConfigOverrides = Field(default_factory=AgentConfigOverrides)
+    config: AgentConfigOverrides = Field(
+        default_factory=AgentConfigOverrides,
+        # the validator below, said in the schema: the prompt is ``instructions``
+        json_schema_extra={"properties": {"system_prompt": {"type": "null"}}},
+    )
     overridable: list[OverridableField] = Field(
         default_factory=lambda: list(DEFAULT_OVERRIDABLE), max_length=16
     )

@@ -8,9 +8,9 @@ natively; validators here raise ``ValueError`` so pydantic reports them as ordin
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 from agent_core import ids
 from agent_core.errors import ErrorPayload, ProviderErrorPayload
@@ -22,6 +22,7 @@ __all__ = [
     "ArtifactId",
     "EventId",
     "IsoTimestamp",
+    "NotBool",
     "NodeId",
     "PlanId",
     "RunId",
@@ -34,6 +35,16 @@ __all__ = [
     "to_iso",
     "utc_now",
 ]
+
+
+def _not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # JSON's true/false is not 1/0 (pydantic's lax mode says it is)
+        raise ValueError("give a number, not true or false")
+    return value
+
+
+NotBool = BeforeValidator(_not_a_bool)
+"""Annotate a number field of a request with it: ``Annotated[int | None, NotBool]``."""
 
 
 class Strict(BaseModel):

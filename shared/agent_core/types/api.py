@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.config import JsonDict
 
 from agent_core.types._assistant import (
     ASSISTANT_KEY,
@@ -25,6 +26,7 @@ from agent_core.types._assistant import (
     refused_overrides,
     session_overrides,
 )
+from agent_core.types._fields import NotBool
 from agent_core.types.enums import (
     MultitaskStrategy,
     NodeType,
@@ -105,13 +107,23 @@ def _no_reserved(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
     return metadata
 
 
+# What the model validators below refuse, said in the schema too (a client generated from the
+# document, or a schema fuzzer, then never sends a body the server must refuse).
+_RESERVED: JsonDict = {"propertyNames": {"not": {"enum": list(RESERVED_METADATA_KEYS)}}}
+
+
 class CreateSessionRequest(_Body):
     """A new session; every field is optional."""
 
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "examples": [{"metadata": {"title": "report"}, "agent_config": {"max_turns": 8}}]
+            "examples": [{"metadata": {"title": "report"}, "agent_config": {"max_turns": 8}}],
+            # assistant_version needs assistant
+            "anyOf": [
+                {"properties": {"assistant_version": {"type": "null"}}},
+                {"required": ["assistant"], "properties": {"assistant": {"type": "string"}}},
+            ],
         },
     )
     cwd: str | None = Field(
@@ -121,7 +133,7 @@ class CreateSessionRequest(_Body):
         "of a project root the operator configured, or `<root>/<folder>` below one. Never an "
         "absolute path: the server owns its paths, and answers show this logical name.",
     )
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict, json_schema_extra=_RESERVED)
     agent_config: AgentConfigOverrides | None = None
     assistant: str | None = Field(
         default=None,
@@ -130,7 +142,7 @@ class CreateSessionRequest(_Body):
         "runs with its definition, pinned to its latest version (or `assistant_version`); "
         "`agent_config` may then set only the fields the definition lists as overridable.",
     )
-    assistant_version: int | None = Field(default=None, ge=1)
+    assistant_version: Annotated[int | None, NotBool] = Field(default=None, ge=1)
     mode: Literal["agent", "orchestrator"] = Field(
         default="agent",
         description="`orchestrator`: the session's root agent plans and delegates — it gets only "
@@ -153,7 +165,7 @@ class PatchSessionRequest(_Body):
         extra="forbid", json_schema_extra={"examples": [{"status": "archived"}]}
     )
     status: SessionStatus | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = Field(default=None, json_schema_extra=_RESERVED)
 
     @model_validator(mode="after")
     def _reserved(self) -> PatchSessionRequest:
@@ -180,7 +192,18 @@ class PostMessageRequest(_Body):
             "examples": [
                 {"text": "Summarise input/report.pdf"},
                 {"content": [{"type": "text", "text": "again"}], "multitask_strategy": "reject"},
-            ]
+            ],
+            # exactly one of text or content
+            "oneOf": [
+                {
+                    "required": ["text"],
+                    "properties": {"text": {"type": "string"}, "content": {"type": "null"}},
+                },
+                {
+                    "required": ["content"],
+                    "properties": {"content": {"type": "array"}, "text": {"type": "null"}},
+                },
+            ],
         },
     )
     text: str | None = Field(default=None, max_length=1_000_000)
@@ -189,7 +212,9 @@ class PostMessageRequest(_Body):
         default=None, max_length=80, description="branch from this node instead of the active one"
     )
     multitask_strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE
-    stream: bool = Field(default=False, description="answer with the run's event stream (SSE)")
+    stream: bool = Field(
+        default=False, strict=True, description="answer with the run's event stream (SSE)"
+    )
     agent_config: AgentConfigOverrides | None = None
 
     @model_validator(mode="after")
@@ -386,13 +411,16 @@ class PatchAssistantRequest(_Body):
     )
     description: str | None = Field(default=None, max_length=2_000)
     instructions: str | None = Field(default=None, max_length=100_000)
-    config: AgentConfigOverrides | None = None
+    config: AgentConfigOverrides | None = Field(
+        default=None, json_schema_extra={"properties": {"system_prompt": {"type": "null"}}}
+    )
     overridable: list[OverridableField] | None = Field(default=None, max_length=16)
     metadata: dict[str, Any] | None = None
 
     def apply(self, current: AssistantDefinition) -> AssistantDefinition:
-        """``current`` with the fields given here replaced (validated as a whole again)."""
-        changed = self.model_dump(exclude_unset=True, mode="json")
+        """``current`` with the fields given here replaced (validated as a whole again); a
+        field given as ``null`` is left as it was."""
+        changed = self.model_dump(exclude_unset=True, exclude_none=True, mode="json")
         return AssistantDefinition.model_validate({**current.model_dump(mode="json"), **changed})
 
 

@@ -75,6 +75,15 @@ class TextBlock(_Strict):
 class JsonBlock(_Strict):
     """A JSON value; large ones are moved to an artifact and keep only a summary and the ref."""
 
+    # The validator below, said in the schema: inline data or an artifact, never both.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"properties": {"artifact_id": {"type": "null"}}},
+                {"properties": {"data": {"type": "null"}}},
+            ]
+        }
+    )
     type: Literal["json"] = "json"
     data: Any = None
     summary: str | None = None
@@ -101,7 +110,8 @@ class AttachmentBlock(_Strict):
     """A file a user attached (uploaded into the session's ``input/``)."""
 
     type: Literal["attachment"] = "attachment"
-    path: str
+    # Said in the schema; a message's validator refuses any other (a stored one never has one).
+    path: str = Field(json_schema_extra={"pattern": "^input/"})
     filename: str | None = None
     mime_type: str | None = None
     size_bytes: int | None = Field(default=None, ge=0)

@@ -27,6 +27,7 @@ rate_limit_burst = 5000
 max_sse_streams_per_key = 6
 max_body_bytes = 65536
 max_upload_bytes = 262144
+auth_failures_per_minute = 100000
 """
 
 

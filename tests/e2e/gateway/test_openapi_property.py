@@ -39,17 +39,25 @@ OPERATIONS = [
 ]
 
 
-def _inline(node: Any, components: dict[str, Any]) -> Any:
-    """The schema with local $refs replaced and OpenAPI-only keywords dropped."""
+def _inline(node: Any, components: dict[str, Any], seen: tuple[str, ...] = ()) -> Any:
+    """The schema with local $refs replaced (a recursive one, such as JsonValue, as "any value"
+    past its first level; keywords beside a $ref kept through ``allOf``) and OpenAPI-only
+    keywords dropped."""
     if isinstance(node, list):
-        return [_inline(n, components) for n in node]
+        return [_inline(n, components, seen) for n in node]
     if not isinstance(node, dict):
         return node
     if "$ref" in node:
         name = node["$ref"].rsplit("/", 1)[-1]
-        return _inline(copy.deepcopy(components[name]), components)
+        if name in seen:
+            return {}
+        inlined = _inline(copy.deepcopy(components[name]), components, (*seen, name))
+        siblings = {k: v for k, v in node.items() if k != "$ref"}
+        if not siblings:
+            return inlined
+        return {"allOf": [inlined, _inline(siblings, components, seen)]}
     drop = {"discriminator", "examples", "example", "format", "title", "description"}
-    return {k: _inline(v, components) for k, v in node.items() if k not in drop}
+    return {k: _inline(v, components, seen) for k, v in node.items() if k not in drop}
 
 
 @pytest.fixture(scope="module")

@@ -29,8 +29,12 @@ def test_a_provider_the_deployment_does_not_serve_is_refused(tmp_path: Path) -> 
 
 
 def test_a_config_no_run_could_start_with_is_refused_naming_the_field(tmp_path: Path) -> None:
-    overrides = {"max_output_tokens": 5000, "budget": {"max_total_tokens": 1000}}
     with pytest.raises(ConfigError) as info:
-        agent_config(_settings(tmp_path), overrides)
+        agent_config(_settings(tmp_path), {"temperature": 5})
     assert info.value.code == "invalid_config"
-    assert "max_output_tokens exceeds budget.max_total_tokens" in info.value.message
+    assert "temperature" in info.value.message
+
+
+def test_an_output_limit_past_the_budget_is_the_budget(tmp_path: Path) -> None:
+    overrides = {"max_output_tokens": 5000, "budget": {"max_total_tokens": 1000}}
+    assert agent_config(_settings(tmp_path), overrides).max_output_tokens == 1000

@@ -72,7 +72,10 @@ def test_every_stream_event_is_described_with_a_schema_and_an_example(
     ]
     assert len(streams) == 2  # POST …/messages (stream=true) and GET …/runs/{run_id}/events
     for stream in streams:
-        assert stream["schema"] == {"$ref": f"#/components/schemas/{STREAM_SCHEMA}"}
+        # one event per item: its data the JSON of a RunStreamEvent (OpenAPI 3.2's itemSchema)
+        data = stream["itemSchema"]["properties"]["data"]
+        assert data["contentSchema"] == {"$ref": f"#/components/schemas/{STREAM_SCHEMA}"}
+        assert stream["schema"] == {"type": "array", "items": stream["itemSchema"]}
         assert len(stream["examples"]) == len(classes)
         for name, example in stream["examples"].items():
             (frame,) = SseDecoder().feed(example["value"].encode())

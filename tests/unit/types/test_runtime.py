@@ -212,7 +212,6 @@ def test_agent_config_round_trips_and_keeps_no_secret() -> None:
         {"temperature": -0.1},
         {"max_output_tokens": 0},
         {"budget": {"max_total_tokens": 0}},
-        {"budget": {"max_total_tokens": 100}, "max_output_tokens": 101},
         {"tool_policy": {"default": "maybe"}},
         {"api_key": "sk-abc"},
     ],
