@@ -16,12 +16,19 @@ later parts only (an upload, a key created). Nothing acknowledged before the bac
 missing from it. ``restore`` puts a backup into a home that has no database yet, and its bus into
 the home's embedded Valkey (started for the purpose) or the configured one.
 
-The run queue is not restored from the bus dump but rebuilt from the database, which is its truth
-(the dump, taken after the copy, may miss a run the copy holds or hold one it misses): every run
-that had not ended is queued again, a queued run into its lane's FIFO, a running one into its
-lane's processing list with no lease, where the restored workers find it as a crashed worker's
-and take it over (resumed from its last durable node, or ended ``worker_lost``). Every run of the
-backup therefore ends exactly once.
+The bus holds two kinds of keys. What it alone keeps (API keys, permission answers, memory
+hand-offs waiting for extraction, the dead-letter stream, the event streams of runs that had
+ended) is restored as dumped. What follows from the database or from the processes that ran is
+not: the database copy is the backup's point in time, and the dump, taken after it, also holds
+what happened since (a command the old writer had not yet acknowledged, which the restored writer
+would apply without its run being queued; a run's events past what the copy holds). So the run
+queue, the attempt counters and the in-flight runs' event streams are rebuilt from the database,
+and the messaging of live processes (commands, queries and replies, health beats, stream and rate
+counts, wake-ups) is left out. Every run that had not ended is queued again, a queued run into its
+lane's FIFO, a running one into its lane's processing list with no lease and its attempt counter
+at the database's attempt, where the restored workers find it as a crashed worker's and take it
+over (resumed from its last durable node, or ended ``worker_lost``). Every run of the backup
+therefore ends exactly once.
 """
 
 from __future__ import annotations
@@ -37,12 +44,18 @@ from typing import Any, Final
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames, make_redis
+from agent_core.bus.names import BusTtl
 from agent_core.config import Settings
 from agent_core.errors import ConfigError
 from agent_core.runqueue import QueuedRun
 from agent_core.service.homelock import HomeLock
 from agent_core.service.valkey import EmbeddedValkey, home_password
-from services.storage_writer.backup import copy_database, place_database, runs_in_flight
+from services.storage_writer.backup import (
+    copy_database,
+    ended_runs,
+    place_database,
+    runs_in_flight,
+)
 
 __all__ = ["FORMAT", "backup_home", "ensure_new", "restore_home"]
 
@@ -52,8 +65,27 @@ _SCAN_BATCH = 500
 # Parts of a home that are not files to copy: the database (copied by SQLite), the bus (dumped
 # key by key) and what a running stack keeps about itself.
 _NOT_FILES: Final = ("redis", "run", "up.log")
-# The run queue's keys (after the namespace): rebuilt from the database on restore, not loaded.
-_QUEUE_KEYS: Final = ("fifo:", "processing:", "lease:", "sessions:pending", "runs")
+# Keys (after the namespace) rebuilt from the database on restore, not loaded: the run queue and
+# the attempt counters (the fencing tokens, which must continue from the database's attempts).
+_REBUILT_KEYS: Final = ("fifo:", "processing:", "lease:", "sessions:pending", "runs", "attempt:")
+# The messaging of the processes that ran: meaningless to the restored ones, and harmful to load
+# (a command replayed past the database's point in time, stream counts of a gone gateway).
+_TRANSIENT_KEYS: Final = (
+    "storage:commands",
+    "storage:queries",
+    "tasks:commands",
+    "memory:queries",
+    "memory:lock:",
+    "reply:",
+    "control:",
+    "health:",
+    "gateway:wake:",
+    "sse:",
+    "sse-gateway:",
+    "ratelimit:",
+    "authfail:",
+)
+_EVENTS: Final = "events:"
 
 
 def _db_names(settings: Settings) -> set[str]:
@@ -97,35 +129,51 @@ async def _key_batches(redis: Redis, pattern: str) -> Any:
         yield batch
 
 
+def _loadable(lines: list[str], namespace: str, db_path: Path) -> list[tuple[bytes, int, bytes]]:
+    """The dumped keys a restore loads: key, time to live (ms), ``DUMP`` value (see the module
+    docstring for what is left out)."""
+    prefix = f"{namespace}:"
+    skip = tuple((prefix + k).encode() for k in (*_REBUILT_KEYS, *_TRANSIENT_KEYS))
+    events = (prefix + _EVENTS).encode()
+    keys: list[tuple[bytes, int, bytes]] = []
+    for line in lines:
+        record = json.loads(line)
+        key = base64.b64decode(record["key"])
+        if not key.startswith(skip):
+            keys.append((key, int(record["ttl_ms"]), base64.b64decode(record["value"])))
+    # An event stream is kept only for a run the copy holds as ended (key: events:{sid}:run_id).
+    streamed = {k.rsplit(b":", 1)[1].decode(): k for k, _, _ in keys if k.startswith(events)}
+    ended = ended_runs(db_path, sorted(streamed))
+    dropped = {key for run_id, key in streamed.items() if run_id not in ended}
+    return [k for k in keys if k[0] not in dropped]
+
+
 async def _load_bus(
-    url: str, namespace: str, lines: list[str], in_flight: list[QueuedRun], running: set[str]
+    url: str,
+    namespace: str,
+    keys: list[tuple[bytes, int, bytes]],
+    in_flight: list[tuple[QueuedRun, str, int]],
 ) -> int:
-    """``RESTORE`` each dumped key but the run queue's, then queue ``in_flight`` again (see the
-    module docstring); the number of keys restored."""
-    queue = tuple(f"{namespace}:{k}".encode() for k in _QUEUE_KEYS)
+    """``RESTORE`` ``keys``, then queue each ``in_flight`` run (with its database status and
+    attempt) again (see the module docstring); the number of keys restored."""
     names = BusNames(namespace)
-    restored = 0
     redis = make_redis(url)
     try:
         async with redis.pipeline(transaction=False) as pipe:
-            for line in lines:
-                record = json.loads(line)
-                key, value = base64.b64decode(record["key"]), base64.b64decode(record["value"])
-                if key.startswith(queue):
-                    continue
-                pipe.restore(key, int(record["ttl_ms"]), value, replace=True)
-                restored += 1
+            for key, ttl_ms, value in keys:
+                pipe.restore(key, ttl_ms, value, replace=True)
                 if len(pipe) >= _SCAN_BATCH:
                     await pipe.execute()
-            for run in in_flight:
-                where = run.run_id in running
-                target = names.session_processing if where else names.session_fifo
+            for run, status, attempt in in_flight:
+                target = names.session_fifo if status == "queued" else names.session_processing
                 pipe.rpush(target(run.lane), run.model_dump_json())
                 pipe.sadd(names.sessions_pending, run.lane)
+                if attempt > 0:  # the next claim takes attempt + 1 and fences the lost one
+                    pipe.set(names.run_attempt(run.run_id), attempt, ex=BusTtl.RUN_ATTEMPT_S)
             await pipe.execute()
     finally:
         await redis.aclose()
-    return restored
+    return len(keys)
 
 
 def _copy_files(settings: Settings, dest: Path) -> tuple[int, int]:
@@ -229,12 +277,18 @@ def restore_home(settings: Settings, src: Path) -> dict[str, Any]:
         lines = (src / "bus.jsonl").read_text(encoding="utf-8").splitlines()
         rows = runs_in_flight(settings.db_path)
         in_flight = [
-            QueuedRun.model_validate({k: v for k, v in r.items() if k != "status"})
+            (
+                QueuedRun.model_validate(
+                    {k: v for k, v in r.items() if k not in ("status", "attempt")}
+                ),
+                str(r["status"]),
+                int(r["attempt"]),
+            )
             for r in rows
             if r["kind"] in ("main", "branch")  # a child run goes on inside its parent's
         ]
-        running = {r["run_id"] for r in rows if r["status"] != "queued"}
-        restored = _restore_bus(settings, lines, in_flight, running)
+        keys = _loadable(lines, settings.bus.namespace, settings.db_path)
+        restored = _restore_bus(settings, keys, in_flight)
     finally:
         lock.release()
     return {**manifest, "restored_bus_keys": restored, "requeued_runs": len(in_flight)}
@@ -250,7 +304,9 @@ def _place_files(files: Path, settings: Settings) -> None:
 
 
 def _restore_bus(
-    settings: Settings, lines: list[str], in_flight: list[QueuedRun], running: set[str]
+    settings: Settings,
+    keys: list[tuple[bytes, int, bytes]],
+    in_flight: list[tuple[QueuedRun, str, int]],
 ) -> int:
     url = settings.bus.redis_url
     valkey = None
@@ -261,7 +317,7 @@ def _restore_bus(
         url = valkey.url
     try:
         namespace = settings.bus.namespace
-        return asyncio.run(_load_bus(url, namespace, lines, in_flight, running))
+        return asyncio.run(_load_bus(url, namespace, keys, in_flight))
     finally:
         if valkey is not None:
             valkey.stop()

@@ -20,7 +20,7 @@ from typing import Any
 from agent_core.types.runtime import SESSION_CONFIG_KEY, overrides_from
 from services.storage_writer.shards import ShardLayout
 
-__all__ = ["DatabaseCopy", "copy_database", "place_database", "runs_in_flight"]
+__all__ = ["DatabaseCopy", "copy_database", "ended_runs", "place_database", "runs_in_flight"]
 
 
 class DatabaseCopy(dict[str, str]):
@@ -99,7 +99,7 @@ def place_database(copy: Path, expected: dict[str, str], db_path: Path) -> None:
 _IN_FLIGHT = f"""
 SELECT r.run_id, r.session_id, r.agent_id, r.status, r.start_node_id, r.metadata_json,
        s.account_id, s.cwd, json_extract(s.metadata_json, '$.{SESSION_CONFIG_KEY}'),
-       a.agent_type
+       a.agent_type, r.attempt
 FROM runs r JOIN sessions s ON s.session_id = r.session_id
 JOIN agents a ON a.agent_id = r.agent_id
 WHERE r.status IN ('queued', 'running', 'pending')
@@ -109,8 +109,9 @@ ORDER BY r.created_at, r.run_id
 
 def runs_in_flight(db_path: Path) -> list[dict[str, Any]]:
     """The runs of the database at ``db_path`` that have not ended (queued, running or waiting
-    for a permission), oldest first, as the fields of their queue entries (read-only; for a
-    restore, with no writer running)."""
+    for a permission), oldest first, as the fields of their queue entries plus ``status`` and
+    ``attempt`` (the last attempt claimed; 0 for none) (read-only; for a restore, with no writer
+    running)."""
     found: list[dict[str, Any]] = []
     for source, _ in _files(db_path)[1:]:
         conn = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
@@ -132,8 +133,29 @@ def runs_in_flight(db_path: Path) -> list[dict[str, Any]]:
                         "cwd": row[7],
                         "config_overrides": overrides_from(json.loads(row[8] or "null")),
                         "agent_type": "orchestrator" if row[9] == "orchestrator" else "main",
+                        "attempt": int(row[10]),
                     }
                 )
         finally:
             conn.close()
     return found
+
+
+def ended_runs(db_path: Path, run_ids: list[str]) -> set[str]:
+    """Those of ``run_ids`` that the database at ``db_path`` holds as ended (read-only)."""
+    ended: set[str] = set()
+    batch = 500  # under SQLite's limit on bound parameters
+    for source, _ in _files(db_path)[1:]:
+        conn = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+        try:
+            for i in range(0, len(run_ids), batch):
+                chunk = run_ids[i : i + batch]
+                marks = ",".join("?" * len(chunk))
+                query = (
+                    f"SELECT run_id FROM runs WHERE run_id IN ({marks})"
+                    " AND status NOT IN ('queued', 'running', 'pending')"
+                )
+                ended.update(row[0] for row in conn.execute(query, chunk))
+        finally:
+            conn.close()
+    return ended

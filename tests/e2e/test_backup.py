@@ -1,5 +1,6 @@
-"""``soong-agent backup`` under a 50 x 10 load, ``restore`` into a new home: the new home answers
-for every session as the old one did at the backup.
+"""``soong-agent backup`` under load (50 sessions, 10 turns each and on until the backup is
+taken), ``restore`` into a new home: the new home answers for every session as the old one did at
+the backup.
 
 What "at the backup" was is read from the backup's own database copy (sqlite3, read-only: the
 test's view, not the product's). Then, on the restored stack: every session of the backup is
@@ -38,9 +39,13 @@ def _client(stack: Stack) -> httpx.Client:
     return httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60)
 
 
-def _turns(stack: Stack, sid: str, done: list[int], lock: threading.Lock) -> None:
+def _turns(
+    stack: Stack, sid: str, done: list[int], lock: threading.Lock, backed_up: threading.Event
+) -> int:
+    """At least TURNS turns, and on until the backup is taken: the load never ends before it."""
+    i = 0
     with _client(stack) as c:
-        for i in range(TURNS):
+        while i < TURNS or not backed_up.is_set():
             posted = c.post(f"/v1/sessions/{sid}/messages", json={"text": f"turn {i}"})
             assert posted.status_code == 202, posted.text
             run = posted.json()
@@ -49,6 +54,8 @@ def _turns(stack: Stack, sid: str, done: list[int], lock: threading.Lock) -> Non
                     pass
             with lock:
                 done[0] += 1
+            i += 1
+    return i
 
 
 def _cli(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -98,19 +105,21 @@ def test_a_backup_under_load_restores_into_a_new_home_that_answers_the_same(
             sids = [c.post("/v1/sessions", json={}).json()["session_id"] for _ in range(SESSIONS)]
             up = c.post(f"/v1/sessions/{sids[0]}/files", files=[("file", ("a.csv", b"x,y\n"))])
             assert up.status_code == 201, up.text
-        done, lock = [0], threading.Lock()
+        done, lock, backed_up = [0], threading.Lock(), threading.Event()
         with ThreadPoolExecutor(SESSIONS) as pool:
-            load = [pool.submit(_turns, old, sid, done, lock) for sid in sids]
+            load = [pool.submit(_turns, old, sid, done, lock, backed_up) for sid in sids]
             while done[0] < BACKUP_AFTER:
                 for future in load:
                     if future.done():
                         future.result()  # a turn that failed says why
                 time.sleep(0.05)
-            taken = _cli(old.home, "backup", str(backup))
+            try:
+                taken = _cli(old.home, "backup", str(backup))
+            finally:
+                backed_up.set()
             assert taken.returncode == 0, taken.stderr
-            for future in load:
-                future.result()
-        assert done[0] == SESSIONS * TURNS
+            turns = [future.result() for future in load]
+        assert min(turns) >= TURNS and done[0] == sum(turns)
         original = _answers(old, sids)
     finally:
         stop_stack(old.process)

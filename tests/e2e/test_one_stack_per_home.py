@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 def _up(home: Path, port: int, *extra: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SOONG_AGENT_HOME": str(home), "SOONG_GATEWAY_PORT": str(port)}
+    env["SOONG_MODEL_PROVIDER"] = "fake"  # the refusal under test, not the missing model key
     env.pop("SOONG_REDIS_URL", None)
     return subprocess.run(
         [sys.executable, "-m", "agent_core.cli", "up", "--workers", "1", *extra],
