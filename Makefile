@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run demo install test lint bench soak fuzz compose-config asyncapi console-screenshots console-vendor clean
+.PHONY: run demo install test test-under-load lint bench soak fuzz compose-config asyncapi console-screenshots console-vendor clean
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -42,6 +42,13 @@ demo: $(VENV)/.runtime
 TEST_WORKERS ?= auto
 test: install
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+
+# The same suite while stress-ng keeps every core busy: a test that passes only on a quiet machine
+# fails here (stress-ng comes from Debian: apt-get install stress-ng).
+test-under-load: install
+	@command -v stress-ng >/dev/null || { echo "test-under-load needs stress-ng (apt-get install stress-ng)" >&2; exit 2; }
+	@stress-ng --cpu $$(nproc) --quiet & load=$$!; trap 'kill $$load 2>/dev/null' EXIT; \
+	  $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
 	$(VENV)/bin/ruff check shared services tests bench examples

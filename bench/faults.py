@@ -11,8 +11,10 @@ of real run-worker processes) ``--rounds`` times and collects the figures they m
 * ``full_disk_reported_s`` — the database's disk filled → the first 507 ``storage_full``;
 * ``full_disk_recovered_s`` — space freed → a new session is created again.
 
-Each figure is the worst over the rounds (the promises are bounds: 5 s, 3 s, 15 s). The tests
-mount a tmpfs, so this runs as root. The last line printed is one JSON object.
+Each figure is the worst over the rounds, held to its promise (``PROMISES``): the tests assert
+what happened, never how fast, so this is where the bounds live; ``within_promises`` is false
+and the broken ones are named when one is missed. The tests mount a tmpfs, so this runs as root.
+The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -33,6 +35,14 @@ FIGURES = {
     "gateway_stream_slot_free_s": r"gateway SIGKILL: a stream slot free again after ([\d.]+)s",
     "full_disk_reported_s": r"full disk reported after ([\d.]+)s",
     "full_disk_recovered_s": r"full disk: serving again ([\d.]+)s after space returned",
+}
+
+# Upper bounds the stack promises, in seconds (the lease TTL of 2 s plus one sweep of 0.5 s, with
+# margin, for a lost worker).
+PROMISES = {
+    "writer_restart_serving_s": 5.0,
+    "lost_worker_noticed_s": 3.0,
+    "full_disk_reported_s": 15.0,
 }
 
 
@@ -59,7 +69,12 @@ def main() -> None:
     for i, figures in enumerate(rounds, 1):
         print(f"# round {i}: {json.dumps(figures)}", file=sys.stderr)
     worst = {name: round(max(r[name] for r in rounds), 2) for name in FIGURES}
-    print(json.dumps({"rounds": args.rounds, **worst}))
+    broken = sorted(name for name, bound in PROMISES.items() if worst[name] >= bound)
+    print(
+        json.dumps(
+            {"rounds": args.rounds, **worst, "within_promises": not broken, "broken": broken}
+        )
+    )
 
 
 if __name__ == "__main__":

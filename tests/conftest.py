@@ -26,6 +26,25 @@ from agent_core.service.valkey import EmbeddedValkey, find_free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
+# ------------------------------------------------------------------ the longest files go first
+
+# With ``--dist loadfile`` each file goes whole to the next free pytest worker, in collection
+# order: a long file collected last keeps one worker busy while the others idle. So the files that
+# start stacks and kill processes (e2e, then integration) are handed out first and the many short
+# unit files fill in behind them.
+_TIERS = ("tests/e2e/", "tests/integration/")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order items by tier, e2e first (stable: a file's items stay together and in order)."""
+
+    def tier(item: pytest.Item) -> int:
+        path = Path(str(item.path)).relative_to(REPO).as_posix()
+        return next((i for i, prefix in enumerate(_TIERS) if path.startswith(prefix)), len(_TIERS))
+
+    items.sort(key=tier)
+
+
 # ------------------------------------------------------------------ outbound network is blocked
 
 _real_connect = socket.socket.connect

@@ -1,9 +1,9 @@
 """Faults end cleanly: SIGKILLs of the storage-writer, the gateway and the bus, and a full disk,
 on a whole ``soong-agent up`` whose database lives on a small tmpfs of its own.
 
-Each test waits on conditions, never on fixed sleeps; the bounds asserted are the promises
-(serving again within 5 s of a writer restart, a full disk reported within 15 s); the figures
-measured are printed (``-s``) and reported by ``bench/faults.py``.
+Each test waits on conditions, never on fixed sleeps, and asserts what happened, not how fast:
+the figures are printed (``-s``), and ``bench/faults.py`` collects them and holds them to their
+promises (serving again within 5 s of a writer restart, a full disk reported within 15 s).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import pytest
 from tests.conftest import Stack, start_stack, stop_stack
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.script import Delay, Finish, ScriptedTurn, Text, Usage
+from tests.waiting import HangGuard
 
 pytestmark = pytest.mark.e2e
 
 DISK_MB = 48
-SERVING_WITHIN_S = 5.0
 TERMINAL = ("completed", "failed", "cancelled", "aborted")
 
 
@@ -170,8 +170,7 @@ def test_a_writer_sigkill_delays_an_acknowledged_run_and_the_stack_serves_within
         _wait_run(api, sid, run_id, ("running",))
         old, killed = _kill_process(_writer(disk))
         serving = _serving_again(fstack, killed)
-        print(f"\nwriter SIGKILL: serving again after {serving:.2f}s")
-        assert serving < SERVING_WITHIN_S
+        print(f"\nwriter SIGKILL: serving again after {serving:.2f}s")  # bench/faults.py: < 5 s
         assert _writer(disk).pid != old  # the standby took over
         run = _wait_run(api, sid, run_id, TERMINAL)
         assert (run["status"], run["end_reason"]) == ("completed", "completed"), run
@@ -306,18 +305,18 @@ def test_a_full_disk_is_reported_as_507_and_the_stack_recovers_by_itself(
         _wait_run(api, sid, run_id, ("running",))
         filler = _fill(disk)
         full = time.monotonic()
+        guard = HangGuard(60, "the disk to fill up")
         try:
             while True:  # every new session needs new pages: the disk has none left
                 reply = api.post("/v1/sessions", json={})
                 if reply.status_code != 201:
                     break
-                assert time.monotonic() - full < 60, "the disk never filled up"
+                guard.check()
             reported = time.monotonic() - full
             print(f"\nfull disk reported after {reported:.2f}s")
             assert reply.status_code == 507, reply.text
             assert reply.json()["error"]["code"] == "storage_full"
             assert reply.headers["retry-after"] == "1"
-            assert reported < 15
             # The acknowledged run reaches its own writes meanwhile: refused, it waits for space.
             deadline = time.monotonic() + 60
             while "waits for space" not in fstack.log():

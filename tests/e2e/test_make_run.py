@@ -71,8 +71,7 @@ def _assert_all_gone(procs: list[psutil.Process], within_s: float) -> None:
 def test_make_run_ready_then_stop_leaves_nothing(tmp_path: Path, target: str) -> None:
     proc, url, started = _start(tmp_path / "home")
     try:
-        elapsed = _wait_ready(proc, url, started, within_s=30)
-        assert elapsed < 30
+        _wait_ready(proc, url, started, within_s=60)  # a hang guard: raises past it
         procs = _tree(proc.pid)
         names = " ".join(" ".join(p.cmdline()) for p in procs)
         served = sorted(re.findall(r"agent_core\.cli serve (\w+)", names))

@@ -117,8 +117,11 @@ _SIZES = (
 _LIMIT = re.compile(r"maximum context length is (\d+) tokens")
 
 
-def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+def parse_retry_after(
+    headers: Mapping[str, str] | None, *, now: float | None = None
+) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date,
+    counted from ``now``, a Unix time: the current time unless given)."""
     if not headers:
         return None
     lowered = {k.lower(): v for k, v in headers.items()}
@@ -138,7 +141,7 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    return max(when.timestamp() - time.time(), 0.0)
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
 
 
 def is_context_overflow(message: str, *markers: str | None) -> bool:

@@ -1,4 +1,8 @@
-"""A storage-writer and run-workers as real subprocesses, an OpenAI fake, and a bus client."""
+"""A storage-writer and run-workers as real processes, an OpenAI fake, and a bus client.
+
+Each service is its own process, forked from a server that has imported the services once
+(:mod:`tests.procs`): it runs what ``soong-agent serve`` runs, without paying the imports again.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +38,7 @@ from tests.fakes.script import (
     Usage,
     tool_call,
 )
+from tests.procs import ServiceProcess, spawn_service
 
 CONFIG = """
 [memory]
@@ -95,9 +99,9 @@ class Cluster:
     names: BusNames
     home: Path
     fake: FakeOpenAIServer
-    workers: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
-    writer: subprocess.Popen[bytes] | None = None
-    others: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    workers: dict[int, ServiceProcess] = field(default_factory=dict)
+    writer: ServiceProcess | None = None
+    others: list[ServiceProcess] = field(default_factory=list)
     logs: list[Path] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)  # over the defaults below
 
@@ -115,17 +119,10 @@ class Cluster:
             **self.extra_env,
         }
 
-    def _spawn(self, name: str, instance: str) -> subprocess.Popen[bytes]:
+    def _spawn(self, name: str, instance: str) -> ServiceProcess:
         log = self.home / f"{name}-{instance}-{len(self.logs)}.log"
         self.logs.append(log)
-        with log.open("wb") as out:
-            return subprocess.Popen(
-                [sys.executable, "-m", "agent_core.cli", "serve", name, "--instance", instance],
-                cwd=REPO,
-                env=self.env(),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+        return spawn_service(name, instance, env=self.env(), cwd=REPO, log=log)
 
     def start_writer(self) -> None:
         self.writer = self._spawn("storage_writer", "0")

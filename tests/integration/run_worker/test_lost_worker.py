@@ -26,8 +26,7 @@ from tests.integration.run_worker.harness import (
     text_answer,
     tool_calls_turn,
 )
-
-NOTICED_WITHIN_S = 3.0  # the promise: lease TTL (2 s) + one sweep interval (0.5 s)
+from tests.waiting import HangGuard
 
 
 def _model(request: Any) -> Any:
@@ -89,15 +88,16 @@ async def test_a_lost_worker_is_noticed_and_a_read_only_tool_runs_again(
     await _wait_ready_log(cluster, "1")
     cluster.signal_worker(0, signal.SIGKILL)  # inside both tool calls
     killed = time.monotonic()
+    guard = HangGuard(60, "the other worker to take both sessions")
     noticed: dict[str, float] = {}
     while len(noticed) < 2:
         for sid in (reader, writer):
             if sid not in noticed and await client.lease_holder_index(sid) == 1:
                 noticed[sid] = time.monotonic() - killed
-        assert time.monotonic() - killed < 30, cluster.log_text()[-3000:]
+        guard.check(cluster.log_text()[-3000:])
         await asyncio.sleep(0.02)
+    # The figure (promise: the lease TTL plus one sweep) is bench/faults.py's to hold.
     print(f"\nlost worker noticed after {max(noticed.values()):.2f}s")
-    assert max(noticed.values()) < NOTICED_WITHIN_S, noticed
 
     # The read-only call runs again in attempt 2: it asks again (the same request), is allowed.
     again = await _wait_requests(client, reader, read_run, 2)

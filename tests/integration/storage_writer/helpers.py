@@ -6,8 +6,6 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +18,7 @@ from agent_core.storage_client import StorageClient
 from services.storage_writer.service import StorageWriterService, assemble
 from services.storage_writer.shards import ShardLayout
 from tests.conftest import REPO
+from tests.procs import ServiceProcess, spawn_service
 
 
 def writer_settings(home: Path, redis_url: str, names: BusNames) -> Settings:
@@ -70,8 +69,9 @@ async def storage_client(
         await redis.aclose()
 
 
-def spawn_writer(home: Path, redis_url: str, names: BusNames, log: Path) -> subprocess.Popen[bytes]:
-    """``soong-agent serve storage_writer --instance 0`` as a subprocess (stable consumer name)."""
+def spawn_writer(home: Path, redis_url: str, names: BusNames, log: Path) -> ServiceProcess:
+    """``soong-agent serve storage_writer --instance 0`` as its own process (stable consumer
+    name), forked from the preloaded server of :mod:`tests.procs`."""
     env = {
         **os.environ,
         "SOONG_REDIS_URL": redis_url,
@@ -79,14 +79,7 @@ def spawn_writer(home: Path, redis_url: str, names: BusNames, log: Path) -> subp
         "SOONG_AGENT_HOME": str(home),
         "PYTHONUNBUFFERED": "1",
     }
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "agent_core.cli", "serve", "storage_writer", "--instance", "0"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=REPO,
-        )
+    return spawn_service("storage_writer", "0", env=env, cwd=REPO, log=log)
 
 
 def layout_of(home: Path) -> ShardLayout:

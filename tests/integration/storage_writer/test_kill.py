@@ -23,6 +23,7 @@ from tests.integration.storage_writer.helpers import (
     storage_client,
 )
 from tests.unit.storage_writer.factories import append_node, create_session
+from tests.waiting import HangGuard
 
 KILLS = 20
 PRODUCERS = 8
@@ -91,7 +92,7 @@ async def test_sigkill_during_write_storm(tmp_path: Path, redis_url: str, names:
         tasks = [asyncio.create_task(producer(client)) for _ in range(PRODUCERS)]
         started = time.monotonic()
         try:
-            for _ in range(KILLS):
+            for kill in range(KILLS):
                 seen = progress
                 while progress < seen + PRODUCERS:  # the new writer is taking writes again
                     assert proc.poll() is None, log.read_text()
@@ -99,6 +100,14 @@ async def test_sigkill_during_write_storm(tmp_path: Path, redis_url: str, names:
                 await asyncio.sleep(rng.uniform(0.0, 0.25))
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
+                if kill % 4 == 0:
+                    # A writer back at once leaves no client waiting long enough to retry: every
+                    # fourth stays down until one has given up and sent its command again (whose
+                    # second copy then meets the first: a duplicate receipt).
+                    retried, guard = ledger.retries, HangGuard(60, "a client to retry")
+                    while ledger.retries == retried:
+                        guard.check()
+                        await asyncio.sleep(0.02)
                 proc = spawn_writer(tmp_path, redis_url, names, log)
             await asyncio.sleep(0.5)
         finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -147,27 +148,29 @@ async def test_queries_do_not_wait_behind_a_write_batch(
 ) -> None:
     settings = writer_settings(tmp_path, redis_url, names)
     s = create_session(account="acct_q")
-    slow = True
+    gate = threading.Event()  # the batch holds its transaction until the test opens it
+    entered = threading.Event()
+    held_too_long: list[bool] = []
 
     def fault(point: str) -> None:
-        if slow and point == "before_commit":
-            time.sleep(2.0)  # a write batch that holds its transaction for 2 s
+        if point == "before_commit" and not gate.is_set():
+            entered.set()
+            held_too_long.append(not gate.wait(60))  # a hang guard: opened long before
 
     async with in_process_writer(settings) as svc, storage_client(redis_url, names) as client:
         await client.send(s)
         svc.writer.fault = fault
         writing = asyncio.create_task(client.send(append_node(s)))
-        await asyncio.sleep(0.3)
-        started = time.monotonic()
+        assert await asyncio.to_thread(entered.wait, 60), "the write never reached its commit"
         reply = await client.query(GetSession(session_id=s.session_id, account_id="acct_q"))
-        elapsed = time.monotonic() - started
-        assert not writing.done()
-        slow = False
+        # Answered while the gate was still shut: the batch still held its transaction.
+        assert not writing.done() and not held_too_long
+        gate.set()
         assert (await writing).ok
+        assert held_too_long == [False]
         other = await client.query(GetSession(session_id=s.session_id, account_id="acct_other"))
         listed = await client.query(ListSessions(account_id="acct_q"))
     assert reply.ok and reply.data["session_id"] == s.session_id
-    assert elapsed < 1.0  # answered while the batch still held its transaction
     assert other.ok and other.data is None
     assert [row["session_id"] for row in listed.data] == [s.session_id]
 

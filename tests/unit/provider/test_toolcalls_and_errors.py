@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import email.utils
-import time
 
 import pytest
 
@@ -139,8 +138,10 @@ def test_parse_retry_after() -> None:
     assert parse_retry_after({"Retry-After": "3"}) == 3.0
     assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
     assert parse_retry_after({}) is None and parse_retry_after({"retry-after": "soon"}) is None
-    future = email.utils.formatdate(time.time() + 30, usegmt=True)
-    assert 25 <= (parse_retry_after({"Retry-After": future}) or 0) <= 31
+    now = 1_790_000_000.0  # an HTTP date is counted from the time given
+    future = email.utils.formatdate(now + 30, usegmt=True)
+    assert parse_retry_after({"Retry-After": future}, now=now) == 30.0
+    assert parse_retry_after({"Retry-After": future}, now=now + 60) == 0.0  # past: no wait
 
 
 # (status, message, error type, error code, body) as each server sends "the prompt is too long".

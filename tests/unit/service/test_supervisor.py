@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 
 from agent_core.service.runner import EXIT_CONFIG
 from agent_core.service.supervisor import ChildSpec, Supervisor
@@ -12,9 +11,8 @@ from agent_core.service.supervisor import ChildSpec, Supervisor
 
 async def test_a_child_exiting_with_a_config_error_stops_every_child() -> None:
     bad = ChildSpec("run_worker.0", [sys.executable, "-c", f"raise SystemExit({EXIT_CONFIG})"])
-    good = ChildSpec("gateway", [sys.executable, "-c", "import time; time.sleep(60)"])
+    good = ChildSpec("gateway", [sys.executable, "-c", "import time; time.sleep(3600)"])
     supervisor = Supervisor([bad, good], stop_timeout_s=5)
-    started = time.monotonic()
+    # Not restarted, not waiting for the sleeper (an hour): a wait would end in TimeoutError.
     await asyncio.wait_for(supervisor.run(), timeout=60)
     assert supervisor.config_error == "run_worker.0"
-    assert time.monotonic() - started < 50  # not restarted, not waiting for the sleeper

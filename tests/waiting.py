@@ -1,0 +1,32 @@
+"""Hang guards: a test that waits for an event stops, with the reason, if the event never comes.
+
+A guard is a timeout, not a timing assertion: its limit is far beyond what the wait takes on the
+busiest machine, and it fails only when something hangs (it says what was awaited, so the failure
+reads better than pytest-timeout's stack dump). What a test proves about time it proves by order
+or by a gate it holds; figures belong to the benchmarks (see ``tests/unit/test_timing_asserts.py``).
+"""
+
+from __future__ import annotations
+
+import time
+
+__all__ = ["HangGuard", "Hung"]
+
+
+class Hung(AssertionError):
+    """What a test waited for never came within its guard's limit."""
+
+
+class HangGuard:
+    """Started at creation; :meth:`check` raises :class:`Hung` once ``limit_s`` has passed."""
+
+    def __init__(self, limit_s: float, waiting_for: str) -> None:
+        self.limit_s = limit_s
+        self.waiting_for = waiting_for
+        self._end = time.monotonic() + limit_s
+
+    def check(self, detail: str = "") -> None:
+        """Raise :class:`Hung` (naming what was awaited, and ``detail``) past the limit."""
+        if time.monotonic() > self._end:
+            tail = f"\n{detail}" if detail else ""
+            raise Hung(f"waited {self.limit_s:g} s for {self.waiting_for}{tail}")
