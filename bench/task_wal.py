@@ -32,7 +32,7 @@ from agent_core.ids import new_id, new_session_id  # noqa: E402
 from agent_core.service import ServiceContext, ping_service  # noqa: E402
 from agent_core.service.valkey import EmbeddedValkey  # noqa: E402
 from agent_core.tasks.client import TaskClient  # noqa: E402
-from agent_core.tasks.commands import (  # noqa: E402
+from agent_core.types.task_commands import (  # noqa: E402
     AddTask,
     ClaimTask,
     CompleteTask,

@@ -29,20 +29,33 @@ REPO = Path(__file__).resolve().parents[1]
 # ------------------------------------------------------------------ the longest files go first
 
 # With ``--dist loadfile`` each file goes whole to the next free pytest worker, in collection
-# order: a long file collected last keeps one worker busy while the others idle. So the files that
-# start stacks and kill processes (e2e, then integration) are handed out first and the many short
-# unit files fill in behind them.
+# order: a long file collected last keeps one worker busy while the others idle. So the longest
+# files (each a minute or more on a 2-core machine, by ``--durations``) are handed out first, then
+# the files that start stacks and kill processes (e2e, then integration), and the many short unit
+# files fill in behind them.
+_LONGEST = (
+    "tests/e2e/test_backup.py",
+    "tests/e2e/gateway/test_fuzz.py",
+    "tests/e2e/sdk/test_local_home.py",
+    "tests/unit/tools/test_fsaccess.py",
+    "tests/integration/task_wal/test_crash.py",
+    "tests/integration/run_worker/test_crash.py",
+)
 _TIERS = ("tests/e2e/", "tests/integration/")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Order items by tier, e2e first (stable: a file's items stay together and in order)."""
+    """Order items longest files first, then by tier (stable: a file's items stay together and
+    in order)."""
 
-    def tier(item: pytest.Item) -> int:
+    def order(item: pytest.Item) -> tuple[int, int]:
         path = Path(str(item.path)).relative_to(REPO).as_posix()
-        return next((i for i, prefix in enumerate(_TIERS) if path.startswith(prefix)), len(_TIERS))
+        if path in _LONGEST:
+            return 0, _LONGEST.index(path)
+        tier = next((i for i, prefix in enumerate(_TIERS) if path.startswith(prefix)), len(_TIERS))
+        return 1 + tier, 0
 
-    items.sort(key=tier)
+    items.sort(key=order)
 
 
 # ------------------------------------------------------------------ outbound network is blocked

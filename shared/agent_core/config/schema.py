@@ -9,8 +9,9 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agent_core.hooks.config import HooksSettings
-from agent_core.mcp.config import McpSettings
+from agent_core.config.hooks import HooksSettings
+from agent_core.config.hosts import parse_host_entry
+from agent_core.config.mcp import McpSettings
 
 __all__ = [
     "DEFAULT_KEY_ENV",
@@ -242,8 +243,6 @@ class SandboxSettings(_Section):
             raise ValueError(
                 "sandbox.allowed_hosts lists hosts, but network = true opens every host: choose one"
             )
-        from agent_core.tools.sandbox.proxy import parse_host_entry  # no import cycle at load
-
         for entry in self.allowed_hosts:
             try:
                 parse_host_entry(entry)
@@ -332,7 +331,7 @@ class Settings(_Section):
     ] = Field(default_factory=dict)
     # Command hooks: the operator's, and which project roots may add their own (README, "Hooks").
     hooks: HooksSettings = HooksSettings()
-    # MCP servers ([mcp.servers.<name>], see agent_core/mcp/config.py): their tools for agents.
+    # MCP servers ([mcp.servers.<name>], see agent_core/config/mcp.py): their tools for agents.
     mcp: McpSettings = McpSettings()
 
     @model_validator(mode="after")

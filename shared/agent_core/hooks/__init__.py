@@ -6,7 +6,7 @@ event, folded into one verdict), ``run`` (a run's hooks, what the loop and tool 
 ``effective`` (which hooks are in effect for a session). See README, "Hooks".
 """
 
-from agent_core.hooks.config import (
+from agent_core.config.hooks import (
     AGENT_KINDS,
     DEFAULT_ON_ERROR,
     EVENT_NAMES,

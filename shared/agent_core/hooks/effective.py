@@ -18,8 +18,8 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agent_core.config.hooks import Hook, HookEntries, HooksSettings, hooks_of
 from agent_core.errors import ConfigError, redact
-from agent_core.hooks.config import Hook, HookEntries, HooksSettings, hooks_of
 from agent_core.hooks.pipeline import HookSet
 
 __all__ = [

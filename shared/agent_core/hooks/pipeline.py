@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from agent_core.config.hooks import AgentKind, Hook
 from agent_core.errors import redact
-from agent_core.hooks.config import AgentKind, Hook
 from agent_core.hooks.runner import HookRun, run_hook
 from agent_core.types.enums import HookDecision, HookPhase
 from agent_core.types.protocol import HookInput, HookOutput

@@ -14,8 +14,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from agent_core.config.hooks import AgentKind, Hook
 from agent_core.errors import AgentCoreError
-from agent_core.hooks.config import AgentKind, Hook
 from agent_core.hooks.pipeline import HookRecord, HookSet, Validator, Verdict, run_event
 from agent_core.types.enums import EventLevel, EventType, HookPhase, Role
 from agent_core.types.protocol import HookInput, TextBlock, ToolCall, ToolResult

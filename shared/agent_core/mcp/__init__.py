@@ -5,6 +5,6 @@ Only the configuration is imported here (every service loads it); the run-worker
 See ``docs/architecture.md``, "Extensions: MCP servers, plug-ins, named providers and agents".
 """
 
-from agent_core.mcp.config import McpServerSettings, McpSettings
+from agent_core.config.mcp import McpServerSettings, McpSettings
 
 __all__ = ["McpServerSettings", "McpSettings"]

@@ -19,8 +19,8 @@ from typing import Any, TextIO
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
+from agent_core.config.mcp import McpServerSettings
 from agent_core.errors import ToolError, redact
-from agent_core.mcp.config import McpServerSettings
 from agent_core.mcp.connection import Connection
 from agent_core.mcp.names import admitted
 from agent_core.observability.metrics import MCP_SERVER_CRASHES, MCP_SERVER_STARTS

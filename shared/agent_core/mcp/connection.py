@@ -24,7 +24,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from agent_core.mcp.config import McpServerSettings
+from agent_core.config.mcp import McpServerSettings
 
 __all__ = ["Connection"]
 

@@ -13,7 +13,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 
-from agent_core.mcp.config import McpServerSettings
+from agent_core.config.mcp import McpServerSettings
 
 __all__ = ["PREFIX", "admitted", "enabled_for_agent", "server_prefix", "server_wanted", "tool_name"]
 

@@ -17,9 +17,9 @@ from typing import Any, ClassVar, TextIO
 import mcp_types as types
 from pydantic import ConfigDict
 
+from agent_core.config.mcp import McpSettings
 from agent_core.errors import ToolError
 from agent_core.mcp.client import McpServerClient
-from agent_core.mcp.config import McpSettings
 from agent_core.mcp.names import enabled_for_agent, server_wanted, tool_name
 from agent_core.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from agent_core.types.protocol import ToolDefinition

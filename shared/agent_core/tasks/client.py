@@ -23,7 +23,7 @@ from agent_core.bus.names import BusNames
 from agent_core.bus.rpc import RpcClient
 from agent_core.errors import AgentCoreError, BusTimeoutError, ErrorPayload, SchemaError
 from agent_core.ids import new_id
-from agent_core.tasks.commands import TaskCommand
+from agent_core.types.task_commands import TaskCommand
 
 __all__ = ["TaskClient", "TaskServiceError"]
 

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent_core.tasks.errors import WalFault
-from agent_core.tasks.models import TaskChange, TaskWalEvent
+from agent_core.types.tasks import TaskChange, TaskWalEvent
 
 __all__ = [
     "WalRecordError",

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from agent_core.tasks.codec import seal
-from agent_core.tasks.commands import (
+from agent_core.tasks.errors import TaskErrorCode, TaskRuleError
+from agent_core.tasks.rules import evolve, unmet_dependencies
+from agent_core.types.task_commands import (
     AddDependency,
     AddTask,
     CancelTask,
@@ -30,8 +32,7 @@ from agent_core.tasks.commands import (
     TaskCommand,
     UpdateTask,
 )
-from agent_core.tasks.errors import TaskErrorCode, TaskRuleError
-from agent_core.tasks.models import (
+from agent_core.types.tasks import (
     DependencyAdded,
     DependencyRemoved,
     ListCreated,
@@ -48,7 +49,6 @@ from agent_core.tasks.models import (
     TaskUpdated,
     TaskWalEvent,
 )
-from agent_core.tasks.rules import evolve, unmet_dependencies
 
 __all__ = ["Applied", "apply", "blocked_ids", "ready_ids", "to_change"]
 

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import assert_never
 
 from agent_core.tasks.errors import TaskErrorCode, TaskRuleError
-from agent_core.tasks.models import (
+from agent_core.types.tasks import (
     FINISHED_STATUSES,
     DependencyAdded,
     DependencyRemoved,

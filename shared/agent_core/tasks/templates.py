@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import ClassVar, Final
 
 from agent_core.bus.contracts.tasks import TaskDagView, TaskListsView
-from agent_core.tasks.models import Task, TaskDAG, TaskStatus
 from agent_core.tasks.rules import unmet_dependencies
 from agent_core.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from agent_core.types.enums import NodeType
+from agent_core.types.tasks import Task, TaskDAG, TaskStatus
 
 __all__ = [
     "BOARD_LIMIT",

@@ -17,7 +17,7 @@ Metadata conventions read by the run loop (the executor merges ``ToolOutput.meta
   The loop appends a ``task_board`` node after the tool node. A command whose effect already
   held (nothing written) and ``task_list`` set neither key.
 - ``metadata["task_event"] = {"list": name, "change": kind, "task_id": id or None}``: the runtime
-  event of the change; ``kind`` is a :class:`~agent_core.tasks.models.TaskChangeKind` value.
+  event of the change; ``kind`` is a :class:`~agent_core.types.tasks.TaskChangeKind` value.
 - ``metadata["node_type"]``: ``"task_instruction"`` (``task_template``) or ``"plan_instruction"``
   (``plan_template``): the tool node is written with that node type.
 - ``metadata["error_code"]`` on errors: the service's error code (e.g. ``task_blocked``).
@@ -35,7 +35,16 @@ from agent_core.bus.contracts.tasks import TaskChangeResult
 from agent_core.errors import AgentCoreError, redact
 from agent_core.ids import IdPrefix
 from agent_core.tasks.client import TaskClient
-from agent_core.tasks.commands import (
+from agent_core.tasks.dag import to_change
+from agent_core.tasks.templates import (
+    ERROR_HINTS,
+    PlanTemplate,
+    TaskTemplate,
+    render_board,
+    render_lists,
+)
+from agent_core.tools.base import ArgsT, Tool, ToolArgs, ToolContext, ToolOutput
+from agent_core.types.task_commands import (
     AddTask,
     CancelTask,
     ClaimTask,
@@ -46,16 +55,7 @@ from agent_core.tasks.commands import (
     TaskCommand,
     UpdateTask,
 )
-from agent_core.tasks.dag import to_change
-from agent_core.tasks.models import ListName, NoteText, PlanRef, TaskId, Text, Title
-from agent_core.tasks.templates import (
-    ERROR_HINTS,
-    PlanTemplate,
-    TaskTemplate,
-    render_board,
-    render_lists,
-)
-from agent_core.tools.base import ArgsT, Tool, ToolArgs, ToolContext, ToolOutput
+from agent_core.types.tasks import ListName, NoteText, PlanRef, TaskId, Text, Title
 
 __all__ = [
     "TaskAdd",

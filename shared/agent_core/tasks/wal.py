@@ -18,8 +18,8 @@ from enum import StrEnum
 
 from agent_core.tasks.codec import WalRecordError, decode_record
 from agent_core.tasks.errors import TaskRuleError, TaskWalCorruptError, WalFault
-from agent_core.tasks.models import TaskDAG
 from agent_core.tasks.rules import evolve
+from agent_core.types.tasks import TaskDAG
 
 __all__ = ["ReplayResult", "ReplayStatus", "replay"]
 

@@ -6,8 +6,9 @@ The runtime views of stored rows (:class:`SessionState`, :class:`AgentState`, :c
 through :mod:`agent_core.types.mappers` only (one direction: the writer writes rows itself);
 nothing here knows a SQLite row.
 
-Task DAG types (:class:`Task`, :class:`TaskDAG`, :class:`TaskWalEvent`) are defined by the task
-domain (:mod:`agent_core.tasks.models`) and re-exported here, so there is one definition of each.
+Task DAG types (:class:`Task`, :class:`TaskDAG`, :class:`TaskWalEvent`) are defined in
+:mod:`agent_core.types.tasks` (the task domain, :mod:`agent_core.tasks`, builds on them) and
+re-exported here, so there is one definition of each.
 A plan is a Markdown file in the project, so :data:`Plan` is the task domain's reference to one.
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from agent_core.tasks.models import PlanRef, Task, TaskDAG, TaskStatus, TaskWalEvent
 from agent_core.types._agent_config import (
     SESSION_CONFIG_KEY,
     AgentConfig,
@@ -53,6 +53,7 @@ from agent_core.types._state import (
     TimelineEvent,
 )
 from agent_core.types.enums import NodeType
+from agent_core.types.tasks import PlanRef, Task, TaskDAG, TaskStatus, TaskWalEvent
 
 __all__ = [
     "RUNTIME_EVENT",

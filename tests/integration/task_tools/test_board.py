@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from agent_core.bus.contracts.tasks import TaskDagView, TaskListInfo, TaskListsView
 from agent_core.errors import ErrorPayload
 from agent_core.tasks import TaskDAG, apply, blocked_ids, ready_ids
-from agent_core.tasks.commands import AddTask, CreateList, TaskCommand
 from agent_core.tasks.templates import BOARD_LIMIT, render_board, render_lists
+from agent_core.types.task_commands import AddTask, CreateList, TaskCommand
 
 SESSION = "sess_20260101_000000_abcd"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -18,7 +18,7 @@ from agent_core.ids import new_id, new_session_id
 from agent_core.service import ServiceContext, ping_service
 from agent_core.tasks import ReplayStatus, TaskStatus, list_file_name, replay
 from agent_core.tasks.client import TaskClient, TaskServiceError
-from agent_core.tasks.commands import (
+from agent_core.types.task_commands import (
     AddTask,
     ClaimTask,
     CompleteTask,

@@ -11,7 +11,7 @@ import pytest
 from agent_core.ids import new_id, new_session_id
 from agent_core.tasks import ReplayStatus, TaskStatus, list_file_name, replay
 from agent_core.tasks.client import TaskClient, TaskServiceError
-from agent_core.tasks.commands import (
+from agent_core.types.task_commands import (
     AddDependency,
     AddTask,
     CancelTask,

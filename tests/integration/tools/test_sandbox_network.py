@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from agent_core.config.hosts import parse_host_entry
 from agent_core.tools import Workspace
 from agent_core.tools.sandbox import BwrapRunner, SandboxConfig, SandboxLimits
-from agent_core.tools.sandbox.proxy import HostRules, parse_host_entry
+from agent_core.tools.sandbox.proxy import HostRules
 
 LIMITS = SandboxLimits(timeout_s=30, min_free_disk_bytes=0)
 

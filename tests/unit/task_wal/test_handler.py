@@ -17,7 +17,7 @@ from agent_core.bus.contracts.tasks import (
 )
 from agent_core.ids import new_id, new_session_id
 from agent_core.tasks import ReplayStatus, replay
-from agent_core.tasks.commands import AddTask, CreateList, TaskCommand, UpdateTask
+from agent_core.types.task_commands import AddTask, CreateList, TaskCommand, UpdateTask
 from services.task_wal.handler import TaskWalHandler
 from services.task_wal.location import list_location
 from services.task_wal.store import TaskStore

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from agent_core.tasks.commands import TaskCommand
 from agent_core.tasks.dag import Applied, apply
 from agent_core.tasks.errors import TaskErrorCode, TaskRuleError
-from agent_core.tasks.models import TaskDAG, TaskStatus, TaskWalEvent
 from agent_core.tasks.rules import depends_transitively
+from agent_core.types.task_commands import TaskCommand
+from agent_core.types.tasks import TaskDAG, TaskStatus, TaskWalEvent
 
 SESSION = "sess_20260101_120000_abcd"
 LIST = "Build the API"

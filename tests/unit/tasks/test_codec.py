@@ -15,7 +15,7 @@ from agent_core.tasks.codec import (
     seal,
 )
 from agent_core.tasks.errors import WalFault
-from agent_core.tasks.models import TaskAdded, TaskWalEvent
+from agent_core.types.tasks import TaskAdded, TaskWalEvent
 from tests.unit.tasks.support import ALICE, T0
 
 ODD_TEXT = 'Café 设计 \u2028 "quoted" \n tab\t \x00 nul 🙂'

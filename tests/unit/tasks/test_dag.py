@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent_core.tasks.commands import (
+from agent_core.tasks.dag import apply, blocked_ids, ready_ids
+from agent_core.tasks.errors import TaskErrorCode as E
+from agent_core.types.task_commands import (
     AddDependency,
     AddTask,
     CancelTask,
@@ -16,9 +18,7 @@ from agent_core.tasks.commands import (
     RemoveDependency,
     UpdateTask,
 )
-from agent_core.tasks.dag import apply, blocked_ids, ready_ids
-from agent_core.tasks.errors import TaskErrorCode as E
-from agent_core.tasks.models import TaskChangeKind, TaskStatus
+from agent_core.types.tasks import TaskChangeKind, TaskStatus
 from tests.unit.tasks.support import ALICE, BOB, LIST, SESSION, T0, Board, assert_invariants
 
 

@@ -8,12 +8,17 @@ import pytest
 
 import agent_core.tasks
 
-MODULES = ["codec", "commands", "dag", "errors", "models", "names", "rules", "wal"]
+MODULES = [
+    "agent_core.tasks",
+    *(f"agent_core.tasks.{m}" for m in ("codec", "dag", "errors", "names", "rules", "wal")),
+    "agent_core.types.tasks",  # the task models and commands, with the other shared types
+    "agent_core.types.task_commands",
+]
 
 
-@pytest.mark.parametrize("module", ["", *MODULES])
+@pytest.mark.parametrize("module", MODULES)
 def test_every_exported_name_exists(module: str) -> None:
-    mod = importlib.import_module("agent_core.tasks" + (f".{module}" if module else ""))
+    mod = importlib.import_module(module)
     assert mod.__all__, module
     missing = [name for name in mod.__all__ if not hasattr(mod, name)]
     assert missing == []

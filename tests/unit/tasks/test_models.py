@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from agent_core.ids import is_valid_id
-from agent_core.tasks.commands import TASK_COMMAND, AddTask, ClaimTask, UpdateTask
-from agent_core.tasks.models import MAX_TITLE, Task, TaskStatus
+from agent_core.types.task_commands import TASK_COMMAND, AddTask, ClaimTask, UpdateTask
+from agent_core.types.tasks import MAX_TITLE, Task, TaskStatus
 from tests.unit.tasks.support import ALICE, LIST, SESSION, T0
 
 ADDRESS: dict[str, Any] = {"session_id": SESSION, "list_name": LIST, "agent_id": ALICE}

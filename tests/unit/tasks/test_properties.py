@@ -10,7 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_core.tasks.codec import encode_record
-from agent_core.tasks.commands import (
+from agent_core.tasks.dag import apply, ready_ids
+from agent_core.tasks.errors import TaskRuleError
+from agent_core.tasks.rules import evolve
+from agent_core.tasks.wal import ReplayStatus, replay
+from agent_core.types.task_commands import (
     AddDependency,
     AddTask,
     CancelTask,
@@ -23,11 +27,7 @@ from agent_core.tasks.commands import (
     TaskCommand,
     UpdateTask,
 )
-from agent_core.tasks.dag import apply, ready_ids
-from agent_core.tasks.errors import TaskRuleError
-from agent_core.tasks.models import Task, TaskDAG, TaskStatus, TaskWalEvent
-from agent_core.tasks.rules import evolve
-from agent_core.tasks.wal import ReplayStatus, replay
+from agent_core.types.tasks import Task, TaskDAG, TaskStatus, TaskWalEvent
 from tests.unit.tasks.support import ALICE, BOB, LIST, SESSION, T0, assert_invariants
 
 TASKS = [f"task_{c}" for c in "abcdef"]

@@ -7,8 +7,8 @@ import pytest
 from agent_core.tasks.codec import seal
 from agent_core.tasks.errors import TaskErrorCode as E
 from agent_core.tasks.errors import TaskRuleError
-from agent_core.tasks.models import ListCreated, TaskAdded, TaskClaimed, TaskDAG, TaskUpdated
 from agent_core.tasks.rules import depends_transitively, evolve
+from agent_core.types.tasks import ListCreated, TaskAdded, TaskClaimed, TaskDAG, TaskUpdated
 from tests.unit.tasks.support import ALICE, LIST, SESSION, T0
 
 CREATED = ListCreated(name=LIST, session_id=SESSION, agent_id=ALICE)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from agent_core.tasks.codec import canonical_json, checksum_of, encode_record, seal
-from agent_core.tasks.commands import AddTask, ClaimTask, CompleteTask, CreateList
 from agent_core.tasks.errors import TaskWalCorruptError, WalFault
-from agent_core.tasks.models import TaskClaimed
 from agent_core.tasks.wal import ReplayStatus, replay
+from agent_core.types.task_commands import AddTask, ClaimTask, CompleteTask, CreateList
+from agent_core.types.tasks import TaskClaimed
 from tests.unit.tasks.support import ALICE, T0, Board
 
 

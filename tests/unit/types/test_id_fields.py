@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from agent_core import ids
 from agent_core.errors import AgentCoreError
-from agent_core.tasks import models as task_models
 from agent_core.types import _fields
+from agent_core.types import tasks as task_models
 
 # Near misses as well as arbitrary text: the right prefixes, digits of other scripts, newlines,
 # look-alike letters, bodies at and past the length bound.

@@ -10,8 +10,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from agent_core.errors import ErrorPayload, ProviderErrorPayload
-from agent_core.tasks import models as task_models
 from agent_core.types import runtime as rt
+from agent_core.types import tasks as task_models
 from agent_core.types.enums import EndReason, NodeType, PermissionPolicy, Role, RunStatus
 from agent_core.types.protocol import (
     JsonBlock,

@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from agent_core.bus.contracts._base import BusMessage
 from agent_core.errors import ErrorPayload
-from agent_core.tasks.commands import TaskCommand
-from agent_core.tasks.models import Task, TaskDAG, TaskWalEvent
+from agent_core.types.task_commands import TaskCommand
+from agent_core.types.tasks import Task, TaskDAG, TaskWalEvent
 
 __all__ = [
     "TASK_MESSAGE",

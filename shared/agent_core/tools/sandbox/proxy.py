@@ -33,15 +33,15 @@ __all__ = [
     "RELAY_PORT",
     "HostProxy",
     "HostRules",
-    "parse_host_entry",
     "proxy_environment",
 ]
+
+from agent_core.config.hosts import parse_host_entry, split_host_port
 
 log = logging.getLogger("soong.sandbox")
 
 PROXY_SOCKET: Final = "/run/soong-proxy.sock"  # where the proxy's socket appears in a sandbox
 RELAY_PORT: Final = 3128
-_DEFAULT_PORTS: Final = frozenset({80, 443})
 _HEAD_LIMIT: Final = 16 * 1024
 _HEAD_TIMEOUT_S: Final = 10.0
 _CONNECT_TIMEOUT_S: Final = 10.0
@@ -103,36 +103,6 @@ def proxy_environment() -> dict[str, str]:
     """The variables that send a sandbox's HTTP clients through the relay."""
     url = f"http://127.0.0.1:{RELAY_PORT}"
     return {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url}
-
-
-def _split_host_port(text: str) -> tuple[str, int | None]:
-    """``host``, ``host:port``, ``[v6]`` or ``[v6]:port``; raises ``ValueError``."""
-    if text.startswith("["):
-        host, sep, rest = text[1:].partition("]")
-        if not sep or (rest and not rest.startswith(":")):
-            raise ValueError(f"{text!r} is not host[:port]")
-        port_text = rest[1:] if rest else None
-    elif text.count(":") == 1:
-        host, port_text = text.split(":")
-    else:
-        host, port_text = text, None
-    port = None
-    if port_text is not None:
-        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise ValueError(f"{text!r}: the port must be 1-65535")
-        port = int(port_text)
-    if not host or any(c in host for c in " /\\@?#\x00"):
-        raise ValueError(f"{text!r} is not a host name")
-    return host.lower().rstrip("."), port
-
-
-def parse_host_entry(entry: str) -> tuple[str, frozenset[int]]:
-    """An ``allowed_hosts`` entry: ``name``, ``*.domain`` (its subdomains), either with
-    ``:port`` (without one, 80 and 443). Raises ``ValueError`` for anything else."""
-    host, port = _split_host_port(entry.strip())
-    if "*" in host and not (host.startswith("*.") and "*" not in host[2:] and len(host) > 2):
-        raise ValueError(f"{entry!r}: a wildcard is allowed only as a leading '*.'")
-    return host, frozenset({port}) if port is not None else _DEFAULT_PORTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +200,7 @@ class HostProxy:
         method, target, version = parts
         try:
             if method == "CONNECT":
-                host, port = _split_host_port(target)
+                host, port = split_host_port(target)
                 if port is None:
                     raise ValueError("CONNECT needs host:port")
                 forward = b""

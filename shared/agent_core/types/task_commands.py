@@ -13,7 +13,7 @@ from typing import Annotated, Final, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from agent_core.ids import new_id
-from agent_core.tasks.models import (
+from agent_core.types.tasks import (
     AgentId,
     Dependencies,
     ListName,
