@@ -58,6 +58,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=order)
 
 
+# ------------------------------------------------------------------ per-process model memory
+
+
+@pytest.fixture(autouse=True)
+def _forget_learned_windows() -> Iterator[None]:
+    """A context window learned from one test's fake server is not the next test's: the fakes
+    share a provider and model name, and a worker process keeps what it learned."""
+    from agent_core.context import WINDOWS
+
+    WINDOWS.clear()
+    yield
+    WINDOWS.clear()
+
+
 # ------------------------------------------------------------------ outbound network is blocked
 
 _real_connect = socket.socket.connect

@@ -156,7 +156,9 @@ class ContextBuilder:
             system=system,
             messages=messages,
             tools=list(tools),
-            max_tokens=config.max_output_tokens,
+            # A configured limit is sent as the output reserve: never more than half the window,
+            # so a server that checks prompt + max_tokens against it takes the request.
+            max_tokens=None if config.max_output_tokens is None else report.budget.output_reserve,
             temperature=config.temperature,
             provider_options=dict(config.provider_options),
             metadata={"run_id": run_id} if run_id else {},

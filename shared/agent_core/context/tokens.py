@@ -38,6 +38,8 @@ from agent_core.types.protocol import (
 
 __all__ = [
     "CALIBRATION",
+    "WINDOWS",
+    "LearnedWindows",
     "DEFAULT_LIMITS",
     "Calibration",
     "ModelLimits",
@@ -232,4 +234,37 @@ class Calibration:
 
 
 CALIBRATION = Calibration()
+
+
+class LearnedWindows:
+    """Context windows a provider revealed in an overflow error, per (provider, address, model),
+    kept for the life of the process: a run after the one that learned it starts with a request
+    that fits, instead of failing once to learn the same thing again.
+
+    Only ever smaller than what the configuration says: the server's own answer is the truth
+    about its window. Not shared between processes (each worker learns on its first overflow).
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str | None, str], int] = {}
+
+    @staticmethod
+    def _key(provider: str, base_url: str | None, model: str) -> tuple[str, str | None, str]:
+        return provider, base_url, model
+
+    def learn(self, provider: str, base_url: str | None, model: str, window: int) -> None:
+        """Remember ``window`` for the model (the smallest one seen wins)."""
+        key = self._key(provider, base_url, model)
+        self._known[key] = min(window, self._known.get(key, window))
+
+    def window(self, provider: str, base_url: str | None, model: str) -> int | None:
+        """The window learned for the model, if any."""
+        return self._known.get(self._key(provider, base_url, model))
+
+    def clear(self) -> None:
+        """Forget every learned window (tests that share a process and a fake model's name)."""
+        self._known.clear()
+
+
+WINDOWS = LearnedWindows()
 """The process's calibration table."""

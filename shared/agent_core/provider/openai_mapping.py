@@ -2,8 +2,8 @@
 
 - System blocks → one ``system`` message.
 - User text / JSON / artifact / attachment blocks → the user message's text.
-- Assistant text → ``content``; ``tool_call`` blocks → ``tool_calls`` with JSON-encoded
-  ``arguments``.
+- Assistant text → ``content`` (``""``, never ``null``, beside tool calls alone); ``tool_call``
+  blocks → ``tool_calls`` with JSON-encoded ``arguments``.
 - ``tool_result`` blocks → one ``tool`` message each (``tool_call_id``); the format has no error
   flag, so a failed result's text is prefixed with ``ERROR:``.
 - Tools → ``{"type": "function", "function": {name, description, parameters}}``;
@@ -46,7 +46,10 @@ def _message(msg: ModelMessage) -> list[dict[str, Any]]:
     ]
     if msg.role == Role.ASSISTANT:
         calls = [b for b in msg.content if isinstance(b, ToolCallBlock)]
-        assistant: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
+        # Always a string, "" for a message of tool calls only: OpenAI accepts ``null`` there, but
+        # OpenAI-compatible servers that validate against a string schema (llama.cpp's server)
+        # answer 500, and the session's every later request carries the same history.
+        assistant: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts)}
         if calls:
             assistant["tool_calls"] = [
                 {

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from agent_core.context import CALIBRATION, Calibration, ContextBuilder
+from agent_core.context import CALIBRATION, WINDOWS, Calibration, ContextBuilder, LearnedWindows
 from agent_core.context.compaction import Appender, Compactor, EventWriter
 from agent_core.errors import ErrorPayload
 from agent_core.provider.errors import ProviderErrorCode
@@ -59,8 +59,16 @@ class ContextGuard:
         compactor: Compactor,
         calibration: Calibration = CALIBRATION,
         before_compact: Callable[[Sequence[Node]], Awaitable[None]] | None = None,
+        windows: LearnedWindows = WINDOWS,
     ) -> None:
         self.handle = handle
+        self.windows = windows
+        learned = windows.window(config.provider, config.base_url, config.model)
+        if learned is not None and (
+            config.context_window is None or learned < config.context_window
+        ):
+            # A window an earlier run learned from the server: start within it.
+            config = config.model_copy(update={"context_window": learned})
         self.config = config
         self.builder = builder
         self.compactor = compactor
@@ -184,8 +192,10 @@ class ContextGuard:
         limit = error.details.get("context_limit")
         budget = self.report.budget if self.report is not None else None
         if isinstance(limit, int) and limit >= 1024 and budget and limit < budget.context_window:
-            # The real window is smaller than the configured or assumed one: use it from now on.
+            # The real window is smaller than the configured or assumed one: use it from now on,
+            # in this run and the process's next ones.
             self.config = self.config.model_copy(update={"context_window": limit})
+            self.windows.learn(self.config.provider, self.config.base_url, self.config.model, limit)
         return True
 
     def may_continue(self) -> bool:

@@ -78,6 +78,7 @@ class Tool(ABC, Generic[ArgsT]):
         for prop in schema.get("properties", {}).values():
             if isinstance(prop, dict):
                 prop.pop("title", None)
+        _drop_size_limits(schema)
         return ToolDefinition(name=self.name, description=self.description, input_schema=schema)
 
     def timeout_for(self, args: ArgsT) -> float:
@@ -87,3 +88,25 @@ class Tool(ABC, Generic[ArgsT]):
     @abstractmethod
     async def run(self, args: ArgsT, ctx: ToolContext) -> ToolOutput:
         """Do the work; raise ``AgentCoreError`` subclasses for failures the model should see."""
+
+
+# Size limits in the schema a model sees help it no more than the description does, and servers
+# that compile tool schemas into grammars for constrained decoding (llama.cpp's) build one state
+# per allowed character: ``maxLength: 1000000`` runs them out of memory. The limits stay where they
+# hold, in the input model the executor validates every call against (a call over one gets an
+# error result naming the field).
+_SIZE_LIMITS = ("maxLength", "maxItems", "maxProperties")
+
+
+def _drop_size_limits(node: object, *, named: bool = False) -> None:
+    """Remove every size limit from a JSON Schema, nested ones included (in place). ``named``:
+    ``node`` maps names to schemas (``properties``, ``$defs``), so its keys are not keywords."""
+    if isinstance(node, dict):
+        if not named:
+            for key in _SIZE_LIMITS:
+                node.pop(key, None)
+        for key, value in node.items():
+            _drop_size_limits(value, named=not named and key in ("properties", "$defs"))
+    elif isinstance(node, list):
+        for value in node:
+            _drop_size_limits(value)

@@ -149,3 +149,19 @@ async def test_a_window_smaller_than_assumed_is_learned_from_the_overflow(provid
     assert retried.budget is not None and retried.budget.context_window == 4096
     assert retried.budget.total <= retried.budget.input_budget
     assert count_request(json.loads(bodies(server)[-1])) < 4096 - 512
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])  # Ollama's error names no window
+async def test_a_learned_window_is_kept_for_the_next_runs(provider: str) -> None:
+    """The run after the one that learned the window starts within it: no failing request."""
+    agent = config(context_window=None, max_output_tokens=512)
+    overflow = s.ContextOverflow(prompt_tokens=6000, limit=4096)
+    script = [overflow, s.text_turn("SUMMARY"), s.text_turn("Done."), s.text_turn("Again.")]
+    async with running(provider, script) as (server, adapter):
+        await run_path(adapter, long_path(40, lines=3), agent, store=MemoryStore())
+        asked = len(server.requests)
+        end, loop = await run_path(adapter, long_path(4, lines=1), agent, store=MemoryStore())
+    assert (end.status, end.end_reason) == (RunStatus.COMPLETED, EndReason.COMPLETED)
+    (report,) = loop.context.reports
+    assert report.budget is not None and report.budget.context_window == 4096
+    assert len(server.requests) == asked + 1  # one request, and it fit

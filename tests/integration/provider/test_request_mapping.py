@@ -89,6 +89,31 @@ async def test_openai_request_mapping() -> None:
     assert (body["temperature"], body["stop"], body["seed"]) == (0.2, ["END"], 7)
 
 
+async def test_openai_tool_calls_alone_carry_an_empty_string_as_content() -> None:
+    """``null`` content is OpenAI's own form, but llama.cpp's server (a string schema) answers it
+    with 500, for this request and every later one of the session: every server takes ``""``."""
+    calls_only = ModelRequest(
+        model="fake-model",
+        messages=[
+            ModelMessage(role="user", content=[TextBlock(text="Weather in Paris?")]),
+            ModelMessage(
+                role="assistant",
+                content=[ToolCallBlock(id="call_1", name="get_weather", arguments={"city": "P"})],
+            ),
+            ModelMessage(
+                role="tool",
+                content=[ToolResultBlock(tool_call_id="call_1", content=[TextBlock(text="21")])],
+            ),
+        ],
+    )
+    async with running("openai", [s.text_turn("ok")]) as (server, adapter):
+        await collect(adapter, calls_only)
+    messages = server.requests[0].json["messages"]
+    assistant = next(m for m in messages if m["role"] == "assistant")
+    assert assistant["content"] == "" and assistant["tool_calls"][0]["id"] == "call_1"
+    assert all(isinstance(m["content"], str) for m in messages)
+
+
 async def test_anthropic_request_mapping() -> None:
     async with running("anthropic", [s.text_turn("ok")], default_max_tokens=321) as (
         server,

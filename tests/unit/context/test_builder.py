@@ -66,6 +66,17 @@ def test_build_maps_roles_and_keeps_only_the_newest_memory() -> None:
     assert report.token_estimate > 0 and report.active_node_id == path[-1].node_id
 
 
+def test_the_output_asked_for_fits_the_window() -> None:
+    """A 2,048-token local model with the default 4,096 output tokens: asking for 4,096 makes a
+    server that checks prompt + max_tokens against its window refuse every request."""
+    config = AgentConfig(provider="p", model="smollm2", context_window=2048, max_output_tokens=4096)
+    request, report = ContextBuilder().build(
+        [_n(1, Role.USER, "hi")], session_id=SESSION, config=config, tools=[]
+    )
+    assert request.max_tokens == report.budget.output_reserve == 1024
+    assert report.budget.input_budget + request.max_tokens == 2048
+
+
 def test_token_estimate_grows_with_text() -> None:
     short = estimate_text("the answer is here")
     assert 3 <= short <= 6

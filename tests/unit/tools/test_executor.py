@@ -103,9 +103,10 @@ def make_executor(
     broker: Any = None,
     sink: MemoryArtifactSink | None = None,
     cap: int = 32 * 1024,
+    tools: list[Tool[Any]] | None = None,
 ) -> ToolExecutor:
     registry = ToolRegistry(
-        [*builtin_tools(), EchoTool(), SleepTool(), BrokenTool(), FailingTool()]
+        [*builtin_tools(), EchoTool(), SleepTool(), BrokenTool(), FailingTool(), *(tools or [])]
     )
     return ToolExecutor(
         registry,
@@ -127,6 +128,33 @@ def test_registry_rejects_duplicates_and_lists_definitions() -> None:
     assert definition.input_schema["required"] == ["text"]
     assert definition.input_schema["additionalProperties"] is False
     assert "title" not in definition.input_schema
+
+
+class LimitedArgs(ToolArgs):
+    code: str = Field(min_length=1, max_length=1_000_000)
+    lines: list[str] = Field(default_factory=list, max_length=3)
+    maxLength: int = 0
+
+
+class LimitedTool(EchoTool):
+    name = "limited"
+    input_model = LimitedArgs  # type: ignore[assignment]
+
+    async def run(self, args: Any, ctx: ToolContext) -> ToolOutput:
+        return ToolOutput(args.code)
+
+
+async def test_size_limits_are_checked_on_calls_not_shown_to_the_model(ws: Workspace) -> None:
+    """A grammar-compiling server (llama.cpp's) runs out of memory on ``maxLength: 1000000``."""
+    schema = LimitedTool().definition().input_schema
+    props = schema["properties"]
+    assert "maxLength" not in props["code"] and "maxItems" not in props["lines"]
+    assert props["code"]["minLength"] == 1 and "maxLength" in props  # other keywords, names stay
+    executor = make_executor(ws, tools=[LimitedTool()])
+    over = await executor.execute(
+        ToolCall(id="c1", name="limited", arguments={"code": "x", "lines": ["a"] * 4})
+    )
+    assert over.is_error and "lines" in str(over.content)
 
 
 def test_registries_are_independent() -> None:
