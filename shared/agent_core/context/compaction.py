@@ -35,6 +35,9 @@ PIN_USER_MAX_TOKENS = 1000
 # How many of the newest user messages of a covered part are pinned, and how many in all.
 PIN_USER_RECENT = 3
 PIN_USER_TOTAL = 8
+# The share of the input budget the pinned user messages may take together: 8 messages of 1,000
+# tokens pinned in a 2,048-token window would leave no room for anything else, for good.
+PIN_SHARE = 0.125
 _INSTRUCTIONS = (NodeType.PLAN_INSTRUCTION, NodeType.TASK_INSTRUCTION)
 
 
@@ -60,9 +63,10 @@ class CompactionPlan:
         return self.covered[-1].node_id
 
 
-def plan(path: Sequence[Node], keep: int) -> CompactionPlan | None:
+def plan(path: Sequence[Node], keep: int, pin_budget: int | None = None) -> CompactionPlan | None:
     """What to cover so that about ``keep`` tokens of the newest messages stay verbatim;
-    ``None`` when nothing new can be covered."""
+    ``None`` when nothing new can be covered. The pinned user messages take at most
+    ``pin_budget`` tokens together (the newest first; no bound when ``None``)."""
     view = compacted_view(path)
     start, previous, previous_count, carried = 0, "", 0, []
     if view is not None:
@@ -96,11 +100,13 @@ def plan(path: Sequence[Node], keep: int) -> CompactionPlan | None:
         previous=previous,
         previous_count=previous_count,
     )
-    result.pinned = _pins(path, carried, covered)
+    result.pinned = _pins(path, carried, covered, pin_budget)
     return result
 
 
-def _pins(path: Sequence[Node], carried: list[str], covered: list[Node]) -> list[str]:
+def _pins(
+    path: Sequence[Node], carried: list[str], covered: list[Node], budget: int | None
+) -> list[str]:
     by_id = {n.node_id: n for n in path}
     users = [i for i in carried if i in by_id and by_id[i].role is Role.USER]
     small = [
@@ -113,6 +119,13 @@ def _pins(path: Sequence[Node], carried: list[str], covered: list[Node]) -> list
     marked = [n.node_id for n in small if n.metadata.get("pinned") is True]
     recent = [n.node_id for n in small[-PIN_USER_RECENT:]]
     users = list(dict.fromkeys([*users, *marked, *recent]))[-PIN_USER_TOTAL:]
+    if budget is not None:
+        cost = {n.node_id: _cost(n) for n in path}
+        kept: list[str] = []
+        for node_id in reversed(users):  # the newest words first, while they fit
+            if sum(cost[i] for i in kept) + cost[node_id] <= budget:
+                kept.append(node_id)
+        users = [i for i in users if i in kept]
     instructions = []
     for kind in _INSTRUCTIONS:  # only the newest of each: an older plan is superseded
         candidates = [i for i in carried if i in by_id and by_id[i].node_type is kind]
@@ -252,11 +265,12 @@ class Compactor:
         messages); an overflow may cover all but the newest turn, a manual compaction everything
         before it."""
         keep = int(input_budget * self.policy.keep_recent / ratio)
+        pins = int(input_budget * PIN_SHARE / ratio)
         if trigger == "manual":
-            return plan(nodes, 0)
+            return plan(nodes, 0, pins)
         if trigger == "threshold":
-            return plan(nodes, keep)
-        return plan(nodes, keep) or plan(nodes, 0)
+            return plan(nodes, keep, pins)
+        return plan(nodes, keep, pins) or plan(nodes, 0, pins)
 
     async def _summary(self, chosen: CompactionPlan) -> tuple[str, str | None]:
         """The summary of what ``chosen`` covers, and ``None``; or, when the summarizer fails

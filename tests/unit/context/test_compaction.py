@@ -90,3 +90,20 @@ async def test_a_summarizer_that_raises_anything_falls_back_to_a_trim() -> None:
     assert made.metadata["failure"] == "error"
     _, built = ContextBuilder().build(nodes, session_id=SESSION, config=config())
     assert built.compacted > 0 and path[-1].node_id in built.node_ids, "never empty"
+
+
+def test_pins_fit_their_share_of_a_small_window_newest_first() -> None:
+    """Five 500-token messages pinned whole outgrow a 2,048-token window for good: the pins
+    take at most their share of the input budget, the newest words first."""
+    talk = [
+        node(role, [TextBlock(text=f"message {i}: " + "word " * (400 if i % 2 == 0 else 10))])
+        for i, role in enumerate([Role.USER, Role.ASSISTANT] * 5)
+    ]
+    path = chain([*talk, node(Role.USER, [TextBlock(text="and now?")])])
+    unbounded = plan(path, keep=0)
+    assert unbounded is not None and len(unbounded.pinned) == 3  # the three newest, 500 each
+    assert plan(path, keep=0, pin_budget=128).pinned == []  # type: ignore[union-attr]
+    small = node(Role.USER, [TextBlock(text="keep the csv format")])
+    path = chain([*talk[:-1], small, talk[-1], node(Role.USER, [TextBlock(text="and now?")])])
+    bounded = plan(path, keep=0, pin_budget=128)
+    assert bounded is not None and bounded.pinned == [small.node_id]
