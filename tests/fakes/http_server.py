@@ -283,7 +283,7 @@ class FakeHTTPServer:
         writer.write(head.encode())
         await writer.drain()
         cut: Cut | None = None
-        for action in self.render(turn, req.json):
+        for action in [] if turn.silent else self.render(turn, req.json):
             if _client_gone(reader, writer):
                 req.client_closed = True
                 return False

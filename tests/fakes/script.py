@@ -199,6 +199,9 @@ class ScriptedTurn(BaseModel):
 
     steps: list[Step] = Field(default_factory=list)
     model: str = "fake-model"
+    # A 200 stream with no data at all, not even the opening frame: how llama.cpp's server
+    # answers an error it meets while streaming (a prompt over its window).
+    silent: bool = False
     split_multibyte: bool = False
     write_size: int | None = None
     split_pause: float = 0.005

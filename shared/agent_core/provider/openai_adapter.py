@@ -214,7 +214,26 @@ class OpenAIProviderAdapter:
             raise malformed_error(self.provider, "chunk is not valid JSON", err) from err
         finally:
             await response.aclose()
+        if not state.started:
+            await self._ask_without_streaming(params)
         yield state.end()
+
+    async def _ask_without_streaming(self, params: dict[str, Any]) -> None:
+        """A 200 stream with no data at all is how some OpenAI-compatible servers answer an error
+        they met while streaming (llama.cpp's, on a prompt over its window): the same request
+        without streaming gets the real status, raised here as its typed error (an overflow is
+        then compacted, not retried blindly). A 200 answer leaves the empty stream what it was,
+        an incomplete response."""
+        plain = {k: v for k, v in params.items() if k not in ("stream", "stream_options")}
+        try:
+            response = await self._get_client().post(
+                "/chat/completions", body={**plain, "stream": False}, cast_to=httpx2.Response
+            )
+        except openai.APIStatusError as err:
+            raise map_openai_error(err) from err
+        except openai.OpenAIError:  # unreachable now: the empty stream stays the error
+            return
+        await response.aclose()
 
     async def aclose(self) -> None:
         """Close the SDK client and its connection pool."""

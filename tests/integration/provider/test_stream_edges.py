@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent_core.errors import ProviderError
 from agent_core.types.enums import RunStatus, StopReason
 from agent_core.types.protocol import (
     ErrorEvent,
@@ -117,3 +118,27 @@ async def test_anthropic_refusal_stop_reason() -> None:
     end = events[-1]
     assert isinstance(end, MessageEndEvent)
     assert (end.stop_reason, end.raw_stop_reason) == (StopReason.REFUSAL, "refusal")
+
+
+async def test_an_empty_openai_stream_is_asked_again_without_streaming_for_its_error() -> None:
+    """llama.cpp's server answers a prompt over its window, while streaming, with an empty 200
+    body: the real 400 comes from the same request without streaming, and is the error raised
+    (typed: the loop compacts and tries again instead of retrying the same request blindly)."""
+    empty = s.ScriptedTurn(silent=True)
+    overflow = s.ContextOverflow(prompt_tokens=3000, limit=2048)
+    async with running("openai", [empty, overflow]) as (server, adapter):
+        with pytest.raises(ProviderError) as raised:
+            await collect(adapter, request())
+    assert raised.value.code == "context_length_exceeded", raised.value
+    assert raised.value.to_payload().details.get("context_limit") == 2048
+    streamed, plain = (r.json for r in server.requests)
+    assert streamed["stream"] is True and plain["stream"] is False
+    assert "stream_options" not in plain and plain["messages"] == streamed["messages"]
+
+
+async def test_an_empty_openai_stream_whose_plain_answer_is_fine_is_retried_as_incomplete() -> None:
+    script = [s.ScriptedTurn(silent=True), s.text_turn("fine"), s.text_turn("streamed")]
+    async with running("openai", script) as (server, adapter):
+        events = await collect(adapter, request())
+    assert text_of(events) == "streamed"
+    assert [r.json["stream"] for r in server.requests] == [True, False, True]
