@@ -93,7 +93,7 @@ class ModelResponse:
 async def stream_response(loop: AgentLoop, request: ModelRequest) -> ModelResponse:
     """Stream one model call on ``request`` into a response (see the module docstring)."""
     response = ModelResponse()
-    turn = loop.turns
+    turn = loop.turns + 1  # the turn being streamed, counted from 1 as its phase events are
     arriving = False
     try:
         stream = loop.model.stream(request)

@@ -55,7 +55,8 @@ class _RunEvent(Strict):
 class RunTextDelta(_RunEvent):
     """Assistant text streamed so far in this turn, coalesced from many provider deltas.
 
-    ``attempt`` is the attempt that streamed it and ``offset`` where in the turn's text it goes
+    ``turn`` is the model turn, counted from 1 as in the ``phase`` events (0 only in events of
+    runs streamed before that was so). ``attempt`` is the attempt that streamed it and ``offset`` where in the turn's text it goes
     (``None``, from a server that did not say: after the text so far). A run taken over after its
     worker was lost streams the turn again: its new attempt's first delta says where the text
     restarts (``offset`` 0), so a client drops what it holds of the turn past ``offset`` instead

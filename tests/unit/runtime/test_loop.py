@@ -237,3 +237,5 @@ async def test_the_loop_tells_its_phases_turn_by_turn() -> None:
         ("model", 2, 5, 0),
         ("streaming", 2, 5, 0),
     ]
+    # A turn's text says the same turn as its phases (both count from 1).
+    assert [e.turn for e in sink.events if e.type == "text_delta"] == [2]  # type: ignore[union-attr]
