@@ -71,6 +71,11 @@ async () => {
   applyEvent(activity, { id: '1-7', type: 'tool_result', data: { run_id: run, tool_call_id: 'c1', name: 'write_file', content: [{ type: 'text', text: 'ok' }] } });
   check('activity permission resolved', waitingPermissions(activity).length === 0);
   check('activity one tool step', activity.items.filter((i) => i.kind === 'tool').length === 1);
+  const steps = activity.items.length;
+  applyEvent(activity, { id: '1-7b', type: 'phase', data: { run_id: run, phase: 'tools', turn: 2, max_turns: 50, tools: 2 } });
+  check('activity phase is a status, not a step', activity.items.length === steps && activity.phase.turn === 2);
+  const { phaseText } = await import('/console/js/activity.js');
+  check('activity phase text', phaseText(activity.phase) === 'running 2 tools · turn 2 of 50', phaseText(activity.phase));
   applyEvent(activity, { id: '1-8', type: 'run_finished', data: { run_id: run, status: 'failed', error: { code: 'x' } } });
   check('activity finished', activity.status === 'failed' && activity.finished.error.code === 'x');
 

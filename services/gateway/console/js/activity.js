@@ -12,6 +12,17 @@ export function isTerminal(status) {
   return TERMINAL.has(status);
 }
 
+const PHASE_WORDS = { model: 'asking the model', streaming: 'answering', tools: 'running tools' };
+
+/** A lane's phase as words ("running 2 tools · turn 3 of 50"), or '' before the first one. */
+export function phaseText(phase) {
+  if (!phase) return '';
+  const what = phase.phase === 'tools' && phase.tools > 0
+    ? `running ${phase.tools} tool${phase.tools === 1 ? '' : 's'}`
+    : PHASE_WORDS[phase.phase] || phase.phase;
+  return `${what} · turn ${phase.turn} of ${phase.maxTurns}`;
+}
+
 function newLane(runId) {
   return {
     runId,
@@ -22,6 +33,7 @@ function newLane(runId) {
     tools: {},
     usage: null,
     finished: null,
+    phase: null,
   };
 }
 
@@ -106,6 +118,11 @@ const HANDLERS = {
   },
   usage(lane, { data }) {
     lane.usage = data.total;
+  },
+  // Where the run is (asking the model, streaming its answer, running tools), turn by turn: a
+  // status of the lane, not a step of its own.
+  phase(lane, { data }) {
+    lane.phase = { phase: data.phase, turn: data.turn, maxTurns: data.max_turns, tools: data.tools || 0 };
   },
   task_changed(lane, event, activity) {
     const { data } = event;

@@ -5,7 +5,7 @@ import {
   Component, html, useEffect, useLayoutEffect, useMemo, useRef, useState,
 } from './lib.js';
 import { conversationItems, runEnding } from './conversation.js';
-import { isTerminal, waitingPermissions } from './activity.js';
+import { isTerminal, phaseText, waitingPermissions } from './activity.js';
 import { Blocks, Step } from './steps.js';
 import { blocksText, formatDuration, formatUsage, shortId } from './format.js';
 
@@ -75,6 +75,7 @@ function LiveRun({ activity, run, ctx, pathNodes }) {
       <span class=${`status ${status}`}>${waiting ? 'waiting for permission' : status}</span>
       <span class="muted">${shortId(activity.runId)}</span>
       ${run && html`<${Elapsed} since=${run.created_at} />`}
+      ${!ended && !waiting && activity.phase && html`<span class="phase" data-phase=${activity.phase.phase}>${phaseText(activity.phase)}</span>`}
       ${activity.usage && html`<span class="muted">${formatUsage(activity.usage)}</span>`}
       ${!ended && !isTerminal(activity.status) && html`<button class="danger" onClick=${() => ctx.cancel(activity.runId)}>Cancel run</button>`}
     </div>
