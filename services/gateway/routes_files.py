@@ -44,8 +44,10 @@ _CHUNK = 64 * 1024
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _DOWNLOAD: dict[int | str, dict[str, Any]] = {
     200: {
-        "description": "The file's bytes",
-        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        # Served with the media type its name suggests (text/markdown, text/csv, image/png, …;
+        # application/octet-stream when none does): any type, documented as such.
+        "description": "The file's bytes, typed by its name (application/octet-stream if unknown)",
+        "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
     }
 }
 

@@ -143,7 +143,7 @@ async def test_a_taken_over_run_tells_its_attempts_apart_on_its_stream(
     assert {d["attempt"] for d in deltas} == {1, 2}, deltas
     # The dead attempt's text, then the new attempt's from where it says the text restarts.
     first_again = next(d for d in deltas if d["attempt"] == 2)
-    assert (first_again["turn"], first_again["offset"]) == (0, 0)
+    assert (first_again["turn"], first_again["offset"]) == (1, 0)  # turns count from 1
     shown = ""
     for delta in deltas:  # what a client following the stream shows, placing each at its offset
         shown = shown[: delta["offset"]] + delta["text"]
