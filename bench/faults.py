@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.figures import printed_figures
+
 TESTS = ["tests/e2e/test_faults.py", "tests/integration/run_worker/test_lost_worker.py"]
 FIGURES = {
     "writer_restart_serving_s": r"writer SIGKILL: serving again after ([\d.]+)s",
@@ -47,18 +45,7 @@ PROMISES = {
 
 
 def _round() -> dict[str, float]:
-    command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", *TESTS]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        sys.stderr.write(done.stdout[-5000:] + done.stderr[-2000:])
-        raise SystemExit(f"the fault tests failed (exit {done.returncode})")
-    figures: dict[str, float] = {}
-    for name, pattern in FIGURES.items():
-        found = re.search(pattern, done.stdout)
-        if found is None:
-            raise SystemExit(f"no figure {name!r} in the tests' output")
-        figures[name] = float(found.group(1))
-    return figures
+    return printed_figures(TESTS, FIGURES, "fault")
 
 
 def main() -> None:

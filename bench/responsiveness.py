@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.figures import printed_figures
+
 TESTS = [
     "tests/integration/run_worker/test_walls.py::test_the_worst_grep_never_stalls_the_worker",
     "tests/integration/memory_extraction/test_stalls.py",
@@ -55,18 +53,7 @@ PROMISE_S = 1.0
 
 
 def _round() -> dict[str, float]:
-    command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", *TESTS]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        sys.stderr.write(done.stdout[-5000:] + done.stderr[-2000:])
-        raise SystemExit(f"the responsiveness tests failed (exit {done.returncode})")
-    figures: dict[str, float] = {}
-    for name, pattern in FIGURES.items():
-        found = [float(v) for v in re.findall(pattern, done.stdout)]
-        if not found:
-            raise SystemExit(f"no figure {name!r} in the tests' output")
-        figures[name] = max(found)
-    return figures
+    return printed_figures(TESTS, FIGURES, "responsiveness")
 
 
 def main() -> None:
