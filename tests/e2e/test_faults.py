@@ -33,11 +33,20 @@ DISK_MB = 48
 TERMINAL = ("completed", "failed", "cancelled", "aborted")
 
 
-def _slow_answer(_request: Any) -> ScriptedTurn:
+# A message that asks for an answer larger than any room a shard's write-ahead log can offer once
+# the disk is full (a checkpointed WAL is written again from its start without growing: a small
+# answer could still fit there, and then the run would never meet the full disk).
+BIG = "big"
+BIG_ANSWER_BYTES = 4 << 20
+
+
+def _slow_answer(request: Any) -> ScriptedTurn:
     """Twenty pieces over about two seconds: long enough to kill something mid-run."""
     steps: list[Any] = []
     for i in range(20):
         steps += [Delay(seconds=0.1), Text(text=f"piece{i} ")]
+    if request["messages"][-1].get("content") == BIG:
+        steps.append(Text(text="x" * BIG_ANSWER_BYTES))
     return ScriptedTurn(steps=[*steps, Usage(input_tokens=5, output_tokens=20), Finish()])
 
 
@@ -301,7 +310,8 @@ def test_a_full_disk_is_reported_as_507_and_the_stack_recovers_by_itself(
     fstack: Stack, disk: Path
 ) -> None:
     with _api(fstack) as api:
-        sid, run_id = _send(api)  # acknowledged before the disk fills, in flight while it is
+        # Acknowledged before the disk fills, in flight while it is; its answer needs new pages.
+        sid, run_id = _send(api, BIG)
         _wait_run(api, sid, run_id, ("running",))
         filler = _fill(disk)
         full = time.monotonic()
