@@ -29,8 +29,8 @@ from tests.conftest import REPO, Stack, start_stack, stop_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
-SESSIONS, TURNS = 50, 10
-BACKUP_AFTER = 150  # turns finished when the backup starts: mid-load
+SESSIONS, TURNS = 20, 6
+BACKUP_AFTER = 60  # turns finished when the backup starts: mid-load
 TERMINAL = {"completed", "failed", "cancelled", "aborted"}
 
 
@@ -92,7 +92,7 @@ def test_a_backup_under_load_restores_into_a_new_home_that_answers_the_same(
     tmp_path: Path,
 ) -> None:
     fake = {"SOONG_MODEL_PROVIDER": "fake"}
-    for home in (tmp_path / "old", tmp_path / "new"):  # 50 clients on one key: no rate limit
+    for home in (tmp_path / "old", tmp_path / "new"):  # 20 clients on one key: no rate limit
         home.mkdir()
         (home / "config.toml").write_text(
             "[gateway]\nrate_limit_per_s = 5000.0\nrate_limit_burst = 5000\n"

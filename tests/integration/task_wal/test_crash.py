@@ -7,8 +7,6 @@ import asyncio
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -28,27 +26,21 @@ from agent_core.types.task_commands import (
 )
 from tests.conftest import REPO
 from tests.integration.task_wal.conftest import task_settings
+from tests.procs import ServiceProcess, spawn_service
 
 KILLS = 20
 WORKERS = 8
 AGENT = "agent_crashy"
 
 
-def _spawn(redis_url: str, names: BusNames, home: Path, log: Path) -> subprocess.Popen[bytes]:
+def _spawn(redis_url: str, names: BusNames, home: Path, log: Path) -> ServiceProcess:
     env = {
         **os.environ,
         "SOONG_REDIS_URL": redis_url,
         "SOONG_NAMESPACE": names.namespace,
         "SOONG_AGENT_HOME": str(home),
     }
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "agent_core.cli", "serve", "task_wal", "--instance", "0"],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    return spawn_service("task_wal", "0", env=env, cwd=REPO, log=log)
 
 
 async def _until_acked(client: TaskClient, command: TaskCommand, cwd: str) -> None:

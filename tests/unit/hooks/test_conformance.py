@@ -95,7 +95,7 @@ async def test_event_case_kind(tmp_path: Path, event: str, case: str, kind: str)
     assert len(records) == _expected_records(event, kind, out), records
     for record in records:
         assert record["hook"] == "h" and record["event"] == event
-        assert record["outcome"] == OUTCOMES[case]
+        assert record["outcome"] == OUTCOMES[case], record
         assert record["decision"] == _decision_word(event, case)
         assert record["agent_type"] == kind and record["source"] == "operator"
         assert len(record["input_sha256"]) == 64 and record["duration_ms"] >= 0
