@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run demo install test test-under-load lint bench soak fuzz compose-config asyncapi console-screenshots console-vendor clean
+.PHONY: run demo install test test-multinode test-under-load lint bench soak fuzz compose-config asyncapi console-screenshots console-vendor clean
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -41,14 +41,19 @@ demo: $(VENV)/.runtime
 # fixtures (a stack, a gateway) start once. TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= auto
 test: install
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --ignore=tests/multinode
+
+# Several hosts on this one machine (tests/multinode): namespaces, a private tmpfs home per host,
+# veth links and iptables cuts, so it needs root and iproute2, util-linux and iptables.
+test-multinode: install
+	$(PY) -m pytest -q -p no:cacheprovider tests/multinode
 
 # The same suite while stress-ng keeps every core busy: a test that passes only on a quiet machine
 # fails here (stress-ng comes from Debian: apt-get install stress-ng).
 test-under-load: install
 	@command -v stress-ng >/dev/null || { echo "test-under-load needs stress-ng (apt-get install stress-ng)" >&2; exit 2; }
 	@stress-ng --cpu $$(nproc) --quiet & load=$$!; trap 'kill $$load 2>/dev/null' EXIT; \
-	  $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+	  $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --ignore=tests/multinode
 
 lint: install
 	$(VENV)/bin/ruff check shared services tests bench examples

@@ -23,6 +23,7 @@ from redis.asyncio import Redis
 
 from agent_core.bus import BusNames, make_redis
 from agent_core.service.valkey import EmbeddedValkey, find_free_port
+from tests.allowed_networks import ALLOWED
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -86,9 +87,10 @@ def _allowed(address: object) -> bool:
         if host in ("localhost", ""):
             return True
         try:
-            return ipaddress.ip_address(host).is_loopback
+            ip = ipaddress.ip_address(host)
         except ValueError:
             return False
+        return ip.is_loopback or any(ip in net for net in ALLOWED)
     return False
 
 

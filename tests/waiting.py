@@ -9,6 +9,7 @@ or by a gate it holds; figures belong to the benchmarks (see ``tests/unit/test_t
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 __all__ = ["HangGuard", "Hung"]
 
@@ -25,8 +26,10 @@ class HangGuard:
         self.waiting_for = waiting_for
         self._end = time.monotonic() + limit_s
 
-    def check(self, detail: str = "") -> None:
-        """Raise :class:`Hung` (naming what was awaited, and ``detail``) past the limit."""
+    def check(self, detail: str | Callable[[], str] = "") -> None:
+        """Raise :class:`Hung` (naming what was awaited, and ``detail``) past the limit; a
+        callable ``detail`` (a log to read, say) is called only then."""
         if time.monotonic() > self._end:
-            tail = f"\n{detail}" if detail else ""
+            text = detail() if callable(detail) else detail
+            tail = f"\n{text}" if text else ""
             raise Hung(f"waited {self.limit_s:g} s for {self.waiting_for}{tail}")

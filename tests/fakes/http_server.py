@@ -58,6 +58,7 @@ class RecordedRequest:
     client_closed: bool = False
     # How many frames were written in more than one piece (split_multibyte / write_size).
     split_frames: int = 0
+    client: str = ""  # the caller's address (which host a request came from)
     done: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -222,7 +223,9 @@ class FakeHTTPServer:
         self._conn_writers[task] = writer
         self.connections += 1
         try:
+            peer = writer.get_extra_info("peername")
             while (req := await _read_request(reader)) is not None:
+                req.client = str(peer[0]) if peer else ""
                 self.requests.append(req)
                 try:
                     keep_alive = await self._respond(req, reader, writer)

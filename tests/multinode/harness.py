@@ -1,0 +1,503 @@
+"""Several hosts on one machine: the instrument the multi-host tests and ``bench/scale.py`` use.
+
+A *host* is a process group in namespaces of its own, started by ``unshare --mount --net``:
+
+- its own **mount namespace**, with a private tmpfs over the home path. Every host sees the same
+  path (``SOONG_AGENT_HOME`` is the same string everywhere, as on real machines) and none sees
+  another's files there: nothing is shared by accident through the file system. The logs are
+  the one folder that is shared on purpose, so that a test can read them.
+- its own **network namespace**, joined to this machine's root namespace by a veth pair on a
+  bridge of the harness's (:class:`Fabric`). The engines (Valkey, the scripted model servers)
+  listen on the bridge's address; a host reaches them, and the test reaches a host's gateway,
+  only through the bridge. :meth:`Fabric.cut` drops a host's packets with iptables (both ways,
+  to the engines and to the other hosts), :meth:`Fabric.heal` lets them through again.
+
+A host runs the services given to it, each a ``soong-agent serve NAME`` process. Killing a host
+is SIGKILL to its process group, as a power cut would (its tmpfs goes with its namespace).
+Every address used is loopback or the harness's own subnet (``10.200.0.0/13``-ish, chosen from
+the pid so that two runs on one machine do not collide); nothing leaves the machine.
+
+Needs root (namespaces, mounts, links, iptables) and iproute2, util-linux and iptables, which
+CI's Debian image has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import psutil
+
+from agent_core.bus import BusNames, make_redis
+from agent_core.service.valkey import valkey_binary
+from services.gateway.keys import ApiKeyStore
+from tests.allowed_networks import ALLOWED
+
+__all__ = [
+    "GATEWAY_PORT",
+    "Cluster",
+    "Fabric",
+    "Host",
+    "HostValkey",
+    "Service",
+]
+
+REPO = Path(__file__).resolve().parents[2]
+GATEWAY_PORT = 8720  # every host has its own ports: the same number on each, as on real hosts
+_OPS_PORT_BASE = 9460
+_COMMENT = "soong-multinode"
+_READY_S = 120.0  # a loaded 2-core machine can take a minute to import a host's services
+
+
+def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(argv, check=False, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{shlex.join(argv)} exited {done.returncode}: {done.stderr.strip()}")
+    return done
+
+
+def _wait_unshared(pid: int) -> None:
+    """Until ``pid`` has left this process's network namespace (``unshare`` has run)."""
+    ours = os.readlink("/proc/self/ns/net")
+    deadline = time.monotonic() + 10
+    while os.readlink(f"/proc/{pid}/ns/net") == ours:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} never entered a network namespace of its own")
+        time.sleep(0.002)
+
+
+def _alive(pid: int) -> bool:
+    return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+
+
+class Fabric:
+    """The bridge that joins the hosts to the root namespace, and the cuts between them.
+
+    The root side of the bridge is the engines' address (``.1``); host ``i`` is ``.(10 + i)``.
+    Links and rules carry this process's pid, so :meth:`up` can clear those of a dead run first.
+    """
+
+    def __init__(self) -> None:
+        self.tag = os.getpid()
+        self.bridge = f"mnb{self.tag}"
+        self.network = ipaddress.IPv4Network(
+            f"10.{200 + self.tag % 50}.{(self.tag // 50) % 250}.0/24"
+        )
+        self.engine_ip = str(self.network.network_address + 1)
+        self._cut: set[str] = set()
+
+    def host_ip(self, index: int) -> str:
+        """Host ``index``'s address (0-based, up to 200 hosts)."""
+        return str(self.network.network_address + 10 + index)
+
+    def up(self) -> None:
+        """Create the bridge (after clearing what dead runs of the harness left behind)."""
+        _clear_stale()
+        _run("ip", "link", "add", self.bridge, "type", "bridge")
+        _run("ip", "addr", "add", f"{self.engine_ip}/24", "dev", self.bridge)
+        _run("ip", "link", "set", self.bridge, "up")
+        ALLOWED.append(self.network)  # the tests' connection guard lets it through
+
+    def attach(self, pid: int, index: int) -> str:
+        """Join the network namespace of ``pid`` to the bridge (its side is named ``eth0``);
+        the host's address (the host sets it on its side itself)."""
+        veth = f"mnv{self.tag}x{index}"
+        _wait_unshared(pid)  # else the link's far end would land in this namespace
+        _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", str(pid))
+        _run("ip", "link", "set", veth, "master", self.bridge)
+        _run("ip", "link", "set", veth, "up")
+        return self.host_ip(index)
+
+    def _rules(self, ip: str) -> list[list[str]]:
+        tag = ["-m", "comment", "--comment", f"{_COMMENT}-{self.tag}", "-j", "DROP"]
+        return [
+            ["INPUT", "-s", ip, *tag],
+            ["OUTPUT", "-d", ip, *tag],
+            ["FORWARD", "-s", ip, *tag],  # to the other hosts over the bridge
+            ["FORWARD", "-d", ip, *tag],
+        ]
+
+    def cut(self, ip: str) -> None:
+        """Drop every packet from and to ``ip`` (as a pulled cable: no reset, no answer)."""
+        if ip in self._cut:
+            return
+        for rule in self._rules(ip):
+            _run("iptables", "-I", *rule)
+        self._cut.add(ip)
+
+    def heal(self, ip: str) -> None:
+        """Undo :meth:`cut`."""
+        if ip not in self._cut:
+            return
+        for rule in self._rules(ip):
+            _run("iptables", "-D", *rule, check=False)
+        self._cut.discard(ip)
+
+    def down(self) -> None:
+        """Remove the cuts and the bridge (the veths go with their namespaces)."""
+        for ip in list(self._cut):
+            self.heal(ip)
+        _run("ip", "link", "del", self.bridge, check=False)
+        with contextlib.suppress(ValueError):
+            ALLOWED.remove(self.network)
+
+
+def _clear_stale() -> None:
+    """Bridges and iptables rules of harness runs whose process is gone."""
+    for line in _run("ip", "-o", "link", "show", "type", "bridge").stdout.splitlines():
+        name = line.split(":")[1].strip().split("@")[0]
+        if name.startswith("mnb") and name[3:].isdigit() and not _alive(int(name[3:])):
+            _run("ip", "link", "del", name, check=False)
+    for line in _run("iptables", "-S").stdout.splitlines():
+        if f"{_COMMENT}-" not in line or not line.startswith("-A "):
+            continue
+        owner = line.split(f"{_COMMENT}-")[1].split()[0].strip('"')
+        if owner.isdigit() and not _alive(int(owner)):
+            _run("iptables", *shlex.split("-D " + line[3:]), check=False)
+
+
+class HostValkey:
+    """The bus engine: one Valkey with a password on loopback and on the fabric's address."""
+
+    def __init__(self, data_dir: Path, bind: str, port: int, password: str = "mn-bus-secret"):
+        self.data_dir = data_dir
+        self.bind = bind
+        self.port = port
+        self.password = password
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The URL the hosts use (over the fabric)."""
+        return f"redis://:{quote(self.password, safe='')}@{self.bind}:{self.port}/0"
+
+    @property
+    def local_url(self) -> str:
+        """The URL for the test itself (loopback)."""
+        return f"redis://:{quote(self.password, safe='')}@127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.data_dir / "secret.conf"
+        conf.write_text(f'requirepass "{self.password}"\n')
+        conf.chmod(0o600)
+        argv = [
+            valkey_binary(),
+            str(conf),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1", self.bind,
+            "--dir", str(self.data_dir),
+            "--save", "",
+            "--appendonly", "no",
+            "--loglevel", "warning",
+        ]  # fmt: skip
+        log = (self.data_dir / "valkey.log").open("ab")
+        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                asyncio.run(_ping(self.local_url))
+                return
+            except Exception:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"valkey did not start:\n{(self.data_dir / 'valkey.log').read_text()}"
+                    ) from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+async def _ping(url: str) -> None:
+    client = make_redis(url)
+    try:
+        await client.ping()
+    finally:
+        await client.aclose()
+
+
+@dataclass(frozen=True)
+class Service:
+    """One ``soong-agent serve NAME --instance ID`` of a host."""
+
+    name: str
+    instance: str = "0"
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}.{self.instance}"
+
+
+@dataclass
+class Host:
+    """A machine of the harness: its namespaces, its services, its address (once started)."""
+
+    name: str
+    index: int
+    services: Sequence[Service]
+    home: Path
+    log_dir: Path
+    env: dict[str, str]
+    ip: str = ""
+    process: subprocess.Popen[bytes] | None = None
+    ops: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"{self.name}.log"
+
+    def log(self) -> str:
+        """What the host and its services printed so far, service by service."""
+        parts = []
+        for path in [self.log_path, *sorted(self.log_dir.glob(f"{self.name}.*.log"))]:
+            if path.exists():
+                parts.append(f"--- {path.name}\n{path.read_text(errors='replace')}")
+        return "\n".join(parts)
+
+    @property
+    def gateway_url(self) -> str:
+        """Its gateway's address from the root namespace (when it runs one)."""
+        return f"http://{self.ip}:{GATEWAY_PORT}"
+
+    def _script(self) -> str:
+        """The host's first process: wait for its link, take its address, mount its home,
+        start its services, wait for them."""
+        lines = [
+            "set -eu",
+            "for _ in $(seq 1000); do ip link show eth0 >/dev/null 2>&1 && break; sleep 0.01; done",
+            'ip addr add "$MN_IP/24" dev eth0',
+            "ip link set lo up",
+            "ip link set eth0 up",
+            'mkdir -p "$SOONG_AGENT_HOME"',
+            'mount -t tmpfs -o size=1g,mode=0755 "soong-$MN_HOST" "$SOONG_AGENT_HOME"',
+            "echo mounted",
+        ]
+        py = shlex.quote(sys.executable)
+        for k, svc in enumerate(self.services):
+            port = _OPS_PORT_BASE + k
+            self.ops[svc.label] = port
+            argv = f"{py} -m agent_core.cli serve {svc.name} --instance {svc.instance}"
+            log = shlex.quote(str(self.log_dir / f"{self.name}.{svc.label}.log"))
+            lines.append(f"SOONG_OPS_PORT={port} {argv} >>{log} 2>&1 &")
+        lines.append("wait")
+        return "\n".join(lines)
+
+    def start(self, fabric: Fabric) -> None:
+        """Start the host's namespaces and services (returns at once; see :meth:`wait_ready`)."""
+        self.ip = fabric.host_ip(self.index)
+        env = {
+            **self.env,
+            "MN_IP": self.ip,
+            "MN_HOST": self.name,
+            "SOONG_AGENT_HOME": str(self.home),
+            # Every address of the host's own namespace: its loopback and its end of the fabric.
+            "SOONG_OPS_HOST": "0.0.0.0",
+            "SOONG_GATEWAY_HOST": "0.0.0.0",
+            "SOONG_GATEWAY_PORT": str(GATEWAY_PORT),
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as out:
+            self.process = subprocess.Popen(
+                [
+                    "unshare",
+                    "--mount",
+                    "--net",
+                    "--propagation",
+                    "private",
+                    "--",
+                    "bash",
+                    "-c",
+                    self._script(),
+                ],  # fmt: skip
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=REPO,
+                start_new_session=True,
+            )
+        fabric.attach(self.process.pid, self.index)
+
+    def wait_ready(self, timeout_s: float = _READY_S) -> None:
+        """Until every service of the host answers ``/readyz`` (the gateway on its own port)."""
+        deadline = time.monotonic() + timeout_s
+        waiting = dict(self.ops)
+        with httpx.Client(timeout=2) as client:
+            while waiting:
+                if self.process is None or self.process.poll() is not None:
+                    raise AssertionError(f"host {self.name} exited:\n{self.log()[-4000:]}")
+                for label, port in list(waiting.items()):
+                    url = f"http://{self.ip}:{port}/readyz"
+                    if label.startswith("gateway"):
+                        url = f"{self.gateway_url}/readyz"
+                    with contextlib.suppress(httpx.HTTPError):
+                        if client.get(url).status_code == 200:
+                            del waiting[label]
+                if time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"host {self.name}: {sorted(waiting)} not ready:\n{self.log()[-4000:]}"
+                    )
+                time.sleep(0.1)
+
+    def pids(self) -> list[int]:
+        """Every process of the host (its group)."""
+        if self.process is None:
+            return []
+        pgid = self.process.pid
+        found = []
+        for proc in psutil.process_iter(["pid"]):
+            with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
+                if os.getpgid(proc.pid) == pgid:
+                    found.append(proc.pid)
+        return found
+
+    def signal(self, sig: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL to the whole host at once, as a power cut."""
+        self.signal(signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait(10)
+        deadline = time.monotonic() + 10
+        while (left := self.pids()) and time.monotonic() < deadline:
+            for pid in left:  # the group outlived its first process (a stop that timed out)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        """A clean shutdown (SIGTERM to each service), SIGKILL when it takes too long."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while self.pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.kill()  # what did not stop in time
+
+    def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        """A command inside the host's namespaces (its files, its network)."""
+        assert self.process is not None
+        return _run(
+            "nsenter", "--target", str(self.process.pid), "--mount", "--net", "--", *argv,
+            check=False,
+        )  # fmt: skip
+
+
+@dataclass
+class Cluster:
+    """The engines and the hosts of one harness run."""
+
+    base: Path
+    fabric: Fabric
+    valkey: HostValkey
+    env: dict[str, str]
+    hosts: dict[str, Host] = field(default_factory=dict)
+    api_key: str = ""
+
+    @property
+    def home(self) -> Path:
+        """The home path, the same string on every host (a private tmpfs on each)."""
+        return self.base / "home"
+
+    @classmethod
+    def start(cls, base: Path, env: dict[str, str] | None = None, config: str = "") -> Cluster:
+        """The fabric, Valkey on it, and an API key; no hosts yet (see :meth:`add_host`).
+        ``config``: the ``config.toml`` every host's services read (``SOONG_CONFIG``)."""
+        fabric = Fabric()
+        fabric.up()
+        try:
+            valkey = HostValkey(base / "valkey", fabric.engine_ip, _free_port(fabric.engine_ip))
+            valkey.start()
+        except BaseException:
+            fabric.down()
+            raise
+        config_file = base / "config.toml"
+        config_file.write_text(config)
+        cluster = cls(
+            base,
+            fabric,
+            valkey,
+            {
+                **os.environ,
+                **(env or {}),
+                "SOONG_REDIS_URL": valkey.url,
+                "SOONG_CONFIG": str(config_file),
+            },
+        )
+        cluster.api_key = asyncio.run(cluster._make_key())
+        return cluster
+
+    async def _make_key(self) -> str:
+        redis = make_redis(self.valkey.local_url)
+        try:
+            key, _ = await ApiKeyStore(redis, BusNames(self.namespace)).create("dev")
+            return key
+        finally:
+            await redis.aclose()
+
+    @property
+    def namespace(self) -> str:
+        return self.env.get("SOONG_BUS_NAMESPACE", "soong")
+
+    def add_host(self, name: str, services: Sequence[Service], *, wait: bool = True) -> Host:
+        """Start a host running ``services``."""
+        assert name not in self.hosts, name
+        host = Host(name, len(self.hosts), services, self.home, self.base / "logs", dict(self.env))
+        self.hosts[name] = host
+        host.start(self.fabric)
+        if wait:
+            host.wait_ready()
+        return host
+
+    def cut(self, host: Host) -> None:
+        self.fabric.cut(host.ip)
+
+    def heal(self, host: Host) -> None:
+        self.fabric.heal(host.ip)
+
+    def logs(self) -> str:
+        return "\n".join(h.log()[-3000:] for h in self.hosts.values())
+
+    def stop(self) -> None:
+        for host in reversed(list(self.hosts.values())):
+            host.stop()
+        self.valkey.stop()
+        self.fabric.down()
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def cluster(base: Path, env: dict[str, str] | None = None, config: str = "") -> Iterator[Cluster]:
+    """A :class:`Cluster` for the ``with`` block."""
+    started = Cluster.start(base, env, config)
+    try:
+        yield started
+    finally:
+        started.stop()
