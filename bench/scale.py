@@ -1,0 +1,339 @@
+"""Scale benchmark: the stack on 1 to 4 worker hosts of the multi-host harness, on this machine.
+
+Hosts are those of ``tests/multinode/harness.py`` (a mount and network namespace each, a private
+home, a veth link to the engines); root only. A *core* host runs the storage-writer, the task-WAL,
+memory extraction and a gateway; worker host ``w<i>`` runs one run-worker (``w1`` a second
+gateway too). The model is a scripted OpenAI-style server on the fabric whose every answer waits
+``--model-wait-s`` (1 s) before a short text: turns are I/O-bound, so what is measured is
+coordination, not this machine's two cores. Clients (``--per-host`` sessions per worker host,
+each posting turns back to back on one keep-alive connection and reading each run's stream to
+``run_finished``) talk to the core's gateway.
+
+Printed last, one JSON line:
+
+* ``turns_per_s_{1..4}`` and ``scale_efficiency_{2,3,4}`` = turns/s with n worker hosts ÷
+  (n × turns/s with one);
+* ``cpu_ms_per_turn_{1..4}``: CPU of every process of every host (``utime + stime``) per turn;
+  ``valkey_cpu_ms_per_turn_{1..4}`` the bus's own; ``machine_cpu_share_{1..4}`` the share of the
+  machine's cores the whole phase used (hosts, bus, model and clients), which must stay below
+  one half for the figures to mean coordination;
+* ``valkey_cmds_per_turn_{1,4}`` (every command the bus executed, from ``INFO commandstats``,
+  scripts' own calls included) and ``valkey_cmds_per_turn_{1,4}_idle``: the same with 1,000 idle
+  lanes that have work queued and are leased by a parked worker (see :func:`park_lanes`);
+* ``*_net`` figures: the same per turn once what the stack spends per second doing nothing
+  (polls, heartbeats, sweeps: ``background_*_per_s``, measured right after each phase) is taken
+  out, so that the per-turn work itself is compared across host counts (the background is spread
+  over more turns as throughput grows, which alone makes the gross figures fall);
+* ``cross_host_added_p50_ms``: a quick turn's p50 latency with the gateway on another host than
+  the worker (core's gateway, ``w1``'s worker) minus the same through ``w1``'s own gateway,
+  ``--latency-turns`` of each, alternated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
+
+from helpers.proc_cpu import cpu_seconds  # noqa: E402
+from helpers.sse_client import RawClient  # noqa: E402
+from redis.asyncio import Redis  # noqa: E402
+
+from agent_core.bus import BusNames, make_redis  # noqa: E402
+from agent_core.ids import new_id, new_session_id  # noqa: E402
+from agent_core.runqueue import QueuedRun, SessionQueue  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
+from tests.fakes.script import Delay, Finish, ScriptedTurn, Text, Usage  # noqa: E402
+from tests.multinode.harness import Cluster, Host, Service, cluster  # noqa: E402
+
+CONFIG = """
+[gateway]
+rate_limit_per_s = 1000000.0
+rate_limit_burst = 1000000
+max_sse_streams_per_key = 1000
+"""
+CORE = (
+    Service("storage_writer"),
+    Service("task_wal"),
+    Service("memory_extraction"),
+    Service("gateway", "core"),
+)
+IDLE_LANES = 1000
+PARKED_TOKEN = "parked-worker"
+
+
+def _model(wait_s: float) -> FakeOpenAIServer:
+    def answer(request: Any) -> ScriptedTurn:
+        quick = str(request["messages"][-1].get("content", "")).startswith("quick")
+        steps: list[Any] = [] if quick else [Delay(seconds=wait_s)]
+        steps += [Text(text="an answer of a few words, "), Text(text="in two pieces")]
+        return ScriptedTurn(steps=[*steps, Usage(input_tokens=20, output_tokens=8), Finish()])
+
+    return FakeOpenAIServer(default=answer)
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+class Meter:
+    """CPU of the hosts' processes and of Valkey, and Valkey's command count, between marks."""
+
+    def __init__(self, cl: Cluster) -> None:
+        self.cl = cl
+        self.redis = make_redis(cl.valkey.local_url)
+
+    async def read(self) -> dict[str, float]:
+        hosts = sum(cpu_seconds(pid) for h in self.cl.hosts.values() for pid in h.pids())
+        assert self.cl.valkey.process is not None
+        stats = await self.redis.info("commandstats")
+        calls = sum(int(v["calls"]) for v in stats.values())
+        return {
+            "hosts": hosts,
+            "valkey": cpu_seconds(self.cl.valkey.process.pid),
+            "cmds": float(calls),
+            "all_cpu": _machine_cpu(),
+        }
+
+
+def _machine_cpu() -> float:
+    """CPU seconds the whole machine spent (all cores, user + system), from /proc/stat."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system = (int(f) for f in fields[:3])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
+async def _session(client: RawClient) -> str:
+    status, body = await client.json("POST", "/v1/sessions", {})
+    assert status == 201, body
+    return str(body["session_id"])
+
+
+async def _turn(client: RawClient, sid: str, text: str) -> float:
+    started = time.perf_counter()
+    finished = None
+    async for frame in client.stream(
+        f"/v1/sessions/{sid}/messages", {"text": text, "stream": True}
+    ):
+        if frame.event == "run_finished":
+            finished = json.loads(frame.data)
+    if finished is None or finished["status"] != "completed":
+        raise RuntimeError(f"run ended {finished}")
+    return time.perf_counter() - started
+
+
+async def background(meter: Meter, seconds: float) -> dict[str, float]:
+    """What the stack spends per second doing no work: polls, heartbeats, sweeps."""
+    before = await meter.read()
+    await asyncio.sleep(seconds)
+    after = await meter.read()
+    return {
+        "cpu_ms_per_s": (after["hosts"] - before["hosts"]) * 1000 / seconds,
+        "valkey_cmds_per_s": (after["cmds"] - before["cmds"]) / seconds,
+    }
+
+
+async def load(cl: Cluster, meter: Meter, clients: int, turns: int) -> dict[str, float]:
+    """``clients`` sessions, ``turns`` turns each, all at once through the core's gateway."""
+    gateway = cl.hosts["core"].gateway_url
+    conns = [RawClient(gateway, cl.api_key) for _ in range(clients)]
+    sids = [await _session(c) for c in conns]
+    await asyncio.gather(*(_turn(c, s, "warm-up") for c, s in zip(conns, sids, strict=True)))
+
+    async def client(conn: RawClient, sid: str) -> None:
+        for i in range(turns):
+            await _turn(conn, sid, f"turn {i}")
+
+    before = await meter.read()
+    started = time.perf_counter()
+    await asyncio.gather(*(client(c, s) for c, s in zip(conns, sids, strict=True)))
+    elapsed = time.perf_counter() - started
+    after = await meter.read()
+    for conn in conns:
+        await conn.close()
+    done = clients * turns
+    cores = os.cpu_count() or 1
+    idle = await background(meter, 3.0)
+    return {
+        # Net of what the stack spends meanwhile doing nothing (``background``): the work that
+        # turns themselves cost, which is what coordination across hosts could make grow.
+        "cpu_ms_per_turn_net": (
+            (after["hosts"] - before["hosts"]) * 1000 - idle["cpu_ms_per_s"] * elapsed
+        )
+        / done,
+        "valkey_cmds_per_turn_net": (
+            after["cmds"] - before["cmds"] - idle["valkey_cmds_per_s"] * elapsed
+        )
+        / done,
+        "background_cpu_ms_per_s": idle["cpu_ms_per_s"],
+        "background_valkey_cmds_per_s": idle["valkey_cmds_per_s"],
+        "turns_per_s": done / elapsed,
+        "cpu_ms_per_turn": (after["hosts"] - before["hosts"]) * 1000 / done,
+        "valkey_cpu_ms_per_turn": (after["valkey"] - before["valkey"]) * 1000 / done,
+        "valkey_cmds_per_turn": (after["cmds"] - before["cmds"]) / done,
+        "machine_cpu_share": (after["all_cpu"] - before["all_cpu"]) / (elapsed * cores),
+    }
+
+
+async def park_lanes(cl: Cluster, n: int) -> list[str]:
+    """``n`` lanes with a run queued, each leased for ten minutes by a worker that is parked
+    (alive, holding them, doing nothing): the sessions a sweep must not keep paying for."""
+    redis = make_redis(cl.valkey.local_url)
+    queue = SessionQueue(redis, BusNames(cl.namespace))
+    lanes = [new_session_id() for _ in range(n)]
+    try:
+        for lane in lanes:
+            assert await queue.acquire(lane, PARKED_TOKEN, 600_000)
+            run = QueuedRun(
+                run_id=new_id("run"),
+                session_id=lane,
+                account_id="dev",
+                agent_id=new_id("agent"),
+                start_node_id=new_id("node"),
+            )
+            await queue.enqueue(run)
+        await _settled(redis, BusNames(cl.namespace))
+    finally:
+        await redis.aclose()
+    return lanes
+
+
+async def _settled(redis: Redis, names: BusNames) -> None:
+    """Until the sweeps have met every parked lane once (found it leased, put it off until the
+    lease runs out): what is measured next is the steady state, not that first pass. (Older
+    revisions kept a plain set that every sweep reads whole: no first pass to wait for.)"""
+    due = names.key("sessions", "due")
+    if await redis.type(due) not in (b"zset", "zset"):
+        await asyncio.sleep(3.0)  # the nudges read, a few sweeps run
+        return
+    deadline = time.monotonic() + 120
+    while await redis.zcount(due, "-inf", int(time.time() * 1000)) > 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the parked lanes were never all put off")
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(1.0)  # the nudges read
+
+
+async def unpark_lanes(cl: Cluster, lanes: list[str]) -> None:
+    names = BusNames(cl.namespace)
+    redis = make_redis(cl.valkey.local_url)
+    try:
+        async with redis.pipeline(transaction=True) as pipe:
+            for lane in lanes:
+                pipe.delete(names.session_fifo(lane))
+                # Whichever list of lanes with work this version keeps (a sorted set, before it
+                # a plain set): the bench also measures older revisions.
+                pipe.zrem(names.key("sessions", "due"), lane)
+                pipe.srem(names.key("sessions", "pending"), lane)
+                pipe.delete(names.session_lease(lane))
+            await pipe.execute()
+    finally:
+        await redis.aclose()
+
+
+async def cross_host_latency(cl: Cluster, turns: int) -> dict[str, float]:
+    """Quick turns through ``w1``'s gateway (same host as the only worker) and the core's."""
+    same = RawClient(cl.hosts["w1"].gateway_url, cl.api_key)
+    cross = RawClient(cl.hosts["core"].gateway_url, cl.api_key)
+    sids = {same: await _session(same), cross: await _session(cross)}
+    for conn, sid in sids.items():
+        await _turn(conn, sid, "quick warm-up")
+    seen: dict[RawClient, list[float]] = {same: [], cross: []}
+    for i in range(turns):
+        for conn in (same, cross) if i % 2 else (cross, same):
+            seen[conn].append(await _turn(conn, sids[conn], f"quick {i}"))
+    for conn in sids:
+        await conn.close()
+    same_p50 = statistics.median(seen[same]) * 1000
+    cross_p50 = statistics.median(seen[cross]) * 1000
+    return {
+        "same_host_turn_p50_ms": same_p50,
+        "cross_host_turn_p50_ms": cross_p50,
+        "cross_host_added_p50_ms": cross_p50 - same_p50,
+    }
+
+
+def _worker_host(cl: Cluster, i: int, *, wait: bool = True) -> Host:
+    services = [Service("run_worker", f"w{i}")]
+    if i == 1:
+        services.append(Service("gateway", "w1"))
+    return cl.add_host(f"w{i}", services, wait=wait)
+
+
+async def measure(cl: Cluster, args: argparse.Namespace) -> dict[str, float]:
+    meter = Meter(cl)
+    out: dict[str, float] = {}
+    for n in range(1, 5):
+        if n > 1:  # (the first is started with the core: a gateway is ready once a worker is)
+            _worker_host(cl, n)
+        figures = await load(cl, meter, args.per_host * n, args.turns)
+        for key, value in figures.items():
+            out[f"{key}_{n}"] = value
+        print(f"# {n} worker host(s): {json.dumps(figures)}", file=sys.stderr)
+        if n == 1:
+            out.update(await cross_host_latency(cl, args.latency_turns))
+        if n in (1, 4):
+            lanes = await park_lanes(cl, IDLE_LANES)
+            idle = await load(cl, meter, args.per_host * n, args.turns)
+            await unpark_lanes(cl, lanes)
+            out[f"valkey_cmds_per_turn_{n}_idle"] = idle["valkey_cmds_per_turn"]
+            out[f"valkey_cmds_per_turn_net_{n}_idle"] = idle["valkey_cmds_per_turn_net"]
+            out[f"background_valkey_cmds_per_s_{n}_idle"] = idle["background_valkey_cmds_per_s"]
+            out[f"turns_per_s_{n}_idle"] = idle["turns_per_s"]
+            print(f"# {n} host(s), {IDLE_LANES} idle lanes: {json.dumps(idle)}", file=sys.stderr)
+    await meter.redis.aclose()
+    for n in (2, 3, 4):
+        out[f"scale_efficiency_{n}"] = out[f"turns_per_s_{n}"] / (n * out["turns_per_s_1"])
+    for key in ("valkey_cmds_per_turn", "valkey_cmds_per_turn_net"):
+        for suffix in ("", "_idle"):
+            out[f"{key}_ratio_4_to_1{suffix}"] = out[f"{key}_4{suffix}"] / out[f"{key}_1{suffix}"]
+    for key in ("cpu_ms_per_turn", "cpu_ms_per_turn_net"):
+        out[f"{key}_ratio_4_to_1"] = out[f"{key}_4"] / out[f"{key}_1"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--per-host", type=int, default=4, help="client sessions per worker host")
+    parser.add_argument("--turns", type=int, default=10, help="turns per session per phase")
+    parser.add_argument("--model-wait-s", type=float, default=1.0)
+    parser.add_argument("--latency-turns", type=int, default=40)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/scale.py needs root (namespaces, mounts, links)")
+    with tempfile.TemporaryDirectory(prefix="soong-scale-") as tmp:
+        model = _model(args.model_wait_s)
+        with cluster(Path(tmp), config=CONFIG) as cl:
+            model.host = cl.fabric.engine_ip
+            model.start_in_thread()
+            cl.env.update(
+                {
+                    "SOONG_MODEL_PROVIDER": "openai",
+                    "SOONG_MODEL_NAME": "fake-model",
+                    "SOONG_MODEL_BASE_URL": model.sdk_base_url,
+                    "OPENAI_API_KEY": "sk-test-not-a-real-key-000000",
+                }
+            )
+            try:
+                started = [cl.add_host("core", CORE, wait=False), _worker_host(cl, 1, wait=False)]
+                for host in started:
+                    host.wait_ready()
+                out = asyncio.run(measure(cl, args))
+            finally:
+                model.stop_thread()
+    print(json.dumps({"bench": "scale", **{k: round(v, 4) for k, v in out.items()}}))
+
+
+if __name__ == "__main__":
+    main()
