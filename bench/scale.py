@@ -164,7 +164,7 @@ async def load(cl: Cluster, meter: Meter, clients: int, turns: int) -> dict[str,
         await conn.close()
     done = clients * turns
     cores = os.cpu_count() or 1
-    idle = await background(meter, 3.0)
+    idle = await background(meter, 5.0)
     return {
         # Net of what the stack spends meanwhile doing nothing (``background``): the work that
         # turns themselves cost, which is what coordination across hosts could make grow.
@@ -306,9 +306,9 @@ async def measure(cl: Cluster, args: argparse.Namespace) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--per-host", type=int, default=4, help="client sessions per worker host")
-    parser.add_argument("--turns", type=int, default=10, help="turns per session per phase")
+    parser.add_argument("--turns", type=int, default=20, help="turns per session per phase")
     parser.add_argument("--model-wait-s", type=float, default=1.0)
-    parser.add_argument("--latency-turns", type=int, default=40)
+    parser.add_argument("--latency-turns", type=int, default=150)
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/scale.py needs root (namespaces, mounts, links)")

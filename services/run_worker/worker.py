@@ -152,15 +152,13 @@ class RunWorker:
         """Take over lanes with work and no lease holder (lost nudges, dead workers), every
         sweep interval and whenever a slot frees up."""
         self._refill = asyncio.Event()
+        with contextlib.suppress(RedisError):  # the bus down at start: the next start adopts
+            if moved := await self.queue.adopt_pending_set():
+                log.info("adopted %d lanes listed by an older version", moved)
         while not stop.is_set():
             self._refill.clear()
             try:
-                pending = [p for p in await self.queue.pending_sessions() if p not in self.lanes]
-                # One round trip for all the lanes' leases: a busy worker has dozens pending.
-                for lane in await self.queue.unleased(pending):
-                    if len(self.lanes) >= self.max_lanes:
-                        break
-                    await self.try_drain(lane)
+                await self._sweep_once()
             except Exception:
                 log.exception("sweep failed; retrying")
             waiters = [
@@ -172,6 +170,13 @@ class RunWorker:
             )
             for waiter in waiters:
                 waiter.cancel()
+
+    async def _sweep_once(self) -> None:
+        """Take the due lanes this worker has room for; those leased by another worker are
+        looked at again when their leases run out (``SessionQueue.defer``)."""
+        due = await self.queue.due_lanes(self.max_lanes - len(self.lanes), self.ttl_ms)
+        held = [lane for lane in due if lane not in self.lanes and not await self.try_drain(lane)]
+        await self.queue.defer(held, self.ttl_ms)
 
     async def listen_for_cancels(self, stop: asyncio.Event) -> None:
         """Cancel signals for runs executing here arrive on ``control:<run_id>``.

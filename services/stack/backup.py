@@ -67,7 +67,15 @@ _SCAN_BATCH = 500
 _NOT_FILES: Final = ("redis", "run", "up.log")
 # Keys (after the namespace) rebuilt from the database on restore, not loaded: the run queue and
 # the attempt counters (the fencing tokens, which must continue from the database's attempts).
-_REBUILT_KEYS: Final = ("fifo:", "processing:", "lease:", "sessions:pending", "runs", "attempt:")
+_REBUILT_KEYS: Final = (
+    "fifo:",
+    "processing:",
+    "lease:",
+    "sessions:due",
+    "sessions:pending",  # the due set's plain predecessor, in backups of older versions
+    "runs",
+    "attempt:",
+)
 # The messaging of the processes that ran: meaningless to the restored ones, and harmful to load
 # (a command replayed past the database's point in time, stream counts of a gone gateway).
 _TRANSIENT_KEYS: Final = (
@@ -167,7 +175,7 @@ async def _load_bus(
             for run, status, attempt in in_flight:
                 target = names.session_fifo if status == "queued" else names.session_processing
                 pipe.rpush(target(run.lane), run.model_dump_json())
-                pipe.sadd(names.sessions_pending, run.lane)
+                pipe.zadd(names.sessions_due, {run.lane: 0})  # due at once
                 if attempt > 0:  # the next claim takes attempt + 1 and fences the lost one
                     pipe.set(names.run_attempt(run.run_id), attempt, ex=BusTtl.RUN_ATTEMPT_S)
             await pipe.execute()

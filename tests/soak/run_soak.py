@@ -135,7 +135,7 @@ async def _check(client: BusClient, out: dict[str, Any]) -> dict[str, Any]:
             leased.append(sid)
         if await client.queue.in_flight(sid) is not None:
             in_flight.append(sid)
-    pending = await client.ctx.redis.smembers(client.queue.pending_key)
+    pending = await client.queue.pending_lanes()
     return {
         "runs": len(runs),
         "statuses": dict(Counter(r["status"] for r in runs.values())),

@@ -53,6 +53,7 @@ def test_the_bus_own_keys_load_and_what_the_database_decides_does_not(tmp_path: 
         f"{NS}:fifo:{{sess_1}}",
         f"{NS}:processing:{{sess_1}}",
         f"{NS}:lease:{{sess_1}}",
+        f"{NS}:sessions:due",
         f"{NS}:sessions:pending",
         f"{NS}:runs",
         f"{NS}:attempt:run_q",

@@ -175,8 +175,15 @@ class BusNames:
     # -- runs: cancellation and fencing ---------------------------------------------------------
 
     @property
+    def sessions_due(self) -> str:
+        """Sorted set of the lanes that have queued or in-flight runs, each scored with the time
+        (ms) from which a sweeper should look at it (see ``runqueue.fifo``)."""
+        return f"{self.namespace}:sessions:due"
+
+    @property
     def sessions_pending(self) -> str:
-        """The set of sessions that have queued or in-flight runs."""
+        """The plain set that listed lanes with work before :attr:`sessions_due` (read once by
+        :meth:`SessionQueue.adopt_pending_set` after an upgrade, then deleted)."""
         return f"{self.namespace}:sessions:pending"
 
     def run_attempt(self, run_id: str) -> str:

@@ -7,9 +7,17 @@ The gateway appends a run to its session's FIFO and nudges the ``runs`` stream. 
 takes the nudge acquires the session's lease (``SET NX PX`` with its token, renewed by heartbeat)
 and drains the FIFO one run at a time with a reliable move (FIFO → processing list). A nudge for
 a leased session is dropped: the lease holder will see the run. Releasing the lease re-checks the
-FIFO atomically, so a run enqueued during the release is never stranded; and every session with
-work is also listed in a ``pending`` set that a sweeper scans, so a lost nudge or a dead worker
-delays a run by at most the lease TTL plus a sweep interval, never forever.
+FIFO atomically, so a run enqueued during the release is never stranded; and every lane with
+work is also listed in the ``due`` set that the workers' sweepers read, so a lost nudge or a dead
+worker delays a run by at most the lease TTL plus a sweep interval, never forever.
+
+The ``due`` set is a sorted set scored with the time (ms) from which a sweeper should look at the
+lane: *now* when a run is enqueued (a lost nudge is found by the next sweep), then, each time a
+sweeper takes the lane (:meth:`SessionQueue.due_lanes`), a horizon later, and when the lane turns
+out leased, when its lease runs out (:meth:`SessionQueue.defer`). A sweep therefore reads only the
+lanes that are due, each by one sweeper: what it costs the bus does not grow with the number of
+leased lanes nor with the number of workers (it used to read every pending lane's lease on every
+worker, every sweep).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from redis.asyncio import Redis
 
@@ -39,14 +48,28 @@ _RELEASE_IF_IDLE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 if redis.call('LLEN', KEYS[2]) > 0 or redis.call('LLEN', KEYS[3]) > 0 then return 0 end
 redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[4], ARGV[2])
+redis.call('ZREM', KEYS[4], ARGV[2])
 return 1
+"""
+
+# The due lanes (score <= now), at most ARGV[3] of them, each moved a horizon (ARGV[2] ms) ahead
+# in the same step: two sweepers never take the same lane from one due time.
+_DUE_LANES = """
+local lanes = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, ARGV[3])
+if #lanes == 0 then return lanes end
+local later = tonumber(ARGV[1]) + tonumber(ARGV[2])
+local args = {}
+for i, lane in ipairs(lanes) do args[2 * i - 1] = later; args[2 * i] = lane end
+redis.call('ZADD', KEYS[1], 'XX', unpack(args))
+return lanes
 """
 
 # Take the lease and, in the same step, the lane's first piece of work: an orphan left in the
 # processing list by a dead holder (to recover), else the oldest queued run (moved to processing).
+# The lane's due time moves to when the lease would run out: no sweeper looks at it before then.
 _START_DRAIN = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+redis.call('ZADD', KEYS[4], 'XX', ARGV[3], ARGV[4])
 local orphan = redis.call('LINDEX', KEYS[3], 0)
 if orphan then return {1, orphan} end
 local raw = redis.call('LMOVE', KEYS[2], KEYS[3], 'LEFT', 'RIGHT')
@@ -100,6 +123,7 @@ class SessionQueue:
         self._release = redis.register_script(_RELEASE)
         self._start_drain = redis.register_script(_START_DRAIN)
         self._take_next = redis.register_script(_TAKE_NEXT)
+        self._due_lanes = redis.register_script(_DUE_LANES)
 
     def _lane_keys(self, lane: str) -> list[str]:
         """The keys the lane scripts take, in their order: lease, FIFO, processing list."""
@@ -107,9 +131,9 @@ class SessionQueue:
         return [n.session_lease(lane), n.session_fifo(lane), n.session_processing(lane)]
 
     @property
-    def pending_key(self) -> str:
-        """The set of sessions that have queued or in-flight runs."""
-        return self.names.sessions_pending
+    def due_key(self) -> str:
+        """The sorted set of lanes with queued or in-flight runs (see the module docstring)."""
+        return self.names.sessions_due
 
     # -- producer side (gateway) ------------------------------------------------------------------
 
@@ -119,7 +143,8 @@ class SessionQueue:
         nudge = RunNudge(session_id=run.lane, run_id=run.run_id).model_dump_json()
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.rpush(self.names.session_fifo(run.lane), run.model_dump_json())
-            pipe.sadd(self.pending_key, run.lane)
+            # Due now unless listed already (a leased lane keeps the time its lease runs out).
+            pipe.zadd(self.due_key, {run.lane: run.enqueued_at_ms}, nx=True)
             # A plain JSON field map: the consumer reads it like any other entry (see codec).
             pipe.xadd(self.names.runs, {"__data__": nudge}, maxlen=100_000, approximate=True)
             await pipe.execute()
@@ -171,7 +196,9 @@ class SessionQueue:
         The same as :meth:`acquire`, then :meth:`in_flight` (an orphan to recover), else
         :meth:`take_next`.
         """
-        reply = await self._start_drain(keys=self._lane_keys(lane), args=[token, ttl_ms])
+        keys = [*self._lane_keys(lane), self.due_key]
+        expires = int(time.time() * 1000) + ttl_ms
+        reply = await self._start_drain(keys=keys, args=[token, ttl_ms, expires, lane])
         if reply is None:
             return None
         if len(reply) < 2:
@@ -199,27 +226,56 @@ class SessionQueue:
 
     async def release_if_idle(self, session_id: str, token: str) -> int:
         """1: released; 0: more work arrived, keep draining; -1: the lease was not ours."""
-        keys = [*self._lane_keys(session_id), self.pending_key]
+        keys = [*self._lane_keys(session_id), self.due_key]
         return int(await self._release_if_idle(keys=keys, args=[token, session_id]))
 
     async def release(self, session_id: str, token: str) -> None:
         """Give the lease up unconditionally (shutdown); the work stays for the next holder."""
         await self._release(keys=[self.names.session_lease(session_id)], args=[token])
 
-    async def pending_sessions(self) -> list[str]:
-        """Sessions with queued or in-flight runs (for the sweeper)."""
-        members = await self.redis.smembers(self.pending_key)
-        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+    async def pending_lanes(self) -> list[str]:
+        """Every lane with queued or in-flight runs, due or not (for inspection and tests)."""
+        members = await self.redis.zrange(self.due_key, 0, -1)  # names only: no scores asked
+        return sorted(_s(cast("bytes | str", m)) for m in members)
 
-    async def unleased(self, lanes: Sequence[str]) -> list[str]:
-        """Those of ``lanes`` that no worker holds a lease on, in one round trip."""
-        if not lanes:
+    async def due_lanes(self, limit: int, horizon_ms: int) -> list[str]:
+        """Up to ``limit`` lanes due for a look, oldest due first; each is moved ``horizon_ms``
+        ahead in the same step, so no other sweeper takes it before then (one round trip)."""
+        if limit <= 0:
             return []
+        now = int(time.time() * 1000)
+        lanes = await self._due_lanes(keys=[self.due_key], args=[now, horizon_ms, limit])
+        return [_s(lane) for lane in lanes]
+
+    async def defer(self, lanes: Sequence[str], at_least_ms: int) -> None:
+        """Look at ``lanes`` (found leased by someone else) again when their leases run out, and
+        not before ``at_least_ms`` from now: a lane held for long costs the sweep nothing
+        meanwhile. Two round trips, for the lanes a sweep could not take only."""
+        if not lanes:
+            return
         async with self.redis.pipeline(transaction=False) as pipe:
             for lane in lanes:
-                pipe.exists(self.names.session_lease(lane))
-            held = await pipe.execute()
-        return [lane for lane, leased in zip(lanes, held, strict=True) if not leased]
+                pipe.pttl(self.names.session_lease(lane))
+            left = await pipe.execute()
+        now = int(time.time() * 1000)
+        # A lease gone meanwhile (-2) or without expiry (-1): the horizon already set stands.
+        later = {lane: now + ms for lane, ms in zip(lanes, left, strict=True) if ms > at_least_ms}
+        if later:
+            await self.redis.zadd(self.due_key, later, xx=True)
+
+    async def adopt_pending_set(self) -> int:
+        """Move the lanes of the plain set older versions kept (``sessions:pending``) into the
+        due set, due now; the number moved. Idempotent; a worker calls it once at start."""
+        old = self.names.sessions_pending
+        if await self.redis.type(old) not in (b"set", "set"):
+            return 0
+        lanes = [_s(m) for m in await self.redis.smembers(old)]
+        async with self.redis.pipeline(transaction=True) as pipe:
+            if lanes:
+                pipe.zadd(self.due_key, dict.fromkeys(lanes, 0), nx=True)
+            pipe.delete(old)
+            await pipe.execute()
+        return len(lanes)
 
     async def lease_holder(self, session_id: str) -> str | None:
         """The token holding the lease, if any."""

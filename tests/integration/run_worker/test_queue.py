@@ -90,11 +90,68 @@ async def test_only_the_lease_holder_takes_the_next_run(redis: Redis, names: Bus
     assert await queue.take_next(lane, "w2") is None  # nothing queued
 
 
-async def test_unleased_names_the_lanes_nobody_holds(redis: Redis, names: BusNames) -> None:
+async def test_a_lane_is_due_when_queued_and_each_due_lane_goes_to_one_sweeper(
+    redis: Redis, names: BusNames
+) -> None:
     queue = SessionQueue(redis, names)
-    held, free, gone = new_session_id(), new_session_id(), new_session_id()
-    assert await queue.acquire(held, "w1", 10_000)
-    assert await queue.acquire(gone, "w2", 10_000)
-    await redis.delete(names.session_lease(gone))  # its holder's lease lapsed
-    assert await queue.unleased([held, free, gone]) == [free, gone]
-    assert await queue.unleased([]) == []
+    lanes = [new_session_id() for _ in range(3)]
+    for lane in lanes:
+        await queue.enqueue(_run(lane))
+    assert await queue.pending_lanes() == sorted(lanes)
+    first = await queue.due_lanes(2, horizon_ms=60_000)
+    second = await queue.due_lanes(5, horizon_ms=60_000)
+    assert len(first) == 2 and len(second) == 1  # each lane handed out once per due time
+    assert sorted(first + second) == sorted(lanes)
+    assert await queue.due_lanes(5, horizon_ms=60_000) == []  # none due before the horizon
+    assert await queue.due_lanes(0, horizon_ms=60_000) == []
+    assert await queue.pending_lanes() == sorted(lanes)  # still listed: they still have work
+
+
+async def test_taking_a_lane_moves_its_due_time_to_the_end_of_its_lease(
+    redis: Redis, names: BusNames
+) -> None:
+    queue = SessionQueue(redis, names)
+    lane = new_session_id()
+    await queue.enqueue(_run(lane))
+    start = await queue.start_drain(lane, "w1", 60_000)
+    assert start is not None and start.item is not None
+    assert await queue.due_lanes(5, horizon_ms=1) == []  # its holder's lease runs a minute
+    # The holder dies: its lease lapses, and a sweep finds the lane due at that time.
+    await redis.delete(names.session_lease(lane))
+    await redis.zadd(names.sessions_due, {lane: 0}, xx=True)  # (the minute has passed)
+    assert await queue.due_lanes(5, horizon_ms=1) == [lane]
+
+
+async def test_a_lane_held_long_is_deferred_to_its_lease_end_and_released_lanes_leave(
+    redis: Redis, names: BusNames
+) -> None:
+    queue = SessionQueue(redis, names)
+    held, lapsed, free = new_session_id(), new_session_id(), new_session_id()
+    for lane in (held, lapsed, free):
+        await queue.enqueue(_run(lane))
+    assert await queue.acquire(held, "parked", 600_000)  # held ten minutes by another worker
+    assert sorted(await queue.due_lanes(5, horizon_ms=0)) == sorted([held, lapsed, free])
+    await queue.defer([held, lapsed], at_least_ms=1_000)
+    score = await redis.zscore(names.sessions_due, held)
+    assert score is not None and score > (await redis.time())[0] * 1000 + 500_000
+    assert sorted(await queue.due_lanes(5, horizon_ms=0)) == sorted([lapsed, free])
+    await queue.defer([], at_least_ms=1_000)  # nothing to do: no round trip needed
+
+    # The holder of a lane releases it once idle: the lane leaves the due set.
+    start = await queue.start_drain(free, "w1", 10_000)
+    assert start is not None and start.item is not None
+    await queue.finish(start.item)
+    assert await queue.release_if_idle(free, "w1") == 1
+    assert free not in await queue.pending_lanes()
+
+
+async def test_lanes_listed_by_an_older_version_are_adopted_once(
+    redis: Redis, names: BusNames
+) -> None:
+    queue = SessionQueue(redis, names)
+    old = [new_session_id(), new_session_id()]
+    await redis.sadd(names.sessions_pending, *old)
+    assert await queue.adopt_pending_set() == 2
+    assert await redis.exists(names.sessions_pending) == 0
+    assert sorted(await queue.due_lanes(5, horizon_ms=1_000)) == sorted(old)
+    assert await queue.adopt_pending_set() == 0  # done already

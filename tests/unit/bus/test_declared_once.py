@@ -102,6 +102,7 @@ def test_named_keys_keep_their_spelling() -> None:
     """The declared keys are the ones running deployments hold (same text as before)."""
     n = BusNames("t")
     assert n.sessions_pending == n.key("sessions", "pending")
+    assert n.sessions_due == n.key("sessions", "due")
     assert n.run_attempt("run_a") == n.key("attempt", "run_a")
     assert n.run_cancel("run_a") == n.key("cancel", "run_a")
     assert (n.api_keys, n.api_keys_used) == (n.key("apikeys"), n.key("apikeys", "used"))
