@@ -1,4 +1,4 @@
-"""A long session through each provider's fake: three runs of a hundred tool turns each, with large
+"""A long session through each provider's fake: three runs of sixty tool turns each, with large
 tool results, in a 16k window. The fake counts every prompt (tests/fakes/tokens.py) and refuses one
 over the window, as a provider would. Several compactions happen; every context stays within its
 budget; the pinned items (system prompt, loaded skill, memory, plan, task board, the task and the
@@ -32,7 +32,7 @@ from tests.integration.provider.harness import PROVIDERS, running
 from tests.unit.runtime.fakes import MemoryStore
 
 WINDOW, OUTPUT = 16_384, 1024
-TURNS = 100
+TURNS = 60
 MARKS = ("PINNED-SYSTEM-PROMPT", "SKILL-MARK", "MEMORY-MARK", "Build every module.")
 LATER_MARKS = ("PLAN-MARK", "TASK-BOARD-MARK")
 CORRECTION = "CORRECTION-MARK: use metric units from now on."
