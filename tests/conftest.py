@@ -41,6 +41,7 @@ _LONGEST = (
     "tests/unit/tools/test_fsaccess.py",
     "tests/integration/task_wal/test_crash.py",
     "tests/integration/run_worker/test_crash.py",
+    "tests/e2e/test_one_stack_per_home.py",
 )
 _TIERS = ("tests/e2e/", "tests/integration/")
 

@@ -82,8 +82,12 @@ def test_a_long_answer_streams_word_by_word(gw: Gw) -> None:
     with gw.client() as c:
         _, events = run_message(c, new_session(c), "something long")
         deltas = [e.data["text"] for e in events if e.event == "text_delta" and e.data]
-        assert len(deltas) > 200  # a word a delta
-        assert all(len(d.split()) == 1 for d in deltas)
+    # The model streams a word a delta; the worker merges deltas that queue up behind a slow
+    # write (runqueue/events.py), so a loaded machine sees fewer, longer ones. Either way the
+    # answer arrives in pieces, and no piece ends inside a word.
+    assert len(deltas) > 1 and len("".join(deltas).split()) > 200
+    for before, after in zip(deltas, deltas[1:], strict=False):
+        assert not (before[-1].isalnum() and after[0].isalnum()), (before, after)
 
 
 def test_a_failure_on_request_ends_the_run_with_a_clear_error(gw: Gw) -> None:

@@ -28,6 +28,7 @@ from tests.e2e.gateway.conftest import Gw
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
+_INTERPRETER_BUG = "SystemError: AST constructor recursion depth mismatch"
 
 
 def fuzz(url: str, key: str, *, max_examples: int, seed: int | None) -> list[str]:
@@ -52,11 +53,12 @@ def test_the_gateway_answers_as_its_openapi_document_says(gw: Gw) -> None:
     # `make fuzz`: more examples, a new seed each time (the seed is printed in the output).
     deeper = int(os.environ.get("SOONG_FUZZ_EXAMPLES", "0"))
     examples, seed = (deeper, None) if deeper else (8, 20261202)
-    done = subprocess.run(
-        fuzz(gw.stack.gateway_url, gw.stack.api_key, max_examples=examples, seed=seed),
-        capture_output=True,
-        text=True,
-        timeout=540,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
+    argv = fuzz(gw.stack.gateway_url, gw.stack.api_key, max_examples=examples, seed=seed)
+    env = {**os.environ, "NO_COLOR": "1"}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=540, env=env)
+    if _INTERPRETER_BUG in done.stdout + done.stderr:
+        # CPython 3.11.7's parser can fail this way inside hypothesis (describing a lambda for a
+        # report) when the tool's own stack runs deep: the tool crashed, not the gateway. The
+        # same seed again, once; any other failure stands.
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=540, env=env)
     assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-2000:]

@@ -27,7 +27,7 @@ from tests.integration.run_worker.harness import (
 )
 
 MAX_ATTEMPTS = 3  # run_worker.max_attempts, the default
-KILLS = 20
+KILLS = 14
 
 
 def _tool_model(sleep_s: float) -> Any:

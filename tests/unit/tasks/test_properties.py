@@ -176,7 +176,7 @@ def run(script: list[TaskCommand], create_first: bool) -> tuple[TaskDAG | None, 
     return dag, events
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scripts(), st.booleans())
 def test_replaying_the_wal_yields_exactly_the_memory_dag(
     script: list[TaskCommand], create_first: bool
@@ -250,7 +250,7 @@ def _long_script(rng: random.Random) -> list[TaskCommand]:
     return script
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(scripts(max_steps=30), st.data())
 def test_random_truncation_of_random_wals(script: list[TaskCommand], data: st.DataObject) -> None:
     _, events = run(script, create_first=True)
