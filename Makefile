@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run demo install test test-multinode test-under-load lint bench soak fuzz compose-config asyncapi console-screenshots console-vendor clean
+.PHONY: run demo install test test-multinode test-under-load lint bench bench-compare soak fuzz compose-config asyncapi console-screenshots console-vendor clean
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -61,7 +61,14 @@ lint: install
 	$(VENV)/bin/mypy shared/agent_core shared/soong_agent services examples
 
 bench: install
-	@set -e; for b in bench/*.py; do echo "# $$b" >&2; $(PY) $$b; done
+	@set -e; for b in bench/*.py; do [ $$b = bench/compare.py ] && continue; echo "# $$b" >&2; $(PY) $$b; done
+
+# Every bench (or BENCHES="bench/a.py --opt;bench/b.py") on BASE and on the working tree,
+# alternated in one sitting, ROUNDS rounds each: one table of every key with its ratio.
+ROUNDS ?= 2
+bench-compare: install
+	@test -n "$(BASE)" || { echo "usage: make bench-compare BASE=<rev> [ROUNDS=2] [BENCHES=...]" >&2; exit 2; }
+	$(PY) bench/compare.py "$(BASE)" --rounds $(ROUNDS) --benches "$(BENCHES)"
 
 # The schema fuzz run with more examples and a new seed each time (test_fuzz.py runs a short one).
 fuzz: install

@@ -1,0 +1,65 @@
+"""``bench/compare.py``'s judgement: which way a key is better, when a move counts as worse, and
+reading a bench's last JSON line."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def _compare() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_compare", REPO / "bench" / "compare.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+compare = _compare()
+
+
+@pytest.mark.parametrize(
+    ("key", "way"),
+    [
+        ("turns_per_s_50x10", "higher"),
+        ("scale_efficiency_4", "higher"),
+        ("ratio_fsync", "higher"),
+        ("turn_p50_ms_1x200", "lower"),
+        ("cpu_ms_per_turn_4", "lower"),
+        ("background_valkey_cmds_per_s_4", "lower"),  # a rate of a cost is a cost
+        ("db_bytes_per_turn", "lower"),
+        ("writer_restart_serving_s", "lower"),
+        ("sessions", None),
+    ],
+)
+def test_which_way_a_key_is_better(key: str, way: str | None) -> None:
+    assert compare.better_when(key) == way
+
+
+def test_a_move_beyond_the_spread_the_wrong_way_is_worse() -> None:
+    ratio, flag = compare.verdict("turn_p50_ms", [10.0, 10.2], [12.0, 12.1])
+    assert flag == "WORSE" and ratio == pytest.approx(12.05 / 10.1)
+    assert compare.verdict("turns_per_s", [100.0, 101.0], [80.0, 81.0])[1] == "WORSE"
+    assert compare.verdict("turns_per_s", [100.0, 101.0], [120.0, 121.0])[1] == "better"
+
+
+def test_a_move_within_the_spread_or_of_an_unjudged_key_is_not_flagged() -> None:
+    # The rounds themselves differ by 30 %: a 10 % move says nothing.
+    assert compare.verdict("turn_p50_ms", [10.0, 13.0], [12.5, 12.6])[1] == ""
+    assert compare.verdict("turn_p50_ms", [10.0], [10.1])[1] == ""  # under 2 %: noise
+    assert compare.verdict("sessions", [10.0], [20.0])[1] == ""
+    assert compare.verdict("turn_p50_ms", [0.0], [5.0]) == (None, "")
+
+
+def test_the_last_json_line_gives_the_numeric_keys(tmp_path: Path) -> None:
+    printed = 'warming up\n{"bench": "x", "a": 1, "b": 2.5, "ok": true}\n'
+    assert compare.last_json(printed) == {"a": 1.0, "b": 2.5}
+    with pytest.raises(ValueError):
+        compare.last_json("no figures here\n")
