@@ -136,9 +136,8 @@ class FakeOllamaServer(FakeHTTPServer):
                         if (error := _parse_error("".join(frags))) is not None:
                             out.append(error)
                             return out
-                    out.append(
-                        _done_line(model, "length" if reason == "max_tokens" else "stop", usage)
-                    )
+                    reason_text = "length" if reason == "max_tokens" else "stop"
+                    out.append(_done_line(model, reason_text, usage if turn.report_usage else None))
                 case ErrorEvent(message=msg):
                     out.append(_line({"error": msg}))
                 case Malformed(payload=payload):
@@ -166,19 +165,22 @@ def _parse_error(raw: str) -> bytes | None:
     return None
 
 
-def _done_line(model: str, reason: str, usage: Usage) -> bytes:
-    return _line(
-        {
-            "model": model,
-            "created_at": _CREATED_AT,
-            "message": {"role": "assistant", "content": ""},
-            "done": True,
-            "done_reason": reason,
-            "total_duration": 1_000_000,
-            "load_duration": 100_000,
+def _done_line(model: str, reason: str, usage: Usage | None) -> bytes:
+    """The last line; without ``usage`` it carries no counts (as servers that keep none)."""
+    line: dict[str, object] = {
+        "model": model,
+        "created_at": _CREATED_AT,
+        "message": {"role": "assistant", "content": ""},
+        "done": True,
+        "done_reason": reason,
+        "total_duration": 1_000_000,
+        "load_duration": 100_000,
+    }
+    if usage is not None:
+        line |= {
             "prompt_eval_count": usage.input_tokens,
             "prompt_eval_duration": 200_000,
             "eval_count": usage.output_tokens,
             "eval_duration": 700_000,
         }
-    )
+    return _line(line)

@@ -88,7 +88,9 @@ class FakeOpenAIServer(FakeHTTPServer):
     def render(self, turn: ScriptedTurn, request: Any) -> list[Action]:
         """Render the turn as Chat Completions SSE chunks."""
         req = request if isinstance(request, dict) else {}
-        include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
+        include_usage = turn.report_usage and bool(
+            (req.get("stream_options") or {}).get("include_usage")
+        )
         model = req.get("model") or turn.model
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:

@@ -202,6 +202,8 @@ class ScriptedTurn(BaseModel):
     # A 200 stream with no data at all, not even the opening frame: how llama.cpp's server
     # answers an error it meets while streaming (a prompt over its window).
     silent: bool = False
+    # False: no usage anywhere on the wire, as many local servers answer (llama.cpp's among them).
+    report_usage: bool = True
     split_multibyte: bool = False
     write_size: int | None = None
     split_pause: float = 0.005
@@ -249,12 +251,13 @@ def tool_call(index: int, call_id: str, name: str, fragments: Sequence[str]) -> 
 def text_turn(
     *pieces: str, usage: tuple[int, int] | None = (3, 5), reason: StopKind = "end_turn"
 ) -> ScriptedTurn:
-    """A turn that streams ``pieces`` as text deltas, then usage and the stop reason."""
+    """A turn that streams ``pieces`` as text deltas, then usage and the stop reason
+    (``usage=None``: a server that reports none)."""
     steps: list[Step] = [Text(text=p) for p in pieces]
     if usage is not None:
         steps.append(Usage(input_tokens=usage[0], output_tokens=usage[1]))
     steps.append(Finish(reason=reason))
-    return ScriptedTurn(steps=steps)
+    return ScriptedTurn(steps=steps, report_usage=usage is not None)
 
 
 def cut_tool_call_turn(

@@ -92,11 +92,12 @@ class _LineState:
             out.extend(self._tool_call(call))
         if obj.get("done"):
             self.done = True
-            usage = Usage(
-                input_tokens=obj.get("prompt_eval_count") or 0,
-                output_tokens=obj.get("eval_count") or 0,
-            )
-            out.append(UsageEvent(usage=usage))
+            if "prompt_eval_count" in obj or "eval_count" in obj:  # else: no usage reported
+                usage = Usage(
+                    input_tokens=obj.get("prompt_eval_count") or 0,
+                    output_tokens=obj.get("eval_count") or 0,
+                )
+                out.append(UsageEvent(usage=usage))
             out.append(self._end(obj.get("done_reason")))
         return out
 

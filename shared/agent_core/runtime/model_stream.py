@@ -84,6 +84,7 @@ class ModelResponse:
     text: str = ""
     calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    usage_reported: bool = False  # whether the provider sent any usage at all
     stop: StopReason = StopReason.END_TURN
     error: ErrorPayload | None = None
     # Calls the model got wrong, by id, answered without running (see ``rejected_call``).
@@ -119,6 +120,7 @@ async def stream_response(loop: AgentLoop, request: ModelRequest) -> ModelRespon
                     )
                 elif isinstance(event, UsageEvent):
                     response.usage = response.usage + event.usage
+                    response.usage_reported = True
                 elif isinstance(event, MessageEndEvent):
                     response.stop = event.stop_reason
                 elif isinstance(event, ToolCallInvalidEvent):

@@ -15,15 +15,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from agent_core.context import CALIBRATION, WINDOWS, Calibration, ContextBuilder, LearnedWindows
 from agent_core.context.compaction import Appender, Compactor, EventWriter
+from agent_core.context.tokens import estimate_text
 from agent_core.errors import ErrorPayload
 from agent_core.provider.errors import ProviderErrorCode
 from agent_core.types.enums import NodeType, Role
-from agent_core.types.protocol import ModelRequest, TextBlock, ToolDefinition, Usage
+from agent_core.types.protocol import ModelRequest, TextBlock, ToolCall, ToolDefinition, Usage
 from agent_core.types.runtime import AgentConfig, ContextBuildReport, Node, RunHandle
 
 __all__ = ["COMPACT_COMMAND", "CONTINUE_PROMPT", "ContextGuard", "is_compact_command"]
@@ -161,9 +163,24 @@ class ContextGuard:
         )
 
     def observe(self, usage: Usage) -> None:
-        """Calibrate with a response's reported prompt size; a response means the prompt fit."""
+        """Calibrate with a response's reported prompt size; a response means the prompt fit.
+        An estimated usage calibrates nothing (it is our own estimate already)."""
         self._overflow_retried = False
-        self._calibrate(self._prompt_tokens(usage))
+        if not usage.estimated:
+            self._calibrate(self._prompt_tokens(usage))
+
+    def estimated_usage(self, text: str, calls: Sequence[ToolCall]) -> Usage:
+        """The usage of a response whose provider reported none: the last request's estimated
+        size (calibrated) as its input, the answer's text and tool calls as its output."""
+        budget = self.report.budget if self.report is not None else None
+        output = estimate_text(text) + sum(
+            estimate_text(call.name) + estimate_text(json.dumps(call.arguments)) for call in calls
+        )
+        return Usage(
+            input_tokens=budget.total if budget is not None else 0,
+            output_tokens=output,
+            estimated=True,
+        )
 
     def _prompt_tokens(self, usage: Usage) -> int:
         # Anthropic reports cached prompt tokens beside input_tokens, OpenAI within them.

@@ -43,7 +43,8 @@ class ScriptedReply:
     chunk_chars: int = 64
     delay_s: float = 0.0
     pieces: tuple[str, ...] = ()
-    usage: Usage = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=10))
+    # ``None``: no usage at all, as many local servers answer.
+    usage: Usage | None = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=10))
 
 
 class ScriptedModel:
@@ -70,7 +71,8 @@ class ScriptedModel:
             yield ToolCallEndEvent(
                 index=index, id=call.id, name=call.name, arguments=call.arguments
             )
-        yield UsageEvent(usage=reply.usage)
+        if reply.usage is not None:
+            yield UsageEvent(usage=reply.usage)
         stop = StopReason.TOOL_USE if reply.tool_calls else StopReason.END_TURN
         yield MessageEndEvent(stop_reason=stop, raw_stop_reason=stop.value)
 

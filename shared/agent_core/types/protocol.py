@@ -200,12 +200,20 @@ class ModelRequest(_Strict):
 
 
 class Usage(_Strict):
-    """Token usage; adding two usages sums every field."""
+    """Token usage; adding two usages sums every field.
+
+    ``estimated``: the provider reported no usage for (at least one of) the model calls counted
+    here (many local OpenAI-compatible servers send none), so the counts are, for those calls,
+    the runtime's own estimates of the prompt it sent and of the answer it got (see
+    ``agent_core.context.tokens``), not the provider's figures. A sum with an estimate in it is
+    estimated.
+    """
 
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
     cache_read_tokens: int = Field(default=0, ge=0)
     cache_write_tokens: int = Field(default=0, ge=0)
+    estimated: bool = False
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -213,6 +221,7 @@ class Usage(_Strict):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            estimated=self.estimated or other.estimated,
         )
 
     @property

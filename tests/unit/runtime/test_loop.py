@@ -239,3 +239,26 @@ async def test_the_loop_tells_its_phases_turn_by_turn() -> None:
     ]
     # A turn's text says the same turn as its phases (both count from 1).
     assert [e.turn for e in sink.events if e.type == "text_delta"] == [2]  # type: ignore[union-attr]
+
+
+async def test_a_model_that_reports_no_usage_is_counted_by_estimate_and_says_so() -> None:
+    from agent_core.types.runtime import RunUsage
+
+    def reply(request: ModelRequest) -> ScriptedReply:
+        if request.messages[-1].role is Role.TOOL:
+            return ScriptedReply(text="the answer, in a few words", usage=None)
+        return ScriptedReply(tool_calls=_calls("echo"), usage=None)
+
+    loop, _, sink = _loop(reply, tools=EchoTools())
+    ending = await loop.run([_user(loop.handle, "a question " * 50)])
+    usage = ending.end.usage
+    assert usage.estimated and usage.input_tokens > 100 and usage.output_tokens > 0
+    per_call = [e.usage for e in sink.events if isinstance(e, RunUsage)]
+    assert len(per_call) == 2 and all(u.estimated for u in per_call)
+    assert per_call[1].input_tokens > per_call[0].input_tokens  # the tool turn added to it
+
+
+async def test_reported_usage_is_not_marked_estimated() -> None:
+    loop, _, _ = _loop(lambda r: ScriptedReply(text="ok", usage=Usage(input_tokens=7)))
+    ending = await loop.run([_user(loop.handle)])
+    assert ending.end.usage == Usage(input_tokens=7) and not ending.end.usage.estimated

@@ -120,6 +120,7 @@ usages = st.builds(
     output_tokens=st.integers(0, 10**9),
     cache_read_tokens=st.integers(0, 10**9),
     cache_write_tokens=st.integers(0, 10**9),
+    estimated=st.booleans(),
 )
 error_payloads = st.one_of(
     st.builds(ErrorPayload, type=texts, code=texts, message=texts, details=json_objects),

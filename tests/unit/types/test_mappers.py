@@ -186,7 +186,7 @@ CANONICAL: dict[str, BaseModel] = {
             '{"agent_id":"agent_0000000000000002","run_id":"run_0000000000000002",'
             '"status":"completed","end_reason":"completed","text":"done","data":{"rows":3},'
             '"artifact_ids":["artifact_00000000000000aa"],"usage":{"input_tokens":10,'
-            '"output_tokens":5,"cache_read_tokens":0,"cache_write_tokens":0},"turns":2,"error":null}'
+            '"output_tokens":5,"cache_read_tokens":0,"cache_write_tokens":0,"estimated":false},"turns":2,"error":null}'
         ),
         metadata_json='{"purpose":"worker"}',
         created_at=TS,
@@ -202,7 +202,7 @@ CANONICAL: dict[str, BaseModel] = {
         end_node_id="node_0000000000000005",
         end_reason="failed",
         turn_count=3,
-        usage_json='{"input_tokens":100,"output_tokens":20,"cache_read_tokens":7,"cache_write_tokens":1}',
+        usage_json='{"input_tokens":100,"output_tokens":20,"cache_read_tokens":7,"cache_write_tokens":1,"estimated":false}',
         error_json=(
             '{"type":"provider_error","code":"rate_limited","message":"slow down","retryable":true,'
             '"details":{},"redacted":true,"provider":"openai","status_code":429}'

@@ -192,3 +192,6 @@ def test_usage_adds_fieldwise() -> None:
         input_tokens=11, output_tokens=22, cache_read_tokens=33, cache_write_tokens=44
     )
     assert (a + b).total_tokens == 33
+    assert not (a + b).estimated
+    guessed = Usage(input_tokens=5, estimated=True)
+    assert (a + guessed).estimated and (guessed + a).estimated  # a sum with an estimate in it
