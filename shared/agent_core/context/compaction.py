@@ -196,6 +196,7 @@ class Compactor:
         first, once there is something to compact (the PreCompact hooks)."""
         budget = report.budget
         assert budget is not None
+        self.summarizer.fit(budget.context_window, budget.input_budget)
         chosen = self._choose(nodes, budget.input_budget, budget.ratio, trigger)
         if chosen is None:
             return None

@@ -91,21 +91,46 @@ class Summarizer:
     agent_model: str
     usage: Usage = field(default_factory=Usage)
     calls: int = 0
+    # Set by :meth:`fit` from the agent's budget: its window (configured or learned) and the
+    # longest summary worth writing in it.
+    agent_window: int | None = None
+    max_tokens: int | None = None
 
     @property
     def model_name(self) -> str:
         """The model the summaries are written with."""
         return self.policy.summary_model or self.agent_model
 
+    def fit(self, context_window: int, input_budget: int) -> None:
+        """Scale to the agent's window: a summarizer that is the agent's own model has the
+        agent's window (configured, or learned from an overflow), not the one its name suggests;
+        and a summary takes at most a quarter of the input budget, else it could make the
+        context it compacts bigger (``policy.summary_max_tokens`` is the ceiling)."""
+        self.agent_window = context_window
+        self.max_tokens = min(self.policy.summary_max_tokens, max(64, input_budget // 4))
+
+    @property
+    def summary_tokens(self) -> int:
+        """The longest summary asked for."""
+        return self.max_tokens if self.max_tokens is not None else self.policy.summary_max_tokens
+
+    def window(self) -> int:
+        """The summarizer's own window: configured, else the agent's when it is the agent's
+        model, else what its name is known for."""
+        if self.policy.summary_window:
+            return self.policy.summary_window
+        if self.agent_window is not None and self.model_name == self.agent_model:
+            return self.agent_window
+        return model_limits(self.model_name).context_window
+
     def chunk_budget(self) -> int:
         """How many tokens of conversation one summarizer call may read."""
-        window = self.policy.summary_window or model_limits(self.model_name).context_window
-        return max(256, window - self.policy.summary_max_tokens - 2 * _FRAME)
+        return max(256, self.window() - self.summary_tokens - 2 * _FRAME)
 
     def chunks(self, nodes: Sequence[Node], budget: int) -> list[str]:
         """The rendered ``nodes`` cut into pieces of at most ``budget`` tokens each (less the
         summary so far, which each call reads too)."""
-        room = max(128, budget - self.policy.summary_max_tokens)
+        room = max(128, budget - self.summary_tokens)
         chunks: list[str] = []
         current: list[str] = []
         used = 0
@@ -145,7 +170,7 @@ class Summarizer:
             model=self.model_name,
             system=[SystemBlock(text=PROMPT)],
             messages=[ModelMessage(role=Role.USER, content=[TextBlock(text=text)])],
-            max_tokens=self.policy.summary_max_tokens,
+            max_tokens=self.summary_tokens,
             metadata={"purpose": "compact"},
         )
         self.calls += 1

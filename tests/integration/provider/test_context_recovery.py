@@ -6,6 +6,7 @@ times out or overflows falls back to a trim that never empties the context."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -134,14 +135,21 @@ async def test_a_failing_summarizer_trims_and_never_empties_the_context(kind: st
     assert report.compacted > 0 and len(report.node_ids) > 2
 
 
+def _summary_or_done(body: Any) -> s.ScriptedTurn:
+    """The summarizer's requests (its prompt in the system part) get a summary; others an end."""
+    if "You compact a conversation" in json.dumps(body):
+        return s.text_turn("SUMMARY")
+    return s.text_turn("Done.")
+
+
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 async def test_a_window_smaller_than_assumed_is_learned_from_the_overflow(provider: str) -> None:
     # No window configured: the unknown model is assumed to have 32,768; the server has 4,096.
     path, store = long_path(40, lines=3), MemoryStore()
     agent = config(context_window=None, max_output_tokens=512)
     overflow = s.ContextOverflow(prompt_tokens=6000, limit=4096)
-    script = [overflow, s.text_turn("SUMMARY"), s.text_turn("Done.")]
-    async with running(provider, script) as (server, adapter):
+    async with running(provider, [overflow]) as (server, adapter):
+        server.default = _summary_or_done  # the summarizer reads in chunks that fit 4,096
         end, loop = await run_path(adapter, path, agent, store=store)
     assert (end.status, end.end_reason) == (RunStatus.COMPLETED, EndReason.COMPLETED)
     first, retried = loop.context.reports
@@ -156,8 +164,8 @@ async def test_a_learned_window_is_kept_for_the_next_runs(provider: str) -> None
     """The run after the one that learned the window starts within it: no failing request."""
     agent = config(context_window=None, max_output_tokens=512)
     overflow = s.ContextOverflow(prompt_tokens=6000, limit=4096)
-    script = [overflow, s.text_turn("SUMMARY"), s.text_turn("Done."), s.text_turn("Again.")]
-    async with running(provider, script) as (server, adapter):
+    async with running(provider, [overflow]) as (server, adapter):
+        server.default = _summary_or_done
         await run_path(adapter, long_path(40, lines=3), agent, store=MemoryStore())
         asked = len(server.requests)
         end, loop = await run_path(adapter, long_path(4, lines=1), agent, store=MemoryStore())

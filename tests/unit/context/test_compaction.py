@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from agent_core.context import ContextBuilder
 from agent_core.context.compaction import Compactor, plan
+from agent_core.context.summarize import PROMPT
+from agent_core.context.tokens import estimate_text
 from agent_core.types.enums import NodeType, Role
 from agent_core.types.protocol import TextBlock, ToolResultBlock
 from agent_core.types.runtime import ContextBudget, ContextBuildReport
@@ -107,3 +109,44 @@ def test_pins_fit_their_share_of_a_small_window_newest_first() -> None:
     path = chain([*talk[:-1], small, talk[-1], node(Role.USER, [TextBlock(text="and now?")])])
     bounded = plan(path, keep=0, pin_budget=128)
     assert bounded is not None and bounded.pinned == [small.node_id]
+
+
+async def test_the_summarizer_fits_the_agents_window_and_a_summary_its_share() -> None:
+    """An unknown model name is assumed 32,768 tokens wide; with a 2,048-token window configured
+    (or learned), the agent's own model summarizing must read and write within that, and its
+    summary take at most a quarter of the input budget, so that it shrinks the context."""
+    from collections.abc import AsyncIterator
+
+    from agent_core.types.protocol import ModelRequest, TextDeltaEvent
+
+    asked: list[ModelRequest] = []
+
+    class Recording:
+        async def stream(self, request: ModelRequest) -> AsyncIterator[TextDeltaEvent]:
+            asked.append(request)
+            yield TextDeltaEvent(text="a short summary")
+
+    small = config(context_window=2048, max_output_tokens=512)
+    compactor = Compactor(small, Recording())  # type: ignore[arg-type]
+    summarizer = compactor.summarizer
+    assert summarizer.chunk_budget() > 2048  # before fitting: the name's assumed window
+    store, path = MemoryStore(), long_path(12, lines=40)
+    budget = ContextBudget(
+        context_window=2048, output_reserve=512, input_budget=1536, compact_at=1228, total=3000
+    )
+    report = ContextBuildReport(session_id=SESSION, agent_id=path[0].agent_id, budget=budget)
+
+    async def append(nodes: list, role: Role, blocks: list, **kw: object) -> object:  # type: ignore[type-arg]
+        made = node(role, blocks, parent_id=nodes[-1].node_id, **kw)  # type: ignore[arg-type]
+        nodes.append(made)
+        return made
+
+    made = await compactor.compact(
+        list(path), report, append=append, event=store.append_event, trigger="overflow"
+    )
+    assert made is not None and made.metadata["method"] == "summary" and asked
+    assert summarizer.summary_tokens == 1536 // 4
+    assert all(r.max_tokens == 1536 // 4 for r in asked)
+    for request in asked:  # every call's input fits the window with its answer
+        text = request.messages[0].content[0].text  # type: ignore[union-attr]
+        assert estimate_text(PROMPT) + estimate_text(text) + 1536 // 4 <= 2048, len(text)
