@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from agent_core.context.compacted import Compacted, compacted_view
 from agent_core.context.tokens import estimate_blocks, estimate_text, estimate_tools, model_limits
+from agent_core.context.tool_choice import choose_tools
 from agent_core.skills.active import SkillListing
 from agent_core.types.enums import NodeType, Role
 from agent_core.types.protocol import (
@@ -150,6 +151,14 @@ class ContextBuilder:
                 history += cost
             report.node_ids.append(node.node_id)
         report.token_estimate = system_tokens + pinned + history
+        policy = config.context
+        tools, report.tools_left_out = choose_tools(
+            tools,
+            path,
+            room=int(_input_budget(config) * policy.tool_share / ratio),
+            cost=_tool_cost,
+            preferred=policy.small_window_tools or (),
+        )
         report.budget = _budget(config, system_tokens, pinned, history, _tool_tokens(tools), ratio)
         request = ModelRequest(
             model=config.model,
@@ -212,18 +221,30 @@ def _instruction_text(node: Node) -> str:
 _TOOL_COSTS: dict[int, tuple[ToolDefinition, int]] = {}
 
 
+def _tool_cost(tool: ToolDefinition) -> int:
+    """One tool definition's tokens, estimated once per definition object."""
+    entry = _TOOL_COSTS.get(id(tool))
+    if entry is None or entry[0] is not tool:
+        if len(_TOOL_COSTS) > 4096:
+            _TOOL_COSTS.clear()
+        entry = (tool, estimate_tools([tool]))
+        _TOOL_COSTS[id(tool)] = entry
+    return entry[1]
+
+
 def _tool_tokens(tools: Sequence[ToolDefinition]) -> int:
-    """The tool definitions' tokens, each estimated once per definition object."""
-    total = 0
-    for tool in tools:
-        entry = _TOOL_COSTS.get(id(tool))
-        if entry is None or entry[0] is not tool:
-            if len(_TOOL_COSTS) > 4096:
-                _TOOL_COSTS.clear()
-            entry = (tool, estimate_tools([tool]))
-            _TOOL_COSTS[id(tool)] = entry
-        total += entry[1]
-    return total
+    """The tool definitions' tokens."""
+    return sum(_tool_cost(tool) for tool in tools)
+
+
+def _input_budget(config: AgentConfig) -> int:
+    """The window less the output reserve (as :func:`_budget` reckons them)."""
+    limits = model_limits(
+        config.model,
+        context_window=config.context_window,
+        max_output_tokens=config.max_output_tokens,
+    )
+    return limits.context_window - limits.max_output_tokens
 
 
 def _add_system(

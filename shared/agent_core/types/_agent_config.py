@@ -69,7 +69,10 @@ class ContextPolicy(Strict):
     agent's model), at most ``summary_max_tokens`` long, within ``summary_timeout_s``, reading at
     most ``summary_window`` tokens at once (``None``: that model's known window) — larger input is
     summarized in chunks. ``max_continuations``: how often an answer cut by the output limit is
-    asked to continue before the run ends ``max_output_tokens_recovery``.
+    asked to continue before the run ends ``max_output_tokens_recovery``. ``tool_share``: the most
+    of the input budget the tool definitions may take; past it (a small window) a request carries
+    the tools already called, then ``small_window_tools`` in their order, then the others by
+    relevance to the newest message, as many as fit (``agent_core.context.tool_choice``).
     """
 
     compact_at: Annotated[float, NotBool] = Field(default=0.8, ge=0.2, le=0.95)
@@ -79,6 +82,10 @@ class ContextPolicy(Strict):
     summary_timeout_s: Annotated[float, NotBool] = Field(default=120.0, gt=0, le=3600)
     summary_window: Annotated[int | None, NotBool] = Field(default=None, ge=1024)
     max_continuations: Annotated[int, NotBool] = Field(default=2, ge=0, le=20)
+    tool_share: Annotated[float, NotBool] = Field(default=0.25, ge=0.05, le=1.0)
+    small_window_tools: list[Annotated[str, Field(min_length=1, max_length=128)]] | None = Field(
+        default=None, max_length=200
+    )
 
 
 class AgentConfig(Strict):

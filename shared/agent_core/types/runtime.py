@@ -174,5 +174,7 @@ class ContextBuildReport(Strict):
     skills_loaded: list[str] = Field(default_factory=list)
     # The budget and its use; the compaction node in effect and how many nodes it stands for.
     budget: ContextBudget | None = None
+    # Enabled tools whose definitions were not sent: they did not fit a small window's share.
+    tools_left_out: list[str] = Field(default_factory=list)
     compaction_node_id: NodeId | None = None
     compacted: int = Field(default=0, ge=0)
