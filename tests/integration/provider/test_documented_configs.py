@@ -38,7 +38,9 @@ def _settings(home: Path, toml: str, env: dict[str, str]) -> Any:
 
 def test_the_document_has_a_config_for_each_kind_and_a_local_server() -> None:
     blocks = _documented()
-    assert {"openai", "anthropic", "ollama", "openai-compatible", "named"} <= set(blocks)
+    assert {"openai", "anthropic", "ollama", "openai-compatible", "local-small", "named"} <= set(
+        blocks
+    )
     for body in blocks.values():
         tomllib.loads(body)  # each parses as it is written
 
