@@ -39,9 +39,12 @@ demo: $(VENV)/.runtime
 
 # One pytest worker per CPU (pytest-xdist); a file's tests stay on one worker, so module
 # fixtures (a stack, a gateway) start once. TEST_WORKERS=0 runs the suite in one process.
+# The multi-host tests need root (namespaces, mounts, iptables): run as root, `make test` takes
+# them in as one more file for the workers; otherwise they are left to `make test-multinode`.
 TEST_WORKERS ?= auto
+NOT_ROOT_SKIPS := $(if $(filter 0,$(shell id -u)),,--ignore=tests/multinode)
 test: install
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --ignore=tests/multinode
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(NOT_ROOT_SKIPS)
 
 # Several hosts on this one machine (tests/multinode): namespaces, a private tmpfs home per host,
 # veth links and iptables cuts, so it needs root and iproute2, util-linux and iptables.
@@ -53,7 +56,7 @@ test-multinode: install
 test-under-load: install
 	@command -v stress-ng >/dev/null || { echo "test-under-load needs stress-ng (apt-get install stress-ng)" >&2; exit 2; }
 	@stress-ng --cpu $$(nproc) --quiet & load=$$!; trap 'kill $$load 2>/dev/null' EXIT; \
-	  $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --ignore=tests/multinode
+	  $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(NOT_ROOT_SKIPS)
 
 lint: install
 	$(VENV)/bin/ruff check shared services tests bench examples

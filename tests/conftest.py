@@ -42,6 +42,7 @@ _LONGEST = (
     "tests/integration/task_wal/test_crash.py",
     "tests/integration/run_worker/test_crash.py",
     "tests/e2e/test_one_stack_per_home.py",
+    "tests/multinode/test_hosts.py",
 )
 _TIERS = ("tests/e2e/", "tests/integration/")
 

@@ -190,10 +190,10 @@ class AgentLoop:
         self.phase = "streaming"
         self._announce_phase("model")
         response = await stream_response(self, request)
-        answered = response.error is None or bool(response.text or response.calls)
-        if not response.usage_reported and answered:
-            # The server sent no usage (many local ones don't): count our estimates, marked as
-            # such, rather than a call that looks free.
+        if not response.usage_reported and response.error is None:
+            # The server answered and sent no usage (many local ones don't): count our
+            # estimates, marked as such, rather than a call that looks free. (A failed call's
+            # usage stays what it reported, if anything: nobody knows what it cost.)
             response.usage = self.context.estimated_usage(response.text, response.calls)
         self.phase = "idle"
         self.turns += 1
