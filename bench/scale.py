@@ -20,6 +20,8 @@ Printed last, one JSON line:
 * ``valkey_cmds_per_turn_{1,4}`` (every command the bus executed, from ``INFO commandstats``,
   scripts' own calls included) and ``valkey_cmds_per_turn_{1,4}_idle``: the same with 1,000 idle
   lanes that have work queued and are leased by a parked worker (see :func:`park_lanes`);
+* ``cpu_ms_per_turn_<service>_{1..4}``: the same split by service (every host's processes of
+  that service summed);
 * ``*_net`` figures: the same per turn once what the stack spends per second doing nothing
   (polls, heartbeats, sweeps: ``background_*_per_s``, measured right after each phase) is taken
   out, so that the per-turn work itself is compared across host counts (the background is spread
@@ -95,7 +97,11 @@ class Meter:
         self.redis = make_redis(cl.valkey.local_url)
 
     async def read(self) -> dict[str, float]:
-        hosts = sum(cpu_seconds(pid) for h in self.cl.hosts.values() for pid in h.pids())
+        roles: dict[str, float] = {}
+        for host in self.cl.hosts.values():
+            for pid in host.pids():
+                roles[_role(pid)] = roles.get(_role(pid), 0.0) + cpu_seconds(pid)
+        hosts = sum(roles.values())
         assert self.cl.valkey.process is not None
         stats = await self.redis.info("commandstats")
         calls = sum(int(v["calls"]) for v in stats.values())
@@ -104,7 +110,19 @@ class Meter:
             "valkey": cpu_seconds(self.cl.valkey.process.pid),
             "cmds": float(calls),
             "all_cpu": _machine_cpu(),
+            **{f"role:{role}": cpu for role, cpu in roles.items()},
         }
+
+
+def _role(pid: int) -> str:
+    """The service a host's process runs (``serve <name>``), else ``other`` (the host's shell)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "other"
+    if b"serve" in argv:
+        return argv[argv.index(b"serve") + 1].decode()
+    return "other"
 
 
 def _machine_cpu() -> float:
@@ -176,6 +194,11 @@ async def load(cl: Cluster, meter: Meter, clients: int, turns: int) -> dict[str,
             after["cmds"] - before["cmds"] - idle["valkey_cmds_per_s"] * elapsed
         )
         / done,
+        **{
+            f"cpu_ms_per_turn_{key[5:]}": (after[key] - before.get(key, 0.0)) * 1000 / done
+            for key in after
+            if key.startswith("role:") and key != "role:other"
+        },
         "background_cpu_ms_per_s": idle["cpu_ms_per_s"],
         "background_valkey_cmds_per_s": idle["valkey_cmds_per_s"],
         "turns_per_s": done / elapsed,
