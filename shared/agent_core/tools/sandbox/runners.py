@@ -56,6 +56,7 @@ __all__ = [
     "CodeRunner",
     "DirectRunner",
     "SandboxConfig",
+    "sweep_stale_stages",
 ]
 
 SANDBOX_UID: Final = 65534  # "nobody": no file on the host belongs to it
@@ -184,11 +185,38 @@ def _give_areas(workspace: Workspace) -> None:
             os.lchown(path, SANDBOX_UID, SANDBOX_UID)
 
 
+_STAGE_PREFIX: Final = "soong-stage-"
+
+
+def sweep_stale_stages(tmp: str | None = None) -> int:
+    """Remove the staging folders of workers that died mid-call (a SIGKILL skips the cleanup);
+    how many. A folder's name carries its worker's pid; only empty mount points are removed
+    (the mounts themselves died with the call's namespace), never anything with content."""
+    root = tmp or tempfile.gettempdir()
+    removed = 0
+    with contextlib.suppress(OSError):
+        for name in os.listdir(root):
+            if not name.startswith(_STAGE_PREFIX):
+                continue
+            pid = name[len(_STAGE_PREFIX) :].split("-", 1)[0]
+            if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+                continue  # a live worker's (or a name of an older version: left as it is)
+            stage = os.path.join(root, name)
+            with contextlib.suppress(OSError):
+                for area in _STAGED:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.rmdir(os.path.join(stage, area.value))
+                os.rmdir(stage)
+                removed += 1
+    return removed
+
+
 @contextlib.contextmanager
 def _staging() -> Iterator[str]:
     """An empty folder per call under ``/tmp`` (which every user may pass through) with an
-    empty mount point per area, removed afterwards; only the call's namespace mounts onto it."""
-    stage = tempfile.mkdtemp(prefix="soong-stage-")
+    empty mount point per area, removed afterwards; only the call's namespace mounts onto it.
+    Its name carries this worker's pid (see :func:`sweep_stale_stages`)."""
+    stage = tempfile.mkdtemp(prefix=f"{_STAGE_PREFIX}{os.getpid()}-")
     try:
         os.chmod(stage, 0o755)
         for area in _STAGED:

@@ -17,7 +17,13 @@ from typing import Final
 
 from agent_core.config import SandboxSettings, Settings
 from agent_core.tools.sandbox.limits import SandboxLimits
-from agent_core.tools.sandbox.runners import BwrapRunner, CodeRunner, DirectRunner, SandboxConfig
+from agent_core.tools.sandbox.runners import (
+    BwrapRunner,
+    CodeRunner,
+    DirectRunner,
+    SandboxConfig,
+    sweep_stale_stages,
+)
 from agent_core.tools.workspace import Workspace
 
 __all__ = ["CodeSandbox", "diagnose", "limits_from", "prepare_sandbox", "sandbox_config"]
@@ -165,6 +171,8 @@ async def prepare_sandbox(settings: Settings) -> CodeSandbox:
         )
         return CodeSandbox(DirectRunner(config), limits, s.run_command, "off")
     runner = BwrapRunner(config)
+    if swept := sweep_stale_stages():
+        log.info("removed %d staging folders of workers that died mid-call", swept)
     failure = await _probe(runner, limits, settings.home)
     if failure is not None:
         found = os.path.isabs(runner.bwrap) and os.access(runner.bwrap, os.X_OK)
