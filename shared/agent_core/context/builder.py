@@ -20,14 +20,18 @@ from dataclasses import dataclass
 from agent_core.context.compacted import Compacted, compacted_view
 from agent_core.context.tokens import estimate_blocks, estimate_text, estimate_tools, model_limits
 from agent_core.context.tool_choice import choose_tools
+from agent_core.errors import ConfigError
 from agent_core.skills.active import SkillListing
 from agent_core.types.enums import NodeType, Role
 from agent_core.types.protocol import (
     ContentBlock,
     ModelMessage,
     ModelRequest,
+    NamedToolChoice,
     SystemBlock,
     TextBlock,
+    ToolCallBlock,
+    ToolChoice,
     ToolDefinition,
     ToolResultBlock,
 )
@@ -152,19 +156,30 @@ class ContextBuilder:
             report.node_ids.append(node.node_id)
         report.token_estimate = system_tokens + pinned + history
         policy = config.context
+        # No tools at all (a run without them, the inspector's preview): nothing to force.
+        choice = _tool_choice(config.tool_choice, path, run_id) if tools else None
+        forced = [choice.name] if isinstance(choice, NamedToolChoice) else []
         tools, report.tools_left_out = choose_tools(
             tools,
             path,
             room=int(_input_budget(config) * policy.tool_share / ratio),
             cost=_tool_cost,
             preferred=policy.small_window_tools or (),
+            forced=forced,
         )
+        if forced and all(t.name != forced[0] for t in tools):
+            raise ConfigError(
+                "unknown_tool_choice",
+                f"tool_choice names the tool {forced[0]!r}, which this agent does not have",
+                details={"key": "tool_choice", "tools": sorted(t.name for t in tools)[:50]},
+            )
         report.budget = _budget(config, system_tokens, pinned, history, _tool_tokens(tools), ratio)
         request = ModelRequest(
             model=config.model,
             system=system,
             messages=messages,
             tools=list(tools),
+            tool_choice=choice,
             # A configured limit is sent as the output reserve: never more than half the window,
             # so a server that checks prompt + max_tokens against it takes the request.
             max_tokens=None if config.max_output_tokens is None else report.budget.output_reserve,
@@ -205,6 +220,22 @@ class ContextBuilder:
             )
         )
         return tokens
+
+
+def _tool_choice(
+    choice: ToolChoice | None, path: Sequence[Node], run_id: str | None
+) -> ToolChoice | None:
+    """The tool choice of the next request: the config's until run ``run_id`` has called a tool,
+    then the provider's default (a forced call would otherwise repeat until ``max_turns``)."""
+    if choice is None or choice == "auto":
+        return None
+    if choice == "none" or run_id is None:
+        return choice
+    called = any(
+        node.run_id == run_id and any(isinstance(b, ToolCallBlock) for b in node.content)
+        for node in path
+    )
+    return None if called else choice
 
 
 def _instruction_text(node: Node) -> str:

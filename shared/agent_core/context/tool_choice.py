@@ -3,7 +3,8 @@
 Twenty definitions are about 3,200 tokens: nothing in a 128k window, more than a 2,048-token
 window's whole input budget. When the definitions would take more than ``tool_share`` of the
 input budget (:class:`~agent_core.types.runtime.ContextPolicy`), the request carries a subset
-that fits that share, chosen in this order:
+that fits that share, chosen in this order (a tool the agent's ``tool_choice`` forces is always
+sent, before all of them):
 
 1. the tools the conversation has already called (a task under way keeps its tools);
 2. the tools the agent's config lists in ``small_window_tools``, in that order;
@@ -57,10 +58,12 @@ def choose_tools(
     room: int,
     cost: Callable[[ToolDefinition], int],
     preferred: Sequence[str] = (),
+    forced: Sequence[str] = (),
 ) -> tuple[list[ToolDefinition], list[str]]:
     """The definitions to send within ``room`` tokens (each costing ``cost(tool)``), in the
     registry's order, and the names left out (see the module docstring). Everything when it all
-    fits."""
+    fits. The ``forced`` tools (the agent's ``tool_choice``) are always sent, first in line for
+    the room."""
     if sum(cost(t) for t in tools) <= room:
         return list(tools), []
     by_name = {t.name: t for t in tools}
@@ -69,13 +72,15 @@ def choose_tools(
     def relevance(tool: ToolDefinition) -> int:
         return len(asked & _words(f"{tool.name.replace('_', ' ')} {tool.description}"))
 
-    order = [by_name[n] for n in _called(path) if n in by_name]
+    chosen = {n for n in forced if n in by_name}
+    used = sum(cost(by_name[n]) for n in chosen)
+    order = [by_name[n] for n in _called(path) if n in by_name and n not in chosen]
     order += [by_name[n] for n in preferred if n in by_name and by_name[n] not in order]
     rest = [t for t in tools if t not in order]
     order += sorted(rest, key=relevance, reverse=True)  # stable: ties keep the registry order
-    chosen: set[str] = set()
-    used = 0
     for tool in order:
+        if tool.name in chosen:
+            continue
         if used + cost(tool) <= room:
             chosen.add(tool.name)
             used += cost(tool)

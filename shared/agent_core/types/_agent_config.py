@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 
 from agent_core.types._fields import NotBool, Strict
 from agent_core.types.enums import PermissionPolicy
+from agent_core.types.protocol import ToolChoice
 
 __all__ = [
     "SESSION_CONFIG_KEY",
@@ -95,6 +96,11 @@ class AgentConfig(Strict):
     an unknown key is a ``ConfigError`` when the registry resolves it, not here. The API key itself
     is never part of the config: ``api_key_env`` names the environment variable that holds it.
     ``enabled_tools`` / ``enabled_skills`` of ``None`` mean every registered tool / skill.
+    ``tool_choice`` (``None``: the provider's default, ``auto``) holds for a run's model calls
+    until its first tool call, after which the model chooses again: a forced call would otherwise
+    be repeated until ``max_turns``. ``{"name": …}`` forces that tool (the request carries it
+    even when a small window leaves other tools out), ``required`` some tool, ``none`` none.
+    Ollama cannot force a tool: there it reads as ``auto``.
     """
 
     provider: str = Field(min_length=1, max_length=64)
@@ -109,6 +115,7 @@ class AgentConfig(Strict):
     allow_platform_writes: bool = False
     system_prompt: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
+    tool_choice: ToolChoice | None = None
     max_output_tokens: int | None = Field(default=None, gt=0)
     # The model's context window in tokens (None: the known default of the model's name).
     context_window: int | None = Field(default=None, ge=1024)
@@ -147,6 +154,7 @@ class AgentConfigOverrides(Strict):
     )
     system_prompt: str | None = Field(default=None, max_length=100_000)
     temperature: Annotated[float | None, NotBool] = Field(default=None, ge=0, le=2)
+    tool_choice: ToolChoice | None = None
     max_output_tokens: Annotated[int | None, NotBool] = Field(default=None, gt=0, le=1_000_000)
     context_window: Annotated[int | None, NotBool] = Field(default=None, ge=1024, le=10_000_000)
     context: ContextPolicy | None = None

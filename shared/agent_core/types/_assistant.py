@@ -61,6 +61,7 @@ OverridableField = Literal[
     "enabled_skills",
     "system_prompt",
     "temperature",
+    "tool_choice",
     "max_output_tokens",
 ]
 DEFAULT_OVERRIDABLE: Final[tuple[OverridableField, ...]] = ("model", "temperature", "max_turns")

@@ -175,7 +175,7 @@ class ToolDefinition(_Strict):
 class NamedToolChoice(_Strict):
     """Force one named tool."""
 
-    name: str
+    name: str = Field(pattern=r"^[A-Za-z0-9_\-]{1,64}$")
 
 
 ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice

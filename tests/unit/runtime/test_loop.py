@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_core.errors import ProviderError
+import pytest
+
+from agent_core.errors import ConfigError, ProviderError
 from agent_core.ids import new_id
 from agent_core.runtime import AgentLoop, ScriptedModel, ScriptedReply
+from agent_core.runtime.drive import failure_payload
 from agent_core.types.enums import EndReason, EventType, Role, RunStatus
-from agent_core.types.protocol import ModelRequest, TextBlock, ToolCall, ToolCallBlock, Usage
+from agent_core.types.protocol import (
+    ModelRequest,
+    NamedToolChoice,
+    TextBlock,
+    ToolCall,
+    ToolCallBlock,
+    Usage,
+)
 from agent_core.types.runtime import AgentConfig, Node, RunBudget, RunHandle
 from tests.unit.runtime.fakes import EchoTools, ListSink, MemoryStore
 
@@ -262,3 +272,30 @@ async def test_reported_usage_is_not_marked_estimated() -> None:
     loop, _, _ = _loop(lambda r: ScriptedReply(text="ok", usage=Usage(input_tokens=7)))
     ending = await loop.run([_user(loop.handle)])
     assert ending.end.usage == Usage(input_tokens=7) and not ending.end.usage.estimated
+
+
+async def test_a_forced_tool_is_asked_for_once_then_the_model_answers() -> None:
+    seen: list[Any] = []
+
+    def reply(request: ModelRequest) -> ScriptedReply:
+        seen.append(request.tool_choice)
+        if request.messages[-1].role is Role.TOOL:
+            return ScriptedReply(text="done")
+        return ScriptedReply(tool_calls=_calls("echo"))
+
+    loop, _, _ = _loop(reply, tools=EchoTools(), tool_choice={"name": "echo"})
+    ending = await loop.run([_user(loop.handle)])
+    assert ending.end.status is RunStatus.COMPLETED and ending.text == "done"
+    assert seen == [NamedToolChoice(name="echo"), None]
+
+
+async def test_forcing_a_tool_the_run_does_not_have_ends_it_saying_so() -> None:
+    loop, _, _ = _loop(
+        lambda _r: ScriptedReply(text="x"), tools=EchoTools(), tool_choice={"name": "nope"}
+    )
+    with pytest.raises(ConfigError) as caught:
+        await loop.run([_user(loop.handle)])
+    # What the run's driver makes of it: the run ends failed with this payload.
+    payload = failure_payload(caught.value)
+    assert (payload.type, payload.code) == ("config_error", "unknown_tool_choice")
+    assert "nope" in payload.message
