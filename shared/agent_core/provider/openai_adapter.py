@@ -95,6 +95,7 @@ class _ChunkState:
         self.provider = provider
         self.started = False
         self.refused = False
+        self.produced = False  # any text, refusal or tool call
         self.calls = ToolCallAssembler()
         self.finish_reason: str | None = None
 
@@ -119,6 +120,7 @@ class _ChunkState:
             if (finish := choice.get("finish_reason")) is not None:
                 self.finish_reason = str(finish)
                 out.extend(self.calls.finish_all(cut=self.finish_reason == "length"))
+        self.produced = self.produced or any(not isinstance(e, MessageStartEvent) for e in out)
         if usage := chunk.get("usage"):
             details = usage.get("prompt_tokens_details") or {}
             normalized = Usage(
@@ -214,12 +216,14 @@ class OpenAIProviderAdapter:
             raise malformed_error(self.provider, "chunk is not valid JSON", err) from err
         finally:
             await response.aclose()
-        if not state.started:
+        if state.finish_reason is None and not state.produced:
+            # Nothing but (at most) an opening role chunk: llama-cpp-python opens the stream
+            # before it meets an overflow, llama.cpp's server sends nothing at all.
             await self._ask_without_streaming(params)
         yield state.end()
 
     async def _ask_without_streaming(self, params: dict[str, Any]) -> None:
-        """A 200 stream with no data at all is how some OpenAI-compatible servers answer an error
+        """A 200 stream with no data (or only its opening role chunk) is how some OpenAI-compatible servers answer an error
         they met while streaming (llama.cpp's, on a prompt over its window): the same request
         without streaming gets the real status, raised here as its typed error (an overflow is
         then compacted, not retried blindly). A 200 answer leaves the empty stream what it was,

@@ -136,6 +136,19 @@ async def test_an_empty_openai_stream_is_asked_again_without_streaming_for_its_e
     assert "stream_options" not in plain and plain["messages"] == streamed["messages"]
 
 
+async def test_a_stream_of_only_its_opening_chunk_is_asked_again_without_streaming() -> None:
+    """llama-cpp-python's server opens the stream (a role chunk) before it meets an overflow,
+    then ends it: as good as empty, so the plain request's 400 is the error raised."""
+    opened = s.ScriptedTurn(steps=[])  # the role chunk, no content, no finish_reason
+    overflow = s.ContextOverflow(prompt_tokens=3000, limit=2048)
+    async with running("openai", [opened, overflow]) as (server, adapter):
+        events = await collect(adapter, request())
+    # Once the message has started, an error is the stream's last event, not an exception.
+    last = events[-1]
+    assert isinstance(last, ErrorEvent) and last.error.code == "context_length_exceeded", last
+    assert [r.json["stream"] for r in server.requests] == [True, False]
+
+
 async def test_an_empty_openai_stream_whose_plain_answer_is_fine_is_retried_as_incomplete() -> None:
     script = [s.ScriptedTurn(silent=True), s.text_turn("fine"), s.text_turn("streamed")]
     async with running("openai", script) as (server, adapter):
