@@ -231,7 +231,12 @@ class OpenAIProviderAdapter:
         plain = {k: v for k, v in params.items() if k not in ("stream", "stream_options")}
         try:
             response = await self._get_client().post(
-                "/chat/completions", body={**plain, "stream": False}, cast_to=httpx2.Response
+                "/chat/completions",
+                body={**plain, "stream": False},
+                cast_to=httpx2.Response,
+                # The server may have closed the kept-alive connection the failed stream came
+                # on (llama-cpp-python does): one retry goes out on a fresh connection.
+                options={"max_retries": 1},
             )
         except openai.APIStatusError as err:
             raise map_openai_error(err) from err
