@@ -42,6 +42,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
 import httpx  # noqa: E402
 from helpers.http_load import get_rps  # noqa: E402
+from helpers.proc_cpu import stack_cpu  # noqa: E402
 
 from tests.conftest import start_stack, stop_stack  # noqa: E402
 
@@ -69,10 +70,26 @@ def _pct(values: list[float], q: float) -> float:
 Sample = tuple[float, float, float]  # (received at, chunk → client ms, Redis XADD → client ms)
 
 
-async def _stream_run(url: str, key: str, session_id: str, samples: list[Sample]) -> None:
+class _Phase:
+    """What one phase of streams received, and the gateway's CPU while they streamed."""
+
+    def __init__(self) -> None:
+        self.samples: list[Sample] = []
+        self.events = 0  # every SSE event received (id: lines), deltas or not
+        self.gateway_cpu_s = 0.0
+
+
+def _gateway_cpu(root: int | None) -> float:
+    if root is None:
+        return 0.0
+    return sum(cpu for role, cpu in stack_cpu(root).values() if role == "gateway")
+
+
+async def _stream_run(url: str, key: str, session_id: str, phase: _Phase) -> None:
     """One ``stream=true`` run over a raw HTTP/1.1 connection (chunked SSE decoded by hand, so the
     client's own CPU does not swamp what is measured); per text delta: when it was read, chunk →
     client, and Redis XADD → client."""
+    samples = phase.samples
     parsed = httpx.URL(url)
     body = json.dumps({"text": "bench", "stream": True}).encode()
     reader, writer = await asyncio.open_connection(parsed.host, parsed.port)
@@ -99,6 +116,7 @@ async def _stream_run(url: str, key: str, session_id: str, samples: list[Sample]
             for raw in lines:
                 line = raw.decode()
                 if line.startswith("id: "):
+                    phase.events += 1
                     head_id = line[4:].split("-", 1)[0]  # Redis server time of the XADD
                     entry_ms = float(head_id) if head_id.isdigit() else now * 1000
                 elif line.startswith("event: "):
@@ -120,32 +138,43 @@ async def _sessions(client: httpx.AsyncClient, n: int) -> list[str]:
 
 
 async def _sse(
-    url: str, key: str, streams: int, runs_each: int, *, spread_s: float = 0.0
-) -> tuple[list[float], list[float]]:
+    url: str,
+    key: str,
+    streams: int,
+    runs_each: int,
+    *,
+    spread_s: float = 0.0,
+    root: int | None = None,
+) -> tuple[list[float], list[float], _Phase]:
     """Added latencies and Redis → client hops of ``streams`` sessions streaming ``runs_each``
     runs each. ``spread_s`` > 0: session ``i`` starts ``i * spread_s / streams`` late, and only
     deltas read while every session is inside its loop (after the last one started, before the
-    first one finished) count. ``spread_s`` = 0: all start together and every delta counts."""
+    first one finished) count. ``spread_s`` = 0: all start together and every delta counts.
+    The phase also counts every event received and, given the stack's ``root`` pid, the
+    gateway's CPU over the whole phase (after the warm-up)."""
     limits = httpx.Limits(max_connections=streams + 10, max_keepalive_connections=streams + 10)
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60, limits=limits) as c:
         sessions = await _sessions(c, streams)
-        await _stream_run(url, key, sessions[0], [])  # warm-up
-        samples: list[Sample] = []
+        await _stream_run(url, key, sessions[0], _Phase())  # warm-up
+        phase = _Phase()
         spans: list[tuple[float, float]] = []
 
         async def loop(i: int, session_id: str) -> None:
             await asyncio.sleep(i * spread_s / streams)
             started = time.time()
             for _ in range(runs_each):
-                await _stream_run(url, key, session_id, samples)
+                await _stream_run(url, key, session_id, phase)
             spans.append((started, time.time()))
 
+        cpu_before = _gateway_cpu(root)
         await asyncio.gather(*(loop(i, s) for i, s in enumerate(sessions)))
+        phase.gateway_cpu_s = _gateway_cpu(root) - cpu_before
+    samples = phase.samples
     if spread_s > 0:
         opened, closed = max(a for a, _ in spans), min(b for _, b in spans)
         samples = [s for s in samples if opened <= s[0] <= closed]
-    return [s[1] for s in samples], [s[2] for s in samples]
+    return [s[1] for s in samples], [s[2] for s in samples], phase
 
 
 async def _rps(url: str, key: str, clients: int, seconds: float) -> float:
@@ -167,6 +196,10 @@ def _paced_provider() -> tuple[subprocess.Popen[str], str]:
     return proc, proc.stdout.readline().strip()
 
 
+def _per_event_us(phase: _Phase) -> float:
+    return round(phase.gateway_cpu_s * 1e6 / max(phase.events, 1), 1)
+
+
 def main() -> int:
     """Run the benchmark and print the figures."""
     result: dict[str, Any] = {}
@@ -182,10 +215,13 @@ def main() -> int:
         stack = start_stack(home, workers=2, extra_env=env)
         try:
             url, key = stack.gateway_url, stack.api_key
-            one, _ = asyncio.run(_sse(url, key, 1, PACED_RUNS_1))
+            root = stack.process.pid
+            one, one_hops, one_phase = asyncio.run(_sse(url, key, 1, PACED_RUNS_1, root=root))
             answer_s = PACED_CHUNKS * PACED_INTERVAL_MS / 1000
-            fifty, fifty_hops = asyncio.run(_sse(url, key, 50, PACED_ROUNDS_50, spread_s=answer_s))
-            sync, sync_hops = asyncio.run(_sse(url, key, 50, SYNC_ROUNDS_50))
+            fifty, fifty_hops, fifty_phase = asyncio.run(
+                _sse(url, key, 50, PACED_ROUNDS_50, spread_s=answer_s, root=root)
+            )
+            sync, sync_hops, _ = asyncio.run(_sse(url, key, 50, SYNC_ROUNDS_50))
         finally:
             stop_stack(stack.process)
     finally:
@@ -196,8 +232,8 @@ def main() -> int:
     stack = start_stack(home, workers=2, extra_env={"SOONG_MODEL_PROVIDER": "fake"})
     try:
         url, key = stack.gateway_url, stack.api_key
-        sat_one, _ = asyncio.run(_sse(url, key, 1, RUNS_1))
-        sat_fifty, sat_hops = asyncio.run(_sse(url, key, 50, ROUNDS_50))
+        sat_one, _, _ = asyncio.run(_sse(url, key, 1, RUNS_1))
+        sat_fifty, sat_hops, _ = asyncio.run(_sse(url, key, 50, ROUNDS_50))
         rps = asyncio.run(_rps(url, key, 50, RPS_SECONDS))
     finally:
         stop_stack(stack.process)
@@ -208,8 +244,13 @@ def main() -> int:
         "sse_added_p99_ms_50": round(_pct(fifty, 0.99), 2),
         "get_session_rps_50": round(rps, 1),
         # The gateway's own share: Redis XADD (entry id time) → the client read the frame.
+        "sse_redis_to_client_p50_ms_1": round(statistics.median(one_hops), 2),
         "sse_redis_to_client_p50_ms_50": round(statistics.median(fifty_hops), 2),
         "sse_redis_to_client_p99_ms_50": round(_pct(fifty_hops, 0.99), 2),
+        # The gateway process's CPU over the 50-stream paced phase ÷ the events it delivered
+        # (every SSE event, not only deltas), and the same for one stream at a time.
+        "gateway_cpu_us_per_event_50": _per_event_us(fifty_phase),
+        "gateway_cpu_us_per_event_1": _per_event_us(one_phase),
         "sse_samples_1": len(one),
         "sse_samples_50": len(fifty),
         "sse_added_p50_ms_50_sync_start": round(statistics.median(sync), 2),
