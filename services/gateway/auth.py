@@ -15,13 +15,13 @@ import hmac
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from fastapi import Request
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
 from agent_core.bus.names import BusTtl
+from agent_core.bus.resp import LeanScript
 from services.gateway.errors import ApiError
 from services.gateway.keys import hash_key
 
@@ -113,7 +113,7 @@ class Authenticator:
         self._used_hash = names.api_keys_used
         self._rate = rate_per_s
         self._burst = burst
-        self._script: Any = redis.register_script(_SCRIPT)
+        self._script = LeanScript(redis, _SCRIPT)
 
     async def __call__(self, request: Request) -> Caller:
         """The caller, or 401 (unknown/revoked/missing key) / 429 (rate or failure limit)."""

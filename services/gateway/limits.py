@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_core.bus import BusNames
 from agent_core.bus.names import BusTtl
+from agent_core.bus.resp import LeanScript
 from services.gateway.errors import ApiError
 
 __all__ = ["BodyLimitMiddleware", "BodyTooLarge", "SseSlots"]
@@ -141,8 +142,8 @@ class SseSlots:
         self._names = names
         self.limit = limit
         self.gateway_id = gateway_id
-        self._acquire = redis.register_script(_ACQUIRE)
-        self._release = redis.register_script(_RELEASE)
+        self._acquire = LeanScript(redis, _ACQUIRE)
+        self._release = LeanScript(redis, _RELEASE)
 
     def _key(self, key_id: str) -> str:
         return self._names.sse_slots(key_id)

@@ -21,13 +21,16 @@ needs (docs/architecture.md, "Bus"):
 :class:`~agent_core.bus.resp_subscriber.LeanSubscriber` is the Pub/Sub side, on the same
 protocol.
 
-Only request/reply commands belong here; blocking reads, Lua scripts and admin stay on redis-py.
+Only request/reply commands belong here; Lua scripts and admin stay on redis-py. A blocking read
+shares no client: the gateway's SSE hub keeps a client of its own for its one blocking XREAD, with
+a watchdog that waits out the block (a blocked read would hold up every call queued behind it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import hashlib
 import logging
 import time
 import weakref
@@ -43,6 +46,7 @@ from redis.asyncio import Redis
 from redis.exceptions import (
     AuthenticationError,
     ConnectionError,
+    NoScriptError,
     ResponseError,
     TimeoutError,
 )
@@ -51,7 +55,9 @@ from agent_core.bus.broker import SOCKET_TIMEOUT_S
 
 __all__ = [
     "Arg",
+    "bulk",
     "LeanRedis",
+    "LeanScript",
     "RedisAddress",
     "close_lean",
     "encode",
@@ -73,6 +79,11 @@ def _error_from(reply: ResponseError) -> ResponseError:
     """The exception redis-py raises for this error reply (NOSCRIPT, WRONGPASS, … subclasses)."""
     parsed: ResponseError = BaseParser.parse_error(str(reply))  # type: ignore[no-untyped-call]
     return parsed
+
+
+def bulk(data: bytes) -> bytes:
+    """One argument as a RESP bulk string (for a caller that packs a command in parts)."""
+    return b"$%d\r\n%s\r\n" % (len(data), data)
 
 
 def encode(args: Command) -> bytes:
@@ -304,6 +315,15 @@ class LeanRedis:
             raise _error_from(reply)
         return reply
 
+    async def execute_packed(self, payload: bytes) -> Any:
+        """Like :meth:`execute`, for one command the caller packed itself (a RESP array of
+        :func:`bulk` strings): a command sent again and again with mostly the same arguments
+        keeps their encoding instead of encoding every argument each time."""
+        reply = (await self._call(payload, 1))[0]
+        if isinstance(reply, ResponseError):
+            raise _error_from(reply)
+        return reply
+
     async def execute_many(
         self, commands: Sequence[Command], *, raise_on_error: bool = True
     ) -> list[Any]:
@@ -321,6 +341,18 @@ class LeanRedis:
                 if raise_on_error:
                     raise err
         return replies
+
+    async def transaction(self, commands: Sequence[Command]) -> list[Any]:
+        """Run ``commands`` as one ``MULTI``/``EXEC`` transaction, sent in one write; return
+        their replies. The first error raises, as redis-py's transactional pipeline does: a
+        command refused while queued aborts the transaction (nothing runs); one that fails
+        while running leaves the others applied, as Redis does."""
+        replies = await self.execute_many([["MULTI"], *commands, ["EXEC"]])
+        results: list[Any] = replies[-1]
+        for reply in results:
+            if isinstance(reply, ResponseError):
+                raise _error_from(reply)
+        return results
 
     async def aclose(self) -> None:
         """Close the socket; pending calls fail with ``ConnectionError``."""
@@ -402,6 +434,26 @@ def lean_for(redis: Redis) -> LeanRedis:
         lean = _LEAN[redis] = LeanRedis(RedisAddress.of(redis))
         _LOOPS[lean] = loop
     return lean
+
+
+class LeanScript:
+    """A Lua script called through the lean client of a redis-py client, as redis-py's
+    ``register_script`` calls it: ``EVALSHA`` with the script's SHA-1, and ``EVAL`` with its text
+    when the server does not hold it (after a restart or ``SCRIPT FLUSH``; ``EVAL`` caches it
+    again). Replies are raw, as redis-py's are without ``decode_responses``."""
+
+    def __init__(self, redis: Redis, text: str) -> None:
+        self._redis = redis
+        self.text = text
+        self.sha = hashlib.sha1(text.encode()).hexdigest()
+
+    async def __call__(self, keys: Sequence[Arg] = (), args: Sequence[Arg] = ()) -> Any:
+        """Run the script on ``keys`` with ``args``; error replies raise as in :meth:`LeanRedis.execute`."""
+        lean = lean_for(self._redis)
+        try:
+            return await lean.execute("EVALSHA", self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await lean.execute("EVAL", self.text, len(keys), *keys, *args)
 
 
 async def close_lean(redis: Redis) -> None:

@@ -32,6 +32,7 @@ from redis.asyncio import Redis
 from agent_core.bus import BusNames
 from agent_core.bus.contracts.runs import RunNudge
 from agent_core.bus.names import BusTtl
+from agent_core.bus.resp import lean_for, xadd
 from agent_core.runqueue.models import QueuedRun
 
 __all__ = ["DrainStart", "InFlight", "SessionQueue"]
@@ -141,13 +142,15 @@ class SessionQueue:
         """Append ``run`` to its session's FIFO, list the session as pending, and nudge workers."""
         run = run.model_copy(update={"enqueued_at_ms": int(time.time() * 1000)})
         nudge = RunNudge(session_id=run.lane, run_id=run.run_id).model_dump_json()
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.rpush(self.names.session_fifo(run.lane), run.model_dump_json())
-            # Due now unless listed already (a leased lane keeps the time its lease runs out).
-            pipe.zadd(self.due_key, {run.lane: run.enqueued_at_ms}, nx=True)
-            # A plain JSON field map: the consumer reads it like any other entry (see codec).
-            pipe.xadd(self.names.runs, {"__data__": nudge}, maxlen=100_000, approximate=True)
-            await pipe.execute()
+        await lean_for(self.redis).transaction(
+            [
+                ["RPUSH", self.names.session_fifo(run.lane), run.model_dump_json()],
+                # Due now unless listed already (a leased lane keeps the time its lease runs out).
+                ["ZADD", self.due_key, "NX", run.enqueued_at_ms, run.lane],
+                # A plain JSON field map: the consumer reads it like any other entry (see codec).
+                xadd(self.names.runs, {"__data__": nudge}, maxlen=100_000),
+            ]
+        )
 
     async def nudge(self, session_id: str, run_id: str | None = None) -> None:
         """Wake a worker for ``session_id`` (used for branch runs and by the sweeper's tests)."""

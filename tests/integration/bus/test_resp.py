@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
 
 from agent_core.bus.broker import make_redis
-from agent_core.bus.resp import LeanRedis, RedisAddress, encode, lean_for, xadd
+from agent_core.bus.resp import LeanRedis, LeanScript, RedisAddress, encode, lean_for, xadd
 from agent_core.bus.resp_subscriber import LeanSubscriber
 from agent_core.bus.rpc import RpcClient
 from agent_core.service.valkey import EmbeddedValkey, find_free_port
@@ -279,3 +279,43 @@ async def test_rpc_start_waits_for_a_bus_that_comes_back(own_valkey: EmbeddedVal
     finally:
         await rpc.stop()
         await client.aclose()
+
+
+_SCRIPT = "redis.call('INCRBY', KEYS[1], ARGV[1]); return {redis.call('GET', KEYS[1]), ARGV[2]}"
+
+
+async def test_a_script_runs_by_its_sha_and_by_its_text_once_the_server_forgot_it(
+    own_valkey: EmbeddedValkey,
+) -> None:
+    redis = make_redis(own_valkey.url)
+    script = LeanScript(redis, _SCRIPT)
+    lean = lean_for(redis)
+    try:
+        assert await script(keys=["n"], args=[2, "x"]) == [b"2", b"x"]  # not loaded yet: EVAL
+        assert await lean.execute("SCRIPT", "EXISTS", script.sha) == [1]
+        assert await script(keys=["n"], args=[3, 1.5]) == [b"5", b"1.5"]  # EVALSHA
+        await lean.execute("SCRIPT", "FLUSH")
+        assert await script(keys=["n"], args=[1, "y"]) == [b"6", b"y"]
+        with pytest.raises(ResponseError, match="WRONGTYPE|not an integer"):
+            await LeanScript(redis, _SCRIPT)(keys=["n"], args=["not-a-number", "z"])
+    finally:
+        await lean.aclose()
+        await redis.aclose()
+
+
+async def test_a_transaction_applies_together_and_raises_what_failed(lean: LeanRedis) -> None:
+    key = _key()
+    assert await lean.transaction([["SET", key, "1"], ["INCR", key], ["GET", key]]) == [
+        b"OK",
+        2,
+        b"2",
+    ]
+    # Refused while queued (an unknown command): nothing of the transaction runs.
+    with pytest.raises(ResponseError):
+        await lean.transaction([["SET", key, "10"], ["NO-SUCH-COMMAND"]])
+    assert await lean.execute("GET", key) == b"2"
+    # Failing while running: the error raises, the other commands stay applied (as in Redis).
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await lean.transaction([["SET", key, "20"], ["LPUSH", key, "x"]])
+    assert await lean.execute("GET", key) == b"20"
+    assert await lean.execute("PING") == b"PONG"  # the connection stays in step

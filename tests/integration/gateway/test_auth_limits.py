@@ -105,6 +105,11 @@ async def test_sse_slots_belong_to_a_live_gateway(redis: Redis, names: BusNames)
     stop = asyncio.Event()
     beat = asyncio.create_task(b.heartbeat(stop))
     try:
+        # b is alive once its first beat has landed (a gateway beats from its start).
+        alive = names.sse_gateway_alive_prefix + "gw-b"
+        async with asyncio.timeout(10):
+            while not await redis.exists(alive):
+                await asyncio.sleep(0.01)
         await b.acquire("k")
         await b.acquire("k")
         with pytest.raises(ApiError):  # b is alive: its slots count for every gateway
