@@ -14,6 +14,14 @@ whose streams live on different nodes answers CROSSSLOT): each carries on from i
 its own, and the hub serves the clients that come later. The hub is a shortcut, never the only
 way. Batches are queued
 without bound; a run's stream is itself bounded (see :mod:`agent_core.runqueue.events`).
+
+What a streamed event costs the gateway is what this module spends per event, so the path is
+kept short: the read goes through a lean client of its own (one command naming every followed
+stream, built and parsed without redis-py's pool and retry machinery); an event is checked, not
+built (:func:`~agent_core.runqueue.events.forwardable`); a follower waits on its queue without a
+timer per event (one idle timer per follower, re-armed only when it fires); and while several
+runs stream, a read starts at most every ``_GATHER_S``, so events that arrive close together
+are taken by one read rather than one read each.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,24 +41,57 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_core.bus import BusNames
-from agent_core.bus.broker import MAX_BLOCK_MS
+from agent_core.bus.broker import MAX_BLOCK_MS, SOCKET_TIMEOUT_S
 from agent_core.bus.names import BusTtl
+from agent_core.bus.resp import LeanRedis, RedisAddress, bulk, lean_for
 from agent_core.runqueue import RunEventReader
-from agent_core.types.runtime import RUNTIME_EVENT, RunFinished, RuntimeEvent
+from agent_core.runqueue.events import RawEvent, forwardable
 
 __all__ = ["EventHub"]
 
 log = logging.getLogger("soong.gateway")
 
-Batch = list[tuple[str, RuntimeEvent, bytes]]
+Batch = list[RawEvent]
 _RETRY_S = 0.2
+# While more than one run streams, reads start at least this far apart (see the docstring).
+_GATHER_S = 0.002
+# Put in a follower's queue when it has been idle for its idle period (a batch is never empty).
+_IDLE: Batch = []
+
+
+class _Mailbox:
+    """What the read hands one follower, in order: an unbounded FIFO with one waiter (what
+    ``asyncio.Queue`` does for many getters, at a fraction of its cost per item)."""
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: deque[Batch | None] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: Batch | None) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self) -> Batch | None:
+        while not self._items:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._items.popleft()
 
 
 @dataclass(eq=False)
 class _Follower:
+    key: bytes  # the run's stream, encoded once as a RESP argument (the read names it each time)
     last: str
-    # A batch, or None: the hub's read failed, go on alone from ``last``.
-    queue: asyncio.Queue[Batch | None] = field(default_factory=asyncio.Queue)
+    # A batch; _IDLE; or None: the hub's read failed, go on alone from ``last``.
+    queue: _Mailbox = field(default_factory=_Mailbox)
+    fed_at: float = 0.0  # loop time of the last batch put in the queue
 
 
 class EventHub:
@@ -66,7 +108,7 @@ class EventHub:
         self._wake_last = "0-0"
         self._followers: dict[bytes, _Follower] = {}
         self._task: asyncio.Task[None] | None = None
-        self._conn: Redis | None = None
+        self._conn: LeanRedis | None = None
         self._closed = False
 
     async def exists(self, session_id: str, run_id: str) -> bool:
@@ -85,24 +127,26 @@ class EventHub:
             ):
                 yield batch
             return
-        follower = self._followers[key] = _Follower(after)
+        loop = asyncio.get_running_loop()
+        follower = self._followers[key] = _Follower(bulk(key), after, fed_at=loop.time())
+        idle_s = min(block_ms, MAX_BLOCK_MS) / 1000
+        timer = loop.call_later(idle_s, self._idle_check, follower, idle_s)
         try:
             self._start()
             await self._wake()
-            idle_s = min(block_ms, MAX_BLOCK_MS) / 1000
             while True:
-                try:
-                    async with asyncio.timeout(idle_s):
-                        item = await follower.queue.get()
-                except TimeoutError:
-                    yield None
-                    continue
+                item = await follower.queue.get()
                 if item is None:
                     break
+                if item is _IDLE:
+                    yield None
+                    continue
                 yield item
-                if isinstance(item[-1][1], RunFinished):
+                if item[-1][1] == "run_finished":
                     return
         finally:
+            timer.cancel()
+            follower.fed_at = -1.0  # the timer, if it is running now, stops re-arming
             if self._followers.get(key) is follower:
                 del self._followers[key]
         async for batch in self._reader.follow_raw(
@@ -113,14 +157,12 @@ class EventHub:
     async def close(self) -> None:
         """Stop the read (followers still waiting see the stream end with an error)."""
         self._closed = True
-        if self._conn is not None:  # breaks a blocked read at once (cancelling may wait it out)
-            await self._conn.connection_pool.disconnect()
+        if self._conn is not None:  # fails a blocked read at once
+            await self._conn.aclose()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._conn is not None:
-            await self._conn.aclose()
         with contextlib.suppress(Exception):
             await self._redis.delete(self._wake_key)
 
@@ -128,17 +170,35 @@ class EventHub:
 
     def _start(self) -> None:
         if self._task is None:
-            # A connection of its own: the read blocks it for up to MAX_BLOCK_MS at a time.
-            pool = self._redis.connection_pool
-            own = type(pool)(connection_class=pool.connection_class, **pool.connection_kwargs)
-            self._conn = Redis(connection_pool=own)
+            # A connection of its own: the read blocks it for up to the block time, so its
+            # watchdog waits that long plus the usual socket timeout; a failed read is not
+            # retried here (the followers go on alone, see _read).
+            self._conn = LeanRedis(
+                RedisAddress.of(self._redis),
+                socket_timeout=self._block_ms / 1000 + SOCKET_TIMEOUT_S,
+                retries=0,
+            )
             self._task = asyncio.create_task(self._run(), name="sse-hub")
 
     async def _wake(self) -> None:
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.xadd(self._wake_key, {"w": "1"}, maxlen=8, approximate=False)
-            pipe.pexpire(self._wake_key, BusTtl.GATEWAY_WAKE_MS)
-            await pipe.execute()
+        await lean_for(self._redis).execute_many(
+            [
+                ["XADD", self._wake_key, "MAXLEN", 8, "*", "w", "1"],
+                ["PEXPIRE", self._wake_key, BusTtl.GATEWAY_WAKE_MS],
+            ]
+        )
+
+    def _idle_check(self, follower: _Follower, idle_s: float) -> None:
+        """Tell an idle follower so (its stream sends a keep-alive); re-armed while it follows."""
+        if follower.fed_at < 0:
+            return
+        loop = asyncio.get_running_loop()
+        due = follower.fed_at + idle_s
+        if loop.time() >= due:
+            follower.queue.put_nowait(_IDLE)
+            follower.fed_at = due = loop.time()
+            due += idle_s
+        loop.call_at(due, self._idle_check, follower, idle_s)
 
     async def _run(self) -> None:
         try:
@@ -154,23 +214,35 @@ class EventHub:
     async def _read(self) -> None:
         assert self._conn is not None
         wake = self._wake_key.encode()
+        fixed = (b"XREAD", b"COUNT", b"500", b"BLOCK", b"%d" % self._block_ms, b"STREAMS")
+        head = b"".join(bulk(arg) for arg in fixed)
+        wake_arg = bulk(wake)
+        loop = asyncio.get_running_loop()
+        began = 0.0
         while not self._closed:
-            streams: dict[bytes | str | memoryview, int | bytes | str | memoryview] = {
-                wake: self._wake_last
-            }
+            if len(self._followers) > 1:
+                pause = began + _GATHER_S - loop.time()
+                if pause > 0:
+                    await asyncio.sleep(pause)
+            began = loop.time()
             # The followers this read serves, as they are now: one that leaves while the read
             # blocks may be replaced by a follower of the same run from an earlier position (a
             # client resuming after the last event it processed, not the last one sent to it);
             # what this read returns is from the old position and must not reach the new one,
             # which the next read serves from its own.
             reading = dict(self._followers)
-            streams.update({key: f.last for key, f in reading.items()})
+            # XREAD COUNT 500 BLOCK <ms> STREAMS <wake> <key>… <wake id> <id>…, packed from
+            # parts: every followed key is encoded once, when its follower joins.
+            parts = [b"*%d\r\n" % (6 + 2 * (len(reading) + 1)), head, wake_arg]
+            parts += [f.key for f in reading.values()]
+            parts.append(bulk(self._wake_last.encode()))
+            parts += [bulk(f.last.encode()) for f in reading.values()]
             try:
-                reply: Any = await self._conn.xread(streams, count=500, block=self._block_ms)
+                reply: Any = await self._conn.execute_packed(b"".join(parts))
             except (RedisConnectionError, RedisTimeoutError) as exc:
                 task = asyncio.current_task()
                 if self._closed or (task is not None and task.cancelling()):
-                    # redis-py can turn the cancellation of a blocked read into this.
+                    # close() fails the blocked read this way.
                     raise asyncio.CancelledError from exc
                 # The followers go on alone; later ones try the hub again.
                 log.warning("SSE hub read failed: %s", type(exc).__name__)
@@ -195,9 +267,9 @@ class EventHub:
     def _deliver(self, key: bytes, follower: _Follower, entries: list[Any]) -> None:
         batch: Batch = []
         for entry_id, fields in entries:
-            raw = fields[b"data"]
             try:
-                event = RUNTIME_EVENT.validate_json(raw)
+                # An entry is [id, [field, value, ...]] with the one field "data".
+                kind, raw = forwardable(fields[fields.index(b"data") + 1])
             except ValueError:  # the follower's own reader meets it again and reports it
                 del self._followers[key]
                 if batch:
@@ -205,10 +277,11 @@ class EventHub:
                 follower.queue.put_nowait(None)
                 return
             follower.last = _text(entry_id)
-            batch.append((follower.last, event, raw))
-            if isinstance(event, RunFinished):
+            batch.append((follower.last, kind, raw))
+            if kind == "run_finished":
                 del self._followers[key]  # nothing follows the end
                 break
+        follower.fed_at = asyncio.get_running_loop().time()
         follower.queue.put_nowait(batch)
 
 

@@ -284,9 +284,14 @@ async def _follow(
     async for batch in gw.events.follow_raw(session_id, run_id, after=after, block_ms=block_ms):
         if batch is not None:
             idle_ms = 0
-            # What one read returned goes out as one write; the stored JSON is the event's
-            # model_dump_json (validated on read), forwarded as it is.
-            data = b"".join(_frame_json(i, e.type, raw.decode()) for i, e, raw in batch)
+            # What one read returned goes out as one write; each event's JSON is forwarded as
+            # stored (checked on read, see agent_core.runqueue.events.forwardable).
+            data = b"".join(
+                [
+                    b"id: %s\nevent: %s\ndata: %s\n\n" % (i.encode(), t.encode(), raw)
+                    for i, t, raw in batch
+                ]
+            )
             yield data, batch[-1][0]
             continue
         idle_ms += block_ms

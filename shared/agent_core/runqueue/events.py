@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
 from agent_core.bus.broker import MAX_BLOCK_MS
 from agent_core.bus.names import BusTtl
 from agent_core.bus.resp import Arg, lean_for, xadd
+from agent_core.types._fields import RunId, SessionId
 from agent_core.types.runtime import (
     RUNTIME_EVENT,
     RunFinished,
@@ -31,7 +34,54 @@ from agent_core.types.runtime import (
     RuntimeEvent,
 )
 
-__all__ = ["RunEventReader", "RunEventWriter"]
+__all__ = ["RawEvent", "RunEventReader", "RunEventWriter", "forwardable"]
+
+# An event as a relay forwards it: (stream entry id, event type, JSON on one line).
+RawEvent = tuple[str, str, bytes]
+
+
+class _EventHead(BaseModel):
+    """What a relay reads of an event: its kind and whose it is (the rest is forwarded)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    type: Literal[
+        "text_delta",
+        "tool_started",
+        "tool_result",
+        "node_created",
+        "run_status_changed",
+        "usage",
+        "phase",
+        "permission_requested",
+        "task_changed",
+        "error",
+        "run_finished",
+    ]
+    run_id: RunId
+    session_id: SessionId
+
+
+_HEAD = TypeAdapter(_EventHead)
+# Bytes that would end an SSE data line: raw CR/LF (JSON whitespace) and the line breaks many
+# clients split on (U+2028, U+2029, NEL), which JSON leaves unescaped inside strings.
+_BREAK = re.compile(rb"[\r\n]|\xe2\x80[\xa8\xa9]|\xc2\x85")  # CR, LF, U+2028/9, NEL in UTF-8
+_ESCAPES = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
+def forwardable(raw: bytes) -> tuple[str, bytes]:
+    """The type of a stored event and its JSON, safe to send as one SSE ``data:`` line.
+
+    Checks what a relay relies on (a JSON object of a known event type naming its run and
+    session; ``ValueError`` if not) without building the event: a relay forwards the bytes
+    as stored, which the run's writer serialized from a validated event. JSON that holds a
+    line break is rebuilt from the full event (validated then), with those breaks escaped.
+    """
+    head = _HEAD.validate_json(raw)
+    if _BREAK.search(raw) is not None:
+        text = RUNTIME_EVENT.validate_json(raw).model_dump_json()
+        raw = text.translate(_ESCAPES).encode()
+    return head.type, raw
+
 
 _MAXLEN = 50_000
 
@@ -208,8 +258,8 @@ class RunEventReader:
             if batch is None:
                 yield None
                 continue
-            for entry_id, event, _ in batch:
-                yield entry_id, event
+            for entry_id, _, raw in batch:
+                yield entry_id, RUNTIME_EVENT.validate_json(raw)
 
     async def follow_raw(
         self,
@@ -218,9 +268,9 @@ class RunEventReader:
         *,
         after: str = "0-0",
         block_ms: int = 15_000,
-    ) -> AsyncIterator[list[tuple[str, RuntimeEvent, bytes]] | None]:
-        """Like :meth:`follow`, one list per read (what arrived together), each event with its
-        JSON as stored (validated, so safe to forward: a relay need not serialize it again)."""
+    ) -> AsyncIterator[list[RawEvent] | None]:
+        """Like :meth:`follow`, one list per read (what arrived together), each event as
+        :func:`forwardable` gives it: a relay sends it on without building it again."""
         stream = self._names.run_events(session_id, run_id)
         last = after
         block = min(block_ms, MAX_BLOCK_MS)
@@ -229,14 +279,13 @@ class RunEventReader:
             if not reply:
                 yield None
                 continue
-            batch = []
+            batch: list[RawEvent] = []
             for entry_id, fields in reply[0][1]:
                 last = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-                raw = fields[b"data"]
-                event = RUNTIME_EVENT.validate_json(raw)
-                batch.append((last, event, raw))
-                if isinstance(event, RunFinished):
+                kind, raw = forwardable(fields[b"data"])
+                batch.append((last, kind, raw))
+                if kind == "run_finished":
                     break
             yield batch
-            if isinstance(batch[-1][1], RunFinished):
+            if batch[-1][1] == "run_finished":
                 return

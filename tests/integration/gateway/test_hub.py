@@ -12,7 +12,7 @@ from agent_core.bus import BusNames, make_redis
 from agent_core.ids import new_id, new_session_id
 from agent_core.runqueue import RunEventWriter
 from agent_core.types.enums import RunStatus
-from agent_core.types.runtime import RunFinished, RunTextDelta
+from agent_core.types.runtime import RUNTIME_EVENT, RunFinished, RunTextDelta
 from services.gateway.hub import EventHub
 
 
@@ -20,7 +20,10 @@ async def _collect(hub: EventHub, sid: str, run_id: str, after: str = "0-0") -> 
     events: list[Any] = []
     async for batch in hub.follow_raw(sid, run_id, after=after, block_ms=10_000):
         assert batch is not None, "idle: the hub did not deliver"
-        events += [(entry_id, event) for entry_id, event, _ in batch]
+        for entry_id, kind, raw in batch:
+            event = RUNTIME_EVENT.validate_json(raw)
+            assert kind == event.type
+            events.append((entry_id, event))
     return events
 
 
@@ -136,3 +139,31 @@ async def test_a_refused_read_never_turns_the_hub_off(redis: Redis, names: BusNa
         assert isinstance(events[-1][1], RunFinished) and len(events) == 4
     finally:
         await hub.close()
+
+
+async def test_an_idle_follower_hears_so_and_then_gets_its_events(
+    redis: Redis, names: BusNames
+) -> None:
+    """Idle periods come as ``None`` (the stream sends a keep-alive), however long the wait,
+    and never stand in for an event."""
+    hub = EventHub(redis, names, read_block_ms=60_000)
+    sid, run_id = new_session_id(), new_id("run")
+    items: list[Any] = []
+    idle_twice = asyncio.Event()
+
+    async def follow() -> None:
+        async for batch in hub.follow_raw(sid, run_id, block_ms=50):
+            items.append(batch)
+            if items[-2:] == [None, None]:
+                idle_twice.set()
+
+    try:
+        follower = asyncio.create_task(follow())
+        await asyncio.wait_for(idle_twice.wait(), timeout=10)
+        await _emit_turns(redis, names, sid, [run_id], turns=2)
+        await asyncio.wait_for(follower, timeout=10)
+    finally:
+        await hub.close()
+    events = [RUNTIME_EVENT.validate_json(raw) for batch in items if batch for _, _, raw in batch]
+    assert [e.type for e in events] == ["text_delta", "text_delta", "run_finished"]
+    assert items[:2] == [None, None] and items[-1][-1][1] == "run_finished"
