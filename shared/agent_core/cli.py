@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from types import ModuleType
+from typing import NoReturn
 
 __all__ = ["COMMAND_GROUP", "build_parser", "main"]
 
@@ -32,6 +33,14 @@ COMMAND_GROUP = "soong_agent.commands"
 _CONFIG_ERROR_EXIT = 2
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error in the one-line form of every other failure (``error: … [usage]``),
+    naming the ``--help`` that shows the usage; subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see `{self.prog} --help`) [usage]\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every registered command (also read by the compose check)."""
     return _build()[0]
@@ -39,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _build() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
     """The parser and, per command name, the module that carries it out."""
-    parser = argparse.ArgumentParser(prog="soong-agent", description="soong-agent runtime")
+    parser = _Parser(prog="soong-agent", description="soong-agent runtime")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("asyncapi", help="print the AsyncAPI document of the bus")
     owners: dict[str, ModuleType] = {}

@@ -147,3 +147,22 @@ def test_backup_and_restore_refuse_what_they_cannot_do(
     (home / "sessions.sqlite").write_text("a database is here")
     assert main(["restore", str(done)]) == 2  # never over a home that has a database
     _one_error_line(capsys.readouterr().err, "restore_target_in_use")
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["bogus"], "invalid choice: 'bogus'"),
+        (["keys", "create"], "--account"),
+        (["assistants", "show"], "name"),
+    ],
+)
+def test_a_usage_mistake_is_one_error_line_too(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    _one_error_line(err, "usage")
+    assert said in err and "--help" in err
