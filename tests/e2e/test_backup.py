@@ -1,5 +1,6 @@
-"""``soong-agent backup`` under load (50 sessions, 10 turns each and on until the backup is
-taken), ``restore`` into a new home: the new home answers for every session as the old one did at
+"""``soong-agent backup`` under load (sessions × turns each and on until the backup is taken:
+20 × 6 in ``make test``; ``SOONG_BACKUP_LOAD=50x10`` for the issue's full 50 × 10), ``restore``
+into a new home: the new home answers for every session as the old one did at
 the backup.
 
 What "at the backup" was is read from the backup's own database copy (sqlite3, read-only: the
@@ -29,8 +30,8 @@ from tests.conftest import REPO, Stack, start_stack, stop_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
-SESSIONS, TURNS = 20, 6
-BACKUP_AFTER = 60  # turns finished when the backup starts: mid-load
+SESSIONS, TURNS = (int(n) for n in os.environ.get("SOONG_BACKUP_LOAD", "20x6").split("x"))
+BACKUP_AFTER = SESSIONS * TURNS // 2  # turns finished when the backup starts: mid-load
 TERMINAL = {"completed", "failed", "cancelled", "aborted"}
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from soong_agent._sse import SseDecoder
 from tests.conftest import REPO
-from tests.e2e.gateway.conftest import Gw
+from tests.e2e.gateway.conftest import Gw, new_session, run_message
 
 pytestmark = pytest.mark.e2e
 
@@ -91,3 +91,39 @@ def test_the_sdk_example_runs_as_written(gw: Gw) -> None:
     assert done.returncode == 0, done.stderr
     assert "[fake model]" in done.stdout
     assert "[completed] tools: ['lookup']" in done.stdout
+
+
+def _data_table() -> dict[str, str]:
+    """The README's "Where data lives" table: path → what it says is there."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Where data lives", 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^\| `([^`]+)` \| (.+) \|$", section, re.M))
+
+
+def test_the_data_table_names_everything_a_home_holds(gw: Gw) -> None:
+    """An operator who backs up what the table lists saves everything: every entry of a serving
+    home is in it, and the session's data is where the table says (the shards, not the
+    catalog file)."""
+    table = _data_table()
+    listed = {path.split("/")[0] for path in table}
+    with gw.client() as client:
+        session_id = new_session(client)
+        run_message(client, session_id)
+    home = gw.stack.home
+    companions = ("-wal", "-shm", ".lock")  # SQLite's and the writer's files beside a database
+    unlisted = [
+        p.name
+        for p in home.iterdir()
+        # the operator's own file, and what this harness saves of `up`'s output
+        if p.name not in ("config.toml", "up.log")
+        and p.name not in listed
+        and not any(p.name.removesuffix(c) in listed for c in companions)
+    ]
+    assert not unlisted, f"in the home but not in the README's table: {unlisted}"
+    assert "catalog" in table["sessions.sqlite"]
+    assert "the data" in table["sessions.sqlite.shards/NN.sqlite"]
+    needle = session_id.encode()
+    catalog = [p for p in home.glob("sessions.sqlite*") if p.is_file()]
+    shards = list((home / "sessions.sqlite.shards").iterdir())
+    assert any(needle in p.read_bytes() for p in shards if p.is_file())
+    assert not any(needle in p.read_bytes() for p in catalog)
