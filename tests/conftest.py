@@ -198,6 +198,24 @@ class Stack:
         return self.log_path.read_text(errors="replace")
 
 
+def wait_until_answers(
+    proc: subprocess.Popen[bytes], url: str, log: Path, *, timeout_s: float, what: str
+) -> None:
+    """Poll ``url`` until it answers 200; ``AssertionError`` with the end of ``log`` if ``proc``
+    exits first or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"{what} exited early:\n{log.read_text()[-4000:]}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not ready in {timeout_s:.0f} s:\n{log.read_text()[-4000:]}")
+
+
 def start_stack(
     home: Path,
     *,
@@ -233,19 +251,11 @@ def start_stack(
         )
     url = f"http://127.0.0.1:{port}"
     # Generous: on a loaded 2-core machine six Python services can take a minute to import.
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"stack exited early:\n{log_path.read_text()}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    else:
+    try:
+        wait_until_answers(proc, f"{url}/readyz", log_path, timeout_s=120, what="stack")
+    except AssertionError:
         stop_stack(proc)
-        raise AssertionError(f"stack not ready in 120 s:\n{log_path.read_text()}")
+        raise
     printed = log_path.read_bytes()[offset:].decode(errors="replace")
     match = re.search(r"API key for account 'dev': (sa_live_[\w-]+)", printed)
     if bool(match) != new_key:

@@ -12,17 +12,15 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agent_core.service.valkey import find_free_port
-from tests.conftest import REPO, Stack, start_stack, stop_stack
+from tests.conftest import REPO, Stack, start_stack, stop_stack, wait_until_answers
 
 WINDOW = 2048
 MODEL = "smollm2-135m-instruct"
@@ -89,17 +87,7 @@ def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServ
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
-        for _ in range(600):
-            if proc.poll() is not None:
-                raise AssertionError(f"the model server exited:\n{log.read_text()[-4000:]}")
-            try:
-                if httpx.get(f"{base_url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        else:
-            raise AssertionError(f"the model server never answered:\n{log.read_text()[-4000:]}")
+        wait_until_answers(proc, f"{base_url}/models", log, timeout_s=120, what="the model server")
         yield ModelServer(base_url, log)
     finally:
         proc.terminate()
