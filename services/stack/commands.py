@@ -24,6 +24,7 @@ import uvloop
 from agent_core.bus import BusNames
 from agent_core.config import Settings, load_settings
 from agent_core.errors import ConfigError
+from services.stack.stackfile import STACK_FILE
 
 __all__ = ["run", "settings_with_stack"]
 
@@ -54,8 +55,6 @@ def settings_with_stack(settings: Settings) -> Settings:
     """Fill ``bus.redis_url`` from a running ``up`` (embedded Valkey) when it is not configured."""
     if settings.bus.redis_url:
         return settings
-    from services.stack.up import STACK_FILE
-
     stack = settings.home / STACK_FILE
     if stack.exists():
         try:
@@ -163,8 +162,8 @@ def _compose_check(file: Path) -> int:
     from services.stack.deploy import check_compose
 
     problems = check_compose(file, build_parser())
-    for problem in problems:
-        print(problem, file=sys.stderr)
+    for problem in problems:  # every problem at once, each in the CLI's one error form
+        print(f"error: {problem} [compose_check]", file=sys.stderr)
     if not problems:
         print(f"{file}: ok")
     return 1 if problems else 0

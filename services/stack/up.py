@@ -19,7 +19,6 @@ import signal
 import socket
 import sys
 import time
-from pathlib import Path
 
 import httpx
 
@@ -38,10 +37,9 @@ from agent_core.service.valkey import (
     home_password,
     write_private,
 )
+from services.stack.stackfile import STACK_FILE
 
 __all__ = ["STACK_FILE", "run_stack"]
-
-STACK_FILE = Path("run/stack.json")
 
 
 class Say:

@@ -52,3 +52,18 @@ def test_importing_the_sdk_package_loads_the_client_only_when_used() -> None:
 
 def test_serve_offers_every_service() -> None:
     assert SERVICES == SERVICE_NAMES
+
+
+def test_the_key_commands_load_redis_but_not_the_broker_library() -> None:
+    # `soong-agent keys` talks to Redis alone: FastStream (about half a second of CPU) stays out.
+    code = (
+        "import sys\n"
+        "from services.gateway.devkey import reachable_redis\n"
+        "from services.gateway.keys import ApiKeyStore\n"
+        "from services.stack.commands import settings_with_stack\n"
+        "print('redis' in sys.modules, 'faststream' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert done.stdout.split() == ["True", "False"], done.stderr

@@ -2,13 +2,16 @@
 
 See ``docs/architecture.md`` ("Bus") for why it is built this way: FastStream reads
 new entries; pending entries are recovered here; replies travel over one Pub/Sub channel per process.
+
+Only the names are imported eagerly: the rest loads on first use, so a command that needs a
+stream's name (``soong-agent keys``) does not pay for the broker library's import.
 """
 
-from agent_core.bus.broker import make_broker, make_redis
-from agent_core.bus.codec import DecodeError, decode_fields, validate_body
-from agent_core.bus.consumer import ConsumerOptions, RawEntry, StreamConsumer
-from agent_core.bus.dead_letters import DeadLetterSink
-from agent_core.bus.delivery import Delivery
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from agent_core.bus.names import (
     GROUP_MEMORY,
     GROUP_RUN_WORKERS,
@@ -17,9 +20,46 @@ from agent_core.bus.names import (
     SERVICE_NAMES,
     BusNames,
 )
-from agent_core.bus.publish import publish
-from agent_core.bus.recovery import drain_own, reclaim_idle, reclaim_loop
-from agent_core.bus.rpc import RpcClient
+
+if TYPE_CHECKING:
+    from agent_core.bus.broker import make_broker
+    from agent_core.bus.codec import DecodeError, decode_fields, validate_body
+    from agent_core.bus.connection import make_redis
+    from agent_core.bus.consumer import ConsumerOptions, RawEntry, StreamConsumer
+    from agent_core.bus.dead_letters import DeadLetterSink
+    from agent_core.bus.delivery import Delivery
+    from agent_core.bus.publish import publish
+    from agent_core.bus.recovery import drain_own, reclaim_idle, reclaim_loop
+    from agent_core.bus.rpc import RpcClient
+
+# name → the submodule that defines it, imported when the name is first asked for
+_LAZY = {
+    "make_broker": "broker",
+    "make_redis": "connection",
+    "DecodeError": "codec",
+    "decode_fields": "codec",
+    "validate_body": "codec",
+    "ConsumerOptions": "consumer",
+    "RawEntry": "consumer",
+    "StreamConsumer": "consumer",
+    "DeadLetterSink": "dead_letters",
+    "Delivery": "delivery",
+    "publish": "publish",
+    "drain_own": "recovery",
+    "reclaim_idle": "recovery",
+    "reclaim_loop": "recovery",
+    "RpcClient": "rpc",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # once: later lookups are plain module attributes
+    return value
+
 
 __all__ = [
     "GROUP_MEMORY",

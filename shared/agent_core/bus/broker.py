@@ -7,9 +7,10 @@ import logging
 from faststream.redis import RedisBroker
 from faststream.redis.subscriber.usecases import basic as _basic
 from faststream.redis.subscriber.usecases import stream_subscriber as _streams
-from redis.asyncio import BlockingConnectionPool, Redis
 
-from agent_core.bus.connection import CancelSafeConnection
+# make_redis and its limits live beside the connection class, so that a command needing only
+# Redis does not import FastStream; re-exported here where they were first defined.
+from agent_core.bus.connection import MAX_BLOCK_MS, SOCKET_TIMEOUT_S, make_redis
 
 __all__ = ["MAX_BLOCK_MS", "SOCKET_TIMEOUT_S", "make_broker", "make_redis"]
 
@@ -31,33 +32,3 @@ for _module in (_basic, _streams):  # the stream subscriber holds its own copy o
 def make_broker(url: str, *, graceful_timeout: float = 15.0) -> RedisBroker:
     """A FastStream Redis broker. No I/O happens here: ``await broker.start()`` connects."""
     return RedisBroker(url, logger=_FASTSTREAM_LOG, graceful_timeout=graceful_timeout)
-
-
-# redis-py 8 defaults to a 5 s socket timeout, which would cut blocking reads (XREAD BLOCK) of
-# run event streams; blocking calls here block for at most MAX_BLOCK_MS, well inside this limit.
-SOCKET_TIMEOUT_S = 30.0
-MAX_BLOCK_MS = 10_000
-
-
-# A busy worker runs dozens of runs at once, each with concurrent reads, writes, an event writer
-# and a lease heartbeat. redis-py's default pool *fails* past 100 connections; this pool waits
-# for a free connection instead (up to POOL_WAIT_S), so load slows a call down, never fails it.
-MAX_CONNECTIONS = 512
-POOL_WAIT_S = 10.0
-
-
-def make_redis(url: str) -> Redis:
-    """A redis-py asyncio client (hiredis parser when installed) for commands FastStream lacks."""
-    # A plain TCP URL gets the connection whose writes never drop a cancel (see its module);
-    # others keep redis-py's class for their scheme.
-    tcp = {"connection_class": CancelSafeConnection} if url.startswith("redis://") else {}
-    pool = BlockingConnectionPool.from_url(
-        url,
-        **tcp,
-        max_connections=MAX_CONNECTIONS,
-        timeout=POOL_WAIT_S,
-        health_check_interval=30,
-        socket_timeout=SOCKET_TIMEOUT_S,
-        socket_connect_timeout=5,
-    )
-    return Redis.from_pool(pool)  # the client owns the pool: aclose() closes its connections

@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from redis.asyncio import Connection
+from redis.asyncio import BlockingConnectionPool, Connection, Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ["CancelSafeConnection"]
+__all__ = ["MAX_BLOCK_MS", "SOCKET_TIMEOUT_S", "CancelSafeConnection", "make_redis"]
 
 
 class CancelSafeConnection(Connection):
@@ -56,3 +56,33 @@ class CancelSafeConnection(Connection):
         except BaseException:
             await self.disconnect(nowait=True)
             raise
+
+
+# redis-py 8 defaults to a 5 s socket timeout, which would cut blocking reads (XREAD BLOCK) of
+# run event streams; blocking calls here block for at most MAX_BLOCK_MS, well inside this limit.
+SOCKET_TIMEOUT_S = 30.0
+MAX_BLOCK_MS = 10_000
+
+
+# A busy worker runs dozens of runs at once, each with concurrent reads, writes, an event writer
+# and a lease heartbeat. redis-py's default pool *fails* past 100 connections; this pool waits
+# for a free connection instead (up to POOL_WAIT_S), so load slows a call down, never fails it.
+MAX_CONNECTIONS = 512
+POOL_WAIT_S = 10.0
+
+
+def make_redis(url: str) -> Redis:
+    """A redis-py asyncio client (hiredis parser when installed) for commands FastStream lacks."""
+    # A plain TCP URL gets the connection whose writes never drop a cancel (see its module);
+    # others keep redis-py's class for their scheme.
+    tcp = {"connection_class": CancelSafeConnection} if url.startswith("redis://") else {}
+    pool = BlockingConnectionPool.from_url(
+        url,
+        **tcp,
+        max_connections=MAX_CONNECTIONS,
+        timeout=POOL_WAIT_S,
+        health_check_interval=30,
+        socket_timeout=SOCKET_TIMEOUT_S,
+        socket_connect_timeout=5,
+    )
+    return Redis.from_pool(pool)  # the client owns the pool: aclose() closes its connections
