@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -222,11 +222,12 @@ def start_stack(
     workers: int = 2,
     extra_env: dict[str, str] | None = None,
     new_key: bool = True,
+    args: Sequence[str] = (),
 ) -> Stack:
     """Start ``soong-agent up`` in its own process group and wait until /readyz answers 200.
 
     ``new_key=False``: the home already has its development key, so none is printed (``api_key``
-    is then empty).
+    is then empty). ``args``: more of ``up``'s options (``--fake-provider``).
     """
     port = find_free_port()
     env = {
@@ -242,7 +243,7 @@ def start_stack(
     offset = log_path.stat().st_size if log_path.exists() else 0  # a restart appends
     with log_path.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agent_core.cli", "up", "--workers", str(workers)],
+            [sys.executable, "-m", "agent_core.cli", "up", "--workers", str(workers), *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,

@@ -40,6 +40,7 @@ def test_second_up_exits_and_the_first_keeps_serving(tmp_path: Path) -> None:
     first = start_stack(home, workers=1, extra_env=fake)
     try:
         stack_file = (home / "run" / "stack.json").read_text()
+        assert "DEMO MODE" not in first.log()  # a provider set by the environment is no demo
         port = int(first.gateway_url.rsplit(":", 1)[1])
         second = _up(home, port)
         assert second.returncode == 2
@@ -53,9 +54,11 @@ def test_second_up_exits_and_the_first_keeps_serving(tmp_path: Path) -> None:
     finally:
         assert stop_stack(first.process) == 0
     # The next `up` on this home reuses its development key: printed by id, never again in full.
-    again = start_stack(home, workers=1, extra_env=fake, new_key=False)
+    # It is `make demo`'s command this time, whose banner says what to send the demo model.
+    again = start_stack(home, workers=1, new_key=False, args=["--fake-provider"])
     try:
         assert "development key " in again.log()
+        assert "DEMO MODE — answers come from a scripted demo model: send it 'help'" in again.log()
         assert _one_run(again.gateway_url, first.api_key) == "event: run_finished"
         listing = subprocess.run(
             [sys.executable, "-m", "agent_core.cli", "keys", "list"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -85,6 +86,30 @@ async def test_interactions_become_memory_after_the_debounce_and_render_for_a_ru
     assert "结论" not in await client.render("acme", [])  # only the run's enabled skills
     # Pending state is gone once consolidated.
     await wait_for(lambda: _drained(ctx, names), timeout_s=5)
+
+
+async def test_a_memory_model_without_its_key_is_named_once_and_rules_still_work(
+    caplog: pytest.LogCaptureFixture,
+    service: tuple[ServiceContext, MemoryClient],
+    tmp_path: Path,
+    names: BusNames,
+) -> None:
+    # caplog is set up before the service, so the start-up warning is in the setup records.
+    ctx, _ = service
+
+    def warnings() -> list[str]:
+        records = caplog.get_records("setup") + caplog.records
+        return [r.getMessage() for r in records if r.levelno == logging.WARNING]
+
+    await publish_interaction(ctx.redis, names, interaction(1, "以后金额都用美元。"))
+    user_md = tmp_path / "accounts" / "acme" / "memory" / "user.md"
+    await wait_for(lambda: _exists(user_md), timeout_s=15)
+    assert "美元" in user_md.read_text()  # consolidated by rules, without a model
+    named = [m for m in warnings() if "SOONG_TEST_NO_SUCH_KEY" in m]
+    assert named == [
+        "the memory model has no key (SOONG_TEST_NO_SUCH_KEY is not set): "
+        "consolidating with rules only"
+    ]
 
 
 async def test_gateway_read_write_with_etags(

@@ -31,8 +31,15 @@ def test_the_compose_file_passes(capsys: pytest.CaptureFixture[str]) -> None:
     assert "ok" in capsys.readouterr().out
 
 
-def test_the_compose_file_before_fails_on_each_known_fault() -> None:
-    problems = "\n".join(check_compose(BEFORE / "docker-compose.yml", build_parser()))
+def test_the_compose_file_before_fails_on_each_known_fault(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    found = check_compose(BEFORE / "docker-compose.yml", build_parser())
+    problems = "\n".join(found)
+    # The command prints every problem, each in the CLI's one error form, and exits 1.
+    assert main(["compose-check", str(BEFORE / "docker-compose.yml")]) == 1
+    printed = capsys.readouterr().err.splitlines()
+    assert printed == [f"error: {problem} [compose_check]" for problem in found]
     for fault in (
         "memory is mounted at /data/home/memory, where memory_extraction keeps nothing",
         "/data/home/accounts does not exist in the image",
