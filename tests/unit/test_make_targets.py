@@ -31,6 +31,16 @@ def test_running_installs_the_runtime_lock_only(tmp_path: Path, target: str) -> 
     assert "-r requirements.lock" not in plan
 
 
+@pytest.mark.parametrize(("target", "command"), [("run", "up"), ("demo", "up --fake-provider")])
+def test_run_starts_the_stack_and_demo_starts_it_with_the_demo_model(
+    tmp_path: Path, target: str, command: str
+) -> None:
+    # The banner of `make run` without a key names `make demo`: it must start the demo model.
+    venv = tmp_path / ".venv"
+    last = _planned(target, venv).strip().splitlines()[-1]
+    assert last == f"{venv}/bin/soong-agent {command}"
+
+
 def test_testing_installs_everything(tmp_path: Path) -> None:
     plan = _planned("test", tmp_path / ".venv")
     assert "-r requirements.lock" in plan

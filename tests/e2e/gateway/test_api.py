@@ -380,6 +380,8 @@ def test_files_and_artifacts(gw: Gw) -> None:
         ]
         only = c.get(f"/v1/sessions/{sid}/files", params={"area": "output"}).json()["items"]
         assert [f["path"] for f in only] == ["output/report.md"]
+        every = c.get(f"/v1/sessions/{sid}/files", params={"area": "all"}).json()["items"]
+        assert [f["path"] for f in every] == ["input/data.csv", "output/report.md"]
         _error(c.get(f"/v1/sessions/{sid}/artifacts/artifact_0000000000000000"), 404)
         _error(c.get(f"/v1/sessions/{sid}/artifacts/artifact_0000000000000000/content"), 404)
         # A symlink planted in output/ cannot lead out of the workspace.

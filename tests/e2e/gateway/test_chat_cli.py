@@ -115,6 +115,43 @@ def test_chat_says_how_a_cancelled_run_ended(gw: Gw) -> None:
     assert describe_end(ended) in out and "— run cancelled" in out
 
 
+def test_cancel_typed_while_the_answer_streams_cancels_the_run(gw: Gw) -> None:
+    """`/cancel` typed mid-answer reaches the run at once (not after the answer has ended)."""
+    with gw.client() as c:
+        sid = new_session(c)
+        env = {**os.environ, "SOONG_API_KEY": gw.stack.api_key, "COLUMNS": "200", "TERM": "dumb"}
+        argv = [sys.executable, "-m", "agent_core.cli", "chat", "--url", gw.stack.gateway_url]
+        with subprocess.Popen(
+            [*argv, "--session", sid],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=REPO,
+        ) as chat:
+            assert chat.stdin is not None
+            chat.stdin.write("long\n")  # the demo model's answer of many words, a few at a time
+            chat.stdin.flush()
+            deadline = time.monotonic() + 60
+            while not (runs := c.get(f"/v1/sessions/{sid}/runs").json()["items"]):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            run_id = runs[0]["run_id"]
+            events = f"/v1/sessions/{sid}/runs/{run_id}/events"
+            head: list[SseEvent] = []
+            while not any(e.event == "text_delta" for e in head):  # the answer is streaming
+                last = head[-1].id if head else None
+                head += read_events(c, events, stop_after=1, last_event_id=last)
+            chat.stdin.write("/cancel\n")
+            chat.stdin.flush()
+            out, err = chat.communicate("/quit\n", timeout=60)
+        assert chat.returncode == 0, err
+        run = c.get(f"/v1/sessions/{sid}/runs/{run_id}").json()
+    assert run["status"] == "cancelled", run
+    assert "— run cancelled" in out
+
+
 def test_chat_compact_compacts_the_session(gw: Gw) -> None:
     done = _chat(gw, "first question\nsecond question\n/compact\n/tree\n/quit\n")
     assert done.returncode == 0, done.stderr

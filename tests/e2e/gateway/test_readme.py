@@ -127,3 +127,5 @@ def test_the_data_table_names_everything_a_home_holds(gw: Gw) -> None:
     shards = list((home / "sessions.sqlite.shards").iterdir())
     assert any(needle in p.read_bytes() for p in shards if p.is_file())
     assert not any(needle in p.read_bytes() for p in catalog)
+    # The API keys live in the bus's data: an operator who backs up only the database loses them.
+    assert "API keys" in table["redis/"]

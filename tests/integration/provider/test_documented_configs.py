@@ -45,6 +45,14 @@ def test_the_document_has_a_config_for_each_kind_and_a_local_server() -> None:
         tomllib.loads(body)  # each parses as it is written
 
 
+def test_the_readme_shows_the_tested_config_of_each_kind() -> None:
+    # The README's blocks carry the same marker: each must be the document's (tested) block.
+    readme = {m["name"]: m["body"] for m in _BLOCK.finditer((REPO / "README.md").read_text())}
+    assert {"openai", "anthropic", "ollama", "openai-compatible"} <= set(readme)
+    documented = _documented()
+    assert {name: documented.get(name) for name in readme} == readme
+
+
 # (documented block, provider kind, the key variable the document names)
 CASES = [
     ("openai", "openai", "OPENAI_API_KEY"),
@@ -123,3 +131,29 @@ def test_servers_of_ones_own_need_no_key_unless_the_config_names_a_variable(tmp_
         tmp_path / "c", '[model]\nprovider = "openai"\nbase_url = "http://10.0.0.5:8000/v1"\n', {}
     )
     check_model_keys(no_key, {})
+
+
+# The address column of the document's table, and the address each adapter's client goes to when
+# the config names no base_url (the SDKs' own defaults for the hosted APIs).
+_DEFAULT_ADDRESS = {
+    "ollama": ("`http://127.0.0.1:11434`", "http://127.0.0.1:11434"),
+    "openai": ("the OpenAI API", "https://api.openai.com/v1/"),
+    "anthropic": ("the Anthropic API", "https://api.anthropic.com"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_DEFAULT_ADDRESS))
+async def test_without_a_base_url_each_kind_goes_where_the_document_says(
+    tmp_path: Path, kind: str
+) -> None:
+    documented, address = _DEFAULT_ADDRESS[kind]
+    row = next(line for line in DOC.read_text().splitlines() if line.startswith(f"| `{kind}` |"))
+    assert row.rstrip(" |").endswith(documented), row
+    settings = _settings(tmp_path / "home", f'[model]\nprovider = "{kind}"\n', {})
+    config = agent_config(settings, {})
+    env = {"OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k"}
+    adapter: Any = ProviderRegistry().create(provider_settings(config, settings, env))
+    try:
+        assert str(adapter._get_client().base_url) == address
+    finally:
+        await aclose_adapter(adapter)

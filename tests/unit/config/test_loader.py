@@ -195,3 +195,9 @@ def test_plain_redis_urls_with_password_and_db_are_fine(tmp_path: Path) -> None:
     url = "redis://:s3cret@valkey:6379/2"
     env = {"SOONG_AGENT_HOME": str(tmp_path), "SOONG_REDIS_URL": url}
     assert load_settings(env=env).bus.redis_url == url
+
+
+def test_the_readme_names_every_environment_variable() -> None:
+    readme = (REPO / "README.md").read_text()
+    configuration = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    assert [v for v in ENV_VARS if f"`{v}`" not in configuration] == []

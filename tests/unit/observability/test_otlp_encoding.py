@@ -100,6 +100,9 @@ def test_the_standard_variables_reach_the_request() -> None:
     }
     options = otlp_options(env)
     assert dict(options.headers) == {"api-key": "traces=key", "x-team": "data"}
+    # The general variable alone (how most vendors document it) is what the request carries.
+    general = otlp_options({"OTEL_EXPORTER_OTLP_HEADERS": "api-key=general,x-tenant=a%20b"})
+    assert dict(general.headers) == {"api-key": "general", "x-tenant": "a b"}
     assert options.timeout_s == 2.5 and options.ssl_context is None
     assert parse_headers("a=1,broken,b=x%2Cy") == {"a": "1", "b": "x,y"}
     with OtlpReceiver() as receiver:

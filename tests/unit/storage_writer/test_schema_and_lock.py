@@ -41,6 +41,27 @@ def test_migrations_on_empty_then_current_database(tmp_path: Path) -> None:
     )
 
 
+def test_a_failed_migration_changes_nothing_and_says_so(tmp_path: Path) -> None:
+    """What docs/operations.md promises an upgrade: the failing migration's transaction is
+    rolled back (its half-done changes with it) and the error reaches the writer's start."""
+    conn = sqlite3.connect(tmp_path / "a.sqlite", isolation_level=None)
+    assert migrate(conn) == [v for v, _ in MIGRATIONS]
+    conn.close()
+    before = _dump(tmp_path / "a.sqlite")
+    newest = max(v for v, _ in MIGRATIONS)
+
+    def half_done(c: sqlite3.Connection) -> None:
+        c.execute("CREATE TABLE upgrade_half_done (x INTEGER)")
+        c.execute("INSERT INTO upgrade_half_done VALUES (1)")
+        raise sqlite3.OperationalError("the upgrade met something it did not expect")
+
+    conn = sqlite3.connect(tmp_path / "a.sqlite", isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError, match="did not expect"):
+        migrate(conn, (*MIGRATIONS, (newest + 1, half_done)))
+    conn.close()
+    assert _dump(tmp_path / "a.sqlite") == before
+
+
 def _page_size(path: Path) -> int:
     conn = sqlite3.connect(path)
     try:
