@@ -87,7 +87,6 @@ async def bus_figures(tmp: Path) -> dict[str, Any]:
         run_service(build, settings, "memory_extraction", "0", stop=stop, configure_logging=False)
     )
     ctx = ServiceContext(settings, "bench", "0")
-    await ctx.broker.connect()
     await ctx.rpc.start()
     client = MemoryClient(ctx.rpc, ctx.names, timeout_s=10)
     try:
@@ -113,7 +112,6 @@ async def bus_figures(tmp: Path) -> dict[str, Any]:
         stop.set()
         await service
         await ctx.rpc.stop()
-        await ctx.broker.stop()
         await ctx.redis.aclose()
         valkey.stop()
     return {

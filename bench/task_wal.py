@@ -96,7 +96,6 @@ async def measure(root: Path, redis_url: str, *, fsync: bool) -> tuple[float, fl
     env = {"SOONG_AGENT_HOME": str(home), "SOONG_REDIS_URL": redis_url}
     settings = load_settings(env={**env, "SOONG_NAMESPACE": names.namespace})
     ctx = ServiceContext(settings, "bench", "0")
-    await ctx.broker.connect()
     await ctx.rpc.start()
     try:
         await ping_service(ctx, "task_wal", timeout_s=30)
@@ -135,7 +134,6 @@ async def measure(root: Path, redis_url: str, *, fsync: bool) -> tuple[float, fl
         proc.terminate()
         proc.wait(timeout=30)
         await ctx.rpc.stop()
-        await ctx.broker.stop()
         await ctx.redis.aclose()
     ms = sorted(x * 1000 for x in latencies)
     p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]

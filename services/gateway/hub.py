@@ -41,7 +41,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_core.bus import BusNames
-from agent_core.bus.broker import MAX_BLOCK_MS, SOCKET_TIMEOUT_S
+from agent_core.bus.connection import MAX_BLOCK_MS, SOCKET_TIMEOUT_S
 from agent_core.bus.names import BusTtl
 from agent_core.bus.resp import LeanRedis, RedisAddress, bulk, lean_for
 from agent_core.runqueue import RunEventReader

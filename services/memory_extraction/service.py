@@ -61,10 +61,9 @@ async def build(ctx: ServiceContext) -> ServiceParts:
     store = MemoryStore(ctx.settings.home)
     queries = MemoryQueries(store)
     parts = ServiceParts(
-        # Both streams are on a turn's path: read directly (docs/architecture.md, "The bus").
         consumers=[ctx.consumer(ctx.names.memory_queries, GROUP_MEMORY, MEMORY_QUERY,
                                 handler=queries.handle,
-                                options=ctx.default_options(direct=True))]
+                                options=ctx.default_options())]
     )  # fmt: skip
     if not ctx.settings.memory.enabled:
         ctx.log.info("memory extraction disabled: answering queries only")
@@ -112,7 +111,7 @@ async def build(ctx: ServiceContext) -> ServiceParts:
             GROUP_MEMORY,
             MEMORY_INTERACTION,
             batch_handler=on_interactions,
-            options=ctx.default_options(batch=True, direct=True),
+            options=ctx.default_options(batch=True),
         )
     )
     parts.tasks.append(flush_loop)

@@ -56,9 +56,8 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         GROUP_RUN_WORKERS,
         RUNS_MESSAGE,
         handler=worker.on_nudge,
-        # Handling a nudge only takes a lease; the run itself is tracked by the FIFO. On a
-        # turn's path: read directly (docs/architecture.md, "The bus").
-        options=ctx.default_options(max_records=16, min_idle_ms=10_000, direct=True),
+        # Handling a nudge only takes a lease; the run itself is tracked by the FIFO.
+        options=ctx.default_options(max_records=16, min_idle_ms=10_000),
     )
 
     async def prepare() -> None:

@@ -88,17 +88,14 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
         GROUP_STORAGE,
         STORAGE_COMMAND,
         batch_handler=write_batch,
-        # On every turn's path: read directly (docs/architecture.md, "The bus").
-        options=ctx.default_options(
-            batch=True, max_records=settings.storage.batch_max, direct=True
-        ),
+        options=ctx.default_options(batch=True, max_records=settings.storage.batch_max),
     )
     queries = ctx.consumer(
         ctx.names.storage_queries,
         GROUP_STORAGE,
         STORAGE_QUERY,
         batch_handler=read_batch,
-        options=ctx.default_options(batch=True, max_records=_QUERY_BATCH, direct=True),
+        options=ctx.default_options(batch=True, max_records=_QUERY_BATCH),
     )
 
     checkpoints = CheckpointLoop(writer, write_thread)

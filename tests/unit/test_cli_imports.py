@@ -67,3 +67,20 @@ def test_the_key_commands_load_redis_but_not_the_broker_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
     )
     assert done.stdout.split() == ["True", "False"], done.stderr
+
+
+def test_every_name_of_the_bus_package_is_what_it_names_after_any_import_order() -> None:
+    # A submodule imported first binds its name on the package: a lazily loaded name equal to
+    # a submodule's would then be the module, not the function (as `publish` once was).
+    code = (
+        "import importlib, pkgutil, agent_core.bus as bus\n"
+        "for m in pkgutil.iter_modules(bus.__path__):\n"
+        "    importlib.import_module(f'agent_core.bus.{m.name}')\n"
+        "kinds = {type(getattr(bus, n)).__name__ for n in bus.__all__}\n"
+        "print(sorted(kinds))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "module" not in done.stdout and done.stdout.strip(), done.stdout

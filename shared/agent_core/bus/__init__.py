@@ -1,7 +1,8 @@
-"""The bus: names, message contracts, broker factory, typed consumers, recovery and request/reply.
+"""The bus: names, message contracts, the Redis client, typed consumers, recovery and request/reply.
 
-See ``docs/architecture.md`` ("Bus") for why it is built this way: FastStream reads
-new entries; pending entries are recovered here; replies travel over one Pub/Sub channel per process.
+See ``docs/architecture.md`` ("Bus") for why it is built this way: each consumer reads its
+stream with its own loop; pending entries are recovered here; replies travel over one Pub/Sub
+channel per process. FastStream (``agent_core.bus.broker``) only describes the bus.
 
 Only the names are imported eagerly: the rest loads on first use, so a command that needs a
 stream's name (``soong-agent keys``) does not pay for the broker library's import.
@@ -21,20 +22,21 @@ from agent_core.bus.names import (
     BusNames,
 )
 
+# Eager: the function shares its submodule's name, and importing ``agent_core.bus.publish``
+# anywhere would otherwise leave the package attribute bound to the module, not the function.
+from agent_core.bus.publish import publish
+
 if TYPE_CHECKING:
-    from agent_core.bus.broker import make_broker
     from agent_core.bus.codec import DecodeError, decode_fields, validate_body
     from agent_core.bus.connection import make_redis
     from agent_core.bus.consumer import ConsumerOptions, RawEntry, StreamConsumer
     from agent_core.bus.dead_letters import DeadLetterSink
     from agent_core.bus.delivery import Delivery
-    from agent_core.bus.publish import publish
     from agent_core.bus.recovery import drain_own, reclaim_idle, reclaim_loop
     from agent_core.bus.rpc import RpcClient
 
 # name → the submodule that defines it, imported when the name is first asked for
 _LAZY = {
-    "make_broker": "broker",
     "make_redis": "connection",
     "DecodeError": "codec",
     "decode_fields": "codec",
@@ -44,7 +46,6 @@ _LAZY = {
     "StreamConsumer": "consumer",
     "DeadLetterSink": "dead_letters",
     "Delivery": "delivery",
-    "publish": "publish",
     "drain_own": "recovery",
     "reclaim_idle": "recovery",
     "reclaim_loop": "recovery",
@@ -77,7 +78,6 @@ __all__ = [
     "StreamConsumer",
     "decode_fields",
     "drain_own",
-    "make_broker",
     "make_redis",
     "publish",
     "reclaim_idle",

@@ -10,7 +10,6 @@ import json
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from faststream.redis.parser.binary import BinaryMessageFormatV1
 from pydantic import TypeAdapter, ValidationError
 
 from agent_core.bus.contracts.dead_letter import DeadLetterReason
@@ -32,6 +31,11 @@ class DecodeError(Exception):
         self.error = error
 
 
+# The first bytes of FastStream's binary envelope (``BinaryMessageFormatV1.IDENTITY_HEADER``, a
+# test holds them equal): entries that other FastStream publishers write are still read.
+FASTSTREAM_ENVELOPE = b"\x89BIN\r\n\x1a\n"
+
+
 def _text(value: bytes | str) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
@@ -49,11 +53,15 @@ def decode_fields(fields: Mapping[bytes | str, bytes | str]) -> tuple[bytes, dic
         flat = {_text(k): _text(v) for k, v in fields.items()}
         return json.dumps(flat).encode(), {}
     data = raw if isinstance(raw, bytes) else raw.encode()
-    if not data.startswith(BinaryMessageFormatV1.IDENTITY_HEADER):
+    if not data.startswith(FASTSTREAM_ENVELOPE):
         # Written by our own publisher (plain JSON body, headers as sibling fields) or by
         # someone else: keep the bytes as the body, the schema check will judge them.
         headers = {_text(k): _text(v) for k, v in fields.items() if _text(k) != "__data__"}
         return data, headers
+    # Imported here: only an entry a FastStream publisher wrote needs the library (a process that
+    # never meets one never imports it).
+    from faststream.redis.parser.binary import BinaryMessageFormatV1
+
     try:
         body, headers = BinaryMessageFormatV1.parse(data)
     except Exception as exc:  # the parser raises struct/index errors on truncated envelopes

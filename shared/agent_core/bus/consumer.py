@@ -2,9 +2,9 @@
 
 Lifecycle of an entry:
 
-* read with ``XREADGROUP >`` (``max_records`` always set) by a FastStream subscriber, or — for a
-  ``direct`` consumer (the streams on a turn's path) — by a plain loop of this class: the same
-  read, the same handling, a fraction of the CPU per message (docs/architecture.md, "The bus");
+* read with ``XREADGROUP >`` (``max_records`` always set, blocking up to the polling interval) by
+  this class's own loop: every stream of every service is read this one way (docs/architecture.md,
+  "The bus", says why not through a framework's subscriber);
 * decoded and validated against the stream's union — a malformed entry, an unknown ``type`` or an
   invalid message goes to the dead-letter stream with the reason and is acknowledged;
 * handled; on success acknowledged (and the reply, if any, published to the sender's channel);
@@ -24,9 +24,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from faststream.middlewares import AckPolicy
-from faststream.redis import RedisBatchStreamMessage, RedisBroker, RedisStreamMessage, StreamSub
-from faststream.redis.message import FAKE_CONSUMER
 from pydantic import BaseModel, TypeAdapter
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
@@ -51,8 +48,7 @@ class ConsumerOptions:
     """How a consumer reads and recovers.
 
     ``min_idle_ms`` must exceed the longest handler: an entry idle that long is assumed to belong
-    to a dead consumer and is re-delivered. ``direct``: new entries are read by this class's own
-    loop (:meth:`StreamConsumer.start_reading`) instead of a FastStream subscriber.
+    to a dead consumer and is re-delivered.
     """
 
     max_records: int = 16
@@ -61,10 +57,11 @@ class ConsumerOptions:
     max_deliveries: int = 5
     claim_interval_s: float = 1.0
     polling_interval_ms: int = 100
-    direct: bool = False
 
 
-_READ_RETRY_S = 0.5  # after a failed read, as the FastStream subscribers (agent_core.bus.broker)
+# After a failed read: the bus is back within a second of a restart, and a reader that waits
+# longer keeps every request it serves waiting too.
+_READ_RETRY_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,63 +100,20 @@ class StreamConsumer(Generic[T]):
         self._batch_handler = batch_handler
         self._dead = dead_letters
         self.redis = redis
-        self._subscriber: Any = None
         self._reader: asyncio.Task[None] | None = None
         self._stopping = False
 
-    # -- wiring ------------------------------------------------------------------------------
-
-    def attach(self, broker: RedisBroker) -> None:
-        """Register the FastStream subscriber that reads new entries (``>``); a ``direct``
-        consumer registers none (:meth:`start_reading` reads for it)."""
-        opts = self.options
-        if opts.direct:
-            return
-        sub = StreamSub(
-            self.stream,
-            group=self.group,
-            consumer=self.consumer,
-            max_records=opts.max_records,
-            batch=opts.batch,
-            polling_interval=opts.polling_interval_ms,
-        )
-        # The subscriber hands over the raw entries (see _raw_parser) and leaves acknowledging to
-        # process(), which XACKs together with the replies: FastStream's own ack would be a second
-        # XACK round trip per message or batch.
-        self._subscriber = broker.subscriber(
-            stream=sub,
-            title=self.stream,
-            ack_policy=AckPolicy.MANUAL,
-            parser=_raw_batch_parser if opts.batch else _raw_parser,
-            decoder=_raw_decoder,
-        )
-        if opts.batch:
-
-            async def on_batch(raw: Any) -> None:
-                ids = [_id(i) for i in raw["message_ids"]]
-                entries = [RawEntry(i, f, 1) for i, f in zip(ids, raw["data"], strict=True)]
-                await self.process(entries, raise_on_failure=True)
-
-            self._subscriber(on_batch)
-        else:
-
-            async def on_message(raw: Any) -> None:
-                entry_id = _id(raw["message_ids"][0])
-                await self.process([RawEntry(entry_id, raw["data"], 1)], raise_on_failure=True)
-
-            self._subscriber(on_message)
+    # -- reading ---------------------------------------------------------------------------
 
     @property
     def running(self) -> bool:
-        """Whether the reading subscriber or loop is alive (either stops for good on NOGROUP)."""
-        if self.options.direct:
-            return self._reader is not None and not self._reader.done()
-        return bool(self._subscriber is not None and self._subscriber.running)
+        """Whether the reading loop is alive (it stops for good on NOGROUP)."""
+        return self._reader is not None and not self._reader.done()
 
     def start_reading(self) -> None:
-        """Start a ``direct`` consumer's reading loop (after its group exists and its own pending
-        entries were drained, as a subscriber starts with its broker); no-op otherwise."""
-        if self.options.direct and self._reader is None:
+        """Start the reading loop (after the group exists and this consumer's own pending
+        entries were drained); no-op when it runs."""
+        if self._reader is None:
             self._stopping = False
             self._reader = asyncio.create_task(self._read_loop(), name=f"read:{self.stream}")
 
@@ -178,7 +132,7 @@ class StreamConsumer(Generic[T]):
 
     async def _read_loop(self) -> None:
         """``XREADGROUP >`` in a loop, each read blocking up to ``polling_interval_ms``; entries
-        are processed as a subscriber would (one by one, or as one batch)."""
+        are processed one by one, or as one batch."""
         opts = self.options
         while not self._stopping:
             try:
@@ -190,7 +144,9 @@ class StreamConsumer(Generic[T]):
                     block=opts.polling_interval_ms,
                 )
             except ResponseError as exc:
-                if "NOGROUP" in str(exc):  # the group is gone: stop for good, as FastStream does
+                # The group is gone (the stream deleted): stop for good; the watchdog sees the
+                # reader dead and restarts the process, which creates the group again.
+                if "NOGROUP" in str(exc):
                     log.critical("reading %s stopped: %s", self.stream, exc)
                     return
                 log.warning("reading %s failed: %s", self.stream, exc)
@@ -206,7 +162,7 @@ class StreamConsumer(Generic[T]):
             groups = [entries] if opts.batch else [[e] for e in entries]
             for group in groups:
                 try:
-                    await self.process(group, raise_on_failure=False)
+                    await self.process(group)
                 except Exception:  # the bus failed mid-way: the entries stay pending
                     log.exception("processing %s failed; the entries stay pending", self.stream)
 
@@ -220,12 +176,11 @@ class StreamConsumer(Generic[T]):
 
     # -- processing --------------------------------------------------------------------------
 
-    async def process(self, entries: Sequence[RawEntry], *, raise_on_failure: bool) -> list[str]:
+    async def process(self, entries: Sequence[RawEntry]) -> list[str]:
         """Decode, handle and acknowledge ``entries``; return the ids that were acknowledged.
 
         Entries whose handling failed stay pending, unless they reached the delivery cap, in
-        which case they are dead-lettered. With ``raise_on_failure`` a failure is re-raised after
-        the bookkeeping, so that FastStream leaves the message unacknowledged too.
+        which case they are dead-lettered.
         """
         decoded: list[tuple[T, Delivery, bytes]] = []
         for entry in entries:
@@ -248,41 +203,31 @@ class StreamConsumer(Generic[T]):
         if not decoded:
             return []
         if self._batch_handler is not None:
-            return await self._process_batch(decoded, raise_on_failure)
-        return await self._process_each(decoded, raise_on_failure)
+            return await self._process_batch(decoded)
+        return await self._process_each(decoded)
 
-    async def _process_each(
-        self, decoded: list[tuple[T, Delivery, bytes]], raise_on_failure: bool
-    ) -> list[str]:
+    async def _process_each(self, decoded: list[tuple[T, Delivery, bytes]]) -> list[str]:
         assert self._handler is not None
         acked: list[str] = []
-        failure: BaseException | None = None
         for message, delivery, body in decoded:
             try:
                 with attach_context(context_from(delivery.headers)):  # the sender's trace goes on
                     reply = await self._handler(message, delivery)
             except Exception as exc:
-                failure = exc
                 await self._on_failure(delivery, body, exc)
                 continue
             await self._reply(delivery, reply)
             await self.redis.xack(self.stream, self.group, delivery.entry_id)
             acked.append(delivery.entry_id)
-        if failure is not None and raise_on_failure:
-            raise failure
         return acked
 
-    async def _process_batch(
-        self, decoded: list[tuple[T, Delivery, bytes]], raise_on_failure: bool
-    ) -> list[str]:
+    async def _process_batch(self, decoded: list[tuple[T, Delivery, bytes]]) -> list[str]:
         assert self._batch_handler is not None
         try:
             replies = await self._batch_handler([(m, d) for m, d, _ in decoded])
         except Exception as exc:
             for _, delivery, body in decoded:
                 await self._on_failure(delivery, body, exc)
-            if raise_on_failure:
-                raise
             return []
         ids = [d.entry_id for _, d, _ in decoded]
         # Every reply and the acknowledgement in one write on the lean client's socket
@@ -323,33 +268,6 @@ class StreamConsumer(Generic[T]):
         frame = _reply_frame(delivery, reply)
         if frame is not None:
             await self.redis.publish(*frame)
-
-
-# FastStream's stock parsers JSON-decode every body (a batch's list is then re-encoded whole) to
-# hand the handler a decoded body, and its message argument is injected through a thread pool.
-# StreamConsumer decodes and validates entries itself, so these pass the raw entry straight through:
-# the handler's one argument is FastStream's raw message, {"message_ids", "data", "channel", ...}.
-
-
-def _raw_parser_of(
-    cls: type[RedisStreamMessage] | type[RedisBatchStreamMessage],
-) -> Callable[[Any], Awaitable[Any]]:
-    async def parse(raw: Any) -> Any:
-        ids = raw["message_ids"]
-        first = _id(ids[0]) if ids else None
-        return cls(
-            raw, b"", consumer=FAKE_CONSUMER, group=None, correlation_id=first, message_id=first
-        )
-
-    return parse
-
-
-_raw_parser = _raw_parser_of(RedisStreamMessage)
-_raw_batch_parser = _raw_parser_of(RedisBatchStreamMessage)
-
-
-async def _raw_decoder(msg: RedisStreamMessage | RedisBatchStreamMessage) -> Any:
-    return msg.raw_message
 
 
 def _reply_frame(delivery: Delivery, reply: BaseModel | None) -> tuple[str, bytes] | None:

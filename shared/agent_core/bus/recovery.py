@@ -1,4 +1,4 @@
-"""Recovery of pending entries, which FastStream never re-delivers by itself.
+"""Recovery of pending entries, which ``XREADGROUP >`` never re-delivers by itself.
 
 * :func:`drain_own` — at start-up, before reading new entries, re-process what this consumer
   name still holds from a previous life (stable consumer names make this work).
@@ -107,10 +107,10 @@ async def _process_claimed(
     counts = await _delivery_counts(consumer, sorted(present, key=_order))
     entries = [RawEntry(i, present[i], counts.get(i, 1)) for i in sorted(present, key=_order)]
     if consumer.options.batch:
-        await consumer.process(entries, raise_on_failure=False)
+        await consumer.process(entries)
     else:
         for entry in entries:  # one at a time: a failure must not hold back the others
-            await consumer.process([entry], raise_on_failure=False)
+            await consumer.process([entry])
 
 
 async def reclaim_loop(consumer: StreamConsumer[Any], stop: asyncio.Event) -> None:

@@ -51,7 +51,7 @@ from redis.exceptions import (
     TimeoutError,
 )
 
-from agent_core.bus.broker import SOCKET_TIMEOUT_S
+from agent_core.bus.connection import SOCKET_TIMEOUT_S
 
 __all__ = [
     "Arg",

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
-from agent_core.bus.broker import MAX_BLOCK_MS
+from agent_core.bus.connection import MAX_BLOCK_MS
 from agent_core.bus.names import BusTtl
 from agent_core.bus.resp import Arg, lean_for, xadd
 from agent_core.types._fields import RunId, SessionId

@@ -1,4 +1,4 @@
-"""What a service's handlers get: settings, names, the broker, Redis, request/reply, consumers."""
+"""What a service's handlers get: settings, names, Redis, request/reply, consumers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from faststream.redis import RedisBroker
 from pydantic import TypeAdapter
 from redis.asyncio import Redis
 
@@ -18,7 +17,6 @@ from agent_core.bus import (
     DeadLetterSink,
     RpcClient,
     StreamConsumer,
-    make_broker,
     make_redis,
 )
 from agent_core.bus.consumer import BatchHandler, Handler
@@ -55,7 +53,6 @@ class ServiceContext:
         self.service = service
         self.instance = instance
         self.names = BusNames(settings.bus.namespace)
-        self.broker: RedisBroker = make_broker(settings.bus.redis_url)
         self.redis: Redis = make_redis(settings.bus.redis_url)
         self.rpc = RpcClient(self.redis, self.names.reply_channel(f"{service}-{instance}"))
         self.dead_letters = DeadLetterSink(self.redis, self.names.dead_letter)
@@ -64,7 +61,7 @@ class ServiceContext:
 
     @property
     def started(self) -> asyncio.Event:
-        """Set once every subscriber of the service runs (created lazily: loop-bound)."""
+        """Set once every reader of the service runs (created lazily: loop-bound)."""
         if self._started is None:
             self._started = asyncio.Event()
         return self._started

@@ -16,7 +16,8 @@ __all__ = ["health_consumer", "ping_service", "ping_services", "subscribers_runn
 
 
 def subscribers_running(consumers: Sequence[StreamConsumer[Any]]) -> dict[str, bool]:
-    """Whether each consumer's subscriber is alive (``broker.ping()`` alone stays True when not)."""
+    """Whether each consumer's reading loop is alive (a connection that answers PING says
+    nothing about it). Named for the health contract's ``subscribers`` field."""
     return {c.stream: c.running for c in consumers}
 
 
@@ -26,7 +27,7 @@ def health_consumer(
     """The consumer that answers this service's health pings."""
 
     async def answer(ping: HealthMessage, _: Delivery) -> HealthReply:
-        # A ping that arrives while the service is still starting its subscribers waits for
+        # A ping that arrives while the service is still starting its readers waits for
         # the start to finish rather than reporting a half-started service as unhealthy.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(ctx.started.wait(), timeout=5)

@@ -1,12 +1,11 @@
 """Running a service: the one start-up and shutdown sequence every service shares.
 
-Start: connect → create groups → drain own pending entries → start subscribers (and the direct
-consumers' reading loops) → reclaim loops, background tasks and the subscriber watchdog. Stop
-(SIGTERM/SIGINT): stop intake and let in-flight handlers finish (FastStream's graceful timeout)
-→ stop hooks → cancel what is left.
+Start: connect → create groups → drain own pending entries → start the consumers' reading loops
+→ reclaim loops, background tasks and the reader watchdog. Stop (SIGTERM/SIGINT): stop intake and
+let in-flight handlers finish (up to a graceful timeout) → stop hooks → cancel what is left.
 
-Exit codes: 0 after a signal, 2 when the bus is unreachable at start, 3 when a subscriber died
-(so the supervisor restarts the process: a dead subscriber never comes back by itself), 78
+Exit codes: 0 after a signal, 2 when the bus is unreachable at start, 3 when a reader died
+(so the supervisor restarts the process: a dead reader never comes back by itself), 78
 (``EX_CONFIG``) when the configuration cannot work (the supervisor stops the stack: a restart
 would fail the same way).
 """
@@ -46,7 +45,7 @@ ServiceFactory = Callable[[ServiceContext], Awaitable[ServiceParts]]
 
 _WATCHDOG_INTERVAL_S = 1.0
 _CANCEL_TIMEOUT_S = 5.0
-_GRACEFUL_S = 15.0  # as make_broker's graceful_timeout
+_GRACEFUL_S = 15.0  # in-flight handlers finish within this at stop, else stay pending
 
 
 async def run_service(
@@ -103,16 +102,14 @@ async def run_service(
         ctx.log.info("ops port %s:%d (/healthz /readyz /metrics)", ops.host, ops.port)
     for consumer in consumers:
         await consumer.ensure_group()
-        consumer.attach(ctx.broker)
     for hook in parts.on_start:
         await hook()
     for consumer in consumers:
         recovered = await drain_own(consumer)
         if recovered:
             ctx.log.info("re-processed %d pending entries of %s", recovered, consumer.stream)
-    await ctx.broker.start()
     for consumer in consumers:
-        consumer.start_reading()  # the direct ones (the streams on a turn's path)
+        consumer.start_reading()
     await ctx.rpc.start()
     if configure_logging if freeze_heap is None else freeze_heap:
         gc.collect()  # garbage of the start-up goes first, not into the permanent generation
@@ -129,9 +126,8 @@ async def run_service(
         ctx.log.info("%s ready (consumer %s)", service, ctx.consumer_name)
         await stop.wait()
         ctx.log.info("%s stopping", service)
-        # Stop intake; in-flight handlers finish (FastStream's graceful timeout, the same for
-        # the direct readers).
-        await asyncio.gather(ctx.broker.stop(), *(c.stop_reading(_GRACEFUL_S) for c in consumers))
+        # Stop intake; in-flight handlers finish (up to _GRACEFUL_S, then they stay pending).
+        await asyncio.gather(*(c.stop_reading(_GRACEFUL_S) for c in consumers))
         for hook in parts.on_stop:
             with contextlib.suppress(Exception):
                 await hook()

@@ -1,6 +1,6 @@
 """A consumer process for the SIGKILL test: it reads entries and then hangs holding them.
 
-Usage: python -m tests.integration.bus._consumer_proc REDIS_URL NAMESPACE CONSUMER_NAME [direct]
+Usage: python -m tests.integration.bus._consumer_proc REDIS_URL NAMESPACE CONSUMER_NAME
 Each handled message id is pushed to the list ``<ns>:seen:<consumer>`` before the handler blocks.
 """
 
@@ -14,17 +14,15 @@ from agent_core.bus import (
     ConsumerOptions,
     DeadLetterSink,
     StreamConsumer,
-    make_broker,
     make_redis,
 )
 from agent_core.bus.contracts.runs import RUNS_MESSAGE, RunsMessage
 from agent_core.bus.delivery import Delivery
 
 
-async def main(url: str, namespace: str, name: str, direct: bool) -> None:
+async def main(url: str, namespace: str, name: str) -> None:
     names = BusNames(namespace)
     redis = make_redis(url)
-    broker = make_broker(url)
 
     async def handler(message: RunsMessage, delivery: Delivery) -> None:
         await redis.rpush(names.key("seen", name), delivery.entry_id)
@@ -38,14 +36,12 @@ async def main(url: str, namespace: str, name: str, direct: bool) -> None:
         dead_letters=DeadLetterSink(redis, names.dead_letter),
         redis=redis,
         handler=handler,
-        options=ConsumerOptions(max_records=10, direct=direct),
+        options=ConsumerOptions(max_records=10),
     )
     await consumer.ensure_group()
-    consumer.attach(broker)
-    await broker.start()
     consumer.start_reading()
     await asyncio.Event().wait()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:4], direct=sys.argv[4:5] == ["direct"]))
+    asyncio.run(main(*sys.argv[1:4]))

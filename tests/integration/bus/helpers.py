@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -19,13 +18,8 @@ from agent_core.bus import (
     Delivery,
     StreamConsumer,
     drain_own,
-    make_broker,
     reclaim_loop,
 )
-
-# Which reader the consumers of a test use: FastStream's subscriber or the direct loop (set per
-# test by the ``reader`` fixture of this package's conftest: every test runs with both).
-DIRECT = False
 
 
 def make_consumer(
@@ -39,8 +33,7 @@ def make_consumer(
     group: str = "g",
     options: ConsumerOptions | None = None,
 ) -> StreamConsumer[Any]:
-    """A consumer of ``stream`` whose dead letters go to the test's namespace, read by the
-    test's reader (:data:`DIRECT`)."""
+    """A consumer of ``stream`` whose dead letters go to the test's namespace."""
     options = options or ConsumerOptions(max_records=4, min_idle_ms=300, claim_interval_s=0.1)
     return StreamConsumer(
         stream=stream,
@@ -50,20 +43,17 @@ def make_consumer(
         dead_letters=DeadLetterSink(redis, names.dead_letter),
         redis=redis,
         handler=handler,
-        options=dataclasses.replace(options, direct=DIRECT),
+        options=options,
     )
 
 
 @contextlib.asynccontextmanager
 async def running(redis_url: str, *consumers: StreamConsumer[Any]) -> AsyncIterator[None]:
-    """Groups created, own PEL drained, subscribers and reclaim loops running."""
-    broker = make_broker(redis_url, graceful_timeout=2)
+    """Groups created, own PEL drained, reading and reclaim loops running."""
     for c in consumers:
         await c.ensure_group()
-        c.attach(broker)
     for c in consumers:
         await drain_own(c)
-    await broker.start()
     for c in consumers:
         c.start_reading()
     stop = asyncio.Event()
@@ -73,7 +63,7 @@ async def running(redis_url: str, *consumers: StreamConsumer[Any]) -> AsyncItera
     finally:
         stop.set()
         await asyncio.gather(*loops)
-        await asyncio.gather(broker.stop(), *(c.stop_reading(2) for c in consumers))
+        await asyncio.gather(*(c.stop_reading(2) for c in consumers))
 
 
 async def dead_letters(redis: Redis, names: BusNames) -> list[dict[str, Any]]:

@@ -16,8 +16,7 @@ import pytest
 from redis.asyncio import BlockingConnectionPool, Connection, Redis
 
 from agent_core.bus import make_redis
-from agent_core.bus.broker import SOCKET_TIMEOUT_S
-from agent_core.bus.connection import CancelSafeConnection
+from agent_core.bus.connection import SOCKET_TIMEOUT_S, CancelSafeConnection
 
 MAX_TURNS = 300
 

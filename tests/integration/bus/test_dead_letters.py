@@ -10,7 +10,8 @@ from prometheus_client import REGISTRY
 from pydantic import TypeAdapter
 from redis.asyncio import Redis
 
-from agent_core.bus import BusNames, Delivery, make_broker
+from agent_core.bus import BusNames, Delivery
+from agent_core.bus.broker import make_broker  # publishes as another FastStream app would
 from agent_core.bus.contracts import health, memory, runs, storage, tasks
 from tests.integration.bus.helpers import dead_letters, make_consumer, running, wait_for
 

@@ -14,10 +14,10 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from agent_core.bus import BusNames, ConsumerOptions, Delivery, make_broker
+from agent_core.bus import BusNames, ConsumerOptions, Delivery
+from agent_core.bus.broker import make_broker
 from agent_core.bus.contracts.runs import RUNS_MESSAGE, RunNudge
 from tests.conftest import REPO
-from tests.integration.bus import helpers
 from tests.integration.bus.helpers import dead_letters, make_consumer, running, wait_for
 
 
@@ -71,7 +71,6 @@ def _spawn(redis_url: str, names: BusNames, name: str) -> subprocess.Popen[bytes
             redis_url,
             names.namespace,
             name,
-            *(["direct"] if helpers.DIRECT else []),
         ],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -151,8 +150,6 @@ async def test_reply_reaches_requester(redis_url: str, redis: Redis, names: BusN
 
     stream = names.health("svc")
     consumer = make_consumer(redis, names, stream, HEALTH_MESSAGE, handler)
-    broker = make_broker(redis_url)
-    await broker.connect()
     rpc = RpcClient(redis, names.reply_channel("tester"))
     await rpc.start()
     try:
@@ -177,7 +174,6 @@ async def test_reply_reaches_requester(redis_url: str, redis: Redis, names: BusN
             raise AssertionError("expected BusTimeoutError")
     finally:
         await rpc.stop()
-        await broker.stop()
 
 
 async def test_a_consumer_whose_group_is_gone_stops_for_good(

@@ -38,7 +38,6 @@ async def service(
         run_service(build, settings, "memory_extraction", "0", stop=stop, configure_logging=False)
     )
     client_ctx = ServiceContext(settings, "tester", "0")
-    await client_ctx.broker.connect()
     await client_ctx.rpc.start()
     try:
         yield client_ctx, MemoryClient(client_ctx.rpc, names, timeout_s=10)
@@ -46,7 +45,6 @@ async def service(
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
         await client_ctx.rpc.stop()
-        await client_ctx.broker.stop()
         await client_ctx.redis.aclose()
 
 

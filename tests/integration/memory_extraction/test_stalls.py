@@ -59,7 +59,6 @@ async def service(
         run_service(build, settings, "memory_extraction", "0", stop=stop, configure_logging=False)
     )
     ctx = ServiceContext(settings, "stall-test", "0")
-    await ctx.broker.connect()
     await ctx.rpc.start()
     client = MemoryClient(ctx.rpc, ctx.names, timeout_s=30)
     await client.render(ACCOUNT, [])  # waits until the service answers
@@ -70,7 +69,6 @@ async def service(
         stop.set()
         await task
         await ctx.rpc.stop()
-        await ctx.broker.stop()
         await ctx.redis.aclose()
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_core.bus import BusNames, Delivery, make_broker
+from agent_core.bus import BusNames, Delivery
+from agent_core.bus.broker import make_broker  # publishes as another FastStream app would
 from agent_core.bus.contracts.runs import RUNS_MESSAGE, RunNudge
 from agent_core.config import load_settings
 from agent_core.errors import ConfigError

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 from redis.asyncio import Redis
 
-from agent_core.bus import BusNames, Delivery, make_broker
+from agent_core.bus import BusNames, Delivery
+from agent_core.bus.broker import make_broker  # publishes as another FastStream app would
 from agent_core.bus.contracts.runs import RUNS_MESSAGE, RunNudge
 from agent_core.config import load_settings
 from agent_core.service import (
@@ -66,7 +66,6 @@ async def _context(redis_url: str, names: BusNames, home: Path) -> ServiceContex
         }
     )
     ctx = ServiceContext(settings, "tester", "0")
-    await ctx.broker.connect()
     await ctx.rpc.start()
     return ctx
 
@@ -86,7 +85,6 @@ async def test_service_answers_ping_and_stops_cleanly_on_sigterm(
         if proc.poll() is None:
             proc.kill()
         await ctx.rpc.stop()
-        await ctx.broker.stop()
         await ctx.redis.aclose()
 
 
@@ -97,8 +95,8 @@ async def test_service_whose_subscriber_died_exits_non_zero(
     ctx = await _context(redis_url, names, tmp_path)
     try:
         await ping_service(ctx, "memory_extraction", timeout_s=20)
-        # Deleting the stream removes its group: FastStream's subscriber stops for good (NOGROUP)
-        # while PING still succeeds. The watchdog must notice and exit non-zero.
+        # Deleting the stream removes its group: the reader stops for good (NOGROUP) while
+        # PING still succeeds. The watchdog must notice and exit non-zero.
         await redis.delete(names.health("memory_extraction"))
         code = await _wait_exit(proc, 20)
         output = proc.stdout.read().decode() if proc.stdout else ""
@@ -108,7 +106,6 @@ async def test_service_whose_subscriber_died_exits_non_zero(
         if proc.poll() is None:
             proc.kill()
         await ctx.rpc.stop()
-        await ctx.broker.stop()
         await ctx.redis.aclose()
 
 
@@ -122,9 +119,8 @@ async def test_unreachable_bus_exits_with_a_clear_message(names: BusNames, tmp_p
     assert "Traceback" not in output
 
 
-@pytest.mark.parametrize("direct", [False, True], ids=["faststream", "direct"])
 async def test_graceful_shutdown_finishes_in_flight_work(
-    redis_url: str, redis: Redis, names: BusNames, tmp_path: Path, direct: bool
+    redis_url: str, redis: Redis, names: BusNames, tmp_path: Path
 ) -> None:
     settings = load_settings(
         env={
@@ -148,7 +144,7 @@ async def test_graceful_shutdown_finishes_in_flight_work(
                     "workers",
                     RUNS_MESSAGE,
                     handler=slow,
-                    options=ctx.default_options(direct=direct),
+                    options=ctx.default_options(),
                 )
             ]
         )

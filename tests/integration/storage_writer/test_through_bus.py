@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from agent_core.bus import BusNames, make_broker
+from agent_core.bus import BusNames
+from agent_core.bus.broker import make_broker  # publishes as another FastStream app would
 from agent_core.bus.contracts.storage import (
     ClaimRun,
     CommandReceipt,

@@ -57,11 +57,9 @@ async def impatient_client(
 ) -> AsyncIterator[TaskClient]:
     """A client that gives up after one short wait (for the no-answer case)."""
     ctx = ServiceContext(task_settings(redis_url, names, tmp_path / "home"), "tester", "1")
-    await ctx.broker.connect()
     await ctx.rpc.start()
     try:
         yield TaskClient(ctx.rpc, ctx.names, timeout_s=0.3, attempts=1)
     finally:
         await ctx.rpc.stop()
-        await ctx.broker.stop()
         await ctx.redis.aclose()

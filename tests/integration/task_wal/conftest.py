@@ -73,11 +73,9 @@ def task_wal(redis_url: str, names: BusNames, tmp_path: Path) -> RunningService:
 async def client(redis_url: str, names: BusNames, tmp_path: Path) -> AsyncIterator[TaskClient]:
     """A task client with its own reply channel."""
     ctx = ServiceContext(task_settings(redis_url, names, tmp_path / "home"), "tester", "0")
-    await ctx.broker.connect()
     await ctx.rpc.start()
     try:
         yield TaskClient(ctx.rpc, ctx.names, timeout_s=10)
     finally:
         await ctx.rpc.stop()
-        await ctx.broker.stop()
         await ctx.redis.aclose()

@@ -67,7 +67,6 @@ async def test_sigkill_during_a_stream_of_changes_loses_and_doubles_nothing(
     cwd = str(project)
     lists = [(new_session_id(), name) for _ in range(2) for name in ("north", "south")]
     ctx = ServiceContext(task_settings(redis_url, names, home), "tester", "0")
-    await ctx.broker.connect()
     await ctx.rpc.start()
     client = TaskClient(ctx.rpc, ctx.names, timeout_s=2, attempts=1)
     acked: dict[tuple[str, str], list[str]] = {key: [] for key in lists}  # completed task ids
@@ -119,7 +118,6 @@ async def test_sigkill_during_a_stream_of_changes_loses_and_doubles_nothing(
             proc.kill()
             proc.wait()
         await ctx.rpc.stop()
-        await ctx.broker.stop()
         await ctx.redis.aclose()
 
     assert sum(len(v) for v in acked.values()) >= KILLS
