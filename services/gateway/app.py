@@ -25,6 +25,7 @@ from services.gateway import (
     routes_hooks,
     routes_messages,
     routes_nodes,
+    routes_openai,
     routes_permissions,
     routes_runs,
     routes_sessions,
@@ -189,6 +190,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         routes_hooks,
         routes_tasks_memory,
         routes_assistants,
+        routes_openai,
     ):
         app.include_router(module.router)
 
