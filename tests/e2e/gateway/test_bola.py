@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.gateway.conftest import Gw, new_session, run_message
+from services.gateway.openai_compat import response_id
+from tests.e2e.gateway.conftest import Gw, _create_key, new_session, run_message
 from tests.e2e.gateway.test_api import _seed_artifact, _until_permission
 
 pytestmark = pytest.mark.e2e
@@ -103,9 +104,21 @@ def _matrix(ids: Ids) -> list[tuple[str, str, dict[str, Any] | bytes | None]]:
                 ("PUT", f"/v1/assistants/{ref}", {"instructions": "bob's now"}),
                 ("DELETE", f"/v1/assistants/{ref}", None),
                 ("POST", "/v1/sessions", {"assistant": ref}),
+                # The OpenAI-compatible endpoint: the model is an assistant.
+                *[
+                    ("POST", "/v1/openai/chat/completions", {**_CHAT, "model": ref, **more})
+                    for more in ({}, {"stream": True})
+                ],
+                *[
+                    ("POST", "/v1/openai/responses", {"model": ref, "input": "x", **more})
+                    for more in ({}, {"stream": True})
+                ],
             )
         ],
     ]
+
+
+_CHAT = {"messages": [{"role": "user", "content": "hijack"}]}
 
 
 def _swap(path: str, ids: Ids) -> str:
@@ -176,3 +189,39 @@ def test_account_b_gets_404_everywhere(gw: Gw, a_ids: Ids) -> None:
             "active",
             "alpha instructions",
         )
+
+
+def test_another_account_cannot_continue_a_conversation_through_openai(gw: Gw, a_ids: Ids) -> None:
+    """A's session named by the session header, or by a response id of A's run, with a model
+    that is the caller's own assistant (so that only the session stands between): 404 alike for
+    a session that never existed, and nothing of A's in the answer. (Carol, not Bob: Bob has no
+    assistant, which the test above checks.)"""
+    s, r = a_ids.session_id, a_ids.run_id
+    carol = _create_key(gw.redis_url, "carol")
+    with gw.client(carol) as c:
+        assert c.post("/v1/assistants", json={"name": "carol-helper"}).status_code == 201
+
+    def calls(session_id: str, run_id: str) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
+        header = {"X-Soong-Session-Id": session_id}
+        previous = {"previous_response_id": response_id(session_id, run_id)}
+        mine = {"model": "carol-helper"}
+        return [
+            ("/v1/openai/chat/completions", {**_CHAT, **mine}, header),
+            ("/v1/openai/chat/completions", {**_CHAT, **mine, "stream": True}, header),
+            ("/v1/openai/responses", {**mine, "input": "x"}, header),
+            ("/v1/openai/responses", {**mine, "input": "x", **previous}, {}),
+            ("/v1/openai/responses", {**mine, "input": "x", "stream": True, **previous}, {}),
+        ]
+
+    never = calls(s[:-16] + "0" * 16, "run_" + "0" * 16)
+    with gw.client(carol) as c:
+        for (path, body, headers), missing in zip(calls(s, r), never, strict=True):
+            foreign = c.post(path, json=body, headers=headers)
+            assert foreign.status_code == 404, (path, body, foreign.text)
+            assert not any(x in foreign.text for x in (s, r, "alpha", "dev")), foreign.text
+            assert set(foreign.json()["error"]) == {"message", "type", "param", "code"}
+            other = c.post(missing[0], json=missing[1], headers=missing[2])
+            assert (other.status_code, other.content) == (404, foreign.content), path
+    with gw.client() as alice:
+        runs = alice.get(f"/v1/sessions/{s}/runs").json()["items"]
+        assert [run["run_id"] for run in runs] == [r]
