@@ -9,7 +9,11 @@ The demo model answers "help" at once (one model call, 10 + 10 tokens) and anyth
 
 from __future__ import annotations
 
+import os
+import re
 import secrets
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +22,7 @@ import openai
 import pytest
 
 from services.gateway.openai_compat import parse_response_id
+from tests.conftest import REPO
 from tests.e2e.gateway.conftest import Gw, new_session
 
 pytestmark = pytest.mark.e2e
@@ -212,3 +217,20 @@ def test_errors_in_openais_shape(gw: Gw, client: openai.OpenAI, assistant: str) 
             assert answer.status_code == 400, (path, body, answer.text)
             error = answer.json()["error"]
             assert set(error) == {"message", "type", "param", "code"} and error["message"]
+
+
+def test_the_readme_example_runs_as_written(gw: Gw) -> None:
+    (example,) = re.findall(r"^```py\n(.*?)^```", (REPO / "README.md").read_text(), re.S | re.M)
+    with gw.client() as c:
+        made = c.post("/v1/assistants", json={"name": "reviewer"})
+        assert made.status_code in (201, 409), made.text
+    env = {
+        **os.environ,
+        "SOONG_GATEWAY_URL": gw.stack.gateway_url,
+        "SOONG_API_KEY": gw.stack.api_key,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", example], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("[demo model]") == 1 and done.stdout.count("[fake model]") == 2
