@@ -20,6 +20,7 @@ from agent_core.config import Settings
 from agent_core.service import ServiceContext, ping_services
 from agent_core.types.api import Health, Readiness
 from services.gateway import (
+    a2a_server,
     routes_assistants,
     routes_compact,
     routes_files,
@@ -217,6 +218,8 @@ def create_app(ctx: ServiceContext) -> FastAPI:
     app.router.routes.append(
         Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     )
+    app.state.a2a = a2a_server.A2AEndpoint()
+    app.include_router(a2a_server.router)
     if settings.console:
         mount_console(app)  # last: API paths match before they could reach it
     return app

@@ -54,5 +54,5 @@ async def build(ctx: ServiceContext) -> ServiceParts:
     # ops port, which is not the public one.
     return ServiceParts(
         tasks=[serve, gateway.slots.heartbeat],
-        on_stop=[gateway.events.close, app.state.mcp.close],
+        on_stop=[gateway.events.close, app.state.mcp.close, app.state.a2a.close],
     )
