@@ -94,13 +94,14 @@ _TERMINAL: Final = frozenset(
         TaskState.TASK_STATE_REJECTED,
     }
 )
-_STATES: Final = {
+_LIVE: Final = {
     RunStatus.QUEUED: TaskState.TASK_STATE_SUBMITTED,
     RunStatus.PENDING: TaskState.TASK_STATE_WORKING,
     RunStatus.RUNNING: TaskState.TASK_STATE_WORKING,
+}
+# The ends that are not a failure (``failed`` and ``aborted`` are one to A2A).
+_ENDED: Final = {
     RunStatus.COMPLETED: TaskState.TASK_STATE_COMPLETED,
-    RunStatus.FAILED: TaskState.TASK_STATE_FAILED,
-    RunStatus.ABORTED: TaskState.TASK_STATE_FAILED,
     RunStatus.CANCELLED: TaskState.TASK_STATE_CANCELED,
 }
 # How long a cancel waits for the run to stop before it answers (the run's worker stops it
@@ -111,7 +112,9 @@ _CANCEL_POLL_S: Final = 0.1
 
 def state_of(status: RunStatus) -> TaskState:
     """The A2A task state of a run status (pure)."""
-    return _STATES[status]
+    if status in _LIVE:
+        return _LIVE[status]
+    return _ENDED.get(status, TaskState.TASK_STATE_FAILED)
 
 
 def card_for(assistant: Assistant, base_url: str) -> AgentCard:
