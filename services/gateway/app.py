@@ -13,12 +13,14 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from starlette.routing import Route
 
 from agent_core.bus import SERVICE_NAMES
 from agent_core.config import Settings
 from agent_core.service import ServiceContext, ping_services
 from agent_core.types.api import Health, Readiness
 from services.gateway import (
+    a2a_server,
     routes_assistants,
     routes_compact,
     routes_files,
@@ -36,6 +38,7 @@ from services.gateway.bodies import JsonGuardMiddleware
 from services.gateway.docs import add_docs_routes
 from services.gateway.errors import install_error_handlers
 from services.gateway.limits import BodyLimitMiddleware
+from services.gateway.mcp_server import McpEndpoint
 from services.gateway.metrics import MetricsMiddleware
 from services.gateway.openapi_events import add_event_stream
 from services.gateway.routes_console import mount_console
@@ -210,6 +213,15 @@ def create_app(ctx: ServiceContext) -> FastAPI:
 
     _add_health_routes(app, ctx, gateway)
     add_docs_routes(app)
+    # The account's assistants for other clients: MCP tools (its own ASGI app, the SDK's
+    # transport) and A2A agents; neither is part of the OpenAPI document.
+    mcp = McpEndpoint(gateway)
+    app.state.mcp = mcp
+    app.router.routes.append(
+        Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    )
+    app.state.a2a = a2a_server.A2AEndpoint()
+    app.include_router(a2a_server.router)
     if settings.console:
         mount_console(app)  # last: API paths match before they could reach it
     return app
