@@ -56,15 +56,15 @@ from a2a.types.a2a_pb2 import (
     TaskState,
     TaskStatus,
 )
-from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_1_0
+from a2a.utils.constants import PROTOCOL_VERSION_1_0
 from a2a.utils.errors import (
     A2AError,
     InternalError,
     InvalidParamsError,
     UnsupportedOperationError,
 )
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi import Request
+from fastapi.responses import Response
 from google.protobuf.json_format import MessageToJson, Parse
 from starlette.requests import Request as StarletteRequest
 
@@ -77,11 +77,10 @@ from services.gateway import agent_calls
 from services.gateway.agent_calls import Call
 from services.gateway.auth import Caller
 from services.gateway.errors import ApiError
-from services.gateway.state import CallerDep, Gateway, GatewayDep, get_run
+from services.gateway.state import Gateway, get_run
 
-__all__ = ["A2AEndpoint", "card_for", "router", "state_of"]
+__all__ = ["A2AEndpoint", "card_body", "card_for", "dispatch", "state_of"]
 
-router = APIRouter(prefix="/a2a", include_in_schema=False)
 
 _ANSWER: Final = "answer"
 _SECRET_HEADERS: Final = frozenset({"authorization", "cookie", "proxy-authorization"})
@@ -444,24 +443,14 @@ class A2AEndpoint:
         await self.handler.aclose()
 
 
-async def _assistant(gw: Gateway, caller: Caller, name_or_id: str) -> Assistant:
-    return await agent_calls.find_assistant(gw, caller, name_or_id)
+def card_body(assistant: Assistant, base_url: str) -> dict[str, Any]:
+    """The assistant's A2A agent card as JSON (served by ``routes_a2a``)."""
+    return dict(agent_card_to_dict(card_for(assistant, base_url)))
 
 
-@router.get("/{assistant}" + AGENT_CARD_WELL_KNOWN_PATH)
-async def agent_card(
-    assistant: str, request: Request, gw: GatewayDep, caller: CallerDep
-) -> JSONResponse:
-    """The assistant's A2A agent card."""
-    found = await _assistant(gw, caller, assistant)
-    card = card_for(found, str(request.base_url))
-    return JSONResponse(agent_card_to_dict(card))
-
-
-@router.post("/{assistant}")
-async def jsonrpc(assistant: str, request: Request, gw: GatewayDep, caller: CallerDep) -> Response:
-    """The assistant's A2A JSON-RPC endpoint (the SDK's dispatcher)."""
-    found = await _assistant(gw, caller, assistant)
-    request.state.soong = _Scope(gw, caller, found, str(request.base_url))
-    endpoint: A2AEndpoint = request.app.state.a2a
+async def dispatch(
+    endpoint: A2AEndpoint, request: Request, gw: Gateway, caller: Caller, assistant: Assistant
+) -> Response:
+    """One JSON-RPC request to the assistant's endpoint, through the SDK's dispatcher."""
+    request.state.soong = _Scope(gw, caller, assistant, str(request.base_url))
     return await endpoint.dispatcher.handle_requests(request)

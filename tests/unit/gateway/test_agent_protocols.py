@@ -4,6 +4,8 @@ task states, an assistant to its tool and card, an outcome to a tool result."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,6 +18,8 @@ from agent_core.types.enums import RunStatus
 from services.gateway.a2a_server import card_for, state_of
 from services.gateway.agent_calls import Call, Outcome, OutputFile, read_batch
 from services.gateway.mcp_server import _arguments, tool_of, tool_result
+from services.gateway.routes_a2a import AGENT_CARD_PATH
+from tests.conftest import REPO
 
 RUN = "run_" + "1" * 16
 CHILD = "run_" + "2" * 16
@@ -126,3 +130,22 @@ def test_a_result_is_the_answer_its_files_and_ids() -> None:
         call, Outcome(RunStatus.FAILED, "", [], error_code="provider_error", error_message="boom")
     )
     assert failed.is_error and failed.content[0].text == "[failed] boom"  # type: ignore[union-attr]
+
+
+def test_the_gateway_imports_neither_protocol_sdk_until_a_request_needs_it() -> None:
+    # Seconds of CPU at every gateway start otherwise (services/gateway/lazy.py).
+    code = (
+        "import sys, services.gateway.app\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules if m.startswith(('a2a', 'mcp.'))}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_card_path_is_the_sdks() -> None:
+    from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+
+    assert AGENT_CARD_PATH == AGENT_CARD_WELL_KNOWN_PATH
