@@ -8,23 +8,27 @@ and client disconnects pass through untouched.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from agent_core.bus import SERVICE_NAMES
 from agent_core.config import Settings
 from agent_core.service import ServiceContext, ping_services
 from agent_core.types.api import Health, Readiness
 from services.gateway import (
+    routes_a2a,
     routes_assistants,
     routes_compact,
     routes_files,
     routes_hooks,
     routes_messages,
     routes_nodes,
+    routes_openai,
     routes_permissions,
     routes_runs,
     routes_sessions,
@@ -34,11 +38,15 @@ from services.gateway import (
 from services.gateway.bodies import JsonGuardMiddleware
 from services.gateway.docs import add_docs_routes
 from services.gateway.errors import install_error_handlers
+from services.gateway.lazy import Lazy
 from services.gateway.limits import BodyLimitMiddleware
 from services.gateway.metrics import MetricsMiddleware
 from services.gateway.openapi_events import add_event_stream
 from services.gateway.routes_console import mount_console
 from services.gateway.state import Gateway
+
+if TYPE_CHECKING:
+    from services.gateway.mcp_server import McpEndpoint
 
 __all__ = ["create_app"]
 
@@ -189,6 +197,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         routes_hooks,
         routes_tasks_memory,
         routes_assistants,
+        routes_openai,
     ):
         app.include_router(module.router)
 
@@ -208,6 +217,18 @@ def create_app(ctx: ServiceContext) -> FastAPI:
 
     _add_health_routes(app, ctx, gateway)
     add_docs_routes(app)
+    # The account's assistants for other clients: MCP tools (its own ASGI app, the SDK's
+    # transport) and A2A agents; neither is part of the OpenAPI document. Both are built on
+    # their first request (services/gateway/lazy.py: their SDKs cost seconds to import).
+    mcp = _mcp_endpoint(gateway)
+    app.state.mcp = mcp
+
+    app.router.routes.append(
+        Route("/mcp", endpoint=_McpDoor(mcp), methods=["GET", "POST", "DELETE"],
+              include_in_schema=False)
+    )  # fmt: skip
+    app.state.a2a = routes_a2a.a2a_endpoint()
+    app.include_router(routes_a2a.router)
     if settings.console:
         mount_console(app)  # last: API paths match before they could reach it
     return app
@@ -242,3 +263,23 @@ def _add_health_routes(app: FastAPI, ctx: ServiceContext, gateway: Gateway) -> N
         ready = bus and all(services.values())
         body = Readiness(ready=ready, bus=bus, services=services)
         return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+
+def _mcp_endpoint(gateway: Gateway) -> Lazy[McpEndpoint]:
+    def build() -> McpEndpoint:
+        from services.gateway.mcp_server import McpEndpoint
+
+        return McpEndpoint(gateway)
+
+    return Lazy(build)
+
+
+class _McpDoor:
+    """The ASGI app at ``/mcp`` (an instance, so that Starlette's Route passes the raw ASGI call
+    through rather than treating it as a request handler): the endpoint, built on first use."""
+
+    def __init__(self, endpoint: Lazy[McpEndpoint]) -> None:
+        self._endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await (await self._endpoint.get())(scope, receive, send)

@@ -52,4 +52,7 @@ async def build(ctx: ServiceContext) -> ServiceParts:
 
     # /healthz and /readyz are on the API port too (a balancer's checks); /metrics only on the
     # ops port, which is not the public one.
-    return ServiceParts(tasks=[serve, gateway.slots.heartbeat], on_stop=[gateway.events.close])
+    return ServiceParts(
+        tasks=[serve, gateway.slots.heartbeat],
+        on_stop=[gateway.events.close, app.state.mcp.close, app.state.a2a.close],
+    )

@@ -56,6 +56,9 @@ class BusTtl:
     PERMISSION_S: Final = 7 * 24 * 3600
     # The list a waiting run blocks on until the decision is pushed to it.
     PERMISSION_WAKE_S: Final = 3600
+    # An A2A task's record (the gateway's A2A endpoint): a day past its last change, like a
+    # client's memory of a conversation; the run behind it stays in the API for good.
+    A2A_TASK_S: Final = 24 * 3600
     # A gateway's SSE hub wake-up stream (renewed on every wake).
     GATEWAY_WAKE_MS: Final = 3_600_000
     # A gateway's "alive" key for its SSE slots: its heartbeat renews it every second, so the
@@ -250,6 +253,12 @@ class BusNames:
     def memory_lock(self, account_id: str) -> str:
         """The lock of the instance consolidating an account's memory."""
         return f"{self.namespace}:memory:lock:{account_id}"
+
+    # -- the gateway's A2A endpoint ---------------------------------------------------------------
+
+    def a2a_task(self, account_id: str, task_id: str) -> str:
+        """An A2A task's record (its task id is its run's id), under the owning account."""
+        return f"{self.namespace}:a2a:task:{account_id}:{task_id}"
 
     def key(self, *parts: str) -> str:
         """A key of this namespace from its parts (the methods above are the bus's own keys;

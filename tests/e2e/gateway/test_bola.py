@@ -7,9 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from mcp.shared.exceptions import MCPError
 
-from tests.e2e.gateway.conftest import Gw, new_session, run_message
+from services.gateway.openai_compat import response_id
+from tests.e2e.gateway.conftest import Gw, _create_key, new_session, run_message
 from tests.e2e.gateway.test_api import _seed_artifact, _until_permission
+from tests.e2e.gateway.test_mcp_server import _mcp
 
 pytestmark = pytest.mark.e2e
 
@@ -103,9 +106,83 @@ def _matrix(ids: Ids) -> list[tuple[str, str, dict[str, Any] | bytes | None]]:
                 ("PUT", f"/v1/assistants/{ref}", {"instructions": "bob's now"}),
                 ("DELETE", f"/v1/assistants/{ref}", None),
                 ("POST", "/v1/sessions", {"assistant": ref}),
+                # The OpenAI-compatible endpoint: the model is an assistant.
+                *[
+                    ("POST", "/v1/openai/chat/completions", {**_CHAT, "model": ref, **more})
+                    for more in ({}, {"stream": True})
+                ],
+                *[
+                    ("POST", "/v1/openai/responses", {"model": ref, "input": "x", **more})
+                    for more in ({}, {"stream": True})
+                ],
+                # Its A2A card and endpoint (the MCP server has one URL: see the test below).
+                ("GET", f"/a2a/{ref}/.well-known/agent-card.json", None),
+                ("POST", f"/a2a/{ref}", _a2a("SendMessage", _a2a_message("hijack"))),
+                ("POST", f"/a2a/{ref}", _a2a("GetTask", {"id": r})),
+                ("POST", f"/a2a/{ref}", _a2a("CancelTask", {"id": pr})),
             )
         ],
     ]
+
+
+_CHAT = {"messages": [{"role": "user", "content": "hijack"}]}
+
+
+def _a2a(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+def _a2a_message(text: str, context_id: str = "") -> dict[str, Any]:
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text}]}
+    return {"message": {**message, **({"contextId": context_id} if context_id else {})}}
+
+
+@pytest.fixture(scope="module")
+def key_m(gw: Gw) -> str:
+    """A third account's key: one that has an assistant of its own (B's must stay without)."""
+    return _create_key(gw.redis_url, "mallory")
+
+
+async def test_account_b_reaches_no_a_ids_over_mcp_and_a2a(gw: Gw, a_ids: Ids, key_m: str) -> None:
+    """Through its own assistant, another account names A's sessions and runs: refused alike,
+    nothing of A's changes, and its tools are its own."""
+    with gw.client(key_m) as bob:
+        made = bob.post("/v1/assistants", json={"name": "bob-helper"})
+        assert made.status_code == 201, made.text
+        headers = {"A2A-Version": "1.0"}
+        for real, swapped in (
+            (a_ids.session_id, a_ids.session_id[:-16] + "0" * 16),
+            (a_ids.pending_session_id, a_ids.pending_session_id[:-16] + "0" * 16),
+        ):
+            bodies = [
+                bob.post(
+                    "/a2a/bob-helper",
+                    json=_a2a("SendMessage", _a2a_message("x", s)),
+                    headers=headers,
+                )
+                for s in (real, swapped)
+            ]
+            assert [b.status_code for b in bodies] == [200, 200]
+            assert bodies[0].json()["error"] == bodies[1].json()["error"]
+        for method, run in (("GetTask", a_ids.run_id), ("CancelTask", a_ids.pending_run_id)):
+            answer = bob.post("/a2a/bob-helper", json=_a2a(method, {"id": run}), headers=headers)
+            assert answer.json()["error"]["code"] == -32001, answer.text  # task not found
+            assert "alpha" not in answer.text
+    async with _mcp(gw, key_m) as session:
+        assert [t.name for t in (await session.list_tools()).tools] == ["bob-helper"]
+        for name, args in (
+            ("alpha-helper", {"message": "hijack"}),
+            ("bob-helper", {"message": "hijack", "session_id": a_ids.session_id}),
+            ("bob-helper", {"message": "hijack", "session_id": a_ids.pending_session_id}),
+        ):
+            with pytest.raises(MCPError) as caught:
+                await session.call_tool(name, args)
+            assert caught.value.code == -32602 and "alpha" not in caught.value.message
+    with gw.client() as alice:
+        runs = alice.get(f"/v1/sessions/{a_ids.session_id}/runs").json()["items"]
+        assert [r["run_id"] for r in runs] == [a_ids.run_id]
+        pending = alice.get(f"/v1/sessions/{a_ids.pending_session_id}/runs").json()["items"]
+        assert [r["status"] for r in pending] == ["pending"]
 
 
 def _swap(path: str, ids: Ids) -> str:
@@ -176,3 +253,39 @@ def test_account_b_gets_404_everywhere(gw: Gw, a_ids: Ids) -> None:
             "active",
             "alpha instructions",
         )
+
+
+def test_another_account_cannot_continue_a_conversation_through_openai(gw: Gw, a_ids: Ids) -> None:
+    """A's session named by the session header, or by a response id of A's run, with a model
+    that is the caller's own assistant (so that only the session stands between): 404 alike for
+    a session that never existed, and nothing of A's in the answer. (Carol, not Bob: Bob has no
+    assistant, which the test above checks.)"""
+    s, r = a_ids.session_id, a_ids.run_id
+    carol = _create_key(gw.redis_url, "carol")
+    with gw.client(carol) as c:
+        assert c.post("/v1/assistants", json={"name": "carol-helper"}).status_code == 201
+
+    def calls(session_id: str, run_id: str) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
+        header = {"X-Soong-Session-Id": session_id}
+        previous = {"previous_response_id": response_id(session_id, run_id)}
+        mine = {"model": "carol-helper"}
+        return [
+            ("/v1/openai/chat/completions", {**_CHAT, **mine}, header),
+            ("/v1/openai/chat/completions", {**_CHAT, **mine, "stream": True}, header),
+            ("/v1/openai/responses", {**mine, "input": "x"}, header),
+            ("/v1/openai/responses", {**mine, "input": "x", **previous}, {}),
+            ("/v1/openai/responses", {**mine, "input": "x", "stream": True, **previous}, {}),
+        ]
+
+    never = calls(s[:-16] + "0" * 16, "run_" + "0" * 16)
+    with gw.client(carol) as c:
+        for (path, body, headers), missing in zip(calls(s, r), never, strict=True):
+            foreign = c.post(path, json=body, headers=headers)
+            assert foreign.status_code == 404, (path, body, foreign.text)
+            assert not any(x in foreign.text for x in (s, r, "alpha", "dev")), foreign.text
+            assert set(foreign.json()["error"]) == {"message", "type", "param", "code"}
+            other = c.post(missing[0], json=missing[1], headers=missing[2])
+            assert (other.status_code, other.content) == (404, foreign.content), path
+    with gw.client() as alice:
+        runs = alice.get(f"/v1/sessions/{s}/runs").json()["items"]
+        assert [run["run_id"] for run in runs] == [r]
