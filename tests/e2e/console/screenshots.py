@@ -21,7 +21,7 @@ from services.gateway.routes_console import CONSOLE_DIR
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "console"
 MANIFEST = DOCS / "screenshots.json"
-VIEWS = ("chat", "permission", "tree", "runs", "files", "tasks", "memory")
+VIEWS = ("chat", "permission", "tree", "runs", "files", "tasks", "memory", "assistants")
 
 
 def console_hash() -> str:

@@ -3,7 +3,8 @@
 Each test is one thing a person does with the console: sign in and chat (a streamed answer
 with a tool step), branch and switch back on the tree, move files in and out, reload in the
 middle of a run and answer its permission request in place, see a failed run's reason and
-cancel a running one, and keep tasks and memory. Every page must log no error and no refused
+cancel a running one, keep tasks and memory, and find where other clients call an assistant.
+Every page must log no error and no refused
 script or style along the way.
 """
 
@@ -305,6 +306,76 @@ def test_task_board_and_memory_editor_with_etags(
         expect(page.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
         saved = api.get("/v1/memory/user").json()["content"]
         assert _lines(saved) == _lines(mine + "- Likes tables.\n")
+
+
+def test_assistants_view_shows_where_other_clients_call_each_one(
+    console: Console, tab: Tab, tmp_path: Path
+) -> None:
+    with console.api() as api:  # no other test of this module makes an assistant
+        assert api.get("/v1/assistants").json()["items"] == []
+    page = sign_in(tab, console)
+    page.get_by_role("link", name="Assistants").click()
+    empty = page.locator("[data-empty]")
+    expect(empty).to_contain_text("soong-agent assistants create")
+    expect(empty).to_contain_text("POST /v1/assistants")
+
+    with console.api() as api:
+        made = api.post(
+            "/v1/assistants",
+            json={
+                "name": "reviewer",
+                "description": "Reviews patches",
+                "instructions": "Be brief.",
+            },
+        )
+        assert made.status_code == 201, made.text
+    page.get_by_role("button", name="Reload").click()
+    card = page.locator('[data-assistant="reviewer"]')
+    expect(card).to_contain_text("Reviews patches")
+    gateway = page.evaluate("location.origin")
+    assert gateway == console.stack.gateway_url.rstrip("/")
+    shown = {
+        kind: card.locator(f'[data-endpoint="{kind}"]').inner_text()
+        for kind in ("mcp", "openai", "model", "a2a")
+    }
+    assert shown == {
+        "mcp": f"{gateway}/mcp",
+        "openai": f"{gateway}/v1/openai",
+        "model": "reviewer",
+        "a2a": f"{gateway}/a2a/reviewer/.well-known/agent-card.json",
+    }
+    expect(card.locator("dd").first).to_contain_text("the tool is named reviewer")
+
+    # A copy button is a real button: reached and pressed from the keyboard.
+    tab.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=gateway)
+    copy = card.get_by_role("button", name="Copy OpenAI base URL of reviewer")
+    copy.focus()
+    page.keyboard.press("Enter")
+    expect(copy).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == shown["openai"]
+    capture(page, "assistants", tmp_path)
+
+    # The URLs shown work, with the key: the OpenAI endpoint answers as the assistant, and the
+    # A2A card is the assistant's.
+    with console.api() as api:
+        answer = api.post(
+            shown["openai"] + "/chat/completions",
+            json={"model": shown["model"], "messages": [{"role": "user", "content": "hello"}]},
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["message"]["content"] == "Echo: hello"
+        agent_card = api.get(shown["a2a"])
+        assert agent_card.status_code == 200, agent_card.text
+        assert agent_card.json()["name"] == "reviewer"
+
+    # A phone's width: every URL and button of the card stays on the screen.
+    page.set_viewport_size({"width": 390, "height": 844})
+    outside = page.evaluate(
+        """() => [...document.querySelectorAll('.topbar > *, .assistant code, .assistant button')]
+          .filter((e) => e.getBoundingClientRect().right > innerWidth)
+          .map((e) => e.textContent)"""
+    )
+    assert outside == []
 
 
 def _lines(memory_file: str) -> str:

@@ -107,5 +107,14 @@ async () => {
   const items = conversationItems(path, [{ run_id: 'r1', status: 'failed', end_reason: 'failed', error: { code: 'e' } }], new Set(['r2']));
   check('conversation kinds', same(items.map((i) => i.kind), ['user', 'tool', 'ending']), JSON.stringify(items.map((i) => i.kind)));
   check('conversation tool result', items[1].status === 'error');
+
+  const { endpointsOf } = await import('/console/js/assistants.js');
+  const { parseRoute } = await import('/console/js/route.js');
+  check('assistants route', parseRoute('#/assistants').view === 'assistants');
+  check('assistant endpoints', same(endpointsOf('https://gw.example:8443/', 'code.review-2'), {
+    mcp: 'https://gw.example:8443/mcp',
+    openai: 'https://gw.example:8443/v1/openai',
+    a2aCard: 'https://gw.example:8443/a2a/code.review-2/.well-known/agent-card.json',
+  }), JSON.stringify(endpointsOf('https://gw.example:8443/', 'code.review-2')));
   return failures;
 }

@@ -7,6 +7,7 @@ import { SignIn } from './signin.js';
 import { Sessions } from './sessions.js';
 import { SessionView } from './session.js';
 import { Memory } from './memory.js';
+import { Assistants } from './assistants.js';
 
 function useToasts() {
   const [toasts, setToasts] = useState([]);
@@ -25,7 +26,8 @@ function Home() {
     <h2>Welcome</h2>
     <p>Pick a session on the left or create one. Each session keeps its conversation as a tree you
       can branch, its runs with their events, its files, and its task lists. Memory is shared by
-      all your sessions.</p>
+      all your sessions. Assistants lists your named agents and the URLs MCP, OpenAI and A2A
+      clients call them at.</p>
     <p class="muted">Keys: <kbd>/</kbd> searches sessions; in a message <kbd>Enter</kbd> sends and
       <kbd>Shift</kbd>+<kbd>Enter</kbd> starts a new line; arrow keys move between tabs and tree nodes.</p>
   </div>`;
@@ -52,11 +54,15 @@ export function App() {
   let main;
   if (route.view === 'session') main = html`<${SessionView} key=${route.sid} api=${api} sid=${route.sid} tab=${route.tab} notify=${notify} />`;
   else if (route.view === 'memory') main = html`<${Memory} api=${api} notify=${notify} />`;
+  else if (route.view === 'assistants') main = html`<${Assistants} api=${api} notify=${notify} />`;
   else main = html`<${Home} />`;
   return html`<div class="layout">
     <header class="topbar">
       <a class="brand" href="#/">soong-agent</a>
-      <a href="#/memory" class=${route.view === 'memory' ? 'current' : ''}>Memory</a>
+      <a href="#/memory" class=${route.view === 'memory' ? 'current' : ''}
+        aria-current=${route.view === 'memory' ? 'page' : undefined}>Memory</a>
+      <a href="#/assistants" class=${route.view === 'assistants' ? 'current' : ''}
+        aria-current=${route.view === 'assistants' ? 'page' : undefined}>Assistants</a>
       <a href="/docs" target="_blank" rel="noopener">API docs</a>
       <span class="spacer"></span>
       <button class="link" onClick=${signOut}>Sign out</button>

@@ -1,5 +1,5 @@
-// Where the page is, in the URL's hash: `#/s/<session>/<tab>`, `#/memory`, or home. The hash
-// keeps the place across a reload and never reaches the server.
+// Where the page is, in the URL's hash: `#/s/<session>/<tab>`, `#/memory`, `#/assistants`, or
+// home. The hash keeps the place across a reload and never reaches the server.
 
 import { useEffect, useState } from './lib.js';
 
@@ -11,6 +11,7 @@ export function parseRoute(hash) {
     return { view: 'session', sid: parts[1], tab: TABS.includes(parts[2]) ? parts[2] : 'chat' };
   }
   if (parts[0] === 'memory') return { view: 'memory' };
+  if (parts[0] === 'assistants') return { view: 'assistants' };
   return { view: 'home' };
 }
 
