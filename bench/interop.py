@@ -7,15 +7,22 @@ one run, rotating the order each round so that the machine's load hits them alik
 
 * ``own_sse`` — ``POST /v1/sessions/{id}/messages`` with ``stream=true`` (the baseline);
 * ``openai_chat`` — ``POST /v1/openai/chat/completions`` with ``stream: true``;
-* ``openai_responses`` — ``POST /v1/openai/responses`` with ``stream: true``.
+* ``openai_responses`` — ``POST /v1/openai/responses`` with ``stream: true``;
+* ``mcp`` — ``tools/call`` on ``/mcp`` with a progress token (the assistant is the tool): each
+  progress notification carries the text read since the last;
+* ``a2a`` — ``SendStreamingMessage`` on ``/a2a/{assistant}``: the ``answer`` artifact's chunks.
+
+Every path is read the same way, as raw HTTP (chunked SSE decoded by hand), so that no client
+library's own per-event cost is counted as the gateway's (a client SDK's parsing is the
+client's CPU, whichever door it uses).
 
 Per chunk of the answer: the time from the run-worker's stamp on the text delta that carried it
 (its ``created_at``; for the OpenAI paths read afterwards from the run's own event stream, which
 the live stream keeps) to the moment the client read the bytes carrying it — same machine, same
-clock. Every path is one function returning those samples (MCP, A2A go beside them in ``PATHS``).
+clock. Every path is one function returning those samples (``PATHS``).
 One stream at a time (``…_ms_per_event``, the median; ``…_p90_ms``), then ``CONCURRENT`` at once
-per path (``…_ms_per_event_10``). ``interop_openai_*_ratio``: a path's median ÷ own SSE's in the
-same run (goal ≤ 1.2).
+per path (``…_ms_per_event_10``). ``interop_*_ratio``: a path's median ÷ own SSE's in the same
+run (goal ≤ 1.2).
 
 The last line printed is one JSON object.
 """
@@ -186,10 +193,61 @@ async def openai_responses(ctx: Ctx) -> list[float]:
     return _latencies(reads, stamps)
 
 
+async def mcp(ctx: Ctx) -> list[float]:
+    """The MCP server: ``tools/call`` with a progress token, over Streamable HTTP (stateless)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": ASSISTANT,
+            "arguments": {"message": "bench"},
+            "_meta": {"progressToken": 1},
+        },
+    }
+    headers = {"Accept": "application/json, text/event-stream"}
+    _, frames = await _stream(ctx, "/mcp", body, headers)
+    reads: Reads = []
+    ids: dict[str, str] = {}
+    for at, _, data in frames:
+        message = json.loads(data)
+        if message.get("method") == "notifications/progress":
+            reads += [(i, at) for i in _indexes(message["params"].get("message") or "")]
+        elif "result" in message:
+            ids = message["result"]["structuredContent"]
+    return _latencies(reads, await _stamps(ctx, ids["session_id"], ids["run_id"]))
+
+
+async def a2a(ctx: Ctx) -> list[float]:
+    """The A2A endpoint: ``SendStreamingMessage``, the answer artifact's chunks."""
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "bench"}]}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendStreamingMessage",
+        "params": {"message": message},
+    }
+    _, frames = await _stream(ctx, f"/a2a/{ASSISTANT}", body, {"A2A-Version": "1.0"})
+    reads: Reads = []
+    session_id = run_id = ""
+    for at, _, data in frames:
+        result = json.loads(data).get("result") or {}
+        if "task" in result:
+            session_id, run_id = result["task"]["contextId"], result["task"]["id"]
+        update = result.get("artifactUpdate") or {}
+        # The chunks as they stream; the last one repeats the whole answer (the stored text).
+        if update.get("artifact", {}).get("name") == "answer" and not update.get("lastChunk"):
+            text = "".join(part.get("text", "") for part in update["artifact"].get("parts", ()))
+            reads += [(i, at) for i in _indexes(text)]
+    return _latencies(reads, await _stamps(ctx, session_id, run_id))
+
+
 PATHS: dict[str, Callable[[Ctx], Awaitable[list[float]]]] = {
     "own_sse": own_sse,
     "openai_chat": openai_chat,
     "openai_responses": openai_responses,
+    "mcp": mcp,
+    "a2a": a2a,
 }
 
 
