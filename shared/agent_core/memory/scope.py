@@ -17,7 +17,9 @@ __all__ = [
 ]
 
 USER_SCOPE = "user"
-SCOPE_PATTERN = r"^(user|skill:[A-Za-z0-9_.\-]+)$"
+# Skill names are ASCII in a home's skill folder, but a transcript may name a skill in Chinese
+# ("地图"): CJK letters are allowed too (they make a valid file name on every platform).
+SCOPE_PATTERN = "^(user|skill:[A-Za-z0-9_.\\-\u3400-\u4dbf\u4e00-\u9fff]+)$"
 
 # Words that tie a statement to a skill's artefact or tool. A skill missing here is matched by
 # its name only. Generic words ("表", "table") are left out on purpose: they fit every skill.
