@@ -131,7 +131,9 @@ def detect_tool_lessons(
             text = _lesson(failed, nxt, language)
             if text is None:
                 continue
-            scope = tool_scope(failed.tool_name or "", interaction.skills, keywords)
+            scope = tool_scope(
+                failed.tool_name or "", interaction.skills, keywords, interaction.descriptions()
+            )
             lessons.append(
                 Signal(
                     kind=SignalKind.TOOL_LESSON,
