@@ -60,6 +60,7 @@ _VERB_AFTER = (
 # Durable markers: the user says this should hold beyond the current turn.
 STRONG = re.compile(
     r"记住|记下|记一下|记得|以后|今后|往后|之后都|下次|默认|总是|一律|每次|始终|永远|一直|"
+    r"从(?:现在|今天|今儿|这次|本次|此|今)(?:开始|起)|打(?:今儿|今天|现在)起|"
     rf"固定{_VERB_AFTER}|统一{_VERB_AFTER}|"
     r"\bremember\b|\bfrom now on\b|\bgoing forward\b|\bmoving forward\b|\bfrom here on\b|"
     r"\bnext time\b|\balways\b|\bnever\b|\bby default\b|\bin (?:the )?future\b|\bevery time\b|"
@@ -68,7 +69,7 @@ STRONG = re.compile(
 )
 # Imperatives that are memories only when nothing marks them as a task or an instance.
 WEAK = re.compile(
-    r"不要|别用|别再|别加|别删|别放|别写|别把|别给|应该|不用|必须|务必|禁止|"
+    r"不要|别用|别再|别加|别删|别放|别写|别把|别给|应该|不用|必须|务必|禁止|不许|不准|"
     r"\bdon'?t\b|\bdo not\b|\bshould\b|\bmust\b|\bavoid\b|\bstop\b",
     _I,
 )
@@ -185,7 +186,7 @@ QUOTATION = re.compile(
 # The current output, file or time: a request about it is not a memory.
 ONE_OFF = re.compile(
     r"(?<!从)这次(?!开始|起)|(?<!从)本次(?!开始|起)|这一次|这回|这份|这一版|这个表|这个图|那个表|刚才|暂时|临时|今天|明天|先这样|"
-    r"(?<![A-Za-z0-9_])(?<![A-Za-z0-9_] )[这那]张|[这那]一?(?:列|行|页|条|版)|下次\S{1,6}?(?:前|之前)|"
+    r"(?<![A-Za-z0-9_])(?<![A-Za-z0-9_] )[这那]张|[这那]一?(?:列|行|页|条|版)|[这那]一张|下次\S{1,6}?(?:前|之前)|"
     r"\bthis time\b|\bjust for this\b|\bfor now\b|\bthis once\b|\bjust this once\b|\btoday\b|"
     r"\btomorrow\b|\bthis one\b|\bthat one\b|\bi meant\b|\bin this (?:sheet|file|table|chart|deck|"
     r"slide|report|email|query|version|draft)\b|"

@@ -16,7 +16,8 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 from redis.asyncio import Redis
 
-from agent_core.bus import BusNames, RpcClient, publish
+from agent_core.bus import BusNames, RpcClient
+from agent_core.bus.publish import publish
 from agent_core.bus.contracts.memory import (
     Interaction,
     ListMemory,

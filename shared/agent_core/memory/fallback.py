@@ -143,9 +143,14 @@ def _decide(
 
 # Values, not what a statement is about: numbers, number words, colours, quoted names.
 _VALUE = re.compile(
-    r"#[0-9a-f]{3,6}\b|\d+(?:[.,]\d+)?|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|"
+    r"#[0-9a-f]{3,6}\b|(?<![\d.,])\d{1,12}(?:[.,]\d{1,9})?|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|"
     r"eleven|twelve|thirteen|fifteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred)\b|"
     r"[一二两三四五六七八九十百]{1,4}(?=[位个分周天月年号%])|“[^”]{1,40}”|\"[^\"]{1,40}\"|「[^」]{1,40}」",
+    re.I,
+)
+_QUANTITY = re.compile(
+    r"(?:(?<![\d.])\d{1,9}(?:\.\d{1,9})?|\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
+    r"twenty|thirty|sixty|ninety)\b)[\s-]?([a-z]{2,12}|[\u4e00-\u9fff]{1,2})",
     re.I,
 )
 # A statement about the user themself ("I'm the finance lead …", "I now head FP&A …", "我是…").
@@ -168,6 +173,8 @@ def _topic(text: str) -> frozenset[str]:
     topic = set(feats - values)
     if _SELF.search(body.strip()):
         topic.add("@self")
+    # A quantity names what it measures: "12 weeks" and "13 weeks" are both a number of weeks.
+    topic.update(f"@qty:{unit}" for m in _QUANTITY.finditer(body) for unit in feature_set(m[1]))
     return frozenset(topic)
 
 
@@ -178,7 +185,8 @@ def _same_attribute(new: str, old: str) -> float:
     cjk = [f for f in shared if re.search(r"[\u4e00-\u9fff]", f)]
     bigrams = [f for f in cjk if not set(f) & _FUNCTION_CHARS]
     words = len(shared) - len(cjk)
-    if "@self" not in shared and words < 2 and len(bigrams) < 2:
+    marks = [f for f in shared if f.startswith("@")]
+    if not marks and words < 2 and len(bigrams) < 2:
         return 0.0
     ratio = len(shared) / min(len(a), len(b))
     return ratio if ratio >= SAME_ATTRIBUTE else 0.0
@@ -237,6 +245,29 @@ def _revision(docs: Mapping[str, MemoryDocument], signal: Signal) -> MemoryUpdat
     )  # fmt: skip
 
 
+def _restated(docs: Mapping[str, MemoryDocument], signal: Signal) -> MemoryUpdate | None:
+    """``none`` for a rule said again ("Like I said before, JR goes in the footer"): a repeat cue
+    and an entry about the same thing, whatever the wording."""
+    if signal.kind is SignalKind.TOOL_LESSON or signal.slots or not lx.REPEAT.search(signal.sentence):
+        return None  # a slot says what the preference is about: the slot rule decides
+    others = [s for s in docs if s != signal.scope] if signal.scope == USER_SCOPE else []
+    scopes = [signal.scope, *others]
+    for scope in scopes:
+        doc = docs.get(scope)
+        for entry in doc.entries if doc else ():
+            if _same_attribute(signal.text, entry.text) and not _new_value(signal.text, entry.text):
+                return MemoryUpdate(
+                    op=UpdateOp.NONE, scope=scope, entry_id=entry.id, reason="restatement"
+                )
+    return None
+
+
+def _new_value(new: str, old: str) -> bool:
+    """``new`` names a value ``old`` does not (a number, a colour, a quoted name)."""
+    olds = {normalize(m.group(0)) for m in _VALUE.finditer(old)}
+    return any(normalize(m.group(0)) not in olds for m in _VALUE.finditer(new))
+
+
 def consolidate_fallback(
     signals: Sequence[Signal], documents: Mapping[str, MemoryDocument], *, now: datetime
 ) -> MemoryUpdateBatch:
@@ -252,6 +283,8 @@ def consolidate_fallback(
             continue
         if signal.kind is SignalKind.FORGET:
             step = _forget(working, signal.text)
+        elif restated := _restated(working, signal):
+            step = [restated]
         elif revision := _revision(working, signal):
             step = [revision]
         elif signal.kind is SignalKind.REVISION:

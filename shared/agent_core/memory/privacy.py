@@ -30,6 +30,7 @@ __all__ = [
     "luhn_valid",
     "scrub_statement",
     "scrub_text",
+    "serves_a_secret",
 ]
 
 _SEP = r"[ \t\u00a0\u3000.\-]"
@@ -83,7 +84,7 @@ _SECRET_TOPIC = re.compile(
 )
 _ANAPHORA = re.compile(
     r"(?i)\b(?:them|it|those|these|this one|that one|this number|that number)\b|"
-    r"它们|它|这些|这个|那个|[这那]张卡|这串|这组|该号|上面的|一下$|"
+    r"它们|它|这些|[这那]个(?![\u4e00-\u9fff])|[这那]张卡|这串|这组|该号|上面的|一下$|"
     r"\b(?:remember|note|keep|save|store|use)\s(?:that|this)(?=\s(?:for|when|in|on|to|as)\b|\s{0,3}$)|"
     # a purpose with the object left out: "…，以后填表用", "for the hotel booking"
     r"(?:要用|时用|的时候用|填表用|[^不]用)[。.!！]{0,3}$|^(?:for|to use for|use for) (?:the |my |our )?\w+"
@@ -215,6 +216,12 @@ def about_a_secret(part: str) -> bool:
     return bool(
         _ANAPHORA.search(part) or _SECRET_TOPIC.search(part) or _MARKER_ONLY.match(part.strip())
     )
+
+
+def serves_a_secret(part: str) -> bool:
+    """Whether ``part`` only serves a secret said beside it: points back at it, talks about it,
+    or gives a purpose, convenience or permission for keeping it."""
+    return about_a_secret(part) or bool(_PURPOSE.search(part))
 
 
 def scrub_statement(sentence: str) -> ScrubResult:

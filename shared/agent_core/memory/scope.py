@@ -177,17 +177,19 @@ def skill_of(
     named = [s for s in skills if _named(text, s)]
     if named:
         return named[0]
-    if set(slot_keys) & CROSS_CUTTING_SLOTS:
-        return None
+    # A cross-cutting preference (dates, decimals, …) belongs to a skill only when the skill's
+    # own words say so ("发票金额保留两位小数" with an invoice skill), never by the table.
+    cross = bool(set(slot_keys) & CROSS_CUTTING_SLOTS)
     descriptions = descriptions or {}
     scores: dict[str, int] = {}
     for s in skills:
         name_terms, desc_terms = skill_terms(s, descriptions.get(s, ""))
-        table = _hits(text, [*keywords.get(s, ()), *_name_words(s)[2:]])
+        table = 0 if cross else _hits(text, [*keywords.get(s, ()), *_name_words(s)[2:]])
         extra = _term_hits(text, name_terms - {s.casefold()}) if len(name_terms) > 1 else 0
         if re.search(r"[\u4e00-\u9fff]", s) and s in text:
             extra += 2
-        scores[s] = table + 2 * extra + _term_hits(text, desc_terms)
+        # The skill's own words count twice the built-in table's: they say what it is for.
+        scores[s] = table + 2 * extra + 2 * _term_hits(text, desc_terms)
     best = max(scores.values(), default=0)
     if best == 0:
         return None

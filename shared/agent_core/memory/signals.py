@@ -16,7 +16,7 @@ from . import _lexicon as lx
 from ._text import Language, detect_language, feature_set, split_clauses, split_sentences
 from .candidate import Signal, SignalKind, SlotValue
 from .interaction import Interaction, Turn, TurnRole
-from .privacy import scrub_statement
+from .privacy import find_pii, scrub_statement, serves_a_secret
 from .scope import (
     CROSS_CUTTING_SLOTS,
     DEFAULT_SKILL_KEYWORDS,
@@ -78,8 +78,13 @@ def _vetoed(sentence: str, probe: str, lifted: bool = False) -> bool:
         others = [m for m in lx.STRONG.findall(probe) if m.casefold() not in ("remember", "记得")]
         if not others:
             return True
+    if lx.STRONG.search(probe) and not lx.STRONG.search(_QUOTED.sub(" ", probe)):
+        return True  # every marker is inside someone's quoted words ("… scribbled 'always …'")
     vetoes = (lx.HYPOTHETICAL, lx.QUOTATION) if lifted else (lx.HYPOTHETICAL, lx.QUOTATION, lx.ONE_OFF)
     return any(p.search(probe) for p in vetoes)
+
+
+_QUOTED = re.compile(r"“[^”]{0,200}”|「[^」]{0,200}」|\"[^\"]{0,200}\"|(?<![A-Za-z])'[^']{0,200}'(?![A-Za-z])")
 
 
 def _has_slot(text: str) -> bool:
@@ -95,7 +100,8 @@ def _habit(sentence: str, probe: str) -> bool:
         return True
     if imperative and lx.ORG_STANDARD.search(body):
         return True
-    return bool(lx.CONDITION.search(body) and lx.WEAK.search(body))
+    # "写 SQL 的时候别…", "When you draw delivery zones, default the radius to 3 km"
+    return bool(lx.CONDITION.search(body) and (lx.WEAK.search(body) or imperative))
 
 
 def _kind(sentence: str, probe: str, confirmed: bool) -> SignalKind | None:
@@ -108,6 +114,8 @@ def _kind(sentence: str, probe: str, confirmed: bool) -> SignalKind | None:
         or confirmed
         or (lx.CHANGE.search(probe) and has_slot)
         or _habit(sentence, probe)
+        # "说过多少次了，金额保留两位小数": an instruction said again holds beyond this output
+        or (lx.REPEAT.search(probe) and (has_slot or lx.WEAK.search(probe)))
     )
     if lx.CORRECTION.search(probe):
         # A correction of this output ("that's wrong, I meant Q3") is not a memory; one that
@@ -161,6 +169,12 @@ def _instruction(text: str) -> str:
             and len(feature_set(lx.FILLER.sub(" ", c))) < 2
         )
         and not (lx.CORRECTION.search(c) and not _has_content(c))
+        # "…，别再弄错了", "…，以后都这样": the clause made the rule durable, it is not the rule
+        and not (
+            len(clauses) > 1
+            and lx.LEND.search(c)
+            and _lends(c, " ".join(o for o in clauses if o != c))
+        )
     ]
     if not kept or len(kept) == len(clauses):
         return text
@@ -232,7 +246,8 @@ def _sentence_signals(
     if tag := lx.TAG_QUESTION.search(sentence):
         sentence, confirmed = sentence[: tag.start()].strip(), True
     sentence = _without_idioms(sentence)
-    sentence = _without_instance_clauses(sentence, lifted)
+    sentence, lent = _without_instance_clauses(sentence, lifted)
+    confirmed = confirmed or lent
     probe = sentence
     if not sentence or _vetoed(sentence, probe, lifted):
         return []
@@ -285,26 +300,33 @@ def _sentence_signals(
     return signals
 
 
-def _without_instance_clauses(sentence: str, lifted: bool) -> str:
+def _without_instance_clauses(sentence: str, lifted: bool) -> tuple[str, bool]:
     """A sentence that names one instance ("this column", "这一列") and also states a general
     rule ("…always get thousands separators", "…一律保留两位小数") keeps the rule's clauses: the
-    instance is the complaint, the rule is what holds. Without a general clause it is vetoed."""
+    instance is the complaint, the rule is what holds. Without a general clause it is vetoed.
+    The flag says a marker-only clause went with the deictic ("这条以后一直有效")."""
     if lifted or not lx.ONE_OFF.search(sentence):
-        return sentence
+        return sentence, False
     clauses = split_clauses(sentence)
     limits = [m for c in clauses for m in lx.ONE_OFF.finditer(c) if not lx.INSTANCE.fullmatch(m[0])]
     if limits:
-        return sentence  # "just for this deck", "这次": the whole sentence is about this output
+        return sentence, False  # "just for this deck", "这次": all of it is about this output
+    pointing = [c for c in clauses if lx.ONE_OFF.search(c)]
+    rest = " ".join(c for c in clauses if c not in pointing)
+    if len(pointing) < len(clauses) and all(_lends(c, rest) for c in pointing):
+        # "…最多 5 个班，这条以后一直有效": the deictic points at the rule itself
+        joiner = "，" if detect_language(sentence) == "zh" else ", "
+        return joiner.join(c for c in clauses if c not in pointing), True
     general = [
         c
         for c in clauses
         if not lx.ONE_OFF.search(c) and (lx.STRONG.search(c) or lx.UNIVERSAL.search(c))
     ]
     if not general or len(general) == len(clauses):
-        return sentence
+        return sentence, False
     kept = [c for c in clauses if not lx.ONE_OFF.search(c)]
     joiner = "，" if detect_language(sentence) == "zh" else ", "
-    return joiner.join(kept)
+    return joiner.join(kept), False
 
 
 # Agreement that carries nothing of its own ("对，就是这个意思", "Much better", "Perfect").
@@ -331,6 +353,7 @@ def _new_content(text: str, neighbour: str) -> int:
         for w in _WORD.findall(rest)
         if _stem_word(w) not in seen_words and not feature_set(w) <= frozenset()
     ]
+    words += [n for n in re.findall(r"\d+(?:\.\d+)?", rest) if n not in seen]
     chars = [c for c in re.findall(r"[\u4e00-\u9fff]", rest) if c not in _FUNCTION_CHARS]
     return len(words) + len([c for c in chars if c not in seen]) // 2
 
@@ -412,7 +435,14 @@ def _gap_change(
         if delta:
             zh = ctx.fallback_lang == "zh"
             body = ("；" if zh else "; ").join(f"{k}: {v}" for k, v in delta.items())
-            return f"{call.tool_name}: {body}", skill
+            # What the call was about, from its unchanged short arguments ("metric: nps").
+            about = [
+                f"{k}: {v}"
+                for k, v in call.arguments.items()
+                if k not in delta and isinstance(v, str) and len(v) <= 30 and not _is_path(v)
+            ][:2]
+            name = f"{call.tool_name} ({', '.join(about)})" if about else call.tool_name
+            return f"{name}: {body}", skill
     return None
 
 
@@ -452,7 +482,7 @@ def _turn_signals(
         if _approves(sentence) or (previous is None and _lends(sentence)):
             item[3] = True
             change = gap()
-            if change is not None and not lx.ONE_OFF.search(sentence):
+            if change is not None and not lx.ONE_OFF.search(_AFFIRM.sub(" ", sentence)):
                 body, skill = change
                 scope = skill_scope(skill) if skill else ctx.scope(body, [], SignalKind.EXPLICIT)
                 lang = detect_language(body)
@@ -465,19 +495,26 @@ def _turn_signals(
             elif previous is not None:
                 items[previous][1] = items[previous][2] = True
             continue
-        if previous is not None and _lends(sentence, items[previous][0]):
-            item[3] = True
-            items[previous][1] = items[previous][2] = True
-        elif (
+        if (
             previous is not None
             and _complaint(items[previous][0])
             and _kind(sentence, sentence, False) not in (None, SignalKind.STATEMENT)
+            and _has_content(sentence)
         ):
-            # "…又把空白门店算进去了。空白门店一律剔除。": the complaint reports what went wrong;
-            # the rule after it is what holds.
+            # "…又把空白门店算进去了。空白门店一律剔除。": the complaint reports what went wrong
+            # again; the rule after it is what holds, and holds beyond this output.
             items[previous][3] = True
+            item[1] = True
+        elif previous is not None and _lends(sentence, items[previous][0]):
+            item[3] = True
+            items[previous][1] = items[previous][2] = True
+    secret_before = False
     for sentence, confirmed, lifted, skip in items:
-        if not skip:
+        # "Here's my password: …. You have my permission to hold on to it …": a sentence that
+        # serves the secret said just before it goes with it.
+        serves = secret_before and serves_a_secret(sentence)
+        secret_before = bool(find_pii(sentence)) or serves
+        if not skip and not serves:
             signals.extend(_sentence_signals(sentence, ctx, confirmed, lifted))
     return signals
 
