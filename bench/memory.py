@@ -42,6 +42,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "shared")]
 
 from agent_core.bus.contracts.memory import Interaction, InteractionTurn  # noqa: E402
 from agent_core.config import load_settings  # noqa: E402
+from agent_core.memory import INJECTION_HEADINGS  # noqa: E402
 from agent_core.memory import Interaction as MemoryInteraction  # noqa: E402
 from agent_core.memory.client import MemoryClient, publish_interaction  # noqa: E402
 from agent_core.memory.evaluation import EpisodeLabels, Score, merge_scores  # noqa: E402
@@ -114,7 +115,7 @@ async def bus_figures(tmp: Path) -> dict[str, Any]:
             t0 = time.perf_counter()
             text = await client.render("acme", ["report", "chart"])
             render.append(time.perf_counter() - t0)
-        assert text.startswith("# 个性化记忆")
+        assert text.startswith(tuple(INJECTION_HEADINGS.values()))
     finally:
         stop.set()
         await service

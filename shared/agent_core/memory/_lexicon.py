@@ -263,7 +263,9 @@ STATEMENT_HINT = re.compile(
     _I,
 )
 # The block this pipeline injects: never read it back as evidence (feedback-loop guard).
-MEMORY_BLOCK = re.compile(r"(?m)^#[ \t]{0,4}个性化记忆[^\n]*\n(?:(?!#[ \t]).*(?:\n|\Z))*")
+MEMORY_BLOCK = re.compile(
+    r"(?m)^#[ \t]{0,4}(?:个性化记忆|Personal memory)[^\n]*\n(?:(?!#[ \t]).*(?:\n|\Z))*"
+)
 
 # name → pattern, for the linear-time tests.
 PATTERNS: dict[str, re.Pattern[str]] = {

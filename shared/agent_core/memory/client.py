@@ -1,7 +1,7 @@
 """Typed helpers to talk to the memory-extraction service over the bus.
 
 - the run-worker: :func:`publish_interaction` after a main run (no LLM on the request path) and
-  :meth:`MemoryClient.render` at run start (the ``# 个性化记忆`` text);
+  :meth:`MemoryClient.render` at run start (the memory block's text);
 - the gateway: :meth:`MemoryClient.read` / :meth:`MemoryClient.write` of one memory file with
   optimistic concurrency (``etag`` / ``if_match``; a stale ``if_match`` raises
   :class:`~agent_core.errors.StorageError` with code :data:`PRECONDITION_FAILED`),

@@ -1,7 +1,7 @@
 """Memory signal detection over one interaction: a high-recall gate in front of consolidation.
 
 Only user turns and tool results are evidence; assistant text never is, and the injected
-``# 个性化记忆`` block is cut out before anything is read (the feedback-loop guard). Questions,
+memory block (``# Personal memory`` / ``# 个性化记忆``) is cut out before anything is read (the feedback-loop guard). Questions,
 hypotheticals, quotations and one-off instructions are vetoed here; secrets are scrubbed here.
 """
 
