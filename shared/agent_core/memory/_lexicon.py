@@ -204,7 +204,8 @@ INSTANCE = re.compile(
 )
 # "Remember to attach it" / "记得把…" is a reminder for this task, not a standing rule.
 REMIND_ONCE = re.compile(
-    r"\b(?:remember|don'?t forget|make sure) to\b|^(?:请|你)?(?:记得|别忘了|不要忘了|别忘记)(?!吗|了吗)", _I
+    r"\b(?:remember|don'?t forget|make sure) to\b|^(?:请|你)?(?:记得|别忘了|不要忘了|别忘记)(?!吗|了吗)",
+    _I,
 )
 # A leading "Please remember:" / "请记住：": it makes the sentence durable and is not part of it.
 REMEMBER_PREFIX = re.compile(

@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames, RpcClient
-from agent_core.bus.publish import publish
 from agent_core.bus.contracts.memory import (
     Interaction,
     ListMemory,
@@ -28,6 +27,7 @@ from agent_core.bus.contracts.memory import (
     RestoreMemory,
     WriteMemory,
 )
+from agent_core.bus.publish import publish
 from agent_core.errors import (
     AgentCoreError,
     ErrorPayload,

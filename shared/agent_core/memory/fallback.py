@@ -248,7 +248,11 @@ def _revision(docs: Mapping[str, MemoryDocument], signal: Signal) -> MemoryUpdat
 def _restated(docs: Mapping[str, MemoryDocument], signal: Signal) -> MemoryUpdate | None:
     """``none`` for a rule said again ("Like I said before, JR goes in the footer"): a repeat cue
     and an entry about the same thing, whatever the wording."""
-    if signal.kind is SignalKind.TOOL_LESSON or signal.slots or not lx.REPEAT.search(signal.sentence):
+    if (
+        signal.kind is SignalKind.TOOL_LESSON
+        or signal.slots
+        or not lx.REPEAT.search(signal.sentence)
+    ):
         return None  # a slot says what the preference is about: the slot rule decides
     others = [s for s in docs if s != signal.scope] if signal.scope == USER_SCOPE else []
     scopes = [signal.scope, *others]

@@ -87,13 +87,18 @@ def _name_words(skill: str) -> list[str]:
 # Words of a skill's description that say nothing about what it is for ("Builds … from …",
 # "读写 … 生成"): every skill's description has some, so they would tie any statement to any skill.
 _GENERIC_WORDS = frozenset(
-    """a an the and or of to in on at for from into with by as via per each its it their your
-    this that these those one all any more most only also can will using use uses used based
-    build builds built make makes made create creates run runs read reads write writes render
-    renders draw draws turn turns get gets give gives generate generates produce produces send
-    sends data file files value values item items thing things tool tools skill skills output
-    outputs input inputs result results new table tables e g etc""".split()
-)
+    [
+        "a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "from", "into", "with",
+        "by", "as", "via", "per", "each", "its", "it", "their", "your", "this", "that", "these",
+        "those", "one", "all", "any", "more", "most", "only", "also", "can", "will", "using", "use",
+        "uses", "used", "based", "build", "builds", "built", "make", "makes", "made", "create",
+        "creates", "run", "runs", "read", "reads", "write", "writes", "render", "renders", "draw",
+        "draws", "turn", "turns", "get", "gets", "give", "gives", "generate", "generates", "produce",
+        "produces", "send", "sends", "data", "file", "files", "value", "values", "item", "items",
+        "thing", "things", "tool", "tools", "skill", "skills", "output", "outputs", "input", "inputs",
+        "result", "results", "new", "table", "tables", "e", "g", "etc",
+    ]
+)  # fmt: skip
 _GENERIC_BIGRAMS = frozenset(
     ["数据", "生成", "根据", "按照", "进行", "可以", "支持", "用于", "以及", "文件", "结果", "输出",
      "读写", "统一", "格式", "一个", "和格", "和联", "分析", "成果", "工具", "技能", "自动", "帮你"]
@@ -138,9 +143,7 @@ def _term_hits(text: str, terms: Iterable[str]) -> int:
     words = {_stem(w) for w in re.findall(r"[a-z][a-z0-9_]{1,}", low)}
     hits = 0
     for term in terms:
-        if re.search(r"[\u4e00-\u9fff]", term):
-            hits += term in low
-        elif "_" in term:
+        if re.search(r"[\u4e00-\u9fff]", term) or "_" in term:
             hits += term in low
         else:
             hits += term in words
@@ -161,7 +164,9 @@ def resolve_scope(
     ``user`` unless a skill is named; otherwise the enabled skill with most hits wins: words of
     the built-in table, parts of its name (twice) and words of its own description.
     """
-    found = skill_of(text, skills, slot_keys=slot_keys, keywords=keywords, descriptions=descriptions)
+    found = skill_of(
+        text, skills, slot_keys=slot_keys, keywords=keywords, descriptions=descriptions
+    )
     return USER_SCOPE if found is None else skill_scope(found)
 
 

@@ -80,11 +80,15 @@ def _vetoed(sentence: str, probe: str, lifted: bool = False) -> bool:
             return True
     if lx.STRONG.search(probe) and not lx.STRONG.search(_QUOTED.sub(" ", probe)):
         return True  # every marker is inside someone's quoted words ("… scribbled 'always …'")
-    vetoes = (lx.HYPOTHETICAL, lx.QUOTATION) if lifted else (lx.HYPOTHETICAL, lx.QUOTATION, lx.ONE_OFF)
+    vetoes = (
+        (lx.HYPOTHETICAL, lx.QUOTATION) if lifted else (lx.HYPOTHETICAL, lx.QUOTATION, lx.ONE_OFF)
+    )
     return any(p.search(probe) for p in vetoes)
 
 
-_QUOTED = re.compile(r"“[^”]{0,200}”|「[^」]{0,200}」|\"[^\"]{0,200}\"|(?<![A-Za-z])'[^']{0,200}'(?![A-Za-z])")
+_QUOTED = re.compile(
+    r"“[^”]{0,200}”|「[^」]{0,200}」|\"[^\"]{0,200}\"|(?<![A-Za-z])'[^']{0,200}'(?![A-Za-z])"
+)
 
 
 def _has_slot(text: str) -> bool:

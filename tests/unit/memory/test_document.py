@@ -168,7 +168,9 @@ def test_compaction_under_budget_changes_nothing() -> None:
 
 
 def test_injection_heading_follows_the_users_language_english_by_default() -> None:
-    english = render_injection(_doc("user", "Dates as YYYY-MM-DD"), [_doc("skill:chart", "No pies")])
+    english = render_injection(
+        _doc("user", "Dates as YYYY-MM-DD"), [_doc("skill:chart", "No pies")]
+    )
     assert english.splitlines()[:2] == [INJECTION_HEADING, INJECTION_NOTE]
     assert "## User preferences" in english and "## Skill: chart" in english
     # Only skill memory, in Chinese: still the user's language.

@@ -215,7 +215,11 @@ def test_kind5_markers_and_deictics_that_keep_a_rule(text: str, kept: str) -> No
 
 @pytest.mark.parametrize(
     "text",
-    ["记得把上周的返工单也列进去。", "别忘了在第二页加上门店照片。", "Remember to add the store photos."],
+    [
+        "记得把上周的返工单也列进去。",
+        "别忘了在第二页加上门店照片。",
+        "Remember to add the store photos.",
+    ],
     ids=["zh-记得", "zh-别忘了", "en"],
 )
 def test_kind5_a_reminder_for_this_task_is_not_a_memory(text: str) -> None:
