@@ -464,62 +464,72 @@ def _speaks(sentence: str) -> bool:
     return len(feature_set(sentence)) >= 2 and not lx.QUESTION.search(sentence)
 
 
+@dataclass
+class _Sentence:
+    """A sentence of a user turn and what its neighbours made of it."""
+
+    text: str
+    durable: bool = False  # a neighbour (or a "Please remember:") made it durable
+    lifted: bool = False  # a neighbour said it holds from now on: a deictic is no veto
+    skip: bool = False  # a marker, an approval or a complaint: not a memory of its own
+
+
 def _turn_signals(
     text: str, ctx: _Context, gap: Callable[[], tuple[str, str | None] | None]
 ) -> list[Signal]:
     """The signals of one user turn: each sentence judged with its neighbours."""
-    items: list[list[Any]] = []  # [sentence, confirmed, lifted, skip]
+    items: list[_Sentence] = []
     for sentence in split_sentences(text):
         if len(sentence) > MAX_SENTENCE_CHARS:  # a rule worth keeping is short
             continue
         prefix = lx.REMEMBER_PREFIX.match(sentence)
         if prefix and sentence[prefix.end() :].strip():
-            items.append([sentence[prefix.end() :].strip(), True, False, False])
+            items.append(_Sentence(sentence[prefix.end() :].strip(), durable=True))
         else:
-            items.append([sentence, False, False, False])
+            items.append(_Sentence(sentence))
     signals: list[Signal] = []
-    previous: int | None = None  # the nearest earlier sentence with content, not a question
+    previous: _Sentence | None = None  # the nearest earlier sentence with content
     for i, item in enumerate(items):
-        if i and not items[i - 1][3] and _speaks(items[i - 1][0]):
-            previous = i - 1
-        sentence = item[0]
+        if i and not items[i - 1].skip and _speaks(items[i - 1].text):
+            previous = items[i - 1]
+        sentence = item.text
         if _approves(sentence) or (previous is None and _lends(sentence)):
-            item[3] = True
+            item.skip = True
             change = gap()
             if change is not None and not lx.ONE_OFF.search(_AFFIRM.sub(" ", sentence)):
                 body, skill = change
                 scope = skill_scope(skill) if skill else ctx.scope(body, [], SignalKind.EXPLICIT)
-                lang = detect_language(body)
                 signals.append(
                     Signal(
                         kind=SignalKind.EXPLICIT, scope=scope, text=body, sentence=sentence,
-                        language=lang, markers=_markers(sentence),
+                        language=detect_language(body), markers=_markers(sentence),
                     )
                 )  # fmt: skip
             elif previous is not None:
-                items[previous][1] = items[previous][2] = True
+                previous.durable = previous.lifted = True
+            continue
+        if previous is None:
             continue
         if (
-            previous is not None
-            and _complaint(items[previous][0])
+            _complaint(previous.text)
             and _kind(sentence, sentence, False) not in (None, SignalKind.STATEMENT)
             and _has_content(sentence)
         ):
             # "…又把空白门店算进去了。空白门店一律剔除。": the complaint reports what went wrong
             # again; the rule after it is what holds, and holds beyond this output.
-            items[previous][3] = True
-            item[1] = True
-        elif previous is not None and _lends(sentence, items[previous][0]):
-            item[3] = True
-            items[previous][1] = items[previous][2] = True
+            previous.skip = True
+            item.durable = True
+        elif _lends(sentence, previous.text):
+            item.skip = True
+            previous.durable = previous.lifted = True
     secret_before = False
-    for sentence, confirmed, lifted, skip in items:
+    for item in items:
         # "Here's my password: …. You have my permission to hold on to it …": a sentence that
         # serves the secret said just before it goes with it.
-        serves = secret_before and serves_a_secret(sentence)
-        secret_before = bool(find_pii(sentence)) or serves
-        if not skip and not serves:
-            signals.extend(_sentence_signals(sentence, ctx, confirmed, lifted))
+        serves = secret_before and serves_a_secret(item.text)
+        secret_before = bool(find_pii(item.text)) or serves
+        if not item.skip and not serves:
+            signals.extend(_sentence_signals(item.text, ctx, item.durable, item.lifted))
     return signals
 
 
