@@ -1,6 +1,8 @@
 """``soong-agent memory replay FILE --home DIR --account ID [--no-llm]``: the pipeline, offline.
 
-FILE holds one interaction per line (``{"turns": [...], "skills": [...]}``); the memory files
+FILE holds one interaction per line (``{"turns": [...], "skills": [...]}``; skills are names or
+``{"name", "description"}`` objects, tool calls are on the tool turn or, transcript-style, in the
+assistant turn's ``tool_calls`` answered by ``tool_call_id``); the memory files
 already in DIR are the starting memory. Detection, consolidation (the configured memory model,
 or the rules with ``--no-llm`` or when the model fails), fallback and file writing run exactly as
 in the service; no bus is needed. The last line printed is a JSON summary (with the score when

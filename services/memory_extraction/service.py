@@ -32,8 +32,9 @@ __all__ = ["build", "make_proposer", "to_batch_item"]
 def to_batch_item(message: BusInteraction) -> BatchItem:
     """The pipeline's view of a bus interaction, with its provenance."""
     turns = [t.model_dump(exclude_none=True) for t in message.turns]
+    skills = [s if isinstance(s, str) else s.model_dump() for s in message.skills]
     return BatchItem(
-        interaction=Interaction.model_validate({"turns": turns, "skills": message.skills}),
+        interaction=Interaction.model_validate({"turns": turns, "skills": skills}),
         source=Source(
             session_id=message.session_id,
             run_id=message.run_id,

@@ -7,7 +7,8 @@ The memory-extraction service wires these to the bus and the disk:
 - :func:`consolidate_fallback` — rule-based :class:`MemoryUpdateBatch` when the LLM path fails;
 - :func:`apply_updates` — applies any batch (LLM or rules) with the update guards;
 - :func:`parse_document` / :func:`render_document` / :func:`compact` — the Markdown files;
-- :func:`render_injection` — the ``# 个性化记忆`` block for a run.
+- :func:`render_injection` — the memory block for a run (``# Personal memory``, or
+  ``# 个性化记忆`` for a Chinese-speaking user).
 """
 
 from .candidate import Signal, SignalKind, SlotValue
@@ -22,7 +23,14 @@ from .document import (
     render_document,
 )
 from .fallback import consolidate_fallback
-from .injection import INJECTION_HEADING, INJECTION_NOTE, render_injection
+from .injection import (
+    INJECTION_HEADING,
+    INJECTION_HEADINGS,
+    INJECTION_NOTE,
+    INJECTION_NOTES,
+    injection_language,
+    render_injection,
+)
 from .interaction import Interaction, Turn, TurnRole
 from .privacy import find_pii, scrub_statement, scrub_text
 from .scope import USER_SCOPE, resolve_scope, skill_scope
@@ -38,7 +46,9 @@ from .updates import (
 
 __all__ = [
     "INJECTION_HEADING",
+    "INJECTION_HEADINGS",
     "INJECTION_NOTE",
+    "INJECTION_NOTES",
     "SKILL_CHAR_BUDGET",
     "USER_CHAR_BUDGET",
     "USER_SCOPE",
@@ -62,6 +72,7 @@ __all__ = [
     "detect_signals",
     "find_pii",
     "has_memory_signal",
+    "injection_language",
     "new_document",
     "parse_document",
     "render_document",

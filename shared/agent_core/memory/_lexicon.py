@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "APPROVAL",
     "ASSISTANT_DID",
     "CHANGE",
     "CONDITION",
@@ -27,6 +28,9 @@ __all__ = [
     "HYPOTHETICAL",
     "IDIOMS",
     "IMPERATIVE",
+    "INSTANCE",
+    "LABEL_PREFIX",
+    "LEND",
     "MEMORY_BLOCK",
     "ONE_OFF",
     "ORG_STANDARD",
@@ -35,8 +39,10 @@ __all__ = [
     "QUESTION",
     "QUOTATION",
     "REASON",
+    "REMEMBER_PREFIX",
     "REMIND_ONCE",
     "REPEAT",
+    "REVISION",
     "STATEMENT_HINT",
     "STRONG",
     "TAG_QUESTION",
@@ -54,15 +60,16 @@ _VERB_AFTER = (
 # Durable markers: the user says this should hold beyond the current turn.
 STRONG = re.compile(
     r"记住|记下|记一下|记得|以后|今后|往后|之后都|下次|默认|总是|一律|每次|始终|永远|一直|"
+    r"从(?:现在|今天|今儿|这次|本次|此|今)(?:开始|起)|打(?:今儿|今天|现在)起|"
     rf"固定{_VERB_AFTER}|统一{_VERB_AFTER}|"
     r"\bremember\b|\bfrom now on\b|\bgoing forward\b|\bmoving forward\b|\bfrom here on\b|"
     r"\bnext time\b|\balways\b|\bnever\b|\bby default\b|\bin (?:the )?future\b|\bevery time\b|"
-    r"\beach time\b|\bwhenever\b|\bas a rule\b",
+    r"\beach time\b|\bwhenever\b|\bas a rule\b|\bstarting (?:now|today)\b",
     _I,
 )
 # Imperatives that are memories only when nothing marks them as a task or an instance.
 WEAK = re.compile(
-    r"不要|别用|别再|别加|别删|别放|别写|别把|别给|应该|不用|必须|务必|禁止|"
+    r"不要|别用|别再|别加|别删|别放|别写|别把|别给|应该|不用|必须|务必|禁止|不许|不准|"
     r"\bdon'?t\b|\bdo not\b|\bshould\b|\bmust\b|\bavoid\b|\bstop\b",
     _I,
 )
@@ -88,7 +95,8 @@ CORRECTION = re.compile(
 )
 # Repetition: the user has said it before, so it holds beyond this output.
 REPEAT = re.compile(
-    r"之前说过|说过了|说过好几次|跟你说过|又错了|你又|怎么又|每次都|"
+    r"之前说过|说过了|说过好几次|跟你说过|又错了|你又|怎么又|每次都|说过多少次|说了多少次|强调过|还是没|"
+    r"仍然(?:不对|没|是)|又(?=把|被|带|写|没|是|算|漏|忘|弄|给|用|出|拆)|"
     r"\bi told you\b|\bi said\b|\blike i said\b|\bas i said\b|\bagain\b|\byou keep\b",
     _I,
 )
@@ -105,16 +113,27 @@ FORGET = re.compile(
     r"\bforget (?:what i said )?(?:about )?|\bstop remembering\b|\bdelete the memory (?:about )?",
     _I,
 )
+# A changed value said as a change ("… is the window now", "改成…", "…才是…"): evidence that a
+# statement revises an entry about the same thing rather than adding a second one.
+REVISION = re.compile(
+    r"\bnow\b|\binstead\b|\bactually\b|\bno longer\b|\bany ?more\b|\bvoid\b|\bretired\b|"
+    r"\bchanged?\b|\bupdated?\b|\bswitch(?:ed)?\b|\breplaced?\b|"
+    r"现在|改成|改为|换成|改用|改了|才是|提到|调到|降到|升到|变成|不再|换回|改回|"
+    r"还是(?=用|保留|按|放|改|换|显示|以|可以|要)",
+    _I,
+)
+# "Quick update on me: …", "Note for the team - …": a label before the statement itself.
+LABEL_PREFIX = re.compile(r"^[^:：\n]{1,30}?[:：]\s{0,3}(?=\S)")
 # Durable facts stated without a marker word: about the user, their team, business or data.
 FACT = re.compile(
     r"^(?:我是(?!说|不是|想)|我负责|我在\S{1,8}(?:部|组|团队|工作)|我们(?:公司|团队|部门|这边)?(?:说的|用的|的|是|都)|"
     r"咱们的)|"
     r"^(?:i'?m|i am) (?:a|an|the|in charge|responsible|based)\b|"
-    r"^i (?:work|support|manage|run|lead|own|cover|report to|look after)\b|"
+    r"^i (?:now |currently |also )?(?:work|support|manage|run|lead|own|cover|report to|look after|head)\b|"
     r"^(?:we|our team|my team) (?:use|call|define|report|work|run|are|follow|track|measure|count|"
     r"treat|only)\b|"
     r"^(?:the )?team i (?:support|work|manage|lead)\b|"
-    r"^our \w{1,30}(?: \w{1,30}){0,2} (?:is|are|starts?|ends?|uses?|means|runs?|lives?|sits?)\b|"
+    r"^our \w{1,30}(?: \w{1,30}){0,2} (?:is|are|starts?|begins?|ends?|uses?|means|runs?|lives?|sits?)\b|"
     r"\bfor us\b|口径|指的是|定义为|是指|\bmeans\b|\bis defined as\b|\bunless i say otherwise\b|"
     r"\b(?:when|if|whenever) i (?:ever )?(?:say|ask for|ask|mention|write)\b.{0,40}?\b(?:i|we) mean\b|"
     r"\bby\s\S{1,30}\s(?:i|we) mean\b|"
@@ -156,7 +175,7 @@ HYPOTHETICAL = re.compile(
 )
 # Someone else's words: a speaker or a source followed by a quote, or reported speech.
 QUOTATION = re.compile(
-    r"(?:说|写着|写的是|提到|规定|\bsays?\b|\bsaid\b|\bsaying\b|\bwrote\b|\bwrites\b|\baccording to\b|"
+    r"(?:说|写着|写的是|提到|规定|(?<!\bi )(?<!\bwe )(?<!\byou )\bsays?\b|\bsaid\b|\bsaying\b|\bwrote\b|\bwrites\b|\baccording to\b|"
     r"\bclaims?\b|\brecommends?\b)\s{0,2}[:：,，]?\s{0,2}[“\"'「『‘]|"
     r"(?:\bdocs?\b|\bdocumentation\b|\breadme\b|\bmanual\b|\bvendor\b|\bguide\b|\barticle\b|\bblog\b|"
     r"\bmanager\b|\bboss\b|\bcolleague\b|\bteam lead\b)\S{0,3}\s(?:\w+ ){0,2}?(?:says?|said|recommends?|"
@@ -166,16 +185,52 @@ QUOTATION = re.compile(
 )
 # The current output, file or time: a request about it is not a memory.
 ONE_OFF = re.compile(
-    r"这次|本次|这一次|这回|这份|这一版|这个表|这个图|那个表|刚才|暂时|临时|今天|明天|先这样|"
-    r"(?<![A-Za-z0-9_])(?<![A-Za-z0-9_] )[这那]张|[这那]一?(?:列|行|页|条|版)|下次\S{1,6}?(?:前|之前)|"
+    r"(?<!从)这次(?!开始|起)|(?<!从)本次(?!开始|起)|这一次|这回|这份|这一版|这个表|这个图|那个表|刚才|暂时|临时|今天|明天|先这样|"
+    r"(?<![A-Za-z0-9_])(?<![A-Za-z0-9_] )[这那]张|[这那]一?(?:列|行|页|条|版)|[这那]一张|下次\S{1,6}?(?:前|之前)|"
     r"\bthis time\b|\bjust for this\b|\bfor now\b|\bthis once\b|\bjust this once\b|\btoday\b|"
     r"\btomorrow\b|\bthis one\b|\bthat one\b|\bi meant\b|\bin this (?:sheet|file|table|chart|deck|"
-    r"slide|report|email|query|version|draft)\b|\bfor this (?:one|deck|report|chart|slide|file|table|"
+    r"slide|report|email|query|version|draft)\b|"
+    r"\b(?:this|that|these|those) (?:column|row|cell|invoice|figure|number|ticket)s?\b|"
+    r"\bfor this (?:one|deck|report|chart|slide|file|table|"
     r"query|sheet|email|version|draft)\b|\bbefore (?:the )?next (?:meeting|call|review)\b",
     _I,
 )
-# "Remember to attach it" is a reminder for this task, not a standing rule.
-REMIND_ONCE = re.compile(r"\b(?:remember|don'?t forget|make sure) to\b", _I)
+# The one thing a complaint points at ("这一列", "this column"): unlike "这次" / "just for this",
+# it does not limit a general rule said in the same sentence.
+INSTANCE = re.compile(
+    r"[这那]一?(?:列|行|页|条|版|张)|(?:this|that|these|those) (?:column|row|cell|invoice|figure|"
+    r"number|ticket)s?",
+    _I,
+)
+# "Remember to attach it" / "记得把…" is a reminder for this task, not a standing rule.
+REMIND_ONCE = re.compile(
+    r"\b(?:remember|don'?t forget|make sure) to\b|^(?:请|你)?(?:记得|别忘了|不要忘了|别忘记)(?!吗|了吗)",
+    _I,
+)
+# A leading "Please remember:" / "请记住：": it makes the sentence durable and is not part of it.
+REMEMBER_PREFIX = re.compile(
+    r"^(?:please\s{1,3})?(?:remember(?:\s{1,3}(?:this|that))?|note(?:\s{1,3}this)?|"
+    r"for future reference|keep in mind|for the record)\s{0,3}(?:[:：\-–—]{1,2})\s{0,3}|"
+    r"^(?:请|你)?(?:务必|一定要?)?(?:记住|记一下|记下|记着|记得)(?:这一点|这点|这个|了)?\s{0,3}[:：]\s{0,3}",
+    _I,
+)
+# A short sentence that only says "this holds from now on / don't do it again": it lends
+# durability to its neighbour ("…保留一位小数。以后都照这个来。", "… Don't make me say it twice.").
+LEND = re.compile(
+    r"别再|不要再|不许再|下次别|别忘|不要忘|别漏|一直有效|都有效|都适用|都这样|都照|"
+    r"\bagain\b|\btwice\b|\bmistake\b|\bno exceptions?\b|\bfull stop\b|\bwithout exception\b|"
+    r"\b(?:that|this|it) (?:goes|applies|holds) for\b|\bkeep (?:it|them|that|this) (?:that|this) way\b|"
+    r"\bfor (?:all|every|each) \w{2,20}\b|\bthe default\b",
+    _I,
+)
+# Approval of what the agent just did, made general: "do it like that every time", "以后都照这个来".
+APPROVAL = re.compile(
+    r"\blike (?:that|this)\b|\b(?:that|this|the same) way\b|\bkeep (?:doing )?(?:it|that|this)\b|"
+    r"\bmake (?:that|this|it) (?:the )?default\b|"
+    r"照(?:这个|这样|此|着)|就这么|这么(?:办|弄|做|画|来|干)|这样(?:做|弄|办|来|出)|按这个|照这|"
+    r"这个(?:格式|口径|办法|做法|样子|方法)",
+    _I,
+)
 TASK_OPENER = re.compile(
     r"^(?:请?帮我|请帮|给我|把|麻烦|画|做|生成|写|查|导出|(?:please )?(?:make|create|draw|give me|write|"
     r"generate|show me|export|fix|pull|run|send|plot|build))",
@@ -209,7 +264,9 @@ STATEMENT_HINT = re.compile(
     _I,
 )
 # The block this pipeline injects: never read it back as evidence (feedback-loop guard).
-MEMORY_BLOCK = re.compile(r"(?m)^#[ \t]{0,4}个性化记忆[^\n]*\n(?:(?!#[ \t]).*(?:\n|\Z))*")
+MEMORY_BLOCK = re.compile(
+    r"(?m)^#[ \t]{0,4}(?:个性化记忆|Personal memory)[^\n]*\n(?:(?!#[ \t]).*(?:\n|\Z))*"
+)
 
 # name → pattern, for the linear-time tests.
 PATTERNS: dict[str, re.Pattern[str]] = {

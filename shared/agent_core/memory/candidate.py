@@ -21,6 +21,9 @@ class SignalKind(StrEnum):
     FORGET = "forget"  # the user asks to drop a memory; ``text`` is the topic
     STATEMENT = "statement"  # mentions a skill/format without a marker: a hint, not a memory
     TOOL_LESSON = "tool_lesson"  # a failed call followed by a changed call that succeeded
+    # A changed value said without a marker ("Sixty days is the window now", "汇率改成…"): written
+    # only over the entry about the same thing, never added on its own.
+    REVISION = "revision"
 
 
 class SlotValue(BaseModel):

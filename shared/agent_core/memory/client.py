@@ -1,7 +1,7 @@
 """Typed helpers to talk to the memory-extraction service over the bus.
 
 - the run-worker: :func:`publish_interaction` after a main run (no LLM on the request path) and
-  :meth:`MemoryClient.render` at run start (the ``# 个性化记忆`` text);
+  :meth:`MemoryClient.render` at run start (the memory block's text);
 - the gateway: :meth:`MemoryClient.read` / :meth:`MemoryClient.write` of one memory file with
   optimistic concurrency (``etag`` / ``if_match``; a stale ``if_match`` raises
   :class:`~agent_core.errors.StorageError` with code :data:`PRECONDITION_FAILED`),
@@ -16,7 +16,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 from redis.asyncio import Redis
 
-from agent_core.bus import BusNames, RpcClient, publish
+from agent_core.bus import BusNames, RpcClient
 from agent_core.bus.contracts.memory import (
     Interaction,
     ListMemory,
@@ -27,6 +27,7 @@ from agent_core.bus.contracts.memory import (
     RestoreMemory,
     WriteMemory,
 )
+from agent_core.bus.publish import publish
 from agent_core.errors import (
     AgentCoreError,
     ErrorPayload,

@@ -19,9 +19,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from . import _lexicon as lx
-from ._text import containment, normalize, split_clauses
+from ._text import containment, feature_set, normalize, split_clauses
 from .candidate import Signal, SignalKind
 from .document import MemoryDocument, MemoryEntry, new_document
+from .scope import USER_SCOPE
 from .slots import detect_slots, mentions_value, slot_template
 from .updates import MemoryUpdate, MemoryUpdateBatch, UpdateOp, apply_updates
 
@@ -29,6 +30,7 @@ __all__ = [
     "NEAR_DUPLICATE",
     "consolidate_fallback",
     "core_text",
+    "revised_entry",
     "strip_markers",
     "without_old_value",
 ]
@@ -139,6 +141,74 @@ def _decide(
     )
 
 
+# Values, not what a statement is about: numbers, number words, colours, quoted names.
+_VALUE = re.compile(
+    r"#[0-9a-f]{3,6}\b|(?<![\d.,])\d{1,12}(?:[.,]\d{1,9})?|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|"
+    r"eleven|twelve|thirteen|fifteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred)\b|"
+    r"[一二两三四五六七八九十百]{1,4}(?=[位个分周天月年号%])|“[^”]{1,40}”|\"[^\"]{1,40}\"|「[^」]{1,40}」",
+    re.I,
+)
+_QUANTITY = re.compile(
+    r"(?:(?<![\d.])\d{1,9}(?:\.\d{1,9})?|\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
+    r"twenty|thirty|sixty|ninety)\b)[\s-]?([a-z]{2,12}|[\u4e00-\u9fff]{1,2})",
+    re.I,
+)
+# A statement about the user themself ("I'm the finance lead …", "I now head FP&A …", "我是…").
+_SELF = re.compile(
+    r"^(?:i'?m|i am|i (?:now |currently |also )?(?:head|lead|run|manage|work|own|cover|look after))\b|"
+    r"^我(?:现在|目前)?(?:是|负责|做|在)",
+    re.I,
+)
+# Characters that make a bigram a piece of grammar rather than of a topic ("的中", "都这").
+_FUNCTION_CHARS = frozenset("的了都这那样么是也就吧在和与把被给")
+# Share of the shorter statement's topic two statements must share to be about the same thing.
+SAME_ATTRIBUTE = 0.15
+
+
+def _topic(text: str) -> frozenset[str]:
+    """What a statement is about: its content features without values and marker words."""
+    body = lx.LABEL_PREFIX.sub("", strip_markers(text), count=1)
+    feats = feature_set(_VALUE.sub(" ", body))
+    values = feature_set(" ".join(m.group(0) for m in _VALUE.finditer(body)))
+    topic = set(feats - values)
+    if _SELF.search(body.strip()):
+        topic.add("@self")
+    # A quantity names what it measures: "12 weeks" and "13 weeks" are both a number of weeks.
+    topic.update(f"@qty:{unit}" for m in _QUANTITY.finditer(body) for unit in feature_set(m[1]))
+    return frozenset(topic)
+
+
+def _same_attribute(new: str, old: str) -> float:
+    """How much ``new`` and ``old`` are about the same thing (0.0 when not at all)."""
+    a, b = _topic(new), _topic(old)
+    shared = a & b
+    cjk = [f for f in shared if re.search(r"[\u4e00-\u9fff]", f)]
+    bigrams = [f for f in cjk if not set(f) & _FUNCTION_CHARS]
+    words = len(shared) - len(cjk)
+    marks = [f for f in shared if f.startswith("@")]
+    if not marks and words < 2 and len(bigrams) < 2:
+        return 0.0
+    ratio = len(shared) / min(len(a), len(b))
+    return ratio if ratio >= SAME_ATTRIBUTE else 0.0
+
+
+def revised_entry(
+    docs: Mapping[str, MemoryDocument], scopes: Sequence[str], text: str, sentence: str
+) -> tuple[str, MemoryEntry] | None:
+    """(scope, entry) that ``text`` revises: said as a change ("… now", "改成", "才是", "还是放…")
+    about the same thing as an entry of one of ``scopes`` (the closest wins), else ``None``."""
+    if not (lx.REVISION.search(sentence) or lx.CHANGE.search(sentence)):
+        return None
+    best: tuple[float, str, MemoryEntry] | None = None
+    for scope in scopes:
+        doc = docs.get(scope)
+        for entry in doc.entries if doc else ():
+            score = _same_attribute(text, entry.text)
+            if score and (best is None or score > best[0]):
+                best = (score, scope, entry)
+    return None if best is None else (best[1], best[2])
+
+
 def _forget(docs: Mapping[str, MemoryDocument], topic: str) -> list[MemoryUpdate]:
     return [
         MemoryUpdate(
@@ -148,6 +218,58 @@ def _forget(docs: Mapping[str, MemoryDocument], topic: str) -> list[MemoryUpdate
         for e in doc.entries
         if containment(topic, e.text) >= NEAR_DUPLICATE
     ]
+
+
+def _revision(docs: Mapping[str, MemoryDocument], signal: Signal) -> MemoryUpdate | None:
+    """The update of the entry ``signal`` revises by attribute, when no slot decides it.
+
+    The signal's own scope is searched first; a statement that names no skill (scope ``user``)
+    or only revises may revise an entry of any scope (the entry gives it its scope)."""
+    if signal.kind not in (SignalKind.EXPLICIT, SignalKind.FACT, SignalKind.REVISION):
+        return None
+    if signal.slots:
+        return None  # a slot says what the preference is about: the slot rule decides
+    scopes = [signal.scope]
+    if signal.scope == USER_SCOPE or signal.kind is SignalKind.REVISION:
+        scopes += [s for s in docs if s != signal.scope]
+    found = revised_entry(docs, scopes, signal.text, signal.sentence)
+    if found is None:
+        return None
+    scope, entry = found
+    if core_text(entry.text) == core_text(signal.text):
+        return MemoryUpdate(op=UpdateOp.NONE, scope=scope, entry_id=entry.id, reason="duplicate")
+    slot = f"{signal.slots[0].key}={signal.slots[0].value}" if len(signal.slots) == 1 else None
+    return MemoryUpdate(
+        op=UpdateOp.UPDATE, scope=scope, entry_id=entry.id, text=signal.text, slot=slot,
+        reason="same attribute, new value",
+    )  # fmt: skip
+
+
+def _restated(docs: Mapping[str, MemoryDocument], signal: Signal) -> MemoryUpdate | None:
+    """``none`` for a rule said again ("Like I said before, JR goes in the footer"): a repeat cue
+    and an entry about the same thing, whatever the wording."""
+    if (
+        signal.kind is SignalKind.TOOL_LESSON
+        or signal.slots
+        or not lx.REPEAT.search(signal.sentence)
+    ):
+        return None  # a slot says what the preference is about: the slot rule decides
+    others = [s for s in docs if s != signal.scope] if signal.scope == USER_SCOPE else []
+    scopes = [signal.scope, *others]
+    for scope in scopes:
+        doc = docs.get(scope)
+        for entry in doc.entries if doc else ():
+            if _same_attribute(signal.text, entry.text) and not _new_value(signal.text, entry.text):
+                return MemoryUpdate(
+                    op=UpdateOp.NONE, scope=scope, entry_id=entry.id, reason="restatement"
+                )
+    return None
+
+
+def _new_value(new: str, old: str) -> bool:
+    """``new`` names a value ``old`` does not (a number, a colour, a quoted name)."""
+    olds = {normalize(m.group(0)) for m in _VALUE.finditer(old)}
+    return any(normalize(m.group(0)) not in olds for m in _VALUE.finditer(new))
 
 
 def consolidate_fallback(
@@ -165,6 +287,12 @@ def consolidate_fallback(
             continue
         if signal.kind is SignalKind.FORGET:
             step = _forget(working, signal.text)
+        elif restated := _restated(working, signal):
+            step = [restated]
+        elif revision := _revision(working, signal):
+            step = [revision]
+        elif signal.kind is SignalKind.REVISION:
+            continue  # a changed value with nothing to change is not a memory of its own
         else:
             doc = working.get(signal.scope) or new_document(signal.scope)
             step = []

@@ -9,8 +9,9 @@ batch leaves them:
 - **support** — text must come from what the user said: most of its content words appear in the
   user's turns or the detected candidates of the batch, or in the memory it rewrites (no invented
   claims);
-- **supersession** — an ``add`` that states a preference already held (same slot, or the same rule
-  in other words) becomes an ``update`` of that entry, or ``none`` when nothing changes; an
+- **supersession** — an ``add`` that states a preference already held (same slot, the same rule
+  in other words, or a new value said as a change about the same thing) becomes an ``update`` of
+  that entry, or ``none`` when nothing changes; an
   ``update`` that only restates its entry is ``none``. The old value never stays beside the new:
   clauses of the new text that only name the value it replaces ("two decimals was too fine") go.
 
@@ -25,7 +26,7 @@ from agent_core.errors import REDACTED
 
 from ._text import containment, split_clauses
 from .document import MemoryDocument, MemoryEntry, new_document
-from .fallback import NEAR_DUPLICATE, core_text, strip_markers, without_old_value
+from .fallback import NEAR_DUPLICATE, core_text, revised_entry, strip_markers, without_old_value
 from .privacy import about_a_secret, find_pii, scrub_statement, scrub_text
 from .slots import detect_slots
 from .updates import AppliedChange, MemoryUpdate, MemoryUpdateBatch, UpdateOp
@@ -63,6 +64,14 @@ def _held(doc: MemoryDocument, u: MemoryUpdate) -> tuple[str | None, bool]:
             return entry.id, same
         if not keys and containment(u.text, entry.text) >= NEAR_DUPLICATE:
             return entry.id, True
+    if not keys:
+        # Said as a change about the same thing as an entry ("… is the window now", "改成…"):
+        # that entry is replaced, not joined by a second one (supersession by attribute).
+        others = [e for e in doc.entries if not (e.id == u.entry_id and u.op is UpdateOp.UPDATE)]
+        rest = doc.model_copy(update={"entries": others})
+        found = revised_entry({doc.scope: rest}, [doc.scope], u.text, u.text)
+        if found is not None:
+            return found[1].id, False
     return None, False
 
 

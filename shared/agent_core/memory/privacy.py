@@ -30,6 +30,7 @@ __all__ = [
     "luhn_valid",
     "scrub_statement",
     "scrub_text",
+    "serves_a_secret",
 ]
 
 _SEP = r"[ \t\u00a0\u3000.\-]"
@@ -52,6 +53,8 @@ _SECRET_PHRASE = re.compile(
     r"token|credentials?|login|log-in|username|user name|密码|口令|密钥|秘钥|令牌|用户名|登录名|登录账号)"
     r"[^。！？.!?\n]{0,30}?(?:\bis\b|\bare\b|=|:|：|是|为)\s{0,3}[^\s。，,]"
     r"|(?<![\w])key\s{0,2}[:=：]\s{0,3}\S"
+    # "密码 Hz#9921wq", "password Tr0ub4dor&3": the value right after the word, with a digit in it
+    r"|(?i:passw(?:or)?d|passcode|pwd|密码|口令)\s{0,3}(?=[^\s。，,]{0,30}\d)[^\s。，,]{4,40}"
 )
 # Identifier words followed (closely, same sentence) by a value that holds digits.
 _ID_VALUE = re.compile(
@@ -62,7 +65,8 @@ _ID_VALUE = re.compile(
     r"licen[cs]e (?:number|no|plate)|车牌|会员号|membership (?:number|no)|保单号|policy (?:number|no)|"
     r"手机号?|电话|phone(?: number)?|mobile (?:number|no)|cell(?:phone)? (?:number|no)|微信号?|"
     r"wechat|\bqq\b)"
-    r"[^。！？.!?\n]{0,32}?(?<![A-Za-z0-9])[A-Za-z]{0,3}\d[\d \-]{2,}"
+    # a value of at least four digits ("手机号只留 11 位数字" names a length, not a number)
+    r"[^。！？.!?\n]{0,32}?(?<![A-Za-z0-9])[A-Za-z]{0,3}\d(?:[ \-]?\d){3,}"
 )
 # Personal data without digits: an address, a name of an account holder.
 _ADDRESS = re.compile(
@@ -80,10 +84,18 @@ _SECRET_TOPIC = re.compile(
 )
 _ANAPHORA = re.compile(
     r"(?i)\b(?:them|it|those|these|this one|that one|this number|that number)\b|"
-    r"它们|它|这些|这个|那个|[这那]张卡|这串|这组|该号|上面的|一下$|"
+    r"它们|它|这些|[这那]个(?![\u4e00-\u9fff])|[这那]张卡|这串|这组|该号|上面的|一下$|"
     r"\b(?:remember|note|keep|save|store|use)\s(?:that|this)(?=\s(?:for|when|in|on|to|as)\b|\s{0,3}$)|"
     # a purpose with the object left out: "…，以后填表用", "for the hotel booking"
     r"(?:要用|时用|的时候用|填表用|[^不]用)[。.!！]{0,3}$|^(?:for|to use for|use for) (?:the |my |our )?\w+"
+)
+# Left of a sentence once a secret went: why it should be kept, how it would save effort, or
+# leave to use it ("so you can use it next time", "方便你下回自己登录", "you have my permission").
+_PURPOSE = re.compile(
+    r"(?i)方便|省得|免得|以便|好让|用得上|用得着|直接用|随时用|不用(?:再)?问我|就不用|不必再|帮我存|存着|存一下|"
+    r"保存一下|记着|记下来|\bso (?:that )?(?:you|i)\b|\bwithout (?:asking|bothering|having)\b|"
+    r"\bwhenever you\b|\bif you need\b|\byou (?:can|may) (?:use|keep|hold|log|store)\b|\bpermission\b|"
+    r"\bhold on to\b|\bhang on to\b|\bon file\b|\bkeep (?:it|them|this|that)\b|\blog in as me\b"
 )
 _MARKER_ONLY = re.compile(
     r"(?i)^(?:请|帮我)?(?:记住|记一下|记下|记得|别忘了|remember(?: this| that)?|please remember|"
@@ -107,6 +119,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "secret_topic": _SECRET_TOPIC,
     "anaphora": _ANAPHORA,
     "marker_only": _MARKER_ONLY,
+    "purpose": _PURPOSE,
 }
 
 
@@ -205,6 +218,12 @@ def about_a_secret(part: str) -> bool:
     )
 
 
+def serves_a_secret(part: str) -> bool:
+    """Whether ``part`` only serves a secret said beside it: points back at it, talks about it,
+    or gives a purpose, convenience or permission for keeping it."""
+    return about_a_secret(part) or bool(_PURPOSE.search(part))
+
+
 def scrub_statement(sentence: str) -> ScrubResult:
     """Drop every clause (or conjunct) that holds a secret or identifier; keep the rest.
 
@@ -221,7 +240,8 @@ def scrub_statement(sentence: str) -> ScrubResult:
             kinds = find_pii(part)
             if kinds:
                 removed.extend(kinds)
-            elif not about_a_secret(part):
+            elif not about_a_secret(part) and not _PURPOSE.search(part):
+                # A purpose, convenience or permission clause is about the secret that went.
                 kept.append(_LEADING_CONJUNCTION.sub("", part))
     joiner = "，" if re.search(r"[\u4e00-\u9fff]", sentence) else ", "
     text = joiner.join(kept).strip() or None

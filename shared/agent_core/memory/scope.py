@@ -13,11 +13,14 @@ __all__ = [
     "resolve_scope",
     "scope_skill",
     "skill_scope",
+    "skill_terms",
     "tool_scope",
 ]
 
 USER_SCOPE = "user"
-SCOPE_PATTERN = r"^(user|skill:[A-Za-z0-9_.\-]+)$"
+# Skill names are ASCII in a home's skill folder, but a transcript may name a skill in Chinese
+# ("地图"): CJK letters are allowed too (they make a valid file name on every platform).
+SCOPE_PATTERN = "^(user|skill:[A-Za-z0-9_.\\-\u3400-\u4dbf\u4e00-\u9fff]+)$"
 
 # Words that tie a statement to a skill's artefact or tool. A skill missing here is matched by
 # its name only. Generic words ("表", "table") are left out on purpose: they fit every skill.
@@ -81,38 +84,145 @@ def _name_words(skill: str) -> list[str]:
     return [skill.casefold(), " ".join(parts), *parts] if len(parts) > 1 else [skill.casefold()]
 
 
+# Words of a skill's description that say nothing about what it is for ("Builds … from …",
+# "读写 … 生成"): every skill's description has some, so they would tie any statement to any skill.
+_GENERIC_WORDS = frozenset(
+    [
+        "a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "from", "into", "with",
+        "by", "as", "via", "per", "each", "its", "it", "their", "your", "this", "that", "these",
+        "those", "one", "all", "any", "more", "most", "only", "also", "can", "will", "using", "use",
+        "uses", "used", "based", "build", "builds", "built", "make", "makes", "made", "create",
+        "creates", "run", "runs", "read", "reads", "write", "writes", "render", "renders", "draw",
+        "draws", "turn", "turns", "get", "gets", "give", "gives", "generate", "generates", "produce",
+        "produces", "send", "sends", "data", "file", "files", "value", "values", "item", "items",
+        "thing", "things", "tool", "tools", "skill", "skills", "output", "outputs", "input", "inputs",
+        "result", "results", "new", "table", "tables", "e", "g", "etc",
+    ]
+)  # fmt: skip
+_GENERIC_BIGRAMS = frozenset(
+    ["数据", "生成", "根据", "按照", "进行", "可以", "支持", "用于", "以及", "文件", "结果", "输出",
+     "读写", "统一", "格式", "一个", "和格", "和联", "分析", "成果", "工具", "技能", "自动", "帮你"]
+)  # fmt: skip
+_TOOL_NAME = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z0-9]{0,40}(?:_[A-Za-z0-9]{1,40}){1,8}")
+
+
+def _stem(word: str) -> str:
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def skill_terms(name: str, description: str = "") -> tuple[frozenset[str], frozenset[str]]:
+    """(name terms, description terms) that tie a statement to a skill, in both languages.
+
+    Name terms: the name and the parts of a compound name ("ppt_builder" → ppt, builder, a
+    Chinese name as it is). Description terms: its content words (stemmed, generic verbs and
+    nouns left out) and the character bigrams of its Chinese runs; the tool names it lists in
+    parentheses are kept whole, so a lesson about one of them finds its skill.
+    """
+    low = name.casefold()
+    parts = [p for p in re.split(r"[_.\-\s]+", low) if len(p) >= 2]
+    name_terms = {low, *(p for p in parts if len(p) >= 3 or re.search(r"[\u4e00-\u9fff]", p))}
+    desc = description.casefold()[:600]
+    terms: set[str] = {m.group(0) for m in _TOOL_NAME.finditer(desc)}
+    rest = _TOOL_NAME.sub(" ", desc)
+    for word in re.findall(r"[a-z][a-z0-9]{2,}", rest):
+        if word not in _GENERIC_WORDS and _stem(word) not in _GENERIC_WORDS:
+            terms.add(_stem(word))
+    for run in re.findall(r"[\u4e00-\u9fff]+", rest):
+        terms.update(
+            run[i : i + 2] for i in range(len(run) - 1) if run[i : i + 2] not in _GENERIC_BIGRAMS
+        )
+    return frozenset(name_terms), frozenset(terms - name_terms)
+
+
+def _term_hits(text: str, terms: Iterable[str]) -> int:
+    low = text.casefold()
+    words = {_stem(w) for w in re.findall(r"[a-z][a-z0-9_]{1,}", low)}
+    hits = 0
+    for term in terms:
+        if re.search(r"[\u4e00-\u9fff]", term) or "_" in term:
+            hits += term in low
+        else:
+            hits += term in words
+    return hits
+
+
 def resolve_scope(
     text: str,
     skills: Sequence[str],
     *,
     slot_keys: Iterable[str] = (),
     keywords: Mapping[str, Sequence[str]] = DEFAULT_SKILL_KEYWORDS,
+    descriptions: Mapping[str, str] | None = None,
 ) -> str:
     """``skill:<name>`` of the enabled skill the statement is about, else ``user``.
 
     A skill named literally wins; a cross-cutting preference (date, decimals, currency, …) stays
-    ``user`` unless a skill is named; otherwise the enabled skill with most keyword hits wins.
+    ``user`` unless a skill is named; otherwise the enabled skill with most hits wins: words of
+    the built-in table, parts of its name (twice) and words of its own description.
     """
+    found = skill_of(
+        text, skills, slot_keys=slot_keys, keywords=keywords, descriptions=descriptions
+    )
+    return USER_SCOPE if found is None else skill_scope(found)
+
+
+def skill_of(
+    text: str,
+    skills: Sequence[str],
+    *,
+    slot_keys: Iterable[str] = (),
+    keywords: Mapping[str, Sequence[str]] = DEFAULT_SKILL_KEYWORDS,
+    descriptions: Mapping[str, str] | None = None,
+) -> str | None:
+    """The enabled skill ``text`` is about (see :func:`resolve_scope`), ``None`` when none is."""
     named = [s for s in skills if _named(text, s)]
     if named:
-        return skill_scope(named[0])
-    if set(slot_keys) & CROSS_CUTTING_SLOTS:
-        return USER_SCOPE
-    scores = {s: _hits(text, [*keywords.get(s, ()), *_name_words(s)[2:]]) for s in skills}
+        return named[0]
+    # A cross-cutting preference (dates, decimals, …) belongs to a skill only when the skill's
+    # own words say so ("发票金额保留两位小数" with an invoice skill), never by the table.
+    cross = bool(set(slot_keys) & CROSS_CUTTING_SLOTS)
+    descriptions = descriptions or {}
+    scores: dict[str, int] = {}
+    for s in skills:
+        name_terms, desc_terms = skill_terms(s, descriptions.get(s, ""))
+        table = 0 if cross else _hits(text, [*keywords.get(s, ()), *_name_words(s)[2:]])
+        extra = _term_hits(text, name_terms - {s.casefold()}) if len(name_terms) > 1 else 0
+        if re.search(r"[\u4e00-\u9fff]", s) and s in text:
+            extra += 2
+        # The skill's own words count twice the built-in table's: they say what it is for.
+        scores[s] = table + 2 * extra + 2 * _term_hits(text, desc_terms)
     best = max(scores.values(), default=0)
     if best == 0:
-        return USER_SCOPE
-    return skill_scope(next(s for s in skills if scores[s] == best))
+        return None
+    return next(s for s in skills if scores[s] == best)
 
 
 def tool_scope(
     tool_name: str,
     skills: Sequence[str],
     keywords: Mapping[str, Sequence[str]] = DEFAULT_SKILL_KEYWORDS,
+    descriptions: Mapping[str, str] | None = None,
 ) -> str:
-    """The scope of a lesson about ``tool_name``: the enabled skill it belongs to, else ``user``."""
+    """The scope of a lesson about ``tool_name``: the enabled skill it belongs to, else ``user``.
+
+    A skill whose description lists the tool wins; then one whose name is in the tool's name;
+    then one whose table words (or name parts) are.
+    """
     low = tool_name.casefold()
+    descriptions = descriptions or {}
     for skill in skills:
-        if skill.casefold() in low or any(w in low for w in keywords.get(skill, ()) if len(w) > 3):
+        if low and re.search(rf"(?<![a-z0-9_]){re.escape(low)}(?![a-z0-9_])",
+                             descriptions.get(skill, "").casefold()):  # fmt: skip
+            return skill_scope(skill)
+    for skill in skills:
+        if skill.casefold() in low:
+            return skill_scope(skill)
+    for skill in skills:
+        words = [*keywords.get(skill, ()), *_name_words(skill)[2:]]
+        if any(w in low for w in words if len(w) > 3):
             return skill_scope(skill)
     return USER_SCOPE

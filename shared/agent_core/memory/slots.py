@@ -253,7 +253,8 @@ def _numbers(clause: str) -> list[SlotMatch]:
 def _charts(clause: str) -> list[SlotMatch]:
     found: list[SlotMatch] = []
     for m in _CHART.finditer(clause):
-        kind = _CHARTS[m.group(1).split()[0].lower()]
+        word = m.group(1).split()[0].lower()
+        kind = _CHARTS.get(word) or _CHARTS[word.removesuffix("s")]  # "areas", "pies"
         after = clause[m.end() :]
         if _negated(clause, m.start()) or _CHART_BAN_AFTER.match(after):
             found.append(SlotMatch(m.start(), f"chart_ban:{kind}", "off"))

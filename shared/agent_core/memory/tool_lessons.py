@@ -20,7 +20,7 @@ from .interaction import Interaction, Turn, TurnRole
 from .privacy import scrub_text
 from .scope import DEFAULT_SKILL_KEYWORDS, tool_scope
 
-__all__ = ["argument_delta", "detect_tool_lessons"]
+__all__ = ["argument_delta", "detect_tool_lessons", "json_cause"]
 
 _PATH_KEYS = re.compile(
     r"(?i)^(?:path|file|filename|file_path|output|output_path|dir|directory|dest)$"
@@ -77,16 +77,48 @@ def argument_delta(
     return delta
 
 
+_FILE_LIKE = re.compile(r"(?:^|/)[\w.-]{1,120}\.[A-Za-z0-9]{1,8}$")
+# "… at line 1 column 66", "(line 1 column 2)", "at position 12": where, not why.
+_WHERE = re.compile(
+    r"\s{0,3}\(?\b(?:at\s)?(?:line\s\d{1,9}\s?,?\s?column\s\d{1,9}|position\s\d{1,9}|char\s\d{1,9})\)?",
+    re.I,
+)
+_JSON_PREFIX = re.compile(r"(?i)^[^:]{0,60}\bjson\b[^:]{0,60}:\s{0,3}")
+
+
+def json_cause(error: str) -> str:
+    """What an invalid-JSON error says went wrong ("trailing comma before ']'", "unescaped newline
+    (control character U+000A) inside a string"), without where it happened; '' when it says
+    nothing more than "invalid JSON"."""
+    rest = _JSON_PREFIX.sub("", error.strip(), count=1)
+    if rest == error.strip():
+        return ""  # no "…JSON…:" before a cause
+    cause = " ".join(_WHERE.sub("", rest).split()).strip(" ;:,.")
+    return _short(cause, 100) if len(cause) >= 4 else ""
+
+
+def _paths(old: Any, new: Any) -> bool:
+    """Both values are file paths: changing one is where output goes, not how the tool works."""
+    return all(isinstance(v, str) and _FILE_LIKE.search(v.strip()) for v in (old, new))
+
+
 def _lesson(failed: Turn, fixed: Turn, language: Language) -> str | None:
     zh = language == "zh"
     first = failed.content[:_MAX_DIFFED].strip()
     error = _short(first.splitlines()[0] if first else "", _MAX_ERROR)
     name = failed.tool_name or "tool"
     if isinstance(failed.arguments, str) and isinstance(fixed.arguments, dict):
-        fix = "参数改为合法 JSON" if zh else "send the arguments as valid JSON"
+        cause = json_cause(first.splitlines()[0] if first else "")
+        if zh:
+            fix = f"参数改为合法 JSON（{cause}）" if cause else "参数改为合法 JSON"
+        else:
+            fix = f"send valid JSON ({cause})" if cause else "send the arguments as valid JSON"
     elif isinstance(failed.arguments, dict) and isinstance(fixed.arguments, dict):
         delta = argument_delta(failed.arguments, fixed.arguments, language)
-        if not delta or all(_PATH_KEYS.match(k) for k in delta):
+        if not delta or all(
+            _PATH_KEYS.match(k) or _paths(failed.arguments.get(k), fixed.arguments.get(k))
+            for k in delta
+        ):
             return None
         fix = ("；" if zh else "; ").join(f"{k}: {v}" for k, v in delta.items())
     else:
@@ -131,7 +163,9 @@ def detect_tool_lessons(
             text = _lesson(failed, nxt, language)
             if text is None:
                 continue
-            scope = tool_scope(failed.tool_name or "", interaction.skills, keywords)
+            scope = tool_scope(
+                failed.tool_name or "", interaction.skills, keywords, interaction.descriptions()
+            )
             lessons.append(
                 Signal(
                     kind=SignalKind.TOOL_LESSON,

@@ -13,7 +13,7 @@ from agent_core.bus import BusNames
 from agent_core.bus.contracts.memory import Interaction, InteractionTurn
 from agent_core.config import load_settings
 from agent_core.errors import SchemaError, StorageError
-from agent_core.memory import INJECTION_HEADING
+from agent_core.memory import INJECTION_HEADINGS
 from agent_core.memory.client import PRECONDITION_FAILED, MemoryClient, publish_interaction
 from agent_core.service import ServiceContext, run_service
 from services.memory_extraction.service import build
@@ -78,7 +78,7 @@ async def test_interactions_become_memory_after_the_debounce_and_render_for_a_ru
     assert user_md.read_text().count("YYYY-MM-DD") == 1
     assert "scope: user" in user_md.read_text()
     text = await client.render("acme", ["report"])
-    assert text.startswith(INJECTION_HEADING)
+    assert text.startswith(INJECTION_HEADINGS["zh"])  # the user writes Chinese
     assert "YYYY-MM-DD" in text and "结论" in text and "美元" not in text
     assert "<!--" not in text  # machine fields never reach the prompt
     assert "结论" not in await client.render("acme", [])  # only the run's enabled skills

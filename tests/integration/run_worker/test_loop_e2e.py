@@ -148,7 +148,7 @@ async def test_the_memory_block_reaches_the_model(make_cluster: Any, client: Bus
     submitted = await client.send(sid, "hello")
     await client.wait_terminal([submitted.run_id])
     sent = json.dumps(cluster.fake.requests[0].json, ensure_ascii=False)
-    assert "# 个性化记忆" in sent and "Dates as YYYY-MM-DD" in sent
+    assert "# Personal memory" in sent and "Dates as YYYY-MM-DD" in sent  # English memory
 
 
 async def _sent(client: BusClient, stream: str, kind: str) -> int:

@@ -7,7 +7,9 @@ import pytest
 from agent_core.errors import SchemaError
 from agent_core.memory import (
     INJECTION_HEADING,
+    INJECTION_HEADINGS,
     INJECTION_NOTE,
+    INJECTION_NOTES,
     MemoryDocument,
     MemoryEntry,
     compact,
@@ -133,7 +135,8 @@ def test_injection_has_heading_note_user_and_enabled_skills_only() -> None:
     doc = _doc("user", "日期用 YYYY-MM-DD")
     doc.entries[0].slot = "date_format=iso"
     out = render_injection(doc, [_doc("skill:chart", "不要饼图")])
-    assert out.splitlines()[:2] == [INJECTION_HEADING, INJECTION_NOTE]
+    # A Chinese-speaking user's memory is introduced in Chinese.
+    assert out.splitlines()[:2] == [INJECTION_HEADINGS["zh"], INJECTION_NOTES["zh"]]
     assert "- 日期用 YYYY-MM-DD" in out and "## 技能：chart" in out and "- 不要饼图" in out
     assert "<!--" not in out and "slot" not in out
     assert render_injection(new_document("user"), []) == ""
@@ -162,3 +165,22 @@ def test_compaction_under_budget_changes_nothing() -> None:
     doc = _doc("user", "a b c")
     report = compact(doc)
     assert not report.changed and report.document == doc
+
+
+def test_injection_heading_follows_the_users_language_english_by_default() -> None:
+    english = render_injection(
+        _doc("user", "Dates as YYYY-MM-DD"), [_doc("skill:chart", "No pies")]
+    )
+    assert english.splitlines()[:2] == [INJECTION_HEADING, INJECTION_NOTE]
+    assert "## User preferences" in english and "## Skill: chart" in english
+    # Only skill memory, in Chinese: still the user's language.
+    assert render_injection(None, [_doc("skill:chart", "不要饼图")]).startswith("# 个性化记忆")
+    # The account's setting (user.md frontmatter) and an explicit language win.
+    doc = _doc("user", "日期用 YYYY-MM-DD")
+    doc.extra["language"] = "en"
+    assert render_injection(doc, []).startswith(INJECTION_HEADING)
+    assert render_injection(_doc("user", "Dates as ISO"), [], "zh").startswith("# 个性化记忆")
+    # A reply-language preference says which language the user wants.
+    doc = _doc("user", "Reply language: zh")
+    doc.entries[0].slot = "reply_language=zh"
+    assert render_injection(doc, []).startswith("# 个性化记忆")

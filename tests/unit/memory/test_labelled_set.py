@@ -120,3 +120,24 @@ def test_holdout_leaks_no_secret_and_reports_its_figures() -> None:
     print("holdout figures:", total.summary())
     assert total.expected >= 15
     assert total.secrets_leaked == []
+
+
+FRESH = DATA / "fresh"
+
+
+def test_fresh_set_meets_the_goals_of_issue_37() -> None:
+    """The blind set of issue 37 (two format extensions, skills unknown to the built-in table).
+
+    Its before figures are in ``tests/data/memory/README.md``; since the rules were then changed
+    while looking at its misses, this gate guards against regressions, not for generality.
+    """
+    labels = json.loads((FRESH / "labels.json").read_text(encoding="utf-8"))
+    paths = sorted((FRESH / "episodes").glob("*.jsonl"))
+    assert len(paths) == len(labels) == 16
+    total = merge_scores([_score(p, labels) for p in paths])
+    print("fresh figures:", total.summary())
+    assert total.precision >= 0.92, total.false_memories
+    assert total.recall >= 0.85, total.missed
+    assert total.false_memory_rate <= 0.03, total.touched
+    assert total.secrets_leaked == []
+    assert total.conflicts_resolved == total.conflicts, total.absent_violations

@@ -17,6 +17,8 @@ __all__ = [
     "MEMORY_INTERACTION",
     "MEMORY_QUERY",
     "Interaction",
+    "InteractionSkill",
+    "InteractionToolCall",
     "InteractionTurn",
     "ListMemory",
     "MemoryHistory",
@@ -30,12 +32,29 @@ __all__ = [
 ]
 
 
+class InteractionToolCall(BusMessage):
+    """A call an assistant turn made, in the transcript shape (its result names it by ``id``)."""
+
+    id: str | None = None
+    name: str
+    arguments: dict[str, Any] | str | None = None
+
+
+class InteractionSkill(BusMessage):
+    """An enabled skill with its description (the words that tie a rule to it)."""
+
+    name: str
+    description: str = ""
+
+
 class InteractionTurn(BusMessage):
     """One turn of a finished interaction (already redacted by the worker).
 
     Tool turns carry the call that produced the result (``tool_name``, ``arguments``: an object,
     or the raw string when the model sent invalid JSON): a tool lesson is the change between a
-    failed call and the call that then succeeded.
+    failed call and the call that then succeeded. A transcript may instead put the calls on the
+    assistant turn (``tool_calls``) and name the call on the tool turn (``tool_call_id``); memory
+    pairs them.
     """
 
     role: Literal["user", "assistant", "tool"]
@@ -43,12 +62,15 @@ class InteractionTurn(BusMessage):
     is_error: bool = False
     tool_name: str | None = None
     arguments: dict[str, Any] | str | None = None
+    tool_call_id: str | None = None
+    tool_calls: list[InteractionToolCall] | None = None
 
 
 class Interaction(BusMessage):
     """What a main run hands to memory-extraction when it ends (completed, failed or cancelled).
 
     ``status`` is the run's final status, provenance only: every ending is learned from.
+    ``skills`` are names, or objects with the skill's description.
     """
 
     type: Literal["interaction"] = "interaction"
@@ -57,7 +79,7 @@ class Interaction(BusMessage):
     session_id: str
     run_id: str
     turns: list[InteractionTurn]
-    skills: list[str] = Field(default_factory=list)
+    skills: list[str | InteractionSkill] = Field(default_factory=list)
     status: str | None = None
 
 
