@@ -141,3 +141,18 @@ def test_fresh_set_meets_the_goals_of_issue_37() -> None:
     assert total.false_memory_rate <= 0.03, total.touched
     assert total.secrets_leaked == []
     assert total.conflicts_resolved == total.conflicts, total.absent_violations
+
+
+SECOND = DATA / "second"
+
+
+def test_second_blind_set_leaks_no_secret_and_reports_its_figures() -> None:
+    """Written after the issue-37 rules and never used to tune them: its precision and recall
+    are reported (the honest estimate, far below the fresh set's), a secret leak is gated."""
+    labels = json.loads((SECOND / "labels.json").read_text(encoding="utf-8"))
+    paths = sorted((SECOND / "episodes").glob("*.jsonl"))
+    assert len(paths) == len(labels) == 7
+    total = merge_scores([_score(p, labels) for p in paths])
+    print("second blind set figures:", total.summary())
+    assert total.expected >= 40
+    assert total.secrets_leaked == []
