@@ -231,7 +231,7 @@ async def session_config(
     """A new session's stored agent config made from an assistant, and its pin.
 
     The definition's config and instructions, with ``overrides`` on top — which may set only
-    the fields the definition lists as overridable (422 ``override_not_allowed``, naming them);
+    the fields the definition lists as overridable (409 ``override_not_allowed``, naming them);
     404 for an assistant the caller does not have, 409 for an archived one.
     """
     assistant = await get_assistant(gw, caller, name_or_id, version)
@@ -252,11 +252,15 @@ async def session_config(
 def check_overridable(
     overridable: list[OverridableField], overrides: AgentConfigOverrides | None
 ) -> None:
-    """422 ``override_not_allowed`` when ``overrides`` sets a field ``overridable`` leaves out."""
+    """409 ``override_not_allowed`` when ``overrides`` sets a field ``overridable`` leaves out.
+
+    409, not 422: the request is valid on its own; what refuses it is the state of another
+    resource (the assistant's definition, which its owner may change), as with an archived one.
+    """
     refused = refused_overrides(overridable, overrides)
     if refused:
         raise ApiError(
-            422,
+            409,
             "override_not_allowed",
             f"the assistant does not let a session change {', '.join(refused)}",
             details={"fields": refused, "overridable": list(overridable)},

@@ -119,7 +119,7 @@ async def _check_parent(gw: Gateway, caller: Caller, session_id: str, node_id: s
 async def _check_pinned(
     gw: Gateway, caller: Caller, session_id: str, overrides: AgentConfigOverrides
 ) -> None:
-    """422 when the session was made from an assistant that does not let these fields change
+    """409 when the session was made from an assistant that does not let these fields change
     (read only for a message that carries overrides: most carry none)."""
     session = await get_session(gw, caller, session_id)
     pin = session.metadata.get(ASSISTANT_KEY)

@@ -235,7 +235,7 @@ def test_a_session_overrides_only_what_the_assistant_allows(stack: tuple[Stack, 
             refused = c.post(
                 "/v1/sessions", json={"assistant": "strict", "agent_config": refused_config}
             )
-            assert refused.status_code == 422, refused.text
+            assert refused.status_code == 409, refused.text
             error = refused.json()["error"]
             assert error["code"] == "override_not_allowed"
             assert error["details"]["fields"] == list(refused_config)
@@ -249,7 +249,7 @@ def test_a_session_overrides_only_what_the_assistant_allows(stack: tuple[Stack, 
             f"/v1/sessions/{sid}/messages", json={"text": "x", "agent_config": {"max_turns": 9}}
         )
         assert (
-            posted.status_code == 422 and posted.json()["error"]["code"] == "override_not_allowed"
+            posted.status_code == 409 and posted.json()["error"]["code"] == "override_not_allowed"
         )
         assert _answer(c, sid, "y", agent_config={"model": "m2"}) == "model=m2 system=REVIEWER-V1"
         # The pin is the server's: a client cannot write it as metadata.

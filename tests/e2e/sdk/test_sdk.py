@@ -195,7 +195,7 @@ async def test_named_agents_and_sessions_made_from_them(sdk: SdkStack) -> None:
     async with session.send("hello") as stream:
         finished = await stream.wait()
     assert finished.status is RunStatus.COMPLETED
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises(ConflictError) as refused:  # the assistant's definition refuses it
         await sdk.client.create_session(
             assistant="sdk-helper", agent_config={"enabled_tools": ["lookup"]}
         )
