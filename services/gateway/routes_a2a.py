@@ -8,6 +8,7 @@ protocol's contract is A2A's.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Final
 
 from fastapi import APIRouter, Request
@@ -27,6 +28,12 @@ __all__ = ["AGENT_CARD_PATH", "a2a_endpoint", "router"]
 AGENT_CARD_PATH: Final = "/.well-known/agent-card.json"
 
 router = APIRouter(prefix="/a2a", include_in_schema=False)
+
+# The SDK wraps its own internal calls in OpenTelemetry spans, a dozen per streamed event when a
+# tracer provider is set (ours is, for the run's trace): a large share of the gateway's CPU per
+# A2A event, and noise in a tracing backend beside the run's own spans. Off unless the operator
+# sets the SDK's variable; set here, before any import of the SDK (it reads it then).
+os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
 
 
 def _build() -> A2AEndpoint:

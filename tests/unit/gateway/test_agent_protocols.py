@@ -4,6 +4,7 @@ task states, an assistant to its tool and card, an outcome to a tool result."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -149,3 +150,25 @@ def test_the_card_path_is_the_sdks() -> None:
     from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 
     assert AGENT_CARD_PATH == AGENT_CARD_WELL_KNOWN_PATH
+
+
+def test_the_a2a_sdks_own_spans_are_off_unless_the_operator_turns_them_on() -> None:
+    code = (
+        "import services.gateway.routes_a2a\n"
+        "from a2a.utils import telemetry\n"
+        "print(telemetry.otel_enabled)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"}
+    for setting, expected in ((None, "False"), ("true", "True")):
+        run_env = (
+            env if setting is None else {**env, "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": setting}
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=run_env,
+            timeout=60,
+        )
+        assert done.stdout.strip() == expected, done.stderr
