@@ -25,8 +25,8 @@ from agent_core import runqueue
 from agent_core.bus.contracts.storage import GetNode, ListArtifacts
 from agent_core.errors import redact
 from agent_core.types.api import (
-    ASSISTANT_KEY,
     Assistant,
+    AssistantPin,
     CreateSessionRequest,
     MessageAccepted,
     PostMessageRequest,
@@ -181,8 +181,8 @@ async def start(
         session_id = session.session_id
     else:
         session = await get_session(gw, caller, session_id)
-        pin = session.metadata.get(ASSISTANT_KEY)
-        if not isinstance(pin, dict) or pin.get("assistant_id") != assistant.assistant_id:
+        pin = AssistantPin.of(session.metadata)
+        if pin is None or pin.assistant_id != assistant.assistant_id:
             raise not_found("session")
     accepted: MessageAccepted = await post_message(session_id, body, gw, caller)
     return Call(assistant=assistant, session_id=session_id, run_id=accepted.run_id)

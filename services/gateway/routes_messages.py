@@ -13,7 +13,6 @@ from agent_core.ids import is_valid_id
 from agent_core.observability.metrics import RUNS_SUBMITTED
 from agent_core.runqueue import SessionBusyError, submit_message
 from agent_core.types.api import (
-    ASSISTANT_KEY,
     AssistantPin,
     MessageAccepted,
     PostMessageRequest,
@@ -122,9 +121,9 @@ async def _check_pinned(
     """409 when the session was made from an assistant that does not let these fields change
     (read only for a message that carries overrides: most carry none)."""
     session = await get_session(gw, caller, session_id)
-    pin = session.metadata.get(ASSISTANT_KEY)
-    if isinstance(pin, dict):
-        check_overridable(AssistantPin.model_validate(pin).overridable, overrides)
+    pin = AssistantPin.of(session.metadata)
+    if pin is not None:
+        check_overridable(pin.overridable, overrides)
 
 
 def refusal(exc: BaseException) -> BaseException:

@@ -36,7 +36,7 @@ from fastapi.routing import APIRoute
 from pydantic import ValidationError
 from starlette.types import Message, Receive, Scope, Send
 
-from agent_core.types.api import ASSISTANT_KEY, CreateSessionRequest, PostMessageRequest
+from agent_core.types.api import AssistantPin, CreateSessionRequest, PostMessageRequest
 from agent_core.types.protocol import TextBlock
 from services.gateway.auth import Caller
 from services.gateway.errors import ApiError
@@ -159,8 +159,8 @@ async def _check_session(gw: Gateway, caller: Caller, session_id: str, model: st
     """404 unless the caller has the session; 400 unless it was made from ``model``'s assistant
     (404 ``model_not_found`` when ``model`` names none of the caller's)."""
     session = await get_session(gw, caller, session_id)
-    pin = session.metadata.get(ASSISTANT_KEY)
-    if isinstance(pin, dict) and model in (pin.get("name"), pin.get("assistant_id")):
+    pin = AssistantPin.of(session.metadata)
+    if pin is not None and pin.names(model):
         return
     try:
         await get_assistant(gw, caller, model)

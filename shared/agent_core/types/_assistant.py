@@ -13,9 +13,10 @@ definition may override only the fields the definition lists in ``overridable``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from agent_core.types._agent_config import AgentConfigOverrides
 from agent_core.types._fields import Strict, UtcDatetime
@@ -125,6 +126,21 @@ class AssistantPin(Strict):
     name: str
     version: int = Field(ge=1)
     overridable: list[OverridableField]
+
+    @classmethod
+    def of(cls, metadata: Mapping[str, Any]) -> AssistantPin | None:
+        """The pin a session's metadata holds, or ``None`` for a session made without one."""
+        pin = metadata.get(ASSISTANT_KEY)
+        if not isinstance(pin, dict):
+            return None
+        try:
+            return cls.model_validate(pin)
+        except ValidationError:  # only the server writes it; a damaged one pins nothing
+            return None
+
+    def names(self, ref: str) -> bool:
+        """Whether ``ref`` (an assistant's name or id) is the assistant this pin is to."""
+        return ref in (self.name, self.assistant_id)
 
 
 def session_overrides(definition: AssistantDefinition) -> dict[str, Any]:

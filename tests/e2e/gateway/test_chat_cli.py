@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import httpx
 import pytest
 
 from agent_core.types.runtime import RunFinished, RunState
@@ -72,29 +73,39 @@ def test_chat_refuses_without_a_key_or_with_a_foreign_session(gw: Gw) -> None:
     assert foreign.stderr.startswith("error: ") and foreign.stderr.rstrip().endswith("[not_found]")
 
 
+def _chat_on(gw: Gw, sid: str) -> subprocess.Popen[str]:
+    """``soong-agent chat --session sid`` with pipes, for a test that types as it goes."""
+    env = {**os.environ, "SOONG_API_KEY": gw.stack.api_key, "COLUMNS": "200", "TERM": "dumb"}
+    argv = [sys.executable, "-m", "agent_core.cli", "chat", "--url", gw.stack.gateway_url]
+    return subprocess.Popen(
+        [*argv, "--session", sid],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
+
+
+def _first_run(c: httpx.Client, sid: str) -> str:
+    """The id of the session's first run, once the message typed into chat has made it."""
+    deadline = time.monotonic() + 60
+    while not (runs := c.get(f"/v1/sessions/{sid}/runs").json()["items"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    return str(runs[0]["run_id"])
+
+
 def test_chat_says_how_a_cancelled_run_ended(gw: Gw) -> None:
     """A run cancelled while chat waits on its permission prompt: chat prints its end reason."""
     with gw.client() as c:
         sid = new_session(c, agent_config={"tool_policy": {"ask": ["lookup"]}})
-        env = {**os.environ, "SOONG_API_KEY": gw.stack.api_key, "COLUMNS": "200", "TERM": "dumb"}
-        argv = [sys.executable, "-m", "agent_core.cli", "chat", "--url", gw.stack.gateway_url]
-        with subprocess.Popen(
-            [*argv, "--session", sid],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=REPO,
-        ) as chat:
+        with _chat_on(gw, sid) as chat:
             assert chat.stdin is not None
             chat.stdin.write("wait for me\n")
             chat.stdin.flush()
-            deadline = time.monotonic() + 60
-            while not (runs := c.get(f"/v1/sessions/{sid}/runs").json()["items"]):
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
-            run_id = runs[0]["run_id"]
+            run_id = _first_run(c, sid)
             events = f"/v1/sessions/{sid}/runs/{run_id}/events"
             head: list[SseEvent] = []
             while not head or head[-1].event != "permission_requested":
@@ -119,25 +130,11 @@ def test_cancel_typed_while_the_answer_streams_cancels_the_run(gw: Gw) -> None:
     """`/cancel` typed mid-answer reaches the run at once (not after the answer has ended)."""
     with gw.client() as c:
         sid = new_session(c)
-        env = {**os.environ, "SOONG_API_KEY": gw.stack.api_key, "COLUMNS": "200", "TERM": "dumb"}
-        argv = [sys.executable, "-m", "agent_core.cli", "chat", "--url", gw.stack.gateway_url]
-        with subprocess.Popen(
-            [*argv, "--session", sid],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=REPO,
-        ) as chat:
+        with _chat_on(gw, sid) as chat:
             assert chat.stdin is not None
             chat.stdin.write("long\n")  # the demo model's answer of many words, a few at a time
             chat.stdin.flush()
-            deadline = time.monotonic() + 60
-            while not (runs := c.get(f"/v1/sessions/{sid}/runs").json()["items"]):
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
-            run_id = runs[0]["run_id"]
+            run_id = _first_run(c, sid)
             events = f"/v1/sessions/{sid}/runs/{run_id}/events"
             head: list[SseEvent] = []
             while not any(e.event == "text_delta" for e in head):  # the answer is streaming

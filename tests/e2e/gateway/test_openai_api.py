@@ -219,29 +219,9 @@ def test_errors_in_openais_shape(gw: Gw, client: openai.OpenAI, assistant: str) 
             assert set(error) == {"message", "type", "param", "code"} and error["message"]
 
 
-def test_the_readme_example_runs_as_written(gw: Gw) -> None:
-    blocks = re.findall(r"^```py\n(.*?)^```", (REPO / "README.md").read_text(), re.S | re.M)
-    (example,) = [b for b in blocks if "from openai import OpenAI" in b]
-    with gw.client() as c:
-        made = c.post("/v1/assistants", json={"name": "reviewer"})
-        assert made.status_code in (201, 409), made.text
-    env = {
-        **os.environ,
-        "SOONG_GATEWAY_URL": gw.stack.gateway_url,
-        "SOONG_API_KEY": gw.stack.api_key,
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", example], capture_output=True, text=True, env=env, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.count("[demo model]") == 1 and done.stdout.count("[fake model]") == 2
-
-
-@pytest.mark.parametrize(
-    ("marker", "expected"),
-    [("from mcp import ClientSession", "'reviewer'"), ("from a2a.client import", "completed")],
-)
-def test_the_readme_mcp_and_a2a_examples_run_as_written(gw: Gw, marker: str, expected: str) -> None:
+def _run_readme_example(gw: Gw, marker: str) -> subprocess.CompletedProcess[str]:
+    """The README's ```py block holding ``marker``, run as written against the stack (with the
+    assistant its examples call, ``reviewer``)."""
     blocks = re.findall(r"^```py\n(.*?)^```", (REPO / "README.md").read_text(), re.S | re.M)
     (example,) = [b for b in blocks if marker in b]
     with gw.client() as c:
@@ -256,4 +236,18 @@ def test_the_readme_mcp_and_a2a_examples_run_as_written(gw: Gw, marker: str, exp
         [sys.executable, "-c", example], capture_output=True, text=True, env=env, timeout=60
     )
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_the_readme_example_runs_as_written(gw: Gw) -> None:
+    done = _run_readme_example(gw, "from openai import OpenAI")
+    assert done.stdout.count("[demo model]") == 1 and done.stdout.count("[fake model]") == 2
+
+
+@pytest.mark.parametrize(
+    ("marker", "expected"),
+    [("from mcp import ClientSession", "'reviewer'"), ("from a2a.client import", "completed")],
+)
+def test_the_readme_mcp_and_a2a_examples_run_as_written(gw: Gw, marker: str, expected: str) -> None:
+    done = _run_readme_example(gw, marker)
     assert expected in done.stdout.lower() and "[demo model]" in done.stdout
