@@ -249,7 +249,7 @@ class ChildRunner:
             )
         )
         config = own.config if own else self.config
-        kind: AgentKind = "worker" if "worker" in child.label else "fork"
+        kind: AgentKind = "sub" if "worker" in child.label else "fork"
         hooks = self.hooks(store, kind)
         loop = AgentLoop(
             handle=handle,

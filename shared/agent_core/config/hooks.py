@@ -10,7 +10,7 @@ An entry names its event by the table it sits in (``[[hooks.PreToolUse]]`` in co
     command = ["/opt/hooks/guard", "--strict"]   # argv, run without a shell
     timeout_s = 10
     on_error = "block"               # or "continue"; the default depends on the event
-    agents = ["main", "worker"]      # optional: which kinds of agent (default: every kind)
+    agents = ["main", "sub"]         # optional: which kinds of agent (default: every kind)
 
 ``command`` may be a string only with ``shell = true`` (it then runs as ``/bin/sh -c``). Every
 problem is refused when the file is read, never when the hook first runs.
@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent_core.types.enums import HookPhase
 
 __all__ = [
+    "AGENT_ALIASES",
     "AGENT_KINDS",
     "DEFAULT_ON_ERROR",
     "EVENT_NAMES",
@@ -43,8 +44,12 @@ __all__ = [
     "hooks_of",
 ]
 
-AgentKind = Literal["main", "orchestrator", "worker", "fork"]
-AGENT_KINDS: Final[tuple[AgentKind, ...]] = ("main", "orchestrator", "worker", "fork")
+# The agents API's own words (``AgentType``): a worker sub-agent is ``sub``.
+AgentKind = Literal["main", "orchestrator", "sub", "fork"]
+AGENT_KINDS: Final[tuple[AgentKind, ...]] = ("main", "orchestrator", "sub", "fork")
+# Deprecated spellings still read in ``agents``: ``worker`` was this file's word for ``sub``
+# before the two names were made one.
+AGENT_ALIASES: Final[dict[str, AgentKind]] = {"worker": "sub"}
 OnError = Literal["block", "continue"]
 SHELL: Final = "/bin/sh"
 
@@ -89,6 +94,14 @@ class HookSpec(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, le=600)
     on_error: OnError | None = None
     agents: tuple[AgentKind, ...] | None = None
+
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _aliases(cls, value: object) -> object:
+        """``worker`` (deprecated) reads as ``sub``; anything else is validated as given."""
+        if isinstance(value, list | tuple):
+            return tuple(AGENT_ALIASES.get(v, v) if isinstance(v, str) else v for v in value)
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> HookSpec:

@@ -123,7 +123,7 @@ class RunHooks:
         try:
             if self.has(HookPhase.RUN_END):
                 await self._run(HookPhase.RUN_END, None, **fields)
-            if self.agent in ("worker", "fork") and self.has(HookPhase.SUBAGENT_STOP):
+            if self.agent in ("sub", "fork") and self.has(HookPhase.SUBAGENT_STOP):
                 await self._run(HookPhase.SUBAGENT_STOP, None, **fields)
         except Exception as exc:  # the end is written whatever its hooks' records did
             why = exc.code if isinstance(exc, AgentCoreError) else type(exc).__name__

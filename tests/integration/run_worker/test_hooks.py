@@ -153,9 +153,9 @@ async def test_hooks_decide_in_real_runs_of_main_and_worker_agents(
     child = children[0]["run_id"]
     child_events = _hook_events(await client.timeline(sid, child))
     pre = [e for e in child_events if e["event"] == "PreToolUse"]
-    assert [(e["decision"], e["agent_type"]) for e in pre] == [("deny", "worker")]
+    assert [(e["decision"], e["agent_type"]) for e in pre] == [("deny", "sub")]
     path = await client.path(sid, done[run_id]["end_node_id"])
-    assert "listing is off for worker" in path[-2]["content_json"]  # the child's answer
+    assert "listing is off for sub" in path[-2]["content_json"]  # the child's answer
 
 
 async def test_a_hooks_ask_goes_through_the_permission_flow(

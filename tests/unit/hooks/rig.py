@@ -36,7 +36,7 @@ from services.run_worker.hook_setup import HookSetup
 from tests.unit.runtime.fakes import ListSink, MemoryStore
 
 SESSION = "sess_20260101_000000_abcd"
-KINDS: tuple[AgentKind, ...] = ("main", "orchestrator", "worker", "fork")
+KINDS: tuple[AgentKind, ...] = ("main", "orchestrator", "sub", "fork")
 
 
 class EchoArgs(ToolArgs):

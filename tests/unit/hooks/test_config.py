@@ -22,7 +22,7 @@ name = "guard"
 matcher = "write_file|run_*"
 command = ["/opt/hooks/guard", "--strict"]
 timeout_s = 5
-agents = ["main", "worker"]
+agents = ["main", "sub"]
 
 [[hooks.Stop]]
 command = "exit 0"
@@ -43,6 +43,16 @@ def test_the_hooks_section_is_accepted(tmp_path: Path) -> None:
     ]
     assert hooks[0].matches("run_python", "main") and not hooks[0].matches("read_file", "main")
     assert not hooks[0].matches("write_file", "fork")
+
+
+def test_agents_take_the_agents_api_word_and_the_old_one_as_an_alias(tmp_path: Path) -> None:
+    # ``sub`` is what GET /v1/sessions/{id}/agents calls a worker; ``worker`` (deprecated) reads
+    # as the same kind, so a config written before the rename keeps its meaning.
+    for word in ("sub", "worker"):
+        entry = f'[[hooks.PreToolUse]]\ncommand = ["x"]\nagents = ["{word}", "fork"]\n'
+        (hook,) = HooksInEffect(_load(tmp_path, entry)).operator
+        assert hook.spec.agents == ("sub", "fork")
+        assert hook.matches("echo", "sub") and not hook.matches("echo", "main")
 
 
 @pytest.mark.parametrize(

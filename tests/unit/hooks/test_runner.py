@@ -64,7 +64,7 @@ async def test_on_error_overrides_the_events_default(tmp_path: Path) -> None:
     assert out.echo.ran == ["hi"] and out.records[0]["decision"] == "continue"
     # ... and PostToolUse withholds the output when it fails with on_error = block.
     out = await run_agent(
-        tmp_path, _entry("PostToolUse", broken, 'on_error = "block"'), "worker", tool="echo"
+        tmp_path, _entry("PostToolUse", broken, 'on_error = "block"'), "sub", tool="echo"
     )
     (result,) = out.tool_results()
     assert result.is_error and "withheld" in result.content[0].text  # type: ignore[union-attr]
@@ -94,10 +94,10 @@ async def test_rewrites_chain_and_a_rewrite_the_schema_refuses_follows_on_error(
 
 async def test_matcher_and_agents_select_hooks(tmp_path: Path) -> None:
     deny = script(tmp_path, "deny.sh", "exit 2")
-    config = _entry("PreToolUse", deny, 'matcher = "ech?|write_*"\nagents = ["worker"]')
+    config = _entry("PreToolUse", deny, 'matcher = "ech?|write_*"\nagents = ["sub"]')
     assert (await run_agent(tmp_path, config, "main", tool="echo")).echo.ran == ["hi"]
-    assert (await run_agent(tmp_path, config, "worker", tool="echo")).echo.ran == []
-    assert (await run_agent(tmp_path, config, "worker", tool="fail")).records == []
+    assert (await run_agent(tmp_path, config, "sub", tool="echo")).echo.ran == []
+    assert (await run_agent(tmp_path, config, "sub", tool="fail")).records == []
 
 
 async def test_ask_turns_an_allowed_call_into_a_permission_request() -> None:
@@ -122,7 +122,7 @@ async def test_ask_turns_an_allowed_call_into_a_permission_request() -> None:
 async def test_ask_without_anyone_to_ask_refuses_the_call(tmp_path: Path) -> None:
     (tmp_path / "ask.json").write_text('{"decision": "ask", "reason": "needs a human"}')
     hook = script(tmp_path, "ask.sh", f"cat {tmp_path}/ask.json")
-    out = await run_agent(tmp_path, _entry("PreToolUse", hook), "worker", tool="echo")
+    out = await run_agent(tmp_path, _entry("PreToolUse", hook), "sub", tool="echo")
     (result,) = out.tool_results()
     assert out.echo.ran == [] and "Permission denied" in result.content[0].text  # type: ignore[union-attr]
     assert out.records[0]["decision"] == "ask"

@@ -69,7 +69,7 @@ async def test_a_rewrite_with_metacharacters_reaches_the_tool_as_text(tmp_path: 
     (tmp_path / "answer.json").write_text(answer)  # the test's own script must not expand it
     rewriter = script(tmp_path, "rewrite.sh", f"cat > /dev/null\ncat {tmp_path}/answer.json")
     config = f"[[hooks.PreToolUse]]\ncommand = [{toml_str(str(rewriter))}]\n"
-    out = await run_agent(tmp_path, config, "worker", tool="echo")
+    out = await run_agent(tmp_path, config, "sub", tool="echo")
     assert out.echo.ran == [text]
     assert out.records[0]["decision"] == "rewrite"
     assert not marker.exists()
