@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter
 
 from agent_core.bus.contracts.refusals import RefusalCode
-from agent_core.bus.contracts.storage import GetNode
+from agent_core.bus.contracts.storage import GetActivePath
+from agent_core.context.branch_points import branch_refusal
 from agent_core.errors import StorageError
 from agent_core.ids import is_valid_id
 from agent_core.observability.metrics import RUNS_SUBMITTED
 from agent_core.runqueue import SessionBusyError, submit_message
 from agent_core.types.api import (
+    ROOT_PARENT,
     AssistantPin,
     MessageAccepted,
     PostMessageRequest,
 )
-from agent_core.types.runtime import AgentConfigOverrides
+from agent_core.types.mappers import to_node
+from agent_core.types.runtime import AgentConfigOverrides, Node, SessionState
 from services.gateway.auth import Caller
 from services.gateway.errors import ApiError, not_found, responses
 from services.gateway.routes_assistants import check_overridable
@@ -33,7 +37,7 @@ from services.gateway.state import (
     valid_session_id,
 )
 
-__all__ = ["refusal", "router"]
+__all__ = ["check_branch_point", "main_path", "post_message", "refusal", "router"]
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"])
 
@@ -107,12 +111,37 @@ async def post_message(
 
 
 async def _check_parent(gw: Gateway, caller: Caller, session_id: str, node_id: str) -> None:
-    """404 unless ``node_id`` is a node of the caller's session."""
+    """404 unless ``node_id`` is a node of the caller's session (or ``root``); 422
+    ``invalid_parent`` unless a conversation can go on from it."""
+    if node_id == ROOT_PARENT:
+        await get_session(gw, caller, session_id)
+        return
+    await check_branch_point(gw, caller, session_id, node_id)
+
+
+async def main_path(
+    gw: Gateway, caller: Caller, session_id: str, node_id: str
+) -> tuple[SessionState, list[Node]]:
+    """The caller's session and the path from the root to its node ``node_id`` (404 either)."""
     if not is_valid_id(node_id, "node"):
         raise not_found("node")
-    await fetch(
-        gw, GetNode(session_id=session_id, node_id=node_id, account_id=caller.account_id), "node"
+    query = GetActivePath(session_id=session_id, node_id=node_id, account_id=caller.account_id)
+    session, rows = await asyncio.gather(
+        get_session(gw, caller, session_id), fetch(gw, query, "node")
     )
+    if not rows:
+        raise not_found("node")
+    return session, [to_node(r) for r in rows]
+
+
+async def check_branch_point(gw: Gateway, caller: Caller, session_id: str, node_id: str) -> None:
+    """404 unless ``node_id`` is a node of the caller's session; 422 ``invalid_parent`` (with
+    ``details.reason``) unless a user message may follow it (``context/branch_points.py``)."""
+    session, path = await main_path(gw, caller, session_id, node_id)
+    why = branch_refusal(path, session.root_agent_id)
+    if why is not None:
+        details = {"node_id": node_id, "reason": why.reason}
+        raise ApiError(422, "invalid_parent", why.message, details=details)
 
 
 async def _check_pinned(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from pydantic import TypeAdapter, ValidationError
 
 from agent_core.bus.contracts.storage import (
     GetActivePath,
@@ -15,25 +16,34 @@ from agent_core.bus.contracts.storage import (
     SwitchActiveNode,
 )
 from agent_core.context import ContextBuilder
+from agent_core.context.branch_points import turn_message
 from agent_core.ids import is_valid_id, new_id
 from agent_core.storage_client import raise_for_receipt
 from agent_core.types.api import (
+    ROOT_PARENT,
     AgentList,
     EventList,
+    MessageAccepted,
     NodePath,
+    PostMessageRequest,
+    RegenerateRequest,
     SwitchNodeRequest,
     Tree,
+    UserBlock,
     stored_overrides,
 )
 from agent_core.types.mappers import to_agent_state, to_node, to_timeline_event
 from agent_core.types.runtime import AgentConfig, ContextBuildReport, Node, SessionState
 from agent_core.types.storage import NodeRecord
-from services.gateway.errors import not_found, responses
+from services.gateway.errors import ApiError, not_found, responses
+from services.gateway.routes_messages import check_branch_point, main_path, post_message
+from services.gateway.routes_runs import SSE_RESPONSE
 from services.gateway.state import CallerDep, GatewayDep, fetch, fetch_page, get_session
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["tree"])
+_USER_BLOCK: TypeAdapter[UserBlock] = TypeAdapter(UserBlock)
 
 
 @router.get("/tree", response_model=Tree, responses=responses(404))
@@ -97,14 +107,61 @@ async def read_node(session_id: str, node_id: str, gw: GatewayDep, caller: Calle
 async def switch_node(
     session_id: str, body: SwitchNodeRequest, gw: GatewayDep, caller: CallerDep
 ) -> SessionState:
-    """Make a node the active one: the next message continues the conversation from there."""
-    await _node(gw, caller, session_id, body.node_id)
+    """Make a node the active one: the next message continues the conversation from there.
+
+    Only a node a conversation can go on from (an answer, or a turn whose tool calls all have
+    results, of the main agent): 422 ``invalid_parent`` with ``details.reason`` otherwise.
+    """
+    await check_branch_point(gw, caller, session_id, body.node_id)
     raise_for_receipt(
         await gw.storage.send(
             SwitchActiveNode(command_id=new_id("cmd"), session_id=session_id, node_id=body.node_id)
         )
     )
     return await get_session(gw, caller, session_id)
+
+
+@router.post(
+    "/nodes/{node_id}/regenerate",
+    status_code=202,
+    response_model=MessageAccepted,
+    responses={**SSE_RESPONSE, **responses(404, 409, 413)},
+)
+async def regenerate(
+    session_id: str, node_id: str, body: RegenerateRequest, gw: GatewayDep, caller: CallerDep
+) -> Any:
+    """Answer a user message again: a new run of the same message, beside the earlier answer.
+
+    ``node_id`` is the user message, or any node of the main agent's turn that answered it. The
+    message is posted again under the same parent (``root`` for the first message), so the tree
+    keeps both turns, each with its answer, as siblings, and the new one becomes active. Answers
+    as posting a message does (202, or the run's event stream with ``stream=true``).
+    """
+    session, path = await main_path(gw, caller, session_id, node_id)
+    message = turn_message(path, session.root_agent_id)
+    if message is None:
+        raise ApiError(
+            422,
+            "invalid_node",
+            f"node {node_id} is not a user message of the main agent nor part of a turn "
+            "answering one: there is nothing to answer again",
+            details={"node_id": node_id},
+        )
+    try:
+        again = PostMessageRequest(
+            content=[_USER_BLOCK.validate_python(b.model_dump()) for b in message.content],
+            parent_node_id=message.parent_id or ROOT_PARENT,
+            multitask_strategy=body.multitask_strategy,
+            stream=body.stream,
+            agent_config=body.agent_config,
+        )
+    except ValidationError as exc:
+        raise ApiError(
+            422,
+            "invalid_node",
+            f"node {node_id}'s message cannot be sent again: {exc.errors()[0]['msg']}",
+        ) from exc
+    return await post_message(session_id, again, gw, caller)
 
 
 @router.get("/nodes/{node_id}/context", response_model=ContextBuildReport, responses=responses(404))

@@ -78,10 +78,12 @@ class Claimer:
         fence = RunFence(run_id=run.run_id, attempt=number)
         # A first attempt's claim also places the message (under the active node of that
         # moment, or the message's parent): one write instead of two.
-        place, message = None, message_node(run, run.parent_node_id)
+        place, message = None, message_node(run, run.node_parent)
         if number == 1:
             draft, event = node_drafts(message)
-            place = PlaceMessage(node=draft, event=event, set_active=run.kind == "main")
+            place = PlaceMessage(
+                node=draft, event=event, set_active=run.kind == "main", at_root=run.at_root
+            )
             message = message.model_copy(update={"token_count": draft.token_count})
         # A claim that places the message returns the path to it (read in its transaction, after
         # the path this worker holds for the session): no path query beside it.
@@ -104,9 +106,7 @@ class Claimer:
             self.reads.path_or_none(run.session_id, run.start_node_id) if number > 1 else _none(),
             # Where a new message would go (the explicit parent, else the active node now), for
             # an attempt that places it itself.
-            self.reads.active_path(run.session_id, run.parent_node_id)
-            if place is None
-            else _none(),
+            _above(self.reads, run) if place is None else _none(),
             memory_text(self.ctx, run, number),
         )
         if not claim.ok:
@@ -154,6 +154,13 @@ class Claimer:
 
 async def _none() -> Any:
     return None
+
+
+async def _above(reads: RunReads, run: QueuedRun) -> list[Node] | None:
+    """The path a new message goes under: none for a new root."""
+    if run.at_root:
+        return []
+    return await reads.active_path(run.session_id, run.parent_node_id)
 
 
 def placed_path(above: list[Node], placed: Node) -> list[Node] | None:

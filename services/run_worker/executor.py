@@ -251,7 +251,7 @@ class RunExecutor:
         for a recovered run — to the run's last stored node."""
         run, prefetch = a.item.run, a.prefetch
         path = prefetch.path
-        if path is None and run.parent_node_id and not prefetch.above:
+        if path is None and run.node_parent and not prefetch.above:
             raise RunFailure("invalid_parent", "the message's parent node is not in this session")
         if path is None:  # the message becomes a node now, after whatever ran before it
             path = await self._place_message(a)

@@ -212,10 +212,10 @@ def place_message(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> d
     assert c.place is not None
     node, sid = c.place.node, c.session_id
     parent = node.parent_id
-    if parent is None:
+    if parent is None and not c.place.at_root:
         row = conn.execute("SELECT active_node_id FROM sessions WHERE session_id = ?", (sid,))
         parent = row.fetchone()[0]
-    elif _missing_node(conn, nodes_table(sid), parent):
+    elif parent is not None and _missing_node(conn, nodes_table(sid), parent):
         return {"placed": None, "place_error": RefusalCode.PARENT_NOT_FOUND}
     append = AppendNode(
         command_id=c.command_id,

@@ -63,6 +63,7 @@ TREE = _op("GET", _S + "/tree")
 PATH = _op("GET", _S + "/path")
 GET_NODE = _op("GET", _S + "/nodes/{node_id}")
 NODE_CONTEXT = _op("GET", _S + "/nodes/{node_id}/context")
+REGENERATE = _op("POST", _S + "/nodes/{node_id}/regenerate")  # a new run each time
 SWITCH_NODE = _op("POST", _S + "/switch_node", idempotent=True)
 LIST_EVENTS = _op("GET", _S + "/events")
 LIST_AGENTS = _op("GET", _S + "/agents")

@@ -248,6 +248,24 @@ class AsyncSession:
             ops.NODE_CONTEXT, ContextBuildReport, self._p(node_id=node_id)
         )
 
+    async def regenerate(
+        self,
+        node_id: str,
+        *,
+        multitask_strategy: MultitaskStrategy | str | None = None,
+        agent_config: AgentConfigOverrides | dict[str, Any] | None = None,
+    ) -> MessageAccepted:
+        """Answer a user message again (``node_id``: the message, or a node of the turn that
+        answered it): a new run, queued, beside the earlier answer (follow it with :meth:`run`)."""
+        body: dict[str, Any] = {}
+        if multitask_strategy is not None:
+            body["multitask_strategy"] = str(multitask_strategy)
+        if agent_config is not None:
+            body["agent_config"] = _config_json(agent_config)
+        return await self._http.model(
+            ops.REGENERATE, MessageAccepted, self._p(node_id=node_id), json=body
+        )
+
     async def switch_node(self, node_id: str) -> SessionState:
         """Make ``node_id`` the active node: the next message continues from it."""
         return await self._http.model(

@@ -213,6 +213,7 @@ class Session(_Face[AsyncSession]):
     node = _blocking(AsyncSession.node)
     context = _blocking(AsyncSession.context)
     switch_node = _blocking(AsyncSession.switch_node)
+    regenerate = _blocking(AsyncSession.regenerate)
     compact = _blocking(AsyncSession.compact)
     timeline = _blocking(AsyncSession.timeline)
     all_timeline = _blocking(AsyncSession.all_timeline)

@@ -4,7 +4,7 @@ Creates or resumes a session (a resumed one shows its conversation so far), stre
 token by token, shows tool calls as they start and finish (a refused or failed one with its
 reason), says how each run ended (status, end reason, error code and message), asks about tool
 calls waiting for permission, and offers ``/tree`` (drawn as a tree), ``/switch_node ID``,
-``/cancel``, ``/files``, ``/runs``, ``/skills``. Any other ``/word`` line is sent as a message:
+``/regenerate [ID]`` (answer the last message, or that node's, again), ``/cancel``, ``/files``, ``/runs``, ``/skills``. Any other ``/word`` line is sent as a message:
 ``/<skill>`` invokes that skill. The SDK's stream resumes a dropped connection with
 ``Last-Event-ID``, so no text is lost or printed twice.
 
@@ -46,7 +46,18 @@ __all__ = ["ChatClient", "describe_end", "run"]
 
 # The chat's own commands; any other ``/word`` line is a message (``/<skill>`` invokes a skill).
 _COMMANDS = frozenset(
-    {"tree", "switch_node", "cancel", "files", "runs", "skills", "help", "quit", "exit"}
+    {
+        "tree",
+        "switch_node",
+        "regenerate",
+        "cancel",
+        "files",
+        "runs",
+        "skills",
+        "help",
+        "quit",
+        "exit",
+    }
 )
 # How much of a resumed conversation is shown, and of a failed tool's reason.
 _HISTORY_NODES = 20
@@ -210,6 +221,18 @@ class ChatClient:
         except SoongError as exc:
             self._error(exc)
 
+    def regenerate(self, node_id: str | None) -> None:
+        """Answer a message again (the active node's turn by default) and stream the new run;
+        the earlier answer stays in the tree (``/tree``)."""
+        target = node_id or self.session.get().active_node_id
+        if target is None:
+            self.console.print("nothing to answer again yet")
+            return
+        accepted = self.session.regenerate(target)
+        self.last_run = accepted.run_id
+        for event in self.session.run(accepted.run_id).events():
+            self.show(event)
+
     def _cancel_now(self) -> None:
         """``/cancel`` typed while the run streams (from the input thread): ask for the cancel;
         the stream then ends with the run's end, said as usual."""
@@ -316,6 +339,8 @@ class ChatClient:
         elif name == "switch_node":
             self.session.switch_node(arg)
             self._print(f"active node: {arg}")
+        elif name == "regenerate":
+            self.regenerate(arg or None)
         elif name == "cancel":
             self.cancel()
         elif name == "files":
@@ -336,7 +361,8 @@ class ChatClient:
             self._skills()
         else:
             self.console.print(
-                "commands: /tree /switch_node ID /cancel /files /runs /skills /quit "
+                "commands: /tree /switch_node ID /regenerate [ID] /cancel /files /runs /skills "
+                "/quit "
                 "(/compact summarizes the older conversation; /<skill> ... sends a message "
                 "invoking that skill)"
             )

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_core.types.api import ROOT_PARENT
 from agent_core.types.enums import MultitaskStrategy
 from agent_core.types.protocol import ContentBlock
 
@@ -18,9 +19,11 @@ class QueuedRun(BaseModel):
     The user's message (``content``) becomes the node ``start_node_id`` when the run starts, under
     ``parent_node_id`` or — when that is ``None`` — under the session's active node *at that
     moment*: a message queued behind a running answer is placed after that answer.
+    ``parent_node_id="root"`` (``ROOT_PARENT``) makes it a new root of the tree.
 
-    ``kind="main"`` runs are serial per session; ``kind="branch"`` runs (multitask strategy
-    ``branch``) run beside them on their own branch.
+    ``kind="main"`` runs are serial per session. ``kind="branch"`` runs had a lane of their own
+    and ran beside them; no gateway queues one any more (``branch`` is serial too), and the
+    lanes stay so that one queued before an upgrade still runs.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -43,6 +46,16 @@ class QueuedRun(BaseModel):
     enqueued_at_ms: int = 0
     # The W3C ``traceparent`` of the request that queued the run: the run's spans join its trace.
     trace_parent: str | None = Field(default=None, max_length=128)
+
+    @property
+    def at_root(self) -> bool:
+        """Whether the message starts a new root of the tree (see ``ROOT_PARENT``)."""
+        return self.parent_node_id == ROOT_PARENT
+
+    @property
+    def node_parent(self) -> str | None:
+        """The message node's explicit parent: ``None`` under the active node or at the root."""
+        return None if self.at_root else self.parent_node_id
 
     @property
     def lane(self) -> str:

@@ -5,8 +5,9 @@ here, so the caller can name the node at once.
 
 Used by the gateway (and by tests and benchmarks that speak to the bus directly). The multitask
 strategy decides what happens while a main run of the session is active: ``enqueue`` waits its
-turn, ``reject`` refuses, ``interrupt`` cancels what is active or queued first, ``branch`` runs at
-once on its own lane, beside the active run.
+turn, ``reject`` refuses, ``interrupt`` cancels what is active or queued first, ``branch`` waits its
+turn too (one main run per session at a time) and then starts a new branch: its message goes under
+the node the work ahead of it started from, beside that work's messages, not after its answers.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent_core.bus.contracts.refusals import NO_SESSION
-from agent_core.bus.contracts.storage import CreateRun, CreateRunResult, EndRun, GetSession
+from agent_core.bus.contracts.storage import (
+    CreateRun,
+    CreateRunResult,
+    EndRun,
+    GetNode,
+    GetSession,
+)
 from agent_core.errors import AgentCoreError, StorageError
 from agent_core.ids import new_id
 from agent_core.observability.runs import run_ended
@@ -26,6 +33,7 @@ from agent_core.runqueue.events import RunEventWriter
 from agent_core.runqueue.fifo import SessionQueue
 from agent_core.runqueue.models import QueuedRun
 from agent_core.storage_client import StorageClient
+from agent_core.types.api import ROOT_PARENT
 from agent_core.types.enums import AgentType, EndReason, MultitaskStrategy, RunStatus
 from agent_core.types.protocol import ContentBlock
 from agent_core.types.runtime import RunEnd, RunFinished, RunHandle, overrides_from
@@ -75,7 +83,9 @@ async def submit_message(
     not_found = StorageError("not_found", "no such session", details={"session_id": session_id})
     kind = "main"
     if strategy is not MultitaskStrategy.ENQUEUE:
-        kind = await _apply_strategy(storage, queue, account_id, session_id, strategy, not_found)
+        fork_at = await _apply_strategy(storage, queue, account_id, session_id, strategy, not_found)
+        if parent_node_id is None:
+            parent_node_id = fork_at
     node_id, run_id = new_id("node"), new_id("run")
     # One command checks the owner, picks the root agent and records the run (a round trip less
     # than reading the session first: submitting is on every turn's path).
@@ -145,20 +155,45 @@ async def _apply_strategy(
     session_id: str,
     strategy: MultitaskStrategy,
     not_found: StorageError,
-) -> str:
-    """The run's kind under ``strategy`` (not ``enqueue``), refusing or interrupting first.
+) -> str | None:
+    """Refuse or interrupt under ``strategy`` (not ``enqueue``); for ``branch`` on a busy session,
+    the node the new branch starts from (``None``: under the active node, as ``enqueue``).
 
     These look at (and may cancel) the session's runs, so the owner is checked before anything.
     """
+    # The run ahead is read before the session: if its message is not placed yet when looked
+    # for below, it was not placed when the session was read either, so the active node read
+    # then is where that run starts (no run of the session was writing in between).
+    ahead = await _first_ahead(queue, session_id) if strategy is MultitaskStrategy.BRANCH else None
     reply = await storage.query(GetSession(session_id=session_id, account_id=account_id))
     if not reply.ok or not reply.data:
         raise not_found
-    busy = await queue.is_busy(session_id)
+    busy = ahead is not None or await queue.is_busy(session_id)
     if busy and strategy is MultitaskStrategy.REJECT:
         raise SessionBusyError("session_busy", "a run of this session is active")
     if busy and strategy is MultitaskStrategy.INTERRUPT:
         await _interrupt(queue, session_id)
-    return "branch" if strategy is MultitaskStrategy.BRANCH and busy else "main"
+    if ahead is None:
+        return None
+    if ahead.parent_node_id is not None:
+        return ahead.parent_node_id
+    placed = await storage.read(
+        GetNode(session_id=session_id, node_id=ahead.start_node_id, account_id=account_id)
+    )
+    if placed is not None:
+        return placed.parent_id or ROOT_PARENT
+    session = GetSession(session_id=session_id).reply_of(reply)
+    # (``None`` only for a session gone meanwhile: the run's creation then refuses it.)
+    return (session.active_node_id or ROOT_PARENT) if session is not None else None
+
+
+async def _first_ahead(queue: SessionQueue, session_id: str) -> QueuedRun | None:
+    """The main run that executes first from now: the one in flight, else the oldest queued."""
+    flying = await queue.in_flight(session_id)
+    if flying is not None:
+        return flying.run
+    queued = await queue.queued(session_id)
+    return queued[0] if queued else None
 
 
 async def _interrupt(queue: SessionQueue, session_id: str) -> None:

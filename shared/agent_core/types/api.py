@@ -72,7 +72,9 @@ __all__ = [
     "PermissionDecisionRequest",
     "PermissionList",
     "PostMessageRequest",
+    "ROOT_PARENT",
     "Readiness",
+    "RegenerateRequest",
     "RunList",
     "SessionList",
     "SwitchNodeRequest",
@@ -87,6 +89,9 @@ __all__ = [
 ]
 
 RESERVED_METADATA_KEY = SESSION_CONFIG_KEY
+# ``parent_node_id`` naming no node: the message starts a new root of the tree (it replaces the
+# session's first message, which stays in the tree beside it).
+ROOT_PARENT = "root"
 # Keys of a session's metadata that only the server writes (and metadata updates keep).
 RESERVED_METADATA_KEYS = (SESSION_CONFIG_KEY, ASSISTANT_KEY)
 
@@ -209,7 +214,11 @@ class PostMessageRequest(_Body):
     text: str | None = Field(default=None, max_length=1_000_000)
     content: list[UserBlock] | None = Field(default=None, min_length=1, max_length=256)
     parent_node_id: str | None = Field(
-        default=None, max_length=80, description="branch from this node instead of the active one"
+        default=None,
+        max_length=80,
+        description="branch from this node instead of the active one, or `root` to replace the "
+        "first message; it must be a node a conversation can go on from (an answer, or a turn "
+        "whose tool calls all have results, of the main agent): 422 `invalid_parent` otherwise",
     )
     multitask_strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE
     stream: bool = Field(
@@ -229,6 +238,19 @@ class PostMessageRequest(_Body):
     def blocks(self) -> list[TextBlock | JsonBlock | AttachmentBlock]:
         """The message as content blocks."""
         return list(self.content) if self.content is not None else [TextBlock(text=self.text or "")]
+
+
+class RegenerateRequest(_Body):
+    """Answer a user message again: a new run from the same message, beside the earlier answer."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{}, {"multitask_strategy": "reject"}]}
+    )
+    multitask_strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE
+    stream: bool = Field(
+        default=False, strict=True, description="answer with the run's event stream (SSE)"
+    )
+    agent_config: AgentConfigOverrides | None = None
 
 
 class MessageAccepted(_Body):

@@ -292,16 +292,18 @@ def test_tree_nodes_switch_context_events_agents(gw: Gw) -> None:
         assert node["content"] == [{"type": "text", "text": "first"}]
         report = c.get(f"/v1/sessions/{sid}/nodes/{nodes[-1]['node_id']}/context").json()
         assert report["node_ids"] == [n["node_id"] for n in nodes] and report["token_estimate"] > 0
-        # Branch: back to the first node, then a message continues from there.
-        switched = c.post(f"/v1/sessions/{sid}/switch_node", json={"node_id": nodes[0]["node_id"]})
-        assert switched.json()["active_node_id"] == nodes[0]["node_id"]
+        # Branch: a second turn, then back to the first answer and a message from there.
+        run_message(c, sid, "second")
+        first_answer = nodes[-1]["node_id"]
+        switched = c.post(f"/v1/sessions/{sid}/switch_node", json={"node_id": first_answer})
+        assert switched.json()["active_node_id"] == first_answer
         branch_msg = c.post(
             f"/v1/sessions/{sid}/messages",
-            json={"text": "branch", "parent_node_id": nodes[0]["node_id"]},
+            json={"text": "branch", "parent_node_id": first_answer},
         ).json()
         read_events(c, f"/v1/sessions/{sid}/runs/{branch_msg['run_id']}/events")
         branched = c.get(f"/v1/sessions/{sid}/nodes/{branch_msg['node_id']}").json()
-        assert branched["parent_id"] == nodes[0]["node_id"]
+        assert branched["parent_id"] == first_answer
         events = c.get(f"/v1/sessions/{sid}/events").json()["items"]
         seqs = [e["seq"] for e in events]
         assert seqs == sorted(seqs) and events[0]["event_type"] == "session_created"

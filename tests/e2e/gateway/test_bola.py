@@ -79,6 +79,7 @@ def _matrix(ids: Ids) -> list[tuple[str, str, dict[str, Any] | bytes | None]]:
         ("GET", f"/v1/sessions/{s}/nodes/{n}", None),
         ("GET", f"/v1/sessions/{s}/nodes/{n}/context", None),
         ("POST", f"/v1/sessions/{s}/switch_node", {"node_id": n}),
+        ("POST", f"/v1/sessions/{s}/nodes/{n}/regenerate", {}),
         ("GET", f"/v1/sessions/{s}/events", None),
         ("GET", f"/v1/sessions/{s}/events?run_id={r}", None),
         ("GET", f"/v1/sessions/{s}/agents", None),

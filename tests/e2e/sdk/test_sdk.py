@@ -59,10 +59,13 @@ async def test_sessions_messages_runs_and_the_tree(sdk: SdkStack) -> None:
     assert "".join(b.text for b in answer.content if isinstance(b, TextBlock)) == stream.text
     report = await s.context(answer.node_id)
     assert report.node_ids[-1] == answer.node_id
-    first_user = next(n for n in tree.nodes if n.role is Role.USER)
-    assert (await s.switch_node(first_user.node_id)).active_node_id == first_user.node_id
+    first_user = await s.node(next(n for n in tree.nodes if n.role is Role.USER).node_id)
+    with pytest.raises(ValidationError) as refused:  # two user messages in a row: no
+        await s.switch_node(first_user.node_id)
+    assert refused.value.code == "invalid_parent"
+    assert (await s.switch_node(answer.node_id)).active_node_id == answer.node_id
 
-    accepted = await s.post("again, from the first message")
+    accepted = await s.regenerate(answer.node_id)  # the first message, answered again
     run = s.run(accepted.run_id)
     finished = await run.wait()
     assert isinstance(finished, RunFinished) and finished.status is RunStatus.COMPLETED
@@ -70,7 +73,8 @@ async def test_sessions_messages_runs_and_the_tree(sdk: SdkStack) -> None:
     assert (await run.cancel()).status is RunStatus.COMPLETED  # a terminal run stays as it was
     assert [r.run_id for r in await s.runs()] == [stream.run_id, accepted.run_id]
     branched = await s.node(accepted.node_id)
-    assert branched.parent_id == first_user.node_id  # continued from the switched node
+    assert branched.parent_id == first_user.parent_id and branched.content == first_user.content
+    assert {n.node_id for n in (await s.tree()).nodes} >= {answer.node_id, accepted.node_id}
 
     assert await s.send("helpers").final_text() == stream.text
     calls = await s.send("tools").tool_calls()

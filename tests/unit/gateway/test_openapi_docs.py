@@ -70,7 +70,8 @@ def test_every_stream_event_is_described_with_a_schema_and_an_example(
         for response in operation.get("responses", {}).values()
         if "text/event-stream" in response.get("content", {})
     ]
-    assert len(streams) == 2  # POST …/messages (stream=true) and GET …/runs/{run_id}/events
+    # POST …/messages and …/nodes/{node_id}/regenerate (stream=true), GET …/runs/{run_id}/events
+    assert len(streams) == 3
     for stream in streams:
         # one event per item: its data the JSON of a RunStreamEvent (OpenAPI 3.2's itemSchema)
         data = stream["itemSchema"]["properties"]["data"]

@@ -87,6 +87,8 @@ class PlaceMessage(BusMessage):
     node: Node  # ``parent_id`` None: under the session's active node as it is then
     event: TimelineEvent
     set_active: bool = True
+    # A new root of the tree (``parent_node_id="root"``): ``parent_id`` None means no parent.
+    at_root: bool = False
 
 
 class ClaimRunResult(RunResult):
