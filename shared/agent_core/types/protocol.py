@@ -24,6 +24,7 @@ from agent_core.types.enums import (
 __all__ = [
     "CONTENT_BLOCKS",
     "MODEL_EVENT",
+    "RAW_ARGUMENTS_MAX",
     "ArtifactRefBlock",
     "AttachmentBlock",
     "ContentBlock",
@@ -56,6 +57,10 @@ __all__ = [
     "Usage",
     "UsageEvent",
 ]
+
+
+# What a stored invalid call keeps of its raw arguments (memory reads the first 2,000 of them).
+RAW_ARGUMENTS_MAX = 4000
 
 
 class _Strict(BaseModel):
@@ -119,12 +124,19 @@ class AttachmentBlock(_Strict):
 
 
 class ToolCallBlock(_Strict):
-    """A tool call made by the assistant."""
+    """A tool call made by the assistant.
+
+    ``raw_arguments``: set only on a call whose arguments were not a JSON object (it was never
+    run; ``arguments`` stays empty): the text as the model wrote it, at most
+    :data:`RAW_ARGUMENTS_MAX` characters, kept so that memory extraction can learn from the
+    invalid call and the fixed one after it. Requests to models never carry it.
+    """
 
     type: Literal["tool_call"] = "tool_call"
     id: str = Field(min_length=1, max_length=128)
     name: str = Field(min_length=1, max_length=128)
     arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = Field(default=None, max_length=RAW_ARGUMENTS_MAX)
 
 
 ToolResultContent = Annotated[TextBlock | JsonBlock | ArtifactRefBlock, Field(discriminator="type")]
