@@ -304,7 +304,9 @@ class RunExecutor:
             a.events,
             config,
             model,
-            tools=lambda store, h: self._tools(a, config, workspace, store, None, hooks=h, mcp=mcp),
+            tools=lambda store, h, sk: self._tools(
+                a, config, workspace, store, None, hooks=h, mcp=mcp, skills=sk
+            ),
             runs=self.runs,
             debug=workspace if self.ctx.settings.debug else None,
             hooks=lambda store, kind: self._child_hooks(in_effect, store, kind, project, a),
@@ -312,8 +314,13 @@ class RunExecutor:
                 self.reads,
                 self.setup,
                 run.account_id,
-                lambda cfg: lambda store, h: self._tools(a, cfg, workspace, store, None, hooks=h),
+                lambda cfg: (
+                    lambda store, h, sk: self._tools(
+                        a, cfg, workspace, store, None, hooks=h, skills=sk
+                    )
+                ),
             ),
+            skills=lambda cfg: self.skills.child_skills(run, a.prefetch.cwd, cfg),
         )
         return AgentLoop(
             handle=a.handle,
