@@ -33,6 +33,7 @@ __all__ = [
     "HookOutput",
     "JsonBlock",
     "MessageEndEvent",
+    "MediaPart",
     "MessageStartEvent",
     "ModelEvent",
     "ModelMessage",
@@ -193,8 +194,27 @@ class NamedToolChoice(_Strict):
 ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 
 
+class MediaPart(_Strict):
+    """The content of one attachment (or artifact handed back) as a request gives it to the model.
+
+    Resolved from the session's files just before the request is sent (never stored): ``kind``
+    ``image`` or ``pdf`` carries the bytes base64-encoded in ``data``; ``text`` carries the
+    document's text itself. Each provider maps it onto its own part (``provider/media.py``).
+    """
+
+    kind: Literal["image", "pdf", "text"]
+    mime_type: str = Field(min_length=1, max_length=255)
+    data: str
+    filename: str | None = None
+
+
 class ModelRequest(_Strict):
-    """A provider-neutral request for one streamed model response."""
+    """A provider-neutral request for one streamed model response.
+
+    ``media``: the content of the attachment and ``artifact_ref`` blocks of user messages, by
+    :func:`agent_core.provider.media.media_key`; a block without an entry is sent as a short
+    note (its file stays in the workspace for the tools).
+    """
 
     model: str = Field(min_length=1)
     system: list[SystemBlock] = Field(default_factory=list)
@@ -206,6 +226,7 @@ class ModelRequest(_Strict):
     stop: list[str] | None = None
     provider_options: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    media: dict[str, MediaPart] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------- events
