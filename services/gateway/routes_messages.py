@@ -24,6 +24,7 @@ from agent_core.types.mappers import to_node
 from agent_core.types.runtime import AgentConfigOverrides, Node, SessionState
 from services.gateway.auth import Caller
 from services.gateway.errors import ApiError, not_found, responses
+from services.gateway.message_media import checked_blocks
 from services.gateway.routes_assistants import check_overridable
 from services.gateway.routes_runs import SSE_RESPONSE, open_stream
 from services.gateway.sse import Cursor
@@ -66,6 +67,7 @@ async def post_message(
         await _check_pinned(gw, caller, session_id, body.agent_config)
     if body.parent_node_id is not None:
         await _check_parent(gw, caller, session_id, body.parent_node_id)
+    content = await checked_blocks(gw, caller, session_id, body.blocks(), overrides)
     if body.stream:  # take the slot first: a refused stream must not leave a run behind
         await gw.slots.acquire(caller.key_id)
     try:
@@ -74,7 +76,7 @@ async def post_message(
             gw.queue,
             account_id=caller.account_id,
             session_id=session_id,
-            content=list(body.blocks()),
+            content=list(content),
             parent_node_id=body.parent_node_id,
             strategy=body.multitask_strategy,
             config_overrides=overrides,

@@ -26,7 +26,8 @@ only stopped cannot write for it again. A child gets no tool that starts childre
 ``child_tools``), so child runs do not nest.
 
 Children run with their parent's configuration (model, budgets, tool policy, enabled tools and
-system prompt), without the tools that start children — except a worker dispatched with
+system prompt) and the session's skills (listed, loadable with ``load_skill``), without the tools
+that start children — except a worker dispatched with
 ``assistant``, which runs with that named agent's (:mod:`named_workers`).
 
 A session in orchestrator mode (its root agent is of type ``orchestrator``) works
@@ -52,6 +53,7 @@ from agent_core.bus.contracts.storage import (
     CreateRun,
     ListAgents,
 )
+from agent_core.context import ContextBuilder
 from agent_core.errors import ErrorPayload, ToolError
 from agent_core.hooks import AgentKind, RunHooks
 from agent_core.ids import new_id
@@ -60,6 +62,7 @@ from agent_core.provider.base import ProviderAdapter
 from agent_core.runqueue import RunEventWriter, SessionQueue
 from agent_core.runtime import AgentLoop, Ending, RunningRuns, RunProgress, drive
 from agent_core.runtime.ports import ToolRunner
+from agent_core.skills import RunSkills
 from agent_core.storage_client import StorageClient, raise_for_receipt
 from agent_core.tools import ToolContext, ToolOutput, Workspace
 from agent_core.types.enums import (
@@ -131,13 +134,15 @@ class ChildRunner:
     events: RunEventWriter  # the parent run's stream
     config: AgentConfig
     model: ProviderAdapter
-    # A child's tools (none that start children), with the child's hooks.
-    tools: Callable[[BusRunStore, RunHooks | None], ToolRunner]
+    # A child's tools (none that start children), with the child's hooks and skills.
+    tools: Callable[[BusRunStore, RunHooks | None, RunSkills | None], ToolRunner]
     runs: RunningRuns  # where a cancel request finds a run's task
     debug: Workspace | None = None  # debug mode: where tracebacks of failed children are kept
     # A child's hooks by its kind (``worker``, ``fork``): the parent's, bound to the child.
     hooks: Callable[[BusRunStore, AgentKind], RunHooks | None] = lambda _store, _kind: None
     named: NamedSetup | None = None  # resolves ``dispatch_worker``'s ``assistant``
+    # A child's skills for the config it runs with: listed and loadable as in any run.
+    skills: Callable[[AgentConfig], RunSkills | None] = lambda _config: None
     _workers: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     async def dispatch(self, args: DispatchArgs, ctx: ToolContext) -> ToolOutput:
@@ -251,13 +256,15 @@ class ChildRunner:
         config = own.config if own else self.config
         kind: AgentKind = "sub" if "worker" in child.label else "fork"
         hooks = self.hooks(store, kind)
+        skills = self.skills(config)
         loop = AgentLoop(
             handle=handle,
             config=config,
             model=own.model if own else self.model,
             store=store,
             events=events,
-            tools=(own.tools if own else self.tools)(store, hooks),
+            tools=(own.tools if own else self.tools)(store, hooks, skills),
+            builder=ContextBuilder(skills=skills.listing if skills else None),
             hooks=hooks,
         )
         return await p.run_loop(loop, p.path, timeout_s=config.budget.max_wall_clock_s)

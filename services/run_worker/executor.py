@@ -52,6 +52,7 @@ from services.run_worker.claim import Attempt, Claimer, message_node, placed_pat
 from services.run_worker.compact_agents import BusCompactAgents
 from services.run_worker.endings import announce, close_stream_of_terminal_run, end_run
 from services.run_worker.hook_setup import HookSetup
+from services.run_worker.media import with_media
 from services.run_worker.memory_link import hand_off
 from services.run_worker.named_workers import named_setup
 from services.run_worker.permissions import RedisPermissionBroker
@@ -291,7 +292,10 @@ class RunExecutor:
         )
         # Inline: three mkdir calls on a local disk (tens of µs) cost less than a thread hop.
         workspace.ensure()
-        model = self.setup.adapter(config)
+        # Attachments reach the model as content (and artifacts of this session only).
+        model = with_media(
+            self.setup.adapter(config), config, workspace, self.reads, run.session_id
+        )
         project = self.setup.project(a.prefetch.cwd, workspace)
         in_effect = self.hooks.in_effect(a.prefetch.cwd, project)
         kind: AgentKind = "orchestrator" if orchestrator else "main"
@@ -304,7 +308,9 @@ class RunExecutor:
             a.events,
             config,
             model,
-            tools=lambda store, h: self._tools(a, config, workspace, store, None, hooks=h, mcp=mcp),
+            tools=lambda store, h, sk: self._tools(
+                a, config, workspace, store, None, hooks=h, mcp=mcp, skills=sk
+            ),
             runs=self.runs,
             debug=workspace if self.ctx.settings.debug else None,
             hooks=lambda store, kind: self._child_hooks(in_effect, store, kind, project, a),
@@ -312,8 +318,13 @@ class RunExecutor:
                 self.reads,
                 self.setup,
                 run.account_id,
-                lambda cfg: lambda store, h: self._tools(a, cfg, workspace, store, None, hooks=h),
+                lambda cfg: (
+                    lambda store, h, sk: self._tools(
+                        a, cfg, workspace, store, None, hooks=h, skills=sk
+                    )
+                ),
             ),
+            skills=lambda cfg: self.skills.child_skills(run, a.prefetch.cwd, cfg),
         )
         return AgentLoop(
             handle=a.handle,

@@ -10,6 +10,7 @@ import logging
 import time
 import weakref
 from collections.abc import Sequence
+from typing import Any
 
 from agent_core.bus.contracts.memory import Interaction, InteractionTurn, MemoryReply, RenderMemory
 from agent_core.errors import redact, redact_obj
@@ -163,7 +164,18 @@ def _turns(node: Node, calls: dict[str, ToolCallBlock]) -> list[InteractionTurn]
                 content=redact(text[:2000]),
                 is_error=block.is_error,
                 tool_name=call.name if call else None,
-                arguments=redact_obj(call.arguments) if call else None,
+                arguments=_arguments(call),
             )
         )
     return turns
+
+
+def _arguments(call: ToolCallBlock | None) -> dict[str, Any] | str | None:
+    """A call's arguments as memory reads them: the raw text of one whose arguments were not
+    JSON (the tool lesson is the change from it to the fixed call), else the object."""
+    if call is None:
+        return None
+    if call.raw_arguments is not None:
+        return redact(call.raw_arguments)
+    arguments: dict[str, Any] = redact_obj(call.arguments)
+    return arguments

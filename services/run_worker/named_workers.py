@@ -22,6 +22,7 @@ from agent_core.errors import ConfigError, ToolError
 from agent_core.hooks import RunHooks
 from agent_core.provider.base import ProviderAdapter
 from agent_core.runtime.ports import ToolRunner
+from agent_core.skills import RunSkills
 from agent_core.types.api import session_overrides
 from agent_core.types.runtime import AgentConfig
 from services.run_worker.adapters import BusRunStore
@@ -37,7 +38,8 @@ class ChildSetup:
 
     config: AgentConfig
     model: ProviderAdapter
-    tools: Callable[[BusRunStore, RunHooks | None], ToolRunner]  # with the child's hooks
+    # With the child's hooks and skills.
+    tools: Callable[[BusRunStore, RunHooks | None, RunSkills | None], ToolRunner]
     label: dict[str, Any] = field(default_factory=dict)  # recorded on the child run
 
 
@@ -48,7 +50,9 @@ def named_setup(
     reads: RunReads,
     setup: AgentSetup,
     account_id: str,
-    tools_for: Callable[[AgentConfig], Callable[[BusRunStore, RunHooks | None], ToolRunner]],
+    tools_for: Callable[
+        [AgentConfig], Callable[[BusRunStore, RunHooks | None, RunSkills | None], ToolRunner]
+    ],
 ) -> NamedSetup:
     """Resolves an assistant name of ``account_id`` into a child's setup (scoped by the
     account: another account's assistants are not found)."""

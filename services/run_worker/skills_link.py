@@ -70,6 +70,20 @@ class SkillLink:
             catalog, loaded_skills(path, run.run_id), render_memory=renderer, named=named
         )
 
+    def child_skills(self, run: QueuedRun, cwd: str, config: AgentConfig) -> RunSkills | None:
+        """A child run's skills (a worker's or a fork's; ``None`` when none is in effect): the
+        session's catalogue for the child's own config, nothing loaded yet (child runs are never
+        recovered), and no memory of their own (memory belongs to main runs)."""
+        root = Workspace(self.settings.home, run.account_id, run.session_id).root
+        catalog = session_skills(
+            self.settings,
+            account_id=run.account_id,
+            cwd=cwd,
+            workspace_root=root,
+            enabled=config.enabled_skills,
+        )
+        return RunSkills(catalog) if catalog.skills else None
+
     async def first_nodes(
         self,
         run: QueuedRun,

@@ -50,6 +50,7 @@ def agent_config(settings: Settings, overrides: Mapping[str, Any]) -> AgentConfi
         "max_output_tokens": m.max_output_tokens,
         "context_window": m.context_window,
         "tool_policy": {"default": PermissionPolicy.ALLOW.value},
+        "accepts": None if m.accepts is None else list(m.accepts),
     }
     if named is not None:
         model = overrides.get("model", named.model)
@@ -66,6 +67,7 @@ def agent_config(settings: Settings, overrides: Mapping[str, Any]) -> AgentConfi
             "api_key_env": key_env(named.kind, named.api_key_env),
             "max_output_tokens": named.max_output_tokens,
             "context_window": named.context_window,
+            "accepts": None if named.accepts is None else list(named.accepts),
             "metadata": {"provider_name": asked},
         }
         overrides = {k: v for k, v in overrides.items() if k != "provider"}

@@ -124,9 +124,15 @@ class TaskSettings(_Section):
     fsync: bool = True
 
 
+# The kinds of attachment a model can take as content (see ``agent_core/provider/media.py``).
+AcceptedKind = Literal["image", "pdf"]
+
+
 class ModelSettings(_Section):
     """The default model of agents; ``api_key_env`` names the variable holding the key (unset:
-    the provider kind's own, ``agent_core.config.providers``)."""
+    the provider kind's own, ``agent_core.config.providers``). ``accepts``: the kinds of
+    attachment the model takes as content (``[]``: none, e.g. a model without vision; unset: its
+    provider kind's default, ``provider.media.default_accepts``)."""
 
     provider: str = "openai"
     name: str = "gpt-4o-mini"
@@ -136,6 +142,7 @@ class ModelSettings(_Section):
     # The model's context window (None: the known default for the model's name).
     context_window: int | None = Field(default=None, ge=1024)
     timeout_s: float = Field(default=120.0, gt=0)
+    accepts: tuple[AcceptedKind, ...] | None = None
 
 
 class NamedProviderSettings(_Section):
@@ -144,7 +151,8 @@ class NamedProviderSettings(_Section):
     ``kind``: the provider registry key that speaks to it (``openai`` for any OpenAI-compatible
     server such as vLLM or llama.cpp, ``anthropic``, ``ollama``, or a plug-in's key);
     ``models``: the model names agents may ask of it (empty: any), the first being the default
-    unless ``default_model`` says otherwise; ``max_output_tokens``: its output limit.
+    unless ``default_model`` says otherwise; ``max_output_tokens``: its output limit;
+    ``accepts``: as ``[model] accepts``, for its models.
     """
 
     kind: str = Field(min_length=1, max_length=64)
@@ -155,6 +163,7 @@ class NamedProviderSettings(_Section):
     max_output_tokens: int = Field(default=4096, gt=0)
     # Its models' context window (None: the known default of the model's name).
     context_window: int | None = Field(default=None, ge=1024)
+    accepts: tuple[AcceptedKind, ...] | None = None
 
     @model_validator(mode="after")
     def _a_default_model(self) -> NamedProviderSettings:

@@ -5,6 +5,9 @@
   because the API wants user and assistant to alternate, and ``tool_result`` blocks go first in
   their turn, as the API requires.
 - ``tool_call`` → ``tool_use``; ``tool_result`` → ``tool_result`` with ``is_error``.
+- An attachment whose media the request carries (``provider/media.py``): an image → an
+  ``image`` block, a PDF → a ``document`` block (both a ``base64`` source), each after its note;
+  a text document → text.
 - Tools → ``{name, description, input_schema}``; ``tool_choice`` auto/none/required→any/named→tool.
 """
 
@@ -14,9 +17,12 @@ from typing import Any
 
 from agent_core.provider.base import ProviderSettings
 from agent_core.provider.content import block_text, tool_result_text
+from agent_core.provider.media import user_parts
 from agent_core.types.enums import Role
 from agent_core.types.protocol import (
     ContentBlock,
+    MediaPart,
+    ModelMessage,
     ModelRequest,
     NamedToolChoice,
     ToolCallBlock,
@@ -41,12 +47,36 @@ def _block(block: ContentBlock) -> dict[str, Any] | None:
     return {"type": "text", "text": text} if text else None  # the API rejects empty text blocks
 
 
+def _media_block(part: MediaPart) -> dict[str, Any]:
+    source = {"type": "base64", "media_type": part.mime_type, "data": part.data}
+    if part.kind == "image":
+        return {"type": "image", "source": source}
+    block: dict[str, Any] = {"type": "document", "source": source}
+    if part.filename:
+        block["title"] = part.filename
+    return block
+
+
+def _user_blocks(msg: ModelMessage, media: dict[str, MediaPart]) -> list[dict[str, Any]]:
+    """A user message with media: its tool results, then its parts in order."""
+    blocks = [b for b in (_block(c) for c in msg.content if isinstance(c, ToolResultBlock)) if b]
+    for part in user_parts(msg.content, media):
+        if isinstance(part, MediaPart):
+            blocks.append(_media_block(part))
+        elif part:  # the API rejects empty text blocks
+            blocks.append({"type": "text", "text": part})
+    return blocks
+
+
 def build_messages(request: ModelRequest) -> list[dict[str, Any]]:
     """The ``messages`` array: alternating user/assistant turns."""
     turns: list[dict[str, Any]] = []
     for msg in request.messages:
         role = "assistant" if msg.role == Role.ASSISTANT else "user"
-        blocks = [b for b in (_block(c) for c in msg.content) if b is not None]
+        if role == "user" and request.media:
+            blocks = _user_blocks(msg, request.media)
+        else:
+            blocks = [b for b in (_block(c) for c in msg.content) if b is not None]
         if not blocks:
             continue
         if turns and turns[-1]["role"] == role:

@@ -1,6 +1,8 @@
 """Mapping a ``ModelRequest`` onto an Ollama ``/api/chat`` body.
 
-- System blocks → one ``system`` message; user text → ``user`` messages.
+- System blocks → one ``system`` message; user text → ``user`` messages; an image attachment
+  whose media the request carries (``provider/media.py``) → the message's ``images`` (base64),
+  a text document → text (Ollama takes no PDF).
 - Assistant ``tool_call`` blocks → ``tool_calls: [{"function": {name, arguments: {...}}}]``
   (Ollama takes arguments as an object, not a JSON string).
 - ``tool_result`` → a ``tool`` message with ``tool_name`` (looked up from the call's id); the
@@ -21,8 +23,9 @@ from typing import Any
 
 from agent_core.provider.base import ProviderSettings
 from agent_core.provider.content import block_text, tool_result_text
+from agent_core.provider.media import user_parts
 from agent_core.types.enums import Role
-from agent_core.types.protocol import ModelRequest, ToolCallBlock, ToolResultBlock
+from agent_core.types.protocol import MediaPart, ModelRequest, ToolCallBlock, ToolResultBlock
 
 __all__ = ["build_body", "needs_tools"]
 
@@ -59,7 +62,15 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
                 ]
             out.append(assistant)
         elif texts:
-            out.append({"role": "user", "content": "\n\n".join(texts)})
+            parts = user_parts(msg.content, request.media)
+            user: dict[str, Any] = {
+                "role": "user",
+                "content": "\n\n".join(p for p in parts if isinstance(p, str)),
+            }
+            images = [p.data for p in parts if isinstance(p, MediaPart) and p.kind == "image"]
+            if images:
+                user["images"] = images
+            out.append(user)
     return out
 
 

@@ -1,7 +1,10 @@
 """Mapping a ``ModelRequest`` onto OpenAI Chat Completions parameters (plain dicts, no SDK types).
 
 - System blocks → one ``system`` message.
-- User text / JSON / artifact / attachment blocks → the user message's text.
+- User text / JSON / artifact / attachment blocks → the user message's text; when the request
+  carries an attachment's media (``provider/media.py``), the content is a list of parts: an image
+  is an ``image_url`` part with a ``data:`` URL, a PDF a ``file`` part (``file_data``, a ``data:``
+  URL, and ``filename``), a text document text.
 - Assistant text → ``content`` (``""``, never ``null``, beside tool calls alone); ``tool_call``
   blocks → ``tool_calls`` with JSON-encoded ``arguments``.
 - ``tool_result`` blocks → one ``tool`` message each (``tool_call_id``); the format has no error
@@ -17,8 +20,10 @@ from typing import Any
 
 from agent_core.provider.base import ProviderSettings
 from agent_core.provider.content import block_text, tool_result_text
+from agent_core.provider.media import user_parts
 from agent_core.types.enums import Role
 from agent_core.types.protocol import (
+    MediaPart,
     ModelMessage,
     ModelRequest,
     NamedToolChoice,
@@ -31,7 +36,25 @@ __all__ = ["build_messages", "build_params"]
 _OFFICIAL_HOSTS = ("api.openai.com",)
 
 
-def _message(msg: ModelMessage) -> list[dict[str, Any]]:
+def _part(part: str | MediaPart) -> dict[str, Any]:
+    if isinstance(part, str):
+        return {"type": "text", "text": part}
+    url = f"data:{part.mime_type};base64,{part.data}"
+    if part.kind == "image":
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "file", "file": {"filename": part.filename or "document.pdf", "file_data": url}}
+
+
+def _user_content(msg: ModelMessage, media: dict[str, MediaPart]) -> str | list[dict[str, Any]]:
+    """A plain string unless the message carries an image or a PDF (most servers that speak the
+    format take a string; only media needs the list of parts)."""
+    parts = user_parts(msg.content, media)
+    if all(isinstance(p, str) for p in parts):
+        return "\n\n".join(p for p in parts if isinstance(p, str))
+    return [_part(p) for p in parts if p != ""]
+
+
+def _message(msg: ModelMessage, media: dict[str, MediaPart]) -> list[dict[str, Any]]:
     texts = [
         block_text(b) for b in msg.content if not isinstance(b, ToolCallBlock | ToolResultBlock)
     ]
@@ -62,7 +85,7 @@ def _message(msg: ModelMessage) -> list[dict[str, Any]]:
         out.append(assistant)
     elif texts:
         # Text in a tool message (rare) is kept as user text after the results.
-        out.append({"role": "user", "content": "\n\n".join(texts)})
+        out.append({"role": "user", "content": _user_content(msg, media)})
     return out
 
 
@@ -72,7 +95,7 @@ def build_messages(request: ModelRequest) -> list[dict[str, Any]]:
     if request.system:
         messages.append({"role": "system", "content": "\n\n".join(b.text for b in request.system)})
     for msg in request.messages:
-        messages.extend(_message(msg))
+        messages.extend(_message(msg, request.media))
     return messages
 
 

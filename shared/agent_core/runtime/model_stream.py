@@ -18,6 +18,7 @@ from agent_core.errors import AgentCoreError, ErrorPayload
 from agent_core.provider.errors import ProviderErrorCode
 from agent_core.types.enums import InvalidToolCallReason, StopReason
 from agent_core.types.protocol import (
+    RAW_ARGUMENTS_MAX,
     ContentBlock,
     ErrorEvent,
     MessageEndEvent,
@@ -89,6 +90,8 @@ class ModelResponse:
     error: ErrorPayload | None = None
     # Calls the model got wrong, by id, answered without running (see ``rejected_call``).
     rejected: dict[str, ToolResult] = field(default_factory=dict)
+    # The raw text of the calls whose arguments were not JSON, by id (kept on their blocks).
+    raw_arguments: dict[str, str] = field(default_factory=dict)
 
 
 async def stream_response(loop: AgentLoop, request: ModelRequest) -> ModelResponse:
@@ -128,6 +131,11 @@ async def stream_response(loop: AgentLoop, request: ModelRequest) -> ModelRespon
                     call, result = rejected_call(event)
                     response.calls.append(call)
                     response.rejected[call.id] = result
+                    if event.reason is InvalidToolCallReason.INVALID_ARGUMENTS:
+                        # Kept for memory: the invalid call, then the fixed one, is a lesson. A
+                        # call the output limit cut off teaches nothing about JSON.
+                        raw = event.raw_arguments[:RAW_ARGUMENTS_MAX]
+                        response.raw_arguments[call.id] = raw
                 elif isinstance(event, ErrorEvent):
                     response.error = event.error
         finally:
@@ -145,5 +153,9 @@ def assistant_blocks(response: ModelResponse) -> list[ContentBlock]:
     blocks: list[ContentBlock] = []
     if response.text:
         blocks.append(TextBlock(text=response.text))
-    blocks += [ToolCallBlock(id=c.id, name=c.name, arguments=c.arguments) for c in response.calls]
+    raw = response.raw_arguments
+    blocks += [
+        ToolCallBlock(id=c.id, name=c.name, arguments=c.arguments, raw_arguments=raw.get(c.id))
+        for c in response.calls
+    ]
     return blocks or [TextBlock(text="")]

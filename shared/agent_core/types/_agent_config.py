@@ -7,7 +7,7 @@ enforced by the loop.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -122,6 +122,9 @@ class AgentConfig(Strict):
     context: ContextPolicy = Field(default_factory=ContextPolicy)
     provider_options: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # The attachments the model takes as content (``[model] accepts``; None: its provider
+    # kind's default). Set from the deployment's configuration, never by a client.
+    accepts: list[Literal["image", "pdf"]] | None = None
 
     @model_validator(mode="after")
     def _output_within_budget(self) -> AgentConfig:

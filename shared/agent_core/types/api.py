@@ -34,7 +34,13 @@ from agent_core.types.enums import (
     Role,
     SessionStatus,
 )
-from agent_core.types.protocol import AttachmentBlock, JsonBlock, PermissionRequest, TextBlock
+from agent_core.types.protocol import (
+    ArtifactRefBlock,
+    AttachmentBlock,
+    JsonBlock,
+    PermissionRequest,
+    TextBlock,
+)
 from agent_core.types.runtime import (
     SESSION_CONFIG_KEY,
     AgentConfigOverrides,
@@ -185,7 +191,11 @@ class SessionList(_Body):
     next_cursor: str | None = None
 
 
-UserBlock = Annotated[TextBlock | JsonBlock | AttachmentBlock, Field(discriminator="type")]
+# ``artifact_ref``: hand an earlier output of the session back to the agent (the gateway checks
+# that the artifact is the session's); it reaches the model as an attachment does.
+UserBlock = Annotated[
+    TextBlock | JsonBlock | AttachmentBlock | ArtifactRefBlock, Field(discriminator="type")
+]
 
 
 class PostMessageRequest(_Body):
@@ -235,7 +245,7 @@ class PostMessageRequest(_Body):
                 raise ValueError("attachments must live in input/")
         return self
 
-    def blocks(self) -> list[TextBlock | JsonBlock | AttachmentBlock]:
+    def blocks(self) -> list[UserBlock]:
         """The message as content blocks."""
         return list(self.content) if self.content is not None else [TextBlock(text=self.text or "")]
 

@@ -24,6 +24,7 @@ from agent_core.types.enums import (
 __all__ = [
     "CONTENT_BLOCKS",
     "MODEL_EVENT",
+    "RAW_ARGUMENTS_MAX",
     "ArtifactRefBlock",
     "AttachmentBlock",
     "ContentBlock",
@@ -32,6 +33,7 @@ __all__ = [
     "HookOutput",
     "JsonBlock",
     "MessageEndEvent",
+    "MediaPart",
     "MessageStartEvent",
     "ModelEvent",
     "ModelMessage",
@@ -56,6 +58,10 @@ __all__ = [
     "Usage",
     "UsageEvent",
 ]
+
+
+# What a stored invalid call keeps of its raw arguments (memory reads the first 2,000 of them).
+RAW_ARGUMENTS_MAX = 4000
 
 
 class _Strict(BaseModel):
@@ -119,12 +125,19 @@ class AttachmentBlock(_Strict):
 
 
 class ToolCallBlock(_Strict):
-    """A tool call made by the assistant."""
+    """A tool call made by the assistant.
+
+    ``raw_arguments``: set only on a call whose arguments were not a JSON object (it was never
+    run; ``arguments`` stays empty): the text as the model wrote it, at most
+    :data:`RAW_ARGUMENTS_MAX` characters, kept so that memory extraction can learn from the
+    invalid call and the fixed one after it. Requests to models never carry it.
+    """
 
     type: Literal["tool_call"] = "tool_call"
     id: str = Field(min_length=1, max_length=128)
     name: str = Field(min_length=1, max_length=128)
     arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = Field(default=None, max_length=RAW_ARGUMENTS_MAX)
 
 
 ToolResultContent = Annotated[TextBlock | JsonBlock | ArtifactRefBlock, Field(discriminator="type")]
@@ -181,8 +194,27 @@ class NamedToolChoice(_Strict):
 ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 
 
+class MediaPart(_Strict):
+    """The content of one attachment (or artifact handed back) as a request gives it to the model.
+
+    Resolved from the session's files just before the request is sent (never stored): ``kind``
+    ``image`` or ``pdf`` carries the bytes base64-encoded in ``data``; ``text`` carries the
+    document's text itself. Each provider maps it onto its own part (``provider/media.py``).
+    """
+
+    kind: Literal["image", "pdf", "text"]
+    mime_type: str = Field(min_length=1, max_length=255)
+    data: str
+    filename: str | None = None
+
+
 class ModelRequest(_Strict):
-    """A provider-neutral request for one streamed model response."""
+    """A provider-neutral request for one streamed model response.
+
+    ``media``: the content of the attachment and ``artifact_ref`` blocks of user messages, by
+    :func:`agent_core.provider.media.media_key`; a block without an entry is sent as a short
+    note (its file stays in the workspace for the tools).
+    """
 
     model: str = Field(min_length=1)
     system: list[SystemBlock] = Field(default_factory=list)
@@ -194,6 +226,7 @@ class ModelRequest(_Strict):
     stop: list[str] | None = None
     provider_options: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    media: dict[str, MediaPart] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------- events

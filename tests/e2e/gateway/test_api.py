@@ -482,3 +482,40 @@ def test_metrics_and_health(gw: Gw) -> None:
     assert "soong_gateway_request_duration_seconds_bucket" in text
     assert "soong_runs_submitted_total" in text and "soong_sse_streams_open" in text
     assert "/v1/sessions/sess_" not in text  # route templates, never raw paths
+
+
+def test_messages_hand_back_artifacts_of_their_session_only(gw: Gw) -> None:
+    """``artifact_ref`` in a message: the session's own artifact is taken (stored with its file
+    name); another session's, another account's or an unknown one is a 422. An image for a model
+    that takes none (the demo model) is refused before any run exists."""
+    with gw.client() as c, gw.client(gw.key_b) as b:
+        sid, other = new_session(c), new_session(c)
+        theirs = new_session(b)
+        mine = _seed_artifact(gw, sid, "output/report.md")
+        elsewhere = _seed_artifact(gw, other, "output/report.md")
+        foreign = _seed_artifact(gw, theirs, "output/report.md")
+
+        def post(blocks: list[dict[str, object]], key: httpx.Client = c) -> httpx.Response:
+            return key.post(f"/v1/sessions/{sid}/messages", json={"content": blocks})
+
+        for artifact_id in (elsewhere, foreign, "artifact_0123456789abcdef", "not-an-id"):
+            refused = post([{"type": "artifact_ref", "artifact_id": artifact_id}])
+            _error(refused, 422, "invalid_artifact_ref")
+        image = {"type": "attachment", "path": "input/chart.png", "mime_type": "image/png"}
+        error = _error(post([image]), 422, "attachment_not_accepted")
+        assert "image" in str(error["message"]) and error["details"]["accepts"] == []  # type: ignore[index]
+        assert c.get(f"/v1/sessions/{sid}/runs").json()["items"] == []  # nothing was queued
+
+        accepted = post(
+            [{"type": "text", "text": "again"}, {"type": "artifact_ref", "artifact_id": mine}]
+        )
+        assert accepted.status_code == 202, accepted.text
+        read_events(c, accepted.json()["events_url"])  # the message is placed when its run starts
+        node = c.get(f"/v1/sessions/{sid}/nodes/{accepted.json()['node_id']}").json()
+        assert node["content"][1] == {
+            "type": "artifact_ref",
+            "artifact_id": mine,
+            "filename": "report.md",
+            "mime_type": "text/markdown",
+            "summary": None,
+        }

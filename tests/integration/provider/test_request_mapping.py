@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from agent_core.types.protocol import (
+    AttachmentBlock,
     JsonBlock,
+    MediaPart,
     ModelMessage,
     ModelRequest,
     NamedToolChoice,
@@ -192,3 +195,101 @@ async def test_ollama_request_mapping() -> None:
     assert body["tools"][0]["function"]["parameters"] == SCHEMA
     assert body["options"] == {"num_predict": 64, "temperature": 0.2, "stop": ["END"]}
     assert body["stream"] is True
+
+
+# ---------------------------------------------------------------- attachments as content
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n-fake-image-bytes").decode()
+PDF = base64.b64encode(b"%PDF-1.7 fake").decode()
+
+
+def with_attachments(*, pdf: bool = True) -> ModelRequest:
+    """A user message with an image and (optionally) a PDF attachment, their media resolved."""
+    blocks: list[Any] = [
+        TextBlock(text="What is in these?"),
+        AttachmentBlock(path="input/chart.png", filename="chart.png", mime_type="image/png"),
+    ]
+    media = {"input/chart.png": MediaPart(kind="image", mime_type="image/png", data=PNG)}
+    if pdf:
+        blocks.append(AttachmentBlock(path="input/report.pdf", mime_type="application/pdf"))
+        media["input/report.pdf"] = MediaPart(
+            kind="pdf", mime_type="application/pdf", data=PDF, filename="report.pdf"
+        )
+    return ModelRequest(
+        model="fake-model", messages=[ModelMessage(role="user", content=blocks)], media=media
+    )
+
+
+async def test_openai_takes_an_image_attachment_as_an_image_url_part() -> None:
+    async with running("openai", [s.text_turn("ok")]) as (server, adapter):
+        await collect(adapter, with_attachments())
+    [message] = server.requests[0].json["messages"]
+    assert message == {
+        "role": "user",
+        "content": [
+            {
+                "type": "text",
+                "text": "What is in these?\n\n[attachment: chart.png at input/chart.png]",
+            },
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+            {"type": "text", "text": "[attachment: input/report.pdf at input/report.pdf]"},
+            {
+                "type": "file",
+                "file": {
+                    "filename": "report.pdf",
+                    "file_data": f"data:application/pdf;base64,{PDF}",
+                },
+            },
+        ],
+    }
+
+
+async def test_anthropic_takes_an_image_attachment_as_an_image_block() -> None:
+    async with running("anthropic", [s.text_turn("ok")]) as (server, adapter):
+        await collect(adapter, with_attachments())
+    [message] = server.requests[0].json["messages"]
+    assert message["role"] == "user"
+    assert message["content"][1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": PNG},
+    }
+    assert message["content"][3] == {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": PDF},
+        "title": "report.pdf",
+    }
+    assert message["content"][0]["text"].endswith("[attachment: chart.png at input/chart.png]")
+
+
+async def test_ollama_takes_an_image_attachment_in_the_messages_images() -> None:
+    async with running("ollama", [s.text_turn("ok")]) as (server, adapter):
+        await collect(adapter, with_attachments(pdf=False))
+    [message] = server.requests[0].json["messages"]
+    assert message == {
+        "role": "user",
+        "content": "What is in these?\n\n[attachment: chart.png at input/chart.png]",
+        "images": [PNG],
+    }
+
+
+async def test_a_text_document_is_text_and_an_unresolved_attachment_a_note() -> None:
+    request = ModelRequest(
+        model="fake-model",
+        messages=[
+            ModelMessage(
+                role="user",
+                content=[
+                    AttachmentBlock(path="input/notes.txt", mime_type="text/plain"),
+                    AttachmentBlock(path="input/big.png", mime_type="image/png"),
+                ],
+            )
+        ],
+        media={"input/notes.txt": MediaPart(kind="text", mime_type="text/plain", data="hello")},
+    )
+    async with running("openai", [s.text_turn("ok")]) as (server, adapter):
+        await collect(adapter, request)
+    [message] = server.requests[0].json["messages"]
+    assert message["content"] == (
+        "[attachment: input/notes.txt at input/notes.txt]\nhello\n\n"
+        "[attachment: input/big.png at input/big.png]"
+    )

@@ -335,3 +335,47 @@ async def test_an_orchestrator_delegates_and_its_workers_do_the_work(
     assert {"run_python", "write_file"} <= tools(theirs[0])
     assert not tools(theirs[0]) & {"dispatch_worker", "fork_agent"}
     assert all(m["role"] != "system" for m in theirs[0]["messages"])
+
+
+SKILL_BODY = "Count rows with wc -l, never by eye. ROWS-BODY-5d1"
+
+
+def _skilled(request: Any) -> Any:
+    if _first_user_text(request).startswith("TASK"):  # the worker: loads the skill, then answers
+        if last_role(request) == "tool":
+            return text_answer("rows: 42")
+        return tool_calls_turn(("call_k", "load_skill", {"name": "rows"}))
+    if last_role(request) == "tool":
+        return text_answer("The table has 42 rows.")
+    return tool_calls_turn(_dispatch("call_o", "counter", "TASK counter: count the rows"))
+
+
+async def test_an_orchestrators_worker_sees_and_loads_the_sessions_skills(
+    make_cluster: Any, client: BusClient
+) -> None:
+    """Skills reach every kind of agent: the worker an orchestrator dispatches gets the skill
+    listing and ``load_skill``, and the body of the skill it loads is in its next request."""
+    folder = client.home / "accounts" / "acct1" / "skills" / "rows"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        f"---\nname: rows\ndescription: Count rows.\n---\n{SKILL_BODY}\n"
+    )
+    cluster: Cluster = make_cluster(_skilled, workers=1)
+    await client.wait_ready(("storage_writer", "run_worker"))
+    sid = await client.new_session(orchestrator=True)
+    sent = await client.send(sid, "how many rows?")
+    run = (await client.wait_terminal([sent.run_id]))[sent.run_id]
+    assert run["status"] == "completed", cluster.log_text()[-3000:]
+    [child] = await _children_of(client, sid, sent.run_id)
+    assert child["status"] == "completed"
+
+    def system(request: dict[str, Any]) -> str:
+        return "\n".join(str(m["content"]) for m in request["messages"] if m["role"] == "system")
+
+    theirs = [r.json for r in cluster.fake.requests if _first_user_text(r.json).startswith("TASK")]
+    first, second = theirs
+    assert "rows: Count rows." in system(first) and SKILL_BODY not in system(first)
+    assert "load_skill" in {t["function"]["name"] for t in first["tools"]}
+    assert SKILL_BODY in system(second)
+    result = next(m for m in second["messages"] if m.get("tool_call_id") == "call_k")
+    assert "not available" not in str(result["content"]) and "unknown" not in str(result["content"])

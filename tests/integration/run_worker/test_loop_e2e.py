@@ -7,7 +7,7 @@ import asyncio
 import json
 from typing import Any
 
-from tests.fakes.script import ScriptedStatus
+from tests.fakes.script import ScriptedStatus, invalid_tool_call_turn
 from tests.integration.run_worker.harness import (
     BusClient,
     last_role,
@@ -194,3 +194,39 @@ async def test_turns_take_their_path_from_the_claim_and_reuse_rendered_memory(
         "user",
         "assistant",
     ]
+
+
+def _invalid_then_fixed(request: Any) -> Any:
+    results = [m for m in request["messages"] if m["role"] == "tool"]
+    if not results:  # a trailing comma: not JSON, so the call is refused unrun
+        return invalid_tool_call_turn("call_bad", "list_dir", '{"path": "output",}')
+    if len(results) == 1:
+        return tool_calls_turn(("call_good", "list_dir", {"path": "output"}))
+    return text_answer("listed")
+
+
+async def test_an_invalid_json_call_then_a_fixed_one_is_a_tool_lesson(
+    make_cluster: Any, client: BusClient
+) -> None:
+    """The raw text of a call whose arguments were not JSON stays on its block and reaches
+    memory, so extraction (rules only: the memory model has no key) learns from the invalid
+    call and the fixed one after it."""
+    no_key = 'model = { provider = "openai", name = "m", api_key_env = "SOONG_TEST_NO_SUCH_KEY" }'
+    cluster = make_cluster(
+        _invalid_then_fixed, workers=1, memory=True, memory_config=f"debounce_s = 0\n{no_key}"
+    )
+    cluster.start_service("memory_extraction")
+    await client.wait_ready(("storage_writer", "run_worker", "memory_extraction"))
+    sid = await client.new_session()
+    submitted = await client.send(sid, "list what you wrote")
+    run = (await client.wait_terminal([submitted.run_id]))[submitted.run_id]
+    assert run["status"] == "completed", cluster.log_text()[-3000:]
+    path = await client.path(sid, run["end_node_id"])
+    assert '"raw_arguments":"{\\"path\\": \\"output\\",}"' in path[1]["content_json"]
+
+    user_md = client.home / "accounts" / "acct1" / "memory" / "user.md"
+    deadline = asyncio.get_running_loop().time() + 20
+    while not user_md.exists() or "valid JSON" not in user_md.read_text():
+        assert asyncio.get_running_loop().time() < deadline, cluster.log_text()[-3000:]
+        await asyncio.sleep(0.1)
+    assert "list_dir" in user_md.read_text()
