@@ -25,7 +25,7 @@ from agent_core.tools import (
     ToolRegistry,
     Workspace,
 )
-from agent_core.types.enums import EventLevel, EventType
+from agent_core.types.enums import EventLevel, EventType, NodeType
 from agent_core.types.protocol import (
     ToolCall,
     ToolDefinition,
@@ -74,10 +74,19 @@ class BusRunStore:
         self.set_active = set_active  # branch and child runs leave the session's active node
         self.fence = RunFence(run_id=handle.run_id, attempt=handle.attempt)
 
-    async def append_node(self, node: Node, *, payload: dict[str, Any] | None = None) -> Node:
-        """Node + ``node_created`` event in one transaction (see :func:`node_drafts`); returns
-        the node with its seq."""
+    async def append_node(
+        self,
+        node: Node,
+        *,
+        payload: dict[str, Any] | None = None,
+        events: Sequence[TimelineEvent] = (),
+    ) -> Node:
+        """Node + ``node_created`` event (+ ``events``) in one transaction (see
+        :func:`node_drafts`); a ``memory_context`` node brings its ``memory_injected`` event.
+        Returns the node with its seq."""
         draft, event = node_drafts(node, payload)
+        if node.node_type is NodeType.MEMORY_CONTEXT:
+            events = [*events, self._memory_injected(node)]
         result = AppendNodeResult.of(
             await self._storage.append_node(
                 self.handle.session_id,
@@ -85,10 +94,21 @@ class BusRunStore:
                 event,
                 fence=self.fence,
                 set_active=self.set_active,
+                events=events,
             )
         )
         return node.model_copy(
             update={"node_seq": result.node_seq, "token_count": draft.token_count}
+        )
+
+    def _memory_injected(self, node: Node) -> TimelineEvent:
+        chars = sum(len(getattr(b, "text", "")) for b in node.content)
+        return TimelineEvent(
+            event_id=new_id("evt"),
+            event_type=EventType.MEMORY_INJECTED,
+            agent_id=self.handle.agent_id,
+            run_id=self.handle.run_id,
+            payload={"chars": chars, **({"skill": s} if (s := node.metadata.get("skill")) else {})},
         )
 
     async def append_event(

@@ -127,6 +127,7 @@ def _terminal_event(c: EndRun, agent_id: str) -> TimelineEvent:
         "status": end.status.value,
         "end_reason": end.end_reason.value,
         "turns": end.turns,
+        "usage": end.usage.model_dump(exclude_defaults=True),
     }
     if end.error is not None:
         payload["error"] = end.error.model_dump()

@@ -16,12 +16,14 @@ from agent_core.bus.contracts.storage import (
     ClaimRun,
     PlacedNode,
 )
+from agent_core.types.enums import EventType
 from agent_core.types.protocol import CONTENT_BLOCKS
 from agent_core.types.runtime import Node, TimelineEvent
 from services.storage_writer.apply_common import (
     AlreadyApplied,
     ApplyContext,
     check_fence,
+    derived_event_id,
     dump_json,
     insert_event,
     refusal,
@@ -34,6 +36,7 @@ from services.storage_writer.schema import events_table, nodes_table
 __all__ = [
     "append_event",
     "append_node",
+    "artifact_event",
     "event_of",
     "place_message",
     "placed_before",
@@ -100,7 +103,14 @@ def append_node(conn: sqlite3.Connection, c: AppendNode, ctx: ApplyContext) -> A
         )
     if c.fence is None and node.run_id is not None:
         refuse_if_ended(conn, c.session_id, node.run_id)
-    return write_node(conn, c.session_id, node, c.event, ctx, set_active=c.set_active)
+    result = write_node(conn, c.session_id, node, c.event, ctx, set_active=c.set_active)
+    for event in c.events:  # the node's other events (tool calls' starts and ends): same write
+        if event.run_id != node.run_id:
+            raise refusal(
+                RefusalCode.FENCE_MISMATCH, "the event belongs to another run", run_id=event.run_id
+            )
+        insert_event(conn, c.session_id, event, ctx.now, node.node_id)
+    return result
 
 
 def write_node(
@@ -131,6 +141,11 @@ def write_node(
     ctx.fault_point("between_node_and_event")
     ev = insert_event(conn, sid, event, ctx.now, node.node_id)
     for art in moved:
+        artifact_event(
+            conn, sid, art.artifact_id, art.path, art.size_bytes, ctx.now,
+            agent_id=node.agent_id, run_id=node.run_id, node_id=node.node_id,
+            tool_call_id=art.tool_call_id,
+        )  # fmt: skip
         conn.execute(
             "INSERT INTO artifacts (artifact_id, session_id, agent_id, run_id, node_id, "
             "tool_call_id, path, filename, mime_type, size_bytes, summary, created_at) "
@@ -205,6 +220,32 @@ def append_event(conn: sqlite3.Connection, c: AppendEvent, ctx: ApplyContext) ->
     return AppendEventResult(
         created_at=ctx.now, event_id=ev.event_id, seq=ev.seq, run_seq=ev.run_seq
     )
+
+
+def artifact_event(
+    conn: sqlite3.Connection,
+    sid: str,
+    artifact_id: str,
+    path: str,
+    size_bytes: int | None,
+    now: str,
+    *,
+    agent_id: str | None,
+    run_id: str | None,
+    node_id: str | None,
+    tool_call_id: str | None,
+) -> None:
+    """The ``artifact_created`` event of an artifact registered in this transaction (its id is
+    derived from the artifact's: a repeat names the same event)."""
+    event = TimelineEvent(
+        event_id=derived_event_id(f"{artifact_id}:created"),
+        event_type=EventType.ARTIFACT_CREATED,
+        agent_id=agent_id,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        payload={"artifact_id": artifact_id, "path": path, "size_bytes": size_bytes},
+    )
+    insert_event(conn, sid, event, now, node_id)
 
 
 def place_message(conn: sqlite3.Connection, c: ClaimRun, ctx: ApplyContext) -> dict[str, Any]:

@@ -81,6 +81,15 @@ def create_run(conn: sqlite3.Connection, c: CreateRun, ctx: ApplyContext) -> Cre
             ctx.now,
         ),
     )
+    queued = TimelineEvent(
+        # Named after the run: a repeat is answered from the run row before it gets here.
+        event_id=derived_event_id(f"{c.run_id}:queued"),
+        event_type=EventType.RUN_QUEUED,
+        agent_id=agent["agent_id"],
+        run_id=c.run_id,
+        payload={"status": RunStatus(c.status).value},
+    )
+    insert_event(conn, c.session_id, queued, ctx.now, None)
     return CreateRunResult(**result, **agent)
 
 
@@ -211,4 +220,12 @@ def update_run(conn: sqlite3.Connection, c: UpdateRun, ctx: ApplyContext) -> Upd
         f"UPDATE runs SET {', '.join(f'{k} = ?' for k in fields)} WHERE run_id = ?",
         (*fields.values(), c.run_id),
     )
+    if target != status:  # running ⇄ pending: the timeline keeps when a run waited
+        changed = TimelineEvent(
+            event_id=derived_event_id(f"{c.command_id}:status"),
+            event_type=EventType.RUN_STATUS_CHANGED,
+            run_id=c.run_id,
+            payload={"status": target.value, "previous": status.value, "attempt": attempt},
+        )
+        insert_event(conn, c.session_id, changed, ctx.now, None)
     return UpdateRunResult(run_id=c.run_id, status=target, attempt=attempt)

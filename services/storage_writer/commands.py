@@ -47,6 +47,7 @@ from services.storage_writer.apply_common import (
     ApplyContext,
     FaultHook,
     check_fence,
+    derived_event_id,
     dump_json,
     insert_event,
     refusal,
@@ -56,6 +57,7 @@ from services.storage_writer.apply_end import end_run
 from services.storage_writer.apply_nodes import (
     append_event,
     append_node,
+    artifact_event,
     place_message,
     placed_before,
 )
@@ -126,7 +128,31 @@ def _update_session(
             "UPDATE sessions SET metadata_json = ?, updated_at = ? WHERE session_id = ?",
             (dump_json(c.metadata), ctx.now, c.session_id),
         )
+    changed: dict[str, Any] = {"status": c.status.value} if c.status is not None else {}
+    if c.metadata is not None:
+        changed["metadata_keys"] = sorted(c.metadata)
+    _session_event(conn, c.session_id, c.command_id, EventType.SESSION_UPDATED, changed, ctx)
     return UpdateSessionResult(session_id=c.session_id, updated_at=ctx.now)
+
+
+def _session_event(
+    conn: sqlite3.Connection,
+    sid: str,
+    command_id: str,
+    event_type: EventType,
+    payload: dict[str, Any],
+    ctx: ApplyContext,
+    *,
+    node_id: str | None = None,
+) -> None:
+    """A session-level timeline event of the command being applied (named after the command:
+    these commands keep receipts, so a repeat never writes it twice)."""
+    event = TimelineEvent(
+        event_id=derived_event_id(f"{command_id}:{event_type.value}"),
+        event_type=event_type,
+        payload=payload,
+    )
+    insert_event(conn, sid, event, ctx.now, node_id)
 
 
 def _switch_active(
@@ -142,9 +168,21 @@ def _switch_active(
             "the target is not a node of this session",
             node_id=c.node_id,
         )
+    (before,) = conn.execute(
+        "SELECT active_node_id FROM sessions WHERE session_id = ?", (c.session_id,)
+    ).fetchone()
     conn.execute(
         "UPDATE sessions SET active_node_id = ?, updated_at = ? WHERE session_id = ?",
         (c.node_id, ctx.now, c.session_id),
+    )
+    _session_event(
+        conn,
+        c.session_id,
+        c.command_id,
+        EventType.ACTIVE_NODE_SWITCHED,
+        {"from_node_id": before, "to_node_id": c.node_id},
+        ctx,
+        node_id=c.node_id,
     )
     return SwitchActiveNodeResult(session_id=c.session_id, active_node_id=c.node_id)
 
@@ -192,6 +230,18 @@ def _create_agent(conn: sqlite3.Connection, c: CreateAgent, ctx: ApplyContext) -
             ctx.now,
         ),
     )
+    created = TimelineEvent(
+        event_id=derived_event_id(f"{c.command_id}:agent_created"),
+        event_type=EventType.AGENT_CREATED,
+        agent_id=c.agent_id,
+        run_id=c.created_by_run_id,
+        payload={
+            "agent_type": c.agent_type.value,
+            "parent_agent_id": c.parent_agent_id,
+            **({"purpose": c.metadata["purpose"]} if "purpose" in c.metadata else {}),
+        },
+    )
+    insert_event(conn, c.session_id, created, ctx.now, c.fork_from_node_id)
     return CreateAgentResult(agent_id=c.agent_id, created_at=ctx.now)
 
 
@@ -217,6 +267,17 @@ def _update_agent(conn: sqlite3.Connection, c: UpdateAgent, ctx: ApplyContext) -
         raise refusal(
             RefusalCode.AGENT_NOT_FOUND, "no such agent in this session", agent_id=c.agent_id
         )
+    changed: dict[str, Any] = {} if c.status is None else {"status": c.status.value}
+    if c.result is not None:
+        changed["result_status"] = c.result.get("status")
+    updated = TimelineEvent(
+        event_id=derived_event_id(f"{c.command_id}:agent_updated"),
+        event_type=EventType.AGENT_UPDATED,
+        agent_id=c.agent_id,
+        run_id=None if c.fence is None else c.fence.run_id,
+        payload=changed,
+    )
+    insert_event(conn, c.session_id, updated, ctx.now, None)
     return UpdateAgentResult(agent_id=c.agent_id, updated_at=ctx.now)
 
 
@@ -267,6 +328,10 @@ def _create_artifact(
             a.artifact_id, c.session_id, a.agent_id, a.run_id, a.node_id, a.tool_call_id, a.path,
             a.filename, a.mime_type, a.size_bytes, a.summary, dump_json(a.metadata), ctx.now,
         ),
+    )  # fmt: skip
+    artifact_event(
+        conn, c.session_id, a.artifact_id, a.path, a.size_bytes, ctx.now,
+        agent_id=a.agent_id, run_id=a.run_id, node_id=a.node_id, tool_call_id=a.tool_call_id,
     )  # fmt: skip
     return CreateArtifactResult(artifact_id=a.artifact_id, created_at=ctx.now)
 

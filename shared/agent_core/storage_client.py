@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Sequence
 from typing import Any, Literal, TypeVar, cast
 
 from agent_core.bus import BusNames, RpcClient
@@ -173,8 +174,10 @@ class StorageClient:
         fence: RunFence | None = None,
         set_active: bool = True,
         command_id: str | None = None,
+        events: Sequence[TimelineEvent] = (),
     ) -> CommandReceipt:
-        """Append a node and its event atomically; ``result`` holds ``node_seq``, ``seq``."""
+        """Append a node and its event atomically (with ``events``, more events of the node);
+        ``result`` holds ``node_seq``, ``seq``."""
         return await self.send(
             AppendNode(
                 command_id=command_id or self.new_command_id(),
@@ -183,6 +186,7 @@ class StorageClient:
                 event=event,
                 fence=fence,
                 set_active=set_active,
+                events=list(events),
             )
         )
 

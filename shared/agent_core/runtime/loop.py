@@ -64,6 +64,7 @@ from agent_core.types.runtime import (
     RunToolResult,
     RunToolStarted,
     RunUsage,
+    TimelineEvent,
 )
 
 __all__ = ["AgentLoop", "LoopPhase"]
@@ -287,6 +288,7 @@ class AgentLoop:
         *,
         node_type: NodeType = NodeType.MESSAGE,
         metadata: dict[str, Any] | None = None,
+        events: Sequence[TimelineEvent] = (),
     ) -> Node:
         node = Node(
             node_id=new_id("node"),
@@ -298,7 +300,7 @@ class AgentLoop:
             content=blocks,
             metadata=metadata or {},
         )
-        write = asyncio.ensure_future(self.store.append_node(node))
+        write = asyncio.ensure_future(self.store.append_node(node, events=events))
         try:
             stored = await asyncio.shield(write)
         except asyncio.CancelledError:

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from agent_core.types.enums import EventLevel, EventType
 from agent_core.types.protocol import ToolCall, ToolDefinition, ToolResult
-from agent_core.types.runtime import Node, RuntimeEvent
+from agent_core.types.runtime import Node, RuntimeEvent, TimelineEvent
 
 __all__ = ["EventSink", "RunStore", "ToolRunner"]
 
@@ -18,9 +18,16 @@ __all__ = ["EventSink", "RunStore", "ToolRunner"]
 class RunStore(Protocol):
     """Durable writes of one run attempt (fenced by the implementation)."""
 
-    async def append_node(self, node: Node, *, payload: dict[str, Any] | None = None) -> Node:
-        """Persist ``node`` with its ``node_created`` event in one transaction; return it with its
-        seq. Refused once the run has ended."""
+    async def append_node(
+        self,
+        node: Node,
+        *,
+        payload: dict[str, Any] | None = None,
+        events: Sequence[TimelineEvent] = (),
+    ) -> Node:
+        """Persist ``node`` with its ``node_created`` event — and ``events``, more events of
+        the run about the node (a tool node's tool call starts and ends) — in one transaction;
+        return it with its seq. Refused once the run has ended."""
         ...
 
     async def append_event(

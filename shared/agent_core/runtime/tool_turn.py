@@ -5,19 +5,32 @@ once), each announced by ``RunToolStarted`` and answered by ``RunToolResult``; a
 got wrong is answered by its error result and never run, and with no tools every call is an
 ``unknown_tool`` error. Every result goes into one tool node (typed by what its tools declare),
 stored before anything the results report: task changes (a runtime and a timeline event each,
-then one ``task_board`` node), a loaded skill's context nodes, and a ``tool_failed`` event per
-error result. One bad tool call never ends the run.
+then one ``task_board`` node) and a loaded skill's context nodes. The tool node is written with
+each call's ``tool_started`` and its end — ``tool_completed``, or ``tool_failed`` for an error
+result — in the same transaction, so the timeline keeps when each call ran (``started_at``,
+``ended_at``, ``duration_ms``) and the files it changed, and a worker lost after the write loses
+none of them. One bad tool call never ends the run.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
+from agent_core.ids import new_id
 from agent_core.skills.active import skill_context_nodes
 from agent_core.types.enums import EventLevel, EventType, NodeType, Role
 from agent_core.types.protocol import TextBlock, ToolCall, ToolResult
-from agent_core.types.runtime import Node, RunTaskChanged, RunToolResult, RunToolStarted
+from agent_core.types.runtime import (
+    Node,
+    RunTaskChanged,
+    RunToolResult,
+    RunToolStarted,
+    TimelineEvent,
+)
 
 if TYPE_CHECKING:  # the loop imports this module
     from agent_core.runtime.loop import AgentLoop
@@ -51,30 +64,74 @@ async def run_tool_turn(
     result in one tool node, then what the results report."""
     loop.phase = "tools"
     loop._announce_phase("tools", tools=len(calls))
-    results = await _run_tools(loop, calls, assistant_id, rejected or {})
+    timed = await _run_tools(loop, calls, assistant_id, rejected or {})
+    results = [t.result for t in timed]
     loop.phase = "idle"
+    events = [e for call, t in zip(calls, timed, strict=True) for e in _call_events(loop, call, t)]
     await loop._append(
-        nodes, Role.TOOL, [r.to_block() for r in results], node_type=_declared_type(results)
+        nodes,
+        Role.TOOL,
+        [r.to_block() for r in results],
+        node_type=_declared_type(results),
+        events=events,
     )
     await _record_task_changes(loop, nodes, calls, results)
     for kind, blocks, meta in skill_context_nodes(results):  # load_skill: body, memory
         await loop._append(nodes, Role.SYSTEM, blocks, node_type=kind, metadata=meta)
-    for call, result in zip(calls, results, strict=True):
-        if result.is_error:
-            await loop.store.append_event(
-                EventType.TOOL_FAILED,
-                level=EventLevel.WARNING,
-                node_id=loop.last_node_id,
-                tool_call_id=call.id,
-                payload={"tool": call.name, "error_code": result.metadata.get("error_code")},
-            )
+
+
+@dataclass(frozen=True, slots=True)
+class _Timed:
+    """A call's result and when it ran (wall clock for the timeline, a monotonic duration)."""
+
+    result: ToolResult
+    started_at: str
+    ended_at: str
+    duration_ms: float
+
+
+def _iso_now() -> str:
+    # The stored timestamps' form: fixed-width ISO-8601 UTC, so they sort as text.
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _call_events(loop: AgentLoop, call: ToolCall, timed: _Timed) -> list[TimelineEvent]:
+    """The call's ``tool_started`` and its end (``tool_completed`` / ``tool_failed``), written
+    with the tool node. The end carries the times, the duration and the files the call changed
+    (``files``: path, area, change, size, artifact)."""
+    result = timed.result
+    start = {"tool": call.name, "started_at": timed.started_at}
+    end: dict[str, Any] = {
+        **start,
+        "ended_at": timed.ended_at,
+        "duration_ms": timed.duration_ms,
+    }
+    if result.is_error:
+        end["error_code"] = result.metadata.get("error_code")
+    files = result.metadata.get("files")
+    if isinstance(files, list) and files:
+        end["files"] = files
+    ids = {"agent_id": loop.handle.agent_id, "run_id": loop.handle.run_id, "tool_call_id": call.id}
+    return [
+        TimelineEvent(
+            event_id=new_id("evt"), event_type=EventType.TOOL_STARTED, payload=start, **ids
+        ),
+        TimelineEvent(
+            event_id=new_id("evt"),
+            event_type=EventType.TOOL_FAILED if result.is_error else EventType.TOOL_COMPLETED,
+            level=EventLevel.WARNING if result.is_error else EventLevel.INFO,
+            payload=end,
+            **ids,
+        ),
+    ]
 
 
 async def _run_tools(
     loop: AgentLoop, calls: list[ToolCall], node_id: str, rejected: dict[str, ToolResult]
-) -> list[ToolResult]:
-    async def one(call: ToolCall) -> ToolResult:
+) -> list[_Timed]:
+    async def one(call: ToolCall) -> _Timed:
         async with loop._tool_slots:
+            started_at, started = _iso_now(), time.monotonic()
             loop.events.emit(
                 loop._event(
                     RunToolStarted,
@@ -103,7 +160,8 @@ async def _run_tools(
                     content=result.content,
                 )
             )
-            return result
+            duration_ms = round((time.monotonic() - started) * 1000, 1)
+            return _Timed(result, started_at, _iso_now(), duration_ms)
 
     async with asyncio.TaskGroup() as tg:
         tasks = [tg.create_task(one(c)) for c in calls]

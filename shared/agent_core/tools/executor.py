@@ -27,7 +27,9 @@ from agent_core.types.protocol import ArtifactRefBlock, TextBlock, ToolCall, Too
 
 __all__ = ["ExecutorSettings", "ToolExecutor", "ToolHooks", "truncate_output"]
 
-_OUTPUT = SessionPath((Area.OUTPUT.value,))
+# The areas whose changes a writing call reports: output/ (deliverables, registered as
+# artifacts) and scratchpad/ (working files, listed with the call that changed them).
+_WATCHED = (SessionPath((Area.OUTPUT.value,)), SessionPath((Area.SCRATCHPAD.value,)))
 _Snapshot = dict[SessionPath, tuple[int, int]]
 
 
@@ -191,7 +193,8 @@ class ToolExecutor:
         before = await self._scan_output() if tool.writes else {}
         output = await self._run(tool, args, ctx, meta)
         if tool.writes:
-            meta["artifacts"] = await self._report_output_files(before, ctx)
+            meta["files"] = files = await self._report_output_files(before, ctx)
+            meta["artifacts"] = [f for f in files if f.get("artifact_id")]
         return output, call
 
     async def _run(
@@ -216,31 +219,52 @@ class ToolExecutor:
             )
 
     async def _scan_output(self) -> _Snapshot:
+        """Files of ``output/`` and ``scratchpad/`` (size, mtime); an area cut at the scan
+        limit is marked by ``None`` under its own path, so no deletion is guessed from it."""
+
         def scan() -> _Snapshot:
-            try:
-                entries = self.workspace.fs.walk(_OUTPUT, max_entries=self.settings.max_output_scan)
-                return {e.path: (e.size, e.mtime_ns) for e in entries if e.kind == "file"}
-            except (InvalidPathError, PathEscapeError):
-                return {}
+            files: _Snapshot = {}
+            limit = self.settings.max_output_scan
+            for area in _WATCHED:
+                try:
+                    entries = list(self.workspace.fs.walk(area, max_entries=limit))
+                except (InvalidPathError, PathEscapeError):
+                    continue
+                files.update({e.path: (e.size, e.mtime_ns) for e in entries if e.kind == "file"})
+                if len(entries) >= limit:
+                    files[area] = (-1, -1)
+            return files
 
         return await asyncio.to_thread(scan)
 
     async def _report_output_files(
         self, before: _Snapshot, ctx: ToolContext
     ) -> list[dict[str, Any]]:
-        """Register every file in ``output/`` that the call created or changed."""
+        """What the call changed in ``output/`` and ``scratchpad/``: one record per file created,
+        modified or deleted (``path``, ``area``, ``change``, ``size_bytes``); a file of
+        ``output/`` created or changed is registered as an artifact (``artifact_id``)."""
         after = await self._scan_output()
-        reported = []
+        reported: list[dict[str, Any]] = []
         for path, (size, mtime) in sorted(after.items(), key=lambda kv: kv[0].parts):
-            if before.get(path) == (size, mtime):
+            old = before.get(path)
+            if old == (size, mtime) or path in _WATCHED:
                 continue
-            record = OutputFile(
-                path=str(path),
-                size_bytes=size,
-                mime_type=guess_mime(path.name),
-                tool_call_id=ctx.tool_call_id,
-                node_id=ctx.node_id,
-            )
-            artifact_id = await self.artifacts.register_output_file(record)
-            reported.append({"path": record.path, "size_bytes": size, "artifact_id": artifact_id})
+            area = path.parts[0]
+            change = "created" if old is None else "modified"
+            record: dict[str, Any] = {"path": str(path), "area": area, "change": change}
+            record["size_bytes"] = size
+            if area == Area.OUTPUT.value:
+                output = OutputFile(
+                    path=str(path),
+                    size_bytes=size,
+                    mime_type=guess_mime(path.name),
+                    tool_call_id=ctx.tool_call_id,
+                    node_id=ctx.node_id,
+                )
+                record["artifact_id"] = await self.artifacts.register_output_file(output)
+            reported.append(record)
+        for path in sorted(before.keys() - after.keys(), key=lambda p: p.parts):
+            if path in _WATCHED or SessionPath(path.parts[:1]) in after:
+                continue  # an area the scan cut short: its missing files are not known gone
+            reported.append({"path": str(path), "area": path.parts[0], "change": "deleted"})
         return reported

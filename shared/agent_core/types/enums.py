@@ -124,7 +124,10 @@ class EventLevel(StrEnum):
 
 
 class EventType(StrEnum):
-    """``events.event_type``: the durable timeline vocabulary."""
+    """``events.event_type``: the durable timeline vocabulary. Every member is written by some
+    path (``tests/unit/types/test_event_writers.py``); a run's usage is on its row and its
+    terminal event, its fatal error is ``run_error`` (the stream's ``usage`` and ``error`` frames
+    have no timeline twin: see docs/architecture.md, "Run lifecycle and endings")."""
 
     SESSION_CREATED = "session_created"
     SESSION_UPDATED = "session_updated"
@@ -154,8 +157,6 @@ class EventType(StrEnum):
     HOOK_EXECUTED = "hook_executed"
     # A Stop hook denied the run its end: the loop goes on (an event, never an end reason).
     STOP_HOOK_PREVENTED = "stop_hook_prevented"
-    USAGE = "usage"
-    ERROR = "error"
 
 
 RUN_END_EVENTS: Mapping[RunStatus, EventType] = MappingProxyType(

@@ -59,9 +59,19 @@ async def test_two_parallel_tool_calls_then_answer(make_cluster: Any, client: Bu
 
     timeline = await client.timeline(sid, submitted.run_id)
     kinds = [e["event_type"] for e in timeline]
-    assert kinds == ["run_started"] + ["node_created"] * 4 + ["run_completed"]
+    assert kinds == [
+        "run_queued",
+        "run_started",
+        "node_created",  # the message
+        "node_created",  # the tool calls
+        "artifact_created",  # output/report.md, as the write made it
+        "node_created",  # the results, with each call's start and end in the same write
+        *["tool_started", "tool_completed"] * 2,
+        "node_created",
+        "run_completed",
+    ]
     seqs = [e["seq"] for e in timeline]
-    assert seqs == sorted(seqs) and [e["run_seq"] for e in timeline] == list(range(1, 7))
+    assert seqs == sorted(seqs) and [e["run_seq"] for e in timeline] == list(range(1, 13))
 
     types = [e.type for _, e in events]
     assert types[0] == "run_status_changed" and types[-1] == "run_finished"

@@ -16,7 +16,7 @@ from agent_core.types.runtime import ArtifactRef, TimelineEvent
 
 def test_an_event_sent_to_be_written_is_a_timeline_event_without_its_writer_fields() -> None:
     sid = new_session_id()
-    event = TimelineEvent(event_id=new_id("evt"), event_type=EventType.USAGE)
+    event = TimelineEvent(event_id=new_id("evt"), event_type=EventType.RUN_STATUS_CHANGED)
     command = AppendEvent(command_id=new_id("cmd"), session_id=sid, event=event)
     decoded = STORAGE_COMMAND.validate_json(command.model_dump_json())
     assert isinstance(decoded, AppendEvent) and type(decoded.event) is TimelineEvent
@@ -31,7 +31,12 @@ def test_an_event_as_senders_wrote_it_before_still_reads() -> None:
         "type": "append_event",
         "command_id": new_id("cmd"),
         "session_id": sid,
-        "event": {"event_id": evt, "event_type": "usage", "level": "warning", "payload": {"a": 1}},
+        "event": {
+            "event_id": evt,
+            "event_type": "tool_failed",
+            "level": "warning",
+            "payload": {"a": 1},
+        },
     }
     decoded = STORAGE_COMMAND.validate_json(json.dumps(wire))
     assert isinstance(decoded, AppendEvent)

@@ -7,7 +7,7 @@ from typing import Any
 
 from agent_core.types.enums import EventLevel, EventType
 from agent_core.types.protocol import TextBlock, ToolCall, ToolDefinition, ToolResult
-from agent_core.types.runtime import Node, RuntimeEvent
+from agent_core.types.runtime import Node, RuntimeEvent, TimelineEvent
 
 
 class MemoryStore:
@@ -17,10 +17,20 @@ class MemoryStore:
         self.nodes: list[Node] = []
         self.events: list[tuple[EventType, dict[str, Any]]] = []
 
-    async def append_node(self, node: Node, *, payload: dict[str, Any] | None = None) -> Node:
+    async def append_node(
+        self,
+        node: Node,
+        *,
+        payload: dict[str, Any] | None = None,
+        events: Sequence[TimelineEvent] = (),
+    ) -> Node:
         stored = node.model_copy(update={"node_seq": len(self.nodes) + 1})
         self.nodes.append(stored)
         self.events.append((EventType.NODE_CREATED, {"node_id": node.node_id}))
+        for event in events:
+            self.events.append(
+                (event.event_type, {"tool_call_id": event.tool_call_id, **event.payload})
+            )
         return stored
 
     async def append_event(

@@ -83,10 +83,17 @@ async def test_parallel_tools_then_answer_builds_the_tree() -> None:
     assert [b.id for b in store.nodes[0].content if isinstance(b, ToolCallBlock)] == ["c0", "c1"]
     results = store.nodes[1].content
     assert [r.is_error for r in results] == [False, True]  # type: ignore[union-attr]
-    assert (
-        EventType.TOOL_FAILED,
-        {"tool_call_id": "c1", "tool": "fail", "error_code": "tool_failed"},
-    ) in store.events
+    (failed,) = [p for t, p in store.events if t is EventType.TOOL_FAILED]
+    assert {k: failed[k] for k in ("tool_call_id", "tool", "error_code")} == {
+        "tool_call_id": "c1",
+        "tool": "fail",
+        "error_code": "tool_failed",
+    }
+    # Each call's start and end go with the tool node, with when it ran and for how long.
+    ends = [p for t, p in store.events if t in (EventType.TOOL_COMPLETED, EventType.TOOL_FAILED)]
+    assert sorted(p["tool_call_id"] for p in ends) == ["c0", "c1"]
+    assert all(p["started_at"] <= p["ended_at"] and p["duration_ms"] >= 0 for p in ends)
+    assert [t for t, _ in store.events].count(EventType.TOOL_STARTED) == 2
     assert [e.type for e in sink.events].count("tool_started") == 2
     assert {c.name for c in tools.calls} == {"echo", "fail"}
     assert ending.node is not None and ending.node.role is Role.ASSISTANT

@@ -77,6 +77,7 @@ def test_a_runs_end_is_one_write_with_its_node_and_terminal_event(
     kinds = [(e["event_type"], e["node_id"]) for e in _events(engine, s.session_id, run.run_id)]
     answer_id = end.node.node_id  # type: ignore[union-attr]
     assert kinds == [
+        ("run_queued", None),
         ("run_started", None),
         ("node_created", answer_id),
         ("run_completed", answer_id),
@@ -140,7 +141,8 @@ def test_only_the_current_attempt_ends_a_claimed_run(writer: Writer, engine: Que
     stored = _run(engine, s.session_id, queued.run_id)
     assert (stored["status"], stored["end_reason"]) == ("cancelled", "aborted_streaming")
     assert [e["event_type"] for e in _events(engine, s.session_id, queued.run_id)] == [
-        "run_cancelled"
+        "run_queued",
+        "run_cancelled",
     ]
 
 

@@ -118,7 +118,7 @@ def _every_command() -> tuple[list[StorageCommand], dict[str, Any]]:
             session_id=sid,
             fence=fence,
             event=TimelineEvent(
-                event_id=new_id("evt"), event_type=EventType.USAGE, run_id=run.run_id
+                event_id=new_id("evt"), event_type=EventType.RUN_STATUS_CHANGED, run_id=run.run_id
             ),
         ),
         CreateArtifact(

@@ -110,7 +110,7 @@ def test_stale_attempt_is_refused_without_row_changes(writer: Writer) -> None:
     assert r.error is not None and r.error.code == "stale_attempt"
     fresh = append_node(s, run_id=run.run_id, fence=RunFence(run_id=run.run_id, attempt=2))
     [r] = writer.apply_batch([fresh])
-    assert r.ok and r.result["run_seq"] == 3  # after the two attempts' run_started events
+    assert r.ok and r.result["run_seq"] == 4  # after run_queued and two attempts' run_started
 
 
 def test_terminal_run_never_changes(writer: Writer) -> None:
@@ -188,7 +188,8 @@ def test_queries_are_account_scoped_and_follow_the_active_path(
     assert [n["node_id"] for n in path] == [root.node.node_id, left.node.node_id]
     assert engine.answer(GetActivePath(session_id=s.session_id, account_id="acct_b")).data is None
     events = engine.answer(ListEvents(session_id=s.session_id, after_seq=1)).data
-    assert [e["seq"] for e in events] == [2, 3, 4]
+    assert [e["seq"] for e in events] == [2, 3, 4, 5]  # the nodes', then the switch's
+    assert events[-1]["event_type"] == "active_node_switched"
 
 
 def test_active_path_after_a_known_node_returns_only_what_follows_it(

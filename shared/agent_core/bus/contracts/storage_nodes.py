@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
+from pydantic import Field
+
 from agent_core.bus.contracts._replies import ResultType
 from agent_core.bus.contracts._storage_base import EventPlaced, RunFence, _Command
 from agent_core.types.runtime import Node, TimelineEvent
@@ -31,7 +33,10 @@ class AppendNode(_Command):
     """Append a node and its event in one transaction; optionally make it the active node.
 
     A node of a run that has ended is refused (``run_ended``): a run's last node is the one its
-    :class:`EndRun` wrote.
+    :class:`EndRun` wrote. ``events``: more timeline events of the node written after its own in
+    the same transaction (a tool node's ``tool_started`` and ``tool_completed`` /
+    ``tool_failed`` per call, a memory node's ``memory_injected``), so a worker lost after the
+    write loses none of them; their ``node_id`` is the node's when unset.
     """
 
     type: Literal["append_node"] = "append_node"
@@ -40,6 +45,7 @@ class AppendNode(_Command):
     event: TimelineEvent
     fence: RunFence | None = None
     set_active: bool = True
+    events: list[TimelineEvent] = Field(default_factory=list, max_length=1024)
 
 
 class AppendEventResult(EventPlaced):
