@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run demo install test test-multinode test-under-load test-local-model lint bench bench-compare soak fuzz compose-config asyncapi console-screenshots console-vendor clean
+.PHONY: run demo install axe test test-multinode test-under-load test-local-model lint bench bench-compare soak fuzz compose-config asyncapi console-screenshots console-vendor clean
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -30,6 +30,16 @@ $(VENV)/.installed: requirements.lock pyproject.toml | $(UV)
 
 install: $(VENV)/.installed
 
+# axe-core, the accessibility checker the console's browser tests inject (tests/e2e/console): a
+# pinned npm package in .tools/axe, installed once. npm comes with Debian's nodejs (.ci/run).
+AXE_VERSION := 4.14.1
+AXE := .tools/axe/node_modules/axe-core/axe.min.js
+$(AXE):
+	npm install --prefix .tools/axe --no-save --no-audit --no-fund --silent axe-core@$(AXE_VERSION)
+	test -f $@
+
+axe: $(AXE)
+
 run: $(VENV)/.runtime
 	$(VENV)/bin/soong-agent up
 
@@ -43,7 +53,7 @@ demo: $(VENV)/.runtime
 # them in as one more file for the workers; otherwise they are left to `make test-multinode`.
 TEST_WORKERS ?= auto
 NOT_ROOT_SKIPS := $(if $(filter 0,$(shell id -u)),,--ignore=tests/multinode)
-test: install
+test: install $(AXE)
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(NOT_ROOT_SKIPS)
 
 # Several hosts on this one machine (tests/multinode): namespaces, a private tmpfs home per host,
@@ -69,7 +79,7 @@ test-local-model: install $(LOCAL_MODEL)/.installed
 
 # The same suite while stress-ng keeps every core busy: a test that passes only on a quiet machine
 # fails here (stress-ng comes from Debian: apt-get install stress-ng).
-test-under-load: install
+test-under-load: install $(AXE)
 	@command -v stress-ng >/dev/null || { echo "test-under-load needs stress-ng (apt-get install stress-ng)" >&2; exit 2; }
 	@stress-ng --cpu $$(nproc) --quiet & load=$$!; trap 'kill $$load 2>/dev/null' EXIT; \
 	  $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(NOT_ROOT_SKIPS)
@@ -104,7 +114,7 @@ asyncapi: install
 	$(VENV)/bin/soong-agent asyncapi > docs/asyncapi.json
 
 # Re-takes docs/console/*.png with the console's browser tests (commit them with the change).
-console-screenshots: install
+console-screenshots: install $(AXE)
 	SOONG_CONSOLE_SCREENSHOTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/e2e/console
 
 # Re-vendors the console's JavaScript libraries from npm at the pinned versions (never in CI).

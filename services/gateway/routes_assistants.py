@@ -42,7 +42,7 @@ from agent_core.types.api import (
     refused_overrides,
     session_overrides,
 )
-from agent_core.types.runtime import AgentConfigOverrides
+from agent_core.types.runtime import AgentConfigOverrides, merge_overrides
 from services.gateway.auth import Caller
 from services.gateway.errors import ApiError, not_found, responses
 from services.gateway.state import (
@@ -238,7 +238,9 @@ async def session_config(
     if assistant.status != "active":
         raise ApiError(409, "assistant_archived", "the assistant is archived")
     check_overridable(assistant.overridable, overrides)
-    values = {**session_overrides(assistant), **(overrides.overrides() if overrides else {})}
+    values = merge_overrides(
+        session_overrides(assistant), overrides.overrides() if overrides else {}
+    )
     checked = agent_overrides(gw, AgentConfigOverrides.model_validate(values))
     pin = AssistantPin(
         assistant_id=assistant.assistant_id,

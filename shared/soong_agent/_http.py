@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx
 import pydantic
@@ -44,6 +45,12 @@ def backoff_s(attempt: int, *, base_s: float = 0.2, cap_s: float = 5.0) -> float
     return float(min(cap_s, base_s * 2**attempt)) * (0.5 + random.random() / 2)
 
 
+class _Closable(Protocol):
+    """What :meth:`HttpCore.track` holds: an event stream that closes itself."""
+
+    async def aclose(self) -> None: ...
+
+
 class HttpCore:
     """An ``httpx.AsyncClient`` bound to one gateway and key, with the SDK's error handling."""
 
@@ -60,6 +67,7 @@ class HttpCore:
         self.base_url = base_url.rstrip("/")
         self.max_retries = max_retries
         self.max_retry_wait_s = max_retry_wait_s
+        self._streams: weakref.WeakSet[_Closable] = weakref.WeakSet()
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
             headers={"Authorization": f"Bearer {api_key}", "User-Agent": "soong-agent-sdk"},
@@ -67,8 +75,15 @@ class HttpCore:
             transport=transport,
         )
 
+    def track(self, stream: _Closable) -> None:
+        """Close ``stream`` before the connections (see :meth:`aclose`); held weakly."""
+        self._streams.add(stream)
+
     async def aclose(self) -> None:
-        """Close the connections."""
+        """Close the event streams still open (each may cancel its run: it needs the
+        connections), then the connections."""
+        for stream in list(self._streams):
+            await stream.aclose()
         await self._client.aclose()
 
     async def request(

@@ -7,9 +7,11 @@ event id it delivered as ``Last-Event-ID``: the server sends exactly the events 
 nothing is lost or delivered twice. It keeps trying with back-off until ``reconnect_timeout_s``
 passed without progress, then raises :class:`~soong_agent.StreamLostError`.
 
-Leaving the iteration early (``break`` inside ``async with``, an exception, a cancelled task)
-closes the connection and leaves the run running — unless the stream was made with
-``cancel_on_exit=True``, which then cancels the run too.
+Leaving the iteration early (a plain ``break``, inside ``async with`` or not, an exception, a
+cancelled task) closes the connection and leaves the run running — unless the stream was made
+with ``cancel_on_exit=True``, which then cancels the run too. ``async with`` closes at once; after
+a plain ``break`` the loop's iterator (an async generator) is closed by the event loop as soon as
+it is dropped, and at the latest when the client is closed (it closes its open streams first).
 """
 
 from __future__ import annotations
@@ -116,6 +118,9 @@ class RunStream:
         self._answer: str | None = None
         self._deltas: dict[int, str] = {}  # each turn's streamed text
         self._tools: dict[str, ToolUse] = {}
+        self._closing: asyncio.Future[None] | None = None
+        self._abandoned = False
+        http.track(self)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -161,7 +166,16 @@ class RunStream:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop reading; with ``cancel_on_exit`` cancel the run if it has not finished."""
+        """Stop reading; with ``cancel_on_exit`` cancel the run if it has not finished.
+
+        Idempotent: every caller (the loop's iterator being finalised, ``async with``, the
+        client closing) waits for the one close, which runs shielded from their cancellation.
+        """
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close())
+        await asyncio.shield(self._closing)
+
+    async def _close(self) -> None:
         await self._close_reader()
         await self._exits.aclose()
         await self._abandon()
@@ -176,6 +190,9 @@ class RunStream:
     async def _abandon(self) -> None:
         if not self.cancel_on_exit or self._received_end or self.run_id is None:
             return
+        if self._abandoned:  # once: a cancelled loop abandons, then its generator closes
+            return
+        self._abandoned = True
         # Shielded: the cancel must reach the gateway even when we got here by being cancelled.
         with contextlib.suppress(SoongError):
             await asyncio.shield(self.cancel(wait=False))
@@ -190,8 +207,29 @@ class RunStream:
     # handed to the caller). Frames received but not yet handed out stay queued across a
     # reconnect.
 
-    def __aiter__(self) -> Self:
-        return self
+    def __aiter__(self) -> AsyncGenerator[StreamEvent]:
+        """The events as an async generator: unlike this object, a generator is closed when a
+        loop over it ends early (``break``) and is dropped, so a ``cancel_on_exit`` stream
+        closes and cancels its run without an ``async with`` around it. Any other stream left
+        early stays open, so that a later loop goes on where this one stopped; the client
+        closes it when it closes."""
+        return self._events()
+
+    async def _events(self) -> AsyncGenerator[StreamEvent]:
+        if self._closing is not None and self._closing.done():
+            self._closing = None  # iterated again after a close: this loop's close is its own
+        left_early = True
+        try:
+            while True:
+                try:
+                    event = await self.__anext__()
+                except StopAsyncIteration:
+                    left_early = False
+                    return
+                yield event
+        finally:
+            if self.cancel_on_exit or not left_early:
+                await self.aclose()
 
     async def __anext__(self) -> StreamEvent:
         while not self._pending:

@@ -16,7 +16,7 @@ from agent_core.config.providers import key_env
 from agent_core.config.schema import Settings
 from agent_core.errors import ConfigError
 from agent_core.types.enums import PermissionPolicy
-from agent_core.types.runtime import AgentConfig
+from agent_core.types.runtime import AgentConfig, merge_overrides
 
 __all__ = ["agent_config"]
 
@@ -72,12 +72,23 @@ def agent_config(settings: Settings, overrides: Mapping[str, Any]) -> AgentConfi
         }
         overrides = {k: v for k, v in overrides.items() if k != "provider"}
     try:
-        return AgentConfig.model_validate({**base, **overrides})
+        return AgentConfig.model_validate(merge_overrides(base, overrides))
     except ValidationError as exc:
-        error = exc.errors(include_input=False, include_url=False)[0]
-        field = ".".join(str(p) for p in error["loc"]) or "agent_config"
+        # Every invalid field with its reason (``details.errors``, the form of the gateway's
+        # request validation errors), so a person fixes them all at once; the first one keys it.
+        errors = [
+            {
+                "field": ".".join(["agent_config", *(str(p) for p in e["loc"])]),
+                "message": e["msg"],
+                "type": e["type"],
+            }
+            for e in exc.errors(include_input=False, include_url=False)
+        ]
+        said = "; ".join(
+            f"{e['field'].removeprefix('agent_config.')}: {e['message']}" for e in errors
+        )
         raise ConfigError(
             "invalid_config",
-            f"the agent configuration is invalid: {field}: {error['msg']}",
-            details={"key": f"agent_config.{field}" if error["loc"] else "agent_config"},
+            f"the agent configuration is invalid: {said}",
+            details={"key": errors[0]["field"], "errors": errors},
         ) from exc

@@ -36,7 +36,13 @@ from agent_core.storage_client import StorageClient
 from agent_core.types.api import ROOT_PARENT
 from agent_core.types.enums import AgentType, EndReason, MultitaskStrategy, RunStatus
 from agent_core.types.protocol import ContentBlock
-from agent_core.types.runtime import RunEnd, RunFinished, RunHandle, overrides_from
+from agent_core.types.runtime import (
+    RunEnd,
+    RunFinished,
+    RunHandle,
+    merge_overrides,
+    overrides_from,
+)
 
 __all__ = ["SessionBusyError", "Submitted", "cancel_queued_run", "cancel_run", "submit_message"]
 
@@ -104,7 +110,7 @@ async def submit_message(
         raise not_found
     result = CreateRunResult.of(receipt)
     # The session's stored overrides, then the message's: read by the same command.
-    overrides = {**overrides_from(result.session_config), **(config_overrides or {})}
+    overrides = merge_overrides(overrides_from(result.session_config), config_overrides or {})
     await queue.enqueue(
         QueuedRun(
             run_id=run_id,

@@ -7,6 +7,7 @@ enforced by the loop.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, model_validator
@@ -22,6 +23,7 @@ __all__ = [
     "ContextPolicy",
     "RunBudget",
     "ToolPolicy",
+    "merge_overrides",
     "overrides_from",
 ]
 
@@ -163,8 +165,35 @@ class AgentConfigOverrides(Strict):
     context: ContextPolicy | None = None
 
     def overrides(self) -> dict[str, Any]:
-        """The fields that were set, as ``AgentConfig`` input."""
-        return self.model_dump(mode="json", exclude_none=True)
+        """The fields that were set, as ``AgentConfig`` input.
+
+        Nested fields left out stay out (``{"tool_policy": {"ask": [...]}}`` names no
+        ``default``): a layer below keeps them (see :func:`merge_overrides`).
+        """
+        return self.model_dump(mode="json", exclude_none=True, exclude_unset=True)
+
+
+# Fields whose value is merged key by key across layers rather than replaced whole: a policy that
+# lists only the tools to ask about keeps the default of the layer below for every other tool.
+_MERGED_FIELDS: Final = ("tool_policy",)
+
+
+def merge_overrides(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """``AgentConfig`` input of ``layers``, each on top of the ones before it.
+
+    A field replaces the same field below, except ``tool_policy``, whose keys (``default``,
+    ``allow``, ``ask``, ``deny``) each replace their own: listing tools to ask about does not
+    make every unlisted tool ask too.
+    """
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for name, value in layer.items():
+            below = merged.get(name)
+            if name in _MERGED_FIELDS and isinstance(below, dict) and isinstance(value, dict):
+                merged[name] = {**below, **value}
+            else:
+                merged[name] = value
+    return merged
 
 
 def overrides_from(stored: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from agent_core.types._agent_config import (
     ContextPolicy,
     RunBudget,
     ToolPolicy,
+    merge_overrides,
     overrides_from,
 )
 from agent_core.types._fields import AgentId, NodeId, RunId, SessionId, Strict, TaskId
@@ -93,6 +94,7 @@ __all__ = [
     "TaskWalEvent",
     "TimelineEvent",
     "ToolPolicy",
+    "merge_overrides",
     "overrides_from",
 ]
 

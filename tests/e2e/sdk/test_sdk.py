@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -283,6 +284,47 @@ def _processes_of(home: Path) -> list[psutil.Process]:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return found
+
+
+# The README's loop, left with a plain ``break`` (no ``async with`` around the stream), in a
+# process of its own so that what it prints when its event loop closes is seen.
+BREAK_OUT = """
+import asyncio, sys
+import soong_agent
+
+async def main() -> None:
+    url, key, sid = sys.argv[1:4]
+    async with soong_agent.AsyncClient(url, key) as client:
+        stream = client.session(sid).send("look it up", cancel_on_exit=True)
+        async for event in stream:
+            break
+        print(stream.run_id, flush=True)
+
+asyncio.run(main())
+"""
+
+
+async def test_a_plain_break_out_of_the_loop_cancels_the_run_and_exits_quietly(
+    sdk: SdkStack,
+) -> None:
+    c = sdk.client
+    s = await c.create_session(agent_config=ASK_LOOKUP)  # the run waits: only a cancel ends it
+    script = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        BREAK_OUT,
+        c.base_url,
+        c.api_key,
+        s.id,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(script.communicate(), timeout=60)
+    assert script.returncode == 0, err.decode()
+    assert err.decode() == ""  # no RuntimeError, no task or generator left behind
+    run = s.run(out.decode().strip())
+    finished = await asyncio.wait_for(run.wait(), timeout=30)
+    assert finished.status is RunStatus.CANCELLED
 
 
 async def test_local_mode_stops_cleanly_leaving_nothing(sdk: SdkStack) -> None:

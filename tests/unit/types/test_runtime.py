@@ -270,7 +270,7 @@ def test_stored_overrides_are_what_a_client_may_set() -> None:
     good = {"max_turns": 4, "tool_policy": {"ask": ["lookup"]}}
     assert rt.overrides_from(good) == {
         "max_turns": 4,
-        "tool_policy": {"default": "ask", "allow": [], "deny": [], "ask": ["lookup"]},
+        "tool_policy": {"ask": ["lookup"]},  # no default: the layer below keeps its own
     }
     # Never a provider, endpoint or key variable; a value written under older rules is ignored.
     assert rt.overrides_from({"base_url": "http://x"}) == {}

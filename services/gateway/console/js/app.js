@@ -1,6 +1,8 @@
 // The console's shell: sign-in gate, top bar, session list, and the view the URL names.
 
-import { html, useCallback, useMemo, useRef, useState } from './lib.js';
+import {
+  html, useCallback, useEffect, useMemo, useRef, useState,
+} from './lib.js';
 import { Api, forgetKey, saveKey, savedKey } from './api.js';
 import { useRoute } from './route.js';
 import { SignIn } from './signin.js';
@@ -29,7 +31,9 @@ function Home() {
       all your sessions. Assistants lists your named agents and the URLs MCP, OpenAI and A2A
       clients call them at.</p>
     <p class="muted">Keys: <kbd>/</kbd> searches sessions; in a message <kbd>Enter</kbd> sends and
-      <kbd>Shift</kbd>+<kbd>Enter</kbd> starts a new line; arrow keys move between tabs and tree nodes.</p>
+      <kbd>Shift</kbd>+<kbd>Enter</kbd> starts a new line; arrow keys move between tabs and tree nodes;
+      <kbd>Escape</kbd> closes a node's details. The <a href="/docs" target="_blank" rel="noopener">API docs</a>
+      describe every route.</p>
   </div>`;
 }
 
@@ -38,6 +42,15 @@ export function App() {
   const [reason, setReason] = useState(null);
   const [toasts, notify] = useToasts();
   const route = useRoute();
+  const [drawer, setDrawer] = useState(false); // the session list below 900 px
+  const hash = `${route.view}:${route.sid || ''}:${route.tab || ''}`;
+  useEffect(() => { setDrawer(false); }, [hash]); // a session opened: the drawer gives way
+  useEffect(() => {
+    if (!drawer) return undefined;
+    const onKey = (event) => { if (event.key === 'Escape') setDrawer(false); };
+    document.addEventListener('keydown', onKey);
+    return () => document.removeEventListener('keydown', onKey);
+  }, [drawer]);
   const api = useMemo(() => (key ? new Api(key, {
     onUnauthorized: () => {
       forgetKey();
@@ -58,16 +71,18 @@ export function App() {
   else main = html`<${Home} />`;
   return html`<div class="layout">
     <header class="topbar">
+      <button class="drawer-toggle" aria-controls="sessions" aria-expanded=${drawer ? 'true' : 'false'}
+        onClick=${() => setDrawer((open) => !open)}>Sessions</button>
       <a class="brand" href="#/">soong-agent</a>
       <a href="#/memory" class=${route.view === 'memory' ? 'current' : ''}
         aria-current=${route.view === 'memory' ? 'page' : undefined}>Memory</a>
       <a href="#/assistants" class=${route.view === 'assistants' ? 'current' : ''}
         aria-current=${route.view === 'assistants' ? 'page' : undefined}>Assistants</a>
-      <a href="/docs" target="_blank" rel="noopener">API docs</a>
+      <a class="docs-link" href="/docs" target="_blank" rel="noopener">API docs</a>
       <span class="spacer"></span>
       <button class="link" onClick=${signOut}>Sign out</button>
     </header>
-    <${Sessions} api=${api} route=${route} notify=${notify} />
+    <${Sessions} api=${api} route=${route} notify=${notify} open=${drawer} />
     <main class="main">${main}</main>
     <div class="toasts" role="status" aria-live="polite">${toasts.map((t) => html`<div class="toast" key=${t.id}>${t.message}</div>`)}</div>
   </div>`;

@@ -2,9 +2,10 @@
 // and the composer (which can branch from an earlier node).
 
 import {
-  Component, html, useEffect, useLayoutEffect, useMemo, useRef, useState,
+  Component, html, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState,
 } from './lib.js';
-import { conversationItems, runEnding } from './conversation.js';
+import { conversationItems, reuseItems, runEnding } from './conversation.js';
+import { WindowedList } from './windowed.js';
 import { isTerminal, phaseText, waitingPermissions } from './activity.js';
 import { Blocks, Step } from './steps.js';
 import { blocksText, formatDuration, formatUsage, shortId } from './format.js';
@@ -29,22 +30,25 @@ function Ending({ run }) {
   </div>`;
 }
 
-function HistoryItem({ item, ctx }) {
-  if (item.kind === 'user' || item.kind === 'assistant') return html`<${Message} item=${item} ctx=${ctx} />`;
-  if (item.kind === 'ending') return html`<${Ending} run=${item.run} />`;
-  return html`<${Step} item=${item} ctx=${ctx} />`;
+/** One stored item; drawn again only when it or the context changed (an unchanged item keeps
+ * its object across reads, see `reuseItems`). */
+class HistoryItem extends Component {
+  shouldComponentUpdate(next) {
+    return next.item !== this.props.item || next.ctx !== this.props.ctx;
+  }
+
+  render({ item, ctx }) {
+    if (item.kind === 'user' || item.kind === 'assistant') return html`<${Message} item=${item} ctx=${ctx} />`;
+    if (item.kind === 'ending') return html`<${Ending} run=${item.run} />`;
+    return html`<${Step} item=${item} ctx=${ctx} />`;
+  }
 }
 
-/** The stored conversation; rendered again only when its items or context change, not on
- * every streamed event of a live run below it. */
-class History extends Component {
-  shouldComponentUpdate(next) {
-    return next.items !== this.props.items || next.ctx !== this.props.ctx;
-  }
-
-  render({ items, ctx }) {
-    return items.map((item) => html`<${HistoryItem} key=${item.key} item=${item} ctx=${ctx} />`);
-  }
+/** The stored conversation, drawn only where it is on screen; not drawn again on every
+ * streamed event of a live run below it (see WindowedList). */
+function History({ items, ctx, scroller, onResize }) {
+  return html`<${WindowedList} items=${items} extra=${ctx} scroller=${scroller} estimate=${72}
+    onResize=${onResize} render=${(item) => html`<${HistoryItem} item=${item} ctx=${ctx} />`} />`;
 }
 
 function Elapsed({ since }) {
@@ -93,6 +97,11 @@ function Composer({ ctx, branch, onClearBranch }) {
   const [busy, setBusy] = useState(false);
   const input = useRef(null);
   useEffect(() => { if (branch) input.current?.focus(); }, [branch]);
+  useEffect(() => {
+    // Opened with nothing focused (a session just created, whose form is gone; a reload):
+    // the keyboard goes to the message box rather than to the page.
+    if (!document.activeElement || document.activeElement === document.body) input.current?.focus();
+  }, []);
   const submit = async (event) => {
     event?.preventDefault();
     if (!text.trim() || busy) return;
@@ -120,35 +129,50 @@ function Composer({ ctx, branch, onClearBranch }) {
   </form>`;
 }
 
-/** Keeps the view scrolled to the bottom while the reader is there. */
+/** Keeps the view scrolled to the bottom while the reader is there; the function that puts it
+ * back there after drawn heights changed (a windowed list measured its items). */
 function useStickToBottom(ref, version) {
   const stuck = useRef(true);
+  const pinning = useRef(false);
   useEffect(() => {
     const el = ref.current;
     if (!el) return undefined;
-    const onScroll = () => { stuck.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80; };
+    const onScroll = () => {
+      if (pinning.current) { pinning.current = false; return; } // our own scroll
+      stuck.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+    };
     el.addEventListener('scroll', onScroll);
     return () => el.removeEventListener('scroll', onScroll);
   }, [ref]);
-  useLayoutEffect(() => {
-    if (stuck.current && ref.current) ref.current.scrollTop = ref.current.scrollHeight;
-  }, [version]);
+  const pin = useCallback(() => {
+    const el = ref.current;
+    if (!stuck.current || !el) return;
+    const bottom = el.scrollHeight - el.clientHeight;
+    if (Math.abs(el.scrollTop - bottom) > 1) {
+      pinning.current = true;
+      el.scrollTop = bottom;
+    }
+  }, [ref]);
+  useLayoutEffect(pin, [version]);
+  return pin;
 }
 
 export function Chat({ model, ctx, branch, setBranch }) {
   const { state, activities } = model;
   const scroller = useRef(null);
-  useStickToBottom(scroller, state.version);
+  const pin = useStickToBottom(scroller, state.version);
   const liveKey = activities.map((a) => a.runId).join(' ');
-  const items = useMemo(
-    () => conversationItems(state.path, state.runs, new Set(liveKey.split(' '))),
-    [state.path, state.runs, liveKey],
-  );
+  const previous = useRef([]);
+  const items = useMemo(() => {
+    const next = reuseItems(previous.current, conversationItems(state.path, state.runs, new Set(liveKey.split(' '))));
+    previous.current = next;
+    return next;
+  }, [state.path, state.runs, liveKey]);
   const runs = Object.fromEntries(state.runs.map((r) => [r.run_id, r]));
   return html`<div class="chat">
     <div class="conversation" ref=${scroller}>
       ${items.length === 0 && activities.length === 0 && html`<p class="empty">No messages yet. Say something below.</p>`}
-      <${History} items=${items} ctx=${ctx} />
+      <${History} items=${items} ctx=${ctx} scroller=${scroller} onResize=${pin} />
       ${activities.map((a) => html`<${LiveRun} key=${a.runId} activity=${a} run=${runs[a.runId]} ctx=${ctx} pathNodes=${state.path} />`)}
     </div>
     <${Composer} ctx=${ctx} branch=${branch} onClearBranch=${() => setBranch(null)} />

@@ -72,3 +72,32 @@ export function conversationItems(nodes, runs = [], skipRuns = new Set()) {
   });
   return items;
 }
+
+function sameItem(a, b) {
+  if (a.kind !== b.kind || a.node !== b.node) return false;
+  if (a.kind === 'tool') return a.resultNode === b.resultNode && a.status === b.status;
+  if (a.kind === 'ending') {
+    return a.run.status === b.run.status && a.run.end_reason === b.run.end_reason
+      && a.run.error?.code === b.run.error?.code;
+  }
+  return true;
+}
+
+/**
+ * `next` with each item that did not change since `previous` (same key, same node, same
+ * result) replaced by its previous object, so a view drawing items by identity draws only the
+ * new and changed ones. The path keeps its node objects across reads (only newer nodes are
+ * read), which is what makes this cheap.
+ */
+export function reuseItems(previous, next) {
+  if (!previous.length) return next;
+  const byKey = new Map(previous.map((item) => [item.key, item]));
+  let changed = previous.length !== next.length;
+  const out = next.map((item, i) => {
+    const old = byKey.get(item.key);
+    const kept = old && sameItem(old, item) ? old : item;
+    if (kept !== previous[i]) changed = true;
+    return kept;
+  });
+  return changed ? out : previous;
+}

@@ -1,6 +1,6 @@
 // The console's one door to its vendored libraries: Preact, its hooks, and htm for templates
 // (tagged template literals instead of JSX, so there is nothing to build).
-import { Component, h, render } from 'preact';
+import { Component, createRef, h, render } from 'preact';
 import {
   useCallback, useEffect, useLayoutEffect, useMemo, useReducer, useRef, useState,
 } from 'preact/hooks';
@@ -8,5 +8,5 @@ import htm from 'htm';
 
 export const html = htm.bind(h);
 export {
-  Component, render, useCallback, useEffect, useLayoutEffect, useMemo, useReducer, useRef, useState,
+  Component, createRef, render, useCallback, useEffect, useLayoutEffect, useMemo, useReducer, useRef, useState,
 };

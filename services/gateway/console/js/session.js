@@ -10,6 +10,7 @@ import { Timeline } from './timeline.js';
 import { Files } from './files.js';
 import { Tasks } from './tasks.js';
 import { NodeDetail } from './node_detail.js';
+import { Overlay } from './overlay.js';
 import { sessionTitle } from './format.js';
 
 const TAB_LABELS = { chat: 'Chat', tree: 'Tree', runs: 'Runs', files: 'Files', tasks: 'Tasks' };
@@ -86,8 +87,14 @@ export function SessionView({ api, sid, tab, notify }) {
     for (const a of state.artifacts) {
       if (a.tool_call_id) (artifactsByCall[a.tool_call_id] ||= []).push(a);
     }
-    return { ...ctx, artifactsByCall };
-  }, [ctx, state.artifacts]);
+    // Child runs by the tool call that started them: the conversation keeps showing them.
+    const childRunsByCall = {};
+    for (const r of state.runs) {
+      const callId = r.metadata?.kind === 'child' && r.metadata.tool_call_id;
+      if (callId) (childRunsByCall[callId] ||= []).push(r);
+    }
+    return { ...ctx, artifactsByCall, childRunsByCall };
+  }, [ctx, state.artifacts, state.runs]);
 
   if (state.error) {
     return html`<div class="session"><p class="error-text" role="alert">${state.error.status === 404 ? 'No such session.' : state.error.message}</p></div>`;
@@ -101,10 +108,12 @@ export function SessionView({ api, sid, tab, notify }) {
   else body = html`<${Chat} model=${model} ctx=${viewCtx} branch=${branch} setBranch=${setBranch} />`;
   return html`<div class="session" data-session=${sid}>
     <${Header} model=${model} />
+    ${state.lost && html`<p class="connection-lost" role="status" data-connection="lost">
+      Connection lost: reconnecting… (nothing is missed: the stream resumes where it stopped)</p>`}
     <${Tabs} sid=${sid} tab=${tab} />
     <div class="tab-body" role="tabpanel">${body}</div>
-    ${openNode && html`<div class="overlay" onKeyDown=${(e) => e.key === 'Escape' && setOpenNode(null)}>
+    ${openNode && html`<${Overlay} key=${openNode} label="Node details" onClose=${() => setOpenNode(null)}>
       <${NodeDetail} ctx=${viewCtx} nodeId=${openNode} isActive=${openNode === state.session.active_node_id}
-        onClose=${() => setOpenNode(null)} /></div>`}
+        onClose=${() => setOpenNode(null)} /></${Overlay}>`}
   </div>`;
 }

@@ -15,7 +15,7 @@ import { followRun } from './sse.js';
 const FLUSH_MS = 40;
 
 const initial = {
-  loading: true, error: null, session: null, path: [], runs: [], artifacts: [], version: 0,
+  loading: true, error: null, session: null, path: [], runs: [], artifacts: [], version: 0, lost: false,
 };
 
 function reducer(state, action) {
@@ -26,6 +26,10 @@ function reducer(state, action) {
       return { ...state, loading: false, error: action.error };
     case 'bump':
       return { ...state, version: state.version + 1 };
+    case 'connection':
+      return state.lost === action.lost ? state : { ...state, lost: action.lost };
+    case 'runs':
+      return { ...state, runs: action.runs, version: state.version + 1 };
     default:
       throw new Error(`unknown action ${action.type}`);
   }
@@ -47,6 +51,12 @@ export function useSession(api, sid, notify) {
   const live = useRef(new Map());
   const follows = useRef(new Map());
   const ended = useRef(new Set()); // runs whose end this page saw: never followed again
+  const down = useRef(new Set()); // followed runs whose stream is down and being tried again
+  const setDown = useCallback((runId, isDown) => {
+    if (isDown) down.current.add(runId);
+    else down.current.delete(runId);
+    dispatch({ type: 'connection', lost: down.current.size > 0 });
+  }, []);
   const current = useRef(state);
   current.current = state;
 
@@ -102,7 +112,8 @@ export function useSession(api, sid, notify) {
       if (timer === null) timer = setTimeout(flush, FLUSH_MS);
     };
     dispatch({ type: 'bump' });
-    followRun(api, sid, runId, { onEvent, signal: control.signal })
+    const onConnection = (open) => setDown(runId, !open);
+    followRun(api, sid, runId, { onEvent, signal: control.signal, onConnection })
       .catch((err) => notify(`The run's events stopped: ${err.message}`))
       .then(() => {
         if (control.signal.aborted) return undefined;
@@ -111,8 +122,11 @@ export function useSession(api, sid, notify) {
         return settle(runId);
       })
       .catch((err) => notify(err.message))
-      .finally(() => follows.current.delete(runId));
-  }, [api, sid, settle, notify]);
+      .finally(() => {
+        follows.current.delete(runId);
+        setDown(runId, false);
+      });
+  }, [api, sid, settle, notify, setDown]);
 
   /** Follows every main run of `data` that has not ended (each once). */
   const followOpen = useCallback((data) => {
@@ -148,6 +162,10 @@ export function useSession(api, sid, notify) {
       if (parentNodeId) body.parent_node_id = parentNodeId;
       const accepted = await api.post(sessionPath(sid, 'messages'), body);
       follow(accepted.run_id, text);
+      // The runs again, so the new one is listed (the Runs tab) while it is in flight.
+      api.get(sessionPath(sid, 'runs'))
+        .then((runs) => { if (current.current.runs.length <= runs.items.length) dispatch({ type: 'runs', runs: runs.items }); })
+        .catch(() => {}); // listed at its end anyway
       const session = current.current.session;
       if (session && !session.metadata?.title) {
         const title = text.trim().split('\n')[0].slice(0, 60);

@@ -5,6 +5,7 @@ import { html, useCallback, useEffect, useRef, useState } from './lib.js';
 import { sessionPath, withQuery } from './api.js';
 import { sessionHref } from './route.js';
 import { formatTime, sessionTitle, shortId } from './format.js';
+import { ErrorAlert } from './errors.js';
 
 const PAGE = 50;
 
@@ -19,6 +20,8 @@ function NewSession({ api, onCreated, onCancel }) {
   const [mode, setMode] = useState('agent');
   const [config, setConfig] = useState('');
   const [error, setError] = useState(null);
+  const first = useRef(null);
+  useEffect(() => { first.current?.focus(); }, []); // the form opened: typing goes in it
   const submit = async (event) => {
     event.preventDefault();
     const body = { mode, metadata: title.trim() ? { title: title.trim() } : {} };
@@ -33,11 +36,11 @@ function NewSession({ api, onCreated, onCancel }) {
     try {
       onCreated(await api.post('/v1/sessions', body));
     } catch (err) {
-      setError(err.message);
+      setError(err); // every invalid field with its reason
     }
   };
   return html`<form class="new-session" onSubmit=${submit} aria-label="New session">
-    <label>Title <input autofocus value=${title} onInput=${(e) => setTitle(e.target.value)} placeholder="optional" /></label>
+    <label>Title <input ref=${first} value=${title} onInput=${(e) => setTitle(e.target.value)} placeholder="optional" /></label>
     <label>Mode <select value=${mode} onChange=${(e) => setMode(e.target.value)}>
       <option value="agent">agent</option>
       <option value="orchestrator">orchestrator (plans and delegates to workers)</option>
@@ -46,19 +49,20 @@ function NewSession({ api, onCreated, onCancel }) {
       <textarea rows="4" aria-label="Agent configuration (JSON)" value=${config} onInput=${(e) => setConfig(e.target.value)}
         placeholder='{"max_turns": 8, "tool_policy": {"default": "allow", "ask": ["write_file"]}}'></textarea>
     </details>
-    ${error && html`<p class="error-text" role="alert">${error}</p>`}
+    <${ErrorAlert} error=${error} />
     <div class="row"><button class="primary" type="submit">Create</button>
       <button type="button" onClick=${onCancel}>Cancel</button></div>
   </form>`;
 }
 
-export function Sessions({ api, route, notify }) {
+export function Sessions({ api, route, notify, open = false }) {
   const [items, setItems] = useState([]);
   const [cursor, setCursor] = useState(null);
   const [archived, setArchived] = useState(false);
   const [query, setQuery] = useState('');
   const [creating, setCreating] = useState(false);
   const search = useRef(null);
+  const newButton = useRef(null);
 
   const load = useCallback(async (more = false) => {
     try {
@@ -99,13 +103,18 @@ export function Sessions({ api, route, notify }) {
   };
   const shown = items.filter((s) => matches(s, query.trim()));
   const looksLikeId = /^sess_[A-Za-z0-9_]+$/.test(query.trim());
-  return html`<nav class="sessions" aria-label="Sessions">
+  return html`<nav class=${open ? 'sessions open' : 'sessions'} id="sessions" aria-label="Sessions">
     <div class="sessions-head">
-      <button class="primary" onClick=${() => setCreating(true)}>New session</button>
+      <button class="primary" ref=${newButton} onClick=${() => setCreating(true)}>New session</button>
       <label class="check"><input type="checkbox" checked=${archived} onChange=${(e) => setArchived(e.target.checked)} /> archived</label>
     </div>
-    ${creating && html`<${NewSession} api=${api} onCancel=${() => setCreating(false)}
-      onCreated=${(s) => { setCreating(false); load(false); location.hash = sessionHref(s.session_id); }} />`}
+    ${creating && html`<${NewSession} api=${api} onCancel=${() => { setCreating(false); newButton.current?.focus(); }}
+      onCreated=${(s) => {
+        setCreating(false);
+        load(false);
+        window.dispatchEvent(new CustomEvent('soong:focus-composer')); // once the chat is there
+        location.hash = sessionHref(s.session_id);
+      }} />`}
     <input ref=${search} type="search" class="search" aria-label="Search sessions by title or id"
       placeholder="Search title or id  ( / )" value=${query} onInput=${(e) => setQuery(e.target.value)} />
     <ul class="session-list">

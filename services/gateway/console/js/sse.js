@@ -75,9 +75,12 @@ const sleep = (ms, signal) => new Promise((resolve) => {
  *
  * Starts after `lastEventId` (from the start when empty); reconnects with Last-Event-ID after a
  * dropped connection, with a growing pause; stops quietly when `signal` aborts. Refusals that
- * another try cannot fix (404, 401, 400) are thrown.
+ * another try cannot fix (404, 401, 400) are thrown. `onConnection(true)` is called each time
+ * the stream is open, `onConnection(false)` each time it dropped and is being tried again.
  */
-export async function followRun(api, sessionId, runId, { lastEventId = '', onEvent, signal } = {}) {
+export async function followRun(api, sessionId, runId, {
+  lastEventId = '', onEvent, signal, onConnection = () => {},
+} = {}) {
   const url = `${sessionPath(sessionId, 'runs', runId, 'events')}?keepalive_s=10`;
   let last = lastEventId;
   let pause = 500;
@@ -88,6 +91,7 @@ export async function followRun(api, sessionId, runId, { lastEventId = '', onEve
       const headers = last ? { 'Last-Event-ID': last } : {};
       const response = await api.fetch('GET', url, { headers, signal });
       pause = 500;
+      onConnection(true);
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
       for (;;) {
         const { value, done } = await reader.read();
@@ -113,6 +117,7 @@ export async function followRun(api, sessionId, runId, { lastEventId = '', onEve
       pause = Math.max(pause, retryAfter);
     }
     // The stream closed without the run's end (a restart, a proxy): come back after a pause.
+    if (!signal?.aborted) onConnection(false);
     await sleep(Math.max(pause, parser.retryMs || 0), signal);
     pause = Math.min(pause * 2, 8000);
   }

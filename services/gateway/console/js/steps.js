@@ -2,8 +2,9 @@
 // in place), child agents, special nodes (compactions, injected context, child results), errors,
 // endings and events of any other type, each collapsible.
 
-import { html, useState } from './lib.js';
+import { html, useEffect, useState } from './lib.js';
 import { sessionPath } from './api.js';
+import { phaseText } from './activity.js';
 import { saveAs } from './download.js';
 import { blocksText, formatUsage, prettyJson, shortId } from './format.js';
 
@@ -70,9 +71,20 @@ function argsPreview(args) {
   return text.length > 80 ? `${text.slice(0, 80)}…` : text;
 }
 
-function ToolStep({ item, ctx }) {
+/** The child run a stored tool call started (dispatch_worker, fork_agent), as a line that stays
+ * in the conversation after the run ended: its name, status and usage. */
+function StoredChild({ run }) {
+  return html`<div class="child-agent" data-step="child" data-run-id=${run.run_id} data-child-name=${childName(run) || undefined}>
+    <span class="step-kind">child agent</span> <strong>${childName(run) || shortId(run.agent_id)}</strong>
+    <span class=${`status ${run.status}`}>${run.status}</span>
+    ${run.usage && html`<span class="muted">${formatUsage(run.usage)}</span>`}
+  </div>`;
+}
+
+function ToolStep({ item, ctx, live }) {
   const waiting = item.permission && !item.permission.decision;
   const made = ctx.artifactsByCall?.[item.callId] || [];
+  const children = (!live && ctx.childRunsByCall?.[item.callId]) || []; // live: a lane shows it
   return html`<div class="step-wrap" data-tool-call-id=${item.callId}>
     <details class=${`step tool ${item.status.replace(' ', '-')}`} data-step="tool">
       <summary><span class="step-kind">tool</span> <strong>${item.name}</strong>
@@ -85,17 +97,43 @@ function ToolStep({ item, ctx }) {
         ${item.resultNode && html`<button class="link" onClick=${() => ctx.openNode(item.resultNode.node_id)}>Result node details</button>`}
       </div>
     </details>
+    ${children.map((run) => html`<${StoredChild} key=${run.run_id} run=${run} />`)}
     ${made.length > 0 && html`<div class="made">made ${made.map((a) => html`<${ArtifactLink} key=${a.artifact_id} ctx=${ctx} artifactId=${a.artifact_id} label=${a.filename || a.path} />`)}</div>`}
     ${waiting && html`<${PermissionCard} tool=${item} ctx=${ctx} />`}
   </div>`;
 }
 
+/** A child run's name for people: the worker it was dispatched to, the named assistant it runs
+ * as, or "fork"; null when its run record does not say (yet). */
+export function childName(run) {
+  const meta = run?.metadata || {};
+  if (meta.worker) return meta.assistant ? `${meta.worker} (${meta.assistant})` : meta.worker;
+  if (meta.fork_from_node_id) return 'fork';
+  return meta.assistant || null;
+}
+
+/** The name of a live child lane, read once from its run record (the events carry only ids). */
+function useChildName(ctx, lane) {
+  const [, setTick] = useState(0);
+  useEffect(() => {
+    if (lane.name !== undefined) return;
+    lane.name = null; // asked: ask once
+    ctx.api.get(sessionPath(ctx.sid, 'runs', lane.runId)).then((run) => {
+      lane.name = childName(run);
+      setTick((n) => n + 1);
+    }, () => {});
+  }, [lane]);
+  return lane.name;
+}
+
 function ChildStep({ item, ctx, activity }) {
   const lane = activity.children[item.runId];
   const result = lane.finished;
-  return html`<details class="step child" data-step="child" data-run-id=${item.runId}>
-    <summary><span class="step-kind">child agent</span> <strong>${shortId(lane.agentId || item.runId)}</strong>
+  const name = useChildName(ctx, lane);
+  return html`<details class="step child" data-step="child" data-run-id=${item.runId} data-child-name=${name || undefined}>
+    <summary><span class="step-kind">child agent</span> <strong>${name || shortId(lane.agentId || item.runId)}</strong>
       <span class=${`status ${lane.status}`}>${lane.status}</span>
+      ${!result && lane.phase && html`<span class="phase" data-phase=${lane.phase.phase}>${phaseText(lane.phase)}</span>`}
       ${lane.usage && html`<span class="muted">${formatUsage(lane.usage)}</span>`}</summary>
     <div class="step-body">
       ${lane.items.map((child) => html`<${Step} key=${child.key} item=${child} ctx=${ctx} activity=${activity} />`)}
@@ -127,7 +165,7 @@ function EventStep({ item }) {
 /** One display item, of any kind. */
 export function Step({ item, ctx, activity }) {
   switch (item.kind) {
-    case 'tool': return html`<${ToolStep} item=${item} ctx=${ctx} />`;
+    case 'tool': return html`<${ToolStep} item=${item} ctx=${ctx} live=${Boolean(activity)} />`;
     case 'child': return html`<${ChildStep} item=${item} ctx=${ctx} activity=${activity} />`;
     case 'node': return html`<${NodeStep} item=${item} ctx=${ctx} />`;
     case 'text': return html`<div class="msg assistant streaming" data-live-text>${item.text}</div>`;

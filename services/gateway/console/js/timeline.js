@@ -4,7 +4,7 @@
 
 import { html, useEffect, useState } from './lib.js';
 import { sessionPath, withQuery } from './api.js';
-import { isTerminal } from './activity.js';
+import { isTerminal, waitingPermissions } from './activity.js';
 import { formatDuration, formatTime, formatUsage, prettyJson, shortId } from './format.js';
 
 const PAGE = 500;
@@ -45,13 +45,14 @@ function duration(run) {
 }
 
 function RunRow({ ctx, run, live, rootAgent }) {
+  const waiting = live && !isTerminal(run.status) && waitingPermissions(live).length > 0;
   const status = live?.status && !isTerminal(run.status) ? live.status : run.status;
   const usage = live?.usage && !isTerminal(run.status) ? live.usage : run.usage;
   const [open, setOpen] = useState(false);
   return html`<details class=${`run-row ${status}`} data-run-id=${run.run_id} data-status=${status}
     onToggle=${(e) => setOpen(e.currentTarget.open)}>
     <summary>
-      <span class=${`status ${status}`}>${status}</span>
+      <span class=${`status ${waiting ? 'waiting' : status}`}>${waiting ? 'waiting for permission' : status}</span>
       <code>${shortId(run.run_id)}</code>
       <span class="muted">${run.agent_id === rootAgent ? 'main' : `child ${shortId(run.agent_id)}`}</span>
       ${run.end_reason && html`<span>ended: ${run.end_reason}</span>`}
@@ -68,7 +69,15 @@ function RunRow({ ctx, run, live, rootAgent }) {
 export function Timeline({ model, ctx }) {
   const { state, activities } = model;
   const live = Object.fromEntries(activities.map((a) => [a.runId, a]));
-  const runs = [...state.runs].reverse();
+  // A run this page follows but has not read as a record yet (just sent) is listed from its
+  // activity: a run in flight is never missing here.
+  const known = new Set(state.runs.map((r) => r.run_id));
+  const inFlight = activities.filter((a) => !known.has(a.runId)).map((a) => ({
+    run_id: a.runId, status: a.status, agent_id: a.agentId || state.session?.root_agent_id,
+    turn: a.phase?.turn || 0, usage: a.usage, created_at: new Date().toISOString(),
+    updated_at: new Date().toISOString(), end_reason: null, error: null,
+  }));
+  const runs = [...state.runs, ...inFlight].reverse();
   if (!runs.length) return html`<p class="empty">No runs yet.</p>`;
   return html`<div class="timeline">
     <p class="muted">${runs.length} run${runs.length === 1 ? '' : 's'}, newest first. Open one for its events.</p>
