@@ -50,6 +50,9 @@ CREATE_SESSION = _op("POST", "/v1/sessions")
 LIST_SESSIONS = _op("GET", "/v1/sessions")
 GET_SESSION = _op("GET", _S)
 PATCH_SESSION = _op("PATCH", _S, idempotent=True)  # sets fields to given values
+DELETE_SESSION = _op("DELETE", _S, idempotent=False)  # a repeat after it worked would 404
+EXPORT_SESSION = _op("GET", _S + "/export")
+LIST_AUDIT = _op("GET", "/v1/audit")
 
 POST_MESSAGE = _op("POST", _S + "/messages")
 COMPACT = _op("POST", _S + "/compact")

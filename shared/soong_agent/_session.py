@@ -24,6 +24,8 @@ from agent_core.types.api import (
     NodePath,
     PermissionList,
     RunList,
+    SessionDeleted,
+    SessionExport,
     Tree,
     UploadedFile,
     UploadedFiles,
@@ -157,6 +159,15 @@ class AsyncSession:
     async def unarchive(self) -> SessionState:
         """Make an archived session active again."""
         return await self.update(status=SessionStatus.ACTIVE)
+
+    async def delete(self) -> SessionDeleted:
+        """Delete the session with its tree, runs, files and search entries (recorded in the
+        account's audit log); a :class:`ConflictError` ``runs_active`` while a run has not ended."""
+        return await self._http.model(ops.DELETE_SESSION, SessionDeleted, self._p())
+
+    async def export(self) -> SessionExport:
+        """The whole session as one document: agents, every node, runs, events, artifacts."""
+        return await self._http.model(ops.EXPORT_SESSION, SessionExport, self._p())
 
     # ---------------------------------------------------------------- messages and runs
 

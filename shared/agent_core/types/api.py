@@ -27,6 +27,13 @@ from agent_core.types._assistant import (
     session_overrides,
 )
 from agent_core.types._fields import NotBool
+from agent_core.types.api_sessions import (
+    AuditEvent,
+    AuditList,
+    SessionDeleted,
+    SessionExport,
+    SessionMatch,
+)
 from agent_core.types.enums import (
     MultitaskStrategy,
     NodeType,
@@ -57,6 +64,8 @@ __all__ = [
     "AssistantPin",
     "AssistantVersion",
     "AssistantVersions",
+    "AuditEvent",
+    "AuditList",
     "CreateAssistantRequest",
     "ArtifactList",
     "CreateSessionRequest",
@@ -74,7 +83,10 @@ __all__ = [
     "PostMessageRequest",
     "Readiness",
     "RunList",
+    "SessionDeleted",
+    "SessionExport",
     "SessionList",
+    "SessionMatch",
     "SwitchNodeRequest",
     "Tree",
     "TreeNode",
@@ -174,10 +186,14 @@ class PatchSessionRequest(_Body):
 
 
 class SessionList(_Body):
-    """A page of sessions, newest first; pass ``next_cursor`` as ``cursor`` for the next page."""
+    """A page of sessions, newest first; pass ``next_cursor`` as ``cursor`` for the next page.
+
+    A search (``q``) answers the best matches in one page, by their newest matching text, with
+    ``matches`` saying where each matched (same order as ``items``)."""
 
     items: list[SessionState]
     next_cursor: str | None = None
+    matches: list[SessionMatch] | None = None
 
 
 UserBlock = Annotated[TextBlock | JsonBlock | AttachmentBlock, Field(discriminator="type")]
