@@ -38,7 +38,7 @@ from agent_core.ids import validate_session_id
 from services.storage_writer import assistant_queries
 from services.storage_writer.paths import path_rows
 from services.storage_writer.schema import configure, events_table, nodes_table
-from services.storage_writer.search_index import AUDIT_COLUMNS, match_expression
+from services.storage_writer.search_index import AUDIT_COLUMNS, match_expression, snippet
 from services.storage_writer.shards import ShardLayout
 
 __all__ = ["QueryEngine"]
@@ -208,20 +208,27 @@ def _search_sessions(e: QueryEngine, q: SearchSessions) -> tuple[Any, str | None
             break
         last = rows[-1][0]
     for item in found:
-        (item["snippet"],) = catalog.execute(
-            "SELECT snippet(search, 0, '[', ']', '…', 16) FROM search "
-            "WHERE search MATCH ? AND rowid = ?",
-            (expression, item.pop("rowid")),
+        (body,) = catalog.execute(
+            "SELECT body FROM search WHERE rowid = ?", (item.pop("rowid"),)
         ).fetchone()
+        item["snippet"] = snippet(body, q.q)
     return found, None
 
 
 def _visible_session(e: QueryEngine, session_id: str, q: SearchSessions) -> Row | None:
+    """The session's row if it is still there, the account's, and of the asked status."""
     try:
-        conn = e._session_conn(session_id, q.account_id)
-    except _Missing:  # deleted meanwhile
+        validate_session_id(session_id)
+    except SchemaError:
         return None
-    row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    row = (
+        e._conn(e.layout.shard_of(session_id))
+        .execute(
+            "SELECT * FROM sessions WHERE session_id = ? AND account_id = ?",
+            (session_id, q.account_id),
+        )
+        .fetchone()
+    )
     if row is None or (q.status is not None and row["status"] != q.status.value):
         return None
     return dict(row)

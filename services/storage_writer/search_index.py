@@ -43,6 +43,7 @@ __all__ = [
     "match_expression",
     "node_text",
     "scope_token",
+    "snippet",
     "title_of",
 ]
 
@@ -76,6 +77,24 @@ def match_expression(account_id: str, query: str) -> str | None:
     if len(words[-1]) >= 3:
         terms[-1] += "*"
     return f"scope : {scope_token(account_id)} AND body : ({' AND '.join(terms)})"
+
+
+_SNIPPET_CHARS: Final = 160
+
+
+def snippet(body: str, query: str) -> str:
+    """Up to ``_SNIPPET_CHARS`` of ``body`` around its first word that a word of ``query``
+    starts, with every such word in ``[``…``]`` (made here, not by FTS5's ``snippet()``, which
+    would evaluate the whole match again for each result)."""
+    wanted = sorted({re.escape(w) for w in _WORD.findall(query)[:_MAX_TERMS]}, key=len)
+    if not wanted:
+        return body[:_SNIPPET_CHARS]
+    pattern = re.compile(r"\b(?:" + "|".join(reversed(wanted)) + r")\w*", re.IGNORECASE)
+    first = pattern.search(body)
+    start = max(0, first.start() - _SNIPPET_CHARS // 3) if first else 0
+    end = min(len(body), start + _SNIPPET_CHARS)
+    marked = pattern.sub(lambda m: f"[{m[0]}]", body[start:end])
+    return ("…" if start else "") + marked + ("…" if end < len(body) else "")
 
 
 def node_text(role: str, node_type: str, blocks: list[dict[str, Any]]) -> str | None:
