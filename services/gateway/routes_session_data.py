@@ -1,5 +1,6 @@
 """A session's data as a whole: delete it (rows, tables, index entries, files), export it as
-JSON, and read the account's audit log that records deletions."""
+JSON, read the account's audit log that records deletions, and the model's full context at a
+node."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from fastapi import APIRouter, Query
 from agent_core.bus.contracts.storage import (
     DeleteSession,
     DeleteSessionResult,
+    GetActivePath,
     ListAgents,
     ListArtifacts,
     ListAuditEvents,
@@ -20,10 +22,18 @@ from agent_core.bus.contracts.storage import (
     ListNodes,
     ListRuns,
 )
-from agent_core.ids import new_id
+from agent_core.context import ContextBuilder
+from agent_core.ids import is_valid_id, new_id
 from agent_core.storage_client import raise_for_receipt
 from agent_core.tools import Workspace
-from agent_core.types.api import AuditEvent, AuditList, SessionDeleted, SessionExport
+from agent_core.types.api import (
+    AuditEvent,
+    AuditList,
+    ModelContext,
+    SessionDeleted,
+    SessionExport,
+)
+from agent_core.types.enums import Role
 from agent_core.types.mappers import (
     to_agent_state,
     to_artifact_ref,
@@ -32,7 +42,8 @@ from agent_core.types.mappers import (
     to_timeline_event,
 )
 from services.gateway.auth import Caller
-from services.gateway.errors import responses
+from services.gateway.errors import not_found, responses
+from services.gateway.routes_nodes import _config as agent_config_of
 from services.gateway.state import CallerDep, Gateway, GatewayDep, fetch, fetch_page, get_session
 
 __all__ = ["router"]
@@ -127,3 +138,35 @@ async def list_audit(
         for r in rows
     ]
     return AuditList(items=items, next_before_seq=int(cursor) if cursor else None)
+
+
+@router.get(
+    "/v1/sessions/{session_id}/nodes/{node_id}/model_context",
+    response_model=ModelContext,
+    responses=responses(404),
+    tags=["tree"],
+)
+async def model_context(
+    session_id: str, node_id: str, gw: GatewayDep, caller: CallerDep
+) -> ModelContext:
+    """The model's full context at a node: for an assistant node, what the model was sent to
+    produce it; for another node, what a run continuing from it would send (system prompt and
+    every message, rebuilt from the tree by the run-worker's context builder)."""
+    session = await get_session(gw, caller, session_id)
+    if not is_valid_id(node_id, "node"):
+        raise not_found("node")
+    query = GetActivePath(session_id=session_id, node_id=node_id, account_id=caller.account_id)
+    rows = await fetch(gw, query, "node")
+    path = [to_node(r) for r in rows]
+    produced = path[-1].role is Role.ASSISTANT and len(path) > 1
+    basis = path[:-1] if produced else path
+    request, report = ContextBuilder().build(
+        basis, session_id=session_id, config=agent_config_of(gw, session)
+    )
+    return ModelContext(
+        node_id=node_id,
+        built_from_node_id=basis[-1].node_id,
+        produced_by_model=produced,
+        request=request,
+        report=report,
+    )

@@ -21,6 +21,7 @@ from agent_core.types.api import (
     FileEntry,
     FileList,
     MessageAccepted,
+    ModelContext,
     NodePath,
     PermissionList,
     RunList,
@@ -258,6 +259,11 @@ class AsyncSession:
         return await self._http.model(
             ops.NODE_CONTEXT, ContextBuildReport, self._p(node_id=node_id)
         )
+
+    async def model_context(self, node_id: str) -> ModelContext:
+        """The model's full context at ``node_id``: for an assistant node what the model was
+        sent to produce it, else what a run continuing from it would send."""
+        return await self._http.model(ops.MODEL_CONTEXT, ModelContext, self._p(node_id=node_id))
 
     async def switch_node(self, node_id: str) -> SessionState:
         """Make ``node_id`` the active node: the next message continues from it."""

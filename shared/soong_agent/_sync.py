@@ -214,6 +214,7 @@ class Session(_Face[AsyncSession]):
     path = _blocking(AsyncSession.path)
     node = _blocking(AsyncSession.node)
     context = _blocking(AsyncSession.context)
+    model_context = _blocking(AsyncSession.model_context)
     switch_node = _blocking(AsyncSession.switch_node)
     compact = _blocking(AsyncSession.compact)
     timeline = _blocking(AsyncSession.timeline)

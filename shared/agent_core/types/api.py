@@ -30,6 +30,7 @@ from agent_core.types._fields import NotBool
 from agent_core.types.api_sessions import (
     AuditEvent,
     AuditList,
+    ModelContext,
     SessionDeleted,
     SessionExport,
     SessionMatch,
@@ -74,6 +75,7 @@ __all__ = [
     "FileList",
     "Health",
     "MessageAccepted",
+    "ModelContext",
     "NodePath",
     "OverridableField",
     "PatchAssistantRequest",
@@ -341,11 +343,26 @@ class PermissionDecisionRequest(_Body):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "examples": [{"behavior": "allow"}, {"behavior": "deny", "reason": "no"}]
+            "examples": [
+                {"behavior": "allow"},
+                {"behavior": "deny", "reason": "no"},
+                {"behavior": "allow", "arguments": {"path": "output/safe.txt", "content": "x"}},
+            ]
         },
     )
     behavior: PermissionBehavior
     reason: str | None = Field(default=None, max_length=2000)
+    arguments: dict[str, Any] | None = Field(
+        default=None,
+        description="allow only: run the call with these arguments instead of the model's "
+        "(checked against the tool's input schema, the request's input_schema)",
+    )
+
+    @model_validator(mode="after")
+    def _arguments_only_when_allowed(self) -> PermissionDecisionRequest:
+        if self.arguments is not None and self.behavior is not PermissionBehavior.ALLOW:
+            raise ValueError("arguments are given only with behavior allow")
+        return self
 
 
 class FileEntry(_Body):

@@ -7,16 +7,25 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from agent_core.types.protocol import ModelRequest
 from agent_core.types.runtime import (
     AgentState,
     ArtifactRef,
+    ContextBuildReport,
     Node,
     RunState,
     SessionState,
     TimelineEvent,
 )
 
-__all__ = ["AuditEvent", "AuditList", "SessionDeleted", "SessionExport", "SessionMatch"]
+__all__ = [
+    "AuditEvent",
+    "AuditList",
+    "ModelContext",
+    "SessionDeleted",
+    "SessionExport",
+    "SessionMatch",
+]
 
 
 class _Body(BaseModel):
@@ -75,3 +84,17 @@ class SessionExport(_Body):
     runs: list[RunState]
     events: list[TimelineEvent]
     artifacts: list[ArtifactRef]
+
+
+class ModelContext(_Body):
+    """The model's full context at a node, rebuilt from the tree the way a run-worker builds it
+    (the same :class:`~agent_core.context.ContextBuilder`): for an assistant node, the request
+    that produced it (built from the path to its parent); for any other node, the request a run
+    continuing from it would send. The system prompt and every message are there; the tool
+    definitions and skill listing a run adds at its time are not (``request.tools`` is empty)."""
+
+    node_id: str
+    built_from_node_id: str
+    produced_by_model: bool
+    request: ModelRequest
+    report: ContextBuildReport
