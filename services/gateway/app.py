@@ -31,6 +31,7 @@ from services.gateway import (
     routes_openai,
     routes_permissions,
     routes_runs,
+    routes_session_data,
     routes_sessions,
     routes_skills,
     routes_tasks_memory,
@@ -187,6 +188,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
     install_error_handlers(app)
     for module in (
         routes_sessions,
+        routes_session_data,
         routes_skills,
         routes_messages,
         routes_compact,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 from fastapi import APIRouter
 
@@ -54,7 +55,33 @@ async def list_pending(session_id: str, gw: GatewayDep, caller: CallerDep) -> Pe
     return PermissionList(items=items)
 
 
-@router.post("/{request_id}", response_model=PermissionDecision, responses=responses(404, 409))
+def _check_arguments(request: PermissionRequest, arguments: dict[str, Any]) -> None:
+    """422 unless ``arguments`` fit the tool's input schema (each problem with its field)."""
+    if request.input_schema is None:
+        raise ApiError(
+            422, "arguments_not_editable", "this request does not say its tool's arguments"
+        )
+    from jsonschema import Draft202012Validator  # only when arguments were edited: it is heavy
+
+    validator = Draft202012Validator(request.input_schema)
+    problems = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    if problems:
+        errors = [
+            {
+                "field": ".".join(str(p) for p in e.absolute_path) or "arguments",
+                "message": e.message,
+            }
+            for e in problems
+        ]
+        raise ApiError(
+            422,
+            "invalid_arguments",
+            f"the arguments do not fit {request.tool_call.name}: {errors[0]['message']}",
+            details={"errors": errors},
+        )
+
+
+@router.post("/{request_id}", response_model=PermissionDecision, responses=responses(404, 409, 422))
 async def decide(
     session_id: str,
     request_id: str,
@@ -62,7 +89,9 @@ async def decide(
     gw: GatewayDep,
     caller: CallerDep,
 ) -> PermissionDecision:
-    """Allow or deny the pending tool call ``request_id`` of this session."""
+    """Allow or deny the pending tool call ``request_id`` of this session; an allow may carry
+    edited ``arguments``, which must fit the tool's input schema (422 ``invalid_arguments``)
+    and are what the call then runs with."""
     await get_session(gw, caller, session_id)
     if _REQUEST_ID.fullmatch(request_id) is None:
         raise not_found("permission request")
@@ -73,11 +102,14 @@ async def decide(
     request = PermissionRequest.model_validate_json(raw)
     if request.session_id != session_id:
         raise not_found("permission request")
+    if body.arguments is not None:
+        _check_arguments(request, body.arguments)
     decision = PermissionDecision(
         request_id=request_id,
         behavior=body.behavior,
         reason=body.reason,
         decided_by=caller.key_id,
+        arguments=body.arguments,
     )
     stored = await redis.set(
         names.permission_decision(session_id, request_id),

@@ -6,7 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from agent_core.bus.contracts.storage import CreateSession, ListSessions, UpdateSession
+from agent_core.bus.contracts.storage import (
+    CreateSession,
+    ListSessions,
+    SearchSessions,
+    UpdateSession,
+)
 from agent_core.ids import new_id, new_session_id
 from agent_core.storage_client import raise_for_receipt
 from agent_core.tools import Workspace
@@ -18,6 +23,7 @@ from agent_core.types.api import (
     CreateSessionRequest,
     PatchSessionRequest,
     SessionList,
+    SessionMatch,
 )
 from agent_core.types.enums import AgentType, SessionStatus
 from agent_core.types.mappers import to_session_state
@@ -90,8 +96,21 @@ async def list_sessions(
     status: SessionStatus | None = None,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    q: Annotated[str | None, Query(min_length=1, max_length=500)] = None,
 ) -> SessionList:
-    """The caller's sessions, newest first."""
+    """The caller's sessions, newest first; with ``q``, those whose title or message text holds
+    every word of ``q`` (the last word also as a prefix), by their newest matching text, in one
+    page with ``matches`` (from the account's search index, not a scan)."""
+    if q is not None:
+        search = SearchSessions(account_id=caller.account_id, q=q, status=status, limit=limit)
+        found = search.reply_of(await gw.storage.query(search))
+        return SessionList(
+            items=[to_session_state(m.session) for m in found],
+            matches=[
+                SessionMatch(session_id=m.session.session_id, node_id=m.node_id, snippet=m.snippet)
+                for m in found
+            ],
+        )
     query = ListSessions(account_id=caller.account_id, status=status, cursor=cursor, limit=limit)
     rows, next_cursor = await fetch_page(gw, query)
     items = [to_session_state(r) for r in rows]

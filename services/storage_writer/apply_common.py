@@ -14,7 +14,7 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from agent_core.errors import StorageError
 from agent_core.types.enums import TERMINAL_RUN_STATUSES, RunStatus
 from agent_core.types.runtime import TimelineEvent
 from services.storage_writer.schema import events_table
+from services.storage_writer.search_index import IndexBuffer
 
 __all__ = [
     "AlreadyApplied",
@@ -52,12 +53,17 @@ class AlreadyApplied(Exception):
 
 @dataclass
 class ApplyContext:
-    """What appliers need besides the connection: the batch's clock, files and the fault hook."""
+    """What appliers need besides the connection: the batch's clock, files and the fault hook;
+    ``index`` collects the search index's changes (written to the catalog before the shard
+    commits, see ``search_index``) and ``after_commit`` what must wait for the shard's COMMIT
+    (removing a deleted session's files)."""
 
     now: str
     data_dir: Path
     json_threshold_bytes: int
     fault: FaultHook | None = None
+    index: IndexBuffer = field(default_factory=IndexBuffer)
+    after_commit: list[Callable[[], None]] = field(default_factory=list)
 
     def fault_point(self, name: str) -> None:
         """Call the injected fault hook (tests only; ``None`` in production)."""

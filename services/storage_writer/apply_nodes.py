@@ -32,6 +32,7 @@ from services.storage_writer.apply_common import (
 )
 from services.storage_writer.artifacts import offload_large_json
 from services.storage_writer.schema import events_table, nodes_table
+from services.storage_writer.search_index import IndexOp, node_text
 
 __all__ = [
     "append_event",
@@ -138,6 +139,7 @@ def write_node(
         threshold_bytes=ctx.json_threshold_bytes,
     )
     node_seq = _insert_node(conn, sid, node, blocks, ctx.now)
+    _index_node(conn, sid, node, ctx)
     ctx.fault_point("between_node_and_event")
     ev = insert_event(conn, sid, event, ctx.now, node.node_id)
     for art in moved:
@@ -176,6 +178,20 @@ def write_node(
         seq=ev.seq,
         run_seq=ev.run_seq,
     )
+
+
+def _index_node(conn: sqlite3.Connection, sid: str, node: Node, ctx: ApplyContext) -> None:
+    """Queue a message's text for the account's search index (``search_index``)."""
+    blocks = [
+        {"type": "text", "text": getattr(b, "text", "")} for b in node.content if b.type == "text"
+    ]
+    text = node_text(node.role.value, node.node_type.value, blocks)
+    if text is None:
+        return
+    (account_id,) = conn.execute(
+        "SELECT account_id FROM sessions WHERE session_id = ?", (sid,)
+    ).fetchone()
+    ctx.index.ops.append(IndexOp(sid, account_id, node.node_id, text))
 
 
 def _insert_node(

@@ -127,7 +127,6 @@ class CheckpointLoop:
         """Rounds until ``stop`` is set or :meth:`close` was called."""
         loop = asyncio.get_running_loop()
         policy = CheckpointPolicy()
-        layout = self._writer.layout
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), INTERVAL_S)
@@ -137,7 +136,7 @@ class CheckpointLoop:
                 written = await loop.run_in_executor(self._write_thread, self._writer.take_dirty)
                 due = policy.due(written, loop.time())
                 if due:
-                    paths = {layout.path(shard): shard for shard in due}
+                    paths = {self._writer.file_of(shard): shard for shard in due}
                     run = self._checkpointer.run
                     behind = await loop.run_in_executor(self._thread, run, list(paths))
                     policy.done([paths[p] for p in paths if p not in behind])

@@ -53,6 +53,7 @@ from services.storage_writer.apply_common import (
     refusal,
     require_session,
 )
+from services.storage_writer.apply_delete import delete_session
 from services.storage_writer.apply_end import end_run
 from services.storage_writer.apply_nodes import (
     append_event,
@@ -64,6 +65,7 @@ from services.storage_writer.apply_nodes import (
 from services.storage_writer.apply_runs import claim_run, create_run, update_run
 from services.storage_writer.paths import path_rows
 from services.storage_writer.schema import create_session_tables, nodes_table
+from services.storage_writer.search_index import IndexOp, title_of
 
 __all__ = ["AlreadyApplied", "ApplyContext", "FaultHook", "apply_command", "needs_receipt"]
 
@@ -111,6 +113,8 @@ def _create_session(
         agent_id=c.root_agent_id,
     )
     ev = insert_event(conn, c.session_id, event, ctx.now, None)
+    if (title := title_of(c.metadata)) is not None:
+        ctx.index.ops.append(IndexOp(c.session_id, c.account_id, "", title))
     return CreateSessionResult(session_id=c.session_id, created_at=ctx.now, **ev.model_dump())
 
 
@@ -118,6 +122,11 @@ def _update_session(
     conn: sqlite3.Connection, c: UpdateSession, ctx: ApplyContext
 ) -> UpdateSessionResult:
     require_session(conn, c.session_id)
+    if c.metadata is not None:  # the title in the search index follows the metadata
+        (account_id,) = conn.execute(
+            "SELECT account_id FROM sessions WHERE session_id = ?", (c.session_id,)
+        ).fetchone()
+        ctx.index.ops.append(IndexOp(c.session_id, account_id, "", title_of(c.metadata)))
     if c.status is not None:
         conn.execute(
             "UPDATE sessions SET status = ?, updated_at = ? WHERE session_id = ?",
@@ -339,6 +348,7 @@ def _create_artifact(
 _APPLIERS: dict[str, Callable[[sqlite3.Connection, Any, ApplyContext], CommandResult]] = {
     "create_session": _create_session,
     "update_session": _update_session,
+    "delete_session": delete_session,
     "switch_active_node": _switch_active,
     "create_agent": _create_agent,
     "update_agent": _update_agent,

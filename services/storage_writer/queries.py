@@ -25,9 +25,12 @@ from agent_core.bus.contracts.storage import (
     GetRun,
     GetSession,
     GetTree,
+    ListAuditEvents,
     ListEvents,
+    ListNodes,
     ListSessions,
     QueryReply,
+    SearchSessions,
     StorageQuery,
 )
 from agent_core.errors import AgentCoreError, SchemaError
@@ -35,6 +38,7 @@ from agent_core.ids import validate_session_id
 from services.storage_writer import assistant_queries
 from services.storage_writer.paths import path_rows
 from services.storage_writer.schema import configure, events_table, nodes_table
+from services.storage_writer.search_index import AUDIT_COLUMNS, match_expression, snippet
 from services.storage_writer.shards import ShardLayout
 
 __all__ = ["QueryEngine"]
@@ -58,9 +62,11 @@ class QueryEngine:
         self._conns: dict[int, sqlite3.Connection] = {}
 
     def _conn(self, shard: int) -> sqlite3.Connection:
+        """A shard's read connection; ``-1`` is the catalog's (the search index, the audit)."""
         conn = self._conns.get(shard)
         if conn is None:
-            uri = self.layout.path(shard).resolve().as_uri() + "?mode=ro"
+            path = self.layout.db_path if shard == -1 else self.layout.path(shard)
+            uri = path.resolve().as_uri() + "?mode=ro"
             conn = sqlite3.connect(
                 uri,
                 uri=True,
@@ -165,6 +171,86 @@ def _list_sessions(e: QueryEngine, q: ListSessions) -> tuple[Any, str | None]:
     return page, cursor
 
 
+# Rows read from the index per round while looking for ``limit`` distinct visible sessions.
+_SEARCH_ROUND = 200
+
+
+def _search_sessions(e: QueryEngine, q: SearchSessions) -> tuple[Any, str | None]:
+    """Walk the account's matching rows newest first (FTS5 reads its doclists backwards for
+    ``ORDER BY rowid DESC``) and stop at ``limit`` distinct sessions: a common word costs no
+    more than a rare one. Each found session is read from its shard by its key (visibility,
+    status); the shards are never scanned."""
+    expression = match_expression(q.account_id, q.q)
+    if expression is None:
+        return [], None
+    catalog = e._conn(-1)
+    found: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    last = None
+    while len(found) < q.limit:
+        bound = "" if last is None else "AND rowid < ? "
+        args: tuple[Any, ...] = (expression,) if last is None else (expression, last)
+        rows = catalog.execute(
+            f"SELECT rowid, session_id, node_id FROM search WHERE search MATCH ? {bound}"
+            f"ORDER BY rowid DESC LIMIT {_SEARCH_ROUND}",
+            args,
+        ).fetchall()
+        for rowid, session_id, node_id in rows:
+            if session_id in seen:
+                continue
+            seen.add(session_id)
+            session = _visible_session(e, session_id, q)
+            if session is not None:
+                found.append({"session": session, "rowid": rowid, "node_id": node_id or None})
+                if len(found) == q.limit:
+                    break
+        if len(rows) < _SEARCH_ROUND:
+            break
+        last = rows[-1][0]
+    for item in found:
+        (body,) = catalog.execute(
+            "SELECT body FROM search WHERE rowid = ?", (item.pop("rowid"),)
+        ).fetchone()
+        item["snippet"] = snippet(body, q.q)
+    return found, None
+
+
+def _visible_session(e: QueryEngine, session_id: str, q: SearchSessions) -> Row | None:
+    """The session's row if it is still there, the account's, and of the asked status."""
+    try:
+        validate_session_id(session_id)
+    except SchemaError:
+        return None
+    row = (
+        e._conn(e.layout.shard_of(session_id))
+        .execute(
+            "SELECT * FROM sessions WHERE session_id = ? AND account_id = ?",
+            (session_id, q.account_id),
+        )
+        .fetchone()
+    )
+    if row is None or (q.status is not None and row["status"] != q.status.value):
+        return None
+    return dict(row)
+
+
+def _list_audit(e: QueryEngine, q: ListAuditEvents) -> tuple[Any, str | None]:
+    args: tuple[Any, ...] = (q.account_id,)
+    bound = ""
+    if q.before_seq is not None:
+        bound, args = "AND seq < ? ", (q.account_id, q.before_seq)
+    rows = [
+        dict(r)
+        for r in e._conn(-1).execute(
+            f"SELECT {AUDIT_COLUMNS} FROM account_audit WHERE account_id = ? {bound}"
+            "ORDER BY seq DESC LIMIT ?",
+            (*args, q.limit),
+        )
+    ]
+    cursor = str(rows[-1]["seq"]) if len(rows) == q.limit else None
+    return rows, cursor
+
+
 def _active_path(e: QueryEngine, q: GetActivePath) -> tuple[Any, str | None]:
     conn = e._session_conn(q.session_id, q.account_id)
     node_id = q.node_id
@@ -224,6 +310,20 @@ def _get_node(e: QueryEngine, q: GetNode) -> tuple[Any, str | None]:
     return dict(row), None
 
 
+def _list_nodes(e: QueryEngine, q: ListNodes) -> tuple[Any, str | None]:
+    conn = e._session_conn(q.session_id, q.account_id)
+    rows = [
+        dict(r)
+        for r in conn.execute(
+            f"SELECT * FROM {nodes_table(q.session_id)} WHERE node_seq > ? ORDER BY node_seq "
+            "LIMIT ?",
+            (q.after_seq, q.limit),
+        )
+    ]
+    cursor = str(rows[-1]["node_seq"]) if len(rows) == q.limit else None
+    return rows, cursor
+
+
 def _list_events(e: QueryEngine, q: ListEvents) -> tuple[Any, str | None]:
     conn = e._session_conn(q.session_id, q.account_id)
     events = events_table(q.session_id)
@@ -265,9 +365,12 @@ def _get_artifact(e: QueryEngine, q: GetArtifact) -> tuple[Any, str | None]:
 _HANDLERS: dict[str, Handler] = {
     "get_session": _get_session,
     "list_sessions": _list_sessions,
+    "search_sessions": _search_sessions,
+    "list_audit_events": _list_audit,
     "get_active_path": _active_path,
     "get_tree": _tree,
     "get_node": _get_node,
+    "list_nodes": _list_nodes,
     "list_events": _list_events,
     "get_run": _get_run,
     "list_runs": _by_session("runs"),

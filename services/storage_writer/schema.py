@@ -192,6 +192,21 @@ _V4 = (
         created_at TEXT NOT NULL, PRIMARY KEY (assistant_id, version)) WITHOUT ROWID""",
 )
 
+# Catalog v2: the account-level search index and audit log (see search_index).
+# unicode61 folds case and, with remove_diacritics 2, accents: "Café" finds "cafe".
+_CATALOG_V2: Final = (
+    """CREATE VIRTUAL TABLE search USING fts5(
+        body, scope, session_id UNINDEXED, node_id UNINDEXED,
+        tokenize = 'unicode61 remove_diacritics 2')""",
+    """CREATE TABLE search_rows (
+        row_id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, node_id TEXT NOT NULL,
+        UNIQUE (session_id, node_id))""",
+    """CREATE TABLE account_audit (
+        seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL UNIQUE, account_id TEXT NOT NULL,
+        event_type TEXT NOT NULL, session_id TEXT, payload_json TEXT, created_at TEXT NOT NULL)""",
+    "CREATE INDEX account_audit_account ON account_audit (account_id, seq)",
+)
+
 # Ordered; a version is never edited once released, only new ones appended.
 MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
     (1, _statements(*_V1)),
@@ -208,6 +223,7 @@ CATALOG_MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
             "shard_count INTEGER NOT NULL)"
         ),
     ),
+    (2, _statements(*_CATALOG_V2)),
 )
 
 

@@ -13,7 +13,8 @@ assistants all live in the shard of its id (``shard_of_account``) — so every c
 exactly one shard, and each shard's transaction is atomic on its own: no transaction ever spans two files (SQLite's multi-file
 commits are not atomic in WAL mode). Layout::
 
-    <db_path>                  catalog: schema_migrations + the shard count (fixed at creation)
+    <db_path>                  catalog: schema_migrations + the shard count (fixed at creation),
+                               the account-level search index and audit log (search_index)
     <db_path>.shards/NN.sqlite shard NN: sessions, agents, runs, artifacts, command_receipts,
                                nodes_<session_id>, events_<session_id>,
                                assistants, assistant_versions (of the accounts routed here)
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Final
 
 from services.storage_writer.schema import CATALOG_MIGRATIONS, configure, migrate
+from services.storage_writer.search_index import apply_ops, backfill_shard
 
 __all__ = ["DEFAULT_SHARD_COUNT", "ShardLayout", "open_catalog"]
 
@@ -75,20 +77,23 @@ def open_catalog(db_path: Path, shard_count: int = DEFAULT_SHARD_COUNT) -> Shard
     conn = sqlite3.connect(db_path, isolation_level=None)
     try:
         configure(conn)
-        migrate(conn, CATALOG_MIGRATIONS)
+        applied = migrate(conn, CATALOG_MIGRATIONS)
         conn.execute(
             "INSERT OR IGNORE INTO shard_layout (id, shard_count) VALUES (1, ?)", (shard_count,)
         )
         (stored,) = conn.execute("SELECT shard_count FROM shard_layout WHERE id = 1").fetchone()
+        layout = ShardLayout(db_path, int(stored))
+        layout.shard_dir.mkdir(exist_ok=True)
+        for path in layout.paths():
+            shard = sqlite3.connect(path, isolation_level=None)
+            try:
+                configure(shard)
+                migrate(shard)
+                # A catalog that just got its search index: index what the shards hold already.
+                if 2 in applied and 1 not in applied:
+                    apply_ops(conn, list(backfill_shard(shard)))
+            finally:
+                shard.close()
     finally:
         conn.close()
-    layout = ShardLayout(db_path, int(stored))
-    layout.shard_dir.mkdir(exist_ok=True)
-    for path in layout.paths():
-        shard = sqlite3.connect(path, isolation_level=None)
-        try:
-            configure(shard)
-            migrate(shard)
-        finally:
-            shard.close()
     return layout

@@ -49,11 +49,15 @@ from services.storage_writer.commands import (
     needs_receipt,
 )
 from services.storage_writer.schema import configure
+from services.storage_writer.search_index import apply_ops
 from services.storage_writer.shards import ShardLayout
 
 log = logging.getLogger("soong.storage_writer")
 
-__all__ = ["Writer"]
+__all__ = ["CATALOG", "Writer"]
+
+# The catalog's key among the shards in ``take_dirty`` (its checkpoints run like a shard's).
+CATALOG = -1
 
 # Bound parameters per statement stay far below SQLite's limit (32,766 since 3.32).
 _IN_CHUNK = 500
@@ -84,7 +88,7 @@ class Writer:
         conn = self._conns.get(shard)
         if conn is None:
             conn = sqlite3.connect(
-                self.layout.path(shard),
+                self.file_of(shard),
                 isolation_level=None,
                 check_same_thread=False,
                 cached_statements=_STATEMENT_CACHE,
@@ -95,6 +99,10 @@ class Writer:
             conn.execute("PRAGMA wal_autocheckpoint=0")
             self._conns[shard] = conn
         return conn
+
+    def file_of(self, shard: int) -> Path:
+        """The file of a key of ``take_dirty``: a shard's, or the catalog's for :data:`CATALOG`."""
+        return self.layout.db_path if shard == CATALOG else self.layout.path(shard)
 
     def close(self) -> None:
         """Close every connection (a checkpoint happens on the last close of each file)."""
@@ -168,13 +176,23 @@ class Writer:
                 "VALUES (?, ?, ?, ?)",
                 rows,
             )
+            # The index first: its ops are idempotent, so if the shard's COMMIT is lost the
+            # redelivered batch writes them again; the reverse order could lose them.
+            if ops := ctx.index.take():
+                apply_ops(self._conn(CATALOG), ops)
+                self._dirty[CATALOG] = self._dirty.get(CATALOG, 0) + len(ops)
             ctx.fault_point("before_commit")
             conn.execute("COMMIT")
         except BaseException:
+            ctx.index.take()
+            ctx.after_commit.clear()
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
         ctx.fault_point("after_commit")
+        actions, ctx.after_commit = ctx.after_commit, []
+        for action in actions:
+            action()
         return out
 
 
@@ -183,10 +201,12 @@ def _apply_one(
 ) -> tuple[CommandReceipt, CommandResult | None]:
     """The command's receipt and, when it was applied just now, its typed result."""
     conn.execute("SAVEPOINT cmd")
+    mark, actions = ctx.index.mark(), len(ctx.after_commit)
     try:
         result = apply_command(conn, command, ctx)
     except AlreadyApplied as done:
         conn.execute("RELEASE cmd")  # nothing was written
+        ctx.index.rollback(mark)
         first = wire(done.result)
         return CommandReceipt(
             command_id=command.command_id, ok=True, result=first, duplicate=True
@@ -194,6 +214,8 @@ def _apply_one(
     except AgentCoreError as exc:
         conn.execute("ROLLBACK TO cmd")
         conn.execute("RELEASE cmd")
+        ctx.index.rollback(mark)
+        del ctx.after_commit[actions:]
         return _refused(command, exc), None
     except BaseException:
         if conn.in_transaction:  # SQLITE_FULL (among others) may have rolled it all back

@@ -10,7 +10,7 @@ from typing import Any, Literal, Self
 import httpx
 
 from agent_core.memory.client import MemoryFile, MemoryFiles, MemoryHistoryView
-from agent_core.types.api import Health, Readiness, SessionList
+from agent_core.types.api import AuditList, Health, Readiness, SessionList
 from agent_core.types.enums import SessionStatus
 from agent_core.types.runtime import AgentConfigOverrides, SessionState
 from soong_agent import _operations as ops
@@ -184,6 +184,19 @@ class AsyncClient:
             "cursor": cursor,
         }
         return await self._http.model(ops.LIST_SESSIONS, SessionList, query=query)
+
+    async def search_sessions(
+        self, q: str, *, status: SessionStatus | str | None = None, limit: int = 50
+    ) -> SessionList:
+        """The key's sessions whose title or message text holds every word of ``q`` (the last
+        also as a prefix), by their newest matching text; ``matches`` says where each matched."""
+        query = {"q": q, "status": None if status is None else str(status), "limit": limit}
+        return await self._http.model(ops.LIST_SESSIONS, SessionList, query=query)
+
+    async def audit(self, *, before_seq: int | None = None, limit: int = 50) -> AuditList:
+        """The account's audit events (``session_deleted``), newest first."""
+        query = {"before_seq": before_seq, "limit": limit}
+        return await self._http.model(ops.LIST_AUDIT, AuditList, query=query)
 
     async def iter_sessions(
         self, *, status: SessionStatus | str | None = None, page_size: int = 50

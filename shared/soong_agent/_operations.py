@@ -50,6 +50,9 @@ CREATE_SESSION = _op("POST", "/v1/sessions")
 LIST_SESSIONS = _op("GET", "/v1/sessions")
 GET_SESSION = _op("GET", _S)
 PATCH_SESSION = _op("PATCH", _S, idempotent=True)  # sets fields to given values
+DELETE_SESSION = _op("DELETE", _S, idempotent=False)  # a repeat after it worked would 404
+EXPORT_SESSION = _op("GET", _S + "/export")
+LIST_AUDIT = _op("GET", "/v1/audit")
 
 POST_MESSAGE = _op("POST", _S + "/messages")
 COMPACT = _op("POST", _S + "/compact")
@@ -64,6 +67,7 @@ PATH = _op("GET", _S + "/path")
 GET_NODE = _op("GET", _S + "/nodes/{node_id}")
 NODE_CONTEXT = _op("GET", _S + "/nodes/{node_id}/context")
 REGENERATE = _op("POST", _S + "/nodes/{node_id}/regenerate")  # a new run each time
+MODEL_CONTEXT = _op("GET", _S + "/nodes/{node_id}/model_context")
 SWITCH_NODE = _op("POST", _S + "/switch_node", idempotent=True)
 LIST_EVENTS = _op("GET", _S + "/events")
 LIST_AGENTS = _op("GET", _S + "/agents")

@@ -21,9 +21,12 @@ from agent_core.types.api import (
     FileEntry,
     FileList,
     MessageAccepted,
+    ModelContext,
     NodePath,
     PermissionList,
     RunList,
+    SessionDeleted,
+    SessionExport,
     Tree,
     UploadedFile,
     UploadedFiles,
@@ -158,6 +161,15 @@ class AsyncSession:
         """Make an archived session active again."""
         return await self.update(status=SessionStatus.ACTIVE)
 
+    async def delete(self) -> SessionDeleted:
+        """Delete the session with its tree, runs, files and search entries (recorded in the
+        account's audit log); a :class:`ConflictError` ``runs_active`` while a run has not ended."""
+        return await self._http.model(ops.DELETE_SESSION, SessionDeleted, self._p())
+
+    async def export(self) -> SessionExport:
+        """The whole session as one document: agents, every node, runs, events, artifacts."""
+        return await self._http.model(ops.EXPORT_SESSION, SessionExport, self._p())
+
     # ---------------------------------------------------------------- messages and runs
 
     def send(
@@ -265,6 +277,11 @@ class AsyncSession:
         return await self._http.model(
             ops.REGENERATE, MessageAccepted, self._p(node_id=node_id), json=body
         )
+
+    async def model_context(self, node_id: str) -> ModelContext:
+        """The model's full context at ``node_id``: for an assistant node what the model was
+        sent to produce it, else what a run continuing from it would send."""
+        return await self._http.model(ops.MODEL_CONTEXT, ModelContext, self._p(node_id=node_id))
 
     async def switch_node(self, node_id: str) -> SessionState:
         """Make ``node_id`` the active node: the next message continues from it."""

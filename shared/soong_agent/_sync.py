@@ -206,12 +206,15 @@ class Session(_Face[AsyncSession]):
     update = _blocking(AsyncSession.update)
     archive = _blocking(AsyncSession.archive)
     unarchive = _blocking(AsyncSession.unarchive)
+    delete = _blocking(AsyncSession.delete)
+    export = _blocking(AsyncSession.export)
     post = _blocking(AsyncSession.post)
     runs = _blocking(AsyncSession.runs)
     tree = _blocking(AsyncSession.tree)
     path = _blocking(AsyncSession.path)
     node = _blocking(AsyncSession.node)
     context = _blocking(AsyncSession.context)
+    model_context = _blocking(AsyncSession.model_context)
     switch_node = _blocking(AsyncSession.switch_node)
     regenerate = _blocking(AsyncSession.regenerate)
     compact = _blocking(AsyncSession.compact)
@@ -333,5 +336,7 @@ class Client(_Face[AsyncClient]):
             yield item
 
     list_sessions = _blocking(AsyncClient.list_sessions)
+    search_sessions = _blocking(AsyncClient.search_sessions)
+    audit = _blocking(AsyncClient.audit)
     health = _blocking(AsyncClient.health)
     readiness = _blocking(AsyncClient.readiness)

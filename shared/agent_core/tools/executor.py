@@ -176,12 +176,21 @@ class ToolExecutor:
             run_id=self.run_id,
             agent_id=self.agent_id,
             ask=ask,
+            input_schema=tool.input_model.model_json_schema(),
         )
         meta["permission"] = {"behavior": decision.behavior.value, "by": decision.decided_by}
         if decision.behavior is not PermissionBehavior.ALLOW:
             meta["error_code"] = "permission_denied"
             reason = decision.reason or "no reason given"
             return ToolOutput(f"Permission denied for {call.name}: {reason}", True), call
+        if decision.arguments is not None:  # approved with edited arguments: those run
+            if (problem := _schema_problem(tool, decision.arguments)) is not None:
+                meta["error_code"] = "invalid_arguments"
+                text = f"The arguments approved for {call.name} do not fit it: {problem}"
+                return ToolOutput(text, True), call
+            call = call.model_copy(update={"arguments": decision.arguments})
+            args = tool.input_model.model_validate(decision.arguments)
+            meta["permission"]["edited_arguments"] = decision.arguments
         ctx = ToolContext(
             workspace=self.workspace,
             tool_call_id=call.id,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent_core.types.enums import PermissionBehavior, PermissionPolicy
 from agent_core.types.protocol import PermissionDecision, PermissionRequest, ToolCall
@@ -74,11 +75,14 @@ class PermissionGate:
         run_id: str,
         agent_id: str,
         ask: str | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> PermissionDecision:
         """The decision for ``call``; with ``ask`` this waits as long as the broker does.
 
         ``ask``: a PreToolUse hook asks for a person's decision, and why: a call the policy
-        allows is asked for (one it denies stays denied — a hook never loosens the policy)."""
+        allows is asked for (one it denies stays denied — a hook never loosens the policy).
+        ``input_schema``: the tool's, sent with the request so that a person may edit the
+        arguments before approving (the decision's ``arguments``)."""
         request_id = request_id_of(run_id, call.id)
         policy = self.rules.policy_for(call.name, writes=writes, asks_first=asks_first)
         if ask is not None and policy is PermissionPolicy.ALLOW:
@@ -108,6 +112,7 @@ class PermissionGate:
             agent_id=agent_id,
             tool_call=call,
             reason=ask or f"{call.name} needs approval",
+            input_schema=input_schema,
         )
         decision = await self._broker(request)
         if decision.request_id != request_id:

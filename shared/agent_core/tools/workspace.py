@@ -8,6 +8,7 @@ become artifacts). A :class:`Workspace` is cheap to build and does no I/O until 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
@@ -71,6 +72,11 @@ class Workspace:
         """Create the session directory and its three areas (idempotent)."""
         for area in Area:
             self.area_dir(area).mkdir(parents=True, exist_ok=True)
+
+    def remove(self) -> None:
+        """Remove the session's directory and everything in it (the session was deleted);
+        nothing to do if it is gone already."""
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def resolve(self, raw: object) -> SessionPath:
         """Route an agent-supplied path into this session, or raise a path error."""

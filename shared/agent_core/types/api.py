@@ -27,6 +27,14 @@ from agent_core.types._assistant import (
     session_overrides,
 )
 from agent_core.types._fields import NotBool
+from agent_core.types.api_sessions import (
+    AuditEvent,
+    AuditList,
+    ModelContext,
+    SessionDeleted,
+    SessionExport,
+    SessionMatch,
+)
 from agent_core.types.enums import (
     MultitaskStrategy,
     NodeType,
@@ -63,6 +71,8 @@ __all__ = [
     "AssistantPin",
     "AssistantVersion",
     "AssistantVersions",
+    "AuditEvent",
+    "AuditList",
     "CreateAssistantRequest",
     "ArtifactList",
     "CreateSessionRequest",
@@ -71,6 +81,7 @@ __all__ = [
     "FileList",
     "Health",
     "MessageAccepted",
+    "ModelContext",
     "NodePath",
     "OverridableField",
     "PatchAssistantRequest",
@@ -82,7 +93,10 @@ __all__ = [
     "Readiness",
     "RegenerateRequest",
     "RunList",
+    "SessionDeleted",
+    "SessionExport",
     "SessionList",
+    "SessionMatch",
     "SwitchNodeRequest",
     "Tree",
     "TreeNode",
@@ -185,10 +199,14 @@ class PatchSessionRequest(_Body):
 
 
 class SessionList(_Body):
-    """A page of sessions, newest first; pass ``next_cursor`` as ``cursor`` for the next page."""
+    """A page of sessions, newest first; pass ``next_cursor`` as ``cursor`` for the next page.
+
+    A search (``q``) answers the best matches in one page, by their newest matching text, with
+    ``matches`` saying where each matched (same order as ``items``)."""
 
     items: list[SessionState]
     next_cursor: str | None = None
+    matches: list[SessionMatch] | None = None
 
 
 # ``artifact_ref``: hand an earlier output of the session back to the agent (the gateway checks
@@ -357,11 +375,26 @@ class PermissionDecisionRequest(_Body):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "examples": [{"behavior": "allow"}, {"behavior": "deny", "reason": "no"}]
+            "examples": [
+                {"behavior": "allow"},
+                {"behavior": "deny", "reason": "no"},
+                {"behavior": "allow", "arguments": {"path": "output/safe.txt", "content": "x"}},
+            ]
         },
     )
     behavior: PermissionBehavior
     reason: str | None = Field(default=None, max_length=2000)
+    arguments: dict[str, Any] | None = Field(
+        default=None,
+        description="allow only: run the call with these arguments instead of the model's "
+        "(checked against the tool's input schema, the request's input_schema)",
+    )
+
+    @model_validator(mode="after")
+    def _arguments_only_when_allowed(self) -> PermissionDecisionRequest:
+        if self.arguments is not None and self.behavior is not PermissionBehavior.ALLOW:
+            raise ValueError("arguments are given only with behavior allow")
+        return self
 
 
 class FileEntry(_Body):

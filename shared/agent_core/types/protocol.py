@@ -439,6 +439,9 @@ class PermissionRequest(_Strict):
     # When the request is denied if nobody has decided it (``run_worker.permission_timeout_s``).
     expires_at: AwareDatetime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # The tool's input schema (JSON Schema): a person may approve the call with edited
+    # arguments, which the gateway checks against it (and the tool again before it runs).
+    input_schema: dict[str, Any] | None = None
 
 
 class PermissionDecision(_Strict):
@@ -448,3 +451,5 @@ class PermissionDecision(_Strict):
     behavior: PermissionBehavior
     reason: str | None = None
     decided_by: str | None = None
+    # Approved with edited arguments: the call runs with these instead of the model's.
+    arguments: dict[str, Any] | None = None

@@ -32,6 +32,7 @@ from agent_core.bus.contracts.storage import (
     CreateAgent,
     CreateArtifact,
     CreateRunResult,
+    DeleteSession,
     EndRunResult,
     GetActivePath,
     GetArtifact,
@@ -41,11 +42,14 @@ from agent_core.bus.contracts.storage import (
     GetTree,
     ListAgents,
     ListArtifacts,
+    ListAuditEvents,
     ListEvents,
+    ListNodes,
     ListRuns,
     ListSessions,
     PlaceMessage,
     RunFence,
+    SearchSessions,
     StorageCommand,
     StorageQuery,
     SwitchActiveNode,
@@ -97,6 +101,7 @@ def _every_command() -> tuple[list[StorageCommand], dict[str, Any]]:
         name="typed",
         definition=AssistantDefinition(instructions="v1"),
     )
+    gone = create_session()
     commands: list[StorageCommand] = [
         s,
         first,
@@ -143,6 +148,8 @@ def _every_command() -> tuple[list[StorageCommand], dict[str, Any]]:
         ArchiveAssistant(
             command_id=cmd(), account_id="acct_a", assistant_id=assistant.assistant_id
         ),
+        gone,
+        DeleteSession(command_id=cmd(), session_id=gone.session_id, account_id="acct_a"),
     ]
     ids = {"session": s, "run": run, "node": first.node.node_id, "assistant": assistant}
     return commands, ids
@@ -231,9 +238,12 @@ def test_every_query_reply_validates_what_the_writer_sends(
     queries: list[StorageQuery] = [
         GetSession(session_id=sid),
         ListSessions(account_id="acct_a"),
+        SearchSessions(account_id="acct_a", q="hello"),
+        ListAuditEvents(account_id="acct_a"),
         GetActivePath(session_id=sid),
         GetTree(session_id=sid),
         GetNode(session_id=sid, node_id=ids["node"]),
+        ListNodes(session_id=sid),
         ListEvents(session_id=sid),
         GetRun(run_id=run.run_id, session_id=sid),
         ListRuns(session_id=sid),

@@ -22,6 +22,7 @@ class RefusalCode(StrEnum):
     SESSION_EXISTS = "session_exists"
     SESSION_NOT_FOUND = "session_not_found"
     SESSION_ARCHIVED = "session_archived"
+    RUNS_ACTIVE = "runs_active"  # a session is deleted only once its runs have ended
     # nodes (``parent_not_found`` is also a claim's ``place_error``: the claim itself stands)
     NODE_NOT_FOUND = "node_not_found"
     PARENT_NOT_FOUND = "parent_not_found"

@@ -35,6 +35,7 @@ from agent_core.bus.contracts.storage_nodes import (
 )
 from agent_core.bus.contracts.storage_queries import (
     STORAGE_QUERY,
+    AuditRecord,
     GetActivePath,
     GetArtifact,
     GetNode,
@@ -43,10 +44,14 @@ from agent_core.bus.contracts.storage_queries import (
     GetTree,
     ListAgents,
     ListArtifacts,
+    ListAuditEvents,
     ListEvents,
+    ListNodes,
     ListRuns,
     ListSessions,
     QueryReply,
+    SearchSessions,
+    SessionMatch,
     StorageQuery,
 )
 from agent_core.bus.contracts.storage_runs import (
@@ -68,6 +73,8 @@ from agent_core.bus.contracts.storage_sessions import (
     CreateArtifactResult,
     CreateSession,
     CreateSessionResult,
+    DeleteSession,
+    DeleteSessionResult,
     SwitchActiveNode,
     SwitchActiveNodeResult,
     UpdateAgent,
@@ -83,6 +90,7 @@ __all__ = [
     "AppendEventResult",
     "AppendNode",
     "AppendNodeResult",
+    "AuditRecord",
     "ClaimRun",
     "ClaimRunResult",
     "CommandReceipt",
@@ -95,6 +103,8 @@ __all__ = [
     "CreateRunResult",
     "CreateSession",
     "CreateSessionResult",
+    "DeleteSession",
+    "DeleteSessionResult",
     "EndRun",
     "EndRunResult",
     "EventPlaced",
@@ -106,7 +116,9 @@ __all__ = [
     "GetTree",
     "ListAgents",
     "ListArtifacts",
+    "ListAuditEvents",
     "ListEvents",
+    "ListNodes",
     "ListRuns",
     "ListSessions",
     "PlaceMessage",
@@ -114,6 +126,8 @@ __all__ = [
     "QueryReply",
     "RunFence",
     "RunResult",
+    "SearchSessions",
+    "SessionMatch",
     "StorageCommand",
     "StorageQuery",
     "SwitchActiveNode",
@@ -130,6 +144,7 @@ __all__ = [
 StorageCommand = Annotated[
     CreateSession
     | UpdateSession
+    | DeleteSession
     | SwitchActiveNode
     | CreateAgent
     | UpdateAgent

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 
 from agent_core.bus.contracts._base import SQLITE_INT_MAX, BusMessage
 from agent_core.bus.contracts._replies import many, one
@@ -102,6 +102,20 @@ class GetNode(_Query):
         return one(NodeRecord, reply)
 
 
+class ListNodes(_Query):
+    """Nodes with their full content and ``node_seq > after_seq``, in ``node_seq`` order (every
+    branch; a session's export reads its whole tree page by page)."""
+
+    type: Literal["list_nodes"] = "list_nodes"
+    session_id: str
+    after_seq: int = Field(default=0, ge=0, le=SQLITE_INT_MAX)
+    limit: int = Field(default=500, ge=1, le=5000)
+
+    def reply_of(self, reply: QueryReply) -> list[NodeRecord] | None:
+        """The nodes' rows (a full page: the reply's cursor)."""
+        return many(NodeRecord, reply)
+
+
 class ListEvents(_Query):
     """Timeline events with ``seq > after_seq``, optionally of one run."""
 
@@ -173,12 +187,67 @@ class GetArtifact(_Query):
         return one(ArtifactRecord, reply)
 
 
+class SessionMatch(BaseModel):
+    """A session found by :class:`SearchSessions`, with where its newest match is: the node
+    (``None``: the title matched) and a snippet with the matched words in ``[``…``]``."""
+
+    session: SessionRecord
+    node_id: str | None
+    snippet: str
+
+
+class SearchSessions(_Query):
+    """An account's sessions whose title or message text holds every word of ``q``.
+
+    Answered from the account-level index in the catalog (never a scan of the shards): sessions
+    by their newest matching text first (a session renamed or written to lately comes first).
+    """
+
+    type: Literal["search_sessions"] = "search_sessions"
+    account_id: str
+    q: str = Field(min_length=1, max_length=500)
+    status: SessionStatus | None = None
+    limit: int = Field(default=50, ge=1, le=200)
+
+    def reply_of(self, reply: QueryReply) -> list[SessionMatch]:
+        """The matching sessions, best first."""
+        return many(SessionMatch, reply) or []
+
+
+class AuditRecord(BaseModel):
+    """A row of the catalog's ``account_audit``: an account-level event (``session_deleted``)."""
+
+    seq: int
+    event_id: str
+    account_id: str
+    event_type: str
+    session_id: str | None
+    payload_json: str | None
+    created_at: str
+
+
+class ListAuditEvents(_Query):
+    """An account's audit events, newest first; ``before_seq`` pages back."""
+
+    type: Literal["list_audit_events"] = "list_audit_events"
+    account_id: str
+    before_seq: int | None = Field(default=None, ge=1, le=SQLITE_INT_MAX)
+    limit: int = Field(default=50, ge=1, le=500)
+
+    def reply_of(self, reply: QueryReply) -> list[AuditRecord]:
+        """The events' rows, newest first."""
+        return many(AuditRecord, reply) or []
+
+
 StorageQuery = Annotated[
     GetSession
     | ListSessions
+    | SearchSessions
+    | ListAuditEvents
     | GetActivePath
     | GetTree
     | GetNode
+    | ListNodes
     | ListEvents
     | GetRun
     | ListRuns

@@ -23,6 +23,8 @@ __all__ = [
     "CreateArtifactResult",
     "CreateSession",
     "CreateSessionResult",
+    "DeleteSession",
+    "DeleteSessionResult",
     "SwitchActiveNode",
     "SwitchActiveNodeResult",
     "UpdateAgent",
@@ -70,6 +72,32 @@ class UpdateSession(_Command):
     result_type: ClassVar[ResultType] = UpdateSessionResult
     status: SessionStatus | None = None
     metadata: dict[str, Any] | None = None
+
+
+class DeleteSessionResult(CommandResult):
+    """:class:`DeleteSession`'s result: what was removed and the account-level audit event."""
+
+    session_id: str
+    deleted_at: str
+    audit_event_id: str
+    nodes: int
+    runs: int
+    artifacts: int
+
+
+class DeleteSession(_Command):
+    """Delete a session: its rows (session, agents, runs, artifacts, receipts), its two tables,
+    its rows in the account's search index, and the writer's own files of it (offloaded JSON).
+
+    Refused with ``runs_active`` while any run of the session has not ended (the caller cancels
+    them first), and with ``session_not_found`` unless the session is ``account_id``'s. Writes a
+    ``session_deleted`` event to the account's audit log (the session's own timeline goes with
+    it). The session's workspace is the file layer's, removed by the sender after the receipt.
+    """
+
+    type: Literal["delete_session"] = "delete_session"
+    result_type: ClassVar[ResultType] = DeleteSessionResult
+    account_id: str = Field(min_length=1, max_length=64)
 
 
 class SwitchActiveNodeResult(CommandResult):

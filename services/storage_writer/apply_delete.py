@@ -1,0 +1,85 @@
+"""The ``delete_session`` applier: a session's rows, tables, index entries and writer files go;
+an account-level audit event stays."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+
+from agent_core.bus.contracts.refusals import RefusalCode
+from agent_core.bus.contracts.storage import DeleteSession, DeleteSessionResult
+from agent_core.types.enums import TERMINAL_RUN_STATUSES
+from services.storage_writer.apply_common import ApplyContext, derived_event_id, refusal
+from services.storage_writer.schema import events_table, nodes_table
+from services.storage_writer.search_index import AuditRow, IndexOp, title_of
+
+__all__ = ["delete_session"]
+
+_ENDED = tuple(sorted(s.value for s in TERMINAL_RUN_STATUSES))
+# The tables with a session_id column (receipts are kept: a redelivered delete must find its
+# first answer, and the writer stores this command's receipt after the command).
+_ROWS_OF = ("agents", "runs", "artifacts", "sessions")
+
+
+def delete_session(
+    conn: sqlite3.Connection, c: DeleteSession, ctx: ApplyContext
+) -> DeleteSessionResult:
+    """Delete ``c.session_id`` (see :class:`DeleteSession` for what goes and what is refused)."""
+    row = conn.execute(
+        "SELECT metadata_json FROM sessions WHERE session_id = ? AND account_id = ?",
+        (c.session_id, c.account_id),
+    ).fetchone()
+    if row is None:
+        raise refusal(RefusalCode.SESSION_NOT_FOUND, "no such session", session_id=c.session_id)
+    marks = ",".join("?" * len(_ENDED))
+    active = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT run_id FROM runs WHERE session_id = ? AND status NOT IN ({marks}) "
+            "ORDER BY created_at",
+            (c.session_id, *_ENDED),
+        )
+    ]
+    if active:
+        raise refusal(
+            RefusalCode.RUNS_ACTIVE,
+            "the session has runs that have not ended: cancel them, then delete it",
+            run_ids=active,
+        )
+    (nodes,) = conn.execute(f"SELECT count(*) FROM {nodes_table(c.session_id)}").fetchone()
+    counts = {
+        table: conn.execute(
+            f"SELECT count(*) FROM {table} WHERE session_id = ?", (c.session_id,)
+        ).fetchone()[0]
+        for table in ("runs", "artifacts")
+    }
+    conn.execute(f"DROP TABLE {nodes_table(c.session_id)}")
+    conn.execute(f"DROP TABLE {events_table(c.session_id)}")
+    for table in _ROWS_OF:
+        conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (c.session_id,))
+    event_id = derived_event_id(f"session_deleted:{c.command_id}")
+    audit = AuditRow(
+        event_id=event_id,
+        account_id=c.account_id,
+        event_type="session_deleted",
+        session_id=c.session_id,
+        payload={
+            "title": title_of(json.loads(row[0]) if row[0] else None),
+            "nodes": nodes,
+            **counts,
+        },
+        created_at=ctx.now,
+    )
+    ctx.index.ops.append(IndexOp(c.session_id, c.account_id, None, audit=audit))
+    # The writer's own files of the session (offloaded JSON): only once the rows are gone.
+    session_dir = ctx.data_dir / c.session_id
+    ctx.after_commit.append(lambda: shutil.rmtree(session_dir, ignore_errors=True))
+    return DeleteSessionResult(
+        session_id=c.session_id,
+        deleted_at=ctx.now,
+        audit_event_id=event_id,
+        nodes=nodes,
+        runs=counts["runs"],
+        artifacts=counts["artifacts"],
+    )
