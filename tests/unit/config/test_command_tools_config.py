@@ -67,7 +67,11 @@ def test_declared_tools_load_with_their_defaults(tmp_path: Path) -> None:
             "tools.a.timeout",
             "unknown key",
         ),
-        ('[tools."a b"]\ndescription = "d"\ncommand = ["x"]\n', "tools", "a tool name is 1 to 64 letters"),
+        (
+            '[tools."a b"]\ndescription = "d"\ncommand = ["x"]\n',
+            "tools",
+            "a tool name is 1 to 64 letters",
+        ),
         ('[tools.mcp__x__y]\ndescription = "d"\ncommand = ["x"]\n', "tools", "MCP servers"),
     ],
 )
