@@ -6,6 +6,7 @@ import asyncio
 
 from agent_core.bus import GROUP_RUN_WORKERS
 from agent_core.bus.contracts.runs import RUNS_MESSAGE
+from agent_core.errors import ConfigError
 from agent_core.plugins import install_plugins, load_plugins
 from agent_core.provider import DEMO_PROVIDER, ProviderRegistry
 from agent_core.runqueue import SessionQueue
@@ -14,11 +15,36 @@ from agent_core.runtime.demo import DemoModel, PublishTool
 from agent_core.service import ServiceContext, ServiceParts
 from agent_core.storage_client import StorageClient
 from agent_core.tools import ToolRegistry, builtin_tools
-from agent_core.tools.sandbox.setup import prepare_sandbox
+from agent_core.tools.sandbox.setup import CodeSandbox, prepare_sandbox
 from services.run_worker.executor import RunExecutor
 from services.run_worker.worker import RunWorker
 
 __all__ = ["build"]
+
+
+def _add_command_tools(ctx: ServiceContext, sandbox: CodeSandbox, tools: ToolRegistry) -> None:
+    """The operator's ``[tools.<name>]``, run through the code sandbox (none without one); a
+    name a built-in tool has is a configuration error that stops the worker at start-up."""
+    declared = ctx.settings.tools
+    if not declared:
+        return
+    if sandbox.runner is None:
+        ctx.log.warning(
+            "command tools %s are not offered: they run in the code sandbox, which is not "
+            "available on this worker (see the sandbox's start-up message)",
+            ", ".join(sorted(declared)),
+        )
+        return
+    from agent_core.tools.command import command_tools
+
+    for tool in command_tools(declared, sandbox.runner, sandbox.limits):
+        if tools.get(tool.name) is not None:
+            raise ConfigError(
+                "duplicate_tool",
+                f"tools.{tool.name}: a built-in tool has this name; choose another",
+                details={"key": f"tools.{tool.name}"},
+            )
+        tools.register(tool)
 
 
 async def build(ctx: ServiceContext) -> ServiceParts:
@@ -34,6 +60,7 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         providers.register_provider(DEMO_PROVIDER, lambda _: DemoModel())
         tools.register(LookupTool())
         tools.register(PublishTool())  # the demo's tool that asks a person first
+    _add_command_tools(ctx, sandbox, tools)
     # Plug-ins after the built-ins, so a built-in always keeps its name; a bad one is logged by
     # name and skipped.
     install_plugins(load_plugins(ctx.settings), providers, tools)

@@ -9,6 +9,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent_core.config.command_tools import TOOL_NAME, CommandToolSettings
 from agent_core.config.hooks import HooksSettings
 from agent_core.config.hosts import parse_host_entry
 from agent_core.config.mcp import McpSettings
@@ -16,6 +17,7 @@ from agent_core.config.mcp import McpSettings
 __all__ = [
     "DEFAULT_KEY_ENV",
     "BusSettings",
+    "CommandToolSettings",
     "GatewaySettings",
     "HooksSettings",
     "McpSettings",
@@ -342,6 +344,18 @@ class Settings(_Section):
     hooks: HooksSettings = HooksSettings()
     # MCP servers ([mcp.servers.<name>], see agent_core/config/mcp.py): their tools for agents.
     mcp: McpSettings = McpSettings()
+    # Command tools ([tools.<name>], see agent_core/config/command_tools.py): JSON in, JSON out.
+    tools: dict[str, CommandToolSettings] = Field(default_factory=dict)
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_names(cls, tools: dict[str, CommandToolSettings]) -> dict[str, CommandToolSettings]:
+        for name in tools:
+            if not TOOL_NAME.match(name):
+                raise ValueError(f"{name!r}: a tool name is 1 to 64 letters, digits, '_' or '-'")
+            if name.startswith("mcp__"):
+                raise ValueError(f"{name}: names starting with mcp__ are MCP servers' tools")
+        return tools
 
     @model_validator(mode="after")
     def _no_key_for_code(self) -> Settings:
