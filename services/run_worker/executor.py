@@ -297,6 +297,8 @@ class RunExecutor:
             self.setup.adapter(config), config, workspace, self.reads, run.session_id
         )
         project = self.setup.project(a.prefetch.cwd, workspace)
+        if project:  # the session's project is the agent's working folder (``project/…``)
+            workspace.use_project(project)
         in_effect = self.hooks.in_effect(a.prefetch.cwd, project)
         kind: AgentKind = "orchestrator" if orchestrator else "main"
         hooks = self.hooks.bind(in_effect, a.store, a.handle, kind, cwd=project)

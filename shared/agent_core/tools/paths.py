@@ -28,6 +28,7 @@ __all__ = [
     "LOGICAL_ROOTS",
     "NAME_MAX",
     "PATH_MAX",
+    "PROJECT",
     "Area",
     "InvalidPathError",
     "PathErrorCode",
@@ -61,6 +62,10 @@ LOGICAL_ROOTS: Final[dict[str, Area]] = {
     "outputs": Area.OUTPUT,
 }
 
+# Where a session's project folder appears among its paths (``project/…``), when the session
+# names one (``cwd``): plain relative paths then start there (see ``workspace.Workspace``).
+PROJECT: Final = "project"
+
 # Platform code folders, read-only unless the agent config allows platform work.
 DEFAULT_PLATFORM_DIRS: Final[frozenset[str]] = frozenset({"src", "backend", "frontend", "scripts"})
 
@@ -83,6 +88,7 @@ class PathErrorCode(StrEnum):
     NOT_REGULAR = "path_not_regular_file"
     INPUT_READ_ONLY = "path_input_read_only"
     PLATFORM_READ_ONLY = "path_platform_read_only"
+    PROJECT_READ_ONLY = "path_project_read_only"
     OUTSIDE_WORK_AREAS = "path_outside_work_areas"
 
 
@@ -191,28 +197,52 @@ def _normalize(base: Iterable[str], components: Iterable[str]) -> tuple[str, ...
     return tuple(stack)
 
 
-def resolve_logical(raw: object, *, session_roots: Sequence[str], cwd: SessionPath) -> SessionPath:
+def _in_project(components: Iterable[str]) -> SessionPath:
+    """``project/`` and ``components`` below it; ``..`` may not climb out of the project."""
+    parts = _normalize((PROJECT,), components)
+    if not parts or parts[0] != PROJECT:
+        raise PathEscapeError(PathErrorCode.ESCAPE, "'..' would leave the project folder")
+    return SessionPath(parts)
+
+
+def resolve_logical(
+    raw: object,
+    *,
+    session_roots: Sequence[str],
+    cwd: SessionPath,
+    project_roots: Sequence[str] = (),
+) -> SessionPath:
     """Route ``raw`` to a :class:`SessionPath`, or raise a path error saying what is wrong.
 
     ``session_roots`` are the session directory as absolute host paths (as configured and as
-    resolved); an absolute ``raw`` is accepted only below one of them. ``cwd`` is where plain
-    relative paths start.
+    resolved); an absolute ``raw`` is accepted only below one of them, or below one of
+    ``project_roots`` (the session's project folder, when it has one: then ``project/…`` names
+    it). ``cwd`` is where plain relative paths start.
     """
     text = _check_shape(raw)
     if text.startswith("/"):
+        for root in project_roots:
+            below = _below_root(text, root)
+            if below is not None:
+                return _in_project(below)
         for root in session_roots:
             below = _below_root(text, root)
             if below is not None:
                 return SessionPath(_normalize((), below))
         raise PathEscapeError(
             PathErrorCode.ABSOLUTE_OUTSIDE,
-            "absolute paths must point inside this session's workspace; "
+            "absolute paths must point inside this session's workspace"
+            f"{' or project folder' if project_roots else ''}; "
             "use output/…, scratchpad/… or input/…",
         )
     components = [p for p in text.split("/") if p not in ("", ".")]
     if components and components[0] in LOGICAL_ROOTS:
         area = LOGICAL_ROOTS[components[0]]
         return SessionPath(_normalize((area.value,), components[1:]))
+    if project_roots and components and components[0] == PROJECT:
+        return _in_project(components[1:])
+    if project_roots and cwd.parts[:1] == (PROJECT,):
+        return _in_project([*cwd.parts[1:], *components])
     return SessionPath(_normalize(cwd.parts, components))
 
 
@@ -223,11 +253,21 @@ def ensure_writable(
 
     ``input/`` is always read-only. ``scratchpad/`` and ``output/`` are writable. Platform folders
     (compared case-insensitively, so ``SRC/`` is no way around them) and any other top-level name
-    (``session.json``, …) are writable only when the agent config allows platform work.
+    (``session.json``, …) are writable only when the agent config allows platform work. So is the
+    session's project folder (``project/…``): agents read it, and write their results to
+    ``output/`` and their work files to ``scratchpad/``, unless the session asked for work on the
+    project itself.
     """
     if not path.parts:
         raise WriteProtectedError(
             PathErrorCode.OUTSIDE_WORK_AREAS, "cannot write the session directory itself"
+        )
+    if path.parts[0] == PROJECT and not allow_platform_work:
+        raise WriteProtectedError(
+            PathErrorCode.PROJECT_READ_ONLY,
+            f"{path} is in the session's project folder, which agents only read here; write "
+            "results to output/ and work files to scratchpad/ (the session's agent_config "
+            "allow_platform_writes lets agents change the project itself)",
         )
     area = path.area
     if area is Area.INPUT:

@@ -15,8 +15,10 @@ from pathlib import Path
 
 from agent_core.ids import sanitize_identifier
 from agent_core.tools.fsaccess import SessionFS
+from agent_core.tools.mounts import MountedFS
 from agent_core.tools.paths import (
     DEFAULT_PLATFORM_DIRS,
+    PROJECT,
     Area,
     SessionPath,
     ensure_writable,
@@ -31,7 +33,8 @@ class Workspace:
 
     ``allow_platform_work`` comes from the agent config: without it, agent tools write only into
     ``scratchpad/`` and ``output/``. ``cwd`` is where plain relative paths start (the
-    scratchpad, so stray files never land in a project root).
+    scratchpad, so stray files never land in a project root; the project folder once
+    :meth:`use_project` mounted one, which agents then read but do not write).
     """
 
     def __init__(
@@ -52,7 +55,21 @@ class Workspace:
         self.platform_dirs = frozenset(platform_dirs)
         self.allow_platform_work = allow_platform_work
         self.cwd = SessionPath((cwd.value,))
-        self.fs = SessionFS(str(self.root))
+        self.fs: SessionFS = SessionFS(str(self.root))
+        self.project: Path | None = None
+
+    def use_project(self, folder: str | os.PathLike[str]) -> None:
+        """Make the session's project folder (an existing folder the server resolved, see
+        ``projects.project_dir``) the agent's working folder: it appears as ``project/…``, plain
+        relative paths start there, and writes into it follow :func:`ensure_writable`.
+        ``input/``, ``scratchpad/`` and ``output/`` stay where they are. A project that is the
+        workspace itself changes nothing."""
+        real = os.path.realpath(folder)
+        if real in self._roots or not os.path.isdir(real):
+            return
+        self.project = Path(real)
+        self.cwd = SessionPath((PROJECT,))
+        self.fs = MountedFS(str(self.root), {PROJECT: real})
 
     @cached_property
     def _roots(self) -> tuple[str, ...]:
@@ -80,7 +97,8 @@ class Workspace:
 
     def resolve(self, raw: object) -> SessionPath:
         """Route an agent-supplied path into this session, or raise a path error."""
-        return resolve_logical(raw, session_roots=self._roots, cwd=self.cwd)
+        projects = () if self.project is None else (str(self.project),)
+        return resolve_logical(raw, session_roots=self._roots, cwd=self.cwd, project_roots=projects)
 
     def check_write(self, path: SessionPath) -> None:
         """Raise ``WriteProtectedError`` unless agent tools may write ``path``."""
@@ -90,4 +108,6 @@ class Workspace:
 
     def host_path(self, path: SessionPath) -> Path:
         """The host path of a session path, for display and logs; access goes through ``fs``."""
+        if self.project is not None and path.parts[:1] == (PROJECT,):
+            return self.project.joinpath(*path.parts[1:])
         return self.root.joinpath(*path.parts)

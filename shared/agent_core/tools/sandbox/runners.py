@@ -65,9 +65,12 @@ _STAGED: Final = (Area.INPUT, Area.SCRATCHPAD, Area.OUTPUT)
 # folder, then become the sandbox (setpriv, nice, bwrap: one process all along, so the worker's
 # kill and limits reach it). Paths and descriptors arrive as arguments, never spliced into code.
 _STAGE_SCRIPT: Final = (
-    "set -e; stage=$1; shift; for area in input scratchpad output; do "
+    "set -e; stage=$1; areas=$2; shift 2; for area in $areas; do "
     'mount --bind "/proc/self/fd/$1" "$stage/$area"; shift; done; exec "$@"'
 )
+# The session's project folder, when it has one: at /workspace/project (see ``Workspace``).
+_PROJECT: Final = "project"
+_STAGE_NAMES: Final = (*(a.value for a in _STAGED), _PROJECT)
 SANDBOX_WORKSPACE: Final = "/workspace"
 
 # Read-only views of the host system (a link, as in a merged-/usr layout, is recreated as a link).
@@ -162,14 +165,18 @@ class DirectRunner(CodeRunner):
 
 
 @contextlib.contextmanager
-def _area_fds(workspace: Workspace) -> Iterator[dict[Area, int]]:
-    """``O_PATH`` descriptors of the three areas, opened without following a link."""
+def _area_fds(workspace: Workspace) -> Iterator[dict[Area | str, int]]:
+    """``O_PATH`` descriptors of the three areas, opened without following a link, and of the
+    session's project folder when it has one (a folder the server resolved: see
+    ``Workspace.use_project``)."""
     flags = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
-    fds: dict[Area, int] = {}
+    fds: dict[Area | str, int] = {}
     root = os.open(workspace.root, flags)
     try:
         for area in Area:
             fds[area] = os.open(area.value, flags | os.O_NOFOLLOW, dir_fd=root)
+        if workspace.project is not None:
+            fds[_PROJECT] = os.open(workspace.project, flags | os.O_NOFOLLOW)
         yield fds
     finally:
         os.close(root)
@@ -203,9 +210,9 @@ def sweep_stale_stages(tmp: str | None = None) -> int:
                 continue  # a live worker's (or a name of an older version: left as it is)
             stage = os.path.join(root, name)
             with contextlib.suppress(OSError):
-                for area in _STAGED:
+                for name in _STAGE_NAMES:
                     with contextlib.suppress(FileNotFoundError):
-                        os.rmdir(os.path.join(stage, area.value))
+                        os.rmdir(os.path.join(stage, name))
                 os.rmdir(stage)
                 removed += 1
     return removed
@@ -219,13 +226,13 @@ def _staging() -> Iterator[str]:
     stage = tempfile.mkdtemp(prefix=f"{_STAGE_PREFIX}{os.getpid()}-")
     try:
         os.chmod(stage, 0o755)
-        for area in _STAGED:
-            os.mkdir(os.path.join(stage, area.value), 0o755)
+        for name in _STAGE_NAMES:
+            os.mkdir(os.path.join(stage, name), 0o755)
         yield stage
     finally:
-        for area in _STAGED:
+        for name in _STAGE_NAMES:
             with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(stage, area.value))
+                os.rmdir(os.path.join(stage, name))
         with contextlib.suppress(OSError):
             os.rmdir(stage)
 
@@ -266,9 +273,11 @@ class BwrapRunner(CodeRunner):
         self,
         command: Sequence[str],
         limits: SandboxLimits,
-        fds: Mapping[Area, int],
+        fds: Mapping[Area | str, int],
         proxy_socket: str | None = None,
         stage: str | None = None,
+        *,
+        project_writable: bool = False,
     ) -> list[str]:
         """The whole command line: ``nice``, ``bwrap`` and its options, ``prlimit``, the command
         (behind the proxy's relay when ``proxy_socket`` is given). With ``stage`` (a root
@@ -292,12 +301,17 @@ class BwrapRunner(CodeRunner):
             if os.geteuid() == 0
             else []
         )
+        # The project is read-only unless the session asked for work on it (as for the file
+        # tools, ``paths.ensure_writable``).
+        project = ["--bind" if project_writable else "--ro-bind"] if _PROJECT in fds else []
         if stage is None:
             binds = [
                 "--ro-bind-fd", str(fds[Area.INPUT]), f"{ws}/input",
                 "--bind-fd", str(fds[Area.SCRATCHPAD]), f"{ws}/scratchpad",
                 "--bind-fd", str(fds[Area.OUTPUT]), f"{ws}/output",
             ]  # fmt: skip
+            if project:
+                binds += [f"{project[0]}-fd", str(fds[_PROJECT]), f"{ws}/{_PROJECT}"]
             prelude: list[str] = []
         else:
             binds = [
@@ -305,10 +319,14 @@ class BwrapRunner(CodeRunner):
                 "--bind", f"{stage}/scratchpad", f"{ws}/scratchpad",
                 "--bind", f"{stage}/output", f"{ws}/output",
             ]  # fmt: skip
+            staged: list[Area | str] = [*_STAGED, *([_PROJECT] if project else [])]
+            if project:
+                binds += [project[0], f"{stage}/{_PROJECT}", f"{ws}/{_PROJECT}"]
             prelude = [
                 _tool("unshare"), "--mount", "--propagation", "private", "--",
                 _tool("sh"), "-c", _STAGE_SCRIPT, "sh", stage,
-                *(str(fds[area]) for area in _STAGED),
+                " ".join(a.value if isinstance(a, Area) else a for a in staged),
+                *(str(fds[area]) for area in staged),
             ]  # fmt: skip
         return [
             *prelude,
@@ -347,7 +365,14 @@ class BwrapRunner(CodeRunner):
             _give_areas(workspace)
         with _area_fds(workspace) as fds, _staging() if root else contextlib.nullcontext() as stage:
             result = await run_limited(
-                self.argv(command, limits, fds, socket_path, stage),
+                self.argv(
+                    command,
+                    limits,
+                    fds,
+                    socket_path,
+                    stage,
+                    project_writable=workspace.allow_platform_work,
+                ),
                 env=env,
                 limits=limits,
                 watch=self._watch(workspace, limits),
