@@ -163,6 +163,7 @@ class Run(_Face[AsyncRun]):
         return RunIterator(stream, self._portal)
 
     get = _blocking(AsyncRun.get)
+    files = _blocking(AsyncRun.files)
     cancel = _blocking(AsyncRun.cancel)
     wait = _blocking(AsyncRun.wait)
 
@@ -332,5 +333,6 @@ class Client(_Face[AsyncClient]):
             yield item
 
     list_sessions = _blocking(AsyncClient.list_sessions)
+    usage = _blocking(AsyncClient.usage)
     health = _blocking(AsyncClient.health)
     readiness = _blocking(AsyncClient.readiness)

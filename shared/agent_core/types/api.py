@@ -27,6 +27,7 @@ from agent_core.types._assistant import (
     session_overrides,
 )
 from agent_core.types._fields import NotBool
+from agent_core.types._usage import FileChange, RunFiles, UsageReport, UsageRow, UsageTotals
 from agent_core.types.enums import (
     MultitaskStrategy,
     NodeType,
@@ -49,6 +50,11 @@ from agent_core.types.runtime import (
 
 __all__ = [
     "ASSISTANT_KEY",
+    "FileChange",
+    "RunFiles",
+    "UsageReport",
+    "UsageRow",
+    "UsageTotals",
     "AgentConfigOverrides",
     "AgentList",
     "Assistant",
