@@ -35,6 +35,7 @@ from services.gateway import (
     routes_sessions,
     routes_skills,
     routes_tasks_memory,
+    routes_usage,
 )
 from services.gateway.bodies import JsonGuardMiddleware
 from services.gateway.docs import add_docs_routes
@@ -200,6 +201,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         routes_tasks_memory,
         routes_assistants,
         routes_openai,
+        routes_usage,
     ):
         app.include_router(module.router)
 

@@ -211,8 +211,10 @@ class ChildRunner:
                 # The parent is cancelled (or timed out, or its worker stops): the child ends
                 # with it, then the cancellation goes on.
                 ending, parent_cancelled = progress.cancelled(), True
-            hooks = progress.loop.hooks if progress.loop is not None else None
-            ending = await _shielded(self._finished(child, store, ending, hooks))
+            loop = progress.loop
+            hooks = loop.hooks if loop is not None else None
+            model = loop.config.model if loop is not None else None
+            ending = await _shielded(self._finished(child, store, ending, hooks, model))
         except BaseException as exc:
             if not child.ended:
                 await _shielded(self._abandon(child, exc))
@@ -386,7 +388,12 @@ class ChildRunner:
         return BusRunStore(self.storage, handle, set_active=False), events
 
     async def _finished(
-        self, child: _Child, store: BusRunStore, ending: Ending, hooks: RunHooks | None
+        self,
+        child: _Child,
+        store: BusRunStore,
+        ending: Ending,
+        hooks: RunHooks | None,
+        model: str | None = None,
     ) -> Ending:
         """Run the child's end hooks (RunEnd, SubagentStop), write its end, then tell it; the
         end as recorded."""
@@ -400,6 +407,7 @@ class ChildRunner:
             fence=store.fence,
             set_active=False,
             debug=self.debug,
+            model=model,
         )
         child.ended = True
         worker = child.label.get("worker")

@@ -64,6 +64,7 @@ async def end_run(
     fence: RunFence | None,
     set_active: bool = True,
     debug: Workspace | None = None,
+    model: str | None = None,
 ) -> Ending:
     """Write ``ending`` as the run's end (``end_run``); return the end as recorded — the stored
     one when the run had ended already (its end was written before, by whoever ended it).
@@ -72,7 +73,7 @@ async def end_run(
     session's workspace in debug mode, where the traceback of an unexpected exception that ended
     the run is kept (:func:`keep_traceback`). Raises :class:`Fenced` when a newer attempt owns
     the run, :class:`StorageError` when the end could not be written (the run stays in flight: a
-    takeover ends it).
+    takeover ends it). ``model``: the model the run's usage is counted under in the usage totals.
     """
     if ending.exception is not None:
         exc = ending.exception
@@ -81,13 +82,13 @@ async def end_run(
         )  # (redacted, and with its traceback in debug mode only: see service.logs)
         if debug is not None:
             ending = await keep_traceback(storage, handle, debug, ending)
-    receipt = await storage.send(_command(handle, ending, fence, set_active))
+    receipt = await storage.send(_command(handle, ending, fence, set_active, model))
     if not receipt.ok and ending.node is not None and _code(receipt) not in _NOT_THE_NODE:
         # The node could not be written (its parent is gone, …): the end goes without it.
         log.warning("run %s: its last node was refused (%s)", handle.run_id, _code(receipt))
         end = ending.end.model_copy(update={"last_node_id": ending.node.parent_id})
         ending = dataclasses.replace(ending, end=end, node=None)
-        receipt = await storage.send(_command(handle, ending, fence, set_active))
+        receipt = await storage.send(_command(handle, ending, fence, set_active, model))
     if receipt.ok:
         node, written = ending.node, EndRunResult.of(receipt).node
         if node is not None:
@@ -117,7 +118,13 @@ def _code(receipt: Any) -> str:
     return str(receipt.error.code) if receipt.error else "refused"
 
 
-def _command(handle: RunHandle, ending: Ending, fence: RunFence | None, set_active: bool) -> EndRun:
+def _command(
+    handle: RunHandle,
+    ending: Ending,
+    fence: RunFence | None,
+    set_active: bool,
+    model: str | None = None,
+) -> EndRun:
     node = event = None
     if ending.node is not None:
         node, event = node_drafts(ending.node)
@@ -132,6 +139,7 @@ def _command(handle: RunHandle, ending: Ending, fence: RunFence | None, set_acti
         node_event=event,
         set_active=set_active,
         withdraw=ending.withdraw,
+        model=model,
     )
 
 

@@ -36,6 +36,7 @@ from agent_core.runtime import (
     drive,
     resume_point,
 )
+from agent_core.runtime.budget import AccountBudget
 from agent_core.service import ServiceContext
 from agent_core.skills import LoadSkillTool, RunSkills
 from agent_core.storage_client import StorageClient
@@ -45,6 +46,7 @@ from agent_core.types.enums import AgentType, EndReason, RunStatus
 from agent_core.types.runtime import AgentConfig, Node, RunEnd, RunNodeCreated
 from services.run_worker.adapters import BusRunStore, StorageArtifactSink, WorkerToolRunner
 from services.run_worker.agent_setup import AgentSetup
+from services.run_worker.budgets import AccountBudgets
 from services.run_worker.child_endings import end_orphans
 from services.run_worker.child_tools import child_tools, orchestrator_config
 from services.run_worker.children import ChildRunner
@@ -90,6 +92,7 @@ class RunExecutor:
         self.hooks = HookSetup(ctx.settings, os.environ)
         self.runs = RunningRuns()
         self.skills = SkillLink(ctx)
+        self.budgets = AccountBudgets(ctx.settings, self.reads)
         self.max_attempts = ctx.settings.run_worker.max_attempts
 
     def cancel(self, run_id: str) -> bool:
@@ -144,6 +147,7 @@ class RunExecutor:
                 fence=attempt.store.fence,
                 set_active=attempt.store.set_active,
                 debug=self._debug_workspace(run),
+                model=progress.loop.config.model if progress.loop is not None else None,
             )
         except Fenced:
             log.warning(
@@ -183,13 +187,16 @@ class RunExecutor:
         if cancelled or prefetch.cancelled:  # cancelled while it was being claimed
             return p.cancelled()
         config = self.setup.config(run.config_overrides)
+        account = await self.budgets.of(run.account_id)
+        if account is not None and account.exhausted_by():  # nothing left: no model call
+            return p.ending(RunStatus.FAILED, EndReason.BUDGET_EXHAUSTED, error=account.error())
         skills = self.skills.run_skills(run, prefetch.cwd, p.path, config)
         mcp = await self._mcp_tools(a, config)
         turns_done = 0
         loop: AgentLoop | None = None
         rerun = False
         if a.handle.attempt > 1:
-            loop = self._loop(a, config, skills, mcp)
+            loop = self._loop(a, config, skills, mcp, account)
             tools = loop.tools
             repeatable = tools.repeatable if isinstance(tools, WorkerToolRunner) else None
             point = resume_point(p.path, run.run_id, repeatable)
@@ -216,7 +223,7 @@ class RunExecutor:
             ):
                 p.path.append(await self._append(a, node))
         if loop is None:
-            loop = self._loop(a, config, skills, mcp)
+            loop = self._loop(a, config, skills, mcp, account)
         timeout_s = config.budget.max_wall_clock_s
         return await p.run_loop(
             loop, p.path, turns_done=turns_done, timeout_s=timeout_s, rerun_calls=rerun
@@ -279,6 +286,7 @@ class RunExecutor:
         config: AgentConfig,
         skills: RunSkills | None,
         mcp: Sequence[Tool[Any]] = (),
+        account: AccountBudget | None = None,
     ) -> AgentLoop:
         """The attempt's loop: its model, its workspace's tools, and the child runs it may start
         (an orchestrator's loop: the orchestration prompt and tools; its children do the work)."""
@@ -348,6 +356,7 @@ class RunExecutor:
             builder=ContextBuilder(skills=skills.listing if skills else None),
             compactor=Compactor(config, model, BusCompactAgents(self.storage, a.handle)),
             hooks=hooks,
+            account_budget=account,
         )
 
     def _child_hooks(

@@ -108,6 +108,7 @@ def end_run(conn: sqlite3.Connection, c: EndRun, ctx: ApplyContext) -> EndRunRes
             c.run_id,
         ),
     )
+    _count_usage(conn, sid, c, ctx.now)
     _agent_after(conn, sid, agent_id, c.run_id, end.status, ctx.now)
     if c.withdraw:
         _withdraw(conn, sid, c.run_id, row[3], ctx.now)
@@ -118,6 +119,33 @@ def end_run(conn: sqlite3.Connection, c: EndRun, ctx: ApplyContext) -> EndRunRes
     fields: dict[str, Any] = {} if node is None else {"node": node}
     return EndRunResult(
         run_id=c.run_id, status=c.end.status, attempt=attempt, event=event, **fields
+    )
+
+
+def _count_usage(conn: sqlite3.Connection, sid: str, c: EndRun, now: str) -> None:
+    """Add the run's usage to the kept totals of its session, account, day and model (a run
+    that used no token adds nothing). In the end's transaction: a run is counted exactly once."""
+    u = c.end.usage
+    if not (u.input_tokens or u.output_tokens or u.cache_read_tokens or u.cache_write_tokens):
+        return
+    conn.execute(
+        "INSERT INTO usage_totals (account_id, day, model, session_id, runs, input_tokens, "
+        "output_tokens, cache_read_tokens, cache_write_tokens) "
+        "SELECT account_id, ?, ?, session_id, 1, ?, ?, ?, ? FROM sessions WHERE session_id = ? "
+        "ON CONFLICT DO UPDATE SET runs = runs + 1, "
+        "input_tokens = input_tokens + excluded.input_tokens, "
+        "output_tokens = output_tokens + excluded.output_tokens, "
+        "cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens, "
+        "cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens",
+        (
+            now[:10],
+            c.model or "unknown",
+            u.input_tokens,
+            u.output_tokens,
+            u.cache_read_tokens,
+            u.cache_write_tokens,
+            sid,
+        ),
     )
 
 

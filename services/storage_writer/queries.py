@@ -35,7 +35,7 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.errors import AgentCoreError, SchemaError
 from agent_core.ids import validate_session_id
-from services.storage_writer import assistant_queries
+from services.storage_writer import assistant_queries, usage_queries
 from services.storage_writer.paths import path_rows
 from services.storage_writer.schema import configure, events_table, nodes_table
 from services.storage_writer.search_index import AUDIT_COLUMNS, match_expression, snippet
@@ -377,6 +377,11 @@ _HANDLERS: dict[str, Handler] = {
     "list_agents": _by_session("agents"),
     "list_artifacts": _by_session("artifacts"),
     "get_artifact": _get_artifact,
+    "get_usage": lambda e, q: (usage_queries.account_usage(e._all(), q), None),
+    "get_session_usage": lambda e, q: (
+        usage_queries.session_usage(e._session_conn(q.session_id, q.account_id), q),
+        None,
+    ),
     # An account's named agents (None answers as data=None, like _Missing).
     "get_assistant": lambda e, q: (assistant_queries.get_assistant(e.account_conn, q), None),
     "list_assistants": lambda e, q: (assistant_queries.list_assistants(e.account_conn, q), None),

@@ -207,12 +207,28 @@ _CATALOG_V2: Final = (
     "CREATE INDEX account_audit_account ON account_audit (account_id, seq)",
 )
 
+# v5: usage totals kept as counters, added to by the transaction that ends a run
+# (``apply_end``): a row per account, day (UTC, of the end), model and session, so an account's
+# usage by day and model (the key's prefix) and a session's totals (its index) are read by index,
+# never summed over runs. A session's rows live in its own shard, so the end and the counters
+# commit together; an account's totals are the union of every shard's rows for it.
+_V5 = (
+    """CREATE TABLE usage_totals (
+        account_id TEXT NOT NULL, day TEXT NOT NULL, model TEXT NOT NULL,
+        session_id TEXT NOT NULL, runs INTEGER NOT NULL, input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL, cache_read_tokens INTEGER NOT NULL,
+        cache_write_tokens INTEGER NOT NULL,
+        PRIMARY KEY (account_id, day, model, session_id)) WITHOUT ROWID""",
+    "CREATE INDEX usage_totals_session ON usage_totals (session_id)",
+)
+
 # Ordered; a version is never edited once released, only new ones appended.
 MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
     (1, _statements(*_V1)),
     (2, _statements(*_V2)),
     (3, _statements(*_V3)),
     (4, _statements(*_V4)),
+    (5, _statements(*_V5)),
 )
 # The catalog file (``<db_path>``) only records how sessions are spread over shard files.
 CATALOG_MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (

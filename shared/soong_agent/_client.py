@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import AsyncIterator
 from types import TracebackType
@@ -10,7 +11,7 @@ from typing import Any, Literal, Self
 import httpx
 
 from agent_core.memory.client import MemoryFile, MemoryFiles, MemoryHistoryView
-from agent_core.types.api import AuditList, Health, Readiness, SessionList
+from agent_core.types.api import AuditList, Health, Readiness, SessionList, UsageReport
 from agent_core.types.enums import SessionStatus
 from agent_core.types.runtime import AgentConfigOverrides, SessionState
 from soong_agent import _operations as ops
@@ -210,6 +211,18 @@ class AsyncClient:
             if page.next_cursor is None:
                 return
             cursor = page.next_cursor
+
+    async def usage(
+        self, *, since: dt.date | None = None, until: dt.date | None = None
+    ) -> UsageReport:
+        """The account's token usage by day (UTC) and model from ``since`` to ``until`` (both
+        included; open ends when left out), with the sum."""
+        query = {
+            name: day.isoformat()
+            for name, day in (("since", since), ("until", until))
+            if day is not None
+        }
+        return await self._http.model(ops.USAGE, UsageReport, query=query)
 
     # ---------------------------------------------------------------- health
 

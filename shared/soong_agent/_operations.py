@@ -48,6 +48,7 @@ READYZ = _op("GET", "/readyz")
 
 CREATE_SESSION = _op("POST", "/v1/sessions")
 LIST_SESSIONS = _op("GET", "/v1/sessions")
+USAGE = _op("GET", "/v1/usage")
 GET_SESSION = _op("GET", _S)
 PATCH_SESSION = _op("PATCH", _S, idempotent=True)  # sets fields to given values
 DELETE_SESSION = _op("DELETE", _S, idempotent=False)  # a repeat after it worked would 404
@@ -61,6 +62,7 @@ LIST_RUNS = _op("GET", _S + "/runs")
 GET_RUN = _op("GET", _S + "/runs/{run_id}")
 CANCEL_RUN = _op("POST", _S + "/runs/{run_id}/cancel", idempotent=True)
 RUN_EVENTS = _op("GET", _S + "/runs/{run_id}/events")
+RUN_FILES = _op("GET", _S + "/runs/{run_id}/files")
 
 TREE = _op("GET", _S + "/tree")
 PATH = _op("GET", _S + "/path")

@@ -24,6 +24,7 @@ from agent_core.types.api import (
     ModelContext,
     NodePath,
     PermissionList,
+    RunFiles,
     RunList,
     SessionDeleted,
     SessionExport,
@@ -98,6 +99,11 @@ class AsyncRun:
     async def get(self) -> RunState:
         """The run's state."""
         return await self._http.model(ops.GET_RUN, RunState, self._params())
+
+    async def files(self) -> RunFiles:
+        """The files the run's tool calls created, modified or deleted in ``output/`` and
+        ``scratchpad/``, each with the call that did it."""
+        return await self._http.model(ops.RUN_FILES, RunFiles, self._params())
 
     async def cancel(self, *, wait: bool = False, timeout_s: float = 30.0) -> RunState:
         """Ask the run to stop; with ``wait`` answer once it ended (or ``timeout_s`` passed)."""

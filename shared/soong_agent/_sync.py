@@ -163,6 +163,7 @@ class Run(_Face[AsyncRun]):
         return RunIterator(stream, self._portal)
 
     get = _blocking(AsyncRun.get)
+    files = _blocking(AsyncRun.files)
     cancel = _blocking(AsyncRun.cancel)
     wait = _blocking(AsyncRun.wait)
 
@@ -338,5 +339,6 @@ class Client(_Face[AsyncClient]):
     list_sessions = _blocking(AsyncClient.list_sessions)
     search_sessions = _blocking(AsyncClient.search_sessions)
     audit = _blocking(AsyncClient.audit)
+    usage = _blocking(AsyncClient.usage)
     health = _blocking(AsyncClient.health)
     readiness = _blocking(AsyncClient.readiness)

@@ -16,6 +16,7 @@ from agent_core.config.mcp import McpSettings
 
 __all__ = [
     "DEFAULT_KEY_ENV",
+    "BudgetSettings",
     "BusSettings",
     "CommandToolSettings",
     "GatewaySettings",
@@ -297,6 +298,24 @@ class SkillSettings(_Section):
         return self
 
 
+class BudgetSettings(_Section):
+    """Token budgets of accounts (``[budgets]``): ``tokens`` for every account (none: no cap),
+    ``accounts`` an account's own (``acct_x = 2000000``; ``0`` stops its runs), counted over
+    ``period`` — the UTC ``day`` or ``month`` the runs ended in, or ``total`` — as input plus
+    output tokens of the runs that ended. A run of an account whose budget is used up ends
+    ``failed`` / ``budget_exhausted`` (see docs/architecture.md, "Usage totals and budgets")."""
+
+    period: Literal["day", "month", "total"] = "month"
+    tokens: int | None = Field(default=None, ge=0)
+    accounts: dict[
+        Annotated[str, Field(min_length=1, max_length=128)], Annotated[int, Field(ge=0)]
+    ] = Field(default_factory=dict)
+
+    def tokens_for(self, account_id: str) -> int | None:
+        """The account's budget in tokens per period, ``None`` when it has none."""
+        return self.accounts.get(account_id, self.tokens)
+
+
 # ``package.module:attribute`` (an entry point's value).
 _FACTORY = r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$"
 
@@ -356,6 +375,7 @@ class Settings(_Section):
             if name.startswith("mcp__"):
                 raise ValueError(f"{name}: names starting with mcp__ are MCP servers' tools")
         return tools
+    budgets: BudgetSettings = BudgetSettings()
 
     @model_validator(mode="after")
     def _no_key_for_code(self) -> Settings:

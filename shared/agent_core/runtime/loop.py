@@ -34,6 +34,7 @@ from agent_core.ids import new_id
 from agent_core.provider.base import ProviderAdapter
 from agent_core.provider.errors import ProviderErrorCode
 from agent_core.runtime import hook_steps
+from agent_core.runtime.budget import AccountBudget
 from agent_core.runtime.ending import Ending, cancelled_reason, ending
 from agent_core.runtime.model_stream import ModelResponse, assistant_blocks, stream_response
 from agent_core.runtime.ports import EventSink, RunStore, ToolRunner
@@ -99,8 +100,11 @@ class AgentLoop:
         max_parallel_tools: int = 4,
         compactor: Compactor | None = None,
         hooks: RunHooks | None = None,
+        account_budget: AccountBudget | None = None,
     ) -> None:
         self.handle = handle
+        # The account's token budget (agent_core.runtime.budget): None when it has none.
+        self.account_budget = account_budget
         self.hooks = hooks  # None when no hook applies to the run (agent_core/hooks)
         self.config = config
         self.model = model
@@ -220,7 +224,10 @@ class AgentLoop:
                 reason = EndReason.PROMPT_TOO_LONG
             return self.ending(RunStatus.FAILED, reason, error=response.error)
         blocks = assistant_blocks(response)
-        over_budget = (
+        exhausted = self.account_budget is not None and self.account_budget.exhausted_by(
+            self.usage.total_tokens
+        )
+        over_budget = exhausted or (
             budget.max_total_tokens is not None
             and self.usage.total_tokens > budget.max_total_tokens
         )
@@ -243,6 +250,10 @@ class AgentLoop:
             return self.ending(RunStatus.COMPLETED, reason, answer=blocks)
         assistant = await self._append(nodes, Role.ASSISTANT, blocks)
         self.partial_text = ""
+        if exhausted:
+            assert self.account_budget is not None
+            error = self.account_budget.error(self.usage.total_tokens)
+            return self.ending(RunStatus.FAILED, EndReason.BUDGET_EXHAUSTED, error=error)
         if over_budget:
             assert budget.max_total_tokens is not None
             return self._budget_exceeded("max_tokens", budget.max_total_tokens)

@@ -26,6 +26,7 @@ from agent_core.types._fields import (
     UtcDatetime,
     utc_now,
 )
+from agent_core.types._usage import UsageTotals
 from agent_core.types.enums import (
     TERMINAL_RUN_STATUSES,
     AgentStatus,
@@ -66,6 +67,8 @@ class SessionState(Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: UtcDatetime = Field(default_factory=utc_now)
     updated_at: UtcDatetime = Field(default_factory=utc_now)
+    # The session's usage totals: on the session's own GET (kept counters), not in listings.
+    usage: UsageTotals | None = None
 
 
 class ChildAgentResult(Strict):

@@ -35,6 +35,7 @@ from agent_core.types.api_sessions import (
     SessionExport,
     SessionMatch,
 )
+from agent_core.types._usage import FileChange, RunFiles, UsageReport, UsageRow, UsageTotals
 from agent_core.types.enums import (
     MultitaskStrategy,
     NodeType,
@@ -63,6 +64,11 @@ from agent_core.types.runtime import (
 
 __all__ = [
     "ASSISTANT_KEY",
+    "FileChange",
+    "RunFiles",
+    "UsageReport",
+    "UsageRow",
+    "UsageTotals",
     "AgentConfigOverrides",
     "AgentList",
     "Assistant",

@@ -80,6 +80,9 @@ class EndReason(StrEnum):
     PROMPT_TOO_LONG = "prompt_too_long"
     MAX_OUTPUT_TOKENS_RECOVERY = "max_output_tokens_recovery"
     FAILED = "failed"
+    # The account's token budget ([budgets]) is used up: the run ends failed, error
+    # ``budget_exhausted`` (how much of which budget), before or after a model turn.
+    BUDGET_EXHAUSTED = "budget_exhausted"
 
 
 class AgentType(StrEnum):

@@ -53,11 +53,13 @@ from agent_core.types._state import (
     SessionState,
     TimelineEvent,
 )
+from agent_core.types._usage import UsageTotals
 from agent_core.types.enums import NodeType
 from agent_core.types.tasks import PlanRef, Task, TaskDAG, TaskStatus, TaskWalEvent
 
 __all__ = [
     "RUNTIME_EVENT",
+    "UsageTotals",
     "SESSION_CONFIG_KEY",
     "AgentConfig",
     "AgentConfigOverrides",

@@ -103,7 +103,7 @@ def test_seed_000_enum_values() -> None:
     }  # fmt: skip
     assert set(enums.EndReason) == {
         "completed", "max_turns", "aborted_streaming", "aborted_tools", "prompt_too_long",
-        "max_output_tokens_recovery", "failed",
+        "max_output_tokens_recovery", "failed", "budget_exhausted",
     }  # fmt: skip
     assert "stop_hook_prevented" not in set(enums.EndReason)
     assert set(enums.AgentType) == {"main", "orchestrator", "sub", "fork"}

@@ -150,6 +150,7 @@ EXAMPLES: list[BaseModel] = [
     rt.ContextPolicy(summary_model="small-model", max_continuations=1),
 ]
 EXAMPLES += [EXAMPLES[-2].injected[0], EXAMPLES[-2].dropped[0], EXAMPLES[-2].budget]  # type: ignore[attr-defined]
+EXAMPLES.append(rt.UsageTotals(runs=2, input_tokens=30, output_tokens=12, total_tokens=42))
 
 
 def test_runtime_events_cover_the_union() -> None:

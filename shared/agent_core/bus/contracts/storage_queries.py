@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
@@ -16,7 +17,7 @@ from agent_core.bus.contracts.assistants import (
     ListAssistantVersions,
 )
 from agent_core.errors import ErrorPayload
-from agent_core.types.api import TreeNode
+from agent_core.types.api import TreeNode, UsageRow, UsageTotals
 from agent_core.types.enums import SessionStatus
 from agent_core.types.storage import (
     AgentRecord,
@@ -237,6 +238,29 @@ class ListAuditEvents(_Query):
     def reply_of(self, reply: QueryReply) -> list[AuditRecord]:
         """The events' rows, newest first."""
         return many(AuditRecord, reply) or []
+class GetUsage(_Query):
+    """An account's usage totals by day (UTC) and model, from ``since`` to ``until`` (both
+    included; open ends when unset): the storage-writer's kept counters, read by index."""
+
+    type: Literal["get_usage"] = "get_usage"
+    account_id: str
+    since: dt.date | None = None
+    until: dt.date | None = None
+
+    def reply_of(self, reply: QueryReply) -> list[UsageRow]:
+        """One row per day and model, oldest day first."""
+        return many(UsageRow, reply) or []
+
+
+class GetSessionUsage(_Query):
+    """A session's usage totals (kept counters)."""
+
+    type: Literal["get_session_usage"] = "get_session_usage"
+    session_id: str
+
+    def reply_of(self, reply: QueryReply) -> UsageTotals | None:
+        """The session's totals (``None``: no such session visible)."""
+        return one(UsageTotals, reply)
 
 
 StorageQuery = Annotated[
@@ -254,6 +278,8 @@ StorageQuery = Annotated[
     | ListAgents
     | ListArtifacts
     | GetArtifact
+    | GetUsage
+    | GetSessionUsage
     | GetAssistant
     | ListAssistants
     | ListAssistantVersions,

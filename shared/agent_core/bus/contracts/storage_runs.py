@@ -182,6 +182,8 @@ class EndRun(_Command):
     node_event: TimelineEvent | None = None
     set_active: bool = True
     withdraw: bool = False
+    # The model the run's usage is counted under in the account's totals (``None``: unknown).
+    model: str | None = Field(default=None, max_length=200)
 
     @model_validator(mode="after")
     def _node_with_its_event(self) -> EndRun:
