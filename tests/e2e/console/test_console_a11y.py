@@ -13,14 +13,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, ViewportSize, expect
 
 from tests.e2e.console.conftest import Console, Tab, new_session, send, sign_in
 from tests.e2e.console.daily import TEAM_ANSWER, axe_violations, running_console
 
 pytestmark = pytest.mark.e2e
 
-PHONE = {"width": 390, "height": 844}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 
 
 @pytest.fixture(scope="module")
