@@ -40,7 +40,9 @@ def test_children_by_name_with_their_phase_and_kept_after_the_run(
     # Live: each worker under its name, with where it is as a status line, never an event box.
     alpha = page.locator('[data-live-run] [data-step="child"][data-child-name="alpha"]')
     expect(alpha.locator("summary strong")).to_have_text("alpha")
-    expect(page.locator('[data-live-run] [data-step="child"][data-child-name="beta"]')).to_be_visible()
+    expect(
+        page.locator('[data-live-run] [data-step="child"][data-child-name="beta"]')
+    ).to_be_visible()
     expect(alpha.locator(".phase")).to_contain_text("turn 1 of")
     expect(page.locator('[data-event-type="phase"]')).to_have_count(0)
     # Ended: the conversation still shows both workers, by name, with how they ended.
@@ -153,8 +155,10 @@ def test_keyboard_only_chat_branch_details_tree_switch_and_a_permission(
     first_id = first_answer.get_attribute("data-node-id")
     tab_until(
         page,
-        lambda f: f["text"] == "Branch from here"
-        and page.evaluate("document.activeElement.closest('.msg').dataset.nodeId") == first_id,
+        lambda f: (
+            f["text"] == "Branch from here"
+            and page.evaluate("document.activeElement.closest('.msg').dataset.nodeId") == first_id
+        ),
         back=True,
     )
     expect(first_answer.locator(".msg-actions")).to_have_css("opacity", "1")
@@ -168,8 +172,10 @@ def test_keyboard_only_chat_branch_details_tree_switch_and_a_permission(
     # "Details" too; Escape closes the panel and gives the focus back.
     tab_until(
         page,
-        lambda f: f["text"] == "Details"
-        and page.evaluate("document.activeElement.closest('.msg').dataset.nodeId") == first_id,
+        lambda f: (
+            f["text"] == "Details"
+            and page.evaluate("document.activeElement.closest('.msg').dataset.nodeId") == first_id
+        ),
         back=True,
     )
     page.keyboard.press("Enter")

@@ -1,7 +1,7 @@
 // The console's shell: sign-in gate, top bar, session list, and the view the URL names.
 
 import {
-  html, useCallback, useEffect, useMemo, useRef, useState,
+  html, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState,
 } from './lib.js';
 import { Api, forgetKey, saveKey, savedKey } from './api.js';
 import { useRoute } from './route.js';
@@ -45,11 +45,17 @@ export function App() {
   const [drawer, setDrawer] = useState(false); // the session list below 900 px
   const hash = `${route.view}:${route.sid || ''}:${route.tab || ''}`;
   useEffect(() => { setDrawer(false); }, [hash]); // a session opened: the drawer gives way
-  useEffect(() => {
+  useLayoutEffect(() => { // layout: listening from the moment the drawer shows
     if (!drawer) return undefined;
     const onKey = (event) => { if (event.key === 'Escape') setDrawer(false); };
+    // A session picked (even the one already open: no route change then) closes it too.
+    const onClick = (event) => { if (event.target.closest?.('a[data-session-id]')) setDrawer(false); };
     document.addEventListener('keydown', onKey);
-    return () => document.removeEventListener('keydown', onKey);
+    document.addEventListener('click', onClick);
+    return () => {
+      document.removeEventListener('keydown', onKey);
+      document.removeEventListener('click', onClick);
+    };
   }, [drawer]);
   const api = useMemo(() => (key ? new Api(key, {
     onUnauthorized: () => {

@@ -127,9 +127,11 @@ export function Files({ model, ctx }) {
   const entry = items?.find((f) => f.path === selected);
   return html`<div class="files-view">
     <div class="files-main">
-      <div class="tabs small" role="tablist" aria-label="Workspace folder">
-        ${AREAS.map((a) => html`<button key=${a} role="tab" aria-selected=${area === a ? 'true' : 'false'}
-          class=${area === a ? 'tab active' : 'tab'} onClick=${() => { setArea(a); setSelected(null); }}>${a}/</button>`)}
+      <div class="tabs small">
+        <div class="tab-group" role="tablist" aria-label="Workspace folder">
+          ${AREAS.map((a) => html`<button key=${a} role="tab" aria-selected=${area === a ? 'true' : 'false'}
+            class=${area === a ? 'tab active' : 'tab'} onClick=${() => { setArea(a); setSelected(null); }}>${a}/</button>`)}
+        </div>
         <button class="link" onClick=${() => setReloads((n) => n + 1)}>Refresh</button>
       </div>
       ${area === 'input' && html`<${Uploader} ctx=${ctx} onUploaded=${() => setReloads((n) => n + 1)} />`}

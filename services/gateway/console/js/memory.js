@@ -99,11 +99,13 @@ export function Memory({ api, notify }) {
     <h2>Memory</h2>
     <p class="muted">What your agents remember about you, injected into every run. Edits are yours: a
       consolidation never overwrites a change made while it ran.</p>
-    <div class="tabs small" role="tablist" aria-label="Memory file">
+    <div class="tabs small">
+      <div class="tab-group" role="tablist" aria-label="Memory file">
       <button role="tab" class=${scope === 'user' ? 'tab active' : 'tab'} aria-selected=${scope === 'user' ? 'true' : 'false'}
         onClick=${() => setScope('user')}>user.md</button>
       ${opened.map((s) => html`<button key=${s} role="tab" class=${scope === s ? 'tab active' : 'tab'}
         aria-selected=${scope === s ? 'true' : 'false'} onClick=${() => setScope(s)}>skills/${s}.md</button>`)}
+      </div>
       <form class="inline" onSubmit=${open}>
         <input aria-label="Skill name" placeholder="skill name" value=${name} onInput=${(e) => setName(e.target.value)} />
         <button type="submit">Open skill</button>

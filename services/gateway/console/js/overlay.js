@@ -1,13 +1,15 @@
 // A panel over the view (a node's details): it takes the focus when it opens, Escape closes it
 // from anywhere on the page, and the focus goes back where it was when it closes.
 
-import { html, useEffect, useRef } from './lib.js';
+import {
+  html, useEffect, useLayoutEffect, useRef,
+} from './lib.js';
 
 const FOCUSABLE = 'button:not([disabled]), [href], input, select, textarea, [tabindex]:not([tabindex="-1"])';
 
 export function Overlay({ label, onClose, children }) {
   const box = useRef(null);
-  useEffect(() => {
+  useLayoutEffect(() => { // layout: Escape works from the moment the panel shows
     const opener = document.activeElement;
     const onKey = (event) => {
       if (event.key === 'Escape' && !event.defaultPrevented) {
