@@ -4,6 +4,7 @@
 // chooses to.
 
 import { html, useEffect, useState } from './lib.js';
+import { MemoryHistory } from './memory_history.js';
 
 const SKILL = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -78,6 +79,8 @@ function Editor({ api, scope, notify }) {
       <button disabled=${busy} onClick=${() => load().then(() => setStatus('Reloaded.'), (e) => notify(e.message))}>Reload</button>
       <span role="status" class="muted">${status}</span>
     </div>
+    <${MemoryHistory} key=${file.etag} api=${api} scope=${scope} etag=${file.etag}
+      onRestored=${(f) => { setFile(f); setDraft(f.content); setConflict(null); setStatus('Restored.'); }} />
   </div>`;
 }
 

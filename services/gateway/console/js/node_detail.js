@@ -5,6 +5,7 @@ import { html, useEffect, useState } from './lib.js';
 import { sessionPath } from './api.js';
 import { Blocks } from './steps.js';
 import { formatTime, prettyJson, shortId } from './format.js';
+import { ModelContext } from './model_context.js';
 
 function ContextReport({ ctx, nodeId }) {
   const [report, setReport] = useState(null);
@@ -57,6 +58,7 @@ export function NodeDetail({ ctx, nodeId, onClose, isActive }) {
       <details><summary>Content as stored</summary><pre class="json">${prettyJson(node.content)}</pre></details>
       <h4>Metadata</h4>
       <pre class="json">${prettyJson(node.metadata)}</pre>
-      <${ContextReport} ctx=${ctx} nodeId=${node.node_id} />`}
+      <${ContextReport} ctx=${ctx} nodeId=${node.node_id} />
+      <${ModelContext} ctx=${ctx} nodeId=${node.node_id} />`}
   </aside>`;
 }

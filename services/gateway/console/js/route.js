@@ -3,7 +3,7 @@
 
 import { useEffect, useState } from './lib.js';
 
-export const TABS = ['chat', 'tree', 'runs', 'files', 'tasks'];
+export const TABS = ['chat', 'tree', 'runs', 'files', 'tasks', 'agents', 'trace'];
 
 export function parseRoute(hash) {
   const parts = hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);

@@ -12,8 +12,13 @@ import { Tasks } from './tasks.js';
 import { NodeDetail } from './node_detail.js';
 import { Overlay } from './overlay.js';
 import { sessionTitle } from './format.js';
+import { SessionActions } from './session_actions.js';
+import { Agents } from './agents.js';
+import { Trace } from './trace.js';
 
-const TAB_LABELS = { chat: 'Chat', tree: 'Tree', runs: 'Runs', files: 'Files', tasks: 'Tasks' };
+const TAB_LABELS = {
+  chat: 'Chat', tree: 'Tree', runs: 'Runs', files: 'Files', tasks: 'Tasks', agents: 'Agents', trace: 'Trace',
+};
 
 function Tabs({ sid, tab }) {
   const onKey = (event) => {
@@ -30,7 +35,7 @@ function Tabs({ sid, tab }) {
   </div>`;
 }
 
-function Header({ model }) {
+function Header({ model, api, notify }) {
   const { session } = model.state;
   const archived = session.status === 'archived';
   const toggle = () => model.actions.setStatus(archived ? 'active' : 'archived');
@@ -40,7 +45,8 @@ function Header({ model }) {
       <code class="muted" data-session-id=${session.session_id}>${session.session_id}</code>
       ${archived && html` <span class="chip">archived</span>`}
     </div>
-    <button onClick=${toggle}>${archived ? 'Unarchive' : 'Archive'}</button>
+    <div class="row"><button onClick=${toggle}>${archived ? 'Unarchive' : 'Archive'}</button>
+      <${SessionActions} api=${api} sid=${session.session_id} notify=${notify} /></div>
   </header>`;
 }
 
@@ -105,9 +111,11 @@ export function SessionView({ api, sid, tab, notify }) {
   else if (tab === 'runs') body = html`<${Timeline} model=${model} ctx=${viewCtx} />`;
   else if (tab === 'files') body = html`<${Files} model=${model} ctx=${viewCtx} />`;
   else if (tab === 'tasks') body = html`<${Tasks} model=${model} ctx=${viewCtx} />`;
+  else if (tab === 'agents') body = html`<${Agents} model=${model} ctx=${viewCtx} />`;
+  else if (tab === 'trace') body = html`<${Trace} model=${model} ctx=${viewCtx} />`;
   else body = html`<${Chat} model=${model} ctx=${viewCtx} branch=${branch} setBranch=${setBranch} />`;
   return html`<div class="session" data-session=${sid}>
-    <${Header} model=${model} />
+    <${Header} model=${model} api=${api} notify=${notify} />
     ${state.lost && html`<p class="connection-lost" role="status" data-connection="lost">
       Connection lost: reconnecting… (nothing is missed: the stream resumes where it stopped)</p>`}
     <${Tabs} sid=${sid} tab=${tab} />

@@ -178,8 +178,9 @@ export function useSession(api, sid, notify) {
     cancel(runId) {
       return api.post(sessionPath(sid, 'runs', runId, 'cancel'));
     },
-    decide(requestId, behavior) {
-      return api.post(sessionPath(sid, 'permissions', requestId), { behavior });
+    decide(requestId, behavior, args) { // args: approve with edited arguments
+      const body = args ? { behavior, arguments: args } : { behavior };
+      return api.post(sessionPath(sid, 'permissions', requestId), body);
     },
     async switchTo(nodeId) {
       await api.post(sessionPath(sid, 'switch_node'), { node_id: nodeId });

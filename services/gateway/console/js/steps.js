@@ -2,6 +2,7 @@
 // in place), child agents, special nodes (compactions, injected context, child results), errors,
 // endings and events of any other type, each collapsible.
 
+import { EditArguments } from './permission_edit.js';
 import { html, useEffect, useState } from './lib.js';
 import { sessionPath } from './api.js';
 import { phaseText } from './activity.js';
@@ -47,14 +48,16 @@ export function Blocks({ blocks, ctx }) {
 
 function PermissionCard({ tool, ctx }) {
   const [state, setState] = useState({ busy: false, said: null, error: null });
-  const decide = async (behavior) => {
+  const decide = async (behavior, args) => {
     setState({ busy: true, said: null, error: null });
     try {
-      await ctx.decide(tool.permission.requestId, behavior);
-      setState({ busy: false, said: behavior, error: null });
+      await ctx.decide(tool.permission.requestId, behavior, args);
+      setState({ busy: false, said: args ? 'allow with edited arguments' : behavior, error: null });
+      return null;
     } catch (err) {
       const said = err.code === 'already_decided' ? 'decided elsewhere' : null;
-      setState({ busy: false, said, error: said ? null : err.message });
+      setState({ busy: false, said, error: said || args ? null : err.message });
+      return said ? null : err;
     }
   };
   if (state.said) return html`<div class="permission answered" role="status">Permission: ${state.said}</div>`;
@@ -62,6 +65,7 @@ function PermissionCard({ tool, ctx }) {
     <span><strong>${tool.name}</strong> asks for permission${tool.permission.reason ? ` — ${tool.permission.reason}` : ''}</span>
     <button class="primary" disabled=${state.busy} onClick=${() => decide('allow')}>Allow</button>
     <button disabled=${state.busy} onClick=${() => decide('deny')}>Deny</button>
+    <${EditArguments} tool=${tool} busy=${state.busy} onAllow=${(args) => decide('allow', args)} />
     ${state.error && html`<span class="error-text">${state.error}</span>`}
   </div>`;
 }
