@@ -375,6 +375,7 @@ class Settings(_Section):
             if name.startswith("mcp__"):
                 raise ValueError(f"{name}: names starting with mcp__ are MCP servers' tools")
         return tools
+
     budgets: BudgetSettings = BudgetSettings()
 
     @model_validator(mode="after")

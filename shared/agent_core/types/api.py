@@ -27,6 +27,7 @@ from agent_core.types._assistant import (
     session_overrides,
 )
 from agent_core.types._fields import NotBool
+from agent_core.types._usage import FileChange, RunFiles, UsageReport, UsageRow, UsageTotals
 from agent_core.types.api_sessions import (
     AuditEvent,
     AuditList,
@@ -35,7 +36,6 @@ from agent_core.types.api_sessions import (
     SessionExport,
     SessionMatch,
 )
-from agent_core.types._usage import FileChange, RunFiles, UsageReport, UsageRow, UsageTotals
 from agent_core.types.enums import (
     MultitaskStrategy,
     NodeType,

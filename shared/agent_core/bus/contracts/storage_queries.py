@@ -238,6 +238,8 @@ class ListAuditEvents(_Query):
     def reply_of(self, reply: QueryReply) -> list[AuditRecord]:
         """The events' rows, newest first."""
         return many(AuditRecord, reply) or []
+
+
 class GetUsage(_Query):
     """An account's usage totals by day (UTC) and model, from ``since`` to ``until`` (both
     included; open ends when unset): the storage-writer's kept counters, read by index."""
