@@ -159,3 +159,14 @@ def test_chat_compact_compacts_the_session(gw: Gw) -> None:
     with gw.client() as c:
         nodes = c.get(f"/v1/sessions/{session_id}/tree").json()["nodes"]
     assert [n["node_type"] for n in nodes].count("compaction") == 1
+
+
+def test_chat_regenerates_the_last_answer_beside_the_first(gw: Gw) -> None:
+    done = _chat(gw, "help\n/regenerate\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    session_id = done.stdout.split("session ", 1)[1].split()[0]
+    assert done.stdout.count("run completed") == 2, done.stdout
+    with gw.client() as c:
+        nodes = c.get(f"/v1/sessions/{session_id}/tree").json()["nodes"]
+    asked = [n for n in nodes if n["role"] == "user" and n["preview"] == "help"]
+    assert len(asked) == 2 and asked[0]["parent_id"] == asked[1]["parent_id"] is None
