@@ -23,6 +23,7 @@ from agent_core.provider.media import accepted_kinds, kind_of
 from agent_core.types.api import UserBlock, stored_overrides
 from agent_core.types.mappers import to_artifact_ref
 from agent_core.types.protocol import ArtifactRefBlock, AttachmentBlock
+from agent_core.types.runtime import AgentConfig
 from services.gateway.auth import Caller
 from services.gateway.errors import ApiError
 from services.gateway.state import Gateway, fetch_optional, get_session
@@ -46,27 +47,32 @@ async def checked_blocks(
             gw.ctx.settings, {**stored_overrides(session.metadata), **(overrides or {})}
         )
     except ConfigError:
-        return blocks  # the run itself reports a config no run can start with
-    accepts = accepted_kinds(config.provider, config.accepts)
+        config = None  # the run itself reports a config no run can start with
     out: list[UserBlock] = []
     for block in blocks:
         if isinstance(block, ArtifactRefBlock):
             block = await _artifact(gw, caller, session_id, block)
-        if isinstance(block, AttachmentBlock | ArtifactRefBlock):
-            named = block.path if isinstance(block, AttachmentBlock) else None
-            kind = kind_of(block.mime_type, block.filename or named)
-            if kind in ("image", "pdf") and kind not in accepts:
-                taken = ", ".join(sorted(accepts)) or "no attachments"
-                raise ApiError(
-                    422,
-                    "attachment_not_accepted",
-                    f"model {config.model!r} ({config.provider}) takes no {kind} attachments "
-                    f"(it takes {taken}; the operator sets this with `accepts` in [model] or "
-                    "[providers.<name>])",
-                    details={"kind": kind, "accepts": sorted(accepts), "model": config.model},
-                )
+        if config is not None and isinstance(block, AttachmentBlock | ArtifactRefBlock):
+            _check_accepted(block, config)
         out.append(block)
     return out
+
+
+def _check_accepted(block: AttachmentBlock | ArtifactRefBlock, config: AgentConfig) -> None:
+    """422 when ``block`` is an image or a PDF that ``config``'s model does not take."""
+    accepts = accepted_kinds(config.provider, config.accepts)
+    named = block.path if isinstance(block, AttachmentBlock) else None
+    kind = kind_of(block.mime_type, block.filename or named)
+    if kind in ("image", "pdf") and kind not in accepts:
+        taken = ", ".join(sorted(accepts)) or "no attachments"
+        raise ApiError(
+            422,
+            "attachment_not_accepted",
+            f"model {config.model!r} ({config.provider}) takes no {kind} attachments "
+            f"(it takes {taken}; the operator sets this with `accepts` in [model] or "
+            "[providers.<name>])",
+            details={"kind": kind, "accepts": sorted(accepts), "model": config.model},
+        )
 
 
 async def _artifact(
@@ -92,8 +98,9 @@ async def _artifact(
         raise refused
     return block.model_copy(
         update={
-            "filename": block.filename or artifact.filename,
-            "mime_type": block.mime_type or artifact.mime_type,
+            # The record's own name and type win: they decide how the model gets the content.
+            "filename": artifact.filename or block.filename,
+            "mime_type": artifact.mime_type or block.mime_type,
             "summary": block.summary or artifact.summary,
         }
     )

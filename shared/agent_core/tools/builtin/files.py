@@ -71,7 +71,8 @@ class ReadFileTool(Tool[ReadFileArgs]):
     name = "read_file"
     repeatable = True  # read-only
     description = (
-        "Read a text file from the session workspace (input/, scratchpad/, output/). "
+        "Read a text file from the session workspace (input/, scratchpad/, output/) or its "
+        "project folder (project/, where other relative paths start when the session has one). "
         "Lines are numbered; use start_line/end_line for a range."
     )
     input_model = ReadFileArgs
@@ -112,7 +113,7 @@ class WriteFileTool(Tool[WriteFileArgs]):
     name = "write_file"
     description = (
         "Create or overwrite a text file. Deliverables go to output/, temporary files to "
-        "scratchpad/; input/ is read-only."
+        "scratchpad/; input/ and the project folder (project/) are read-only."
     )
     input_model = WriteFileArgs
     writes = True

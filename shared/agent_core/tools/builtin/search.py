@@ -81,7 +81,10 @@ class ListDirTool(Tool[ListDirArgs]):
 
     name = "list_dir"
     repeatable = True  # read-only
-    description = "List the files and folders in a workspace folder (input/, output/, scratchpad/)."
+    description = (
+        "List the files and folders in a workspace folder (input/, output/, scratchpad/, and "
+        "project/ when the session has a project folder)."
+    )
     input_model = ListDirArgs
 
     async def run(self, args: ListDirArgs, ctx: ToolContext) -> ToolOutput:
