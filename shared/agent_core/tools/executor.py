@@ -203,7 +203,11 @@ class ToolExecutor:
         output = await self._run(tool, args, ctx, meta)
         if tool.writes:
             meta["files"] = files = await self._report_output_files(before, ctx)
-            meta["artifacts"] = [f for f in files if f.get("artifact_id")]
+            meta["artifacts"] = [  # output/ files as artifacts, as before "files" existed
+                {k: f.get(k) for k in ("path", "size_bytes", "artifact_id")}
+                for f in files
+                if f["area"] == Area.OUTPUT.value and f["change"] != "deleted"
+            ]
         return output, call
 
     async def _run(
@@ -229,7 +233,7 @@ class ToolExecutor:
 
     async def _scan_output(self) -> _Snapshot:
         """Files of ``output/`` and ``scratchpad/`` (size, mtime); an area cut at the scan
-        limit is marked by ``None`` under its own path, so no deletion is guessed from it."""
+        limit is marked by an entry under its own path, so no deletion is guessed from it."""
 
         def scan() -> _Snapshot:
             files: _Snapshot = {}

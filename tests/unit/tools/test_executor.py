@@ -316,6 +316,48 @@ async def test_files_written_to_output_are_reported(ws: Workspace) -> None:
     assert record.tool_call_id == "c1" and record.node_id == "node_1"
 
 
+class TidyTool(Tool[SleepArgs]):
+    """Writes like a script would: removes a scratch file and changes a deliverable."""
+
+    name = "tidy"
+    description = "Deletes scratchpad/old.txt and rewrites output/r.md."
+    input_model = SleepArgs
+    writes = True
+
+    async def run(self, args: SleepArgs, ctx: ToolContext) -> ToolOutput:
+        (ctx.workspace.root / "scratchpad" / "old.txt").unlink()
+        (ctx.workspace.root / "output" / "r.md").write_text("# changed, and longer")
+        return ToolOutput("tidied")
+
+
+async def test_a_writing_calls_changes_in_output_and_scratchpad_are_listed(
+    ws: Workspace,
+) -> None:
+    executor = make_executor(ws, tools=[TidyTool()])
+    wrote = await executor.execute(
+        ToolCall(id="c1", name="write_file", arguments={"path": "output/r.md", "content": "# hi"})
+    )
+    scratch = await executor.execute(
+        ToolCall(id="c2", name="write_file", arguments={"path": "scratch/old.txt", "content": "x"})
+    )
+    tidied = await executor.execute(ToolCall(id="c3", name="tidy", arguments={"seconds": 0}))
+    (made,) = wrote.metadata["files"]
+    assert (made["path"], made["area"], made["change"], made["size_bytes"]) == (
+        "output/r.md",
+        "output",
+        "created",
+        4,
+    )
+    assert made["artifact_id"] is not None
+    assert [(f["path"], f["area"], f["change"]) for f in scratch.metadata["files"]] == [
+        ("scratchpad/old.txt", "scratchpad", "created")
+    ]
+    assert [(f["path"], f["change"]) for f in tidied.metadata["files"]] == [
+        ("output/r.md", "modified"),
+        ("scratchpad/old.txt", "deleted"),
+    ]
+
+
 async def test_cancellation_propagates(ws: Workspace) -> None:
     task = asyncio.create_task(
         make_executor(ws).execute(ToolCall(id="c1", name="sleep", arguments={"seconds": 0.15}))
