@@ -8,10 +8,15 @@ tens of percent within an hour, so only comparisons made in one sitting, interle
   ``RPS_SECONDS`` (the load generator of ``bench/gateway.py``);
 - the latency of one such GET at a time (``SERIAL`` of them, median).
 
+Then, on the stack with the console, a session of 2,500 nodes in the browser (headless
+Chromium, ``helpers/console_browser.py``): ``chat_open_ms_2500``, ``tree_open_ms_2500`` and
+``send_to_first_delta_ms_2500`` (median of ``BROWSER_ROUNDS``; goal: ≤ 300 ms each).
+
 Printed last, one JSON line: ``console_get_rps_on`` / ``_off`` (median round),
 ``console_rps_ratio`` (on / off; goal: 1 within noise, ≥ 0.95), ``console_get_p50_ms_on`` /
-``_off``, and ``rounds``. Before measuring it checks that ``/console/`` is served by the one
-stack and answers 404 on the other.
+``_off``, ``rounds``, and the three browser figures. Before measuring it checks that
+``/console/`` is served by the one stack and answers 404 on the other. ``--browser-only`` runs
+the browser figures alone (one stack), for a quick look.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
 import httpx  # noqa: E402
+from helpers.console_browser import browser_figures  # noqa: E402
 from helpers.http_load import get_rps  # noqa: E402
 
 from tests.conftest import Stack, start_stack, stop_stack  # noqa: E402
@@ -35,6 +41,7 @@ from tests.conftest import Stack, start_stack, stop_stack  # noqa: E402
 ROUNDS = 4
 RPS_SECONDS = 3.0
 SERIAL = 300
+BROWSER_ROUNDS = 3
 CONFIG = """
 [gateway]
 rate_limit_per_s = 1000000.0
@@ -71,7 +78,15 @@ async def _serial_p50_ms(stack: Stack, path: str) -> float:
 
 def main() -> int:
     """Run the comparison and print the figures."""
+    if "--browser-only" in sys.argv[1:]:
+        stack = _start(True)
+        try:
+            print(json.dumps(browser_figures(stack, rounds=BROWSER_ROUNDS)))
+        finally:
+            stop_stack(stack.process)
+        return 0
     stacks = {True: _start(True), False: _start(False)}
+    browser: dict[str, float] = {}
     try:
         paths = {
             on: f"/v1/sessions/{asyncio.run(_prepare(stack, on))}" for on, stack in stacks.items()
@@ -87,6 +102,7 @@ def main() -> int:
                     )
                 )
                 p50[on].append(asyncio.run(_serial_p50_ms(stack, paths[on])))
+        browser = browser_figures(stacks[True], rounds=BROWSER_ROUNDS)
     finally:
         for stack in stacks.values():
             stop_stack(stack.process)
@@ -99,6 +115,7 @@ def main() -> int:
         "console_get_p50_ms_on": round(statistics.median(p50[True]), 3),
         "console_get_p50_ms_off": round(statistics.median(p50[False]), 3),
         "rounds": ROUNDS,
+        **browser,
     }
     print(json.dumps(result))
     return 0

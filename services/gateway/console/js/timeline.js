@@ -6,6 +6,7 @@ import { html, useEffect, useState } from './lib.js';
 import { sessionPath, withQuery } from './api.js';
 import { isTerminal, waitingPermissions } from './activity.js';
 import { formatDuration, formatTime, formatUsage, prettyJson, shortId } from './format.js';
+import { childName } from './steps.js';
 
 const PAGE = 500;
 
@@ -54,7 +55,7 @@ function RunRow({ ctx, run, live, rootAgent }) {
     <summary>
       <span class=${`status ${waiting ? 'waiting' : status}`}>${waiting ? 'waiting for permission' : status}</span>
       <code>${shortId(run.run_id)}</code>
-      <span class="muted">${run.agent_id === rootAgent ? 'main' : `child ${shortId(run.agent_id)}`}</span>
+      <span class="muted">${run.agent_id === rootAgent ? 'main' : `child ${childName(run) || shortId(run.agent_id)}`}</span>
       ${run.end_reason && html`<span>ended: ${run.end_reason}</span>`}
       <span class="muted">${formatUsage(usage)}</span>
       <span class="muted">${run.turn} turn${run.turn === 1 ? '' : 's'}</span>
