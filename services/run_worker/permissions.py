@@ -105,6 +105,8 @@ class RedisPermissionBroker:
                     "behavior": decision.behavior.value,
                     "allowed": decision.behavior is PermissionBehavior.ALLOW,
                     "timed_out": timed_out,
+                    # approved with edited arguments: the call runs with these
+                    **({"arguments": decision.arguments} if decision.arguments is not None else {}),
                 },
             ),
             self._status(RunStatus.RUNNING) if self._waiting == 0 else _nothing(),

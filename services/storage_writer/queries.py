@@ -39,7 +39,7 @@ from services.storage_writer import assistant_queries, usage_queries
 from services.storage_writer.paths import path_rows
 from services.storage_writer.schema import configure, events_table, nodes_table
 from services.storage_writer.search_index import AUDIT_COLUMNS, match_expression, snippet
-from services.storage_writer.shards import ShardLayout
+from services.storage_writer.shards import CATALOG, ShardLayout
 
 __all__ = ["QueryEngine"]
 
@@ -62,10 +62,11 @@ class QueryEngine:
         self._conns: dict[int, sqlite3.Connection] = {}
 
     def _conn(self, shard: int) -> sqlite3.Connection:
-        """A shard's read connection; ``-1`` is the catalog's (the search index, the audit)."""
+        """A shard's read connection; :data:`CATALOG`'s is the catalog's (the search index,
+        the audit log)."""
         conn = self._conns.get(shard)
         if conn is None:
-            path = self.layout.db_path if shard == -1 else self.layout.path(shard)
+            path = self.layout.db_path if shard == CATALOG else self.layout.path(shard)
             uri = path.resolve().as_uri() + "?mode=ro"
             conn = sqlite3.connect(
                 uri,
@@ -183,7 +184,7 @@ def _search_sessions(e: QueryEngine, q: SearchSessions) -> tuple[Any, str | None
     expression = match_expression(q.account_id, q.q)
     if expression is None:
         return [], None
-    catalog = e._conn(-1)
+    catalog = e._conn(CATALOG)
     found: list[dict[str, Any]] = []
     seen: set[str] = set()
     last = None
@@ -241,7 +242,7 @@ def _list_audit(e: QueryEngine, q: ListAuditEvents) -> tuple[Any, str | None]:
         bound, args = "AND seq < ? ", (q.account_id, q.before_seq)
     rows = [
         dict(r)
-        for r in e._conn(-1).execute(
+        for r in e._conn(CATALOG).execute(
             f"SELECT {AUDIT_COLUMNS} FROM account_audit WHERE account_id = ? {bound}"
             "ORDER BY seq DESC LIMIT ?",
             (*args, q.limit),

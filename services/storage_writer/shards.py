@@ -30,7 +30,11 @@ from typing import Final
 from services.storage_writer.schema import CATALOG_MIGRATIONS, configure, migrate
 from services.storage_writer.search_index import apply_ops, backfill_shard
 
-__all__ = ["DEFAULT_SHARD_COUNT", "ShardLayout", "open_catalog"]
+__all__ = ["CATALOG", "DEFAULT_SHARD_COUNT", "ShardLayout", "open_catalog"]
+
+# The catalog's number among the shards, where the writer and the reader keep connections (and
+# dirty counts) by shard: its search index and audit log are written and checkpointed like one.
+CATALOG: Final = -1
 
 # 64 shards: 10,000 sessions are ~160 per file, so a schema re-parse stays ~15 ms.
 DEFAULT_SHARD_COUNT: Final = 64

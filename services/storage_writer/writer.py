@@ -50,14 +50,11 @@ from services.storage_writer.commands import (
 )
 from services.storage_writer.schema import configure
 from services.storage_writer.search_index import apply_ops
-from services.storage_writer.shards import ShardLayout
+from services.storage_writer.shards import CATALOG, ShardLayout
 
 log = logging.getLogger("soong.storage_writer")
 
 __all__ = ["CATALOG", "Writer"]
-
-# The catalog's key among the shards in ``take_dirty`` (its checkpoints run like a shard's).
-CATALOG = -1
 
 # Bound parameters per statement stay far below SQLite's limit (32,766 since 3.32).
 _IN_CHUNK = 500

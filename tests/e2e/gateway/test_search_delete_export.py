@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+import soong_agent
 from tests.e2e.gateway.conftest import Gw, new_session, read_events, run_message
 from tests.e2e.gateway.test_api import _ask_session, _until_permission
 
@@ -131,3 +132,52 @@ def test_export_holds_the_session_its_tree_runs_events_and_artifacts(gw: Gw) -> 
             ).status_code
             == 404
         )
+
+
+def test_the_sdk_searches_exports_reads_model_context_and_deletes(gw: Gw) -> None:
+    with soong_agent.Client(gw.stack.gateway_url, gw.stack.api_key) as client:
+        session = client.create_session(metadata={"title": "Capybara diary"})
+        answer = session.send("capybaras bathe").final_text()
+        found = client.search_sessions("capybara")
+        assert [s.session_id for s in found.items] == [session.id]
+        assert found.matches is not None and found.matches[0].snippet == "[capybaras] bathe"
+        by_title = client.search_sessions("diary").matches
+        assert by_title is not None and by_title[0].node_id is None
+        exported = session.export()
+        assert exported.session.session_id == session.id
+        assert [n.node_id for n in exported.nodes] == [n.node_id for n in session.tree().nodes]
+        last = exported.nodes[-1]
+        context = session.model_context(last.node_id)
+        assert context.produced_by_model and context.built_from_node_id == last.parent_id
+        said = [b.text for m in context.request.messages for b in m.content if b.type == "text"]
+        assert "capybaras bathe" in said and answer not in said
+        deleted = session.delete()
+        assert deleted.session_id == session.id and deleted.runs == 1
+        with pytest.raises(soong_agent.NotFoundError):
+            session.get()
+        assert any(e.session_id == session.id for e in client.audit().items)
+
+
+def test_a_permission_allowed_with_edited_arguments_runs_them(gw: Gw) -> None:
+    with gw.client() as c:
+        sid = _ask_session(c)
+        posted = c.post(f"/v1/sessions/{sid}/messages", json={"text": "ask me"}).json()
+        request_id = _until_permission(c, sid, posted["run_id"])
+        [pending] = c.get(f"/v1/sessions/{sid}/permissions").json()["items"]
+        assert pending["input_schema"]["properties"]["q"]["type"] == "string"
+        decide = f"/v1/sessions/{sid}/permissions/{request_id}"
+        bad = c.post(decide, json={"behavior": "allow", "arguments": {"q": 5}})
+        assert bad.status_code == 422, bad.text
+        assert bad.json()["error"]["code"] == "invalid_arguments"
+        assert bad.json()["error"]["details"]["errors"][0]["field"] == "q"
+        denied_edit = c.post(decide, json={"behavior": "deny", "arguments": {"q": "x"}})
+        assert denied_edit.status_code == 422  # arguments go with an allow only
+        ok = c.post(decide, json={"behavior": "allow", "arguments": {"q": "edited query"}})
+        assert ok.status_code == 200 and ok.json()["arguments"] == {"q": "edited query"}
+        read_events(c, f"/v1/sessions/{sid}/runs/{posted['run_id']}/events")
+        events = c.get(
+            f"/v1/sessions/{sid}/events", params={"run_id": posted["run_id"], "limit": 1000}
+        ).json()["items"]
+        [decided] = [e for e in events if e["event_type"] == "permission_decided"]
+        assert decided["payload"]["arguments"] == {"q": "edited query"}
+        assert not [e for e in events if e["event_type"] == "tool_failed"]  # they fit: it ran
