@@ -86,9 +86,16 @@ FUNCTION_INPUTS = [*INPUTS[: len(CLASSES)], *NEEDLED, *(t + "a" * RUN for t in T
 
 
 def _cpu(call: Callable[[str], object], text: str) -> float:
-    start = time.process_time()
-    call(text)
-    return time.process_time() - start
+    """The least CPU time of three calls: a quadratic pattern is slow every time, while a busy
+    machine's stall (a context switch, caches flushed by other work) hits one call, not three."""
+    spent = []
+    for _ in range(3):
+        start = time.process_time()
+        call(text)
+        spent.append(time.process_time() - start)
+        if spent[-1] <= BOUND_S / 10:  # clearly linear: no need to ask again
+            break
+    return min(spent)
 
 
 def test_the_modules_have_the_patterns_this_test_covers() -> None:
