@@ -26,6 +26,12 @@ router = APIRouter(tags=["usage"])
 
 _ENDS = (EventType.TOOL_COMPLETED, EventType.TOOL_FAILED)
 _PAGE = 1000
+# A day as the query gives it: only YYYY-MM-DD (a timestamp such as "0" is not a day), and a
+# day of the calendar (``format: date``; 2026-02-31 is a 422 ``invalid_date``).
+_DAY: dict[str, Any] = {
+    "pattern": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+    "json_schema_extra": {"format": "date"},
+}
 
 
 def _sum(rows: list[UsageRow]) -> UsageTotals:
@@ -37,21 +43,28 @@ def _sum(rows: list[UsageRow]) -> UsageTotals:
 async def read_usage(
     gw: GatewayDep,
     caller: CallerDep,
-    since: Annotated[dt.date | None, Query(description="first day (UTC), YYYY-MM-DD")] = None,
-    until: Annotated[dt.date | None, Query(description="last day (UTC), YYYY-MM-DD")] = None,
+    since: Annotated[str | None, Query(description="first day (UTC)", **_DAY)] = None,
+    until: Annotated[str | None, Query(description="last day (UTC)", **_DAY)] = None,
 ) -> UsageReport:
     """The caller's account's token usage by day (UTC, the day each run ended) and model,
-    from ``since`` to ``until`` (both included, open when left out), with the sum."""
-    if since is not None and until is not None and since > until:
-        raise ApiError(
-            422,
-            "invalid_range",
-            "since must not be after until",
-            details={"since": since.isoformat(), "until": until.isoformat()},
-        )
-    query = GetUsage(account_id=caller.account_id, since=since, until=until)
+    from ``since`` to ``until`` (``YYYY-MM-DD``, both included, open when left out; a range
+    that ends before it starts holds nothing), with the sum."""
+    first, last = _day("since", since), _day("until", until)
+    query = GetUsage(account_id=caller.account_id, since=first, until=last)
     rows = await fetch_optional(gw, query) or []
-    return UsageReport(since=since, until=until, items=rows, totals=_sum(rows))
+    return UsageReport(since=first, until=last, items=rows, totals=_sum(rows))
+
+
+def _day(name: str, value: str | None) -> dt.date | None:
+    """A ``YYYY-MM-DD`` query value as a date (only that form: no timestamps, no times)."""
+    if value is None:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise ApiError(
+            422, "invalid_date", f"{name} is not a day of the calendar", details={name: value}
+        ) from None
 
 
 def _changes(event: TimelineEvent) -> list[FileChange]:

@@ -75,6 +75,7 @@ def _matrix(ids: Ids) -> list[tuple[str, str, dict[str, Any] | bytes | None]]:
         ("POST", f"/v1/sessions/{p}/runs/{pr}/cancel?wait=true", None),
         ("GET", f"/v1/sessions/{s}/runs/{r}/events", None),
         ("GET", f"/v1/sessions/{p}/runs/{pr}/events", None),
+        ("GET", f"/v1/sessions/{s}/runs/{r}/files", None),
         ("GET", f"/v1/sessions/{s}/tree", None),
         ("GET", f"/v1/sessions/{s}/nodes/{n}", None),
         ("GET", f"/v1/sessions/{s}/nodes/{n}/context", None),

@@ -107,12 +107,14 @@ def test_usage_totals_of_a_session_and_of_the_account_by_day_and_model(
             30,
         )
         assert body["totals"] == {k: v for k, v in row.items() if k not in ("day", "model")}
-        # The account's own usage only; a bad range is a clear 422.
+        # The account's own usage only; a day that is not one is a clear 422.
         nothing = other.get("/v1/usage").json()
         assert nothing["items"] == [] and set(nothing["totals"].values()) == {0}
         backwards = c.get("/v1/usage", params={"since": today, "until": "2000-01-01"})
-        assert backwards.status_code == 422 and backwards.json()["error"]["code"] == "invalid_range"
+        assert backwards.status_code == 200 and backwards.json()["items"] == []
         assert c.get("/v1/usage", params={"since": "yesterday"}).status_code == 422
+        not_a_day = c.get("/v1/usage", params={"until": "2026-02-31"})
+        assert not_a_day.status_code == 422 and not_a_day.json()["error"]["code"] == "invalid_date"
         assert other.get(f"/v1/sessions/{first}").status_code == 404
 
 
