@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import re
 import signal
+import time
 from collections.abc import Iterator
 
+import httpx
 import psutil
 import pytest
 from playwright.sync_api import Page, expect
@@ -106,12 +108,26 @@ def test_a_dropped_stream_says_so_until_it_is_back(console: Console, tab: Tab) -
     victim.wait(10)
     expect(lost).to_be_visible()
     expect(lost).to_contain_text("reconnecting")
+    _wait_for_gateway(console)  # back online with a gateway to answer: the page retries at once
     tab.context.set_offline(False)
     expect(lost).to_have_count(0)  # resumed (a new gateway answers)
     card.get_by_role("button", name="Allow").click()
     expect(page.locator(".msg.assistant", has_text=PART_TWO)).to_be_visible()
     # The browser logs the cut stream and the refused retries: what this test did on purpose.
     tab.problems[:] = [p for p in tab.problems if "net::ERR_" not in p]
+
+
+def _wait_for_gateway(console: Console) -> None:
+    deadline = time.monotonic() + 60
+    while True:  # the supervisor brings a new gateway up
+        try:
+            with console.api() as api:
+                if api.get("/healthz").status_code == 200:
+                    return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "no gateway again within 60 s"
+        time.sleep(0.2)
 
 
 def _gateway_of(stack_pid: int) -> psutil.Process:

@@ -65,9 +65,17 @@ export function toEvent(frame) {
   return { id: frame.id, type, data };
 }
 
+/** A pause that ends early when `signal` aborts or the browser comes back online (the network
+ * is back: try now rather than after a pause grown long while it was away). */
 const sleep = (ms, signal) => new Promise((resolve) => {
-  const timer = setTimeout(resolve, ms);
-  signal?.addEventListener('abort', () => { clearTimeout(timer); resolve(); }, { once: true });
+  const done = () => {
+    clearTimeout(timer);
+    window.removeEventListener('online', done);
+    resolve();
+  };
+  const timer = setTimeout(done, ms);
+  window.addEventListener('online', done);
+  signal?.addEventListener('abort', done, { once: true });
 });
 
 /**
