@@ -17,7 +17,7 @@ from fastapi import APIRouter
 from agent_core.bus.contracts.storage import ListRuns
 from agent_core.bus.names import BusTtl
 from agent_core.types.api import PermissionDecisionRequest, PermissionList
-from agent_core.types.enums import TERMINAL_RUN_STATUSES
+from agent_core.types.enums import TERMINAL_RUN_STATUSES, PermissionBehavior
 from agent_core.types.protocol import PermissionDecision, PermissionRequest
 from services.gateway.errors import ApiError, not_found, responses
 from services.gateway.state import CallerDep, GatewayDep, fetch, get_session
@@ -102,14 +102,15 @@ async def decide(
     request = PermissionRequest.model_validate_json(raw)
     if request.session_id != session_id:
         raise not_found("permission request")
-    if body.arguments is not None:
-        _check_arguments(request, body.arguments)
+    edited = body.arguments if body.behavior is PermissionBehavior.ALLOW else None
+    if edited is not None:
+        _check_arguments(request, edited)
     decision = PermissionDecision(
         request_id=request_id,
         behavior=body.behavior,
         reason=body.reason,
         decided_by=caller.key_id,
-        arguments=body.arguments,
+        arguments=edited,
     )
     stored = await redis.set(
         names.permission_decision(session_id, request_id),

@@ -116,7 +116,7 @@ async def _all_pages(
         after = int(cursor)
 
 
-@router.get("/v1/audit", response_model=AuditList, tags=["audit"])
+@router.get("/v1/audit", response_model=AuditList, responses=responses(), tags=["audit"])
 async def list_audit(
     gw: GatewayDep,
     caller: CallerDep,

@@ -18,7 +18,11 @@ transaction is open (:class:`IndexBuffer`); the writer applies them to the catal
 transaction **before** it commits the shard (:func:`apply_ops`). Every op is idempotent (an
 upsert keyed by ``(session_id, node_id)``, a delete, an audit row keyed by its event id), so a
 crash between the two commits leaves the index ahead of a shard whose batch is redelivered and
-applied again — never behind it. Queries read it on the engine's read-only catalog connection.
+applied again — never behind it. (A shard whose COMMIT fails for a full disk refuses its
+commands as ``storage_full``: a sender that never retries leaves index rows of texts that were
+not stored; a search then still finds only sessions that exist, its snippet may quote such a
+text.) The tables are the catalog's migration 2 (``schema.CATALOG_MIGRATIONS``); queries read
+them on the engine's read-only catalog connection.
 """
 
 from __future__ import annotations

@@ -392,15 +392,10 @@ class PermissionDecisionRequest(_Body):
     reason: str | None = Field(default=None, max_length=2000)
     arguments: dict[str, Any] | None = Field(
         default=None,
-        description="allow only: run the call with these arguments instead of the model's "
-        "(checked against the tool's input schema, the request's input_schema)",
+        description="with allow: run the call with these arguments instead of the model's "
+        "(checked against the tool's input schema, the request's input_schema); a deny runs "
+        "nothing, so it ignores them",
     )
-
-    @model_validator(mode="after")
-    def _arguments_only_when_allowed(self) -> PermissionDecisionRequest:
-        if self.arguments is not None and self.behavior is not PermissionBehavior.ALLOW:
-            raise ValueError("arguments are given only with behavior allow")
-        return self
 
 
 class FileEntry(_Body):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -126,6 +127,14 @@ def test_the_data_table_names_everything_a_home_holds(gw: Gw) -> None:
     catalog = [p for p in home.glob("sessions.sqlite*") if p.is_file()]
     shards = list((home / "sessions.sqlite.shards").iterdir())
     assert any(needle in p.read_bytes() for p in shards if p.is_file())
-    assert not any(needle in p.read_bytes() for p in catalog)
+    # The catalog holds the account-level search index and audit log, never a session's tables.
+    assert catalog
+    conn = sqlite3.connect(home / "sessions.sqlite")
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")}
+    finally:
+        conn.close()
+    assert "search" in table["sessions.sqlite"] and "search" in tables
+    assert not any(session_id in name for name in tables)
     # The API keys live in the bus's data: an operator who backs up only the database loses them.
     assert "API keys" in table["redis/"]

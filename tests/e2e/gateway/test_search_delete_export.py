@@ -170,8 +170,6 @@ def test_a_permission_allowed_with_edited_arguments_runs_them(gw: Gw) -> None:
         assert bad.status_code == 422, bad.text
         assert bad.json()["error"]["code"] == "invalid_arguments"
         assert bad.json()["error"]["details"]["errors"][0]["field"] == "q"
-        denied_edit = c.post(decide, json={"behavior": "deny", "arguments": {"q": "x"}})
-        assert denied_edit.status_code == 422  # arguments go with an allow only
         ok = c.post(decide, json={"behavior": "allow", "arguments": {"q": "edited query"}})
         assert ok.status_code == 200 and ok.json()["arguments"] == {"q": "edited query"}
         read_events(c, f"/v1/sessions/{sid}/runs/{posted['run_id']}/events")
