@@ -99,12 +99,11 @@ def test_export_holds_the_session_its_tree_runs_events_and_artifacts(gw: Gw) -> 
     with gw.client() as c:
         sid = new_session(c, metadata={"title": "Exported"})
         run_id, _ = run_message(c, sid, "first")
-        tree = c.get(f"/v1/sessions/{sid}/tree").json()["nodes"]
-        # A second branch from the first message: the export holds every branch, not the path.
-        c.post(
-            f"/v1/sessions/{sid}/messages",
-            json={"text": "other way", "parent_node_id": tree[0]["node_id"]},
+        # The first message replaced (a second root): the export holds every branch, not the path.
+        replaced = c.post(
+            f"/v1/sessions/{sid}/messages", json={"text": "other way", "parent_node_id": "root"}
         )
+        assert replaced.status_code == 202, replaced.text
         runs = c.get(f"/v1/sessions/{sid}/runs").json()["items"]
         for run in runs:
             read_events(c, f"/v1/sessions/{sid}/runs/{run['run_id']}/events")

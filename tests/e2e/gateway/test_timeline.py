@@ -95,7 +95,13 @@ def test_a_real_session_stores_every_event_type_of_the_timeline(gw: Gw) -> None:
         assert _finish(c, sid, aborted)["status"] == "aborted"
         _finish(c, sid, newer)
         path = c.get(f"/v1/sessions/{sid}/path").json()["items"]
-        switched = c.post(f"/v1/sessions/{sid}/switch_node", json={"node_id": path[1]["node_id"]})
+        # The answer that ended the first turn: a place the conversation can go on from.
+        answer = next(
+            n
+            for n, after in zip(path, path[1:], strict=False)
+            if n["role"] == "assistant" and after["role"] == "user"
+        )
+        switched = c.post(f"/v1/sessions/{sid}/switch_node", json={"node_id": answer["node_id"]})
         assert switched.status_code == 200, switched.text
 
         stored = {EventType(e["event_type"]) for e in _timeline(c, sid)}
