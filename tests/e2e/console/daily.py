@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -116,6 +117,21 @@ def focused(page: Page) -> dict[str, Any]:
                        data: { ...(e?.dataset || {}) } }; }"""
         )
     )
+
+
+def focus_becomes(
+    page: Page, test: Callable[[dict[str, Any]], bool], what: str, timeout_s: float = 10.0
+) -> dict[str, Any]:
+    """Wait until what has the focus passes ``test``: a key that opens a form or closes a panel
+    moves the focus in an effect, after the next paint, not by the time the key press returns."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        now = focused(page)
+        if test(now):
+            return now
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the focus never reached {what}: it is on {now}")
+        page.wait_for_timeout(20)
 
 
 def tab_until(

@@ -20,7 +20,13 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.e2e.console.conftest import Console, Tab, new_session, send, sign_in
-from tests.e2e.console.daily import TEAM_ANSWER, focused, running_console, tab_until
+from tests.e2e.console.daily import (
+    TEAM_ANSWER,
+    focus_becomes,
+    focused,
+    running_console,
+    tab_until,
+)
 from tests.e2e.console.model import PART_ONE, PART_TWO
 
 pytestmark = pytest.mark.e2e
@@ -155,7 +161,7 @@ def test_keyboard_only_chat_branch_details_tree_switch_and_a_permission(
     # New session: the form takes the focus; Create leaves it in the message box.
     tab_until(page, lambda f: f["text"] == "New session")
     page.keyboard.press("Enter")
-    assert focused(page)["tag"] == "INPUT"
+    focus_becomes(page, lambda f: f["tag"] == "INPUT", "the form's title")
     page.keyboard.type("keys")
     tab_until(page, lambda f: f["text"] == "Create")
     page.keyboard.press("Enter")
@@ -201,7 +207,7 @@ def test_keyboard_only_chat_branch_details_tree_switch_and_a_permission(
     assert page.evaluate("!!document.activeElement.closest('.overlay')")
     page.keyboard.press("Escape")
     expect(detail).to_have_count(0)
-    assert focused(page)["text"] == "Details"
+    focus_becomes(page, lambda f: f["text"] == "Details", "the Details button again")
 
     # The tree is one Tab stop (the active node); arrow keys walk it.
     tab_until(page, lambda f: f["role"] == "tab" and f["text"] == "Chat", back=True)
@@ -212,13 +218,15 @@ def test_keyboard_only_chat_branch_details_tree_switch_and_a_permission(
     stop = tab_until(page, lambda f: f["role"] == "option")
     assert "Echo: alternative" in stop["text"]  # the active node holds the Tab stop
     page.keyboard.press("Tab")
-    assert focused(page)["role"] != "option"  # one Tab leaves the tree
+    focus_becomes(page, lambda f: f["role"] != "option", "past the tree")  # one Tab leaves it
     page.keyboard.press("Shift+Tab")
-    assert "Echo: alternative" in focused(page)["text"]
+    focus_becomes(page, lambda f: "Echo: alternative" in f["text"], "the active node")
     for _ in range(6):
         if "Echo: second" in focused(page)["text"]:
             break
+        before = focused(page)["data"]
         page.keyboard.press("ArrowUp")
+        focus_becomes(page, lambda f, b=before: f["data"] != b, "the row above")
     assert "Echo: second" in focused(page)["text"]
     page.keyboard.press("Enter")
     expect(page.locator("[data-node-detail]")).to_contain_text("Echo: second")
@@ -230,11 +238,12 @@ def test_keyboard_only_chat_branch_details_tree_switch_and_a_permission(
     # write_file: the task tools it does not list keep the default (they run without asking).
     tab_until(page, lambda f: f["text"] == "New session", back=True)
     page.keyboard.press("Enter")
+    focus_becomes(page, lambda f: f["tag"] == "INPUT", "the form's title")
     page.keyboard.type("asking")
     tab_until(page, lambda f: f["text"] == "Agent configuration")
     page.keyboard.press("Enter")
     page.keyboard.press("Tab")
-    assert focused(page)["label"] == "Agent configuration (JSON)"
+    focus_becomes(page, lambda f: f["label"] == "Agent configuration (JSON)", "the JSON box")
     page.keyboard.type(json.dumps({"tool_policy": {"ask": ["write_file"]}}))
     tab_until(page, lambda f: f["text"] == "Create")
     page.keyboard.press("Enter")
