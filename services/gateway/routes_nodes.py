@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query
 from pydantic import TypeAdapter, ValidationError
 
 from agent_core.bus.contracts.storage import (
@@ -47,11 +47,11 @@ _USER_BLOCK: TypeAdapter[UserBlock] = TypeAdapter(UserBlock)
 
 
 @router.get("/tree", response_model=Tree, responses=responses(404))
-async def read_tree(session_id: str, gw: GatewayDep, caller: CallerDep) -> Response:
+async def read_tree(session_id: str, gw: GatewayDep, caller: CallerDep) -> Tree:
     """Every node of the session (compact: ids, parents, roles, types, previews)."""
     session = await get_session(gw, caller, session_id)
     tree = await fetch(gw, GetTree(session_id=session_id, account_id=caller.account_id), "session")
-    return _json(Tree(session_id=session_id, active_node_id=session.active_node_id, nodes=tree))
+    return Tree(session_id=session_id, active_node_id=session.active_node_id, nodes=tree)
 
 
 @router.get("/path", response_model=NodePath, responses=responses(404))
@@ -61,7 +61,7 @@ async def read_path(
     caller: CallerDep,
     node_id: Annotated[str | None, Query(max_length=80)] = None,
     after_node_id: Annotated[str | None, Query(max_length=80)] = None,
-) -> Response:
+) -> NodePath:
     """The conversation from the root to ``node_id`` (the active node by default), full nodes.
 
     With ``after_node_id`` (the last node of a path the client already holds) only the nodes after
@@ -82,23 +82,11 @@ async def read_path(
             account_id=caller.account_id,
         )
         rows = await fetch(gw, query, "node")
-    path = NodePath(
+    return NodePath(
         session_id=session_id,
         active_node_id=session.active_node_id,
         items=[to_node(r) for r in rows],
     )
-    return _json(path)
-
-
-def _json(body: Tree | NodePath) -> Response:
-    """``body`` serialised once, as the route's ``response_model`` would be.
-
-    A session's tree and path grow with its nodes (thousands, each path node with its full
-    content); returning the model would have FastAPI dump it, validate the dump against the
-    response model again and encode that — most of the request's time at 2,500 nodes. The
-    model was validated when built, so its own JSON is the answer (no aliases to apply).
-    """
-    return Response(body.model_dump_json(), media_type="application/json")
 
 
 async def _node(gw: GatewayDep, caller: CallerDep, session_id: str, node_id: str) -> Node:
