@@ -10,13 +10,16 @@ tens of percent within an hour, so only comparisons made in one sitting, interle
 
 Then, on the stack with the console, a session of 2,500 nodes in the browser (headless
 Chromium, ``helpers/console_browser.py``): ``chat_open_ms_2500``, ``tree_open_ms_2500`` and
-``send_to_first_delta_ms_2500`` (median of ``BROWSER_ROUNDS``; goal: ≤ 300 ms each).
+``send_to_first_delta_ms_2500`` (median of ``BROWSER_ROUNDS``; goal: ≤ 300 ms each), and the
+two reads those views start with, through the gateway alone (no browser): ``path_ms_2500`` and
+``tree_ms_2500``, the median of ``READS`` ``GET /v1/sessions/{id}/path`` (the active path, full
+nodes) and ``…/tree`` of another session of 2,500 nodes.
 
 Printed last, one JSON line: ``console_get_rps_on`` / ``_off`` (median round),
 ``console_rps_ratio`` (on / off; goal: 1 within noise, ≥ 0.95), ``console_get_p50_ms_on`` /
 ``_off``, ``rounds``, and the three browser figures. Before measuring it checks that
 ``/console/`` is served by the one stack and answers 404 on the other. ``--browser-only`` runs
-the browser figures alone (one stack), for a quick look.
+the browser figures alone (one stack), for a quick look; ``--reads-only`` the two reads alone.
 """
 
 from __future__ import annotations
@@ -37,11 +40,14 @@ from helpers.console_browser import browser_figures  # noqa: E402
 from helpers.http_load import get_rps  # noqa: E402
 
 from tests.conftest import Stack, start_stack, stop_stack  # noqa: E402
+from tests.e2e.console.big import big_session  # noqa: E402
 
 ROUNDS = 4
 RPS_SECONDS = 3.0
 SERIAL = 300
 BROWSER_ROUNDS = 3
+READS = 9
+READ_NODES = 2500
 CONFIG = """
 [gateway]
 rate_limit_per_s = 1000000.0
@@ -76,12 +82,41 @@ async def _serial_p50_ms(stack: Stack, path: str) -> float:
     return statistics.median(took)
 
 
+def read_figures(stack: Stack, nodes: int = READ_NODES) -> dict[str, float]:
+    """``path_ms_<nodes>`` and ``tree_ms_<nodes>``: median ms of ``READS`` reads, alternated, of
+    a fresh session of ``nodes`` nodes (one warm-up read each first, not counted)."""
+    sid = big_session(stack, nodes, title="bench reads")
+    headers = {"Authorization": f"Bearer {stack.api_key}"}
+    took: dict[str, list[float]] = {"path": [], "tree": []}
+    with httpx.Client(base_url=stack.gateway_url, headers=headers, timeout=60) as c:
+        for i in range(READS + 1):
+            for kind in took:
+                started = time.perf_counter()
+                answer = c.get(f"/v1/sessions/{sid}/{kind}")
+                ms = (time.perf_counter() - started) * 1000
+                assert answer.status_code == 200, answer.text
+                listed = answer.json()["items" if kind == "path" else "nodes"]
+                assert len(listed) == nodes, len(listed)
+                if i:
+                    took[kind].append(ms)
+    return {f"{k}_ms_{nodes}": round(statistics.median(v), 1) for k, v in took.items()}
+
+
 def main() -> int:
     """Run the comparison and print the figures."""
+    if "--reads-only" in sys.argv[1:]:
+        stack = _start(True)
+        try:
+            print(json.dumps(read_figures(stack)))
+        finally:
+            stop_stack(stack.process)
+        return 0
     if "--browser-only" in sys.argv[1:]:
         stack = _start(True)
         try:
-            print(json.dumps(browser_figures(stack, rounds=BROWSER_ROUNDS)))
+            print(
+                json.dumps({**read_figures(stack), **browser_figures(stack, rounds=BROWSER_ROUNDS)})
+            )
         finally:
             stop_stack(stack.process)
         return 0
@@ -102,7 +137,10 @@ def main() -> int:
                     )
                 )
                 p50[on].append(asyncio.run(_serial_p50_ms(stack, paths[on])))
-        browser = browser_figures(stacks[True], rounds=BROWSER_ROUNDS)
+        browser = {
+            **read_figures(stacks[True]),
+            **browser_figures(stacks[True], rounds=BROWSER_ROUNDS),
+        }
     finally:
         for stack in stacks.values():
             stop_stack(stack.process)
