@@ -38,7 +38,7 @@ from agent_core.runtime import (
 )
 from agent_core.runtime.budget import AccountBudget
 from agent_core.service import ServiceContext
-from agent_core.skills import LoadSkillTool, RunSkills
+from agent_core.skills import LoadSkillTool, RunSkills, SkillCatalog
 from agent_core.storage_client import StorageClient
 from agent_core.tasks.client import TaskClient
 from agent_core.tools import PermissionGate, Tool, ToolExecutor, ToolRegistry, Workspace
@@ -159,8 +159,18 @@ class RunExecutor:
         await attempt.events.close()
         if self.ctx.settings.memory.enabled and run.kind == "main":  # every end, failed too
             nodes = progress.nodes if ending.node is None else [*progress.nodes, ending.node]
-            await hand_off(self.ctx, self.reads, item, ending.end, nodes)
+            catalog = self._skill_catalog(run, attempt.prefetch.cwd)
+            await hand_off(self.ctx, self.reads, item, ending.end, nodes, catalog)
         return True
+
+    def _skill_catalog(self, run: QueuedRun, cwd: str) -> SkillCatalog | None:
+        """The run's skills for memory's hand-off (which skill owns which tool); ``None`` when
+        they cannot be read: memory then gets names only, and the run's end is unaffected."""
+        try:
+            return self.skills.catalog(run, cwd, self.setup.config(run.config_overrides))
+        except Exception as exc:
+            log.warning("skills of %s unreadable for memory: %s", run.run_id, type(exc).__name__)
+            return None
 
     def _debug_workspace(self, run: QueuedRun) -> Workspace | None:
         """Where debug mode keeps the tracebacks of the run's unexpected failures."""

@@ -12,20 +12,26 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from agent_core.bus.contracts.memory import Interaction, InteractionTurn, MemoryReply, RenderMemory
+from agent_core.bus.contracts.memory import (
+    Interaction,
+    InteractionSkill,
+    InteractionTurn,
+    MemoryReply,
+    RenderMemory,
+)
 from agent_core.errors import redact, redact_obj
 from agent_core.ids import new_id
 from agent_core.memory.client import RenderedMemory, publish_interaction
 from agent_core.memory.signals import MAX_TURN_CHARS
 from agent_core.runqueue import InFlight, QueuedRun
 from agent_core.service import ServiceContext
-from agent_core.skills import loaded_skills
+from agent_core.skills import LOAD_SKILL, SkillCatalog, loaded_skills
 from agent_core.types.enums import NodeType, Role
 from agent_core.types.protocol import TextBlock, ToolCallBlock, ToolResultBlock
 from agent_core.types.runtime import Node, RunEnd, RunHandle
 from services.run_worker.reads import RunReads
 
-__all__ = ["hand_off", "memory_node", "memory_text", "render_memory"]
+__all__ = ["hand_off", "memory_node", "memory_text", "render_memory", "skill_ownership"]
 
 log = logging.getLogger("soong.run_worker")
 
@@ -111,11 +117,14 @@ async def hand_off(
     item: InFlight,
     end: RunEnd,
     path: Sequence[Node] = (),
+    catalog: SkillCatalog | None = None,
 ) -> None:
     """Publish the finished interaction to memory-extraction (redacted); never fails the run.
 
     ``path`` is the path the run ended on when the worker holds it (the loop's nodes); without it
-    the path is read from storage.
+    the path is read from storage. ``catalog`` is the session's skills: each skill of the run is
+    then sent with its description and the tools it owns, so a tool lesson is scoped to the
+    skill whose tool failed (without it, names only).
     """
     try:
         if not path or path[-1].node_id != end.last_node_id:
@@ -132,12 +141,29 @@ async def hand_off(
             session_id=item.run.session_id,
             run_id=item.run.run_id,
             turns=[t for n in own for t in _turns(n, calls)],
-            skills=skills,
+            skills=skill_ownership(skills, catalog),
             status=end.status.value,
         )
         await publish_interaction(ctx.redis, ctx.names, message)
     except Exception as exc:
         log.warning("memory hand-off of %s failed: %s", item.run.run_id, redact(str(exc)))
+
+
+def skill_ownership(
+    names: Sequence[str], catalog: SkillCatalog | None
+) -> list[str | InteractionSkill]:
+    """The run's skills as memory reads them: with the catalogue, each known skill as an object
+    with its description and the tools its ``allowed_tools`` name (the skill-loading tool left
+    out: every skill lists it); a name the catalogue lacks stays a name."""
+    out: list[str | InteractionSkill] = []
+    for name in names:
+        skill = catalog.get(name) if catalog is not None else None
+        if skill is None:
+            out.append(name)
+            continue
+        tools = [t for t in skill.allowed_tools or () if t != LOAD_SKILL]
+        out.append(InteractionSkill(name=name, description=skill.description, tools=tools))
+    return out
 
 
 def _turns(node: Node, calls: dict[str, ToolCallBlock]) -> list[InteractionTurn]:

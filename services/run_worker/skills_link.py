@@ -19,6 +19,7 @@ from agent_core.runtime.recovery import COMPACT_COMMAND
 from agent_core.service import ServiceContext
 from agent_core.skills import (
     RunSkills,
+    SkillCatalog,
     invoked_skill,
     list_skill_files,
     loaded_skills,
@@ -68,6 +69,18 @@ class SkillLink:
         named = [str(s) for s in run.config_overrides.get("enabled_skills") or []]
         return RunSkills(
             catalog, loaded_skills(path, run.run_id), render_memory=renderer, named=named
+        )
+
+    def catalog(self, run: QueuedRun, cwd: str, config: AgentConfig) -> SkillCatalog:
+        """The session's catalogue for ``config`` (what memory's hand-off reads the skills'
+        descriptions and tools from)."""
+        root = Workspace(self.settings.home, run.account_id, run.session_id).root
+        return session_skills(
+            self.settings,
+            account_id=run.account_id,
+            cwd=cwd,
+            workspace_root=root,
+            enabled=config.enabled_skills,
         )
 
     def child_skills(self, run: QueuedRun, cwd: str, config: AgentConfig) -> RunSkills | None:

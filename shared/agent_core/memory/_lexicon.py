@@ -141,6 +141,26 @@ FACT = re.compile(
     _I,
 )
 # An organisation's standard: "use our brand palette", "按公司的模板".
+# The user's role, identity or business ("I'm the regional ops lead …", "我是华东区的销售运营"):
+# a fact about the user wherever it is said, even while a skill whose words it uses is in use.
+ROLE = re.compile(
+    r"^(?:i'?m|i am) (?:a|an|the|in charge|responsible)\b|"
+    r"^i (?:now |currently |also )?(?:work (?:as|in|for|at)|manage|lead|run|head|report to|"
+    r"look after)\b|^my (?:role|job|title|team|company|business)\b|"
+    r"^(?:our|we are an?|we'?re an?) (?:company|business|team)\b|"
+    r"^我(?:现在|目前)?(?:是(?!说|不是|想)|负责|在\S{1,8}(?:部|组|团队|工作))|"
+    r"^我的(?:岗位|职位|角色|工作|公司)|^我们(?:公司|团队|部门)(?:是|做|主要)",
+    _I,
+)
+# A follow-up that asks for a different size or amount of something ("make it shorter", "still
+# too long", "再压一压", "太长了"): with a bound in the same unit as a remembered rule, it
+# revises that rule even without naming what it measures.
+SIZE_CHANGE = re.compile(
+    r"\b(?:short|long|small|bigg|larg|tight|few|brief)er\b|\btoo (?:long|short|big|small|many|few|wordy)\b|"
+    r"\b(?:trim|cut|shrink|condense|tighten)\b|\bmore concise\b|"
+    r"压一压|压缩|压到|再短|缩短|精简|删减|太长|太短|太多|太少|再少|再多|再长",
+    _I,
+)
 ORG_STANDARD = re.compile(
     r"\bour (?:brand|company|corporate|house|team'?s?|standard|style|group)\b|"
     r"公司(?:的|主色|规范|模板|标准|统一)|我们的(?:规范|模板|标准)|品牌色",

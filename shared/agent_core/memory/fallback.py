@@ -58,14 +58,72 @@ def strip_markers(text: str) -> str:
     return _FILLER.sub("", text.strip()).strip()
 
 
+# Where a sentence joins two settings: a comma or "and"/"并且" before a clause of its own.
+_COORDINATED = re.compile(
+    r"(?<!\s),?\s{1,3}and\s{1,3}(?=(?:also\s)?(?:put|use|keep|show|make|add|set|place|write|display|round|sort|"
+    r"label|include|drop|remove|hide|name|format|bold)\b)",
+    re.I,
+)
+# A clause that gives a reason, a consequence or a restriction of its neighbour is no setting
+# of its own ("so never use …", "会被当成文本", "只保留数值").
+_DEPENDENT = re.compile(
+    r"(?i)^(?:so|because|since|otherwise|which|that|only|just)\b|^(?:所以|因为|否则|不然|只|仅)|"
+    r"会被|会导致|会变|否则|不然"
+)
+_CONJUNCTION = re.compile(r"(?i)^(?:并且|而且|同时|另外|还有|also|and)[，,\s]*")
+
+
+def _coordinated(text: str, slot_key: str) -> list[tuple[str, bool]] | None:
+    """The parts of a sentence that sets one slot and, beside it, other complete settings
+    ("use two decimals and put the legend at the bottom"): (part, sets the slot) pairs, ``None``
+    when the sentence is one setting. A part is a complete setting when it gives an instruction
+    of its own about something (a verb and at least two content words) and sets no slot."""
+    parts = [
+        _CONJUNCTION.sub("", p).strip()
+        for clause in split_clauses(text)
+        for p in _COORDINATED.split(clause)
+    ]
+    # A clause that is only a marker ("From now on,") is no setting: it goes with the others.
+    parts = [p for p in parts if p and feature_set(strip_markers(p))]
+    if len(parts) < 2:
+        return None
+    tagged = [(p, any(m.key == slot_key for m in detect_slots(p))) for p in parts]
+    # The slot comes first: a slot said after another clause qualifies it ("百分比显示成 %，保留
+    # 一位小数" is one rule about percentages).
+    if sum(1 for _, has in tagged if has) != 1 or not tagged[0][1]:
+        return None
+    # A fact first ("我们的 SQL 用的是 Hive，…", "Our warehouse is …"): what follows is what the
+    # fact implies, one statement with it.
+    if lx.FACT.search(strip_markers(tagged[0][0])) or re.match(r"(?i)our\b", tagged[0][0]):
+        return None
+    for part, has in tagged:
+        if has:
+            continue
+        body = strip_markers(part)
+        if (
+            detect_slots(part)
+            or len(feature_set(body)) < 2
+            or _DEPENDENT.search(body)
+            or lx.REASON.search(body)
+        ):
+            return None
+        if not (_INSTRUCTION.search(body) or lx.IMPERATIVE.match(body)):
+            return None
+    return tagged
+
+
 def _candidates(signal: Signal) -> list[tuple[str, str | None]]:
-    """(text, slot) pairs to write: one clause setting two slots becomes one entry per slot."""
+    """(text, slot) pairs to write: one clause setting two slots becomes one entry per slot, and
+    a slot set beside other complete settings is written apart from them, so that each can be
+    changed on its own (a later value of the slot would otherwise replace, or miss, them)."""
     if len(signal.slots) >= 2:
         return [
             (slot_template(s.key, s.value, signal.language), f"{s.key}={s.value}")
             for s in signal.slots
         ]
     slot = f"{signal.slots[0].key}={signal.slots[0].value}" if signal.slots else None
+    if signal.slots and (parts := _coordinated(signal.text, signal.slots[0].key)):
+        return [(part, slot if has else None) for part, has in parts]
     return [(signal.text, slot)]
 
 
@@ -209,6 +267,56 @@ def revised_entry(
     return None if best is None else (best[1], best[2])
 
 
+_NUMBER = (
+    r"(?:\d{1,6}(?:\.\d{1,3})?|one|two|three|four|five|six|seven|eight|nine|ten|twelve|fifteen|"
+    r"twenty|thirty|fifty|hundred|half|a)"
+)
+_EN_UNIT = re.compile(
+    rf"\b{_NUMBER}(?:[\s-]{{1,3}}and a half)?[\s-]{{0,3}}"
+    r"(page|word|slide|line|row|paragraph|sentence|bullet|minute|character|chart|point|item)s?\b",
+    re.I,
+)
+_ZH_NUMBER = "\\d一二两三四五六七八九十百千半"
+_ZH_UNIT = re.compile(
+    rf"(?<![{_ZH_NUMBER}])[{_ZH_NUMBER}]{{1,8}}\s{{0,3}}(?:个)?(页|字|行|段|句|条|分钟|张)"
+)
+# Units said in either language, as one measure ("两页" and "two pages" are both pages).
+_ZH_MEASURE = {"页": "page", "字": "word", "行": "line", "段": "paragraph", "句": "sentence",
+               "条": "bullet", "分钟": "minute", "张": "slide"}  # fmt: skip
+
+
+def _measures(text: str) -> frozenset[str]:
+    """The units a text bounds an amount in ("one page max", "一页半以内" → page)."""
+    found = {m.group(1).casefold() for m in _EN_UNIT.finditer(text)}
+    found.update(_ZH_MEASURE[m.group(1)] for m in _ZH_UNIT.finditer(text))
+    return frozenset(found)
+
+
+def _resized(docs: Mapping[str, MemoryDocument], signal: Signal) -> MemoryUpdate | None:
+    """The update of the entry a size follow-up revises ("make it shorter, one page max" after
+    "memos stay within two pages"): a change-of-size cue and a bound in the unit of an entry
+    of the signal's scope (any scope when it names no skill) — the first such entry."""
+    if signal.slots or not lx.SIZE_CHANGE.search(signal.sentence):
+        return None
+    units = _measures(signal.text)
+    if not units:
+        return None
+    scopes = [signal.scope]
+    if signal.scope == USER_SCOPE:
+        scopes += [s for s in docs if s != signal.scope]
+    for scope in scopes:
+        doc = docs.get(scope)
+        for entry in doc.entries if doc else ():
+            if entry.slot is None and units & _measures(entry.text):
+                if core_text(entry.text) == core_text(signal.text):
+                    return None
+                return MemoryUpdate(
+                    op=UpdateOp.UPDATE, scope=scope, entry_id=entry.id, text=signal.text,
+                    reason="same measure, new bound",
+                )  # fmt: skip
+    return None
+
+
 def _forget(docs: Mapping[str, MemoryDocument], topic: str) -> list[MemoryUpdate]:
     return [
         MemoryUpdate(
@@ -229,6 +337,8 @@ def _revision(docs: Mapping[str, MemoryDocument], signal: Signal) -> MemoryUpdat
         return None
     if signal.slots:
         return None  # a slot says what the preference is about: the slot rule decides
+    if resized := _resized(docs, signal):
+        return resized
     scopes = [signal.scope]
     if signal.scope == USER_SCOPE or signal.kind is SignalKind.REVISION:
         scopes += [s for s in docs if s != signal.scope]

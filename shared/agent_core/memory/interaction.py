@@ -43,6 +43,9 @@ class SkillInfo(BaseModel):
 
     name: str
     description: str = ""
+    # The tools the skill brings or is allowed to call (the run-worker knows them; a transcript
+    # may not): a lesson about one of them belongs to this skill.
+    tools: list[str] = Field(default_factory=list)
 
 
 class Turn(BaseModel):
@@ -107,7 +110,13 @@ class Interaction(BaseModel):
         for skill in data["skills"]:
             if isinstance(skill, dict) and isinstance(skill.get("name"), str):
                 names.append(skill["name"])
-                info.append({"name": skill["name"], "description": skill.get("description", "")})
+                info.append(
+                    {
+                        "name": skill["name"],
+                        "description": skill.get("description", ""),
+                        "tools": skill.get("tools") or [],
+                    }
+                )
             else:
                 names.append(skill)
         return {**data, "skills": names, "skill_info": info}
@@ -126,3 +135,14 @@ class Interaction(BaseModel):
         """Each enabled skill's description by name ('' when it came without one)."""
         known = {s.name: s.description for s in self.skill_info}
         return {name: known.get(name, "") for name in self.skills}
+
+    def tool_owners(self) -> dict[str, str]:
+        """The enabled skill that owns each tool, by tool name (empty when no skill came with
+        its tools; the first enabled skill listing a tool owns it)."""
+        enabled = set(self.skills)
+        owners: dict[str, str] = {}
+        for info in self.skill_info:
+            if info.name in enabled:
+                for tool in info.tools:
+                    owners.setdefault(tool, info.name)
+        return owners

@@ -206,12 +206,17 @@ def tool_scope(
     skills: Sequence[str],
     keywords: Mapping[str, Sequence[str]] = DEFAULT_SKILL_KEYWORDS,
     descriptions: Mapping[str, str] | None = None,
+    owners: Mapping[str, str] | None = None,
 ) -> str:
     """The scope of a lesson about ``tool_name``: the enabled skill it belongs to, else ``user``.
 
-    A skill whose description lists the tool wins; then one whose name is in the tool's name;
-    then one whose table words (or name parts) are.
+    The skill that owns the tool (``owners``: tool name → skill, as the run-worker reports it)
+    wins; then a skill whose description lists the tool; then one whose name is in the tool's
+    name; then one whose table words (or name parts) are.
     """
+    owner = (owners or {}).get(tool_name)
+    if owner is not None and owner in skills:
+        return skill_scope(owner)
     low = tool_name.casefold()
     descriptions = descriptions or {}
     for skill in skills:

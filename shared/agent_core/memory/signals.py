@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import _lexicon as lx
@@ -223,10 +223,16 @@ class _Context:
     fallback_lang: Language
     turn_text: str = ""
     interaction_skill: str | None = None
+    owners: Mapping[str, str] = field(default_factory=dict)
 
     def scope(self, text: str, slot_keys: Sequence[str], kind: SignalKind) -> str:
         """The statement's own skill; else, unless it is about the user (a fact or a
-        cross-cutting preference), the skill its turn or its interaction is about."""
+        cross-cutting preference), the skill its turn or its interaction is about. A statement of
+        the user's role or business is the user's, whatever skill its words recall."""
+        if kind in (SignalKind.FACT, SignalKind.EXPLICIT) and lx.ROLE.search(
+            lx.STRONG.sub("", text).strip(" ，,:：")
+        ):
+            return USER_SCOPE
         own = skill_of(
             text, self.skills, slot_keys=slot_keys, keywords=self.keywords,
             descriptions=self.descriptions,
@@ -406,7 +412,9 @@ def _gap_change(
     calls = [t for t in turns[start:end] if t.role is TurnRole.TOOL and t.tool_name]
     skill = None
     for call in calls:
-        found = tool_scope(call.tool_name or "", ctx.skills, ctx.keywords, ctx.descriptions)
+        found = tool_scope(
+            call.tool_name or "", ctx.skills, ctx.keywords, ctx.descriptions, owners=ctx.owners
+        )
         if found != USER_SCOPE:
             skill = found.split(":", 1)[1]
             break
@@ -547,14 +555,17 @@ def detect_signals(
     interaction = bounded(interaction)
     user_lang = detect_language(interaction.user_text())
     descriptions = interaction.descriptions()
+    owners = interaction.tool_owners()
     tool_skill = None
     for turn in interaction.turns:
         if turn.role is TurnRole.TOOL and turn.tool_name:
-            found = tool_scope(turn.tool_name, interaction.skills, keywords, descriptions)
+            found = tool_scope(
+                turn.tool_name, interaction.skills, keywords, descriptions, owners=owners
+            )
             if found != USER_SCOPE:
                 tool_skill = found.split(":", 1)[1]
                 break
-    base = _Context(interaction.skills, descriptions, keywords, user_lang)
+    base = _Context(interaction.skills, descriptions, keywords, user_lang, owners=owners)
     interaction_skill = tool_skill or skill_of(
         interaction.user_text(), interaction.skills, keywords=keywords, descriptions=descriptions
     )

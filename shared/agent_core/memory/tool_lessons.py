@@ -164,7 +164,11 @@ def detect_tool_lessons(
             if text is None:
                 continue
             scope = tool_scope(
-                failed.tool_name or "", interaction.skills, keywords, interaction.descriptions()
+                failed.tool_name or "",
+                interaction.skills,
+                keywords,
+                interaction.descriptions(),
+                owners=interaction.tool_owners(),
             )
             lessons.append(
                 Signal(

@@ -86,8 +86,10 @@ async def test_loaded_skills_feed_memory_extraction_and_injection(
 ) -> None:
     """A skill the model loaded counts as a named skill: its memory joins the run from the load
     on, the interaction names it (extraction files its lessons under it), and the session's next
-    run gets that skill's memory."""
-    _write(client.home / "accounts" / "acct1" / "skills", "poems", "description: Poems.", BODY)
+    run gets that skill's memory. The skill goes with its description and the tools it owns, so
+    a lesson about one of them is filed under it."""
+    front = "description: Poems.\nallowed_tools: [write_file]"
+    _write(client.home / "accounts" / "acct1" / "skills", "poems", front, BODY)
     memory = client.home / "accounts" / "acct1" / "memory" / "skills"
     memory.mkdir(parents=True)
     (memory / "poems.md").write_text("---\nscope: skill:poems\n---\n- Rhyme every line\n")
@@ -112,7 +114,10 @@ async def test_loaded_skills_feed_memory_extraction_and_injection(
         interactions = [json.loads(e[1][b"__data__"]) for e in entries]
         assert asyncio.get_running_loop().time() < deadline, "no interaction published"
         await asyncio.sleep(0.05)
-    assert interactions[0]["run_id"] == first.run_id and interactions[0]["skills"] == ["poems"]
+    assert interactions[0]["run_id"] == first.run_id
+    assert interactions[0]["skills"] == [
+        {"name": "poems", "description": "Poems.", "tools": ["write_file"]}
+    ]
 
     before = len(cluster.fake.requests)
     second = await client.send(sid, "and one more")

@@ -41,10 +41,13 @@ class InteractionToolCall(BusMessage):
 
 
 class InteractionSkill(BusMessage):
-    """An enabled skill with its description (the words that tie a rule to it)."""
+    """An enabled skill with its description (the words that tie a rule to it) and the tools it
+    owns (those it brings or is allowed to call): a tool lesson about one of them is scoped to
+    the skill even when its description does not name the tool."""
 
     name: str
     description: str = ""
+    tools: list[str] = Field(default_factory=list)
 
 
 class InteractionTurn(BusMessage):
