@@ -153,6 +153,40 @@ def test_branch_from_an_earlier_message_and_switch_back(
     expect(page.locator(".msg", has_text="alternative")).to_have_count(0)
 
 
+def test_regenerate_an_answer_and_edit_the_first_message_as_a_new_branch(
+    console: Console, tab: Tab
+) -> None:
+    page = sign_in(tab, console)
+    new_session(page, "regenerate")
+    send(page, "first")
+    answer = page.locator(".msg.assistant", has_text="Echo: first")
+    expect(answer).to_be_visible()
+    answer.hover()
+    answer.get_by_role("button", name="Regenerate").click()
+    # The turn is answered again beside the first: two turns in the tree, the new one active.
+    page.get_by_role("tab", name="Tree").click()
+    rows = page.locator("button.tree-row")
+    expect(rows).to_have_count(4)
+    expect(page.locator('button.tree-row[data-on-path="true"]')).to_have_count(2)
+    page.get_by_role("tab", name="Chat").click()
+    expect(page.locator(".msg.assistant", has_text="Echo: first")).to_have_count(1)
+
+    # A user message is not branched under (two user messages in a row) but replaced: its text
+    # comes into the message box, and what is sent goes in its place.
+    message = page.locator(".msg.user", has_text="first")
+    message.hover()
+    message.get_by_role("button", name="Edit as new branch").click()
+    expect(page.locator(".branch-note")).to_contain_text("Replacing")
+    box = page.get_by_label("Message")
+    expect(box).to_have_value("first")
+    box.fill("edited")
+    box.press("Enter")
+    expect(page.locator(".msg.assistant", has_text="Echo: edited")).to_be_visible()
+    expect(page.locator(".msg", has_text="Echo: first")).to_have_count(0)
+    page.get_by_role("tab", name="Tree").click()
+    expect(rows).to_have_count(6)
+
+
 def test_upload_by_drag_and_drop_preview_and_download(
     console: Console, tab: Tab, tmp_path: Path
 ) -> None:

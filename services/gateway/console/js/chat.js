@@ -15,8 +15,15 @@ function Message({ item, ctx }) {
   return html`<div class=${`msg ${item.kind}`} data-node-id=${node.node_id} data-role=${node.role}>
     <div class="msg-text"><${Blocks} blocks=${item.blocks} ctx=${ctx} /></div>
     <div class="msg-actions">
-      <button class="link" title="Continue the conversation from this message on a new branch"
-        onClick=${() => ctx.branchFrom(node)}>Branch from here</button>
+      ${node.role === 'user'
+        // A branch goes on from an answer; a message is replaced from its parent (the API refuses
+        // two user messages in a row), its text in the message box to edit.
+        ? html`<button class="link" title="Send an edited message in its place, on a new branch"
+            onClick=${() => ctx.branchFrom({ ...node, node_id: node.parent_id ?? 'root', replacing: true })}>Edit as new branch</button>`
+        : html`<button class="link" title="Continue the conversation from this message on a new branch"
+            onClick=${() => ctx.branchFrom(node)}>Branch from here</button>
+          <button class="link" title="Answer the same message again, beside this answer"
+            onClick=${() => ctx.regenerate(node.node_id)}>Regenerate</button>`}
       <button class="link" onClick=${() => ctx.openNode(node.node_id)}>Details</button>
     </div>
   </div>`;
@@ -96,7 +103,10 @@ function Composer({ ctx, branch, onClearBranch }) {
   const [text, setText] = useState('');
   const [busy, setBusy] = useState(false);
   const input = useRef(null);
-  useEffect(() => { if (branch) input.current?.focus(); }, [branch]);
+  useEffect(() => {
+    if (branch?.replacing) setText(blocksText(branch.content));
+    if (branch) input.current?.focus();
+  }, [branch]);
   useEffect(() => {
     // Opened with nothing focused (a session just created, whose form is gone; a reload):
     // the keyboard goes to the message box rather than to the page.
@@ -121,7 +131,7 @@ function Composer({ ctx, branch, onClearBranch }) {
     if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) submit(event);
   };
   return html`<form class="composer" onSubmit=${submit}>
-    ${branch && html`<div class="branch-note" role="status">Branching from <code>${shortId(branch.node_id)}</code>
+    ${branch && html`<div class="branch-note" role="status">${branch.replacing ? 'Replacing' : html`Branching from <code>${shortId(branch.node_id)}</code>`}
       “${blocksText(branch.content).slice(0, 60)}” <button type="button" class="link" onClick=${onClearBranch}>cancel</button></div>`}
     <textarea ref=${input} rows="3" aria-label="Message" placeholder="Message (Enter sends, Shift+Enter for a new line)"
       value=${text} onInput=${(e) => setText(e.target.value)} onKeyDown=${onKey}></textarea>

@@ -42,7 +42,9 @@ export function NodeDetail({ ctx, nodeId, onClose, isActive }) {
       <div class="node-actions">
         <button class="primary" disabled=${isActive} onClick=${() => ctx.switchTo(node.node_id)}>
           ${isActive ? 'Active node' : 'Switch here'}</button>
-        <button onClick=${() => ctx.branchFrom(node)}>Branch from here</button>
+        ${node.role === 'user'
+          ? html`<button onClick=${() => ctx.branchFrom({ ...node, node_id: node.parent_id ?? 'root', replacing: true })}>Edit as new branch</button>`
+          : html`<button onClick=${() => ctx.branchFrom(node)}>Branch from here</button>`}
       </div>
       <dl class="facts">
         <dt>role</dt><dd>${node.role}</dd>

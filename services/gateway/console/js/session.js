@@ -71,6 +71,10 @@ export function SessionView({ api, sid, tab, notify }) {
       setOpenNode(null);
       location.hash = sessionHref(sid, 'chat');
     },
+    regenerate: (nodeId) => {
+      setBranch(null);
+      actions.regenerate(nodeId).catch((err) => notify(`Not regenerated: ${err.message}`));
+    },
     openNode: (nodeId) => setOpenNode(nodeId),
     showToolCall: (callId, nodeId) => {
       location.hash = sessionHref(sid, 'chat');

@@ -175,6 +175,14 @@ export function useSession(api, sid, notify) {
       }
       return accepted;
     },
+    /** Answer the message of an answer again: its turn is posted once more under the same
+     * parent (both answers stay in the tree) and becomes the active path. */
+    async regenerate(nodeId) {
+      const accepted = await api.post(sessionPath(sid, 'nodes', nodeId, 'regenerate'), {});
+      await reload({ wholePath: true });
+      follow(accepted.run_id);
+      return accepted;
+    },
     cancel(runId) {
       return api.post(sessionPath(sid, 'runs', runId, 'cancel'));
     },
