@@ -192,7 +192,11 @@ def _check_name(name: str) -> str:
         or len(name.encode("utf-8", "surrogatepass")) > 255
         or name.startswith(".soong-tmp-")
     ):
-        raise ApiError(400, "invalid_filename", "give one file name (no folders, no '..')")
+        raise ApiError(
+            400,
+            "invalid_filename",
+            "give one file name of at most 255 bytes in UTF-8 (no folders, no '..')",
+        )
     return name
 
 
