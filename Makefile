@@ -47,11 +47,13 @@ run: $(VENV)/.runtime
 demo: $(VENV)/.runtime
 	$(VENV)/bin/soong-agent up --fake-provider
 
-# One pytest worker per CPU (pytest-xdist); a file's tests stay on one worker, so module
-# fixtures (a stack, a gateway) start once. TEST_WORKERS=0 runs the suite in one process.
+# One pytest worker per CPU and one more (pytest-xdist): most of a test's time is spent waiting on
+# the processes of a stack or a browser, so a worker beyond the cores keeps them busy (the suite
+# also passes with every core loaded, `make test-under-load`). A file's tests stay on one worker,
+# so module fixtures (a stack, a gateway) start once. TEST_WORKERS=0 runs the suite in one process.
 # The multi-host tests need root (namespaces, mounts, iptables): run as root, `make test` takes
 # them in as one more file for the workers; otherwise they are left to `make test-multinode`.
-TEST_WORKERS ?= auto
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 NOT_ROOT_SKIPS := $(if $(filter 0,$(shell id -u)),,--ignore=tests/multinode)
 test: install $(AXE)
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(NOT_ROOT_SKIPS)
