@@ -49,15 +49,8 @@ class SkillLink:
     ) -> RunSkills | None:
         """The run's skills (``None`` when none is in effect): the session's catalogue, and the
         skills loaded by this run so far (a recovered attempt finds them on its path)."""
-        root = Workspace(self.settings.home, run.account_id, run.session_id).root
         # Inline: a few stat calls per folder; files are parsed again only when they changed.
-        catalog = session_skills(
-            self.settings,
-            account_id=run.account_id,
-            cwd=cwd,
-            workspace_root=root,
-            enabled=config.enabled_skills,
-        )
+        catalog = self.catalog(run, cwd, config)
         if not catalog.skills:
             return None
         renderer = None
@@ -87,14 +80,7 @@ class SkillLink:
         """A child run's skills (a worker's or a fork's; ``None`` when none is in effect): the
         session's catalogue for the child's own config, nothing loaded yet (child runs are never
         recovered), and no memory of their own (memory belongs to main runs)."""
-        root = Workspace(self.settings.home, run.account_id, run.session_id).root
-        catalog = session_skills(
-            self.settings,
-            account_id=run.account_id,
-            cwd=cwd,
-            workspace_root=root,
-            enabled=config.enabled_skills,
-        )
+        catalog = self.catalog(run, cwd, config)
         return RunSkills(catalog) if catalog.skills else None
 
     async def first_nodes(
