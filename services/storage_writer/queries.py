@@ -172,30 +172,25 @@ def _list_sessions(e: QueryEngine, q: ListSessions) -> tuple[Any, str | None]:
     return page, cursor
 
 
-# Rows read from the index per round while looking for ``limit`` distinct visible sessions.
-_SEARCH_ROUND = 200
-
-
 def _search_sessions(e: QueryEngine, q: SearchSessions) -> tuple[Any, str | None]:
     """Walk the account's matching rows newest first (FTS5 reads its doclists backwards for
     ``ORDER BY rowid DESC``) and stop at ``limit`` distinct sessions: a common word costs no
-    more than a rare one. Each found session is read from its shard by its key (visibility,
-    status); the shards are never scanned."""
+    more than reading its doclist once. The walk is one statement stepped lazily and closed
+    at the last session needed (paging with ``rowid < ?`` bounds would evaluate the match
+    again from the start of the doclist each page: four to five times slower for a word in
+    most rows). Each found session is read from its shard by its key (visibility, status);
+    the shards are never scanned."""
     expression = match_expression(q.account_id, q.q)
     if expression is None:
         return [], None
     catalog = e._conn(CATALOG)
     found: list[dict[str, Any]] = []
     seen: set[str] = set()
-    last = None
-    while len(found) < q.limit:
-        bound = "" if last is None else "AND rowid < ? "
-        args: tuple[Any, ...] = (expression,) if last is None else (expression, last)
-        rows = catalog.execute(
-            f"SELECT rowid, session_id, node_id FROM search WHERE search MATCH ? {bound}"
-            f"ORDER BY rowid DESC LIMIT {_SEARCH_ROUND}",
-            args,
-        ).fetchall()
+    rows = catalog.execute(
+        "SELECT rowid, session_id, node_id FROM search WHERE search MATCH ? ORDER BY rowid DESC",
+        (expression,),
+    )
+    try:
         for rowid, session_id, node_id in rows:
             if session_id in seen:
                 continue
@@ -205,9 +200,8 @@ def _search_sessions(e: QueryEngine, q: SearchSessions) -> tuple[Any, str | None
                 found.append({"session": session, "rowid": rowid, "node_id": node_id or None})
                 if len(found) == q.limit:
                     break
-        if len(rows) < _SEARCH_ROUND:
-            break
-        last = rows[-1][0]
+    finally:
+        rows.close()  # ends the statement (and the read transaction it holds) at once
     for item in found:
         (body,) = catalog.execute(
             "SELECT body FROM search WHERE rowid = ?", (item.pop("rowid"),)
