@@ -14,6 +14,7 @@ one command and :func:`endings.announce` tells it on the run's stream. Attempts 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 from collections.abc import Sequence
@@ -159,7 +160,8 @@ class RunExecutor:
         await attempt.events.close()
         if self.ctx.settings.memory.enabled and run.kind == "main":  # every end, failed too
             nodes = progress.nodes if ending.node is None else [*progress.nodes, ending.node]
-            catalog = self._skill_catalog(run, attempt.prefetch.cwd)
+            cwd = attempt.prefetch.cwd
+            catalog = functools.partial(self._skill_catalog, run, cwd)
             await hand_off(self.ctx, self.reads, item, ending.end, nodes, catalog)
         return True
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_core.bus.contracts.memory import (
@@ -117,14 +117,15 @@ async def hand_off(
     item: InFlight,
     end: RunEnd,
     path: Sequence[Node] = (),
-    catalog: SkillCatalog | None = None,
+    catalog: Callable[[], SkillCatalog | None] = lambda: None,
 ) -> None:
     """Publish the finished interaction to memory-extraction (redacted); never fails the run.
 
     ``path`` is the path the run ended on when the worker holds it (the loop's nodes); without it
-    the path is read from storage. ``catalog`` is the session's skills: each skill of the run is
+    the path is read from storage. ``catalog`` reads the session's skills (called only when the
+    run has a skill: reading means a few stat calls per skill folder): each skill of the run is
     then sent with its description and the tools it owns, so a tool lesson is scoped to the
-    skill whose tool failed (without it, names only).
+    skill whose tool failed (when it returns ``None``, names only).
     """
     try:
         if not path or path[-1].node_id != end.last_node_id:
@@ -141,7 +142,7 @@ async def hand_off(
             session_id=item.run.session_id,
             run_id=item.run.run_id,
             turns=[t for n in own for t in _turns(n, calls)],
-            skills=skill_ownership(skills, catalog),
+            skills=skill_ownership(skills, catalog() if skills else None),
             status=end.status.value,
         )
         await publish_interaction(ctx.redis, ctx.names, message)

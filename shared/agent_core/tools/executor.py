@@ -176,7 +176,7 @@ class ToolExecutor:
             run_id=self.run_id,
             agent_id=self.agent_id,
             ask=ask,
-            input_schema=tool.input_model.model_json_schema(),
+            input_schema=tool.input_model.model_json_schema,
         )
         meta["permission"] = {"behavior": decision.behavior.value, "by": decision.decided_by}
         if decision.behavior is not PermissionBehavior.ALLOW:
