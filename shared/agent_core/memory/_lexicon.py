@@ -70,7 +70,10 @@ STRONG = re.compile(
 # Imperatives that are memories only when nothing marks them as a task or an instance.
 WEAK = re.compile(
     r"不要|别用|别再|别加|别删|别放|别写|别把|别给|应该|不用|必须|务必|禁止|不许|不准|"
-    r"\bdon'?t\b|\bdo not\b|\bshould\b|\bmust\b|\bavoid\b|\bstop\b",
+    # "don't" commands when it opens a clause or follows its addressee ("Don't round", "we don't
+    # use pandas"); after any other subject it describes ("the numbers don't match").
+    r"(?:^|(?<=[,;:(—–-])\s*|\b(?:please|just|and|but|so|then|you|we|i|pls)\s+)(?:don'?t|do not)\b|"
+    r"\bshould\b|\bmust\b|\bavoid\b|\bstop\b",
     _I,
 )
 # A quantifier over every future output ("in every report", "所有报表", "for all timestamps").

@@ -159,6 +159,22 @@ def without_old_value(text: str, old_slot: str) -> str:
     return joiner.join(kept)
 
 
+def without_old_values(text: str, old: str) -> str:
+    """``text`` without the clauses that name only values of ``old`` ("0.5 太严了" in "对平的阈值
+    改成 1 块钱吧，0.5 太严了"): the replaced value must not live on in its replacement."""
+    olds = {normalize(m.group(0)) for m in _VALUE.finditer(old)}
+    clauses = split_clauses(text)
+    kept = [
+        c
+        for c in clauses
+        if not (values := {normalize(m.group(0)) for m in _VALUE.finditer(c)}) or values - olds
+    ]
+    if not kept or len(kept) == len(clauses):
+        return text
+    joiner = "，" if re.search(r"[\u4e00-\u9fff]", text) else ", "
+    return joiner.join(kept)
+
+
 def _decide(
     doc: MemoryDocument, text: str, slot: str | None, near: float = NEAR_DUPLICATE
 ) -> MemoryUpdate:
@@ -261,7 +277,7 @@ def revised_entry(
     for scope in scopes:
         doc = docs.get(scope)
         for entry in doc.entries if doc else ():
-            score = _same_attribute(text, entry.text)
+            score = _same_attribute(text, entry.text) or _replaces_value(text, entry.text)
             if score and (best is None or score > best[0]):
                 best = (score, scope, entry)
     return None if best is None else (best[1], best[2])
@@ -349,8 +365,9 @@ def _revision(docs: Mapping[str, MemoryDocument], signal: Signal) -> MemoryUpdat
     if core_text(entry.text) == core_text(signal.text):
         return MemoryUpdate(op=UpdateOp.NONE, scope=scope, entry_id=entry.id, reason="duplicate")
     slot = f"{signal.slots[0].key}={signal.slots[0].value}" if len(signal.slots) == 1 else None
+    text = without_old_values(signal.text, entry.text)
     return MemoryUpdate(
-        op=UpdateOp.UPDATE, scope=scope, entry_id=entry.id, text=signal.text, slot=slot,
+        op=UpdateOp.UPDATE, scope=scope, entry_id=entry.id, text=text, slot=slot,
         reason="same attribute, new value",
     )  # fmt: skip
 
@@ -374,6 +391,20 @@ def _restated(docs: Mapping[str, MemoryDocument], signal: Signal) -> MemoryUpdat
                     op=UpdateOp.NONE, scope=scope, entry_id=entry.id, reason="restatement"
                 )
     return None
+
+
+def _replaces_value(new: str, old: str) -> float:
+    """``new`` names ``old``'s value beside a value of its own and shares a word of its topic
+    ("对平的阈值改成 1 块钱吧，0.5 太严了" after "金额差在 0.5 元以内的就算对平"): it replaces
+    that value, however differently the rest is worded. A weak match (the lowest score), so an
+    entry about the same attribute by its words wins over it."""
+    olds = {normalize(m.group(0)) for m in _VALUE.finditer(old)}
+    news = {normalize(m.group(0)) for m in _VALUE.finditer(new)}
+    if not (olds & news) or not (news - olds):
+        return 0.0
+    shared = _topic(new) & _topic(old)
+    content = [f for f in shared if not f.startswith("@") and not set(f) <= _FUNCTION_CHARS]
+    return SAME_ATTRIBUTE if content else 0.0
 
 
 def _new_value(new: str, old: str) -> bool:

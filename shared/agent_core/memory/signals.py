@@ -418,7 +418,7 @@ def _gap_change(
         if found != USER_SCOPE:
             skill = found.split(":", 1)[1]
             break
-    described = next((t for t in reversed(said) if len(feature_set(t)) >= _DESCRIBED), None)
+    described = next((t for t in reversed(said) if _describes(t)), None)
     if described is not None:
         text = scrub_statement(" ".join(described.split())[:300]).text
         if text:
@@ -458,9 +458,16 @@ def _gap_change(
     return None
 
 
-# Content words a reply needs to describe a change ("I rotated the month labels 45 degrees …")
-# rather than report it done ("已重新导出", "重新计算后本月 NPS 为 31").
+# Content features a reply needs to describe a change ("I rotated the month labels 45 degrees …")
+# rather than report it done ("已重新导出", "重新计算后本月 NPS 为 31"). Chinese counts character
+# bigrams, which a sentence has more of than an English one has words.
 _DESCRIBED = 10
+_DESCRIBED_WORDS = 8
+
+
+def _describes(reply: str) -> bool:
+    needed = _DESCRIBED if re.search(r"[\u4e00-\u9fff]", reply) else _DESCRIBED_WORDS
+    return len(feature_set(reply)) >= needed
 
 
 def _is_path(value: object) -> bool:
@@ -483,9 +490,17 @@ class _Sentence:
 
 
 def _turn_signals(
-    text: str, ctx: _Context, gap: Callable[[], tuple[str, str | None] | None]
+    text: str,
+    ctx: _Context,
+    gap: Callable[[], tuple[str, str | None] | None],
+    said_before: bool = False,
 ) -> list[Signal]:
-    """The signals of one user turn: each sentence judged with its neighbours."""
+    """The signals of one user turn: each sentence judged with its neighbours.
+
+    ``said_before``: the user's previous turn of this interaction held a memory of its own. A
+    turn that only makes something durable ("以后都这样。", "Every time.") then lends to that
+    rule, not to the agent's reply in between, which only acknowledged it ("好的，这次已按
+    0.5 元容差处理"); after a report of a symptom the reply is what describes the change."""
     items: list[_Sentence] = []
     for sentence in split_sentences(text):
         if len(sentence) > MAX_SENTENCE_CHARS:  # a rule worth keeping is short
@@ -503,6 +518,8 @@ def _turn_signals(
         sentence = item.text
         if _approves(sentence) or (previous is None and _lends(sentence)):
             item.skip = True
+            if previous is None and said_before:
+                continue  # the rule said just before is already a memory
             change = gap()
             if change is not None and not lx.ONE_OFF.search(_AFFIRM.sub(" ", sentence)):
                 body, skill = change
@@ -571,6 +588,7 @@ def detect_signals(
     )
     signals: list[Signal] = []
     last_user = 0
+    said_before = False  # the previous user turn held a memory of its own
     turns = interaction.turns
     for index, turn in enumerate(turns):
         if turn.role is not TurnRole.USER:
@@ -582,7 +600,9 @@ def detect_signals(
         def gap(start: int = start, end: int = index, ctx: _Context = ctx) -> Any:
             return _gap_change(turns, start, end, ctx) if start < end else None
 
-        signals.extend(_turn_signals(text, ctx, gap))
+        own = _turn_signals(text, ctx, gap, said_before)
+        said_before = any(s.kind is not SignalKind.STATEMENT for s in own)
+        signals.extend(own)
         last_user = index + 1
     signals.extend(detect_tool_lessons(interaction, user_lang, keywords=keywords))
     return signals
