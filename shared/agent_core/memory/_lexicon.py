@@ -127,9 +127,15 @@ REVISION = re.compile(
 )
 # "Quick update on me: …", "Note for the team - …": a label before the statement itself.
 LABEL_PREFIX = re.compile(r"^[^:：\n]{1,30}?[:：]\s{0,3}(?=\S)")
+# "FYI I'm the head of …", "顺便说一下，我在…": a discourse opener before the statement itself.
+DISCOURSE = re.compile(
+    r"^(?:fyi|btw|by the way|heads[- ]up|just so you know|for context|for the record|oh and|"
+    r"顺便说一下|顺便说下|补充一下|说明一下)[,，:：;；.。!！—–-]?\s*",
+    _I,
+)
 # Durable facts stated without a marker word: about the user, their team, business or data.
 FACT = re.compile(
-    r"^(?:我是(?!说|不是|想)|我负责|我在\S{1,8}(?:部|组|团队|工作)|我们(?:公司|团队|部门|这边)?(?:说的|用的|的|是|都)|"
+    r"^(?:我是(?!说|不是|想)|我负责|我在\S{1,8}(?:部|组|团队|工作)|我在\S{1,10}?(?:做|当|负责)|我们(?:公司|团队|部门|这边)?(?:说的|用的|的|是|都)|"
     r"咱们的)|"
     r"^(?:i'?m|i am) (?:a|an|the|in charge|responsible|based)\b|"
     r"^i (?:now |currently |also )?(?:work|support|manage|run|lead|own|cover|report to|look after|head)\b|"
@@ -151,7 +157,7 @@ ROLE = re.compile(
     r"^i (?:now |currently |also )?(?:work (?:as|in|for|at)|manage|lead|run|head|report to|"
     r"look after)\b|^my (?:role|job|title|team|company|business)\b|"
     r"^(?:our|we are an?|we'?re an?) (?:company|business|team)\b|"
-    r"^我(?:现在|目前)?(?:是(?!说|不是|想)|负责|在\S{1,8}(?:部|组|团队|工作))|"
+    r"^我(?:现在|目前)?(?:是(?!说|不是|想)|负责|在\S{1,8}(?:部|组|团队|工作)|在\S{1,10}?(?:做|当|负责))|"
     r"^我的(?:岗位|职位|角色|工作|公司)|^我们(?:公司|团队|部门)(?:是|做|主要)",
     _I,
 )
@@ -243,7 +249,15 @@ LEND = re.compile(
     r"别再|不要再|不许再|下次别|别忘|不要忘|别漏|一直有效|都有效|都适用|都这样|都照|"
     r"\bagain\b|\btwice\b|\bmistake\b|\bno exceptions?\b|\bfull stop\b|\bwithout exception\b|"
     r"\b(?:that|this|it) (?:goes|applies|holds) for\b|\bkeep (?:it|them|that|this) (?:that|this) way\b|"
-    r"\bfor (?:all|every|each) \w{2,20}\b|\bthe default\b",
+    r"\bfor (?:all|every|each) \w{2,20}\b|\bthe default\b|"
+    # "Every week.", "That's a team-wide thing.", "Same goes for any model you touch.", "That's
+    # how I always want it.", "I've told you this before.": durability said without a marker word
+    r"\bevery (?:single )?(?:day|week|month|quarter|year|run|report|deck|memo|digest)\b|"
+    r"\b(?:team|company|org|organi[sz]ation)[- ]wide(?: thing| rule| standard| convention)?\b|"
+    r"\bsame (?:goes|applies|holds) for (?:any|every|all|each) \w{2,20}(?: (?:you|we) \w{2,20})?\b|"
+    r"\bthat'?s how (?:i|we)\s+(?:always\s+)?(?:want|like|do)\s+(?:it|them|this|that)\b|"
+    r"\b(?:i'?ve|i have) (?:told|said|asked) (?:you )?(?:(?:this|that|it) )?(?:before|already)\b|"
+    r"全公司都|整个团队都|团队统一",
     _I,
 )
 # Approval of what the agent just did, made general: "do it like that every time", "以后都照这个来".

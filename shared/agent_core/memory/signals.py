@@ -131,7 +131,7 @@ def _kind(sentence: str, probe: str, confirmed: bool) -> SignalKind | None:
     if lx.WEAK.search(probe):
         instance = lx.TASK_OPENER.match(probe) and not lx.CONDITION.search(probe)
         return None if instance or lx.FILE_REF.search(probe) else SignalKind.EXPLICIT
-    unlabelled = lx.LABEL_PREFIX.sub("", probe, count=1)
+    unlabelled = lx.DISCOURSE.sub("", lx.LABEL_PREFIX.sub("", probe, count=1), count=1)
     if lx.FACT.search(probe) or lx.FACT.search(unlabelled) or _data_fact(probe):
         return SignalKind.FACT
     if any(s.key in _CALENDAR_SLOTS for c in split_clauses(probe) for s in detect_slots(c)):
@@ -230,7 +230,7 @@ class _Context:
         cross-cutting preference), the skill its turn or its interaction is about. A statement of
         the user's role or business is the user's, whatever skill its words recall."""
         if kind in (SignalKind.FACT, SignalKind.EXPLICIT) and lx.ROLE.search(
-            lx.STRONG.sub("", text).strip(" ，,:：")
+            lx.DISCOURSE.sub("", lx.STRONG.sub("", text).strip(" ，,:："), count=1)
         ):
             return USER_SCOPE
         own = skill_of(

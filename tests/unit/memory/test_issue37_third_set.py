@@ -11,6 +11,8 @@ lower bar for an English description still leaves a mere acknowledgement out.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.unit.memory.test_issue37_kinds import Skills, entries, remember, said, texts, user
 
 
@@ -77,3 +79,32 @@ def test_en_a_changed_value_said_in_other_words_replaces_the_rule() -> None:
     found = texts(docs)
     assert len(found) == 1, found
     assert "72" in found[0] and "48" not in found[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("The on-call summary lists open incidents first. Every week.", "incidents"),
+        ("We write commit messages in the imperative mood. That's a company-wide rule.", "commit"),
+        ("Pin every dependency to an exact version. Same goes for any repo you touch.", "Pin"),
+        ("Sort the invoices by due date, oldest first. That's how we always do it.", "due date"),
+        ("Currency codes go after the amount. I've told you this before.", "Currency"),
+    ],
+)
+def test_en_durability_said_without_a_marker_word(text: str, rule: str) -> None:
+    found = texts(remember(text))
+    assert len(found) == 1 and rule in found[0], found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "FYI I'm the data lead for the Lisbon office, so keep the reports in plain language.",
+        "Heads up, I'm the new controller here and I sign off the monthly close.",
+        "顺便说一下，我在总部做资金管理，报表是给 CFO 看的。",
+        "我在华南区当渠道经理，手上有 30 家经销商。",
+    ],
+)
+def test_a_role_said_after_an_opener_is_the_users(text: str) -> None:
+    found = entries(remember(text))
+    assert [scope for scope, _ in found] == ["user"], found
