@@ -73,6 +73,17 @@ _ADDRESS = re.compile(
     r"(?i)\b(?:my|our)\s(?:home |office |mailing |billing |shipping |street |postal )?address\b|"
     r"(?:家庭|家里|我家|收货|通讯|邮寄|我的|我)(?:住址|地址)"
 )
+# A password said without its name ("连库用 ops_ro / Qw!8834zz", "the wiki login is bob,
+# Hz#2024wiki"): 8 to 40 characters mixing letters, digits and a symbol people put in passwords
+# (never "@", so an address is not one; a "#" colour like #1F4E79 is not one either).
+_PASSWORD_CHARS = r"A-Za-z0-9!@#$%^&*+=?~"
+_PASSWORD_LIKE = re.compile(
+    rf"(?<![{_PASSWORD_CHARS}/\\.:_-])"
+    r"(?!#[0-9A-Fa-f]{3,8}(?![A-Za-z0-9!@#$%^&*+=?~]))"
+    rf"(?=[{_PASSWORD_CHARS}]{{0,39}}[!#$%^&*+=?~])(?=[{_PASSWORD_CHARS}]{{0,39}}\d)"
+    rf"(?=[{_PASSWORD_CHARS}]{{0,39}}[A-Za-z])[{_PASSWORD_CHARS}]{{8,40}}"
+    rf"(?![{_PASSWORD_CHARS}/\\.:_-])"
+)
 _TOKEN_RUN = re.compile(r"(?<![A-Za-z0-9_/+=!@#$%^&*.\-])[A-Za-z0-9_/+=!@#$%^&*.\-]{16,}")
 _ID_WORDS = re.compile(r"(?i)身份证|护照|passport|社保|银行卡|信用卡|card number|\bssn\b")
 
@@ -115,6 +126,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "id_value": _ID_VALUE,
     "address": _ADDRESS,
     "token_run": _TOKEN_RUN,
+    "password_like": _PASSWORD_LIKE,
     "id_words": _ID_WORDS,
     "secret_topic": _SECRET_TOPIC,
     "anaphora": _ANAPHORA,
@@ -165,6 +177,8 @@ def _checks(text: str) -> list[tuple[re.Pattern[str], str]]:
     if _DIGIT.search(text):
         checks += [(_CN_ID, "id_number"), (_SSN, "id_number"), (_ID_VALUE, "id_number"),
                    (_CN_MOBILE, "phone"), (_INTL_PHONE, "phone"), (_IPV4, "ip_address")]  # fmt: skip
+    if _DIGIT.search(text) and _PASSWORD_SYMBOL.search(text):
+        checks.append((_PASSWORD_LIKE, "secret"))
     if "@" in text:
         checks.append((_EMAIL, "email"))
     if _ADDRESS_WORD.search(text):
@@ -173,6 +187,7 @@ def _checks(text: str) -> list[tuple[re.Pattern[str], str]]:
 
 
 _ADDRESS_WORD = re.compile(r"(?i)address|地址|住址")
+_PASSWORD_SYMBOL = re.compile(r"[!#$%^&*+=?~]")
 
 
 def find_pii(text: str) -> list[str]:

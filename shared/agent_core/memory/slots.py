@@ -180,6 +180,17 @@ _LAYOUT = re.compile(
 )
 
 
+# The value said just before a palette word: after a verb ("用", "换成") or a space, a colour
+# of one to three characters or an English word ("the"/"a" left out).
+_NAMED_BEFORE = re.compile(
+    r"(?:^|[用成为回是]|\s)(?!the\b|a\b|our\b|my\b)([\u4e00-\u9fff]{1,3}|[A-Za-z][A-Za-z-]{1,19})\s{0,3}$",
+    _I,
+)
+
+
+_PREPOSITION = re.compile(r"\s{0,3}(?:for|in|on|across|throughout|everywhere)\b", _I)
+
+
 def _phrase(text: str) -> str:
     """A short value key for free-form slot values (letters, digits and CJK only)."""
     kept = "".join(c for c in text.casefold() if c.isalnum() or c == "#")
@@ -267,7 +278,12 @@ def _charts(clause: str) -> list[SlotMatch]:
     if color := _COLOR.search(clause):
         found.append(SlotMatch(color.start(), "chart_color", color.group(1).lower()))
     elif topic := _COLOR_TOPIC.search(clause):
-        found.append(SlotMatch(topic.start(), "chart_color", _phrase(clause[topic.end() :])))
+        rest = clause[topic.end() :]
+        after = _phrase(rest)
+        unnamed = after == "default" or _PREPOSITION.match(rest)  # "… palette for charts"
+        if unnamed and (before := _NAMED_BEFORE.search(clause[: topic.start()])):
+            after = _phrase(before.group(1))  # "都用蓝色系", "换成绿色系", "the teal palette"
+        found.append(SlotMatch(topic.start(), "chart_color", after))
     return found
 
 

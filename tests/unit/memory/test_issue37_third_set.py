@@ -5,8 +5,11 @@ Each failed on main before the change but one: a marker-only turn after the user
 stored the agent's acknowledgement as a rule; a change the agent described in under ten English
 words was not taken; "don't" after any subject counted as an instruction ("the totals don't add
 up"); and a changed value said in other words than the rule it replaces was added beside it (or
-kept the old value in its text). The English marker-turn test passed before: it pins that the
-lower bar for an English description still leaves a mere acknowledgement out.
+kept the old value in its text); durability said without a marker word; a role after an opener;
+a password said without its name (found by the fourth blind set); a palette named before its
+word. Three passed before and pin a boundary: the lower bar for an English description still
+leaves a mere acknowledgement out, a password after "login is" was already caught, and a colour
+code is not a password.
 """
 
 from __future__ import annotations
@@ -108,3 +111,32 @@ def test_en_durability_said_without_a_marker_word(text: str, rule: str) -> None:
 def test_a_role_said_after_an_opener_is_the_users(text: str) -> None:
     found = entries(remember(text))
     assert [scope for scope, _ in found] == ["user"], found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The staging box is deploy / Rt7!kk29xx, and export the logs as CSV from now on.",
+        "共享盘账号 finance01，Lm#5520qa，以后周报都放到共享盘。",
+        "the BI admin login is mara, Pz8&tour2026",
+    ],
+)
+def test_a_password_said_without_its_name_is_never_remembered(text: str) -> None:
+    secret = next(w.strip("，,.") for w in text.replace("，", " ").split() if "!" in w or "#" in w
+                  or "&" in w)  # fmt: skip
+    rendered = " ".join(t for _, t in entries(remember(text)))
+    assert secret not in rendered
+
+
+def test_a_colour_code_is_not_a_password() -> None:
+    assert texts(remember("Always use our brand blue #2A5C8D for chart bars.")) == [
+        "Always use our brand blue #2A5C8D for chart bars"
+    ]
+
+
+def test_zh_a_palette_named_before_its_word_is_replaced_by_the_next() -> None:
+    docs = remember(
+        "柱状图以后都用橙色系，灰色看不清。", "柱状图的配色，换成紫色系吧，以后就用这个。"
+    )
+    found = texts(docs)
+    assert len(found) == 1 and "紫" in found[0], found
