@@ -162,12 +162,27 @@ THIRD = DATA / "third"
 
 
 def test_third_blind_set_leaks_no_secret_and_reports_its_figures() -> None:
-    """Written blind while the second set's misses were fixed, and never read by the rules'
-    author: its figures are the current honest estimate; a secret leak is gated."""
+    """Written blind while the second set's misses were fixed; its misses were then fixed in
+    turn (it is in sample now): a secret leak is gated."""
     labels = json.loads((THIRD / "labels.json").read_text(encoding="utf-8"))
     paths = sorted((THIRD / "episodes").glob("*.jsonl"))
     assert len(paths) == len(labels) == 12
     total = merge_scores([_score(p, labels) for p in paths])
     print("third blind set figures:", total.summary())
+    assert total.expected >= 50
+    assert total.secrets_leaked == []
+
+
+FOURTH = DATA / "fourth"
+
+
+def test_fourth_blind_set_leaks_no_secret_and_reports_its_figures() -> None:
+    """Written blind while the third set's misses were fixed: its figures are the current honest
+    estimate (one leak it found was then fixed); a secret leak is gated."""
+    labels = json.loads((FOURTH / "labels.json").read_text(encoding="utf-8"))
+    paths = sorted((FOURTH / "episodes").glob("*.jsonl"))
+    assert len(paths) == len(labels) == 12
+    total = merge_scores([_score(p, labels) for p in paths])
+    print("fourth blind set figures:", total.summary())
     assert total.expected >= 50
     assert total.secrets_leaked == []
