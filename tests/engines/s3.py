@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-__all__ = ["MotoS3", "s3_server", "start_moto"]
+__all__ = ["Cuttable", "MotoS3", "s3_server", "start_moto"]
 
 # The unsigned requests moto lets through before it checks signatures: the three below.
 _UNSIGNED = 3
@@ -129,3 +130,65 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3]:
         yield server
     finally:
         server.stop()
+
+
+class Cuttable:
+    """A loopback TCP relay in front of the S3 server that a test can cut and restore: the
+    store going away and coming back, as clients see it (refused connections, then answers),
+    without stopping the server other tests share."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.removeprefix("http://").split(":")
+        self._target = (host, int(port))
+        self._port = _free_port("127.0.0.1")
+        self.endpoint = f"http://127.0.0.1:{self._port}"
+        self._lock = threading.Lock()
+        self._open: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+        self.restore()
+
+    def restore(self) -> None:
+        """Accept connections again (on the same port)."""
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self._port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        """Refuse new connections and drop the open ones."""
+        with self._lock:
+            listener, self._listener = self._listener, None
+            conns, self._open = self._open, []
+        for s in [*conns, *([listener] if listener else [])]:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # cut
+            try:
+                upstream = socket.create_connection(self._target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+
+
+def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)

@@ -216,9 +216,11 @@ class LocalFileStore:
         await asyncio.to_thread(remove)
 
     async def delete_prefix(self, prefix: str) -> None:
+        await asyncio.to_thread(self.delete_prefix_blocking, prefix)
+
+    def delete_prefix_blocking(self, prefix: str) -> None:
         # rmtree never follows a symlink: a link in the folder is removed, not its target.
-        target = self.root.joinpath(*check_key(prefix).split("/"))
-        await asyncio.to_thread(shutil.rmtree, target, True)
+        shutil.rmtree(self.root.joinpath(*check_key(prefix).split("/")), ignore_errors=True)
 
     async def close(self) -> None:
         """Nothing held open between calls."""

@@ -32,6 +32,7 @@ __all__ = [
     "FileStoreError",
     "StoredObject",
     "artifact_key",
+    "artifact_prefix",
     "check_key",
     "join_key",
     "not_found",
@@ -101,9 +102,14 @@ def session_prefix(account_id: str, session_id: str) -> str:
     return join_key("accounts", account_id, "sessions", session_id)
 
 
+def artifact_prefix(session_id: str) -> str:
+    """Where the storage-writer's files of a session live (offloaded JSON blocks)."""
+    return join_key("artifacts", session_id)
+
+
 def artifact_key(session_id: str, name: str) -> str:
     """The key of a file the storage-writer moved out of a row (an offloaded JSON block)."""
-    return join_key("artifacts", session_id, name)
+    return join_key(artifact_prefix(session_id), name)
 
 
 class FileStore(Protocol):
@@ -154,6 +160,10 @@ class FileStore(Protocol):
 
     async def delete_prefix(self, prefix: str) -> None:
         """Remove every object below ``prefix/``."""
+        ...
+
+    def delete_prefix_blocking(self, prefix: str) -> None:
+        """:meth:`delete_prefix` for a caller on a thread of its own (the storage-writer's)."""
         ...
 
     async def close(self) -> None:

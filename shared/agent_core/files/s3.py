@@ -255,6 +255,15 @@ class S3FileStore:
         while objects := await self.list(prefix, limit=_DELETE_BATCH):
             await self.delete(o.key for o in objects)
 
+    def delete_prefix_blocking(self, prefix: str) -> None:
+        try:
+            for batch in obstore.list(self._store, prefix=check_key(prefix) + "/", chunk_size=1000):
+                keys = [m["path"] for m in batch]
+                if keys:
+                    obstore.delete(self._store, keys)
+        except _ERRORS as exc:
+            raise self._failed(exc, prefix) from None
+
     async def close(self) -> None:
         """obstore's client pool closes with the store object."""
 
