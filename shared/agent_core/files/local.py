@@ -7,8 +7,8 @@ are the same files (nothing to hydrate or sync). Access goes through
 for keys outside any session): a symlink inside a session is followed only within it, so a link
 an agent planted cannot serve another session's file or a host file.
 
-The ETag is the file's change time and size: cheap, and changed by every write through this
-engine (an atomic rename makes a new inode with a new ``st_ctime_ns``).
+The ETag is the file's modification time (in nanoseconds) and size: cheap, the same in a listing
+and a read, and changed by every write through this engine.
 """
 
 from __future__ import annotations
@@ -47,7 +47,11 @@ _WALK_CAP = 100_000
 
 
 def _etag(st: os.stat_result) -> str:
-    return f'"{st.st_ctime_ns:x}-{st.st_size:x}"'
+    return _tag(st.st_mtime_ns, st.st_size)
+
+
+def _tag(mtime_ns: int, size: int) -> str:
+    return f'"{mtime_ns:x}-{size:x}"'
 
 
 def _any(_: SessionPath) -> None:
@@ -200,7 +204,7 @@ class LocalFileStore:
                 "/".join((*scope, *e.path.parts)),
                 e.size,
                 datetime.fromtimestamp(e.mtime_ns / 1e9, UTC),
-                None,
+                _tag(e.mtime_ns, e.size),
             )
             for e in entries
             if e.kind == "file" and not e.path.name.startswith(_TMP_PREFIX)
