@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,13 @@ import httpx
 import pytest
 
 from tests.conftest import Stack, start_stack, stop_stack
-from tests.e2e.gateway.conftest import CONFIG, seed_artifact, seed_offloaded_json
+from tests.e2e.gateway.conftest import (
+    CONFIG,
+    SseEvent,
+    parse_sse,
+    seed_artifact,
+    seed_offloaded_json,
+)
 from tests.engines.s3 import Cuttable, MotoS3, s3_server
 
 __all__ = ["s3_server"]
@@ -137,3 +145,50 @@ def test_store_down_answers_503_with_retry_after_and_recovers(s3gw: S3Stack) -> 
         assert c.put(f"/v1/sessions/{sid}/files/input/b.txt", content=b"2").status_code == 201
         listed = c.get(f"/v1/sessions/{sid}/files").json()["items"]
         assert [f["path"] for f in listed] == ["input/a.txt", "input/b.txt"]
+
+
+def _run(c: httpx.Client, sid: str, text: str) -> list[SseEvent]:
+    """Post a message and read every frame of its run's stream to the end."""
+    response = c.post(f"/v1/sessions/{sid}/messages", json={"text": text})
+    assert response.status_code == 202, response.text
+    url = f"/v1/sessions/{sid}/runs/{response.json()['run_id']}/events"
+    with c.stream("GET", url) as stream:
+        events = parse_sse(stream.iter_lines())
+    assert [e.event for e in events if e.event][-1] == "run_finished"
+    return events
+
+
+def _gone(path: Path) -> bool:
+    deadline = time.monotonic() + 30
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not path.exists()
+
+
+def test_a_run_works_on_a_copy_that_lands_in_the_bucket(s3gw: S3Stack) -> None:
+    with s3gw.client() as c:
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        prefix = f"accounts/dev/sessions/{sid}"
+        assert c.put(f"/v1/sessions/{sid}/files/input/a.csv", content=b"1,2\n").status_code == 201
+        _run(c, sid, "files")  # the demo model writes output/demo-notes.md and reads it back
+        assert s3gw.keys(prefix) == [f"{prefix}/input/a.csv", f"{prefix}/output/demo-notes.md"]
+        notes = c.get(f"/v1/sessions/{sid}/files/output/demo-notes.md")
+        assert notes.status_code == 200 and notes.content.startswith(b"# Demo notes")
+        # The worker hydrated the upload into its copy, and removes the copy with the lane.
+        assert _gone(s3gw.stack.home / prefix)
+
+
+def test_a_run_waits_for_the_store_and_says_why(s3gw: S3Stack) -> None:
+    with s3gw.client() as c:
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        prefix = f"accounts/dev/sessions/{sid}"
+        s3gw.relay.cut()
+        back = threading.Timer(3.0, s3gw.relay.restore)
+        back.start()
+        try:
+            events = _run(c, sid, "files")
+        finally:
+            back.join()
+        phases = [e.data.get("phase") for e in events if e.event == "phase" and e.data]
+        assert "files" in phases
+        assert s3gw.keys(prefix) == [f"{prefix}/output/demo-notes.md"]
