@@ -17,7 +17,7 @@ import pytest
 
 from tests.engines.s3 import MotoS3, start_moto
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.fakes.script import Finish, ScriptedTurn, Text, Usage, tool_call
+from tests.fakes.script import Delay, Finish, ScriptedTurn, StopKind, Text, Usage, tool_call
 from tests.multinode.conftest import CORE
 from tests.multinode.harness import Cluster, Host, Service, cluster
 from tests.waiting import HangGuard
@@ -29,27 +29,29 @@ Mn = tuple[Cluster, FakeOpenAIServer, MotoS3]
 
 
 def _answer(request: Any) -> ScriptedTurn:
-    """``write NAME TEXT``: write_file output/NAME; ``read PATH``: read_file PATH; after a tool
-    result: a short answer."""
+    """``write NAME TEXT``: write_file output/NAME, then "done"; ``writeslow NAME TEXT``: the
+    same, then forty pieces over about four seconds (long enough to kill a host mid-run);
+    ``read PATH``: read_file PATH, then "done"."""
     last = request["messages"][-1]
     text = str(last.get("content", ""))
     steps: list[Any]
+    reason: StopKind = "tool_use"
     if last.get("role") == "tool":
+        reason = "end_turn"
         steps = [Text(text="done")]
-    elif text.startswith("write "):
-        _, name, body = text.split(" ", 2)
+        if str(last.get("tool_call_id", "")).startswith("call_ws_"):
+            steps = [step for i in range(40) for step in (Delay(seconds=0.1), Text(text=f"p{i} "))]
+    elif text.startswith(("write ", "writeslow ")):
+        verb, name, body = text.split(" ", 2)
         args = json.dumps({"path": f"output/{name}", "content": body})
-        steps = tool_call(0, f"call_w_{name}", "write_file", [args])
+        call_id = f"call_{'ws' if verb == 'writeslow' else 'w'}_{name}"
+        steps = tool_call(0, call_id, "write_file", [args])
     elif text.startswith("read "):
         args = json.dumps({"path": text.split(" ", 1)[1]})
         steps = tool_call(0, f"call_r_{time.monotonic_ns()}", "read_file", [args])
     else:
+        reason = "end_turn"
         steps = [Text(text=f"answer to {text}")]
-    reason = (
-        "tool_use"
-        if last.get("role") != "tool" and text.split(" ")[0] in ("write", "read")
-        else "end_turn"
-    )
     return ScriptedTurn(
         steps=[*steps, Usage(input_tokens=5, output_tokens=5), Finish(reason=reason)]
     )
@@ -174,3 +176,40 @@ def test_alternating_worker_hosts_see_every_earlier_turns_files(mn: Mn) -> None:
     assert any(ip == w2.ip and "one-on-w1" in text for ip, text in reads), reads
     assert any(ip == w1.ip and "two-on-w2" in text for ip, text in reads), reads
     assert [f["path"] for f in files] == ["output/t1.txt", "output/t2.txt"]
+
+
+def test_a_worker_host_killed_mid_run_loses_no_acknowledged_file(mn: Mn) -> None:
+    """Last in the module: it kills ``w1``."""
+    cl, model, _ = mn
+    w1, w2 = cl.hosts["w1"], cl.hosts["w2"]
+    with _api(cl, cl.hosts["core"]) as api, _api(cl, w2) as c:
+        sid = api.post("/v1/sessions", json={}).json()["session_id"]
+        with _frozen(w2):
+            reply = api.post(
+                f"/v1/sessions/{sid}/messages",
+                json={"text": "writeslow kept.txt synced-before-kill"},
+            )
+            assert reply.status_code == 202, reply.text
+            run_id = reply.json()["run_id"]
+            # The model got the write's result from w1: the file was synced before that.
+            guard = HangGuard(60, "the write's result to reach the model from w1")
+            while not _tool_results(model, "call_ws_kept"):
+                guard.check(cl.logs)
+                time.sleep(0.02)
+            w1.kill()
+        guard = HangGuard(90, f"run {run_id} to end on w2")
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                got = api.get(f"/v1/sessions/{sid}/runs/{run_id}").json()
+                if got.get("status") in ("completed", "failed", "cancelled", "aborted"):
+                    break
+            guard.check(cl.logs)
+            time.sleep(0.05)
+        assert got["status"] == "completed", got
+        # The next turn runs on w2 (w1 is gone) and finds the file the killed host wrote.
+        _turn(api, sid, "read output/kept.txt", cl)
+        got_file = c.get(f"/v1/sessions/{sid}/files/output/kept.txt")
+    assert got_file.status_code == 200 and got_file.content == b"synced-before-kill"
+    assert [ip for ip, _ in _tool_results(model, "call_ws_kept")][0] == w1.ip
+    reads = _tool_results(model, "call_r_")
+    assert any(ip == w2.ip and "synced-before-kill" in text for ip, text in reads), reads
