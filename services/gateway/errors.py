@@ -149,9 +149,19 @@ _STATUS_BY_TYPE: Final[dict[str, int]] = {
     "task_error": 409,  # a task rule refused the change, or the session's lists are unusable
     "provider_error": 502,  # the model provider failed
     "config_error": 503,  # the deployment is misconfigured: not the client's fault, not a crash
+    "file_store_error": 503,  # the file store is down or refused the server (see _core_status)
     "memory_proposal_error": 502,
     "run_error": 500,  # ends a run (its error payload), never an answer: escaping here is a bug
     "agent_core_error": 500,  # the base type itself: a bug, when raised bare
+}
+
+
+# File store refusals that are the request's doing; the rest (store unreachable, credentials
+# refused) are the server's: 503 with Retry-After.
+_FILE_REQUEST_FAULTS: Final[dict[str, int]] = {
+    "invalid_key": 400,
+    "file_changed": 409,
+    "file_is_a_directory": 409,
 }
 
 
@@ -185,6 +195,8 @@ def _core_status(exc: AgentCoreError) -> int:
         return 409
     if exc.error_type == "storage_error":
         return 409 if not exc.retryable else 503
+    if exc.error_type == "file_store_error" and exc.code in _FILE_REQUEST_FAULTS:
+        return _FILE_REQUEST_FAULTS[exc.code]
     return _STATUS_BY_TYPE.get(exc.error_type, 500)
 
 

@@ -1,22 +1,23 @@
 """Artifacts (list, metadata, download) and workspace files (upload to ``input/``; list and
-download in ``input/``, ``scratchpad/`` and ``output/``).
+download in ``input/``, ``scratchpad/`` and ``output/``), all through the file store
+(``agent_core.files``): a session's files are reachable from any host's gateway.
 
-Every path goes through the workspace's confined file access: symlinks cannot lead out of the
-session, ``..`` and absolute paths are refused, and uploads land only in ``input/``. An upload is
-either the raw request body (``PUT …/files/input/<name>``) or a ``multipart/form-data`` form of
-one or more ``file`` parts (``POST …/files``, what a browser form or ``curl -F`` sends). Either
-way each file is streamed to a temporary file and renamed into place once it arrived whole within
-the size limit, so a cut upload never leaves a partial file.
+Paths are checked as the workspace's tools check them (``..`` and absolute paths are refused),
+then become store keys below the session's prefix; the local engine also keeps symlinks from
+leading out of the session. Uploads land only in ``input/``. An upload is either the raw request
+body (``PUT …/files/input/<name>``) or a ``multipart/form-data`` form of one or more ``file``
+parts (``POST …/files``, what a browser form or ``curl -F`` sends). Either way the store writes
+each file whole once it arrived within the size limit, so a cut upload never leaves a partial
+file. An artifact is addressed by its row's store key (an offloaded JSON block) or workspace
+path, never by a host path; rows written before the store held the writer's absolute path, which
+maps to the same key.
 """
 
 from __future__ import annotations
 
-import contextlib
 import mimetypes
-import os
-import secrets
-from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime
+import re
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
@@ -24,9 +25,11 @@ from fastapi.responses import StreamingResponse
 from starlette.datastructures import UploadFile
 
 from agent_core.bus.contracts.storage import GetArtifact, ListArtifacts
+from agent_core.files import FileStoreError, artifact_key, join_key, session_prefix
+from agent_core.files.port import artifact_prefix
 from agent_core.ids import is_valid_id
 from agent_core.tools import Workspace
-from agent_core.tools.paths import Area, SessionPath
+from agent_core.tools.paths import Area
 from agent_core.types.api import ArtifactList, FileEntry, FileList, UploadedFile, UploadedFiles
 from agent_core.types.mappers import to_artifact_ref
 from agent_core.types.runtime import ArtifactRef, SessionState
@@ -41,7 +44,8 @@ router = APIRouter(prefix="/v1/sessions/{session_id}", tags=["files"])
 UPLOAD_PREFIX = "/files/input/"
 _AREAS = ("input", "scratchpad", "output")
 _CHUNK = 64 * 1024
-_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# What an offloaded JSON artifact's row held before the store: the writer's absolute path.
+_LEGACY_ARTIFACT = re.compile(r"/artifacts/([A-Za-z0-9_]+)/(artifact_[A-Za-z0-9_]+\.json)$")
 _DOWNLOAD: dict[int | str, dict[str, Any]] = {
     200: {
         # Served with the media type its name suggests (text/markdown, text/csv, image/png, …;
@@ -59,32 +63,40 @@ def is_upload(path: str) -> bool:
 
 
 def _workspace(gw: Gateway, session: SessionState) -> Workspace:
-    ws = Workspace(gw.ctx.settings.home, session.account_id, session.session_id)
-    ws.ensure()
-    return ws
+    """The session's path rules (no I/O: the files themselves are the store's)."""
+    return Workspace(gw.ctx.settings.home, session.account_id, session.session_id)
 
 
-def _stream_fd(fd: int) -> Iterator[bytes]:
-    with os.fdopen(fd, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            yield chunk
+def _key(session: SessionState, path: str) -> str:
+    """The store key of a checked workspace path of ``session``."""
+    return join_key(session_prefix(session.account_id, session.session_id), path)
 
 
-def _download(
-    ws: Workspace, raw: str, *, media_type: str | None, filename: str | None
+async def _download(
+    gw: Gateway, key: str, *, media_type: str | None, filename: str | None
 ) -> StreamingResponse:
-    path = ws.resolve(raw)
-    fd, real = ws.fs.open_read(path)
-    size = os.fstat(fd).st_size
-    name = filename or real.name
+    download = await gw.files.open(key)
+    name = filename or key.rsplit("/", 1)[-1]
     kind = media_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
     safe = "".join(c for c in name if c.isascii() and c.isprintable() and c not in '"\\;') or "file"
     headers = {
-        "Content-Length": str(size),
+        "Content-Length": str(download.size),
         "Content-Disposition": f'attachment; filename="{safe}"',
         "X-Content-Type-Options": "nosniff",
     }
-    return StreamingResponse(_stream_fd(fd), media_type=kind, headers=headers)
+    return StreamingResponse(download.chunks, media_type=kind, headers=headers)
+
+
+def _artifact_key(gw: Gateway, session: SessionState, ref: ArtifactRef) -> str:
+    """Where an artifact's bytes are: its row's store key when the writer made it, else the
+    session's workspace path it names (checked as a tool's path is)."""
+    sid = session.session_id
+    if ref.path.startswith(artifact_prefix(sid) + "/"):
+        return ref.path
+    legacy = _LEGACY_ARTIFACT.search(ref.path)
+    if legacy is not None and legacy.group(1) == sid:
+        return artifact_key(sid, legacy.group(2))
+    return _key(session, str(_workspace(gw, session).resolve(ref.path)))
 
 
 @router.get("/artifacts", response_model=ArtifactList, responses=responses(404))
@@ -130,9 +142,8 @@ async def download_artifact(
     """The artifact's bytes, with its content type."""
     ref = await _artifact(gw, caller, session_id, artifact_id)
     session = await get_session(gw, caller, session_id)
-    return _download(
-        _workspace(gw, session), ref.path, media_type=ref.mime_type, filename=ref.filename
-    )
+    key = _artifact_key(gw, session, ref)
+    return await _download(gw, key, media_type=ref.mime_type, filename=ref.filename)
 
 
 @router.get("/files", response_model=FileList, responses=responses(404))
@@ -145,7 +156,8 @@ async def list_files(
 ) -> FileList:
     """Regular files below ``input/``, ``scratchpad/`` and ``output/`` (``area`` picks one; by
     default all three, uploads included), by area then path; symlinks are not followed."""
-    ws = _workspace(gw, await get_session(gw, caller, session_id))
+    session = await get_session(gw, caller, session_id)
+    prefix = session_prefix(session.account_id, session.session_id)
     items: list[FileEntry] = []
     for name in _AREAS if area == "all" else (area,):
         left = limit - len(items)
@@ -153,12 +165,9 @@ async def list_files(
             break
         items += [
             FileEntry(
-                path=str(e.path),
-                size_bytes=e.size,
-                modified_at=datetime.fromtimestamp(e.mtime_ns / 1e9, UTC),
+                path=o.key.removeprefix(prefix + "/"), size_bytes=o.size, modified_at=o.modified_at
             )
-            for e in ws.fs.walk(SessionPath((name,)), max_entries=left)
-            if e.kind == "file"
+            for o in await gw.files.list(f"{prefix}/{name}", limit=left)
         ]
     return FileList(items=items)
 
@@ -176,11 +185,11 @@ async def download_file(
     caller: CallerDep,
 ) -> StreamingResponse:
     """Download a file of ``output/``, ``scratchpad/`` or ``input/``."""
-    ws = _workspace(gw, await get_session(gw, caller, session_id))
-    resolved = ws.resolve(f"{area}/{path}")
+    session = await get_session(gw, caller, session_id)
+    resolved = _workspace(gw, session).resolve(f"{area}/{path}")
     if resolved.area is not Area(area):
         raise not_found("file")
-    return _download(ws, str(resolved), media_type=None, filename=None)
+    return await _download(gw, _key(session, str(resolved)), media_type=None, filename=None)
 
 
 def _check_name(name: str) -> str:
@@ -201,32 +210,25 @@ def _check_name(name: str) -> str:
 
 
 async def _store_upload(
-    ws: Workspace, name: str, chunks: AsyncIterator[bytes], limit: int
+    gw: Gateway, session: SessionState, name: str, chunks: AsyncIterator[bytes], limit: int
 ) -> UploadedFile:
-    """Stream ``chunks`` to a temporary file in ``input/`` and rename it to ``name`` once whole
-    (replacing a file of that name); a body over ``limit`` bytes leaves nothing behind."""
-    dir_fd, _ = ws.fs.open_dir(SessionPath((Area.INPUT.value,)))
-    tmp = f".soong-tmp-{secrets.token_hex(8)}"
-    size = 0
+    """Store what ``chunks`` yields as ``input/<name>`` (replacing a file of that name) once it
+    arrived whole; a body over ``limit`` bytes, or a store that fails, leaves nothing behind."""
+
+    async def capped() -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(limit)
+            yield chunk
+
     try:
-        fd = os.open(tmp, _TMP_FLAGS, 0o644, dir_fd=dir_fd)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                async for chunk in chunks:
-                    size += len(chunk)
-                    if size > limit:
-                        raise BodyTooLarge(limit)
-                    fh.write(chunk)
-            try:
-                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            except IsADirectoryError as exc:
-                raise ApiError(409, "is_a_directory", f"input/{name} is a directory") from exc
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            raise
-    finally:
-        os.close(dir_fd)
+        size = await gw.files.upload(_key(session, f"{Area.INPUT.value}/{name}"), capped())
+    except FileStoreError as exc:
+        if exc.code == "file_is_a_directory":
+            raise ApiError(409, "is_a_directory", f"input/{name} is a directory") from None
+        raise
     return UploadedFile(path=f"input/{name}", size_bytes=size)
 
 
@@ -256,9 +258,9 @@ async def upload_file(
 ) -> UploadedFile:
     """Upload the raw body as ``input/<filename>`` (replacing a file of that name)."""
     name = _check_name(filename)
-    ws = _workspace(gw, await get_session(gw, caller, session_id))
+    session = await get_session(gw, caller, session_id)
     limit = gw.ctx.settings.gateway.max_upload_bytes
-    return await _store_upload(ws, name, request.stream(), limit)
+    return await _store_upload(gw, session, name, request.stream(), limit)
 
 
 # A form of at most this many parts: each file is one; anything else in the form is refused.
@@ -304,7 +306,7 @@ async def upload_form(
             "send multipart/form-data with one or more 'file' parts "
             "(or PUT the raw bytes to …/files/input/<name>)",
         )
-    ws = _workspace(gw, await get_session(gw, caller, session_id))
+    session = await get_session(gw, caller, session_id)
     limit = gw.ctx.settings.gateway.max_upload_bytes
     form = await request.form(max_files=_MAX_FORM_FILES, max_fields=_MAX_FORM_FILES)
     try:
@@ -315,7 +317,7 @@ async def upload_form(
         names = [_check_name(f.filename or "") for f in files]
         return UploadedFiles(
             items=[
-                await _store_upload(ws, name, _parts(f), limit)
+                await _store_upload(gw, session, name, _parts(f), limit)
                 for name, f in zip(names, files, strict=True)
             ]
         )

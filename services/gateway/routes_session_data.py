@@ -4,7 +4,6 @@ node."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -23,9 +22,9 @@ from agent_core.bus.contracts.storage import (
     ListRuns,
 )
 from agent_core.context import ContextBuilder
+from agent_core.files import session_prefix
 from agent_core.ids import is_valid_id, new_id
 from agent_core.storage_client import raise_for_receipt
-from agent_core.tools import Workspace
 from agent_core.types.api import (
     AuditEvent,
     AuditList,
@@ -69,9 +68,9 @@ async def delete_session(session_id: str, gw: GatewayDep, caller: CallerDep) -> 
         command_id=new_id("cmd"), session_id=session_id, account_id=caller.account_id
     )
     result = DeleteSessionResult.of(raise_for_receipt(await gw.storage.send(command)))
-    # The rows are gone first, so no run can start in the folder being removed.
-    workspace = Workspace(gw.ctx.settings.home, caller.account_id, session_id)
-    await asyncio.to_thread(workspace.remove)
+    # The rows are gone first, so no run can start in the folder being removed. The store
+    # holds the files whichever host served them; the local engine's folder is the workspace.
+    await gw.files.delete_prefix(session_prefix(caller.account_id, session_id))
     return SessionDeleted(**result.model_dump(exclude={"duplicate"}, exclude_unset=True))
 
 

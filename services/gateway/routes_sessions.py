@@ -86,8 +86,10 @@ async def create_session(
             )
         )
     )
-    # Only once the session exists: a refused create leaves no folder behind.
-    workspace.ensure()
+    # Only once the session exists: a refused create leaves no folder behind. With the s3
+    # engine the workspace is made on the worker that runs it, not on this host.
+    if gw.files.engine == "local":
+        workspace.ensure()
     response.headers["Location"] = f"/v1/sessions/{session_id}"
     return await get_session(gw, caller, session_id)
 

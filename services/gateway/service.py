@@ -27,6 +27,9 @@ async def build(ctx: ServiceContext) -> ServiceParts:
     gw = ctx.settings.gateway
     app = create_app(ctx)
     gateway: Gateway = app.state.gateway
+    # A missing bucket, refused credentials or an unreachable store: a ConfigError now, naming
+    # which, rather than a 503 on every upload later.
+    await gateway.files.check()
     config = uvicorn.Config(
         app,
         host=gw.host,

@@ -17,6 +17,7 @@ from agent_core.bus.contracts._replies import TypedQuery
 from agent_core.bus.contracts.storage import GetRun, GetSession, StorageQuery
 from agent_core.config import agent_config
 from agent_core.errors import ConfigError
+from agent_core.files import FileStore, build_file_store
 from agent_core.ids import is_valid_id
 from agent_core.runqueue import SessionQueue
 from agent_core.service import ServiceContext
@@ -56,6 +57,8 @@ class Gateway:
     events: EventHub
     auth: Authenticator
     slots: SseSlots
+    # Session files (uploads, workspace areas, artifacts) by key; checked when the service starts.
+    files: FileStore
 
     @classmethod
     def build(cls, ctx: ServiceContext) -> Gateway:
@@ -80,6 +83,7 @@ class Gateway:
                 # Per process life: a restarted gateway never takes over its predecessor's slots.
                 gateway_id=f"{ctx.consumer_name}:{secrets.token_hex(4)}",
             ),
+            files=build_file_store(ctx.settings),
         )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from agent_core.bus.contracts.storage import (
@@ -231,10 +231,14 @@ class WorkerToolRunner:
         executor: ToolExecutor,
         definitions: Sequence[ToolDefinition],
         skills: RunSkills | None = None,
+        *,
+        after_call: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._executor = executor
         self._definitions = definitions
         self._skills = skills
+        # Syncs the session's folder to the file store once a call is done (s3 engine).
+        self._after_call = after_call
 
     @staticmethod
     def definitions_for(
@@ -263,4 +267,6 @@ class WorkerToolRunner:
             result = await self._executor.execute(call, node_id=node_id)
             if result.is_error:
                 measure.failed(str(result.metadata.get("error_code", "tool_error")))
-            return result
+        if self._after_call is not None:
+            await self._after_call()
+        return result

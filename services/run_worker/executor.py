@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_core.context import ContextBuilder
 from agent_core.context.compaction import Compactor
+from agent_core.files import FileStore, build_file_store
 from agent_core.hooks import AgentKind, HookSet, RunHooks
 from agent_core.observability.runs import run_started
 from agent_core.observability.tracing import tracer
@@ -44,7 +45,7 @@ from agent_core.storage_client import StorageClient
 from agent_core.tasks.client import TaskClient
 from agent_core.tools import PermissionGate, Tool, ToolExecutor, ToolRegistry, Workspace
 from agent_core.types.enums import AgentType, EndReason, RunStatus
-from agent_core.types.runtime import AgentConfig, Node, RunEnd, RunNodeCreated
+from agent_core.types.runtime import AgentConfig, Node, RunEnd, RunNodeCreated, RunPhase
 from services.run_worker.adapters import BusRunStore, StorageArtifactSink, WorkerToolRunner
 from services.run_worker.agent_setup import AgentSetup
 from services.run_worker.budgets import AccountBudgets
@@ -61,6 +62,7 @@ from services.run_worker.named_workers import named_setup
 from services.run_worker.permissions import RedisPermissionBroker
 from services.run_worker.reads import RunReads
 from services.run_worker.skills_link import SkillLink
+from services.run_worker.workspaces import WorkspaceMirrors
 
 if TYPE_CHECKING:  # the MCP SDK is imported only where servers are configured
     from agent_core.mcp.tools import McpServers
@@ -81,8 +83,11 @@ class RunExecutor:
         providers: ProviderRegistry,
         tools: ToolRegistry,
         mcp: McpServers | None = None,
+        files: FileStore | None = None,
     ) -> None:
         self.ctx = ctx
+        # Session workspaces on this host's disk, mirrored from the file store (s3 engine).
+        self.mirrors = WorkspaceMirrors(ctx.settings.home, files or build_file_store(ctx.settings))
         self.mcp = mcp
         self.storage = storage
         self.queue = queue
@@ -137,6 +142,9 @@ class RunExecutor:
             ):  # stopped for a newer message, not by a cancel of its own
                 aborted = ending.end.model_copy(update={"status": RunStatus.ABORTED})
                 ending = dataclasses.replace(ending, end=aborted)
+            # What the run wrote is in the store before its end is (the next turn may run on
+            # another host).
+            await self._sync(attempt)
             hooks = progress.loop.hooks if progress.loop is not None else None
             if hooks is not None:  # RunEnd: before the end is written (the timeline closes)
                 await hooks.run_end(ending.end)
@@ -199,6 +207,10 @@ class RunExecutor:
         if cancelled or prefetch.cancelled:  # cancelled while it was being claimed
             return p.cancelled()
         config = self.setup.config(run.config_overrides)
+        # The session's files on this host's disk before any tool can need them.
+        await self.mirrors.hydrate(
+            run.account_id, run.session_id, a.events, self._files_phase(a, config.max_turns)
+        )
         account = await self.budgets.of(run.account_id)
         if account is not None and account.exhausted_by():  # nothing left: no model call
             return p.ending(RunStatus.FAILED, EndReason.BUDGET_EXHAUSTED, error=account.error())
@@ -426,7 +438,30 @@ class RunExecutor:
             enabled=frozenset(d.name for d in definitions),
             hooks=hooks,
         )
-        return WorkerToolRunner(executor, definitions, skills)
+        return WorkerToolRunner(
+            executor,
+            definitions,
+            skills,
+            after_call=(lambda: self._sync(a, config.max_turns)) if self.mirrors.active else None,
+        )
+
+    @staticmethod
+    def _files_phase(a: Attempt, max_turns: int) -> RunPhase:
+        return RunPhase(
+            run_id=a.handle.run_id,
+            session_id=a.handle.session_id,
+            agent_id=a.handle.agent_id,
+            phase="files",
+            turn=1,
+            max_turns=max_turns,
+        )
+
+    async def _sync(self, a: Attempt, max_turns: int = 1) -> None:
+        """Send what the run changed in its session's folder to the store (s3 engine)."""
+        run = a.item.run
+        await self.mirrors.sync(
+            run.account_id, run.session_id, a.events, self._files_phase(a, max_turns)
+        )
 
     async def _place_message(self, a: Attempt) -> list[Node]:
         """The user's message becomes the run's start node, under the place read at claim

@@ -7,6 +7,7 @@ import asyncio
 from agent_core.bus import GROUP_RUN_WORKERS
 from agent_core.bus.contracts.runs import RUNS_MESSAGE
 from agent_core.errors import ConfigError
+from agent_core.files import open_file_store
 from agent_core.plugins import install_plugins, load_plugins
 from agent_core.provider import DEMO_PROVIDER, ProviderRegistry
 from agent_core.runqueue import SessionQueue
@@ -76,7 +77,9 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         from agent_core.mcp.tools import McpServers
 
         mcp = McpServers(ctx.settings.mcp)
-    executor = RunExecutor(ctx, storage, queue, providers, tools, mcp)
+    # A missing bucket, refused credentials or an unreachable store: a ConfigError at start-up.
+    files = await open_file_store(ctx.settings)
+    executor = RunExecutor(ctx, storage, queue, providers, tools, mcp, files=files)
     worker = RunWorker(ctx, queue, executor)
     nudges = ctx.consumer(
         ctx.names.runs,

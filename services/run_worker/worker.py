@@ -101,6 +101,8 @@ class RunWorker:
                 await heartbeat
             if not lost.is_set() and not self._accepting:
                 await self.queue.release(lane, self.token)
+            # The lane is not ours any more: its session's next run may go to any host.
+            self.executor.mirrors.release(lane)
 
     async def _execute(self, item: InFlight) -> bool:
         """Execute one run with its ids on every log line and its spans in the trace of the

@@ -21,6 +21,7 @@ from typing import Any
 from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import CommandResult, EventPlaced, RunFence
 from agent_core.errors import StorageError
+from agent_core.files import FileStore
 from agent_core.types.enums import TERMINAL_RUN_STATUSES, RunStatus
 from agent_core.types.runtime import TimelineEvent
 from services.storage_writer.schema import events_table
@@ -62,6 +63,8 @@ class ApplyContext:
     data_dir: Path
     json_threshold_bytes: int
     fault: FaultHook | None = None
+    # The file store offloaded JSON is written to (keys ``artifacts/<session>/…``).
+    files: FileStore | None = None
     index: IndexBuffer = field(default_factory=IndexBuffer)
     after_commit: list[Callable[[], None]] = field(default_factory=list)
 

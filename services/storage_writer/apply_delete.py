@@ -3,12 +3,14 @@ an account-level audit event stays."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-import shutil
 import sqlite3
 
 from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import DeleteSession, DeleteSessionResult
+from agent_core.files import FileStore, FileStoreError
+from agent_core.files.port import artifact_prefix
 from agent_core.types.enums import TERMINAL_RUN_STATUSES
 from services.storage_writer.apply_common import ApplyContext, derived_event_id, refusal
 from services.storage_writer.schema import events_table, nodes_table
@@ -73,8 +75,9 @@ def delete_session(
     )
     ctx.index.ops.append(IndexOp(c.session_id, c.account_id, None, audit=audit))
     # The writer's own files of the session (offloaded JSON): only once the rows are gone.
-    session_dir = ctx.data_dir / c.session_id
-    ctx.after_commit.append(lambda: shutil.rmtree(session_dir, ignore_errors=True))
+    files, prefix = ctx.files, artifact_prefix(c.session_id)
+    if files is not None:
+        ctx.after_commit.append(lambda: _remove_files(files, prefix))
     return DeleteSessionResult(
         session_id=c.session_id,
         deleted_at=ctx.now,
@@ -83,3 +86,10 @@ def delete_session(
         runs=counts["runs"],
         artifacts=counts["artifacts"],
     )
+
+
+def _remove_files(files: FileStore, prefix: str) -> None:
+    """Remove a deleted session's offloaded JSON. The rows are gone already; a store that is
+    down now leaves orphan objects no row names (never served), not a failed delete."""
+    with contextlib.suppress(FileStoreError):
+        files.delete_prefix_blocking(prefix)

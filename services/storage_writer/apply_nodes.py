@@ -132,10 +132,12 @@ def write_node(
             "the parent is not a node of this session",
             parent_id=parent,
         )
+    assert ctx.files is not None  # the writer always passes its store
     blocks, moved = offload_large_json(
         list(node.content),
         node_id=node.node_id,
-        session_dir=ctx.data_dir / sid,
+        session_id=sid,
+        write=ctx.files.put_blocking,
         threshold_bytes=ctx.json_threshold_bytes,
     )
     node_seq = _insert_node(conn, sid, node, blocks, ctx.now)

@@ -1,29 +1,34 @@
-"""Large ``json`` content blocks become artifact files under the data directory.
+"""Large ``json`` content blocks become artifact objects of the file store.
 
-The block keeps a summary and the ``artifact_id``; path, size and provenance go to the
+The block keeps a summary and the ``artifact_id``; the object's store key
+(``artifacts/<session>/<artifact_id>.json``, never a host path), size and provenance go to the
 ``artifacts`` row. Artifact ids are derived from the node id and the block's position, so a
-redelivered command writes the same file and the same row again (idempotent), and the file is
-written (tmp + fsync + rename) before the transaction that registers it commits.
+redelivered command writes the same object and the same row again (idempotent), and the object
+is written (durably, see ``FileStore.put_blocking``) before the transaction that registers it
+commits.
 """
 
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from agent_core.files.port import artifact_key
 from agent_core.types.protocol import ContentBlock, JsonBlock, ToolResultBlock
 
 __all__ = ["OffloadedJson", "offload_large_json"]
 
 _SUMMARY_CHARS = 200
 
+# Writes ``data`` at a store key, durable when it returns (the writer's thread calls it).
+Write = Callable[[str, bytes], None]
+
 
 @dataclass(frozen=True, slots=True)
 class OffloadedJson:
-    """One block moved to a file: what the ``artifacts`` row records."""
+    """One block moved to the store: what the ``artifacts`` row records (``path`` is its key)."""
 
     artifact_id: str
     path: str
@@ -36,22 +41,25 @@ def offload_large_json(
     blocks: list[ContentBlock],
     *,
     node_id: str,
-    session_dir: Path,
+    session_id: str,
+    write: Write,
     threshold_bytes: int,
 ) -> tuple[list[ContentBlock], list[OffloadedJson]]:
-    """Return ``blocks`` with every inline json block above the threshold moved to a file."""
+    """Return ``blocks`` with every inline json block above the threshold moved to the store."""
     out: list[ContentBlock] = []
     moved: list[OffloadedJson] = []
     for i, block in enumerate(blocks):
         if isinstance(block, JsonBlock):
-            block = _maybe_move(block, f"{node_id}_{i}", None, session_dir, threshold_bytes, moved)
+            block = _maybe_move(
+                block, f"{node_id}_{i}", None, session_id, write, threshold_bytes, moved
+            )
         elif isinstance(block, ToolResultBlock):
             inner: list[Any] = []
             for j, part in enumerate(block.content):
                 if isinstance(part, JsonBlock):
                     key = f"{node_id}_{i}_{j}"
                     part = _maybe_move(
-                        part, key, block.tool_call_id, session_dir, threshold_bytes, moved
+                        part, key, block.tool_call_id, session_id, write, threshold_bytes, moved
                     )
                 inner.append(part)
             block = block.model_copy(update={"content": inner})
@@ -63,7 +71,8 @@ def _maybe_move(
     block: JsonBlock,
     key: str,
     tool_call_id: str | None,
-    session_dir: Path,
+    session_id: str,
+    write: Write,
     threshold: int,
     moved: list[OffloadedJson],
 ) -> JsonBlock:
@@ -75,23 +84,13 @@ def _maybe_move(
         return block
     # node ids are "node_<body>"; the artifact id reuses the body so it is stable and unique.
     artifact_id = "artifact_" + key.removeprefix("node_")
-    path = session_dir / f"{artifact_id}.json"
-    _write_atomically(path, data)
+    store_key = artifact_key(session_id, f"{artifact_id}.json")
+    write(store_key, data)
     summary = block.summary or _summary(text, len(data))
-    moved.append(OffloadedJson(artifact_id, str(path), len(data), summary, tool_call_id))
+    moved.append(OffloadedJson(artifact_id, store_key, len(data), summary, tool_call_id))
     return JsonBlock(summary=summary, artifact_id=artifact_id)
 
 
 def _summary(text: str, size: int) -> str:
     head = text[:_SUMMARY_CHARS]
     return f"JSON, {size} bytes: {head}{'…' if len(text) > _SUMMARY_CHARS else ''}"
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

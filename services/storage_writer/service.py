@@ -25,6 +25,7 @@ from agent_core.bus.contracts.storage import (
     StorageCommand,
     StorageQuery,
 )
+from agent_core.files import open_file_store
 from agent_core.observability.metrics import WRITER_BATCH_COMMANDS, WRITER_COMMIT_SECONDS
 from agent_core.observability.tracing import context_from, tracer
 from agent_core.service import ServiceContext, ServiceParts
@@ -66,6 +67,7 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
         layout,
         settings.db_path.parent / "artifacts",
         settings.storage.json_artifact_threshold_bytes,
+        files=await open_file_store(settings),
     )
     engine = QueryEngine(layout)
     write_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")

@@ -40,6 +40,8 @@ from agent_core.bus.contracts.assistants import AccountCommand
 from agent_core.bus.contracts.refusals import Refusal, RefusalCode
 from agent_core.bus.contracts.storage import CommandReceipt, CommandResult, StorageCommand
 from agent_core.errors import AgentCoreError, SchemaError, StorageError
+from agent_core.files import FileStore
+from agent_core.files.local import LocalFileStore
 from agent_core.ids import validate_session_id
 from services.storage_writer.commands import (
     AlreadyApplied,
@@ -72,9 +74,13 @@ class Writer:
         json_threshold_bytes: int,
         *,
         fault: FaultHook | None = None,
+        files: FileStore | None = None,
     ) -> None:
         self.layout = layout
         self.data_dir = data_dir
+        # Where offloaded JSON goes, by key ``artifacts/<session>/<id>.json``: the configured
+        # store; without one (tests of the writer alone) the local layout beside ``data_dir``.
+        self.files: FileStore = files or LocalFileStore(data_dir.parent)
         self.json_threshold_bytes = json_threshold_bytes
         # Fault injection for tests (e.g. "between_node_and_event"); None in production.
         self.fault = fault
@@ -124,7 +130,9 @@ class Writer:
                 continue
             by_shard.setdefault(shard, []).append(i)
         now = datetime.now(UTC).isoformat(timespec="microseconds")
-        ctx = ApplyContext(now, self.data_dir, self.json_threshold_bytes, self.fault)
+        ctx = ApplyContext(
+            now, self.data_dir, self.json_threshold_bytes, self.fault, files=self.files
+        )
         for shard, indices in by_shard.items():
             # Counted before applying: a failed batch may have committed part of a shard.
             self._dirty[shard] = self._dirty.get(shard, 0) + len(indices)

@@ -10,6 +10,7 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent_core.config.command_tools import TOOL_NAME, CommandToolSettings
+from agent_core.config.files import FileStoreSettings
 from agent_core.config.hooks import HooksSettings
 from agent_core.config.hosts import parse_host_entry
 from agent_core.config.mcp import McpSettings
@@ -345,6 +346,7 @@ class Settings(_Section):
     bus: BusSettings = BusSettings()
     gateway: GatewaySettings = GatewaySettings()
     storage: StorageSettings = StorageSettings()
+    files: FileStoreSettings = FileStoreSettings()
     run_worker: RunWorkerSettings = RunWorkerSettings()
     tasks: TaskSettings = TaskSettings()
     model: ModelSettings = ModelSettings()

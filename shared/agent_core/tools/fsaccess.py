@@ -324,6 +324,17 @@ class SessionFS:
 
     # ------------------------------------------------------------------------------ writing
 
+    def open_parent(self, path: SessionPath, *, check: WriteCheck) -> tuple[int, str]:
+        """The directory ``path`` is to be written in, opened (the caller closes the fd), with
+        the name to write there; missing directories on the way are created after ``check``
+        approved them (the file store's streamed uploads). Refuses a directory at ``path``."""
+        check(path)
+        loc = self._walk(path, follow_last=True, create_parents=check)
+        if loc.name is None:
+            os.close(loc.dir_fd)
+            raise InvalidPathError(PathErrorCode.IS_A_DIRECTORY, f"{loc.path} is a directory")
+        return loc.dir_fd, loc.name
+
     def write_bytes(self, path: SessionPath, data: bytes, *, check: WriteCheck) -> SessionPath:
         """Replace (or create) a file atomically; parent directories are created as needed.
 

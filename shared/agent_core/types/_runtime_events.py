@@ -115,12 +115,14 @@ class RunUsage(_RunEvent):
 
 class RunPhase(_RunEvent):
     """What the run is doing now, for an activity area: ``model`` — it waits for the model's
-    answer; ``streaming`` — the answer is arriving; ``tools`` — ``tools`` tool calls run. In model
-    turn ``turn`` of at most ``max_turns``. (Waiting for a person is the run's ``pending``
-    status.) A phase that a later one replaced before it was sent may be left out."""
+    answer; ``streaming`` — the answer is arriving; ``tools`` — ``tools`` tool calls run;
+    ``files`` — it waits for the file store, which cannot be reached now, to bring or take the
+    session's files (it retries until the store answers). In model turn ``turn`` of at most
+    ``max_turns``. (Waiting for a person is the run's ``pending`` status.) A phase that a later
+    one replaced before it was sent may be left out."""
 
     type: Literal["phase"] = "phase"
-    phase: Literal["model", "streaming", "tools"]
+    phase: Literal["model", "streaming", "tools", "files"]
     turn: int = Field(ge=1)
     max_turns: int = Field(ge=1)
     tools: int = Field(default=0, ge=0)

@@ -13,10 +13,12 @@ import httpx
 import pytest
 
 from agent_core.bus import BusNames, RpcClient, make_redis
-from agent_core.bus.contracts.storage import CreateArtifact
+from agent_core.bus.contracts.storage import AppendNode, CreateArtifact
 from agent_core.ids import new_id
 from agent_core.storage_client import StorageClient, raise_for_receipt
-from agent_core.types.runtime import ArtifactRef
+from agent_core.types.enums import EventType, Role
+from agent_core.types.protocol import JsonBlock
+from agent_core.types.runtime import ArtifactRef, Node, TimelineEvent
 from services.gateway.keys import ApiKeyStore
 from tests.conftest import Stack, start_stack, stop_stack
 
@@ -160,6 +162,37 @@ async def seed_artifact(redis_url: str, session_id: str, path: str, *, size_byte
         )
         raise_for_receipt(await StorageClient(rpc, names).send(command))
         return artifact_id
+    finally:
+        await rpc.stop()
+        await redis.aclose()
+
+
+async def seed_offloaded_json(redis_url: str, session_id: str, agent_id: str, data: object) -> str:
+    """Append a user node holding one large ``json`` block through the bus: the storage-writer
+    moves it out of the row into an artifact (what a tool's big JSON result becomes); the
+    artifact's id."""
+    redis = make_redis(redis_url)
+    names = BusNames("soong")
+    rpc = RpcClient(redis, names.reply_channel(f"test-{new_id('cmd')}"))
+    await rpc.start()
+    try:
+        command = AppendNode(
+            command_id=new_id("cmd"),
+            session_id=session_id,
+            node=Node(
+                node_id=new_id("node"),
+                agent_id=agent_id,
+                role=Role.USER,
+                content=[JsonBlock(data=data)],
+            ),
+            event=TimelineEvent(
+                event_id=new_id("evt"), event_type=EventType.NODE_CREATED, agent_id=agent_id
+            ),
+            set_active=False,
+        )
+        receipt = raise_for_receipt(await StorageClient(rpc, names).send(command))
+        [artifact_id] = receipt.result["artifact_ids"]
+        return str(artifact_id)
     finally:
         await rpc.stop()
         await redis.aclose()

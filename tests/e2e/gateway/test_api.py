@@ -10,7 +10,14 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from tests.e2e.gateway.conftest import Gw, new_session, read_events, run_message, seed_artifact
+from tests.e2e.gateway.conftest import (
+    Gw,
+    new_session,
+    read_events,
+    run_message,
+    seed_artifact,
+    seed_offloaded_json,
+)
 from tests.waiting import HangGuard
 
 pytestmark = pytest.mark.e2e
@@ -519,3 +526,28 @@ def test_messages_hand_back_artifacts_of_their_session_only(gw: Gw) -> None:
             "mime_type": "text/markdown",
             "summary": None,
         }
+
+
+def test_offloaded_json_artifacts_are_downloadable(gw: Gw) -> None:
+    """The storage-writer moves a large JSON block out of its row: the artifact row holds the
+    object's store key (no host path), and the gateway serves it like any other artifact."""
+    with gw.client() as c:
+        session = c.post("/v1/sessions", json={}).json()
+        sid = session["session_id"]
+        data = {"rows": list(range(20_000))}  # over the default 64 KiB threshold
+        artifact_id = asyncio.run(
+            seed_offloaded_json(gw.redis_url, sid, session["root_agent_id"], data)
+        )
+        ref = c.get(f"/v1/sessions/{sid}/artifacts/{artifact_id}").json()
+        assert ref["path"] == f"artifacts/{sid}/{artifact_id}.json"
+        got = c.get(f"/v1/sessions/{sid}/artifacts/{artifact_id}/content")
+        assert got.status_code == 200, got.text
+        assert got.headers["content-type"].startswith("application/json")
+        assert json.loads(got.content) == data
+        _error(
+            c.get(
+                f"/v1/sessions/{sid}/artifacts/{artifact_id}/content",
+                headers={"Authorization": f"Bearer {gw.key_b}"},
+            ),
+            404,
+        )

@@ -14,6 +14,7 @@ from agent_core.bus.contracts.storage import (
     CreateRun,
     CreateSession,
     GetActivePath,
+    GetArtifact,
     GetRun,
     GetSession,
     ListEvents,
@@ -168,6 +169,11 @@ def test_large_json_becomes_an_artifact(writer: Writer, engine: QueryEngine) -> 
     assert artifact_id in node["content_json"] and "1999" not in node["content_json"]
     path = writer.data_dir / s.session_id / f"{artifact_id}.json"
     assert path.read_text().startswith('{"rows":[0,1,2')
+    # The row names the object by its store key, never by the writer's host path.
+    row = engine.answer(
+        GetArtifact(artifact_id=artifact_id, session_id=s.session_id, account_id=s.account_id)
+    ).data
+    assert row["path"] == f"artifacts/{s.session_id}/{artifact_id}.json"
 
 
 def test_queries_are_account_scoped_and_follow_the_active_path(

@@ -12,7 +12,7 @@ export function isTerminal(status) {
   return TERMINAL.has(status);
 }
 
-const PHASE_WORDS = { model: 'asking the model', streaming: 'answering', tools: 'running tools' };
+const PHASE_WORDS = { model: 'asking the model', streaming: 'answering', tools: 'running tools', files: 'waiting for the file store' };
 
 /** A lane's phase as words ("running 2 tools · turn 3 of 50"), or '' before the first one. */
 export function phaseText(phase) {

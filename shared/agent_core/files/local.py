@@ -1,0 +1,248 @@
+"""The ``local`` engine: each key is a file below the home, today's layout unchanged.
+
+``accounts/<a>/sessions/<s>/input/x.csv`` is ``<home>/accounts/<a>/sessions/<s>/input/x.csv``,
+which is where the workspace tools read and write, so on one host the store and the workspace
+are the same files (nothing to hydrate or sync). Access goes through
+:class:`~agent_core.tools.fsaccess.SessionFS` rooted at the key's session folder (or the home
+for keys outside any session): a symlink inside a session is followed only within it, so a link
+an agent planted cannot serve another session's file or a host file.
+
+The ETag is the file's modification time (in nanoseconds) and size: cheap, the same in a listing
+and a read, and changed by every write through this engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import fcntl
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import AsyncIterator, Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from agent_core.files.port import (
+    CHUNK,
+    Download,
+    FileStoreError,
+    StoredObject,
+    check_key,
+    not_found,
+)
+from agent_core.tools.fsaccess import SessionFS
+from agent_core.tools.paths import InvalidPathError, PathErrorCode, SessionPath
+
+__all__ = ["LocalFileStore"]
+
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_TMP_PREFIX = ".soong-tmp-"
+# Entries (folders too) a listing looks at at most: the first ``limit`` keys of a sorted listing
+# need the whole folder read, and this bounds what one request can make the host walk.
+_WALK_CAP = 100_000
+
+
+def _etag(st: os.stat_result) -> str:
+    return _tag(st.st_mtime_ns, st.st_size)
+
+
+def _tag(mtime_ns: int, size: int) -> str:
+    return f'"{mtime_ns:x}-{size:x}"'
+
+
+def _any(_: SessionPath) -> None:
+    """The store writes anywhere below its scope (the areas' rules are the tools')."""
+
+
+class LocalFileStore:
+    """Keys as files below ``home`` (module docstring)."""
+
+    engine: Literal["local", "s3"] = "local"
+
+    def __init__(self, home: str | os.PathLike[str]) -> None:
+        self.root = Path(os.path.abspath(home))
+
+    # -------------------------------------------------------------------------------- layout
+
+    def _scope(self, key: str) -> tuple[Path, tuple[str, ...], tuple[str, ...]]:
+        """The folder a key is confined to, the scope's own key parts and the rest below it."""
+        parts = tuple(check_key(key).split("/"))
+        if len(parts) >= 4 and parts[0] == "accounts" and parts[2] == "sessions":
+            return self.root.joinpath(*parts[:4]), parts[:4], parts[4:]
+        return self.root, (), parts
+
+    def _fs(self, key: str, *, create: bool = False) -> tuple[SessionFS, SessionPath]:
+        scope, _, rest = self._scope(key)
+        if create:
+            scope.mkdir(parents=True, exist_ok=True)
+        elif not scope.is_dir():
+            raise not_found(key)
+        return SessionFS(str(scope)), SessionPath(rest)
+
+    # -------------------------------------------------------------------------------- port
+
+    async def check(self) -> None:
+        """The home is where the other services already write: nothing more to prove."""
+
+    async def put(
+        self, key: str, data: bytes, *, if_match: str | None = None, if_absent: bool = False
+    ) -> str | None:
+        return await asyncio.to_thread(self._put, key, data, if_match, if_absent)
+
+    def put_blocking(self, key: str, data: bytes) -> None:
+        self._put(key, data, None, False)
+
+    def _put(self, key: str, data: bytes, if_match: str | None, if_absent: bool) -> str:
+        fs, path = self._fs(key, create=True)
+        dir_fd, name = fs.open_parent(path, check=_any)
+        try:
+            # The conditions hold under an exclusive lock on the folder: two processes of this
+            # host never both pass the check for the same file (memory edits, etc.).
+            if if_match is not None or if_absent:
+                fcntl.flock(dir_fd, fcntl.LOCK_EX)
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                raise FileStoreError("file_is_a_directory", f"{name} is a directory")
+            if (if_absent and st is not None) or (
+                if_match is not None and (st is None or _etag(st) != if_match)
+            ):
+                raise FileStoreError("file_changed", f"{name} changed since it was read")
+            tmp = _TMP_PREFIX + secrets.token_hex(8)
+            fd = os.open(tmp, _TMP_FLAGS, 0o644, dir_fd=dir_fd)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp, dir_fd=dir_fd)
+                raise
+            return _etag(os.stat(name, dir_fd=dir_fd, follow_symlinks=False))
+        finally:
+            os.close(dir_fd)
+
+    async def upload(self, key: str, chunks: AsyncIterator[bytes]) -> int:
+        fs, path = self._fs(key, create=True)
+        dir_fd, name = await asyncio.to_thread(fs.open_parent, path, check=_any)
+        tmp = _TMP_PREFIX + secrets.token_hex(8)
+        size = 0
+        try:
+            fd = os.open(tmp, _TMP_FLAGS, 0o644, dir_fd=dir_fd)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    async for chunk in chunks:
+                        size += len(chunk)
+                        fh.write(chunk)
+                try:
+                    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                except IsADirectoryError as exc:
+                    raise FileStoreError("file_is_a_directory", f"{name} is a directory") from exc
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp, dir_fd=dir_fd)
+                raise
+        finally:
+            os.close(dir_fd)
+        return size
+
+    def _open_fd(self, key: str) -> int:
+        fs, path = self._fs(key)
+        try:
+            fd, _ = fs.open_read(path)
+        except InvalidPathError as exc:
+            if exc.code == PathErrorCode.NOT_FOUND:
+                raise not_found(key) from None
+            raise
+        return fd
+
+    async def get(self, key: str) -> tuple[bytes, str | None]:
+        def read() -> tuple[bytes, str | None]:
+            with os.fdopen(self._open_fd(key), "rb") as fh:
+                return fh.read(), _etag(os.fstat(fh.fileno()))
+
+        return await asyncio.to_thread(read)
+
+    async def open(self, key: str) -> Download:
+        fd = await asyncio.to_thread(self._open_fd, key)
+        st = os.fstat(fd)
+        return Download(st.st_size, _etag(st), _read_chunks(fd))
+
+    async def head(self, key: str) -> StoredObject | None:
+        try:
+            fd = await asyncio.to_thread(self._open_fd, key)
+        except FileStoreError as exc:
+            if exc.code == "file_not_found":
+                return None
+            raise
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        return _object(key, st)
+
+    async def list(self, prefix: str, *, limit: int) -> list[StoredObject]:
+        return await asyncio.to_thread(self._list, prefix, limit)
+
+    def _list(self, prefix: str, limit: int) -> builtins.list[StoredObject]:
+        try:
+            fs, path = self._fs(prefix)
+            entries = builtins.list(fs.walk(path, max_entries=_WALK_CAP))
+        except (FileStoreError, InvalidPathError):
+            return []  # nothing below a folder that does not exist (yet)
+        _, scope, _ = self._scope(prefix)
+        found = [
+            StoredObject(
+                "/".join((*scope, *e.path.parts)),
+                e.size,
+                datetime.fromtimestamp(e.mtime_ns / 1e9, UTC),
+                _tag(e.mtime_ns, e.size),
+            )
+            for e in entries
+            if e.kind == "file" and not e.path.name.startswith(_TMP_PREFIX)
+        ]
+        return sorted(found, key=lambda o: o.key)[:limit]
+
+    async def delete(self, keys: Iterable[str]) -> None:
+        def remove() -> None:
+            for key in keys:
+                with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                    self.root.joinpath(*check_key(key).split("/")).unlink()
+
+        await asyncio.to_thread(remove)
+
+    async def delete_prefix(self, prefix: str) -> None:
+        await asyncio.to_thread(self.delete_prefix_blocking, prefix)
+
+    def delete_prefix_blocking(self, prefix: str) -> None:
+        # rmtree never follows a symlink: a link in the folder is removed, not its target.
+        shutil.rmtree(self.root.joinpath(*check_key(prefix).split("/")), ignore_errors=True)
+
+    async def close(self) -> None:
+        """Nothing held open between calls."""
+
+
+def _object(key: str, st: os.stat_result) -> StoredObject:
+    return StoredObject(
+        key, st.st_size, datetime.fromtimestamp(st.st_mtime_ns / 1e9, UTC), _etag(st)
+    )
+
+
+def _chunks_of(fd: int) -> Iterator[bytes]:
+    with os.fdopen(fd, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            yield chunk
+
+
+async def _read_chunks(fd: int) -> AsyncIterator[bytes]:
+    # Local reads of 64 KiB do not block the loop long enough to be worth a thread hop each.
+    for chunk in _chunks_of(fd):
+        yield chunk

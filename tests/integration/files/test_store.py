@@ -1,0 +1,167 @@
+"""The file store port against both engines: the local layout and a real S3-compatible server
+(moto, one per test session). Each test runs once per engine on the same contract."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from agent_core.config import load_settings
+from agent_core.config.files import FileStoreSettings, S3Settings
+from agent_core.errors import ConfigError
+from agent_core.files import FileStore, FileStoreError, open_file_store
+from agent_core.files.local import LocalFileStore
+from agent_core.files.s3 import S3FileStore
+from tests.engines.s3 import MotoS3, s3_server
+
+__all__ = ["s3_server"]
+
+BUCKET = "store-contract"
+SESSION = "accounts/acct_a/sessions/sess_1"
+
+
+@pytest.fixture(scope="module")
+def bucket(s3_server: MotoS3) -> str:
+    return s3_server.new_bucket(BUCKET)
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(
+    request: pytest.FixtureRequest, tmp_path: Path, s3_server: MotoS3, bucket: str
+) -> Iterator[FileStore]:
+    """A fresh store of each engine (the s3 one under a prefix of its own per test)."""
+    if request.param == "local":
+        yield LocalFileStore(tmp_path)
+        return
+    prefix = f"t{abs(hash(request.node.nodeid)) % 10**9}"
+    yield S3FileStore(S3Settings(bucket=bucket, prefix=prefix), env=s3_server.env())
+
+
+async def _chunks(*parts: bytes, fail_after: int | None = None) -> AsyncIterator[bytes]:
+    for i, part in enumerate(parts):
+        if fail_after is not None and i == fail_after:
+            raise ConnectionResetError("the client went away")
+        yield part
+
+
+async def test_put_get_head_list_delete(store: FileStore) -> None:
+    etag = await store.put(f"{SESSION}/input/a.csv", b"x,y\n")
+    assert etag
+    assert await store.get(f"{SESSION}/input/a.csv") == (b"x,y\n", etag)
+    await store.put(f"{SESSION}/output/deep/r.md", b"# r\n")
+    await store.put("artifacts/sess_1/artifact_1.json", b"{}")
+    head = await store.head(f"{SESSION}/output/deep/r.md")
+    assert head is not None and head.size == 4
+    assert await store.head(f"{SESSION}/output/none.md") is None
+    listed = await store.list(SESSION, limit=10)
+    assert [(o.key, o.size) for o in listed] == [
+        (f"{SESSION}/input/a.csv", 4),
+        (f"{SESSION}/output/deep/r.md", 4),
+    ]
+    assert [o.key for o in await store.list(SESSION, limit=1)] == [f"{SESSION}/input/a.csv"]
+    assert await store.list("accounts/acct_a/sessions/other", limit=10) == []
+    download = await store.open(f"{SESSION}/output/deep/r.md")
+    assert download.size == 4 and b"".join([c async for c in download.chunks]) == b"# r\n"
+    await store.delete([f"{SESSION}/input/a.csv", f"{SESSION}/input/never.csv"])
+    assert [o.key for o in await store.list(SESSION, limit=10)] == [f"{SESSION}/output/deep/r.md"]
+    await store.delete_prefix(SESSION)
+    assert await store.list(SESSION, limit=10) == []
+    assert (await store.get("artifacts/sess_1/artifact_1.json"))[0] == b"{}"
+    with pytest.raises(FileStoreError) as missing:
+        await store.open(f"{SESSION}/output/deep/r.md")
+    assert missing.value.code == "file_not_found"
+
+
+async def test_conditional_writes(store: FileStore) -> None:
+    key = f"{SESSION}/memory/MEMORY.md"
+    first = await store.put(key, b"one", if_absent=True)
+    with pytest.raises(FileStoreError) as exists:
+        await store.put(key, b"two", if_absent=True)
+    assert exists.value.code == "file_changed"
+    second = await store.put(key, b"two", if_match=first)
+    assert second != first
+    with pytest.raises(FileStoreError) as stale:  # an edit made on the old version loses
+        await store.put(key, b"three", if_match=first)
+    assert stale.value.code == "file_changed"
+    assert (await store.get(key))[0] == b"two"
+
+
+async def test_upload_streams_and_a_cut_upload_leaves_nothing(store: FileStore) -> None:
+    key = f"{SESSION}/input/big.bin"
+    size = await store.upload(key, _chunks(b"a" * 70_000, b"b" * 10))
+    assert size == 70_010 and (await store.get(key))[0] == b"a" * 70_000 + b"b" * 10
+    with pytest.raises(ConnectionResetError):
+        await store.upload(f"{SESSION}/input/cut.bin", _chunks(b"x", b"y", fail_after=1))
+    assert await store.head(f"{SESSION}/input/cut.bin") is None
+    assert [o.key for o in await store.list(f"{SESSION}/input", limit=10)] == [key]
+
+
+def test_put_blocking_is_durable_for_the_writer_thread(store: FileStore) -> None:
+    store.put_blocking("artifacts/sess_2/artifact_x.json", b'{"a":1}')
+    assert asyncio.run(store.get("artifacts/sess_2/artifact_x.json"))[0] == b'{"a":1}'
+
+
+async def test_keys_never_climb_out(store: FileStore) -> None:
+    for key in ("../x", "a/../../x", "/etc/passwd", "a//b", ""):
+        with pytest.raises(FileStoreError) as bad:
+            await store.put(key, b"x")
+        assert bad.value.code == "invalid_key"
+
+
+async def test_local_store_follows_no_symlink_out_of_a_session(tmp_path: Path) -> None:
+    store = LocalFileStore(tmp_path)
+    await store.put(f"{SESSION}/output/ok.txt", b"ok")
+    (tmp_path / "secret.txt").write_text("host file")
+    (tmp_path / SESSION / "output" / "escape").symlink_to(tmp_path / "secret.txt")
+    with pytest.raises(Exception) as escaped:
+        await store.get(f"{SESSION}/output/escape")
+    assert getattr(escaped.value, "code", "") == "path_symlink_escape"
+
+
+# ------------------------------------------------------------------ start-up checks (s3)
+
+
+async def test_start_up_check_names_what_is_wrong(
+    tmp_path: Path, s3_server: MotoS3, bucket: str
+) -> None:
+    good = s3_server.env()
+    await S3FileStore(S3Settings(bucket=bucket), env=good).check()
+    cases = {
+        "files_bucket_missing": (S3Settings(bucket="no-such-bucket"), good),
+        "files_credentials_refused": (
+            S3Settings(bucket=bucket),
+            {**good, "AWS_SECRET_ACCESS_KEY": "wrong", "AWS_ACCESS_KEY_ID": "AKIAWRONG"},
+        ),
+        "files_unreachable": (
+            S3Settings(bucket=bucket, endpoint_url="http://127.0.0.1:9"),
+            good,
+        ),
+    }
+    for code, (settings, env) in cases.items():
+        with pytest.raises(ConfigError) as failed:
+            await S3FileStore(settings, env=env).check()
+        assert failed.value.code == code, failed.value.message
+        assert "Traceback" not in failed.value.message
+
+
+async def test_settings_choose_the_engine(tmp_path: Path, s3_server: MotoS3, bucket: str) -> None:
+    home = {"SOONG_AGENT_HOME": str(tmp_path)}
+    assert load_settings(env=home).files.engine == "local"
+    assert isinstance(await open_file_store(load_settings(env=home)), LocalFileStore)
+    with pytest.raises(ConfigError) as no_bucket:
+        load_settings(env={**home, "SOONG_FILES_ENGINE": "s3"})
+    assert "bucket" in no_bucket.value.message
+    (tmp_path / "config.toml").write_text(
+        f'[files]\nengine = "s3"\n[files.s3]\nbucket = "{bucket}"\n'
+        f'endpoint_url = "{s3_server.endpoint}"\n'
+    )
+    settings = load_settings(env=home)
+    assert settings.files.s3.bucket == bucket
+    with pytest.raises(ValidationError):
+        S3Settings(bucket="Not_A_Bucket")
+    with pytest.raises(ValidationError):
+        FileStoreSettings.model_validate({"engine": "s3", "s3": {"bucket": bucket, "key": "x"}})
