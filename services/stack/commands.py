@@ -1,5 +1,5 @@
 """The CLI commands that need the services: ``up``, ``serve``, ``keys``, ``backup``,
-``restore`` and ``compose-check``.
+``restore``, ``migrate`` and ``compose-check``.
 
 Their parsers are in :mod:`services.stack.cli` (registered with the ``soong_agent.commands``
 entry point, and light to import); :mod:`agent_core.cli` calls :func:`run` through it and turns
@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_keys(args))
     if args.command == "compose-check":
         return _compose_check(args.file)
+    if args.command == "migrate":
+        return _migrate(load_settings())
     if args.command in ("backup", "restore"):
         return _backup_or_restore(args.command, args.dir)
     raise AssertionError(f"not a stack command: {args.command}")
@@ -90,6 +92,24 @@ def _backup_or_restore(command: str, folder: Path) -> int:
         f"{said} {folder}: the database (catalog and {shards} shards), "
         f"{manifest['bus_keys']} bus keys, {manifest['files']} files"
     )
+    return 0
+
+
+def _migrate(settings: Settings) -> int:
+    """Apply the storage schema's missing migrations (the writer also does at start-up)."""
+    if settings.storage.backend == "postgres":
+        from services.storage_writer.backends.postgres import migrate_database, resolve_dsn
+
+        applied = migrate_database(resolve_dsn(), settings.storage.partitions)
+        where = "PostgreSQL"
+    else:
+        from services.storage_writer.shards import open_catalog
+
+        open_catalog(settings.db_path)  # idempotent: migrates the catalog and every shard
+        print(f"{settings.db_path}: the schema is current")
+        return 0
+    done = ", ".join(str(v) for v in applied)
+    print(f"{where}: " + (f"applied schema version {done}" if applied else "the schema is current"))
     return 0
 
 

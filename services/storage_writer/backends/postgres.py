@@ -1,0 +1,163 @@
+"""The ``postgres`` backend: PostgreSQL 15 or later through psycopg 3.
+
+Configuration: ``[storage] backend = "postgres"`` in ``config.toml`` (or
+``SOONG_STORAGE_BACKEND``); the server from the environment's ``SOONG_POSTGRES_DSN`` (a libpq
+connection string or URI), with libpq's own ``PG*`` variables filling in what it leaves out, as
+libpq does. The DSN never lives in ``config.toml``: it may carry a password.
+
+Start-up checks the server before anything else and turns each way it can fail into one clear,
+typed error (the CLI prints it as one line, the process exits non-zero):
+
+- ``postgres_dsn_missing``: no DSN and no ``PG*`` variable either;
+- ``postgres_unreachable``: no answer (wrong host or port, server down, name not resolved);
+- ``postgres_auth_refused``: the server refused the user or password;
+- ``postgres_too_old``: a server before PostgreSQL 15 (``MERGE``, ``UNIQUE NULLS NOT
+  DISTINCT`` and the faster sorts this schema relies on are 15's).
+
+The password never reaches a message: errors name host, port and database only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from typing import Final, NoReturn
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from agent_core.config import Settings
+from agent_core.errors import ConfigError, StorageError
+from services.storage_writer.backends.pg_schema import migrate
+
+__all__ = [
+    "DSN_ENV",
+    "MIN_SERVER_VERSION",
+    "check_server",
+    "check_version",
+    "connect",
+    "migrate_database",
+    "open_postgres",
+    "resolve_dsn",
+]
+
+DSN_ENV: Final = "SOONG_POSTGRES_DSN"
+MIN_SERVER_VERSION: Final = 150000  # libpq's server_version form: 15.0
+_CONNECT_TIMEOUT_S: Final = 5
+# What libpq reports, and SQLSTATEs, when the server refused who we are (not where we went).
+_AUTH_STATES: Final = frozenset({"28000", "28P01"})
+_AUTH_WORDS: Final = (
+    "password authentication failed",
+    "no pg_hba.conf entry",
+    "authentication failed",
+    "password is required",
+    "does not exist",  # role "x" does not exist / database "y" does not exist
+)
+
+
+def resolve_dsn(env: Mapping[str, str] | None = None) -> str:
+    """The DSN from ``SOONG_POSTGRES_DSN``; empty when only libpq's ``PG*`` variables name the
+    server (libpq reads them itself); ``postgres_dsn_missing`` when nothing names it."""
+    env = os.environ if env is None else env
+    dsn = env.get(DSN_ENV, "").strip()
+    if dsn or any(key in env for key in ("PGHOST", "PGSERVICE", "PGDATABASE")):
+        return dsn
+    raise ConfigError(
+        "postgres_dsn_missing",
+        f'[storage] backend is "postgres" but {DSN_ENV} is not set '
+        "(e.g. postgresql://soong@db.internal:5432/soong)",
+        details={"env": DSN_ENV},
+    )
+
+
+def _where(dsn: str) -> str:
+    """host:port/dbname of a DSN, for messages (never its password)."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "the server named by " + DSN_ENV
+    host = str(parts.get("host") or os.environ.get("PGHOST") or "localhost")
+    port = str(parts.get("port") or os.environ.get("PGPORT") or "5432")
+    db = str(parts.get("dbname") or os.environ.get("PGDATABASE") or parts.get("user") or "")
+    return f"{host}:{port}/{db}"
+
+
+def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[tuple[object, ...]]:
+    """A connection, or the typed error of :mod:`the module <.postgres>`'s list."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigError(
+            "postgres_dsn_invalid",
+            f"{DSN_ENV} is not a libpq connection string or URI",
+            details={"env": DSN_ENV},
+        ) from exc
+    defaults: dict[str, str | int] = {
+        "connect_timeout": _CONNECT_TIMEOUT_S,
+        "application_name": "soong-storage-writer",
+    }
+    conninfo = make_conninfo(dsn, **{k: v for k, v in defaults.items() if k not in parts})
+    try:
+        return psycopg.connect(conninfo, autocommit=autocommit)
+    except psycopg.OperationalError as exc:
+        raise _classify(exc, _where(dsn)) from None
+
+
+def _classify(exc: psycopg.OperationalError, where: str) -> StorageError:
+    text = str(exc)
+    if exc.sqlstate in _AUTH_STATES or any(word in text for word in _AUTH_WORDS):
+        return StorageError(
+            "postgres_auth_refused",
+            f"PostgreSQL at {where} refused the credentials of {DSN_ENV} "
+            "(check the user, password and pg_hba.conf)",
+            details={"server": where},
+        )
+    return StorageError(
+        "postgres_unreachable",
+        f"PostgreSQL at {where} did not answer (is it running, and are host and port right?)",
+        details={"server": where},
+        retryable=True,
+    )
+
+
+def check_version(server_version: int, where: str = "the server") -> None:
+    """Refuse a server older than :data:`MIN_SERVER_VERSION` (``postgres_too_old``)."""
+    if server_version < MIN_SERVER_VERSION:
+        major = server_version // 10000
+        raise StorageError(
+            "postgres_too_old",
+            f"PostgreSQL at {where} is version {major}; the storage-writer needs 15 or later",
+            details={"server": where, "server_version": server_version},
+        )
+
+
+def check_server(dsn: str) -> int:
+    """Connect once, check the version; return it (libpq's integer form, e.g. 150018)."""
+    with connect(dsn, autocommit=True) as conn:
+        version = conn.info.server_version
+        check_version(version, _where(dsn))
+        return version
+
+
+def migrate_database(dsn: str, partitions: int) -> list[int]:
+    """Check the server and apply the missing migrations (``soong-agent migrate``, start-up)."""
+    check_server(dsn)
+    with connect(dsn, autocommit=True) as conn:
+        return migrate(conn, partitions)
+
+
+async def open_postgres(settings: Settings) -> NoReturn:
+    """Check the server and apply the migrations, then refuse to serve (``postgres_not_ready``).
+
+    The backend's command and query paths (the appliers over the shared tables) are not built
+    yet: refusing at start-up, after the checks, is clearer than a writer refusing every command.
+    """
+    dsn = resolve_dsn()
+    await asyncio.to_thread(migrate_database, dsn, settings.storage.partitions)
+    raise ConfigError(
+        "postgres_not_ready",
+        "the PostgreSQL backend's schema is in place, but its command and query paths are "
+        'not built yet: use [storage] backend = "sqlite"',
+        details={"key": "storage.backend"},
+    )
