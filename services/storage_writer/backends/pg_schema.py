@@ -7,15 +7,24 @@ by, so a session's nodes and events stay together in their B-trees.
 
 Column choices:
 
-- Times are ``timestamptz`` (UTC); amounts and counters ``bigint``.
+- Column names are SQLite's (``metadata_json``, ``content_json`` ...): the appliers and queries
+  are shared by both backends (:mod:`.pg_conn` speaks their SQL to PostgreSQL).
+- Times are ``timestamptz`` (UTC), usage days ``date``; the connection reads both back as the ISO
+  text SQLite stores, so answers are the same on both backends.
 - Documents the API returns as they were written (a node's content, an event's payload,
   metadata) are ``json``, not ``jsonb``: ``json`` keeps the text as written, key order included,
   so an answer is the same before and after ``migrate-data`` moves a SQLite home here.
-- Sequence numbers: ``sessions.last_node_seq`` / ``last_event_seq`` are bumped by the command
-  that places a node or event, in the same transaction (one writer owns a session's partition, so
-  there is no race; the row lock would serialise one if there were). Gap-free, like SQLite's.
-- ``partition`` of a session is fixed at creation (``layout.partitions`` is fixed too), so a
-  partition's owner finds its sessions by index.
+- A session's nodes and events are read through the views ``session_nodes`` and
+  ``session_events``: the rows of the session named by the connection's ``soong.session_id``
+  setting, without the key column, i.e. exactly SQLite's per-session tables. The views are simply
+  updatable, so the shared SQL inserts, updates and deletes through them too; the base tables'
+  ``session_id`` defaults to the setting.
+- Sequence numbers (``node_seq``, ``seq``) are given by a trigger, ``max + 1`` within the
+  session, in the inserting transaction: gap-free like SQLite's rowids, as rows are never deleted
+  but with their session, and one writer owns a session's partition.
+- ``rowid`` (agents, runs, artifacts, search rows) is an identity column standing for SQLite's
+  implicit rowid (insertion order breaks ties of one batch's timestamps); the connection hides it
+  from ``SELECT *`` as SQLite does.
 
 Migrations are applied in one transaction each, under a transaction-level advisory lock, so two
 writers starting together apply each version once; a database newer than this writer is refused.
@@ -34,55 +43,85 @@ __all__ = ["MIGRATIONS", "MIGRATION_LOCK", "migrate", "schema_version"]
 # pg_advisory_xact_lock key of the migrations ("soong" in ASCII, any constant would do).
 MIGRATION_LOCK: Final = 0x736F6F6E67
 
+_SESSION: Final = "current_setting('soong.session_id', true)"
+
 _V1: Final = (
     """CREATE TABLE layout (
         id smallint PRIMARY KEY CHECK (id = 1), partitions integer NOT NULL
         CHECK (partitions BETWEEN 1 AND 256))""",
     """CREATE TABLE sessions (
-        session_id text PRIMARY KEY, partition integer NOT NULL, account_id text NOT NULL,
-        cwd text NOT NULL, root_agent_id text NOT NULL, active_node_id text,
-        parent_session_id text, status text NOT NULL, metadata json,
-        last_node_seq bigint NOT NULL DEFAULT 0, last_event_seq bigint NOT NULL DEFAULT 0,
-        created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL)""",
+        session_id text PRIMARY KEY, account_id text NOT NULL, cwd text NOT NULL,
+        root_agent_id text NOT NULL, active_node_id text, parent_session_id text,
+        status text NOT NULL, metadata_json json, created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL)""",
     "CREATE INDEX sessions_account ON sessions (account_id, created_at DESC, session_id DESC)",
     """CREATE INDEX sessions_account_status
         ON sessions (account_id, status, created_at DESC, session_id DESC)""",
-    "CREATE INDEX sessions_partition ON sessions (partition)",
     """CREATE TABLE agents (
         agent_id text PRIMARY KEY, session_id text NOT NULL, parent_agent_id text,
         agent_type text NOT NULL, created_by_run_id text, fork_from_node_id text,
-        status text NOT NULL, result json, metadata json, created_at timestamptz NOT NULL,
-        updated_at timestamptz NOT NULL)""",
+        status text NOT NULL, result_json json, metadata_json json,
+        created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL,
+        rowid bigint GENERATED ALWAYS AS IDENTITY)""",
     "CREATE INDEX agents_session ON agents (session_id, created_at)",
     """CREATE TABLE runs (
         run_id text PRIMARY KEY, session_id text NOT NULL, agent_id text NOT NULL,
-        status text NOT NULL, attempt integer NOT NULL DEFAULT 0, claim_command_id text,
-        start_node_id text, end_node_id text, end_reason text, turn_count integer,
-        usage json, error json, metadata json, created_at timestamptz NOT NULL,
-        updated_at timestamptz NOT NULL)""",
+        status text NOT NULL, attempt integer NOT NULL DEFAULT 0, start_node_id text,
+        end_node_id text, end_reason text, turn_count integer, usage_json json,
+        error_json json, metadata_json json, created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL, claim_command_id text,
+        rowid bigint GENERATED ALWAYS AS IDENTITY)""",
     "CREATE INDEX runs_session ON runs (session_id, created_at)",
-    """CREATE TABLE nodes (
-        session_id text NOT NULL, node_seq bigint NOT NULL, node_id text NOT NULL,
-        parent_id text, agent_id text NOT NULL, run_id text, role text NOT NULL,
-        node_type text NOT NULL, content json NOT NULL, metadata json, token_count integer,
-        created_at timestamptz NOT NULL,
+    f"""CREATE TABLE nodes (
+        session_id text NOT NULL DEFAULT {_SESSION}, node_seq bigint NOT NULL,
+        node_id text NOT NULL, parent_id text, agent_id text NOT NULL, run_id text,
+        role text NOT NULL, node_type text NOT NULL, content_json json NOT NULL,
+        metadata_json json, token_count integer, created_at timestamptz NOT NULL,
         PRIMARY KEY (session_id, node_seq), UNIQUE (session_id, node_id))""",
-    """CREATE TABLE events (
-        session_id text NOT NULL, seq bigint NOT NULL, event_id text NOT NULL,
-        run_seq bigint, agent_id text, run_id text, level text NOT NULL,
-        event_type text NOT NULL, node_id text, tool_call_id text, payload json,
+    f"""CREATE TABLE events (
+        session_id text NOT NULL DEFAULT {_SESSION}, seq bigint NOT NULL,
+        event_id text NOT NULL, run_seq bigint, agent_id text, run_id text, level text NOT NULL,
+        event_type text NOT NULL, node_id text, tool_call_id text, payload_json json,
         created_at timestamptz NOT NULL,
         PRIMARY KEY (session_id, seq), UNIQUE (session_id, event_id),
         UNIQUE (session_id, run_id, run_seq))""",
+    f"""CREATE VIEW session_nodes AS SELECT node_seq, node_id, parent_id, agent_id, run_id, role,
+        node_type, content_json, metadata_json, token_count, created_at
+        FROM nodes WHERE session_id = {_SESSION}""",
+    f"""CREATE VIEW session_events AS SELECT seq, event_id, run_seq, agent_id, run_id, level,
+        event_type, node_id, tool_call_id, payload_json, created_at
+        FROM events WHERE session_id = {_SESSION}""",
+    """CREATE FUNCTION next_node_seq() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.node_seq IS NULL THEN
+            SELECT coalesce(max(node_seq), 0) + 1 INTO NEW.node_seq
+              FROM nodes WHERE session_id = NEW.session_id;
+          END IF;
+          RETURN NEW;
+        END $$""",
+    """CREATE TRIGGER nodes_seq BEFORE INSERT ON nodes
+        FOR EACH ROW EXECUTE FUNCTION next_node_seq()""",
+    """CREATE FUNCTION next_event_seq() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.seq IS NULL THEN
+            SELECT coalesce(max(seq), 0) + 1 INTO NEW.seq
+              FROM events WHERE session_id = NEW.session_id;
+          END IF;
+          RETURN NEW;
+        END $$""",
+    """CREATE TRIGGER events_seq BEFORE INSERT ON events
+        FOR EACH ROW EXECUTE FUNCTION next_event_seq()""",
     """CREATE TABLE artifacts (
         artifact_id text PRIMARY KEY, session_id text NOT NULL, agent_id text, run_id text,
         node_id text, tool_call_id text, path text NOT NULL, filename text, mime_type text,
-        size_bytes bigint, summary text, metadata json, created_at timestamptz NOT NULL)""",
+        size_bytes bigint, summary text, metadata_json json, created_at timestamptz NOT NULL,
+        rowid bigint GENERATED ALWAYS AS IDENTITY)""",
     "CREATE INDEX artifacts_session ON artifacts (session_id, created_at)",
-    # The result of every applied command that its own rows do not record (see the writer).
+    # The result of every applied command that its own rows do not record (see the writer);
+    # created_at in Unix seconds, as SQLite's.
     """CREATE TABLE command_receipts (
-        command_id text PRIMARY KEY, session_id text NOT NULL, result json NOT NULL,
-        created_at timestamptz NOT NULL)""",
+        command_id text PRIMARY KEY, session_id text NOT NULL, result_json json NOT NULL,
+        created_at bigint NOT NULL)""",
     """CREATE TABLE usage_totals (
         account_id text NOT NULL, day date NOT NULL, model text NOT NULL,
         session_id text NOT NULL, runs bigint NOT NULL, input_tokens bigint NOT NULL,
@@ -97,20 +136,21 @@ _V1: Final = (
         WHERE status = 'active'""",
     "CREATE INDEX assistants_account ON assistants (account_id, name)",
     """CREATE TABLE assistant_versions (
-        assistant_id text NOT NULL, version integer NOT NULL, definition json NOT NULL,
+        assistant_id text NOT NULL, version integer NOT NULL, definition_json json NOT NULL,
         created_at timestamptz NOT NULL, PRIMARY KEY (assistant_id, version))""",
-    # The account-level search index: PostgreSQL's own full-text search over a generated
-    # tsvector ('simple': no stemming, as SQLite's unicode61 tokenizer does none either).
+    # The account-level search index: PostgreSQL's own full-text search ('simple': no stemming,
+    # as SQLite's unicode61 tokenizer does none either) over the body folded by the writer
+    # (lower case, no accents: pg_store.fold); newest first by rowid, as from SQLite's FTS5.
     """CREATE TABLE search_docs (
-        session_id text NOT NULL, node_id text NOT NULL, account_id text NOT NULL,
-        scope text NOT NULL, body text NOT NULL,
-        tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED,
-        PRIMARY KEY (session_id, node_id))""",
+        rowid bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, session_id text NOT NULL,
+        node_id text NOT NULL, account_id text NOT NULL, body text NOT NULL,
+        tsv tsvector NOT NULL,
+        UNIQUE (session_id, node_id))""",
     "CREATE INDEX search_docs_tsv ON search_docs USING gin (tsv)",
-    "CREATE INDEX search_docs_account ON search_docs (account_id)",
+    "CREATE INDEX search_docs_account ON search_docs (account_id, rowid DESC)",
     """CREATE TABLE account_audit (
         seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, event_id text NOT NULL UNIQUE,
-        account_id text NOT NULL, event_type text NOT NULL, session_id text, payload json,
+        account_id text NOT NULL, event_type text NOT NULL, session_id text, payload_json json,
         created_at timestamptz NOT NULL)""",
     "CREATE INDEX account_audit_account ON account_audit (account_id, seq)",
     # Who owns each partition now (advisory locks decide; this row says who, for operators).

@@ -22,14 +22,20 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping
-from typing import Final, NoReturn
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from functools import partial
+from typing import Final
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agent_core.config import Settings
 from agent_core.errors import ConfigError, StorageError
+from agent_core.service import BackgroundTask
+from services.storage_writer.backends.pg_conn import PgConn
 from services.storage_writer.backends.pg_schema import migrate
+from services.storage_writer.backends.pg_store import PgQueryEngine, PgWriter
 
 __all__ = [
     "DSN_ENV",
@@ -37,7 +43,9 @@ __all__ = [
     "check_server",
     "check_version",
     "connect",
+    "PostgresBackend",
     "migrate_database",
+    "open_connection",
     "open_postgres",
     "resolve_dsn",
 ]
@@ -147,17 +155,37 @@ def migrate_database(dsn: str, partitions: int) -> list[int]:
         return migrate(conn, partitions)
 
 
-async def open_postgres(settings: Settings) -> NoReturn:
-    """Check the server and apply the migrations, then refuse to serve (``postgres_not_ready``).
+@dataclass
+class PostgresBackend:
+    """The opened PostgreSQL backend: a writer and a query engine, each on its own connection."""
 
-    The backend's command and query paths (the appliers over the shared tables) are not built
-    yet: refusing at start-up, after the checks, is clearer than a writer refusing every command.
-    """
+    writer: PgWriter
+    engine: PgQueryEngine
+    name: str = "postgres"
+
+    def tasks(self, write_thread: Executor) -> list[BackgroundTask]:
+        """None: PostgreSQL checkpoints by itself."""
+        return []
+
+    async def close(self, write_thread: Executor, read_thread: Executor) -> None:
+        """Close both connections on their threads."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(write_thread, self.writer.close)
+        await loop.run_in_executor(read_thread, self.engine.close)
+
+
+def open_connection(dsn: str) -> PgConn:
+    """A connection as the writer and the engine use it (see :mod:`.pg_conn`)."""
+    return PgConn(connect(dsn, autocommit=True))
+
+
+async def open_postgres(settings: Settings) -> PostgresBackend:
+    """Check the server and apply the migrations, then open the writer and the engine."""
     dsn = resolve_dsn()
     await asyncio.to_thread(migrate_database, dsn, settings.storage.partitions)
-    raise ConfigError(
-        "postgres_not_ready",
-        "the PostgreSQL backend's schema is in place, but its command and query paths are "
-        'not built yet: use [storage] backend = "sqlite"',
-        details={"key": "storage.backend"},
+    writer = PgWriter(
+        partial(open_connection, dsn),
+        settings.db_path.parent / "artifacts",
+        settings.storage.json_artifact_threshold_bytes,
     )
+    return PostgresBackend(writer, PgQueryEngine(partial(open_connection, dsn)))
