@@ -54,10 +54,17 @@ def fold(text: str) -> str:
 class PgWriter(Writer):
     """The writer over PostgreSQL (one thread calls it, as the SQLite writer)."""
 
-    def __init__(self, connect: Connect, data_dir: Path, json_threshold_bytes: int) -> None:
+    def __init__(
+        self,
+        connect: Connect,
+        data_dir: Path,
+        json_threshold_bytes: int,
+        *,
+        first: PgConn | None = None,
+    ) -> None:
         super().__init__(single_layout(), data_dir, json_threshold_bytes)
         self._connect = connect
-        self._pg: PgConn | None = None
+        self._pg: PgConn | None = first
 
     # The shared writer's code is typed against sqlite3's connection; PgConn provides the part
     # of that API it uses (execute, executemany, in_transaction) for PostgreSQL.

@@ -20,7 +20,9 @@ The password never reaches a message: errors name host, port and database only.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import socket
 from collections.abc import Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -47,8 +49,13 @@ __all__ = [
     "migrate_database",
     "open_connection",
     "open_postgres",
+    "own_when_free",
+    "owned_connection",
+    "try_own",
     "resolve_dsn",
 ]
+
+log = logging.getLogger("soong.storage_writer")
 
 DSN_ENV: Final = "SOONG_POSTGRES_DSN"
 MIN_SERVER_VERSION: Final = 150000  # libpq's server_version form: 15.0
@@ -155,6 +162,81 @@ def migrate_database(dsn: str, partitions: int) -> list[int]:
         return migrate(conn, partitions)
 
 
+# pg_try_advisory_lock(OWNER_LOCK_CLASS, partition): the owner of a partition of the sessions.
+OWNER_LOCK_CLASS: Final = 0x736F6F6E  # "soon"
+_STANDBY_POLL_S: Final = 0.05
+
+
+def try_own(conn: PgConn, partition: int, owner: str) -> bool:
+    """Take ownership of ``partition`` on ``conn`` if no live writer holds it.
+
+    The lock is a session-level advisory lock of the connection the writer writes on: it lasts
+    exactly as long as that connection, so a writer that died (even by SIGKILL), or whose
+    connection broke, owns nothing any more, and a writer never writes on a connection that
+    does not hold it. ``partition_owners`` records who holds it, for operators.
+    """
+    row = conn.execute(
+        "SELECT pg_try_advisory_lock(?, ?)", (OWNER_LOCK_CLASS, partition)
+    ).fetchone()
+    if row is None or not row[0]:
+        return False
+    conn.execute(
+        "INSERT INTO partition_owners (partition, owner, since) VALUES (?, ?, now()) "
+        "ON CONFLICT (partition) DO UPDATE SET owner = excluded.owner, since = excluded.since",
+        (partition, owner),
+    )
+    return True
+
+
+def _holder(conn: PgConn, partition: int) -> str:
+    row = conn.execute(
+        "SELECT owner FROM partition_owners WHERE partition = ?", (partition,)
+    ).fetchone()
+    return "unknown" if row is None else str(row[0])
+
+
+def _locked(conn: PgConn, partition: int) -> StorageError:
+    holder = _holder(conn, partition)
+    return StorageError(
+        "writer_locked",
+        f"another storage-writer ({holder}) owns partition {partition} of the PostgreSQL "
+        "database; only one writer may own a partition (a standby waits for it)",
+        details={"partition": partition, "holder": holder},
+    )
+
+
+def owned_connection(dsn: str, owner: str, partition: int = 0) -> PgConn:
+    """A write connection that owns ``partition``, or ``writer_locked`` (a reconnecting writer
+    whose partition was taken over meanwhile must not write)."""
+    conn = open_connection(dsn)
+    if not try_own(conn, partition, owner):
+        error = _locked(conn, partition)
+        conn.close()
+        raise error
+    return conn
+
+
+async def own_when_free(dsn: str, owner: str, *, standby: bool, partition: int = 0) -> PgConn:
+    """The first write connection: owning ``partition`` now, or (``standby``) as soon as its
+    owner stops; a second non-standby writer is refused with ``writer_locked``."""
+    conn = await asyncio.to_thread(open_connection, dsn)
+    waiting = False
+    try:
+        while not await asyncio.to_thread(try_own, conn, partition, owner):
+            if not standby:
+                raise await asyncio.to_thread(_locked, conn, partition)
+            if not waiting:
+                log.info("standby: partition %d is owned; taking over when it stops", partition)
+                waiting = True
+            await asyncio.sleep(_STANDBY_POLL_S)
+    except BaseException:
+        conn.close()
+        raise
+    if waiting:
+        log.warning("standby: took over partition %d (its previous writer stopped)", partition)
+    return conn
+
+
 @dataclass
 class PostgresBackend:
     """The opened PostgreSQL backend: a writer and a query engine, each on its own connection."""
@@ -180,12 +262,16 @@ def open_connection(dsn: str) -> PgConn:
 
 
 async def open_postgres(settings: Settings) -> PostgresBackend:
-    """Check the server and apply the migrations, then open the writer and the engine."""
+    """Check the server and apply the migrations, take ownership (a standby waits for it),
+    then open the writer and the engine."""
     dsn = resolve_dsn()
     await asyncio.to_thread(migrate_database, dsn, settings.storage.partitions)
+    owner = f"{socket.gethostname()}:{os.getpid()}"
+    first = await own_when_free(dsn, owner, standby=settings.storage.standby)
     writer = PgWriter(
-        partial(open_connection, dsn),
+        partial(owned_connection, dsn, owner),
         settings.db_path.parent / "artifacts",
         settings.storage.json_artifact_threshold_bytes,
+        first=first,
     )
     return PostgresBackend(writer, PgQueryEngine(partial(open_connection, dsn)))
