@@ -107,8 +107,9 @@ class PostgresCluster:
             raise RuntimeError(f"{tool} failed: {result.stderr.strip()}\n{tail}")
 
 
-def start_cluster(parent: Path | None = None) -> PostgresCluster:
-    """``initdb`` a new cluster in a temporary folder and start it on a free loopback port."""
+def start_cluster(parent: Path | None = None, *, durable: bool = False) -> PostgresCluster:
+    """``initdb`` a new cluster in a temporary folder and start it on a free loopback port;
+    ``durable``: with PostgreSQL's own durability (fsync at commit), as deployed (benches)."""
     root = Path(tempfile.mkdtemp(prefix="soong-pg-", dir=parent))
     user = _unprivileged_user() if os.geteuid() == 0 else None
     cluster = PostgresCluster(
@@ -139,14 +140,13 @@ def start_cluster(parent: Path | None = None) -> PostgresCluster:
             "--locale=C",
             "--no-sync",
         )
+        fast = ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
         options = " ".join(
             [
                 f"-p {cluster.port}",
                 f"-k {root}",
                 "-c listen_addresses=127.0.0.1",
-                "-c fsync=off",
-                "-c synchronous_commit=off",
-                "-c full_page_writes=off",
+                *([] if durable else fast),
                 "-c max_connections=200",
             ]
         )
