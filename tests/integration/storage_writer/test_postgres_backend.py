@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from agent_core.cli import main
 from agent_core.errors import ConfigError, StorageError
 from agent_core.service.valkey import find_free_port
 from services.storage_writer.backends.pg_schema import MIGRATIONS
 from services.storage_writer.backends.postgres import check_server, migrate_database, resolve_dsn
-from tests.conftest import REPO
 from tests.engines.postgres import PostgresCluster, postgres_cluster, postgres_dsn
 
 __all__ = ["postgres_cluster", "postgres_dsn"]
@@ -125,34 +123,35 @@ def test_no_dsn_at_all_is_a_config_error() -> None:
     assert resolve_dsn({"PGHOST": "db"}) == ""  # libpq's own variables name the server
 
 
-def _migrate_cli(home: Path, dsn: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "SOONG_AGENT_HOME": str(home),
-        "SOONG_STORAGE_BACKEND": "postgres",
-        "SOONG_POSTGRES_DSN": dsn,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "agent_core.cli", "migrate"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
+def _migrate_cli(
+    home: Path, dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    """``soong-agent migrate`` in this process (the command line's own entry point)."""
+    monkeypatch.setenv("SOONG_AGENT_HOME", str(home))
+    monkeypatch.setenv("SOONG_STORAGE_BACKEND", "postgres")
+    monkeypatch.setenv("SOONG_POSTGRES_DSN", dsn)
+    code = main(["migrate"])
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
-def test_migrate_command(postgres_cluster: PostgresCluster, tmp_path: Path) -> None:
+def test_migrate_command(
+    postgres_cluster: PostgresCluster,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     dsn = _fresh(postgres_cluster)
-    first = _migrate_cli(tmp_path, dsn)
-    assert first.returncode == 0, first.stderr
-    assert f"applied schema version {NEWEST}" in first.stdout
-    again = _migrate_cli(tmp_path, dsn)
-    assert again.returncode == 0, again.stderr
-    assert "the schema is current" in again.stdout
-    refused = _migrate_cli(tmp_path, postgres_cluster.dsn(password="wrong"))
-    assert refused.returncode == 2
-    assert refused.stderr.startswith("error: ")
-    assert refused.stderr.strip().endswith("[postgres_auth_refused]")
-    assert "Traceback" not in refused.stderr
+    code, out, err = _migrate_cli(tmp_path, dsn, monkeypatch, capsys)
+    assert code == 0, err
+    assert f"applied schema version {NEWEST}" in out
+    code, out, err = _migrate_cli(tmp_path, dsn, monkeypatch, capsys)
+    assert code == 0, err
+    assert "the schema is current" in out
+    code, out, err = _migrate_cli(
+        tmp_path, postgres_cluster.dsn(password="wrong"), monkeypatch, capsys
+    )
+    assert code == 2
+    assert err.startswith("error: ")
+    assert err.strip().endswith("[postgres_auth_refused]")
+    assert "Traceback" not in err and "wrong" not in err
