@@ -25,6 +25,9 @@ timeout). Measured in one run:
   reader's schema re-parse).
 
 The last line printed is one JSON object. ``--quick``: the saturated backlog alone.
+``--backend postgres``: the saturated backlog on SQLite and on PostgreSQL in the same run (a
+private durable server, ``tests/engines/postgres.py``, fsync at every commit as deployed; SQLite
+keeps its ``synchronous`` level), each with its writer CPU per command, and their ratio.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
@@ -56,6 +61,7 @@ from agent_core.errors import BusTimeoutError  # noqa: E402
 from agent_core.ids import new_id, new_session_id  # noqa: E402
 from agent_core.service.valkey import EmbeddedValkey  # noqa: E402
 from agent_core.storage_client import StorageClient  # noqa: E402
+from services.storage_writer.backends.postgres import DSN_ENV  # noqa: E402
 from services.storage_writer.schema import (  # noqa: E402
     SYNCHRONOUS,
     configure,
@@ -64,6 +70,7 @@ from services.storage_writer.schema import (  # noqa: E402
     nodes_table,
 )
 from services.storage_writer.shards import open_catalog  # noqa: E402
+from tests.engines.postgres import start_cluster  # noqa: E402
 from tests.unit.storage_writer.factories import append_node, create_session  # noqa: E402
 
 PAIRS_16 = 250  # per producer
@@ -86,7 +93,14 @@ def _pct(values: list[float], p: float) -> float:
 class WriterProcess:
     """The writer subprocess under ``home`` (optionally with ``batch_max``)."""
 
-    def __init__(self, home: Path, url: str, names: BusNames, batch_max: int | None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        url: str,
+        names: BusNames,
+        batch_max: int | None,
+        env_extra: dict[str, str] | None = None,
+    ) -> None:
         home.mkdir(parents=True, exist_ok=True)
         if batch_max is not None:
             (home / "config.toml").write_text(f"[storage]\nbatch_max = {batch_max}\n")
@@ -97,6 +111,7 @@ class WriterProcess:
             "SOONG_AGENT_HOME": str(home),
             "SOONG_LOG_LEVEL": "WARNING",
             "PYTHONPATH": f"{ROOT}:{ROOT / 'shared'}",
+            **(env_extra or {}),
         }
         self.log = home / "writer.log"
         with self.log.open("ab") as out:
@@ -190,7 +205,9 @@ async def storm(
     }
 
 
-async def backlog(url: str, home: Path, sessions: int, pairs: int) -> dict[str, float]:
+async def backlog(
+    url: str, home: Path, sessions: int, pairs: int, pg_dsn: str | None = None
+) -> dict[str, float]:
     """``sessions`` × ``pairs`` append_node commands as a backlog the writer drains at its pace.
 
     The commands are built and encoded before the clock starts and carry no reply header (the
@@ -199,7 +216,8 @@ async def backlog(url: str, home: Path, sessions: int, pairs: int) -> dict[str, 
     committed and acknowledged. What was written is then checked in the shard files.
     """
     names = BusNames(f"b{new_id('cmd')[-8:]}")
-    writer = WriterProcess(home, url, names, None)
+    on_pg = None if pg_dsn is None else {"SOONG_STORAGE_BACKEND": "postgres"}
+    writer = WriterProcess(home, url, names, None, on_pg and {**on_pg, DSN_ENV: str(pg_dsn)})
     stream = names.storage_commands()
     redis = make_redis(url)
     made = [create_session() for _ in range(sessions)]
@@ -227,7 +245,10 @@ async def backlog(url: str, home: Path, sessions: int, pairs: int) -> dict[str, 
         writer.stop()
         await redis.aclose()
     assert dead == 0, f"{dead} commands were dead-lettered (see {writer.log})"
-    _check_written(home / "sessions.sqlite", made, pairs)
+    if pg_dsn is None:
+        _check_written(home / "sessions.sqlite", made, pairs)
+    else:
+        _check_written_pg(pg_dsn, made, pairs)
     n = sessions * pairs
     return {
         "pairs_per_s": n / elapsed,
@@ -256,6 +277,20 @@ def _check_written(db: Path, made: list[Any], pairs: int) -> None:
         finally:
             conn.close()
         assert nodes == pairs and events == pairs, (s.session_id, nodes, events)
+
+
+def _check_written_pg(dsn: str, made: list[Any], pairs: int) -> None:
+    """As :func:`_check_written`, in PostgreSQL's shared tables."""
+    with psycopg.connect(dsn) as conn:
+        for s in made:
+            (nodes,) = conn.execute(
+                "SELECT count(*) FROM nodes WHERE session_id = %s", (s.session_id,)
+            ).fetchone() or (0,)
+            (events,) = conn.execute(
+                "SELECT count(*) FROM events WHERE session_id = %s AND event_type = 'node_created'",
+                (s.session_id,),
+            ).fetchone() or (0,)
+            assert nodes == pairs and events == pairs, (s.session_id, nodes, events)
 
 
 def raw_ceiling(home: Path) -> float:
@@ -420,5 +455,26 @@ async def quick() -> dict[str, Any]:
         return _saturation(await backlog(url, base / "sat", BACKLOG_SESSIONS, BACKLOG_PAIRS))
 
 
+async def beside_postgres() -> dict[str, Any]:
+    """The saturated backlog on SQLite, then on PostgreSQL, in one run."""
+    cluster = start_cluster(durable=True)
+    try:
+        dsn = cluster.create_database("bench")
+        async with _valkey() as (url, base):
+            lite = await backlog(url, base / "lite", BACKLOG_SESSIONS, BACKLOG_PAIRS)
+            pg = await backlog(url, base / "pg", BACKLOG_SESSIONS, BACKLOG_PAIRS, dsn)
+    finally:
+        cluster.stop()
+    return {
+        "sqlite": _saturation(lite),
+        "postgres": _saturation(pg),
+        "postgres_vs_sqlite_pairs_per_s": round(pg["pairs_per_s"] / lite["pairs_per_s"], 2),
+    }
+
+
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(quick() if "--quick" in sys.argv[1:] else main())))
+    args = sys.argv[1:]
+    if "--backend" in args and args[args.index("--backend") + 1 :][:1] == ["postgres"]:
+        print(json.dumps(asyncio.run(beside_postgres())))
+    else:
+        print(json.dumps(asyncio.run(quick() if "--quick" in args else main())))

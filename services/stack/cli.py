@@ -1,5 +1,5 @@
-"""The parsers of the stack's commands: ``up``, ``serve``, ``keys``, ``backup``, ``restore``
-and ``compose-check``.
+"""The parsers of the stack's commands: ``up``, ``serve``, ``keys``, ``backup``, ``restore``,
+``migrate``, ``migrate-data`` and ``compose-check``.
 
 Registered with the ``soong_agent.commands`` entry point (``pyproject.toml``). Building the CLI
 imports every such module, so this one imports nothing heavy: ``soong-agent --help`` (and a
@@ -63,6 +63,23 @@ def add_parser(sub: Any) -> None:
         "restore", help="restore a backup into a home that has no database yet"
     )
     restore.add_argument("dir", type=Path, help="the backup's folder")
+
+    sub.add_parser(
+        "migrate",
+        help="create or upgrade the storage database's schema ([storage] backend) and exit",
+    )
+
+    move = sub.add_parser(
+        "migrate-data",
+        help="move a SQLite home's record into the PostgreSQL of SOONG_POSTGRES_DSN (verified)",
+    )
+    move.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        default=None,
+        help="the SQLite database (default: the home's sessions.sqlite)",
+    )
 
     check = sub.add_parser("compose-check", help="validate a compose file against this CLI")
     check.add_argument("file", type=Path)

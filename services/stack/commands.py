@@ -1,5 +1,5 @@
 """The CLI commands that need the services: ``up``, ``serve``, ``keys``, ``backup``,
-``restore`` and ``compose-check``.
+``restore``, ``migrate``, ``migrate-data`` and ``compose-check``.
 
 Their parsers are in :mod:`services.stack.cli` (registered with the ``soong_agent.commands``
 entry point, and light to import); :mod:`agent_core.cli` calls :func:`run` through it and turns
@@ -46,6 +46,10 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_keys(args))
     if args.command == "compose-check":
         return _compose_check(args.file)
+    if args.command == "migrate":
+        return _migrate(load_settings())
+    if args.command == "migrate-data":
+        return _migrate_data(load_settings(), args.source)
     if args.command in ("backup", "restore"):
         return _backup_or_restore(args.command, args.dir)
     raise AssertionError(f"not a stack command: {args.command}")
@@ -90,6 +94,46 @@ def _backup_or_restore(command: str, folder: Path) -> int:
         f"{said} {folder}: the database (catalog and {shards} shards), "
         f"{manifest['bus_keys']} bus keys, {manifest['files']} files"
     )
+    return 0
+
+
+def _migrate(settings: Settings) -> int:
+    """Apply the storage schema's missing migrations (the writer also does at start-up)."""
+    if settings.storage.backend == "postgres":
+        from services.storage_writer.backends.postgres import migrate_database, resolve_dsn
+
+        applied = migrate_database(resolve_dsn(), settings.storage.partitions)
+        where = "PostgreSQL"
+    else:
+        from services.storage_writer.shards import open_catalog
+
+        open_catalog(settings.db_path)  # idempotent: migrates the catalog and every shard
+        print(f"{settings.db_path}: the schema is current")
+        return 0
+    done = ", ".join(str(v) for v in applied)
+    print(f"{where}: " + (f"applied schema version {done}" if applied else "the schema is current"))
+    return 0
+
+
+def _migrate_data(settings: Settings, source: Path | None) -> int:
+    """Move the SQLite record into PostgreSQL (``services.storage_writer.backends.move``)."""
+    from services.storage_writer.backends.move import move_home
+    from services.storage_writer.backends.postgres import (
+        migrate_database,
+        open_connection,
+        resolve_dsn,
+    )
+
+    dsn = resolve_dsn()
+    migrate_database(dsn, settings.storage.partitions)
+    conn = open_connection(dsn)
+    try:
+        report = move_home(source or settings.db_path, conn)
+    finally:
+        conn.close()
+    for check in report.checks:
+        print(f"{check.table}: {check.rows} rows, checksum {check.checksum} (same in both)")
+    print(f'moved {report.sessions} sessions into PostgreSQL; set [storage] backend = "postgres"')
     return 0
 
 

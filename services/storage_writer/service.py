@@ -1,6 +1,8 @@
-"""storage_writer: the only process that opens the SQLite files; commands in batches, queries apart.
+"""storage_writer: the only process that talks to the database; commands in batches, queries apart.
 
-Start-up order: take the single-owner lock (a second writer exits non-zero with a clear message;
+The database is behind a backend (``services.storage_writer.backends``: ``sqlite``, the default,
+or ``postgres``); this module is the bus side, the same for both. With SQLite, start-up order:
+take the single-owner lock (a second writer exits non-zero with a clear message;
 a *standby* writer — ``storage.standby`` — waits for it instead, already started and connected, so
 that it takes over within a poll interval of the owner's death), apply migrations, then the service runner re-applies this consumer's own pending commands
 (idempotently) before it reads new ones. Commands run on the writer thread, one transaction per
@@ -25,15 +27,15 @@ from agent_core.bus.contracts.storage import (
     StorageCommand,
     StorageQuery,
 )
-from agent_core.files import open_file_store
 from agent_core.observability.metrics import WRITER_BATCH_COMMANDS, WRITER_COMMIT_SECONDS
 from agent_core.observability.tracing import context_from, tracer
 from agent_core.service import ServiceContext, ServiceParts
-from services.storage_writer.checkpoint import CheckpointLoop
-from services.storage_writer.lock import WriterLock
-from services.storage_writer.queries import QueryEngine
-from services.storage_writer.shards import open_catalog
-from services.storage_writer.writer import Writer
+from services.storage_writer.backends import (
+    CommandApplier,
+    QueryAnswerer,
+    StorageBackend,
+    open_backend,
+)
 
 __all__ = ["StorageWriterService", "assemble", "build"]
 
@@ -42,11 +44,21 @@ _QUERY_BATCH = 64
 
 @dataclass
 class StorageWriterService:
-    """The assembled service: its parts for the runner, and the writer (tests inject faults)."""
+    """The assembled service: its parts for the runner, and the backend (tests inject faults
+    through ``writer``)."""
 
     parts: ServiceParts
-    writer: Writer
-    engine: QueryEngine
+    backend: StorageBackend
+
+    @property
+    def writer(self) -> CommandApplier:
+        """The backend's command side."""
+        return self.backend.writer
+
+    @property
+    def engine(self) -> QueryAnswerer:
+        """The backend's query side."""
+        return self.backend.engine
 
 
 async def build(ctx: ServiceContext) -> ServiceParts:
@@ -57,21 +69,10 @@ async def build(ctx: ServiceContext) -> ServiceParts:
 async def assemble(ctx: ServiceContext) -> StorageWriterService:
     """Everything :func:`build` does, keeping hold of the writer and the query engine."""
     settings = ctx.settings
-    lock = WriterLock(settings.db_path)
-    if settings.storage.standby:
-        await lock.acquire_when_free()
-    else:
-        lock.acquire()  # raises StorageError("writer_locked"): the CLI prints it and exits 2
-    layout = await asyncio.to_thread(open_catalog, settings.db_path)
-    writer = Writer(
-        layout,
-        settings.db_path.parent / "artifacts",
-        settings.storage.json_artifact_threshold_bytes,
-        files=await open_file_store(settings),
-    )
-    engine = QueryEngine(layout)
-    write_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
-    read_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-reader")
+    backend = await open_backend(settings)
+    writer, engine = backend.writer, backend.engine
+    write_thread = ThreadPoolExecutor(1, thread_name_prefix=f"{backend.name}-writer")
+    read_thread = ThreadPoolExecutor(1, thread_name_prefix=f"{backend.name}-reader")
     loop = asyncio.get_running_loop()
 
     async def write_batch(batch: list[tuple[StorageCommand, Delivery]]) -> list[CommandReceipt]:
@@ -100,21 +101,18 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
         options=ctx.default_options(batch=True, max_records=_QUERY_BATCH),
     )
 
-    checkpoints = CheckpointLoop(writer, write_thread)
+    tasks = backend.tasks(write_thread)
 
     async def close() -> None:
-        await checkpoints.close()
-        await loop.run_in_executor(write_thread, writer.close)
-        await loop.run_in_executor(read_thread, engine.close)
+        await backend.close(write_thread, read_thread)
         write_thread.shutdown()
         read_thread.shutdown()
-        lock.release()
 
-    parts = ServiceParts(consumers=[commands, queries], tasks=[checkpoints.run], on_stop=[close])
-    return StorageWriterService(parts, writer, engine)
+    parts = ServiceParts(consumers=[commands, queries], tasks=tasks, on_stop=[close])
+    return StorageWriterService(parts, backend)
 
 
-def _answer_all(engine: QueryEngine, queries: list[Any]) -> list[QueryReply]:
+def _answer_all(engine: QueryAnswerer, queries: list[Any]) -> list[QueryReply]:
     return [engine.answer(q) for q in queries]
 
 

@@ -51,7 +51,7 @@ from services.storage_writer.commands import (
     needs_receipt,
 )
 from services.storage_writer.schema import configure
-from services.storage_writer.search_index import apply_ops
+from services.storage_writer.search_index import IndexOp, apply_ops
 from services.storage_writer.shards import CATALOG, ShardLayout
 
 log = logging.getLogger("soong.storage_writer")
@@ -155,6 +155,12 @@ class Writer:
             return self.layout.shard_of_account(command.account_id)
         return self.layout.shard_of(validate_session_id(command.session_id))
 
+    def _write_index(self, ops: list[IndexOp]) -> None:
+        """Write the search index's ops of a shard's batch: to the catalog, in a transaction of
+        its own committed before the shard's (PostgreSQL's writer overrides this)."""
+        apply_ops(self._conn(CATALOG), ops)
+        self._dirty[CATALOG] = self._dirty.get(CATALOG, 0) + len(ops)
+
     def _apply_shard(
         self, conn: sqlite3.Connection, commands: list[StorageCommand], ctx: ApplyContext
     ) -> list[CommandReceipt]:
@@ -184,8 +190,7 @@ class Writer:
             # The index first: its ops are idempotent, so if the shard's COMMIT is lost the
             # redelivered batch writes them again; the reverse order could lose them.
             if ops := ctx.index.take():
-                apply_ops(self._conn(CATALOG), ops)
-                self._dirty[CATALOG] = self._dirty.get(CATALOG, 0) + len(ops)
+                self._write_index(ops)
             ctx.fault_point("before_commit")
             conn.execute("COMMIT")
         except BaseException:

@@ -104,6 +104,12 @@ class StorageSettings(_Section):
     standby: bool = False
     batch_max: int = Field(default=256, ge=1, le=5000)
     json_artifact_threshold_bytes: int = Field(default=64 * 1024, ge=256)
+    # Where the writer keeps the record: SQLite files in the home (the embedded default) or a
+    # PostgreSQL server (15 or later) named by the environment's SOONG_POSTGRES_DSN, never here:
+    # a DSN may carry a password. libpq's PG* variables fill in what the DSN leaves out.
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    # Logical partitions of the sessions (PostgreSQL): each owned by one writer at a time.
+    partitions: int = Field(default=1, ge=1, le=256)
 
 
 class RunWorkerSettings(_Section):

@@ -80,6 +80,7 @@ def test_every_env_var_maps_to_a_settings_key(tmp_path: Path) -> None:
         "SOONG_DB_PATH": str(tmp_path / "db.sqlite"),
         "SOONG_WRITER_STANDBY": "true",
         "SOONG_FILES_ENGINE": "local",
+        "SOONG_STORAGE_BACKEND": "postgres",
         "SOONG_MODEL_PROVIDER": "anthropic",
         "SOONG_MODEL_NAME": "m",
         "SOONG_MODEL_BASE_URL": "http://127.0.0.1:1",
@@ -92,6 +93,7 @@ def test_every_env_var_maps_to_a_settings_key(tmp_path: Path) -> None:
     assert set(values) == set(ENV_VARS)
     s = load_settings(env=values)
     assert s.storage.standby is True
+    assert s.storage.backend == "postgres"
     assert (s.bus.namespace, s.log_level, s.gateway.host, s.gateway.port, s.debug) == (
         "abc",
         "DEBUG",

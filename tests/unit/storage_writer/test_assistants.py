@@ -152,7 +152,8 @@ def test_another_account_sees_and_changes_nothing(writer: Writer, engine: QueryE
     assert mine is not None and (mine.version, mine.status) == (1, "active")
 
 
-def test_an_accounts_assistants_live_in_its_shard(writer: Writer) -> None:
+def test_an_accounts_assistants_live_in_its_shard(sqlite_writer: Writer) -> None:
+    writer = sqlite_writer
     c = _create()
     writer.apply_batch([c])
     shard = writer.layout.shard_of_account("acct_a")

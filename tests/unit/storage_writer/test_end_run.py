@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from agent_core.bus.contracts.storage import (
@@ -22,6 +21,7 @@ from agent_core.types.runtime import TimelineEvent
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.schema import events_table, nodes_table
 from services.storage_writer.writer import Writer
+from tests.unit.storage_writer.conftest import read_rows
 from tests.unit.storage_writer.factories import (
     append_node,
     claim_run,
@@ -34,11 +34,7 @@ _TERMINAL = {"run_completed", "run_failed", "run_cancelled", "run_aborted"}
 
 
 def _count(writer: Writer, session_id: str, table: str) -> int:
-    conn = sqlite3.connect(writer.layout.path(writer.layout.shard_of(session_id)))
-    try:
-        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-    finally:
-        conn.close()
+    return int(read_rows(writer, session_id, f"SELECT count(*) FROM {table}")[0][0])
 
 
 def _events(engine: QueryEngine, session_id: str, run_id: str) -> list[dict[str, Any]]:

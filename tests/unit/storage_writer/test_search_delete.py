@@ -18,6 +18,7 @@ from services.storage_writer.queries import QueryEngine
 from services.storage_writer.search_index import match_expression
 from services.storage_writer.shards import open_catalog
 from services.storage_writer.writer import Writer
+from tests.unit.storage_writer.conftest import read_rows
 from tests.unit.storage_writer.factories import append_node, create_run, create_session
 
 
@@ -94,13 +95,15 @@ def test_delete_session_removes_rows_tables_index_and_files_and_audits(
     assert done.ok and done.result["nodes"] == 1
     assert _search(engine, "doomed") == [keep.session_id] and _search(engine, "zebra") == []
     assert not files.exists()
-    shard = sqlite3.connect(writer.layout.path(writer.layout.shard_of(s.session_id)))
-    tables = [r[0] for r in shard.execute("SELECT name FROM sqlite_schema")]
-    assert not any(s.session_id in t for t in tables)
-    assert (
-        shard.execute("SELECT 1 FROM sessions WHERE session_id = ?", (s.session_id,)).fetchone()
-        is None
-    )
+    sid = s.session_id
+    if getattr(writer, "dsn", None) is None:  # SQLite: the session's own tables are dropped
+        tables = [r[0] for r in read_rows(writer, sid, "SELECT name FROM sqlite_schema")]
+        assert not any(sid in t for t in tables)
+    else:  # PostgreSQL: its rows of the shared tables are deleted
+        for table in ("nodes", "events"):
+            count = f"SELECT count(*) FROM {table} WHERE session_id = '{sid}'"
+            assert read_rows(writer, sid, count) == [(0,)]
+    assert read_rows(writer, sid, f"SELECT 1 FROM sessions WHERE session_id = '{sid}'") == []
     [again] = writer.apply_batch([delete])  # a redelivered delete answers as before
     assert again.ok and again.duplicate
     audit = ListAuditEvents(account_id="acct_a")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -30,6 +29,7 @@ from agent_core.types.runtime import SESSION_CONFIG_KEY
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.schema import events_table, nodes_table
 from services.storage_writer.writer import Writer
+from tests.unit.storage_writer.conftest import open_engine, read_rows
 from tests.unit.storage_writer.factories import (
     append_node,
     claim_run,
@@ -40,11 +40,7 @@ from tests.unit.storage_writer.factories import (
 
 
 def _rows(writer: Writer, session_id: str, table: str) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(writer.layout.path(writer.layout.shard_of(session_id)))
-    try:
-        return conn.execute(f"SELECT * FROM {table}").fetchall()
-    finally:
-        conn.close()
+    return read_rows(writer, session_id, f"SELECT * FROM {table}")
 
 
 def test_create_session_then_nodes_get_gap_free_seqs(writer: Writer) -> None:
@@ -145,9 +141,10 @@ def test_terminal_run_never_changes(writer: Writer) -> None:
         "../../etc",
     ],
 )
-def test_hostile_session_ids_never_reach_sql(
-    writer: Writer, engine: QueryEngine, hostile: str
-) -> None:
+def test_hostile_session_ids_never_reach_sql(sqlite_writer: Writer, hostile: str) -> None:
+    # Refused before any connection is chosen (Writer._shard), so on either backend; SQLite's
+    # trace callback shows that no statement named it.
+    writer, engine = sqlite_writer, QueryEngine(sqlite_writer.layout)
     statements: list[str] = []
     s = create_session().model_copy(update={"session_id": hostile})
     for shard in range(writer.layout.shard_count):
@@ -157,6 +154,7 @@ def test_hostile_session_ids_never_reach_sql(
     assert r.error.code in ("invalid_session_id", "invalid_identifier")
     assert not any(hostile in st for st in statements)
     assert engine.answer(GetSession(session_id=hostile)).data is None
+    engine.close()
 
 
 def test_large_json_becomes_an_artifact(writer: Writer, engine: QueryEngine) -> None:
@@ -402,7 +400,7 @@ def test_a_claim_places_the_runs_message_under_the_active_node_of_that_moment(
     )
     [odd] = writer.apply_batch([other_attempt])
     assert odd.ok and not odd.duplicate and odd.result["attempt"] == 2
-    engine = QueryEngine(writer.layout)
+    engine = open_engine(writer)
     try:
         session = engine.answer(GetSession(session_id=s.session_id)).data
         path = engine.answer(GetActivePath(session_id=s.session_id)).data
@@ -457,7 +455,7 @@ def test_a_claim_that_places_the_message_returns_the_path_to_it(writer: Writer) 
         return command, receipt
 
     whole_claim, whole = claim(None)
-    engine = QueryEngine(writer.layout)
+    engine = open_engine(writer)
     try:
         full = engine.answer(GetActivePath(session_id=s.session_id)).data
     finally:
@@ -497,7 +495,7 @@ def test_a_runs_message_is_stored_once_the_claim_has_placed_it(writer: Writer) -
     node = append_node(s, run_id=started.run_id)
     [claimed] = writer.apply_batch([claim_run(s, started.run_id, place=node)])
     assert claimed.ok and claimed.result["placed"]["node_id"] == node.node.node_id
-    engine = QueryEngine(writer.layout)
+    engine = open_engine(writer)
     try:
         runs = {
             r.run_id: engine.answer(GetRun(run_id=r.run_id, session_id=s.session_id)).data
@@ -535,7 +533,10 @@ def test_numbers_beyond_sqlite_integers_are_refused_at_the_boundary() -> None:
     assert RunFence(run_id="run_0000000000000001", attempt=2**63 - 1).attempt == 2**63 - 1
 
 
-def test_a_full_disk_refuses_its_shard_with_storage_full_and_keeps_nothing(writer: Writer) -> None:
+def test_a_full_disk_refuses_its_shard_with_storage_full_and_keeps_nothing(
+    sqlite_writer: Writer,
+) -> None:
+    writer = sqlite_writer
     # SQLITE_FULL for real: the shard's database may not grow past the pages it has.
     full, other = create_session(), create_session()
     while writer.layout.shard_of(other.session_id) == writer.layout.shard_of(full.session_id):
