@@ -34,6 +34,7 @@ async def dev_key(url: str, namespace: str, home: Path, *, reissue: bool) -> str
     redis = await reachable_redis(url)
     try:
         store = ApiKeyStore(redis, BusNames(namespace))
+        await store.adopt_legacy()  # keys made before the {auth} hash tag, once
         path = home / DEV_KEY_FILE
         known = _stored_id(path)
         record = await store.get(known) if known else None

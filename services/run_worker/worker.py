@@ -155,6 +155,8 @@ class RunWorker:
         with contextlib.suppress(RedisError):  # the bus down at start: the next start adopts
             if moved := await self.queue.adopt_pending_set():
                 log.info("adopted %d lanes listed by an older version", moved)
+            if moved := await self.queue.adopt_legacy_lanes():
+                log.info("moved %d lanes to their bucketed keys", moved)
         while not stop.is_set():
             self._refill.clear()
             try:

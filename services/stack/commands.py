@@ -115,6 +115,7 @@ async def _keys(args: argparse.Namespace) -> int:
     redis = await reachable_redis(settings.bus.redis_url)
     try:
         store = ApiKeyStore(redis, BusNames(settings.bus.namespace))
+        await store.adopt_legacy()  # keys made before the {auth} hash tag, once
         if args.keys_command == "create":
             key, record = await store.create(args.account, expires_in_s=args.expires_in)
             print(f"key id:  {record.key_id}\naccount: {record.account_id}\nkey:     {key}")

@@ -15,6 +15,8 @@ module (the fixtures in the suites that use it), never per test: a Cluster takes
 from __future__ import annotations
 
 import contextlib
+import random
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -30,11 +32,30 @@ __all__ = [
     "Server",
     "Standalone",
     "Topology",
+    "cluster_port",
     "start_topology",
 ]
 
 SENTINEL_MASTER = "soong"
 _READY_S = 20.0
+
+
+def _free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_port() -> int:
+    """A free port whose cluster bus port (10,000 higher) is free too, below 55,536 as Valkey
+    requires (the rare race of any free port is the caller's to tolerate)."""
+    while True:
+        port = random.randint(20_000, 45_000)
+        if _free(port) and _free(port + 10_000):
+            return port
 
 
 @dataclass
@@ -224,7 +245,7 @@ class ClusterSet(Topology):
         self.servers = [
             Server(
                 root / f"node{i}",
-                find_free_port(),
+                cluster_port(),
                 extra=[
                     "--cluster-enabled",
                     "yes",

@@ -1,0 +1,92 @@
+"""The run queue, gateway limits and memory queue suites on a Sentinel set and a Cluster.
+
+The suites' own files run them on the standalone Valkey every test shares; here the same test
+functions (imported, so they are collected again in this module) get a ``redis`` client of the
+topology this module started, once per topology for the whole module: a Sentinel set (primary,
+replica, three sentinels) and a three-primary, three-replica Cluster. On a Cluster every script
+and transaction must keep to one slot (``CROSSSLOT`` otherwise), which the hash tags of
+``agent_core.bus.names`` see to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from agent_core.bus.connection import connect_bus
+from agent_core.bus.resp import close_lean
+from tests.engines.valkey_topologies import SentinelSet, Topology, start_topology
+from tests.integration.gateway.test_auth_limits import (
+    test_expired_keys_are_401_and_listing_shows_last_use,
+    test_repeated_failures_turn_into_429,
+    test_revoked_and_unknown_keys_are_401,
+    test_sse_slots_belong_to_a_live_gateway,
+    test_sse_slots_cap_and_release,
+    test_sse_slots_of_a_gateway_that_stopped_beating_lapse,
+    test_token_bucket_answers_429_with_retry_after,
+)
+from tests.integration.memory_extraction.test_queue import (
+    test_a_batch_failing_every_time_is_moved_aside_not_lost,
+    test_a_batch_of_interactions_is_queued_in_order_in_one_call,
+    test_an_account_is_due_only_after_the_debounce,
+)
+from tests.integration.run_worker.test_queue import (
+    test_a_lane_held_long_is_deferred_to_its_lease_end_and_released_lanes_leave,
+    test_a_lane_is_due_when_queued_and_each_due_lane_goes_to_one_sweeper,
+    test_claim_prelude_numbers_attempts_and_sees_cancels,
+    test_lanes_listed_by_an_older_version_are_adopted_once,
+    test_only_the_lease_holder_takes_the_next_run,
+    test_start_drain_takes_the_lease_and_the_first_work,
+    test_taking_a_lane_moves_its_due_time_to_the_end_of_its_lease,
+)
+
+__all__ = [
+    "test_a_batch_failing_every_time_is_moved_aside_not_lost",
+    "test_a_batch_of_interactions_is_queued_in_order_in_one_call",
+    "test_a_lane_held_long_is_deferred_to_its_lease_end_and_released_lanes_leave",
+    "test_a_lane_is_due_when_queued_and_each_due_lane_goes_to_one_sweeper",
+    "test_an_account_is_due_only_after_the_debounce",
+    "test_claim_prelude_numbers_attempts_and_sees_cancels",
+    "test_expired_keys_are_401_and_listing_shows_last_use",
+    "test_lanes_listed_by_an_older_version_are_adopted_once",
+    "test_only_the_lease_holder_takes_the_next_run",
+    "test_repeated_failures_turn_into_429",
+    "test_revoked_and_unknown_keys_are_401",
+    "test_sse_slots_belong_to_a_live_gateway",
+    "test_sse_slots_cap_and_release",
+    "test_sse_slots_of_a_gateway_that_stopped_beating_lapse",
+    "test_start_drain_takes_the_lease_and_the_first_work",
+    "test_taking_a_lane_moves_its_due_time_to_the_end_of_its_lease",
+    "test_token_bucket_answers_429_with_retry_after",
+]
+
+
+@pytest.fixture(scope="module", params=["sentinel", "cluster"])
+def topology(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Topology]:
+    """One topology for the module's tests (pytest groups the tests by it: one start each)."""
+    kind = str(request.param)
+    started = start_topology(kind, Path(tmp_path_factory.mktemp(kind)))
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+async def redis(topology: Topology) -> AsyncIterator[Redis]:
+    """The services' client of ``topology`` (``connect_bus``), for one test."""
+    if isinstance(topology, SentinelSet):
+        client = connect_bus(
+            topology.url,
+            topology="sentinel",
+            sentinels=topology.sentinel_addresses,
+            sentinel_master="soong",
+        )
+    else:
+        client = connect_bus(topology.url, topology="cluster")
+    yield client
+    await close_lean(client)
+    await client.aclose()
