@@ -17,12 +17,13 @@ from agent_core.bus import (
     DeadLetterSink,
     RpcClient,
     StreamConsumer,
-    make_redis,
 )
+from agent_core.bus.connection import BusTls, connect_bus
 from agent_core.bus.consumer import BatchHandler, Handler
 from agent_core.config import Settings
+from agent_core.config.schema import BusSettings
 
-__all__ = ["BackgroundTask", "ServiceContext", "ServiceParts"]
+__all__ = ["BackgroundTask", "ServiceContext", "ServiceParts", "bus_client"]
 
 T = TypeVar("T")
 BackgroundTask = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
@@ -43,6 +44,27 @@ class ServiceParts:
     ops_port: bool = True
 
 
+def bus_client(bus: BusSettings) -> Redis:
+    """The redis-py client of the bus ``[bus]`` describes (its topology and TLS files)."""
+    assert bus.redis_url is not None
+    tls = BusTls(
+        ca_file=str(bus.tls.ca_file) if bus.tls.ca_file else None,
+        cert_file=str(bus.tls.cert_file) if bus.tls.cert_file else None,
+        key_file=str(bus.tls.key_file) if bus.tls.key_file else None,
+    )
+    sentinels = [
+        (host.strip("[]"), int(port))
+        for host, _, port in (s.rpartition(":") for s in bus.sentinels)
+    ]
+    return connect_bus(
+        bus.redis_url,
+        topology=bus.topology,
+        sentinels=sentinels,
+        sentinel_master=bus.sentinel_master,
+        tls=tls,
+    )
+
+
 class ServiceContext:
     """Connections and names of one service instance. Constructing it does no I/O."""
 
@@ -53,7 +75,7 @@ class ServiceContext:
         self.service = service
         self.instance = instance
         self.names = BusNames(settings.bus.namespace)
-        self.redis: Redis = make_redis(settings.bus.redis_url)
+        self.redis: Redis = bus_client(settings.bus)
         self.rpc = RpcClient(self.redis, self.names.reply_channel(f"{service}-{instance}"))
         self.dead_letters = DeadLetterSink(self.redis, self.names.dead_letter)
         self.log = logging.getLogger(f"soong.{service}")

@@ -1,4 +1,4 @@
-"""The run queue, gateway limits and memory queue suites on a Sentinel set and a Cluster.
+"""The bus, run queue, gateway limits and memory queue suites on a Sentinel set and a Cluster.
 
 The suites' own files run them on the standalone Valkey every test shares; here the same test
 functions (imported, so they are collected again in this module) get a ``redis`` client of the
@@ -16,9 +16,14 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from agent_core.bus.connection import connect_bus
 from agent_core.bus.resp import close_lean
-from tests.engines.valkey_topologies import SentinelSet, Topology, start_topology
+from agent_core.config.schema import BusSettings
+from agent_core.service.context import bus_client
+from tests.engines.valkey_topologies import Topology, start_topology
+from tests.integration.bus.test_redelivery import test_reply_reaches_requester
+from tests.integration.bus.test_rpc_cancel import (
+    test_a_cancel_that_lands_with_the_reply_is_not_dropped,
+)
 from tests.integration.gateway.test_auth_limits import (
     test_expired_keys_are_401_and_listing_shows_last_use,
     test_repeated_failures_turn_into_429,
@@ -44,6 +49,8 @@ from tests.integration.run_worker.test_queue import (
 )
 
 __all__ = [
+    "test_a_cancel_that_lands_with_the_reply_is_not_dropped",
+    "test_reply_reaches_requester",
     "test_a_batch_failing_every_time_is_moved_aside_not_lost",
     "test_a_batch_of_interactions_is_queued_in_order_in_one_call",
     "test_a_lane_held_long_is_deferred_to_its_lease_end_and_released_lanes_leave",
@@ -76,17 +83,15 @@ def topology(
 
 
 @pytest.fixture
+def redis_url(topology: Topology) -> str:
+    """The topology's URL (the bus tests hand it to helpers that take one)."""
+    return topology.url
+
+
+@pytest.fixture
 async def redis(topology: Topology) -> AsyncIterator[Redis]:
-    """The services' client of ``topology`` (``connect_bus``), for one test."""
-    if isinstance(topology, SentinelSet):
-        client = connect_bus(
-            topology.url,
-            topology="sentinel",
-            sentinels=topology.sentinel_addresses,
-            sentinel_master="soong",
-        )
-    else:
-        client = connect_bus(topology.url, topology="cluster")
+    """The services' client of ``topology`` (from its ``[bus]`` settings), for one test."""
+    client = bus_client(BusSettings.model_validate(topology.bus_settings()))
     yield client
     await close_lean(client)
     await client.aclose()
