@@ -8,6 +8,9 @@ module (the fixtures in the suites that use it), never per test: a Cluster takes
 * :class:`SentinelSet`: a primary, one replica and three sentinels watching the primary under
   the name ``soong`` (quorum 2, a primary is down after 1 s).
 * :class:`ClusterSet`: three primaries, each with one replica, slots split evenly.
+* :class:`TlsStandalone`: one node speaking TLS only, with client certificates required. The
+  embedded binary is built without TLS, so this one is Debian's ``redis-server`` (built with it;
+  ``.ci/run`` installs it), with a CA, a server and a client certificate the tests make.
 
 :meth:`Topology.bus_settings` gives what the services' ``[bus]`` section would hold for it.
 """
@@ -21,6 +24,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -31,7 +35,10 @@ __all__ = [
     "SentinelSet",
     "Server",
     "Standalone",
+    "TestCa",
+    "TlsStandalone",
     "Topology",
+    "make_test_ca",
     "cluster_port",
     "start_topology",
 ]
@@ -291,12 +298,181 @@ class ClusterSet(Topology):
         return True
 
 
+@dataclass(frozen=True)
+class TestCa:
+    """A CA made for one test run, with a server certificate for 127.0.0.1 and a client one."""
+
+    ca_file: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+
+def make_test_ca(root: Path) -> TestCa:
+    """Write a fresh CA and the certificates it signs under ``root`` (PEM, keys unencrypted)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    root.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+
+    def name(common: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+    def write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> Path:
+        path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        return path
+
+    def write_cert(cert: x509.Certificate, path: Path) -> Path:
+        path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        return path
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name("soong test CA"))
+        .issuer_name(name("soong test CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    def issue(common: str, usage: x509.ObjectIdentifier) -> tuple[x509.Certificate, Any]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(name(common))
+            .issuer_name(ca.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        )
+        if usage == ExtendedKeyUsageOID.SERVER_AUTH:
+            san = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        return builder.sign(ca_key, hashes.SHA256()), key
+
+    server, server_key = issue("127.0.0.1", ExtendedKeyUsageOID.SERVER_AUTH)
+    client, client_key = issue("soong client", ExtendedKeyUsageOID.CLIENT_AUTH)
+    return TestCa(
+        ca_file=write_cert(ca, root / "ca.pem"),
+        server_cert=write_cert(server, root / "server.pem"),
+        server_key=write_key(server_key, root / "server.key"),
+        client_cert=write_cert(client, root / "client.pem"),
+        client_key=write_key(client_key, root / "client.key"),
+    )
+
+
+class TlsStandalone(Topology):
+    """One node on TLS only (Debian's ``redis-server``), client certificates required."""
+
+    kind = "standalone"
+
+    def __init__(self, root: Path) -> None:
+        self.ca = make_test_ca(root / "ca")
+        self.port = find_free_port()
+        self.data_dir = root / "node"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.servers = []
+
+    @property
+    def url(self) -> str:
+        return f"rediss://127.0.0.1:{self.port}"
+
+    def bus_settings(self) -> dict[str, object]:
+        tls = {
+            "ca_file": str(self.ca.ca_file),
+            "cert_file": str(self.ca.client_cert),
+            "key_file": str(self.ca.client_key),
+        }
+        return {**super().bus_settings(), "tls": tls}
+
+    def start(self) -> None:
+        """Start ``redis-server`` on a TLS port only and wait until a TLS PING answers."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                "0",
+                "--tls-port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--tls-cert-file",
+                str(self.ca.server_cert),
+                "--tls-key-file",
+                str(self.ca.server_key),
+                "--tls-ca-cert-file",
+                str(self.ca.ca_file),
+                "--tls-auth-clients",
+                "yes",
+                "--dir",
+                str(self.data_dir),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--logfile",
+                str(self.data_dir / "redis.log"),
+            ],  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis(
+            host="127.0.0.1",
+            port=self.port,
+            ssl=True,
+            ssl_ca_certs=str(self.ca.ca_file),
+            ssl_certfile=str(self.ca.client_cert),
+            ssl_keyfile=str(self.ca.client_key),
+            socket_timeout=0.5,
+        )
+        deadline = time.monotonic() + _READY_S
+        try:
+            while True:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"redis-server exited; see {self.data_dir}")
+                with contextlib.suppress(redis.RedisError):
+                    if client.ping():
+                        return
+                if time.monotonic() > deadline:
+                    raise RuntimeError("redis-server (TLS) did not answer")
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
 def start_topology(kind: str, root: Path) -> Topology:
-    """Start a topology of ``kind`` (``standalone``, ``sentinel`` or ``cluster``) under ``root``."""
-    topologies: dict[str, type[Standalone] | type[SentinelSet] | type[ClusterSet]] = {
+    """Start a topology of ``kind`` (``standalone``, ``sentinel``, ``cluster`` or ``tls``) under
+    ``root``."""
+    topologies: dict[str, type[Standalone | SentinelSet | ClusterSet | TlsStandalone]] = {
         "standalone": Standalone,
         "sentinel": SentinelSet,
         "cluster": ClusterSet,
+        "tls": TlsStandalone,
     }
     topology = topologies[kind](root)
     try:

@@ -1,9 +1,10 @@
-"""The bus, run queue, gateway limits and memory queue suites on a Sentinel set and a Cluster.
+"""The bus, run queue, gateway limits and memory queue suites on Sentinel, Cluster and TLS.
 
 The suites' own files run them on the standalone Valkey every test shares; here the same test
 functions (imported, so they are collected again in this module) get a ``redis`` client of the
 topology this module started, once per topology for the whole module: a Sentinel set (primary,
-replica, three sentinels) and a three-primary, three-replica Cluster. On a Cluster every script
+replica, three sentinels), a three-primary, three-replica Cluster, and one node on TLS only with
+client certificates (a CA the tests make). On a Cluster every script
 and transaction must keep to one slot (``CROSSSLOT`` otherwise), which the hash tags of
 ``agent_core.bus.names`` see to.
 """
@@ -71,7 +72,7 @@ __all__ = [
 ]
 
 
-@pytest.fixture(scope="module", params=["sentinel", "cluster"])
+@pytest.fixture(scope="module", params=["sentinel", "cluster", "tls"])
 def topology(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Topology]:
