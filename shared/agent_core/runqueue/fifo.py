@@ -14,8 +14,11 @@ worker delays a run by at most the lease TTL plus a sweep interval, never foreve
 The ``due`` sets (one per bucket of lanes, ``names.lane_bucket``: a lane's keys and its bucket's due
 set share one Cluster slot, so every script below touches one slot) are sorted sets scored with the time (ms) from which a sweeper should look at the
 lane: *now* when a run is enqueued (a lost nudge is found by the next sweep), then, each time a
-sweeper takes the lane (:meth:`SessionQueue.due_lanes`), a horizon later, and when the lane turns
-out leased, when its lease runs out (:meth:`SessionQueue.defer`). A sweep therefore reads only the
+sweeper takes the lane (:meth:`SessionQueue.due_lanes`), a horizon later; while a worker holds
+the lane, its lease deadline (set by :meth:`SessionQueue.start_drain` and moved by every
+:meth:`SessionQueue.renew` in the same step), so the due set is the set of lease deadlines and a
+held lane comes due only once its holder stopped renewing; and when a sweeper still finds the
+lane leased, when that lease runs out (:meth:`SessionQueue.defer`). A sweep therefore reads only the
 lanes that are due, each by one sweeper: what it costs the bus does not grow with the number of
 leased lanes nor with the number of workers (it used to read every pending lane's lease on every
 worker, every sweep).
@@ -39,8 +42,12 @@ from agent_core.runqueue.models import QueuedRun
 
 __all__ = ["DrainStart", "InFlight", "SessionQueue"]
 
+# Extend the lease and move the lane's due time to the new lease deadline in the same step: the
+# due set is the set of lease deadlines, and a sweeper sees a held lane only once its holder
+# stopped renewing (KEYS: lease, bucket's due set; ARGV: token, ttl ms, deadline ms, lane).
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('ZADD', KEYS[2], 'XX', ARGV[3], ARGV[4])
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
@@ -216,9 +223,11 @@ class SessionQueue:
         return DrainStart(InFlight(QueuedRun.model_validate_json(raw), raw), bool(reply[0]))
 
     async def renew(self, session_id: str, token: str, ttl_ms: int) -> bool:
-        """Extend our lease; ``False`` means we lost it and must stop writing."""
-        keys = [self.names.session_lease(session_id)]
-        return bool(await self._renew(keys=keys, args=[token, ttl_ms]))
+        """Extend our lease, and the lane's due time to its new deadline (no sweeper looks at a
+        lane whose holder renews); ``False`` means we lost it and must stop writing."""
+        keys = [self.names.session_lease(session_id), self.due_key(session_id)]
+        deadline = int(time.time() * 1000) + ttl_ms
+        return bool(await self._renew(keys=keys, args=[token, ttl_ms, deadline, session_id]))
 
     async def take_next(self, session_id: str, token: str) -> InFlight | None:
         """Move the oldest queued run to the processing list and return it.

@@ -42,6 +42,7 @@ from tests.integration.memory_extraction.test_queue import (
 from tests.integration.run_worker.test_queue import (
     test_a_lane_held_long_is_deferred_to_its_lease_end_and_released_lanes_leave,
     test_a_lane_is_due_when_queued_and_each_due_lane_goes_to_one_sweeper,
+    test_a_renewed_lease_keeps_its_lane_from_every_sweep,
     test_claim_prelude_numbers_attempts_and_sees_cancels,
     test_lanes_listed_by_an_older_version_are_adopted_once,
     test_only_the_lease_holder_takes_the_next_run,
@@ -60,6 +61,7 @@ __all__ = [
     "test_claim_prelude_numbers_attempts_and_sees_cancels",
     "test_expired_keys_are_401_and_listing_shows_last_use",
     "test_lanes_listed_by_an_older_version_are_adopted_once",
+    "test_a_renewed_lease_keeps_its_lane_from_every_sweep",
     "test_only_the_lease_holder_takes_the_next_run",
     "test_repeated_failures_turn_into_429",
     "test_revoked_and_unknown_keys_are_401",

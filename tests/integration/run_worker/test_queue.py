@@ -122,6 +122,25 @@ async def test_taking_a_lane_moves_its_due_time_to_the_end_of_its_lease(
     assert await queue.due_lanes(5, horizon_ms=1) == [lane]
 
 
+async def test_a_renewed_lease_keeps_its_lane_from_every_sweep(
+    redis: Redis, names: BusNames
+) -> None:
+    """The due set holds lease deadlines: a lane whose holder renews never comes due; one whose
+    holder stopped renewing comes due once its lease has run out."""
+    queue = SessionQueue(redis, names)
+    lane = new_session_id()
+    await queue.enqueue(_run(lane))
+    start = await queue.start_drain(lane, "w1", 60_000)
+    assert start is not None and start.item is not None
+    await redis.zadd(names.lanes_due(lane), {lane: 0}, xx=True)  # its first deadline has passed
+    assert await queue.renew(lane, "w1", 60_000)
+    assert await queue.due_lanes(5, horizon_ms=1) == []  # renewed: a new deadline, not due
+    assert not await queue.renew(lane, "w2", 60_000)  # not the holder: nothing moves
+    await redis.delete(names.session_lease(lane))  # w1 dies; its deadline passes
+    await redis.zadd(names.lanes_due(lane), {lane: 0}, xx=True)
+    assert await queue.due_lanes(5, horizon_ms=1) == [lane]
+
+
 async def test_a_lane_held_long_is_deferred_to_its_lease_end_and_released_lanes_leave(
     redis: Redis, names: BusNames
 ) -> None:
