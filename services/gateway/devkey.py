@@ -59,7 +59,8 @@ async def reachable_redis(url: str) -> Redis:
     """A client of ``url`` that has answered a ping; ``ConfigError("bus_unreachable")`` if not."""
     redis = make_redis(url)
     try:
-        await asyncio.wait_for(redis.ping(), timeout=_PING_TIMEOUT_S)
+        async with asyncio.timeout(_PING_TIMEOUT_S):
+            await redis.ping()
     except (RedisError, OSError, TimeoutError) as exc:
         await redis.aclose()
         raise ConfigError(

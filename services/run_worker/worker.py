@@ -195,7 +195,8 @@ class RunWorker:
                     "cancel listener lost the bus (%s); subscribing again", type(exc).__name__
                 )
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=0.5)
+                    async with asyncio.timeout(0.5):
+                        await stop.wait()
 
     async def _listen_for_cancels(self, stop: asyncio.Event) -> None:
         pubsub = self.ctx.redis.pubsub(ignore_subscribe_messages=True)

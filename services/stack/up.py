@@ -112,7 +112,8 @@ async def _keep_valkey(valkey: EmbeddedValkey, stop: asyncio.Event, say: Say) ->
     until ``stop``. Services see the bus down meanwhile (503 with Retry-After) and reconnect."""
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=_VALKEY_POLL_S)
+            async with asyncio.timeout(_VALKEY_POLL_S):
+                await stop.wait()
         process = valkey.process
         if stop.is_set() or process is None or process.poll() is None:
             continue
