@@ -112,7 +112,7 @@ async def _keys(args: argparse.Namespace) -> int:
 
     settings = settings_with_stack(load_settings())
     assert settings.bus.redis_url is not None
-    redis = await reachable_redis(settings.bus.redis_url)
+    redis = await reachable_redis(settings.bus.redis_url, settings.bus)
     try:
         store = ApiKeyStore(redis, BusNames(settings.bus.namespace))
         await store.adopt_legacy()  # keys made before the {auth} hash tag, once

@@ -222,7 +222,9 @@ def _run_locked(settings: Settings, workers: int | None, fake_provider: bool, ne
             env["SOONG_MODEL_PROVIDER"] = "fake"
         from services.gateway.devkey import dev_key  # the key store is the gateway's
 
-        announced = asyncio.run(dev_key(url, settings.bus.namespace, home, reissue=new_key))
+        announced = asyncio.run(
+            dev_key(url, settings.bus.namespace, home, reissue=new_key, bus=settings.bus)
+        )
         children, ops = _children(
             env, workers if workers is not None else settings.run_worker.count, host
         )

@@ -18,10 +18,9 @@ from agent_core.bus import (
     RpcClient,
     StreamConsumer,
 )
-from agent_core.bus.connection import BusTls, connect_bus
 from agent_core.bus.consumer import BatchHandler, Handler
+from agent_core.bus.topology import bus_client
 from agent_core.config import Settings
-from agent_core.config.schema import BusSettings
 
 __all__ = ["BackgroundTask", "ServiceContext", "ServiceParts", "bus_client"]
 
@@ -42,27 +41,6 @@ class ServiceParts:
     on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     # False for a service that must not open the ops port even when one is configured.
     ops_port: bool = True
-
-
-def bus_client(bus: BusSettings) -> Redis:
-    """The redis-py client of the bus ``[bus]`` describes (its topology and TLS files)."""
-    assert bus.redis_url is not None
-    tls = BusTls(
-        ca_file=str(bus.tls.ca_file) if bus.tls.ca_file else None,
-        cert_file=str(bus.tls.cert_file) if bus.tls.cert_file else None,
-        key_file=str(bus.tls.key_file) if bus.tls.key_file else None,
-    )
-    sentinels = [
-        (host.strip("[]"), int(port))
-        for host, _, port in (s.rpartition(":") for s in bus.sentinels)
-    ]
-    return connect_bus(
-        bus.redis_url,
-        topology=bus.topology,
-        sentinels=sentinels,
-        sentinel_master=bus.sentinel_master,
-        tls=tls,
-    )
 
 
 class ServiceContext:

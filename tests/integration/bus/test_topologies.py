@@ -17,9 +17,12 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
+from agent_core.bus import BusNames
 from agent_core.bus.resp import close_lean
 from agent_core.config.schema import BusSettings
 from agent_core.service.context import bus_client
+from services.gateway.devkey import reachable_redis
+from services.gateway.keys import ApiKeyStore
 from tests.engines.valkey_topologies import Topology, start_topology
 from tests.integration.bus.test_redelivery import test_reply_reaches_requester
 from tests.integration.bus.test_rpc_cancel import (
@@ -98,3 +101,20 @@ async def redis(topology: Topology) -> AsyncIterator[Redis]:
     yield client
     await close_lean(client)
     await client.aclose()
+
+
+async def test_the_key_commands_reach_the_configured_topology(
+    topology: Topology, names: BusNames
+) -> None:
+    """``soong-agent keys`` and ``up``'s development key use the ``[bus]`` topology's client."""
+    bus = BusSettings.model_validate(topology.bus_settings())
+    assert bus.redis_url is not None
+    redis = await reachable_redis(bus.redis_url, bus)
+    try:
+        store = ApiKeyStore(redis, names)
+        key, _ = await store.create("acme")
+        record = await store.resolve(key)
+        assert record is not None and record.account_id == "acme"
+    finally:
+        await close_lean(redis)
+        await redis.aclose()
