@@ -295,7 +295,8 @@ async def _scrape_every_second(home: Path, gateway_url: str, stop: asyncio.Event
             for url in urls:
                 (await client.get(url)).raise_for_status()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=1.0)
+                async with asyncio.timeout(1.0):
+                    await stop.wait()
 
 
 def _on_stack(env: dict[str, str], work: Any) -> dict[str, Any]:

@@ -236,12 +236,19 @@ async def _settled(redis: Redis, names: BusNames) -> None:
     """Until the sweeps have met every parked lane once (found it leased, put it off until the
     lease runs out): what is measured next is the steady state, not that first pass. (Older
     revisions kept a plain set that every sweep reads whole: no first pass to wait for.)"""
-    due = names.key("sessions", "due")
-    if await redis.type(due) not in (b"zset", "zset"):
+    # The buckets' due sets (today), or the one due set before them.
+    buckets = list(getattr(names, "all_lanes_due", ()))
+    dues = buckets if buckets else [names.key("sessions", "due")]
+    if not buckets and await redis.type(dues[0]) not in (b"zset", "zset"):
         await asyncio.sleep(3.0)  # the nudges read, a few sweeps run
         return
     deadline = time.monotonic() + 120
-    while await redis.zcount(due, "-inf", int(time.time() * 1000)) > 0:
+
+    async def due_now() -> int:
+        now = int(time.time() * 1000)
+        return sum([int(await redis.zcount(due, "-inf", now)) for due in dues])
+
+    while await due_now() > 0:
         if time.monotonic() > deadline:
             raise RuntimeError("the parked lanes were never all put off")
         await asyncio.sleep(0.2)
@@ -258,6 +265,8 @@ async def unpark_lanes(cl: Cluster, lanes: list[str]) -> None:
                 # Whichever list of lanes with work this version keeps (a sorted set, before it
                 # a plain set): the bench also measures older revisions.
                 pipe.zrem(names.key("sessions", "due"), lane)
+                if hasattr(names, "lanes_due"):  # the buckets' due sets
+                    pipe.zrem(names.lanes_due(lane), lane)
                 pipe.srem(names.key("sessions", "pending"), lane)
                 pipe.delete(names.session_lease(lane))
             await pipe.execute()

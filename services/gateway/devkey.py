@@ -16,6 +16,8 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agent_core.bus import BusNames, make_redis
+from agent_core.bus.topology import bus_client
+from agent_core.config.schema import BusSettings
 from agent_core.errors import ConfigError, redact
 from services.gateway.keys import ApiKeyStore
 
@@ -26,14 +28,17 @@ DEV_KEY_FILE: Final = Path("dev_key.json")
 _PING_TIMEOUT_S = 5.0
 
 
-async def dev_key(url: str, namespace: str, home: Path, *, reissue: bool) -> str:
+async def dev_key(
+    url: str, namespace: str, home: Path, *, reissue: bool, bus: BusSettings | None = None
+) -> str:
     """The line ``up`` prints about the development key (the key itself only when just made).
 
     Raises :class:`ConfigError` (``bus_unreachable``) when Redis does not answer.
     """
-    redis = await reachable_redis(url)
+    redis = await reachable_redis(url, bus)
     try:
         store = ApiKeyStore(redis, BusNames(namespace))
+        await store.adopt_legacy()  # keys made before the {auth} hash tag, once
         path = home / DEV_KEY_FILE
         known = _stored_id(path)
         record = await store.get(known) if known else None
@@ -54,11 +59,15 @@ async def dev_key(url: str, namespace: str, home: Path, *, reissue: bool) -> str
         await redis.aclose()
 
 
-async def reachable_redis(url: str) -> Redis:
-    """A client of ``url`` that has answered a ping; ``ConfigError("bus_unreachable")`` if not."""
-    redis = make_redis(url)
+async def reachable_redis(url: str, bus: BusSettings | None = None) -> Redis:
+    """A client of ``url`` that has answered a ping; ``ConfigError("bus_unreachable")`` if not.
+
+    With ``bus`` (the ``[bus]`` settings whose URL ``url`` is), the client of its topology:
+    Sentinel, Cluster or TLS (``bus_client``)."""
+    redis = bus_client(bus) if bus is not None and bus.redis_url == url else make_redis(url)
     try:
-        await asyncio.wait_for(redis.ping(), timeout=_PING_TIMEOUT_S)
+        async with asyncio.timeout(_PING_TIMEOUT_S):
+            await redis.ping()
     except (RedisError, OSError, TimeoutError) as exc:
         await redis.aclose()
         raise ConfigError(

@@ -43,7 +43,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from agent_core.bus import BusNames
 from agent_core.bus.connection import MAX_BLOCK_MS, SOCKET_TIMEOUT_S
 from agent_core.bus.names import BusTtl
-from agent_core.bus.resp import LeanRedis, RedisAddress, bulk, lean_for
+from agent_core.bus.resp import LeanRedis, RedisAddress, bulk, lean_for, speaks_plain_resp
 from agent_core.runqueue import RunEventReader
 from agent_core.runqueue.events import RawEvent, forwardable
 
@@ -110,6 +110,9 @@ class EventHub:
         self._task: asyncio.Task[None] | None = None
         self._conn: LeanRedis | None = None
         self._closed = False
+        # The one read names streams of any slot and runs on the lean socket: on a Cluster,
+        # behind Sentinel or TLS every follower reads its own stream through redis-py instead.
+        self._shared_read = speaks_plain_resp(redis)
 
     async def exists(self, session_id: str, run_id: str) -> bool:
         """Whether the run's Redis stream still exists (it expires after the run ends)."""
@@ -121,7 +124,11 @@ class EventHub:
         """Batches of ``(entry_id, event, json)`` after ``after``; ``None`` after ``block_ms``
         idle (at most ``MAX_BLOCK_MS``); ends after the terminal ``RunFinished``."""
         key = self._names.run_events(session_id, run_id).encode()
-        if key in self._followers or (self._task is not None and self._task.done()):
+        if (
+            not self._shared_read
+            or key in self._followers
+            or (self._task is not None and self._task.done())
+        ):
             async for batch in self._reader.follow_raw(
                 session_id, run_id, after=after, block_ms=block_ms
             ):

@@ -58,8 +58,24 @@ class ApiKeyStore:
 
     def __init__(self, redis: Redis, names: BusNames) -> None:
         self._redis = redis
+        self._names = names
         self._hash = names.api_keys
         self.used_hash = names.api_keys_used
+
+    async def adopt_legacy(self) -> int:
+        """Copy the keys and last uses versions before the ``{auth}`` hash tag kept (under
+        ``apikeys`` and ``apikeys:used``) into today's hashes, then drop the old ones; the number
+        of keys copied. Idempotent; what today's hashes hold already wins."""
+        copied = 0
+        pairs = tuple(zip(self._names.legacy_api_keys, (self._hash, self.used_hash), strict=True))
+        for old, new in pairs:
+            fields = await self._redis.hgetall(old)
+            for field, value in fields.items():
+                added = await self._redis.hsetnx(new, field, value)
+                copied += int(bool(added)) if old == pairs[0][0] else 0
+            if fields:
+                await self._redis.delete(old)
+        return copied
 
     async def create(
         self, account_id: str, *, expires_in_s: float | None = None

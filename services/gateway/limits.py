@@ -106,31 +106,54 @@ class BodyLimitMiddleware:
 
 
 # Slots belong to the gateway that holds them: each key's slots are counted per gateway (a hash
-# field per gateway), and a gateway's counts count only while it lives — its ``alive`` key, which
-# its heartbeat renews every second, expires BusTtl.SSE_GATEWAY_ALIVE_S after it dies, and
-# the next acquire drops the dead gateway's counts. (The alive keys are read by name inside the
-# script, which a single Redis — the bus — allows.)
+# field per gateway), and a gateway's counts count only while it lives. Its liveness sits in the
+# same hash (a field ``<gateway>:alive`` holding until when, by the server's clock) so that the
+# script touches its one key only (a Cluster refuses a script reading a key it was not given):
+# acquiring sets it, the heartbeat renews it every second in each hash the gateway holds slots
+# in, it lapses BusTtl.SSE_GATEWAY_ALIVE_S after the gateway dies, and the next acquire drops a
+# dead gateway's counts.
 HEARTBEAT_S = 1.0
+_ALIVE = ":alive"
 
+# KEYS: the slot hash. ARGV: gateway, limit, alive ms, hash TTL s.
 _ACQUIRE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local fields = redis.call('HGETALL', KEYS[1])
 local total = 0
 for i = 1, #fields, 2 do
-  if fields[i] == ARGV[1] or redis.call('EXISTS', ARGV[3] .. fields[i]) == 1 then
-    total = total + tonumber(fields[i + 1])
-  else
-    redis.call('HDEL', KEYS[1], fields[i])
+  local name = fields[i]
+  if string.sub(name, -6) ~= ':alive' then
+    local alive = tonumber(redis.call('HGET', KEYS[1], name .. ':alive') or '0')
+    if name == ARGV[1] or alive >= now then
+      total = total + tonumber(fields[i + 1])
+    else
+      redis.call('HDEL', KEYS[1], name, name .. ':alive')
+    end
   end
 end
 if total >= tonumber(ARGV[2]) then return 0 end
 redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+redis.call('HSET', KEYS[1], ARGV[1] .. ':alive', now + tonumber(ARGV[3]))
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 return 1
 """
 
+# KEYS: the slot hash. ARGV: gateway.
 _RELEASE = """
-if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
+if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) <= 0 then
+  redis.call('HDEL', KEYS[1], ARGV[1], ARGV[1] .. ':alive')
+end
 return 0
+"""
+
+# KEYS: the slot hash. ARGV: gateway, alive ms. Renews only a gateway that holds slots there.
+_BEAT = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], ARGV[1] .. ':alive', now + tonumber(ARGV[2]))
+return 1
 """
 
 
@@ -142,33 +165,39 @@ class SseSlots:
         self._names = names
         self.limit = limit
         self.gateway_id = gateway_id
+        self._alive_ms = BusTtl.SSE_GATEWAY_ALIVE_S * 1000
+        self._held: dict[str, int] = {}  # key id -> slots this gateway holds (for the beat)
         self._acquire = LeanScript(redis, _ACQUIRE)
         self._release = LeanScript(redis, _RELEASE)
+        self._beat = LeanScript(redis, _BEAT)
 
     def _key(self, key_id: str) -> str:
         return self._names.sse_slots(key_id)
 
-    @property
-    def _alive_prefix(self) -> str:
-        return self._names.sse_gateway_alive_prefix
-
     async def heartbeat(self, stop: asyncio.Event) -> None:
-        """Keep this gateway's slots alive until ``stop``; they expire when this stops."""
-        alive = self._alive_prefix + self.gateway_id
+        """Keep this gateway's slots alive until ``stop``; they lapse when this stops."""
         while not stop.is_set():
             with contextlib.suppress(Exception):  # the bus may be down: try again next beat
-                await self._redis.set(alive, b"1", ex=BusTtl.SSE_GATEWAY_ALIVE_S)
+                await asyncio.gather(
+                    *(
+                        self._beat(keys=[self._key(k)], args=[self.gateway_id, self._alive_ms])
+                        for k in list(self._held)
+                    )
+                )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=HEARTBEAT_S)
+                async with asyncio.timeout(HEARTBEAT_S):
+                    await stop.wait()
         with contextlib.suppress(Exception):
-            await self._redis.delete(alive)
+            for key_id in list(self._held):
+                await self._redis.hdel(self._key(key_id), self.gateway_id, self.gateway_id + _ALIVE)
+        self._held.clear()
 
     async def acquire(self, key_id: str) -> None:
         """Take a slot or raise 429."""
         args: list[str | int | float] = [
             self.gateway_id,
             self.limit,
-            self._alive_prefix,
+            self._alive_ms,
             BusTtl.SSE_SLOTS_S,
         ]
         if not await self._acquire(keys=[self._key(key_id)], args=args):
@@ -179,7 +208,13 @@ class SseSlots:
                 details={"limit": self.limit},
                 headers={"Retry-After": "1"},
             )
+        self._held[key_id] = self._held.get(key_id, 0) + 1
 
     async def release(self, key_id: str) -> None:
         """Give a slot back."""
+        left = self._held.get(key_id, 0) - 1
+        if left > 0:
+            self._held[key_id] = left
+        else:
+            self._held.pop(key_id, None)
         await self._release(keys=[self._key(key_id)], args=[self.gateway_id])

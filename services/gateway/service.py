@@ -10,6 +10,7 @@ import uvicorn
 
 from agent_core.service import ServiceContext, ServiceParts
 from services.gateway.app import create_app
+from services.gateway.keys import ApiKeyStore
 from services.gateway.state import Gateway
 
 __all__ = ["build"]
@@ -43,6 +44,8 @@ async def build(ctx: ServiceContext) -> ServiceParts:
     server = _Server(config)
 
     async def serve(stop: asyncio.Event) -> None:
+        with contextlib.suppress(Exception):  # the bus down at start: `keys` and `up` adopt too
+            await ApiKeyStore(ctx.redis, ctx.names).adopt_legacy()
         task = asyncio.create_task(server.serve(), name="uvicorn")
         stopped = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)

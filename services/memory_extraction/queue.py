@@ -1,7 +1,8 @@
 """Per-account batching with a debounce, kept in Redis so that a restart loses nothing.
 
-An interaction is pushed onto its account's pending list and the account is (re)scheduled in one
-sorted set: due when the account has been quiet for ``debounce_s``, and at the latest
+An interaction is pushed onto its account's pending list and the account is (re)scheduled in the
+sorted set of its bucket (``names.memory_bucket``: an account's keys and its bucket's due set and
+first-seen hash share one Cluster slot, so each script touches one slot): due when the account has been quiet for ``debounce_s``, and at the latest
 ``max_wait_s`` after its oldest pending interaction (a chatty account still gets consolidated).
 The flush loop takes due accounts, holds a per-account lock (so several instances can run),
 consolidates up to ``max_batch`` interactions and trims exactly those from the list. A crash
@@ -12,17 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 
 from agent_core.bus import BusNames
 from agent_core.bus.contracts.memory import Interaction as BusInteraction
+from agent_core.bus.names import MEMORY_BUCKETS, memory_bucket
+from agent_core.bus.resp import Arg, lean_for
 
 __all__ = ["Flush", "PendingQueue"]
 
@@ -81,11 +86,9 @@ class PendingQueue:
         self.lock_ttl_ms = int(lock_ttl_s * 1000)
         self.poll_s = poll_s
         self.max_attempts = max_attempts
-        self._due = names.memory_due
-        self._first = names.memory_first
         self._attempts: dict[str, int] = {}
         # EVALSHA with a fallback to EVAL: the script text is not sent on every call.
-        self._push: Any = redis.register_script(_PUSH)
+        self._push_sha = hashlib.sha1(_PUSH.encode()).hexdigest()
         self._trim: Any = redis.register_script(_TRIM)
         self._unlock: Any = redis.register_script(_UNLOCK)
 
@@ -102,6 +105,12 @@ class PendingQueue:
     def _lock_key(self, account_id: str) -> str:
         return self.names.memory_lock(account_id)
 
+    def _script_keys(self, account_id: str) -> list[str]:
+        """The push and trim scripts' keys: pending list, due set, first-seen hash."""
+        bucket = memory_bucket(account_id)
+        n = self.names
+        return [n.memory_pending(account_id), n.memory_due(bucket), n.memory_first(bucket)]
+
     # -- producer side -----------------------------------------------------------------------
 
     async def push(self, interaction: BusInteraction) -> None:
@@ -109,26 +118,39 @@ class PendingQueue:
         await self.push_many([interaction])
 
     async def push_many(self, interactions: Sequence[BusInteraction]) -> None:
-        """Queue ``interactions`` in order and (re)schedule their accounts: one round trip."""
+        """Queue ``interactions`` in order and (re)schedule their accounts: one round trip (two
+        when a node forgot the script: those calls run again with its text, in order)."""
         now = time.time()
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for interaction in interactions:
-                keys = [self.pending_key(interaction.account_id), self._due, self._first]
-                args: list[str | float] = [
-                    interaction.model_dump_json(),
-                    interaction.account_id,
-                    now,
-                    self.debounce_s,
-                    self.max_wait_s,
-                ]
-                await self._push(keys=keys, args=args, client=pipe)
-            await pipe.execute()
+        calls: list[list[Arg]] = []
+        for interaction in interactions:
+            keys = self._script_keys(interaction.account_id)
+            args: list[Arg] = [
+                interaction.model_dump_json(),
+                interaction.account_id,
+                now,
+                self.debounce_s,
+                self.max_wait_s,
+            ]
+            calls.append([*keys, *args])
+        # Each call keeps to its account's slot; a Cluster runs them node by node.
+        lean = lean_for(self.redis)
+        replies = await lean.execute_many(
+            [["EVALSHA", self._push_sha, 3, *call] for call in calls], raise_on_error=False
+        )
+        again = [call for call, reply in zip(calls, replies, strict=True) if _failed(reply)]
+        if again:
+            await lean.execute_many([["EVAL", _PUSH, 3, *call] for call in again])
 
     # -- consumer side -----------------------------------------------------------------------
 
     async def due_accounts(self, limit: int = 16) -> list[str]:
-        """Accounts whose batch is due now."""
-        raw = await self.redis.zrangebyscore(self._due, "-inf", time.time(), start=0, num=limit)
+        """Accounts whose batch is due now (up to ``limit``; every bucket read in one pipeline)."""
+        now = time.time()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for bucket in range(MEMORY_BUCKETS):
+                pipe.zrangebyscore(self.names.memory_due(bucket), "-inf", now, start=0, num=limit)
+            replies: list[list[Any]] = await pipe.execute()
+        raw = [a for accounts in replies for a in accounts][:limit]
         return [a.decode() if isinstance(a, bytes) else str(a) for a in raw]
 
     async def flush_account(self, account_id: str, flush: Flush) -> int:
@@ -145,10 +167,11 @@ class PendingQueue:
             except Exception:
                 log.exception("memory consolidation of %s failed", account_id)
                 if not await self._give_up(account_id, raw):
-                    await self.redis.zadd(self._due, {account_id: time.time() + self.max_wait_s})
+                    due = self.names.memory_due(memory_bucket(account_id))
+                    await self.redis.zadd(due, {account_id: time.time() + self.max_wait_s})
                     return 0
             self._attempts.pop(account_id, None)
-            keys = [self.pending_key(account_id), self._due, self._first]
+            keys = self._script_keys(account_id)
             args: list[str | float] = [len(raw), account_id, time.time(), self.debounce_s]
             await self._trim(keys=keys, args=args)
             return len(raw)
@@ -163,9 +186,37 @@ class PendingQueue:
         await self.redis.rpush(self.failed_key(account_id), *raw)
         return True
 
+    async def adopt_legacy(self) -> int:
+        """Move the accounts versions before the buckets queued (one due set and first-seen hash,
+        lists named by account alone) under today's names, in order; the number moved.
+        Idempotent; :meth:`run` calls it once at start. Those versions ran on one node only."""
+        old_due, old_first = self.names.legacy_memory_queue
+        moved = 0
+        entries = cast(
+            "list[tuple[Any, float]]", await self.redis.zrange(old_due, 0, -1, withscores=True)
+        )
+        for raw, score in entries:
+            account_id = raw.decode() if isinstance(raw, bytes) else str(raw)
+            pending, due, first = self._script_keys(account_id)
+            source = self.names.legacy_memory_pending(account_id)
+            # Oldest first stays first: the old list's tail goes onto the new list's head.
+            while await self.redis.lmove(source, pending, "RIGHT", "LEFT") is not None:
+                pass
+            seen = await self.redis.hget(old_first, account_id)
+            if seen is not None:
+                await self.redis.hsetnx(first, account_id, seen)
+            await self.redis.zadd(due, {account_id: score}, nx=True)
+            moved += 1
+        await self.redis.delete(old_due)
+        await self.redis.delete(old_first)  # apart: the two may sit on two nodes of a Cluster
+        return moved
+
     async def run(self, stop: asyncio.Event, flush: Flush, *, concurrency: int = 4) -> None:
         """Flush due accounts until ``stop`` is set (a background task of the service)."""
         gate = asyncio.Semaphore(concurrency)
+        with contextlib.suppress(Exception):  # the bus down at start: the next start adopts
+            if moved := await self.adopt_legacy():
+                log.info("moved %d accounts' pending memory to their bucketed keys", moved)
 
         async def one(account_id: str) -> None:
             async with gate:
@@ -181,7 +232,17 @@ class PendingQueue:
             except Exception:
                 log.exception("memory flush loop failed; retrying")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.poll_s)
+                async with asyncio.timeout(self.poll_s):
+                    await stop.wait()
+
+
+def _failed(reply: object) -> bool:
+    """Whether a reply of a batch is an error; any error other than NOSCRIPT raises."""
+    if isinstance(reply, NoScriptError):
+        return True
+    if isinstance(reply, Exception):
+        raise reply
+    return False
 
 
 def _decode(raw: list[Any]) -> list[BusInteraction]:

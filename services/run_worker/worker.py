@@ -157,6 +157,8 @@ class RunWorker:
         with contextlib.suppress(RedisError):  # the bus down at start: the next start adopts
             if moved := await self.queue.adopt_pending_set():
                 log.info("adopted %d lanes listed by an older version", moved)
+            if moved := await self.queue.adopt_legacy_lanes():
+                log.info("moved %d lanes to their bucketed keys", moved)
         while not stop.is_set():
             self._refill.clear()
             try:
@@ -195,7 +197,8 @@ class RunWorker:
                     "cancel listener lost the bus (%s); subscribing again", type(exc).__name__
                 )
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=0.5)
+                    async with asyncio.timeout(0.5):
+                        await stop.wait()
 
     async def _listen_for_cancels(self, stop: asyncio.Event) -> None:
         pubsub = self.ctx.redis.pubsub(ignore_subscribe_messages=True)

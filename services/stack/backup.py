@@ -71,7 +71,8 @@ _REBUILT_KEYS: Final = (
     "fifo:",
     "processing:",
     "lease:",
-    "sessions:due",
+    "lanes:due:",
+    "sessions:due",  # the buckets' one predecessor, in backups of older versions
     "sessions:pending",  # the due set's plain predecessor, in backups of older versions
     "runs",
     "attempt:",
@@ -91,6 +92,7 @@ _TRANSIENT_KEYS: Final = (
     "sse:",
     "sse-gateway:",
     "ratelimit:",
+    "{auth}:ratelimit:",
     "authfail:",
 )
 _EVENTS: Final = "events:"
@@ -175,7 +177,7 @@ async def _load_bus(
             for run, status, attempt in in_flight:
                 target = names.session_fifo if status == "queued" else names.session_processing
                 pipe.rpush(target(run.lane), run.model_dump_json())
-                pipe.zadd(names.sessions_due, {run.lane: 0})  # due at once
+                pipe.zadd(names.lanes_due(run.lane), {run.lane: 0})  # due at once
                 if attempt > 0:  # the next claim takes attempt + 1 and fences the lost one
                     pipe.set(names.run_attempt(run.run_id), attempt, ex=BusTtl.RUN_ATTEMPT_S)
             await pipe.execute()

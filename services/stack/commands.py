@@ -156,9 +156,10 @@ async def _keys(args: argparse.Namespace) -> int:
 
     settings = settings_with_stack(load_settings())
     assert settings.bus.redis_url is not None
-    redis = await reachable_redis(settings.bus.redis_url)
+    redis = await reachable_redis(settings.bus.redis_url, settings.bus)
     try:
         store = ApiKeyStore(redis, BusNames(settings.bus.namespace))
+        await store.adopt_legacy()  # keys made before the {auth} hash tag, once
         if args.keys_command == "create":
             key, record = await store.create(args.account, expires_in_s=args.expires_in)
             print(f"key id:  {record.key_id}\naccount: {record.account_id}\nkey:     {key}")

@@ -112,7 +112,8 @@ async def _keep_valkey(valkey: EmbeddedValkey, stop: asyncio.Event, say: Say) ->
     until ``stop``. Services see the bus down meanwhile (503 with Retry-After) and reconnect."""
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=_VALKEY_POLL_S)
+            async with asyncio.timeout(_VALKEY_POLL_S):
+                await stop.wait()
         process = valkey.process
         if stop.is_set() or process is None or process.poll() is None:
             continue
@@ -221,7 +222,9 @@ def _run_locked(settings: Settings, workers: int | None, fake_provider: bool, ne
             env["SOONG_MODEL_PROVIDER"] = "fake"
         from services.gateway.devkey import dev_key  # the key store is the gateway's
 
-        announced = asyncio.run(dev_key(url, settings.bus.namespace, home, reissue=new_key))
+        announced = asyncio.run(
+            dev_key(url, settings.bus.namespace, home, reissue=new_key, bus=settings.bus)
+        )
         children, ops = _children(
             env, workers if workers is not None else settings.run_worker.count, host
         )

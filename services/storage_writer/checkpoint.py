@@ -129,7 +129,8 @@ class CheckpointLoop:
         policy = CheckpointPolicy()
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), INTERVAL_S)
+                async with asyncio.timeout(INTERVAL_S):
+                    await stop.wait()
             async with self._rounds:
                 if self._closed:
                     return

@@ -47,6 +47,10 @@ def test_the_bus_own_keys_load_and_what_the_database_decides_does_not(tmp_path: 
         f"{NS}:memory:interactions",
         f"{NS}:permissions:{{sess_1}}",
         f"{NS}:cancel:run_live",
+        f"{NS}:{{auth}}:apikeys",  # today's spellings (Cluster hash tags) beside the older ones
+        f"{NS}:{{auth}}:apikeys:used",
+        f"{NS}:memory:pending:{{memory-3}}:acct_1",
+        f"{NS}:cancel:{{run_live}}",
         f"{NS}:events:{{sess_1}}:run_done",
     ]
     left_out = [
@@ -54,6 +58,13 @@ def test_the_bus_own_keys_load_and_what_the_database_decides_does_not(tmp_path: 
         f"{NS}:processing:{{sess_1}}",
         f"{NS}:lease:{{sess_1}}",
         f"{NS}:sessions:due",
+        f"{NS}:fifo:{{lanes-1}}:sess_1",
+        f"{NS}:processing:{{lanes-1}}:sess_1",
+        f"{NS}:lease:{{lanes-1}}:sess_1",
+        f"{NS}:lanes:due:{{lanes-1}}",
+        f"{NS}:attempt:{{run_q}}",
+        f"{NS}:{{auth}}:ratelimit:key_1",
+        f"{NS}:memory:lock:{{memory-3}}:acct_1",
         f"{NS}:sessions:pending",
         f"{NS}:runs",
         f"{NS}:attempt:run_q",

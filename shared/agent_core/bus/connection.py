@@ -12,13 +12,23 @@ included (they already use ``asyncio.timeout``), is redis-py's.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+from urllib.parse import unquote, urlsplit
 
-from redis.asyncio import BlockingConnectionPool, Connection, Redis
+from redis.asyncio import BlockingConnectionPool, Connection, Redis, RedisCluster, Sentinel
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ["MAX_BLOCK_MS", "SOCKET_TIMEOUT_S", "CancelSafeConnection", "make_redis"]
+__all__ = [
+    "MAX_BLOCK_MS",
+    "SOCKET_TIMEOUT_S",
+    "BusTls",
+    "CancelSafeConnection",
+    "connect_bus",
+    "make_redis",
+]
 
 
 class CancelSafeConnection(Connection):
@@ -86,3 +96,77 @@ def make_redis(url: str) -> Redis:
         socket_connect_timeout=5,
     )
     return Redis.from_pool(pool)  # the client owns the pool: aclose() closes its connections
+
+
+@dataclass(frozen=True, slots=True)
+class BusTls:
+    """TLS for a ``rediss://`` bus: the CA that signs the servers' certificates and, when the
+    servers ask for one, this client's certificate and key (PEM files)."""
+
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+
+    def redis_kwargs(self) -> dict[str, Any]:
+        """redis-py's keyword arguments for these files (a server certificate is required)."""
+        return {
+            "ssl_ca_certs": self.ca_file,
+            "ssl_certfile": self.cert_file,
+            "ssl_keyfile": self.key_file,
+            "ssl_cert_reqs": "required",
+        }
+
+
+def connect_bus(
+    url: str,
+    *,
+    topology: Literal["standalone", "sentinel", "cluster"] = "standalone",
+    sentinels: Sequence[tuple[str, int]] = (),
+    sentinel_master: str | None = None,
+    tls: BusTls | None = None,
+) -> Redis:
+    """The process's redis-py client of the bus, for its topology.
+
+    * ``standalone``: :func:`make_redis` (one node; ``rediss://`` for TLS);
+    * ``sentinel``: the primary named ``sentinel_master``, found through ``sentinels`` and found
+      again after a failover (the URL gives the password, the database and the scheme only);
+    * ``cluster``: a Cluster client that reads the slot map from the URL's node and follows
+      ``MOVED``/``ASK``; it offers the same commands (typed as :class:`Redis` for its callers).
+    """
+    secure = url.startswith("rediss://")
+    tls_kw = (tls or BusTls()).redis_kwargs() if secure else {}
+    common: dict[str, Any] = {
+        "socket_timeout": SOCKET_TIMEOUT_S,
+        "socket_connect_timeout": 5,
+        "health_check_interval": 30,
+    }
+    if topology == "standalone":
+        if not secure:
+            return make_redis(url)
+        pool = BlockingConnectionPool.from_url(
+            url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT_S, **common, **tls_kw
+        )
+        return Redis.from_pool(pool)
+    parts = urlsplit(url)
+    password = unquote(parts.password) if parts.password else None
+    username = unquote(parts.username) if parts.username else None
+    if topology == "sentinel":
+        if not sentinels or not sentinel_master:
+            raise ValueError("a sentinel bus needs its sentinels and the primary's name")
+        db = int(parts.path.strip("/") or 0)
+        watcher = Sentinel(  # type: ignore[no-untyped-call]
+            list(sentinels),
+            sentinel_kwargs={"socket_timeout": 5, "socket_connect_timeout": 5, **tls_kw},
+            password=password,
+            username=username,
+            db=db,
+            ssl=secure,
+            **common,
+            **tls_kw,
+        )
+        primary: Redis = watcher.master_for(sentinel_master, max_connections=MAX_CONNECTIONS)
+        return primary
+    cluster = RedisCluster.from_url(
+        url, max_connections=MAX_CONNECTIONS, **common, **tls_kw, require_full_coverage=True
+    )
+    return cast("Redis", cluster)

@@ -1,13 +1,24 @@
 """Every stream name, consumer group, Redis key and key lifetime (TTL) of the bus, declared once.
 
 All names live under a namespace (default ``soong``) so that tests and several deployments can share
-one Redis without seeing each other. Keys that belong to one session carry the session id in a hash
-tag (``{sess_…}``) so that a Redis Cluster keeps them on one node.
+one Redis without seeing each other.
+
+Keys that a script or a transaction touches together share a hash tag, so that a Valkey Cluster
+keeps them in one slot (a script given keys of two slots fails there with ``CROSSSLOT``):
+
+* a session's permission keys and run event streams: the session id (``{sess_…}``);
+* a lane's FIFO, processing list and lease with the due set of its bucket: the lane's bucket
+  (``{lanes-N}``, :func:`lane_bucket`; the sweeper reads the buckets' due sets, not one per lane);
+* a run's attempt counter and cancel flag: the run id (``{run_…}``);
+* the API key hash, its last-use hash and the token buckets: ``{auth}``;
+* an account's pending memory list, lock and failed list with the due set and first-seen hash of
+  its bucket: the account's bucket (``{memory-N}``, :func:`memory_bucket`).
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass
 from typing import Final
 
@@ -21,6 +32,10 @@ __all__ = [
     "SERVICE_NAMES",
     "BusNames",
     "BusTtl",
+    "LANE_BUCKETS",
+    "MEMORY_BUCKETS",
+    "lane_bucket",
+    "memory_bucket",
 ]
 
 # Consumer groups: one per consuming service; instances of a service share its group.
@@ -68,6 +83,23 @@ class BusTtl:
     SSE_SLOTS_S: Final = 24 * 3600
     # The window in which failed authentications of one client address are counted.
     AUTH_FAILURE_WINDOW_S: Final = 60
+
+
+# How many slots the lanes (and the memory queues) are spread over: enough to spread them over the
+# primaries of any cluster we expect, few enough that a sweep reads every bucket in one pipeline.
+LANE_BUCKETS: Final = 16
+MEMORY_BUCKETS: Final = 16
+
+
+def lane_bucket(lane: str) -> int:
+    """The bucket of a lane: by its session (a branch lane ``<session>.<run>`` stays beside its
+    session's main lane), stable across processes (CRC-32, not Python's salted ``hash``)."""
+    return zlib.crc32(lane.partition(".")[0].encode()) % LANE_BUCKETS
+
+
+def memory_bucket(account_id: str) -> int:
+    """The bucket of an account's memory queue (stable across processes)."""
+    return zlib.crc32(account_id.encode()) % MEMORY_BUCKETS
 
 
 _NAMESPACE = re.compile(r"[a-z][a-z0-9_\-]{0,31}")
@@ -137,17 +169,44 @@ class BusNames:
         """The runtime event stream of one run (and the child runs it started)."""
         return f"{self.namespace}:events:{{{session_id}}}:{run_id}"
 
+    def _lane_tag(self, lane: str) -> str:
+        return f"{{lanes-{lane_bucket(lane)}}}"
+
     def session_fifo(self, session_id: str) -> str:
-        """Pending main runs of a session, in arrival order."""
-        return f"{self.namespace}:fifo:{{{session_id}}}"
+        """Pending runs of a lane (a session's main runs, or a branch), in arrival order."""
+        return f"{self.namespace}:fifo:{self._lane_tag(session_id)}:{session_id}"
 
     def session_processing(self, session_id: str) -> str:
         """The run a worker moved out of the FIFO and is executing (reliable move target)."""
-        return f"{self.namespace}:processing:{{{session_id}}}"
+        return f"{self.namespace}:processing:{self._lane_tag(session_id)}:{session_id}"
 
     def session_lease(self, session_id: str) -> str:
-        """The lease of the worker that drains a session's FIFO (SET NX PX + fencing token)."""
-        return f"{self.namespace}:lease:{{{session_id}}}"
+        """The lease of the worker that drains a lane's FIFO (SET NX PX + fencing token)."""
+        return f"{self.namespace}:lease:{self._lane_tag(session_id)}:{session_id}"
+
+    def lanes_due(self, lane: str) -> str:
+        """The due set of the bucket ``lane`` falls in (see :attr:`sessions_due`)."""
+        return self.lanes_due_bucket(lane_bucket(lane))
+
+    def lanes_due_bucket(self, bucket: int) -> str:
+        """Sorted set of the lanes of one bucket that have queued or in-flight runs, each scored
+        with the time (ms) from which a sweeper should look at it (see ``runqueue.fifo``)."""
+        return f"{self.namespace}:lanes:due:{{lanes-{bucket}}}"
+
+    @property
+    def all_lanes_due(self) -> tuple[str, ...]:
+        """Every bucket's due set, in bucket order."""
+        return tuple(self.lanes_due_bucket(b) for b in range(LANE_BUCKETS))
+
+    def legacy_lane_keys(self, lane: str) -> tuple[str, str, str]:
+        """A lane's FIFO, processing list and lease as versions before the buckets named them
+        (read once by ``SessionQueue.adopt_legacy_lanes`` after an upgrade)."""
+        tag = f"{{{lane}}}"
+        return (
+            f"{self.namespace}:fifo:{tag}",
+            f"{self.namespace}:processing:{tag}",
+            f"{self.namespace}:lease:{tag}",
+        )
 
     def run_control(self, run_id: str) -> str:
         """Pub/Sub channel for control signals to a running run (cancel)."""
@@ -179,8 +238,8 @@ class BusNames:
 
     @property
     def sessions_due(self) -> str:
-        """Sorted set of the lanes that have queued or in-flight runs, each scored with the time
-        (ms) from which a sweeper should look at it (see ``runqueue.fifo``)."""
+        """The one sorted set of due lanes that versions before the buckets kept (read once by
+        ``SessionQueue.adopt_legacy_lanes`` after an upgrade, then deleted)."""
         return f"{self.namespace}:sessions:due"
 
     @property
@@ -191,27 +250,27 @@ class BusNames:
 
     def run_attempt(self, run_id: str) -> str:
         """A run's attempt counter: each claim takes the next number (the fencing token)."""
-        return f"{self.namespace}:attempt:{run_id}"
+        return f"{self.namespace}:attempt:{{{run_id}}}"
 
     def run_cancel(self, run_id: str) -> str:
         """A run's cancel flag (``interrupt`` when a newer message stopped it)."""
-        return f"{self.namespace}:cancel:{run_id}"
+        return f"{self.namespace}:cancel:{{{run_id}}}"
 
     # -- gateway: API keys, limits, SSE ---------------------------------------------------------
 
     @property
     def api_keys(self) -> str:
         """Hash of API key records by key digest."""
-        return f"{self.namespace}:apikeys"
+        return f"{self.namespace}:{{auth}}:apikeys"
 
     @property
     def api_keys_used(self) -> str:
         """Hash of when each API key was last used."""
-        return f"{self.namespace}:apikeys:used"
+        return f"{self.namespace}:{{auth}}:apikeys:used"
 
     def rate_limit(self, bucket: str) -> str:
         """The token bucket of one API key."""
-        return f"{self.namespace}:ratelimit:{bucket}"
+        return f"{self.namespace}:{{auth}}:ratelimit:{bucket}"
 
     def auth_failures(self, host: str) -> str:
         """Failed authentications of one client address (within the failure window)."""
@@ -225,40 +284,56 @@ class BusNames:
         """Open SSE streams of one API key, counted per gateway (a hash field each)."""
         return f"{self.namespace}:sse:{key_id}"
 
-    @property
-    def sse_gateway_alive_prefix(self) -> str:
-        """Prefix of each gateway's "alive" key (the gateway id follows)."""
-        return f"{self.namespace}:sse-gateway:"
-
     # -- memory-extraction's queue ---------------------------------------------------------------
 
-    @property
-    def memory_due(self) -> str:
-        """Sorted set of accounts by when their pending interactions are due."""
-        return f"{self.namespace}:memory:due"
+    def _memory_tag(self, account_id: str) -> str:
+        return f"{{memory-{memory_bucket(account_id)}}}"
 
-    @property
-    def memory_first(self) -> str:
-        """When each account's oldest pending interaction arrived."""
-        return f"{self.namespace}:memory:first"
+    def memory_due(self, bucket: int) -> str:
+        """Sorted set of the accounts of one bucket by when their pending interactions are due."""
+        return f"{self.namespace}:memory:due:{{memory-{bucket}}}"
+
+    def memory_first(self, bucket: int) -> str:
+        """When each account of one bucket saw its oldest pending interaction arrive."""
+        return f"{self.namespace}:memory:first:{{memory-{bucket}}}"
 
     def memory_pending(self, account_id: str) -> str:
         """The list of an account's interactions waiting for consolidation."""
-        return f"{self.namespace}:memory:pending:{account_id}"
+        return f"{self.namespace}:memory:pending:{self._memory_tag(account_id)}:{account_id}"
 
     def memory_failed(self, account_id: str) -> str:
         """Batches of an account that failed ``max_attempts`` times (kept for inspection)."""
-        return f"{self.namespace}:memory:failed:{account_id}"
+        return f"{self.namespace}:memory:failed:{self._memory_tag(account_id)}:{account_id}"
 
     def memory_lock(self, account_id: str) -> str:
         """The lock of the instance consolidating an account's memory."""
-        return f"{self.namespace}:memory:lock:{account_id}"
+        return f"{self.namespace}:memory:lock:{self._memory_tag(account_id)}:{account_id}"
 
     # -- the gateway's A2A endpoint ---------------------------------------------------------------
 
     def a2a_task(self, account_id: str, task_id: str) -> str:
         """An A2A task's record (its task id is its run's id), under the owning account."""
         return f"{self.namespace}:a2a:task:{account_id}:{task_id}"
+
+    # -- names before the Cluster hash tags (read once by the adoptions after an upgrade) ----------
+
+    def legacy_run_keys(self, run_id: str) -> tuple[str, str]:
+        """A run's attempt counter and cancel flag as versions before the run tag named them."""
+        return self.key("attempt", run_id), self.key("cancel", run_id)
+
+    @property
+    def legacy_api_keys(self) -> tuple[str, str]:
+        """The API key hash and its last-use hash before the ``{auth}`` tag."""
+        return self.key("apikeys"), self.key("apikeys", "used")
+
+    @property
+    def legacy_memory_queue(self) -> tuple[str, str]:
+        """memory-extraction's one due set and first-seen hash before the buckets."""
+        return self.key("memory", "due"), self.key("memory", "first")
+
+    def legacy_memory_pending(self, account_id: str) -> str:
+        """An account's pending list before the buckets."""
+        return self.key("memory", "pending", account_id)
 
     def key(self, *parts: str) -> str:
         """A key of this namespace from its parts (the methods above are the bus's own keys;

@@ -121,7 +121,8 @@ async def reclaim_loop(consumer: StreamConsumer[Any], stop: asyncio.Event) -> No
         except Exception:
             log.exception("reclaim sweep of %s failed; retrying", consumer.stream)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=consumer.options.claim_interval_s)
+            async with asyncio.timeout(consumer.options.claim_interval_s):
+                await stop.wait()
 
 
 def _order(entry_id: str) -> tuple[int, int]:

@@ -37,7 +37,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 from urllib.parse import unquote, urlsplit
 
 import hiredis
@@ -55,6 +55,8 @@ from agent_core.bus.connection import SOCKET_TIMEOUT_S
 
 __all__ = [
     "Arg",
+    "BusCalls",
+    "RedisPyCalls",
     "bulk",
     "LeanRedis",
     "LeanScript",
@@ -62,6 +64,7 @@ __all__ = [
     "close_lean",
     "encode",
     "lean_for",
+    "speaks_plain_resp",
     "xadd",
 ]
 
@@ -342,13 +345,16 @@ class LeanRedis:
                     raise err
         return replies
 
-    async def transaction(self, commands: Sequence[Command]) -> list[Any]:
-        """Run ``commands`` as one ``MULTI``/``EXEC`` transaction, sent in one write; return
-        their replies. The first error raises, as redis-py's transactional pipeline does: a
-        command refused while queued aborts the transaction (nothing runs); one that fails
-        while running leaves the others applied, as Redis does."""
-        replies = await self.execute_many([["MULTI"], *commands, ["EXEC"]])
-        results: list[Any] = replies[-1]
+    async def transaction(
+        self, commands: Sequence[Command], *, then: Sequence[Command] = ()
+    ) -> list[Any]:
+        """Run ``commands`` as one ``MULTI``/``EXEC`` transaction, sent in one write with the
+        commands ``then`` that follow it (each on its own: on a Cluster they may live in
+        another slot); return the transaction's replies. The first error raises, as redis-py's
+        transactional pipeline does: a command refused while queued aborts the transaction
+        (nothing runs); one that fails while running leaves the others applied, as Redis does."""
+        replies = await self.execute_many([["MULTI"], *commands, ["EXEC"], *then])
+        results: list[Any] = replies[len(commands) + 1]
         for reply in results:
             if isinstance(reply, ResponseError):
                 raise _error_from(reply)
@@ -426,8 +432,100 @@ _LOOPS: weakref.WeakKeyDictionary[LeanRedis, asyncio.AbstractEventLoop] = (
 )
 
 
-def lean_for(redis: Redis) -> LeanRedis:
-    """The lean client connecting where ``redis`` does, for the running event loop."""
+class BusCalls(Protocol):
+    """The calls :func:`lean_for` gives: :class:`LeanRedis` or :class:`RedisPyCalls`."""
+
+    async def execute(self, *args: Arg) -> Any: ...
+    async def execute_packed(self, payload: bytes) -> Any: ...
+    async def execute_many(
+        self, commands: Sequence[Command], *, raise_on_error: bool = True
+    ) -> list[Any]: ...
+    async def transaction(
+        self, commands: Sequence[Command], *, then: Sequence[Command] = ()
+    ) -> list[Any]: ...
+    async def aclose(self) -> None: ...
+
+
+class RedisPyCalls:
+    """The calls of :class:`LeanRedis`, made through a redis-py client: the topologies the lean
+    socket does not speak (Sentinel, Cluster, TLS) hand them to redis-py, which finds the primary
+    again after a failover, follows ``MOVED``/``ASK`` and speaks TLS (docs/architecture.md,
+    "Bus"). Replies are redis-py's for the same command (raw, without ``decode_responses``)."""
+
+    def __init__(self, redis: Any) -> None:
+        self._redis = redis
+
+    async def execute(self, *args: Arg) -> Any:
+        """Run one command; return its reply."""
+        return await self._redis.execute_command(*args)
+
+    async def execute_packed(self, payload: bytes) -> Any:
+        """Run one command packed by the caller (a RESP array of :func:`bulk` strings)."""
+        return await self.execute(*_unpack(payload))
+
+    async def execute_many(
+        self, commands: Sequence[Command], *, raise_on_error: bool = True
+    ) -> list[Any]:
+        """Run ``commands`` (each on its own, in one pipeline); replies in order."""
+        if not commands:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for command in commands:
+                pipe.execute_command(*command)
+            replies: list[Any] = await pipe.execute(raise_on_error=raise_on_error)
+        return replies
+
+    async def transaction(
+        self, commands: Sequence[Command], *, then: Sequence[Command] = ()
+    ) -> list[Any]:
+        """``commands`` as one transaction (their keys share a slot), then ``then``."""
+        async with self._redis.pipeline(transaction=True) as pipe:
+            for command in commands:
+                pipe.execute_command(*command)
+            results: list[Any] = await pipe.execute()
+        if then:
+            await self.execute_many(then)
+        return results
+
+    async def aclose(self) -> None:
+        """Nothing of its own to close: the redis-py client owns the connections."""
+
+
+def _unpack(payload: bytes) -> list[bytes]:
+    """The arguments of one RESP array of bulk strings (what :func:`encode` packs)."""
+    reader = hiredis.Reader()
+    reader.feed(payload)
+    parts = reader.gets()
+    if not isinstance(parts, list):
+        raise ValueError("not a RESP array")
+    return [bytes(p) for p in parts]
+
+
+def speaks_plain_resp(redis: Any) -> bool:
+    """Whether ``redis`` is one plain TCP connection target (what :class:`LeanRedis` speaks)."""
+    if not isinstance(redis, Redis):
+        return False  # a RedisCluster
+    pool = redis.connection_pool
+    if type(pool).__name__ == "SentinelConnectionPool":
+        return False
+    return (
+        not pool.connection_kwargs.get("ssl", False)
+        and "Unix" not in getattr(pool.connection_class, "__name__", "")
+        and "SSL" not in getattr(pool.connection_class, "__name__", "")
+    )
+
+
+_CALLS: weakref.WeakKeyDictionary[Any, RedisPyCalls] = weakref.WeakKeyDictionary()
+
+
+def lean_for(redis: Redis) -> BusCalls:
+    """The lean client connecting where ``redis`` does, for the running event loop; for a
+    topology it does not speak, the same calls made through ``redis`` (:class:`RedisPyCalls`)."""
+    if not speaks_plain_resp(redis):
+        calls = _CALLS.get(redis)
+        if calls is None:
+            calls = _CALLS[redis] = RedisPyCalls(redis)
+        return calls
     loop = asyncio.get_running_loop()
     lean = _LEAN.get(redis)
     if lean is None or _LOOPS.get(lean) is not loop:
@@ -459,5 +557,6 @@ class LeanScript:
 async def close_lean(redis: Redis) -> None:
     """Close the lean client of ``redis``, if one was made (before ``redis.aclose()``)."""
     lean = _LEAN.pop(redis, None)
+    _CALLS.pop(redis, None)
     if lean is not None:
         await lean.aclose()

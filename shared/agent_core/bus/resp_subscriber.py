@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,7 +14,7 @@ from redis.exceptions import ConnectionError
 
 from agent_core.bus.resp import RedisAddress, _open, _Protocol, encode
 
-__all__ = ["LeanSubscriber"]
+__all__ = ["LeanSubscriber", "PubSubSubscriber"]
 
 log = logging.getLogger(__name__)
 
@@ -83,3 +84,85 @@ class LeanSubscriber:
                 log.warning("bus subscription failed: %s: %s", type(exc).__name__, exc)
             self.subscribed.clear()
             await asyncio.sleep(self._reconnect_s)
+
+
+class PubSubSubscriber:
+    """:class:`LeanSubscriber`'s contract through redis-py's Pub/Sub, for the topologies the
+    lean socket does not speak: behind Sentinel a new subscription finds the primary again, on a
+    Cluster it picks a node of the slot map, with TLS it speaks TLS."""
+
+    def __init__(
+        self,
+        redis: Any,
+        on_message: Callable[[bytes, bytes], None],
+        *,
+        reconnect_s: float = 0.5,
+    ) -> None:
+        self._redis = redis
+        self._on_message = on_message
+        self._channels: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._reconnect_s = reconnect_s
+        self._changed = asyncio.Event()
+        self.subscribed = asyncio.Event()  # set while the subscriptions are live
+
+    async def subscribe(self, *channels: str) -> None:
+        """Subscribe; returns once the server confirmed (waits while the bus is away)."""
+        self._channels.update(channels)
+        self.subscribed.clear()
+        self._changed.set()
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="pubsub-subscriber")
+        await self.subscribed.wait()
+
+    async def aclose(self) -> None:
+        """Stop; no more messages are delivered."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                pubsub = await self._pubsub()
+            except Exception as exc:
+                log.warning("bus subscription failed: %s: %s", type(exc).__name__, exc)
+                await asyncio.sleep(self._reconnect_s)
+                continue
+            try:
+                while True:
+                    self._changed.clear()
+                    await pubsub.subscribe(*sorted(self._channels))
+                    self.subscribed.set()
+                    while not self._changed.is_set():
+                        message = await pubsub.get_message(
+                            ignore_subscribe_messages=True, timeout=1.0
+                        )
+                        if message is not None and message.get("type") == "message":
+                            self._deliver(message["channel"], message["data"])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # whatever broke, replies must keep coming: reconnect
+                log.warning("bus subscription failed: %s: %s", type(exc).__name__, exc)
+            finally:
+                self.subscribed.clear()
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+            await asyncio.sleep(self._reconnect_s)
+
+    async def _pubsub(self) -> Any:
+        if not hasattr(self._redis, "get_nodes"):
+            return self._redis.pubsub()
+        # A Cluster forwards every PUBLISH to every node: any node will do, a random one each
+        # time (a node that died is left for another on the next try). The slot map is read
+        # first: a client that sent nothing yet knows no node.
+        await self._redis.initialize()
+        return self._redis.pubsub(node=random.choice(self._redis.get_nodes()))
+
+    def _deliver(self, channel: bytes, data: bytes) -> None:
+        try:
+            self._on_message(channel, data)
+        except Exception:  # one bad message must not end the subscription
+            log.exception("handling a message of %r failed", channel)

@@ -20,8 +20,8 @@ from redis.exceptions import ConnectionError
 
 from agent_core.bus.delivery import HEADER_CORRELATION_ID, HEADER_REPLY_TO, decode_reply
 from agent_core.bus.publish import publish
-from agent_core.bus.resp import RedisAddress
-from agent_core.bus.resp_subscriber import LeanSubscriber
+from agent_core.bus.resp import RedisAddress, speaks_plain_resp
+from agent_core.bus.resp_subscriber import LeanSubscriber, PubSubSubscriber
 from agent_core.errors import BusTimeoutError, SchemaError
 
 __all__ = ["RpcClient"]
@@ -55,7 +55,7 @@ class RpcClient:
         self._redis = redis
         self._channel = reply_channel
         self._waiting: dict[str, asyncio.Future[bytes]] = {}
-        self._replies: LeanSubscriber | None = None
+        self._replies: LeanSubscriber | PubSubSubscriber | None = None
 
     async def start(self, timeout_s: float = _START_TIMEOUT_S) -> None:
         """Subscribe to the reply channel; requests made before this would never see a reply.
@@ -63,16 +63,21 @@ class RpcClient:
         A bus that is away is waited for up to ``timeout_s`` (a restart takes a moment); after
         that :class:`redis.exceptions.ConnectionError` says where it was looked for.
         """
-        address = RedisAddress.of(self._redis)
-        replies = LeanSubscriber(address, self._on_reply)
+        replies: LeanSubscriber | PubSubSubscriber
+        if speaks_plain_resp(self._redis):
+            address = RedisAddress.of(self._redis)
+            where = f"{address.host}:{address.port}"
+            replies = LeanSubscriber(address, self._on_reply)
+        else:  # Sentinel, Cluster, TLS: redis-py finds the node and speaks TLS
+            where = "the configured topology"
+            replies = PubSubSubscriber(self._redis, self._on_reply)
         try:
             async with asyncio.timeout(timeout_s):
                 await replies.subscribe(self._channel)
         except TimeoutError:
             await replies.aclose()
             raise ConnectionError(
-                f"cannot subscribe to replies: no bus at {address.host}:{address.port} "
-                f"within {timeout_s:g}s"
+                f"cannot subscribe to replies: no bus at {where} within {timeout_s:g}s"
             ) from None
         self._replies = replies
 

@@ -9,6 +9,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent_core.config.bus import BusTlsSettings, Topology, check_topology
 from agent_core.config.command_tools import TOOL_NAME, CommandToolSettings
 from agent_core.config.files import FileStoreSettings
 from agent_core.config.hooks import HooksSettings
@@ -58,7 +59,13 @@ class _Section(BaseModel):
 
 
 class BusSettings(_Section):
-    """The Redis bus. ``redis_url=None`` means: ``soong-agent up`` starts an embedded Valkey."""
+    """The Redis bus. ``redis_url=None`` means: ``soong-agent up`` starts an embedded Valkey.
+
+    ``topology``: one node (``standalone``), a primary found through ``sentinels`` under the name
+    ``sentinel_master`` (``sentinel``; the URL then gives the scheme, password and database
+    only), or a ``cluster`` (the URL names any node). ``rediss://`` speaks TLS, with the CA and
+    client certificate of ``[bus.tls]``.
+    """
 
     redis_url: str | None = None
     namespace: str = Field(default="soong", pattern=r"^[a-z][a-z0-9_\-]{0,31}$")
@@ -66,17 +73,27 @@ class BusSettings(_Section):
     max_deliveries: int = Field(default=5, ge=1)
     min_idle_ms: int = Field(default=30_000, ge=100)
     claim_interval_s: float = Field(default=2.0, gt=0)
+    topology: Topology = "standalone"
+    sentinels: list[str] = Field(default_factory=list)
+    sentinel_master: str | None = None
+    tls: BusTlsSettings = Field(default_factory=BusTlsSettings)
 
     @field_validator("redis_url")
     @classmethod
-    def _plain_resp(cls, url: str | None) -> str | None:
-        # The request/reply path speaks plain RESP over TCP itself (agent_core.bus.resp).
-        if url is not None and not re.fullmatch(r"redis://\S+", url):
+    def _resp_url(cls, url: str | None) -> str | None:
+        if url is not None and not re.fullmatch(r"rediss?://[^\s/]+\S*", url):
             raise ValueError(
-                "must be a redis://[:password@]host[:port][/db] URL "
-                "(TLS rediss:// and unix sockets are not supported)"
+                "must be a redis:// or rediss:// (TLS) URL: redis[s]://[:password@]host[:port][/db] "
+                "(unix sockets are not supported)"
             )
         return url
+
+    @model_validator(mode="after")
+    def _fits_together(self) -> BusSettings:
+        check_topology(
+            self.redis_url, self.topology, self.sentinels, self.sentinel_master, self.tls
+        )
+        return self
 
 
 class GatewaySettings(_Section):

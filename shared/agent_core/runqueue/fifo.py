@@ -11,10 +11,14 @@ FIFO atomically, so a run enqueued during the release is never stranded; and eve
 work is also listed in the ``due`` set that the workers' sweepers read, so a lost nudge or a dead
 worker delays a run by at most the lease TTL plus a sweep interval, never forever.
 
-The ``due`` set is a sorted set scored with the time (ms) from which a sweeper should look at the
+The ``due`` sets (one per bucket of lanes, ``names.lane_bucket``: a lane's keys and its bucket's due
+set share one Cluster slot, so every script below touches one slot) are sorted sets scored with the time (ms) from which a sweeper should look at the
 lane: *now* when a run is enqueued (a lost nudge is found by the next sweep), then, each time a
-sweeper takes the lane (:meth:`SessionQueue.due_lanes`), a horizon later, and when the lane turns
-out leased, when its lease runs out (:meth:`SessionQueue.defer`). A sweep therefore reads only the
+sweeper takes the lane (:meth:`SessionQueue.due_lanes`), a horizon later; while a worker holds
+the lane, its lease deadline (set by :meth:`SessionQueue.start_drain` and moved by every
+:meth:`SessionQueue.renew` in the same step), so the due set is the set of lease deadlines and a
+held lane comes due only once its holder stopped renewing; and when a sweeper still finds the
+lane leased, when that lease runs out (:meth:`SessionQueue.defer`). A sweep therefore reads only the
 lanes that are due, each by one sweeper: what it costs the bus does not grow with the number of
 leased lanes nor with the number of workers (it used to read every pending lane's lease on every
 worker, every sweep).
@@ -22,6 +26,7 @@ worker, every sweep).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,13 +37,17 @@ from redis.asyncio import Redis
 from agent_core.bus import BusNames
 from agent_core.bus.contracts.runs import RunNudge
 from agent_core.bus.names import BusTtl
-from agent_core.bus.resp import lean_for, xadd
+from agent_core.bus.resp import Arg, lean_for, xadd
 from agent_core.runqueue.models import QueuedRun
 
 __all__ = ["DrainStart", "InFlight", "SessionQueue"]
 
+# Extend the lease and move the lane's due time to the new lease deadline in the same step: the
+# due set is the set of lease deadlines, and a sweeper sees a held lane only once its holder
+# stopped renewing (KEYS: lease, bucket's due set; ARGV: token, ttl ms, deadline ms, lane).
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('ZADD', KEYS[2], 'XX', ARGV[3], ARGV[4])
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
@@ -53,16 +62,18 @@ redis.call('ZREM', KEYS[4], ARGV[2])
 return 1
 """
 
-# The due lanes (score <= now), at most ARGV[3] of them, each moved a horizon (ARGV[2] ms) ahead
-# in the same step: two sweepers never take the same lane from one due time.
-_DUE_LANES = """
-local lanes = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, ARGV[3])
-if #lanes == 0 then return lanes end
-local later = tonumber(ARGV[1]) + tonumber(ARGV[2])
-local args = {}
-for i, lane in ipairs(lanes) do args[2 * i - 1] = later; args[2 * i] = lane end
-redis.call('ZADD', KEYS[1], 'XX', unpack(args))
-return lanes
+# Of the lanes ARGV[3..] of one bucket's due set, those still due (score <= ARGV[1]), each moved
+# to ARGV[2] in the same step: two sweepers never take the same lane from one due time.
+_TAKE_DUE = """
+local taken = {}
+for i = 3, #ARGV do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if score and tonumber(score) <= tonumber(ARGV[1]) then
+    redis.call('ZADD', KEYS[1], 'XX', ARGV[2], ARGV[i])
+    taken[#taken + 1] = ARGV[i]
+  end
+end
+return taken
 """
 
 # Take the lease and, in the same step, the lane's first piece of work: an orphan left in the
@@ -124,17 +135,17 @@ class SessionQueue:
         self._release = redis.register_script(_RELEASE)
         self._start_drain = redis.register_script(_START_DRAIN)
         self._take_next = redis.register_script(_TAKE_NEXT)
-        self._due_lanes = redis.register_script(_DUE_LANES)
+        self._take_due = redis.register_script(_TAKE_DUE)
 
     def _lane_keys(self, lane: str) -> list[str]:
         """The keys the lane scripts take, in their order: lease, FIFO, processing list."""
         n = self.names
         return [n.session_lease(lane), n.session_fifo(lane), n.session_processing(lane)]
 
-    @property
-    def due_key(self) -> str:
-        """The sorted set of lanes with queued or in-flight runs (see the module docstring)."""
-        return self.names.sessions_due
+    def due_key(self, lane: str) -> str:
+        """The sorted set of ``lane``'s bucket that lists lanes with queued or in-flight runs (see
+        the module docstring)."""
+        return self.names.lanes_due(lane)
 
     # -- producer side (gateway) ------------------------------------------------------------------
 
@@ -142,14 +153,16 @@ class SessionQueue:
         """Append ``run`` to its session's FIFO, list the session as pending, and nudge workers."""
         run = run.model_copy(update={"enqueued_at_ms": int(time.time() * 1000)})
         nudge = RunNudge(session_id=run.lane, run_id=run.run_id).model_dump_json()
+        # The FIFO and the due set share a slot: one transaction. The nudge's stream lives
+        # elsewhere on a Cluster, so it follows in the same write (a lost nudge costs a sweep).
         await lean_for(self.redis).transaction(
             [
                 ["RPUSH", self.names.session_fifo(run.lane), run.model_dump_json()],
                 # Due now unless listed already (a leased lane keeps the time its lease runs out).
-                ["ZADD", self.due_key, "NX", run.enqueued_at_ms, run.lane],
-                # A plain JSON field map: the consumer reads it like any other entry (see codec).
-                xadd(self.names.runs, {"__data__": nudge}, maxlen=100_000),
-            ]
+                ["ZADD", self.due_key(run.lane), "NX", run.enqueued_at_ms, run.lane],
+            ],
+            # A plain JSON field map: the consumer reads it like any other entry (see codec).
+            then=[xadd(self.names.runs, {"__data__": nudge}, maxlen=100_000)],
         )
 
     async def nudge(self, session_id: str, run_id: str | None = None) -> None:
@@ -199,7 +212,7 @@ class SessionQueue:
         The same as :meth:`acquire`, then :meth:`in_flight` (an orphan to recover), else
         :meth:`take_next`.
         """
-        keys = [*self._lane_keys(lane), self.due_key]
+        keys = [*self._lane_keys(lane), self.due_key(lane)]
         expires = int(time.time() * 1000) + ttl_ms
         reply = await self._start_drain(keys=keys, args=[token, ttl_ms, expires, lane])
         if reply is None:
@@ -210,9 +223,11 @@ class SessionQueue:
         return DrainStart(InFlight(QueuedRun.model_validate_json(raw), raw), bool(reply[0]))
 
     async def renew(self, session_id: str, token: str, ttl_ms: int) -> bool:
-        """Extend our lease; ``False`` means we lost it and must stop writing."""
-        keys = [self.names.session_lease(session_id)]
-        return bool(await self._renew(keys=keys, args=[token, ttl_ms]))
+        """Extend our lease, and the lane's due time to its new deadline (no sweeper looks at a
+        lane whose holder renews); ``False`` means we lost it and must stop writing."""
+        keys = [self.names.session_lease(session_id), self.due_key(session_id)]
+        deadline = int(time.time() * 1000) + ttl_ms
+        return bool(await self._renew(keys=keys, args=[token, ttl_ms, deadline, session_id]))
 
     async def take_next(self, session_id: str, token: str) -> InFlight | None:
         """Move the oldest queued run to the processing list and return it.
@@ -229,26 +244,55 @@ class SessionQueue:
 
     async def release_if_idle(self, session_id: str, token: str) -> int:
         """1: released; 0: more work arrived, keep draining; -1: the lease was not ours."""
-        keys = [*self._lane_keys(session_id), self.due_key]
+        keys = [*self._lane_keys(session_id), self.due_key(session_id)]
         return int(await self._release_if_idle(keys=keys, args=[token, session_id]))
 
     async def release(self, session_id: str, token: str) -> None:
         """Give the lease up unconditionally (shutdown); the work stays for the next holder."""
         await self._release(keys=[self.names.session_lease(session_id)], args=[token])
 
+    async def _each_bucket(self, command: str, *args: Arg) -> list[list[bytes | str]]:
+        """``command key *args`` on every bucket's due set (one pipeline), replies in order."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in self.names.all_lanes_due:
+                pipe.execute_command(command, key, *args)
+            replies: list[list[bytes | str]] = await pipe.execute()
+        return replies
+
     async def pending_lanes(self) -> list[str]:
         """Every lane with queued or in-flight runs, due or not (for inspection and tests)."""
-        members = await self.redis.zrange(self.due_key, 0, -1)  # names only: no scores asked
-        return sorted(_s(cast("bytes | str", m)) for m in members)
+        replies = await self._each_bucket("ZRANGE", 0, -1)  # names only: no scores asked
+        return sorted(_s(m) for members in replies for m in members)
 
     async def due_lanes(self, limit: int, horizon_ms: int) -> list[str]:
-        """Up to ``limit`` lanes due for a look, oldest due first; each is moved ``horizon_ms``
-        ahead in the same step, so no other sweeper takes it before then (one round trip)."""
+        """Up to ``limit`` lanes due for a look, oldest due first within a bucket; each is moved
+        ``horizon_ms`` ahead in the same step, so no other sweeper takes it before then.
+
+        One round trip reads every bucket (a pipeline); a second one, only when some lane is
+        due, takes the chosen lanes, bucket by bucket, if they are still due."""
         if limit <= 0:
             return []
         now = int(time.time() * 1000)
-        lanes = await self._due_lanes(keys=[self.due_key], args=[now, horizon_ms, limit])
-        return [_s(lane) for lane in lanes]
+        replies = await self._each_bucket("ZRANGE", "-inf", now, "BYSCORE", "LIMIT", 0, limit)
+        chosen: dict[int, list[str]] = {}
+        count = 0
+        # Start at a bucket that turns with the clock: a full sweep does not always favour the
+        # first buckets when more lanes are due than one sweep takes.
+        first = (now // 1000) % len(replies)
+        for i in range(len(replies)):
+            bucket = (first + i) % len(replies)
+            for member in replies[bucket][: limit - count]:
+                chosen.setdefault(bucket, []).append(_s(member))
+                count += 1
+        if not chosen:
+            return []
+        later = now + horizon_ms
+        takes = [
+            self._take_due(keys=[self.names.lanes_due_bucket(b)], args=[now, later, *lanes])
+            for b, lanes in chosen.items()
+        ]
+        taken = await asyncio.gather(*takes)
+        return [_s(lane) for lanes in taken for lane in lanes]
 
     async def defer(self, lanes: Sequence[str], at_least_ms: int) -> None:
         """Look at ``lanes`` (found leased by someone else) again when their leases run out, and
@@ -262,22 +306,61 @@ class SessionQueue:
             left = await pipe.execute()
         now = int(time.time() * 1000)
         # A lease gone meanwhile (-2) or without expiry (-1): the horizon already set stands.
-        later = {lane: now + ms for lane, ms in zip(lanes, left, strict=True) if ms > at_least_ms}
+        later: dict[str, dict[str, int]] = {}
+        for lane, ms in zip(lanes, left, strict=True):
+            if ms > at_least_ms:
+                later.setdefault(self.due_key(lane), {})[lane] = now + ms
         if later:
-            await self.redis.zadd(self.due_key, later, xx=True)
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for key, scores in later.items():
+                    pipe.zadd(key, scores, xx=True)
+                await pipe.execute()
+
+    async def _list_due_now(self, lanes: Sequence[str]) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for lane in lanes:
+                pipe.zadd(self.due_key(lane), {lane: 0}, nx=True)
+            await pipe.execute()
 
     async def adopt_pending_set(self) -> int:
         """Move the lanes of the plain set older versions kept (``sessions:pending``) into the
-        due set, due now; the number moved. Idempotent; a worker calls it once at start."""
+        due sets, due now; the number moved. Idempotent; a worker calls it once at start."""
         old = self.names.sessions_pending
         if await self.redis.type(old) not in (b"set", "set"):
             return 0
         lanes = [_s(m) for m in await self.redis.smembers(old)]
-        async with self.redis.pipeline(transaction=True) as pipe:
-            if lanes:
-                pipe.zadd(self.due_key, dict.fromkeys(lanes, 0), nx=True)
-            pipe.delete(old)
-            await pipe.execute()
+        await self._list_due_now(lanes)
+        await self.redis.delete(old)
+        return len(lanes)
+
+    async def adopt_legacy_lanes(self) -> int:
+        """Move the lanes versions before the buckets kept (one due set, keys tagged by lane)
+        under today's names: their queued and in-flight runs in order, with each run's attempt
+        counter and cancel flag; the number of lanes moved. Idempotent; a worker calls it once at
+        start. Those versions ran on one node only, so the moves never cross a node."""
+        old_due = self.names.sessions_due
+        members = await self.redis.zrange(old_due, 0, -1)  # names only: no scores asked
+        lanes = [_s(cast("bytes | str", m)) for m in members]
+        for lane in lanes:
+            fifo, processing, lease = self.names.legacy_lane_keys(lane)
+            for source, target in (
+                (fifo, self.names.session_fifo(lane)),
+                (processing, self.names.session_processing(lane)),
+            ):
+                for raw in await self.redis.lrange(source, 0, -1):
+                    run_id = QueuedRun.model_validate_json(raw).run_id
+                    current = (self._attempt_key(run_id), self._cancel_key(run_id))
+                    for legacy, key in zip(
+                        self.names.legacy_run_keys(run_id), current, strict=True
+                    ):
+                        if await self.redis.exists(legacy):
+                            await self.redis.rename(legacy, key)
+                # Oldest first stays first: pop the old list's tail onto the new list's head.
+                while await self.redis.lmove(source, target, "RIGHT", "LEFT") is not None:
+                    pass
+            await self.redis.delete(lease)
+        await self._list_due_now(lanes)
+        await self.redis.delete(old_due)
         return len(lanes)
 
     async def lease_holder(self, session_id: str) -> str | None:
@@ -302,10 +385,12 @@ class SessionQueue:
         ``interrupt`` strategy), not a cancel the run's client asked for: the run then ends
         ``aborted`` instead of ``cancelled`` (see :meth:`interrupted`)."""
         flag = b"interrupt" if interrupt else b"1"
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.set(self._cancel_key(run_id), flag, ex=BusTtl.RUN_CANCEL_S)
-            pipe.publish(self.names.run_control(run_id), b"cancel")
-            await pipe.execute()
+        await lean_for(self.redis).execute_many(
+            [
+                ["SET", self._cancel_key(run_id), flag, "EX", BusTtl.RUN_CANCEL_S],
+                ["PUBLISH", self.names.run_control(run_id), b"cancel"],
+            ]
+        )
 
     async def interrupted(self, run_id: str) -> bool:
         """Whether ``run_id`` was stopped by an interrupt (a later plain cancel overrides it)."""

@@ -17,12 +17,12 @@ from agent_core.bus import (
     DeadLetterSink,
     RpcClient,
     StreamConsumer,
-    make_redis,
 )
 from agent_core.bus.consumer import BatchHandler, Handler
+from agent_core.bus.topology import bus_client
 from agent_core.config import Settings
 
-__all__ = ["BackgroundTask", "ServiceContext", "ServiceParts"]
+__all__ = ["BackgroundTask", "ServiceContext", "ServiceParts", "bus_client"]
 
 T = TypeVar("T")
 BackgroundTask = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
@@ -53,7 +53,7 @@ class ServiceContext:
         self.service = service
         self.instance = instance
         self.names = BusNames(settings.bus.namespace)
-        self.redis: Redis = make_redis(settings.bus.redis_url)
+        self.redis: Redis = bus_client(settings.bus)
         self.rpc = RpcClient(self.redis, self.names.reply_channel(f"{service}-{instance}"))
         self.dead_letters = DeadLetterSink(self.redis, self.names.dead_letter)
         self.log = logging.getLogger(f"soong.{service}")

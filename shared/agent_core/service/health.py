@@ -30,7 +30,8 @@ def health_consumer(
         # A ping that arrives while the service is still starting its readers waits for
         # the start to finish rather than reporting a half-started service as unhealthy.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ctx.started.wait(), timeout=5)
+            async with asyncio.timeout(5):
+                await ctx.started.wait()
         subs = subscribers_running(consumers)
         return HealthReply(
             service=ctx.service,

@@ -56,11 +56,13 @@ class OpsServer:
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._server.wait_closed(), timeout=2)
+                async with asyncio.timeout(2):
+                    await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
+            async with asyncio.timeout(_READ_TIMEOUT_S):
+                head = await reader.readuntil(b"\r\n\r\n")
             method, path = _request_line(head)
             status, ctype, body = await self._answer(method, path)
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):

@@ -77,7 +77,8 @@ async def run_service(
     # the same clean shutdown as one after it, never to the default "die at once".
     _install_signals(stop)
     try:
-        await asyncio.wait_for(ctx.redis.ping(), timeout=10)
+        async with asyncio.timeout(10):
+            await ctx.redis.ping()
     except Exception as exc:
         ctx.log.error("bus unreachable at %s: %s", _safe_url(settings), exc)
         await close_lean(ctx.redis)
@@ -172,7 +173,8 @@ async def _watchdog(
 ) -> None:
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=_WATCHDOG_INTERVAL_S)
+            async with asyncio.timeout(_WATCHDOG_INTERVAL_S):
+                await stop.wait()
         if stop.is_set():
             return
         state = subscribers_running(consumers)

@@ -139,7 +139,8 @@ class Supervisor:
                 backoff,
             )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), timeout=backoff)
+                async with asyncio.timeout(backoff):
+                    await self._stopping.wait()
 
     async def _spawn(self, child: _Child) -> None:
         env = {**os.environ, **child.spec.env, "PYTHONUNBUFFERED": "1"}

@@ -105,11 +105,6 @@ async def test_sse_slots_belong_to_a_live_gateway(redis: Redis, names: BusNames)
     stop = asyncio.Event()
     beat = asyncio.create_task(b.heartbeat(stop))
     try:
-        # b is alive once its first beat has landed (a gateway beats from its start).
-        alive = names.sse_gateway_alive_prefix + "gw-b"
-        async with asyncio.timeout(10):
-            while not await redis.exists(alive):
-                await asyncio.sleep(0.01)
         await b.acquire("k")
         await b.acquire("k")
         with pytest.raises(ApiError):  # b is alive: its slots count for every gateway
@@ -117,10 +112,26 @@ async def test_sse_slots_belong_to_a_live_gateway(redis: Redis, names: BusNames)
     finally:
         stop.set()
         await beat
-    # b is gone (its alive key deleted on stop, or expired after a SIGKILL): its slots with it.
+    # b is gone (its fields deleted on stop, or lapsed after a SIGKILL): its slots with it.
     await a.acquire("k")
     await a.acquire("k")
-    assert await redis.hkeys(names.key("sse", "k")) == [b"gw-a"]
+    assert sorted(await redis.hkeys(names.sse_slots("k"))) == [b"gw-a", b"gw-a:alive"]
+
+
+async def test_sse_slots_of_a_gateway_that_stopped_beating_lapse(
+    redis: Redis, names: BusNames
+) -> None:
+    """A gateway killed without a word (no heartbeat since) loses its slots once its liveness
+    in the slot hash lapses; the liveness sits in that one hash (one key per script)."""
+    a = SseSlots(redis, names, limit=1, gateway_id="gw-a")
+    dead = SseSlots(redis, names, limit=1, gateway_id="gw-dead")
+    await dead.acquire("k")
+    with pytest.raises(ApiError):
+        await a.acquire("k")
+    # Its last beat was long ago (as the server's clock tells after BusTtl.SSE_GATEWAY_ALIVE_S).
+    await redis.hset(names.sse_slots("k"), "gw-dead:alive", 0)
+    await a.acquire("k")
+    assert sorted(await redis.hkeys(names.sse_slots("k"))) == [b"gw-a", b"gw-a:alive"]
 
 
 async def test_body_cap_counts_bytes_not_headers(redis: Redis, names: BusNames) -> None:
@@ -168,3 +179,20 @@ async def test_expired_keys_are_401_and_listing_shows_last_use(
     assert listed[live_record.key_id].last_used_ms is not None  # used once, just now
     assert listed[expired_record.key_id].last_used_ms is None  # refused: never used
     assert live not in repr(listed)  # a listing never holds the key itself
+
+
+async def test_keys_made_before_the_auth_tag_keep_working(redis: Redis, names: BusNames) -> None:
+    """An upgrade locks nobody out: keys under the hash before the ``{auth}`` tag are adopted."""
+    old = ApiKeyStore(redis, names)
+    key, record = await old.create("acme")
+    legacy_keys, legacy_used = names.legacy_api_keys
+    await redis.rename(names.api_keys, legacy_keys)  # where the version before kept it
+    await redis.hset(legacy_used, record.key_id, 1234)
+    store = ApiKeyStore(redis, names)
+    assert await store.resolve(key) is None
+    assert await store.adopt_legacy() == 1
+    resolved = await store.resolve(key)
+    assert resolved is not None and resolved.account_id == "acme"
+    assert [item.last_used_ms for item in await store.list("acme")] == [1234]
+    assert await redis.exists(legacy_keys, legacy_used) == 0
+    assert await store.adopt_legacy() == 0

@@ -33,7 +33,7 @@ async def test_made_once_reused_then_reissued(
     assert record is not None and record.account_id == DEV_ACCOUNT
     home_file = (tmp_path / DEV_KEY_FILE).read_text()
     assert json.loads(home_file) == {"key_id": record.key_id, "account_id": DEV_ACCOUNT}
-    stored = await redis.hgetall(names.key("apikeys"))
+    stored = await redis.hgetall(names.api_keys)
     assert list(stored) == [hash_key(first).encode()]  # the hash, never the key
     assert first not in home_file and first.encode() not in b"".join(stored.values())
 

@@ -67,3 +67,29 @@ async def test_a_batch_of_interactions_is_queued_in_order_in_one_call(
     assert await queue.flush_account("acme", flush) == 3
     assert await queue.flush_account("globex", flush) == 1
     assert seen == {"acme": ["ix_1", "ix_2", "ix_3"], "globex": ["ix_9"]}
+
+
+async def test_accounts_queued_before_the_buckets_move_in_order_once(
+    redis: Redis, names: BusNames
+) -> None:
+    """An upgrade loses no pending interaction: those kept under the one due set and an
+    account-named list move to the account's bucket, oldest first, due as they were."""
+    old_due, old_first = names.legacy_memory_queue
+    await redis.rpush(
+        names.legacy_memory_pending("acme"), ix(1).model_dump_json(), ix(2).model_dump_json()
+    )
+    await redis.zadd(old_due, {"acme": 1.0})
+    await redis.hset(old_first, "acme", 1.0)
+    queue = PendingQueue(redis, names, debounce_s=0)
+    await queue.push(ix(3))  # arrived after the upgrade, before the adoption
+    assert await queue.adopt_legacy() == 1
+    assert await redis.exists(old_due, old_first, names.legacy_memory_pending("acme")) == 0
+    assert await queue.due_accounts() == ["acme"]
+    seen: list[str] = []
+
+    async def flush(_: str, items: Sequence[Interaction]) -> None:
+        seen.extend(i.interaction_id for i in items)
+
+    assert await queue.flush_account("acme", flush) == 3
+    assert seen == ["ix_1", "ix_2", "ix_3"]
+    assert await queue.adopt_legacy() == 0  # done already

@@ -11,6 +11,7 @@ import pytest
 
 from agent_core.bus import BusNames
 from agent_core.bus.contracts.memory import Interaction, InteractionTurn
+from agent_core.bus.names import memory_bucket
 from agent_core.config import load_settings
 from agent_core.errors import SchemaError, StorageError
 from agent_core.memory import INJECTION_HEADINGS
@@ -143,6 +144,6 @@ def _exists(path: Path) -> bool:
 
 
 async def _drained(ctx: ServiceContext, names: BusNames) -> bool:
-    return int(await ctx.redis.llen(names.key("memory", "pending", "acme"))) == 0 and not (
-        await ctx.redis.zcard(names.key("memory", "due"))
+    return int(await ctx.redis.llen(names.memory_pending("acme"))) == 0 and not (
+        await ctx.redis.zcard(names.memory_due(memory_bucket("acme")))
     )

@@ -104,7 +104,7 @@ async def test_messages_of_the_worst_allowed_size_do_not_stall_memory_extraction
         deadline = time.monotonic() + 120
         await asyncio.sleep(0.2)
         while await ctx.redis.llen(queue.pending_key(ACCOUNT)) or await ctx.redis.exists(
-            ctx.names.key("memory", "lock", ACCOUNT)
+            ctx.names.memory_lock(ACCOUNT)
         ):
             assert time.monotonic() < deadline, "the batch was never consolidated"
             await asyncio.sleep(0.05)

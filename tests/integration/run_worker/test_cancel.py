@@ -192,7 +192,7 @@ async def test_a_cancel_whose_signal_was_lost_still_ends_the_run(
     sid = await client.new_session()
     run_id = (await client.send(sid, "talk slowly")).run_id
     await _wait_event(client, sid, run_id, "text_delta")
-    await client.ctx.redis.set(client.ctx.names.key("cancel", run_id), b"1")  # no signal sent
+    await client.ctx.redis.set(client.ctx.names.run_cancel(run_id), b"1")  # no signal sent
     events = await client.events(sid, run_id, timeout_s=10)
     finished = events[-1][1]
     assert (finished.type, finished.status, finished.end_reason) == (

@@ -118,7 +118,26 @@ async def test_taking_a_lane_moves_its_due_time_to_the_end_of_its_lease(
     assert await queue.due_lanes(5, horizon_ms=1) == []  # its holder's lease runs a minute
     # The holder dies: its lease lapses, and a sweep finds the lane due at that time.
     await redis.delete(names.session_lease(lane))
-    await redis.zadd(names.sessions_due, {lane: 0}, xx=True)  # (the minute has passed)
+    await redis.zadd(names.lanes_due(lane), {lane: 0}, xx=True)  # (the minute has passed)
+    assert await queue.due_lanes(5, horizon_ms=1) == [lane]
+
+
+async def test_a_renewed_lease_keeps_its_lane_from_every_sweep(
+    redis: Redis, names: BusNames
+) -> None:
+    """The due set holds lease deadlines: a lane whose holder renews never comes due; one whose
+    holder stopped renewing comes due once its lease has run out."""
+    queue = SessionQueue(redis, names)
+    lane = new_session_id()
+    await queue.enqueue(_run(lane))
+    start = await queue.start_drain(lane, "w1", 60_000)
+    assert start is not None and start.item is not None
+    await redis.zadd(names.lanes_due(lane), {lane: 0}, xx=True)  # its first deadline has passed
+    assert await queue.renew(lane, "w1", 60_000)
+    assert await queue.due_lanes(5, horizon_ms=1) == []  # renewed: a new deadline, not due
+    assert not await queue.renew(lane, "w2", 60_000)  # not the holder: nothing moves
+    await redis.delete(names.session_lease(lane))  # w1 dies; its deadline passes
+    await redis.zadd(names.lanes_due(lane), {lane: 0}, xx=True)
     assert await queue.due_lanes(5, horizon_ms=1) == [lane]
 
 
@@ -132,7 +151,7 @@ async def test_a_lane_held_long_is_deferred_to_its_lease_end_and_released_lanes_
     assert await queue.acquire(held, "parked", 600_000)  # held ten minutes by another worker
     assert sorted(await queue.due_lanes(5, horizon_ms=0)) == sorted([held, lapsed, free])
     await queue.defer([held, lapsed], at_least_ms=1_000)
-    score = await redis.zscore(names.sessions_due, held)
+    score = await redis.zscore(names.lanes_due(held), held)
     assert score is not None and score > (await redis.time())[0] * 1000 + 500_000
     assert sorted(await queue.due_lanes(5, horizon_ms=0)) == sorted([lapsed, free])
     await queue.defer([], at_least_ms=1_000)  # nothing to do: no round trip needed
@@ -155,3 +174,27 @@ async def test_lanes_listed_by_an_older_version_are_adopted_once(
     assert await redis.exists(names.sessions_pending) == 0
     assert sorted(await queue.due_lanes(5, horizon_ms=1_000)) == sorted(old)
     assert await queue.adopt_pending_set() == 0  # done already
+
+
+async def test_lanes_of_the_version_before_buckets_move_with_their_runs(
+    redis: Redis, names: BusNames
+) -> None:
+    """An upgrade strands no run: the lanes kept under one due set and lane-tagged keys move to
+    their buckets' keys, queued runs in order, in-flight ones with their attempt counters."""
+    queue = SessionQueue(redis, names)
+    lane = new_session_id()
+    first, second, running = _run(lane), _run(lane), _run(lane)
+    fifo, processing, lease = names.legacy_lane_keys(lane)
+    await redis.rpush(fifo, first.model_dump_json(), second.model_dump_json())
+    await redis.rpush(processing, running.model_dump_json())
+    await redis.set(lease, "old-worker")
+    await redis.set(names.legacy_run_keys(running.run_id)[0], 4)
+    await redis.zadd(names.sessions_due, {lane: 0})
+    assert await queue.adopt_legacy_lanes() == 1
+    assert [r.run_id for r in await queue.queued(lane)] == [first.run_id, second.run_id]
+    start = await queue.start_drain(lane, "w1", 10_000)
+    assert start is not None and start.orphan and start.item is not None
+    assert start.item.run.run_id == running.run_id
+    assert await queue.claim_prelude(running.run_id) == (False, 5)  # fenced past the old one
+    assert await redis.exists(fifo, processing, lease, names.sessions_due) == 0
+    assert await queue.adopt_legacy_lanes() == 0  # done already

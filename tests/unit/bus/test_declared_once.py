@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent_core.bus.names import BusNames, BusTtl
+from agent_core.bus.names import BusNames, BusTtl, memory_bucket
 from agent_core.types.enums import (
     RUN_END_EVENTS,
     TERMINAL_RUN_EVENTS,
@@ -99,22 +99,26 @@ def test_no_module_declares_a_lifetime_of_its_own() -> None:
 
 
 def test_named_keys_keep_their_spelling() -> None:
-    """The declared keys are the ones running deployments hold (same text as before)."""
+    """The declared keys are the ones running deployments hold; those renamed for Cluster slots
+    (a hash tag each) are moved by the adoptions that read the spelling before."""
     n = BusNames("t")
     assert n.sessions_pending == n.key("sessions", "pending")
-    assert n.sessions_due == n.key("sessions", "due")
-    assert n.run_attempt("run_a") == n.key("attempt", "run_a")
-    assert n.run_cancel("run_a") == n.key("cancel", "run_a")
-    assert (n.api_keys, n.api_keys_used) == (n.key("apikeys"), n.key("apikeys", "used"))
-    assert n.rate_limit("b") == n.key("ratelimit", "b")
+    assert n.sessions_due == n.key("sessions", "due")  # read once by adopt_legacy_lanes
+    assert n.legacy_lane_keys("s") == (n.key("fifo", "{s}"), n.key("processing", "{s}"),
+                                       n.key("lease", "{s}"))  # fmt: skip
+    assert n.run_attempt("run_a") == n.key("attempt", "{run_a}")
+    assert n.run_cancel("run_a") == n.key("cancel", "{run_a}")
+    assert (n.api_keys, n.api_keys_used) == (n.key("{auth}", "apikeys"),
+                                             n.key("{auth}", "apikeys", "used"))  # fmt: skip
+    assert n.rate_limit("b") == n.key("{auth}", "ratelimit", "b")
     assert n.auth_failures("h") == n.key("authfail", "h")
     assert n.gateway_wake("hub_1") == n.key("gateway", "wake", "hub_1")
     assert n.sse_slots("k") == n.key("sse", "k")
-    assert n.sse_gateway_alive_prefix == n.key("sse-gateway", "")
-    assert (n.memory_due, n.memory_first) == (n.key("memory", "due"), n.key("memory", "first"))
-    assert n.memory_pending("a") == n.key("memory", "pending", "a")
-    assert n.memory_failed("a") == n.key("memory", "failed", "a")
-    assert n.memory_lock("a") == n.key("memory", "lock", "a")
+    bucket = memory_bucket("a")
+    assert n.memory_due(bucket) == n.key("memory", "due", f"{{memory-{bucket}}}")
+    assert n.memory_pending("a") == n.key("memory", "pending", f"{{memory-{bucket}}}", "a")
+    assert n.memory_failed("a") == n.key("memory", "failed", f"{{memory-{bucket}}}", "a")
+    assert n.memory_lock("a") == n.key("memory", "lock", f"{{memory-{bucket}}}", "a")
     assert BusTtl.PERMISSION_S == 7 * 24 * 3600 and BusTtl.RUN_ATTEMPT_S == 30 * 24 * 3600
 
 

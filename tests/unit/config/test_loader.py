@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -185,13 +186,53 @@ def test_allowed_hosts_are_names_and_exclude_the_whole_network(
     assert says in info.value.message
 
 
-@pytest.mark.parametrize(
-    "url", ["rediss://cache.example:6380", "unix:///run/valkey.sock", "redis://", "valkey:6379"]
-)
-def test_the_bus_url_must_be_plain_redis(tmp_path: Path, url: str) -> None:
+@pytest.mark.parametrize("url", ["unix:///run/valkey.sock", "redis://", "valkey:6379"])
+def test_the_bus_url_must_be_redis_or_rediss(tmp_path: Path, url: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_settings(env={"SOONG_AGENT_HOME": str(tmp_path), "SOONG_REDIS_URL": url})
-    assert "SOONG_REDIS_URL" in err.value.message and "redis://" in err.value.message
+    assert "SOONG_REDIS_URL" in err.value.message and "rediss://" in err.value.message
+
+
+def test_a_tls_bus_with_its_files_and_the_topologies_load(tmp_path: Path) -> None:
+    (tmp_path / "ca.pem").write_text("ca")
+    (tmp_path / "config.toml").write_text(
+        '[bus]\nredis_url = "rediss://:pw@valkey.example:6380"\ntopology = "sentinel"\n'
+        'sentinels = ["10.0.0.1:26379", "sentinel-b:26379"]\nsentinel_master = "soong"\n'
+        f'[bus.tls]\nca_file = "{tmp_path / "ca.pem"}"\n'
+    )
+    bus = load_settings(env={"SOONG_AGENT_HOME": str(tmp_path)}).bus
+    assert (bus.topology, bus.sentinel_master, bus.tls.ca_file) == (
+        "sentinel",
+        "soong",
+        tmp_path / "ca.pem",
+    )
+
+
+@pytest.mark.parametrize(
+    ("bus", "says"),
+    [
+        ('topology = "sentinel"', "needs sentinels"),
+        ('topology = "cluster"\nsentinel_master = "m"', 'topology "sentinel" only'),
+        ('topology = "sentinel"\nsentinels = ["nohost"]\nsentinel_master = "m"', "host:port"),
+        ('[bus.tls]\nca_file = "/nonexistent/ca.pem"', "no such file"),
+        ('[bus.tls]\nca_file = "CA"', "not a rediss:// URL"),
+        ('[bus.tls]\ncert_file = "CA"', "go together"),
+    ],
+)
+def test_a_bus_whose_parts_do_not_fit_is_refused_at_start(
+    tmp_path: Path, bus: str, says: str
+) -> None:
+    (tmp_path / "CA").write_text("ca")
+    scheme = "rediss" if "cert_file" in bus else "redis"
+    bus = bus.replace('"CA"', f'"{tmp_path / "CA"}"')
+    head, _, tls = bus.partition("[bus.tls]")
+    text = f'[bus]\nredis_url = "{scheme}://valkey:6379"\n{head}\n'
+    if tls:
+        text += f"[bus.tls]{tls}\n"
+    (tmp_path / "config.toml").write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_settings(env={"SOONG_AGENT_HOME": str(tmp_path)})
+    assert says in json.dumps(err.value.details) + err.value.message, err.value.details
 
 
 def test_plain_redis_urls_with_password_and_db_are_fine(tmp_path: Path) -> None:

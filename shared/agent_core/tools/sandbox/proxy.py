@@ -191,7 +191,8 @@ class HostProxy:
                 await writer.wait_closed()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HEAD_TIMEOUT_S)
+        async with asyncio.timeout(_HEAD_TIMEOUT_S):
+            head = await reader.readuntil(b"\r\n\r\n")
         line, *headers = head[:-4].decode("latin-1").split("\r\n")
         parts = line.split(" ")
         if len(parts) != 3:
@@ -222,9 +223,8 @@ class HostProxy:
             _answer(writer, "403 Forbidden", f"{host}:{port} is not in sandbox.allowed_hosts")
             return
         try:
-            up_reader, up_writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, limit=_CHUNK), _CONNECT_TIMEOUT_S
-            )
+            async with asyncio.timeout(_CONNECT_TIMEOUT_S):
+                up_reader, up_writer = await asyncio.open_connection(host, port, limit=_CHUNK)
         except (OSError, TimeoutError) as exc:
             _answer(writer, "502 Bad Gateway", f"{host}:{port} unreachable: {type(exc).__name__}")
             return

