@@ -12,9 +12,9 @@ happen, measured against that delay, and a slow machine only makes it truer.
 
 The check reads each test module's syntax tree: a value is clock-derived when it contains a call
 of ``time.monotonic``/``perf_counter``/``time`` (or their ``_ns`` forms), or a name, attribute or
-function result assigned from one; an ``assert`` that compares such a value as below (``<``,
-``<=``, or ``>``/``>=`` with the clock on the right) a number written in the code, or a module
-constant bound to one, is reported with its file and line.
+function result assigned from one, or a loop variable taken from one; an ``assert`` that compares
+such a value as below (``<``, ``<=``, or ``>``/``>=`` with the clock on the right) a number
+written in the code, or a module constant bound to one, is reported with its file and line.
 """
 
 from __future__ import annotations
@@ -88,6 +88,9 @@ class _Module:
                 flows.append(
                     (node.value, node.targets if isinstance(node, ast.Assign) else [node.target])
                 )
+            elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+                # ``for sid, killed_at in kills``: each item of a clock-holding list is one
+                flows.append((node.iter, [node.target]))
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 # ``latencies.append(time.perf_counter() - t0)``: the list holds clock values
                 if node.func.attr in ("append", "add", "extend") and node.args:
@@ -176,8 +179,14 @@ async def f(xs):
     lat.append(perf_counter() - t0)
     assert max(lat, default=0.0) < 1.0
     assert 5 > elapsed
+    kills = [("s1", time.time())]
+    waits = []
+    for sid, killed_at in kills:
+        waits.append(time.time() - killed_at)
+    assert max(waits) < 30
+    assert all(w < 30 for w in [time.time() - k for _, k in kills])
 """
-    assert timing_asserts(flagged) == [10, 12, 14, 18, 19]
+    assert timing_asserts(flagged) == [10, 12, 14, 18, 19, 24, 25]
     allowed = """
 import time
 def f(deadline, retry_after):
