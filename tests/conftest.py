@@ -43,7 +43,8 @@ collect_ignore = [] if os.environ.get("SOONG_LOCAL_MODEL_PYTHON") else ["local_m
 # of tests, which sends the one-test files that take minutes (a backup under load) to the end:
 # the scheduler below keeps this order.
 _LONGEST = (
-    "tests/e2e/console/",  # one group (see _ONE_WORKER)
+    "tests/e2e/gateway/",  # each folder of _ONE_WORKER is one unit
+    "tests/e2e/console/",
     "tests/integration/run_worker/test_crash.py",
     "tests/e2e/test_backup.py",
     "tests/integration/provider/test_context_long.py",
@@ -51,22 +52,20 @@ _LONGEST = (
     "tests/unit/tools/test_fsaccess.py",
     "tests/integration/run_worker/test_mcp.py",
     "tests/multinode/test_hosts.py",
-    "tests/e2e/gateway/test_openapi_property.py",
     "tests/unit/tasks/test_properties.py",
     "tests/integration/run_worker/test_children.py",
     "tests/e2e/test_make_run.py",
     "tests/unit/memory/test_linear_patterns.py",
     "tests/e2e/test_one_stack_per_home.py",
     "tests/e2e/test_faults.py",
-    "tests/e2e/gateway/test_assistants_api.py",
-    "tests/e2e/gateway/test_fuzz.py",
     "tests/e2e/test_supervisor.py",
     "tests/e2e/sdk/test_local_home.py",
 )
 _TIERS = ("tests/e2e/", "tests/integration/")
 # Folders whose files go to one pytest worker as one unit, so that a session fixture they share
-# (the console's stack and browser) starts once rather than once per worker.
-_ONE_WORKER = ("tests/e2e/console/",)
+# (the gateway tests' stack, the console's stack and browser) starts once rather than once per
+# worker.
+_ONE_WORKER = ("tests/e2e/gateway/", "tests/e2e/console/")
 
 
 def _rank(path: str) -> int | None:

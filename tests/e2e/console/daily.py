@@ -60,7 +60,9 @@ def running_console(
     workers: int = 1,
 ) -> Iterator[Console]:
     """A stack whose model is ``model``, and a headless Chromium (as conftest's ``console``)."""
-    assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists(), f"{CHROMIUM} is missing"
+    assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists(), (
+        f"{CHROMIUM} is missing: `apt-get install -y chromium` (.ci/run does it)"
+    )
     home: Path = tmp_path_factory.mktemp("console-daily-home")
     (home / "config.toml").write_text(CONFIG)
     fake = fake_server(model)
