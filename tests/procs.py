@@ -51,9 +51,12 @@ class ServiceProcess(Protocol):
     def kill(self) -> None: ...
 
 
-# What every service process imports: the command line and each service's module.
+# What every service process imports: the command line and each service's module, and the
+# OpenAI adapter the tests' workers build at start-up for their default model (the fakes speak
+# OpenAI's protocol): the SDK takes seconds of CPU to import, once here instead of per worker.
 PRELOAD = [
     "agent_core.cli",
+    "agent_core.provider.openai_adapter",
     "services.stack.commands",
     "services.stack.registry",
     "services.run_worker.service",
