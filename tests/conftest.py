@@ -62,7 +62,7 @@ _LONGEST = (
     "tests/e2e/sdk/test_local_home.py",
 )
 _TIERS = ("tests/e2e/", "tests/integration/")
-# Folders whose files go to one pytest worker as one unit, so that a session fixture they share
+# Folders whose files go to one pytest worker as one unit, so that a stack fixture they share
 # (the gateway tests' stack, the console's stack and browser) starts once rather than once per
 # worker.
 _ONE_WORKER = ("tests/e2e/gateway/", "tests/e2e/console/")

@@ -22,6 +22,7 @@ from playwright.sync_api import (
     BrowserContext,
     ConsoleMessage,
     Page,
+    Playwright,
     expect,
 )
 
@@ -77,11 +78,22 @@ class Tab:
     problems: list[str] = field(default_factory=list)
 
 
-@pytest.fixture(scope="session")
-def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+@dataclass
+class ConsoleStack:
+    """The stack the console modules share, its fake model, and Playwright (started)."""
+
+    stack: Stack
+    fake: FakeOpenAIServer
+    playwright: Playwright
+
+
+@pytest.fixture(scope="package")
+def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleStack]:
     """A stack whose model is the console tests' script (``daily.daily_model``: ``model.py``'s,
-    and ``team …``), two run-workers, and a headless Chromium: one for every console test of a
-    pytest worker (``make test`` hands the folder to one worker, tests/conftest.py)."""
+    and ``team …``) and two run-workers: one for every console test of a pytest worker
+    (``make test`` hands the folder to one worker, tests/conftest.py). Package scope, not
+    session: Playwright's event loop runs in this thread while it is started, and the worker's
+    asyncio tests after this folder need the thread back."""
     from tests.e2e.console.daily import running_console  # it imports this module
 
     with running_console(tmp_path_factory, workers=2) as running:
@@ -89,15 +101,20 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]
 
 
 @pytest.fixture(scope="module")
-def console(console_stack: Console) -> Console:
-    """The shared stack and browser, signed in as an account of the module's own: what one
-    module's tests leave behind for the account (sessions, memory, assistants) is not seen by
-    another's, as when each module started a stack."""
+def console(console_stack: ConsoleStack) -> Iterator[Console]:
+    """The shared stack, signed in as an account of the module's own (what one module's tests
+    leave behind for the account, sessions, memory, assistants, is not seen by another's), and a
+    headless Chromium of the module's own (a test that takes the network away from its page
+    leaves nothing behind in the next module's browser)."""
     stack = console_stack.stack
     redis_url = json.loads((stack.home / "run" / "stack.json").read_text())["redis_url"]
     with ThreadPoolExecutor(1) as thread:  # Playwright's event loop runs in this one
         key = thread.submit(_create_key, redis_url, f"console{secrets.token_hex(4)}").result()
-    return replace(console_stack, stack=replace(stack, api_key=key))
+    browser = console_stack.playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        yield Console(replace(stack, api_key=key), console_stack.fake, browser)
+    finally:
+        browser.close()
 
 
 @pytest.fixture
