@@ -15,11 +15,13 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
 import pytest
 from redis.asyncio import Redis
+from xdist.scheduler import LoadFileScheduling
 
 from agent_core.bus import BusNames, make_redis
 from agent_core.service.valkey import EmbeddedValkey, find_free_port
@@ -33,22 +35,41 @@ collect_ignore = [] if os.environ.get("SOONG_LOCAL_MODEL_PYTHON") else ["local_m
 
 # ------------------------------------------------------------------ the longest files go first
 
-# With ``--dist loadfile`` each file goes whole to the next free pytest worker, in collection
-# order: a long file collected last keeps one worker busy while the others idle. So the longest
-# files (each a minute or more on a 2-core machine, by ``--durations``) are handed out first, then
-# the files that start stacks and kill processes (e2e, then integration), and the many short unit
-# files fill in behind them.
+# With ``--dist loadfile`` each file goes whole to the next free pytest worker: a long file handed
+# out last keeps one worker busy while the others idle. So the longest files (by ``--durations``
+# on a loaded 2-core machine, setup included: a module fixture starting a stack) are handed out
+# first, then the files that start stacks and kill processes (e2e, then integration), and the many
+# short unit files fill in behind them. xdist would by default reorder the files by their number
+# of tests, which sends the one-test files that take minutes (a backup under load) to the end:
+# the scheduler below keeps this order.
 _LONGEST = (
-    "tests/e2e/test_backup.py",
-    "tests/e2e/gateway/test_fuzz.py",
-    "tests/e2e/sdk/test_local_home.py",
-    "tests/unit/tools/test_fsaccess.py",
-    "tests/integration/task_wal/test_crash.py",
+    "tests/e2e/gateway/",  # each folder of _ONE_WORKER is one unit
+    "tests/e2e/console/",
     "tests/integration/run_worker/test_crash.py",
-    "tests/e2e/test_one_stack_per_home.py",
+    "tests/e2e/test_backup.py",
+    "tests/integration/provider/test_context_long.py",
+    "tests/integration/mcp/test_client.py",
+    "tests/unit/tools/test_fsaccess.py",
+    "tests/integration/run_worker/test_mcp.py",
     "tests/multinode/test_hosts.py",
+    "tests/unit/tasks/test_properties.py",
+    "tests/integration/run_worker/test_children.py",
+    "tests/e2e/test_make_run.py",
+    "tests/unit/memory/test_linear_patterns.py",
+    "tests/e2e/test_one_stack_per_home.py",
+    "tests/e2e/test_faults.py",
+    "tests/e2e/test_supervisor.py",
+    "tests/e2e/sdk/test_local_home.py",
 )
 _TIERS = ("tests/e2e/", "tests/integration/")
+# Folders whose files go to one pytest worker as one unit, so that a stack fixture they share
+# (the gateway tests' stack, the console's stack and browser) starts once rather than once per
+# worker.
+_ONE_WORKER = ("tests/e2e/gateway/", "tests/e2e/console/")
+
+
+def _rank(path: str) -> int | None:
+    return next((i for i, long in enumerate(_LONGEST) if path.startswith(long)), None)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -57,12 +78,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     def order(item: pytest.Item) -> tuple[int, int]:
         path = Path(str(item.path)).relative_to(REPO).as_posix()
-        if path in _LONGEST:
-            return 0, _LONGEST.index(path)
+        rank = _rank(path)
+        if rank is not None:
+            return 0, rank
         tier = next((i for i, prefix in enumerate(_TIERS) if path.startswith(prefix)), len(_TIERS))
         return 1 + tier, 0
 
     items.sort(key=order)
+
+
+class _FilesInCollectionOrder(LoadFileScheduling):
+    """``--dist loadfile`` that hands files out in collection order (longest first, above), and
+    hands each folder of ``_ONE_WORKER`` out as one unit."""
+
+    def __init__(self, config: pytest.Config, log: Any = None) -> None:
+        super().__init__(config, log)
+        config.option.loadscopereorder = False  # read once, when the files are handed out
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = nodeid.split("::", 1)[0]
+        return next((group for group in _ONE_WORKER if path.startswith(group)), path)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
+    """The scheduler of ``--dist loadfile`` (``make test``); the others are xdist's own."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    return _FilesInCollectionOrder(config, log)
 
 
 # ------------------------------------------------------------------ per-process model memory

@@ -15,7 +15,11 @@ is the fork server (not the test), its ``/proc/PID/environ`` is the server's (th
 environment is set (none of ours reads the environment at import). What the interpreter itself
 reads at start-up cannot be set after the fork: a service given a ``PYTHONPATH`` of its own (a
 plug-in installed beside the runtime) is started as a fresh ``python -m agent_core.cli`` instead,
-as are the tests of the command line itself (exit codes, start-up errors).
+as are the tests of the command line's start-up itself (``up``'s start-up errors).
+
+:func:`run_cli` runs one short command (``soong-agent assistants list``, ``chat`` fed from a
+string) to its end the same way: what ``subprocess.run`` of ``python -m agent_core.cli`` returns
+(exit code, standard output and error as text), without an interpreter's start-up per call.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Sequence
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["PRELOAD", "ServiceProcess", "spawn_service"]
+__all__ = ["PRELOAD", "ServiceProcess", "run_cli", "spawn_service"]
 
 
 class ServiceProcess(Protocol):
@@ -45,9 +51,12 @@ class ServiceProcess(Protocol):
     def kill(self) -> None: ...
 
 
-# What every service process imports: the command line and each service's module.
+# What every service process imports: the command line and each service's module, and the
+# OpenAI adapter the tests' workers build at start-up for their default model (the fakes speak
+# OpenAI's protocol): the SDK takes seconds of CPU to import, once here instead of per worker.
 PRELOAD = [
     "agent_core.cli",
+    "agent_core.provider.openai_adapter",
     "services.stack.commands",
     "services.stack.registry",
     "services.run_worker.service",
@@ -149,3 +158,60 @@ def spawn_service(
     )
     process.start()
     return _Forked(process, argv)
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: str, files: tuple[str, str, str]) -> None:
+    """The child of :func:`run_cli`: standard input, output and error from and to ``files``."""
+    stdin, stdout, stderr = files
+    for fd, path, flags in (
+        (0, stdin, os.O_RDONLY),
+        (1, stdout, os.O_WRONLY | os.O_TRUNC),
+        (2, stderr, os.O_WRONLY | os.O_TRUNC),
+    ):
+        opened = os.open(path, flags)
+        os.dup2(opened, fd)
+        os.close(opened)
+    # multiprocessing gave the child /dev/null as its ``sys.stdin``: the command reads fd 0
+    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's own
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    from agent_core.cli import main
+
+    code = main(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.exit(code)
+
+
+def run_cli(
+    argv: Sequence[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    input: str = "",
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """``soong-agent ARGV`` with ``input`` on its standard input, run to its end as a fork of the
+    preloaded server (or a fresh interpreter, as :func:`spawn_service` decides): its exit code
+    and output. :class:`subprocess.TimeoutExpired` (the process killed) past ``timeout``."""
+    args = [sys.executable, "-m", "agent_core.cli", *argv]
+    if env.get("PYTHONPATH") != os.environ.get("PYTHONPATH"):
+        return subprocess.run(
+            args, input=input, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+        )
+    with tempfile.TemporaryDirectory(prefix="cli-") as folder:
+        files = tuple(str(Path(folder) / name) for name in ("stdin", "stdout", "stderr"))
+        for path, text in zip(files, (input, "", ""), strict=True):
+            Path(path).write_text(text, encoding="utf-8")
+        process = _server().Process(
+            target=_run, args=(list(argv), dict(env), str(cwd), files), daemon=True
+        )
+        process.start()
+        process.join(timeout)
+        if process.exitcode is None:
+            process.kill()
+            process.join()
+            raise subprocess.TimeoutExpired(args, timeout)
+        out, err = (Path(path).read_text(encoding="utf-8", errors="replace") for path in files[1:])
+    return subprocess.CompletedProcess(args, process.exitcode, out, err)

@@ -11,6 +11,7 @@ deliberately a different algorithm from the runtime's per-character-class estima
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -27,6 +28,9 @@ PER_MESSAGE = 4
 PER_REQUEST = 3
 
 
+# A fake counts every request whole, and a long session's requests repeat its history: each text
+# is cut into pieces once (the count is a function of the text alone).
+@functools.lru_cache(maxsize=16_384)
 def count_text(text: str) -> int:
     """Tokens of ``text`` under the model above."""
     tokens = 0

@@ -11,10 +11,11 @@ A lower bound stays allowed (``elapsed >= retry_after``): it proves a wait the t
 happen, measured against that delay, and a slow machine only makes it truer.
 
 The check reads each test module's syntax tree: a value is clock-derived when it contains a call
-of ``time.monotonic``/``perf_counter``/``time`` (or their ``_ns`` forms), or a name, attribute or
-function result assigned from one; an ``assert`` that compares such a value as below (``<``,
-``<=``, or ``>``/``>=`` with the clock on the right) a number written in the code, or a module
-constant bound to one, is reported with its file and line.
+of ``time.monotonic``/``perf_counter``/``time`` (or their ``_ns`` forms) or of the event loop's
+``time()`` (``asyncio.get_running_loop().time()``, ``loop.time()``), or a name, attribute or
+function result assigned from one, or a loop variable taken from one; an ``assert`` that compares
+such a value as below (``<``, ``<=``, or ``>``/``>=`` with the clock on the right) a number
+written in the code, or a module constant bound to one, is reported with its file and line.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
 CLOCKS = {"monotonic", "perf_counter", "time", "monotonic_ns", "perf_counter_ns", "time_ns"}
+EVENT_LOOPS = {
+    f"{module}{name}"
+    for module in ("", "asyncio.")
+    for name in ("get_running_loop", "get_event_loop")
+}
 
 
 def _is_clock_call(node: ast.AST, clock_names: set[str]) -> bool:
@@ -31,7 +37,12 @@ def _is_clock_call(node: ast.AST, clock_names: set[str]) -> bool:
         return False
     func = node.func
     if isinstance(func, ast.Attribute) and func.attr in CLOCKS:
-        return isinstance(func.value, ast.Name) and func.value.id == "time"
+        return (isinstance(func.value, ast.Name) and func.value.id in ("time", "loop")) or (
+            # the event loop's clock: ``asyncio.get_running_loop().time()``
+            func.attr == "time"
+            and isinstance(func.value, ast.Call)
+            and _key(func.value.func) in EVENT_LOOPS
+        )
     return isinstance(func, ast.Name) and func.id in clock_names
 
 
@@ -88,6 +99,9 @@ class _Module:
                 flows.append(
                     (node.value, node.targets if isinstance(node, ast.Assign) else [node.target])
                 )
+            elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+                # ``for sid, killed_at in kills``: each item of a clock-holding list is one
+                flows.append((node.iter, [node.target]))
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 # ``latencies.append(time.perf_counter() - t0)``: the list holds clock values
                 if node.func.attr in ("append", "add", "extend") and node.args:
@@ -176,8 +190,18 @@ async def f(xs):
     lat.append(perf_counter() - t0)
     assert max(lat, default=0.0) < 1.0
     assert 5 > elapsed
+    kills = [("s1", time.time())]
+    waits = []
+    for sid, killed_at in kills:
+        waits.append(time.time() - killed_at)
+    assert max(waits) < 30
+    assert all(w < 30 for w in [time.time() - k for _, k in kills])
+    t1 = asyncio.get_running_loop().time()
+    assert asyncio.get_running_loop().time() - t1 < 2.0
+    loop = asyncio.get_running_loop()
+    assert loop.time() - t1 <= 2
 """
-    assert timing_asserts(flagged) == [10, 12, 14, 18, 19]
+    assert timing_asserts(flagged) == [10, 12, 14, 18, 19, 24, 25, 27, 29]
     allowed = """
 import time
 def f(deadline, retry_after):
@@ -187,6 +211,8 @@ def f(deadline, retry_after):
     assert time.monotonic() < deadline
     assert len([1]) < 3
     assert elapsed < retry_after * 10
+    deadline = asyncio.get_running_loop().time() + 10
+    assert asyncio.get_running_loop().time() < deadline
 """
     assert timing_asserts(allowed) == []
 

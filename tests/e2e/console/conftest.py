@@ -1,5 +1,5 @@
 """The console's browser tests: one stack (OpenAI fake as its model) and one headless Chromium
-for the module, a fresh browser context (fresh sessionStorage) per test.
+for all of them, a fresh browser context (fresh sessionStorage) per test.
 
 The browser is Debian's ``chromium`` driven by Playwright; Playwright's own browser downloads
 are never used (they cannot be reached here). A missing browser fails the tests, it does not
@@ -9,10 +9,10 @@ skip them: ``.ci/run`` installs it.
 from __future__ import annotations
 
 import json
-import shutil
+import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -22,14 +22,13 @@ from playwright.sync_api import (
     BrowserContext,
     ConsoleMessage,
     Page,
+    Playwright,
     expect,
-    sync_playwright,
 )
 
-from tests.conftest import Stack, start_stack, stop_stack
-from tests.e2e.console.model import console_model
+from tests.conftest import Stack
+from tests.e2e.gateway.conftest import _create_key
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.integration.run_worker.harness import fake_server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -79,32 +78,43 @@ class Tab:
     problems: list[str] = field(default_factory=list)
 
 
+@dataclass
+class ConsoleStack:
+    """The stack the console modules share, its fake model, and Playwright (started)."""
+
+    stack: Stack
+    fake: FakeOpenAIServer
+    playwright: Playwright
+
+
+@pytest.fixture(scope="package")
+def console_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleStack]:
+    """A stack whose model is the console tests' script (``daily.daily_model``: ``model.py``'s,
+    and ``team …``) and two run-workers: one for every console test of a pytest worker
+    (``make test`` hands the folder to one worker, tests/conftest.py). Package scope, not
+    session: Playwright's event loop runs in this thread while it is started, and the worker's
+    asyncio tests after this folder need the thread back."""
+    from tests.e2e.console.daily import running_console  # it imports this module
+
+    with running_console(tmp_path_factory, workers=2) as running:
+        yield running
+
+
 @pytest.fixture(scope="module")
-def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
-    """A stack whose model is the console tests' script, and a headless Chromium."""
-    assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists(), (
-        f"{CHROMIUM} is missing: `apt-get install -y chromium` (.ci/run does it)"
-    )
-    home: Path = tmp_path_factory.mktemp("console-home")
-    (home / "config.toml").write_text(CONFIG)
-    fake = fake_server(console_model)
-    env = {
-        "SOONG_MODEL_PROVIDER": "openai",
-        "SOONG_MODEL_NAME": "fake-model",
-        "SOONG_MODEL_BASE_URL": fake.sdk_base_url,
-        "OPENAI_API_KEY": "sk-test-not-a-real-key-000000",
-    }
-    stack = start_stack(home, workers=1, extra_env=env)
+def console(console_stack: ConsoleStack) -> Iterator[Console]:
+    """The shared stack, signed in as an account of the module's own (what one module's tests
+    leave behind for the account, sessions, memory, assistants, is not seen by another's), and a
+    headless Chromium of the module's own (a test that takes the network away from its page
+    leaves nothing behind in the next module's browser)."""
+    stack = console_stack.stack
+    redis_url = json.loads((stack.home / "run" / "stack.json").read_text())["redis_url"]
+    with ThreadPoolExecutor(1) as thread:  # Playwright's event loop runs in this one
+        key = thread.submit(_create_key, redis_url, f"console{secrets.token_hex(4)}").result()
+    browser = console_stack.playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                yield Console(stack, fake, browser)
-            finally:
-                browser.close()
+        yield Console(replace(stack, api_key=key), console_stack.fake, browser)
     finally:
-        stop_stack(stack.process)
-        fake.stop_thread()
+        browser.close()
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from tests.conftest import start_stack, stop_stack
-from tests.e2e.console.conftest import CHROMIUM, CHROMIUM_ARGS, CONFIG, Console
+from tests.e2e.console.conftest import CHROMIUM, CONFIG, ConsoleStack
 from tests.e2e.console.model import console_model
 from tests.fakes.script import ScriptedResponse
 from tests.integration.run_worker.harness import (
@@ -58,9 +58,12 @@ def running_console(
     tmp_path_factory: pytest.TempPathFactory,
     model: Callable[[Any], ScriptedResponse] = daily_model,
     workers: int = 1,
-) -> Iterator[Console]:
-    """A stack whose model is ``model``, and a headless Chromium (as conftest's ``console``)."""
-    assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists(), f"{CHROMIUM} is missing"
+) -> Iterator[ConsoleStack]:
+    """A stack whose model is ``model``, and Playwright started (conftest's ``console`` launches
+    a browser per module from it)."""
+    assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists(), (
+        f"{CHROMIUM} is missing: `apt-get install -y chromium` (.ci/run does it)"
+    )
     home: Path = tmp_path_factory.mktemp("console-daily-home")
     (home / "config.toml").write_text(CONFIG)
     fake = fake_server(model)
@@ -73,11 +76,7 @@ def running_console(
     stack = start_stack(home, workers=workers, extra_env=env)
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                yield Console(stack, fake, browser)
-            finally:
-                browser.close()
+            yield ConsoleStack(stack, fake, pw)
     finally:
         stop_stack(stack.process)
         fake.stop_thread()

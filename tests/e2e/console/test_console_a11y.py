@@ -3,30 +3,23 @@
 light and in dark; at 390 px (a phone) the session list opens as a drawer, sessions can be
 opened and created, and no view is wider than the screen (Files in one column).
 
-One stack and one browser for the module (``daily.running_console``); a fresh context per test.
+The console tests' stack and browser (conftest.py's ``console``); a fresh context per test.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page, ViewportSize, expect
 
 from tests.e2e.console.conftest import Console, Tab, new_session, send, sign_in
-from tests.e2e.console.daily import TEAM_ANSWER, axe_violations, running_console
+from tests.e2e.console.daily import TEAM_ANSWER, axe_violations
 
 pytestmark = pytest.mark.e2e
 
 PHONE: ViewportSize = {"width": 390, "height": 844}
-
-
-@pytest.fixture(scope="module")
-def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
-    with running_console(tmp_path_factory) as running:
-        yield running
 
 
 def _check(page: Page, found: dict[str, Any], view: str) -> None:

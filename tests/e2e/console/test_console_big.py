@@ -3,30 +3,21 @@ is on screen (a windowed list), and sending a message draws the new items only, 
 ones on screen as they were. How fast is ``bench/console.py``'s (``*_ms_2500``); here, what is
 drawn.
 
-One stack and one browser for the module (``daily.running_console``), one seeded session.
+The console tests' stack and browser (conftest.py's ``console``), one seeded session.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.console.big import big_session
 from tests.e2e.console.conftest import Console, Tab, send, sign_in
-from tests.e2e.console.daily import running_console
 
 pytestmark = pytest.mark.e2e
 
 NODES = 2500
 DRAWN_AT_MOST = 150  # a screen's worth and the margins around it, far from 2,500
-
-
-@pytest.fixture(scope="module")
-def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
-    with running_console(tmp_path_factory) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 stay in the chat, every invalid field of an agent config with its reason, a connection-lost
 indicator, and a keyboard-only walk through chat, branch, details, tree and a permission card.
 
-One stack and one browser for the module (``daily.running_console``); a fresh context per test.
+The console tests' stack and browser (conftest.py's ``console``); a fresh context per test.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import json
 import re
 import signal
 import time
-from collections.abc import Iterator
 
 import httpx
 import psutil
@@ -24,19 +23,11 @@ from tests.e2e.console.daily import (
     TEAM_ANSWER,
     focus_becomes,
     focused,
-    running_console,
     tab_until,
 )
 from tests.e2e.console.model import PART_ONE, PART_TWO
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
-    """conftest's ``console`` with the model that also dispatches workers (``team …``)."""
-    with running_console(tmp_path_factory, workers=2) as running:
-        yield running
 
 
 def test_children_by_name_with_their_phase_and_kept_after_the_run(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from tests.integration.run_worker.harness import (
     text_answer,
     tool_calls_turn,
 )
+from tests.procs import run_cli
 
 pytestmark = pytest.mark.e2e
 
@@ -308,10 +308,7 @@ def test_the_cli_manages_assistants(stack: tuple[Stack, str], tmp_path: Path) ->
     env = {**os.environ, "SOONG_GATEWAY_URL": running.gateway_url, "SOONG_API_KEY": running.api_key}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "agent_core.cli", "assistants", *args],
-            env=env, cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+        return run_cli(["assistants", *args], env=env, cwd=REPO)
 
     definition = tmp_path / "def.json"
     definition.write_text(json.dumps({**_REVIEWER, "name": "from-cli"}))
@@ -340,11 +337,7 @@ def test_chat_starts_a_session_from_an_assistant(stack: tuple[Stack, str]) -> No
         )
         assert made.status_code == 201
     env = {**os.environ, "SOONG_API_KEY": running.api_key, "COLUMNS": "100", "TERM": "dumb"}
-    done = subprocess.run(
-        [sys.executable, "-m", "agent_core.cli", "chat", "--url", running.gateway_url,
-         "--assistant", "chatty"],
-        input="hello\n/quit\n", capture_output=True, text=True, env=env, cwd=REPO, timeout=60,
-        check=False,
-    )  # fmt: skip
+    argv = ["chat", "--url", running.gateway_url, "--assistant", "chatty"]
+    done = run_cli(argv, input="hello\n/quit\n", env=env, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert "model=m2 system=CHATTY" in done.stdout

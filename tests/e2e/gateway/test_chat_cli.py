@@ -15,21 +15,14 @@ from agent_core.types.runtime import RunFinished, RunState
 from soong_agent.chat import describe_end
 from tests.conftest import REPO
 from tests.e2e.gateway.conftest import Gw, SseEvent, new_session, read_events
+from tests.procs import run_cli
 
 pytestmark = pytest.mark.e2e
 
 
 def _chat(gw: Gw, stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SOONG_API_KEY": gw.stack.api_key, "COLUMNS": "100", "TERM": "dumb"}
-    return subprocess.run(
-        [sys.executable, "-m", "agent_core.cli", "chat", "--url", gw.stack.gateway_url, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=60,
-    )
+    return run_cli(["chat", "--url", gw.stack.gateway_url, *args], input=stdin, env=env, cwd=REPO)
 
 
 def test_chat_streams_the_answer_once_and_runs_commands(gw: Gw) -> None:
@@ -56,15 +49,7 @@ def test_chat_streams_the_answer_once_and_runs_commands(gw: Gw) -> None:
 
 def test_chat_refuses_without_a_key_or_with_a_foreign_session(gw: Gw) -> None:
     env = {k: v for k, v in os.environ.items() if k != "SOONG_API_KEY"}
-    no_key = subprocess.run(
-        [sys.executable, "-m", "agent_core.cli", "chat", "--url", gw.stack.gateway_url],
-        input="",
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=60,
-    )
+    no_key = run_cli(["chat", "--url", gw.stack.gateway_url], env=env, cwd=REPO)
     assert no_key.returncode == 2
     assert no_key.stderr.startswith("error: ") and no_key.stderr.rstrip().endswith("]")
     foreign = _chat(gw, "", "--session", "sess_20200101_000000_0000000000000000")

@@ -108,13 +108,16 @@ async def test_sigkill_of_the_running_worker(make_cluster: Any, client: BusClien
         tree = await client.tree(sid)
         tools = [n for n in tree if n["role"] == "tool"]
         assert len(tools) == 1 and len(tree) == 4, tree
-    # Recovery time: from the kill to the run's next event on its stream.
+    # Every kill is followed on its run's stream by events of the takeover (a dead worker writes
+    # nothing after its kill), unless the run had ended before it. Recovery time: from the kill
+    # to the run's next event.
     recoveries = []
     for sid, run_id, killed_at in kills:
         events = await client.events(sid, run_id, timeout_s=10)
-        after = [
-            e.created_at.timestamp() for _, e in events if e.created_at.timestamp() > killed_at
-        ]
+        stamps = [e.created_at.timestamp() for _, e in events]
+        after = [stamp for stamp in stamps if stamp > killed_at]
+        ended_before = events[-1][1].type == "run_finished" and stamps[-1] <= killed_at
+        assert after or ended_before, (run_id, [e.type for _, e in events])
         if after:
             recoveries.append(min(after) - killed_at)
     assert recoveries, "no killed run produced an event after its kill"
@@ -124,10 +127,9 @@ async def test_sigkill_of_the_running_worker(make_cluster: Any, client: BusClien
         f"p99 {p99:.2f}s max {max(recoveries):.2f}s; outcomes {dict(statuses)}; "
         f"attempts {dict(Counter(r['attempt'] for r in finished.values()))}"
     )
-    # Lease TTL 1.5 s + sweep + start-up of the restarted worker, which on parallel test workers
-    # sharing two cores takes seconds of CPU (17 s measured once): the bound catches a run never
-    # recovered, the p50/p99 printed above are the figures.
-    assert max(recoveries) < 30, recoveries
+    # How soon is a figure, not a bound: it is lease TTL + sweep + the restarted worker's start-up,
+    # seconds of CPU on a loaded machine. ``make bench`` measures it (bench/faults.py,
+    # ``lost_worker_noticed_s``); a run never taken over fails wait_terminal above.
 
 
 async def test_stopped_worker_is_fenced_after_a_takeover(
