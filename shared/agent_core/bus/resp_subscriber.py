@@ -19,7 +19,40 @@ __all__ = ["LeanSubscriber", "PubSubSubscriber"]
 log = logging.getLogger(__name__)
 
 
-class LeanSubscriber:
+class _Subscriber:
+    """What both subscribers share: the channels, the task that keeps the subscription up, the
+    ``subscribed`` event, and delivery that survives a failing callback."""
+
+    def __init__(self, on_message: Callable[[bytes, bytes], None], reconnect_s: float) -> None:
+        self._on_message = on_message
+        self._channels: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._reconnect_s = reconnect_s
+        self.subscribed = asyncio.Event()  # set while the subscriptions are live on a connection
+
+    def _start(self, name: str) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=name)
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Stop; no more messages are delivered."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _deliver(self, channel: bytes, data: bytes) -> None:
+        try:
+            self._on_message(channel, data)
+        except Exception:  # one bad message must not end the subscription
+            log.exception("handling a message of %r failed", channel)
+
+
+class LeanSubscriber(_Subscriber):
     """A Pub/Sub connection: ``message`` frames of the subscribed channels go to ``on_message``
     (channel, data); after a lost connection it reconnects and subscribes again by itself."""
 
@@ -30,13 +63,9 @@ class LeanSubscriber:
         *,
         reconnect_s: float = 0.5,
     ) -> None:
+        super().__init__(on_message, reconnect_s)
         self.address = address
-        self._on_message = on_message
-        self._channels: set[str] = set()
         self._proto: _Protocol | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._reconnect_s = reconnect_s
-        self.subscribed = asyncio.Event()  # set while the subscriptions are live on a connection
 
     async def subscribe(self, *channels: str) -> None:
         """Subscribe (connecting first if needed); returns once the server confirmed.
@@ -45,28 +74,20 @@ class LeanSubscriber:
         that must not wait long bounds it with ``asyncio.timeout``.
         """
         self._channels.update(channels)
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="lean-subscriber")
+        self._start("lean-subscriber")
         if self._proto is not None and not self._proto.closed:
             await self._subscribe(self._proto, channels)
         await self.subscribed.wait()
 
     async def aclose(self) -> None:
         """Stop; the connection is closed and no more messages are delivered."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await super().aclose()
         if self._proto is not None:
             self._proto.fail(ConnectionError("subscriber closed"))
 
     def _push(self, frame: Any) -> None:
         if isinstance(frame, list) and len(frame) == 3 and frame[0] == b"message":
-            try:
-                self._on_message(frame[1], frame[2])
-            except Exception:  # one bad message must not end the subscription
-                log.exception("handling a message of %r failed", frame[1])
+            self._deliver(frame[1], frame[2])
 
     async def _subscribe(self, proto: _Protocol, channels: Sequence[str]) -> None:
         # A SUBSCRIBE confirmation per channel, in order, while other frames arrive as pushes.
@@ -86,7 +107,7 @@ class LeanSubscriber:
             await asyncio.sleep(self._reconnect_s)
 
 
-class PubSubSubscriber:
+class PubSubSubscriber(_Subscriber):
     """:class:`LeanSubscriber`'s contract through redis-py's Pub/Sub, for the topologies the
     lean socket does not speak: behind Sentinel a new subscription finds the primary again, on a
     Cluster it picks a node of the slot map, with TLS it speaks TLS."""
@@ -98,30 +119,17 @@ class PubSubSubscriber:
         *,
         reconnect_s: float = 0.5,
     ) -> None:
+        super().__init__(on_message, reconnect_s)
         self._redis = redis
-        self._on_message = on_message
-        self._channels: set[str] = set()
-        self._task: asyncio.Task[None] | None = None
-        self._reconnect_s = reconnect_s
         self._changed = asyncio.Event()
-        self.subscribed = asyncio.Event()  # set while the subscriptions are live
 
     async def subscribe(self, *channels: str) -> None:
         """Subscribe; returns once the server confirmed (waits while the bus is away)."""
         self._channels.update(channels)
         self.subscribed.clear()
         self._changed.set()
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="pubsub-subscriber")
+        self._start("pubsub-subscriber")
         await self.subscribed.wait()
-
-    async def aclose(self) -> None:
-        """Stop; no more messages are delivered."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def _run(self) -> None:
         while True:
@@ -160,9 +168,3 @@ class PubSubSubscriber:
         # first: a client that sent nothing yet knows no node.
         await self._redis.initialize()
         return self._redis.pubsub(node=random.choice(self._redis.get_nodes()))
-
-    def _deliver(self, channel: bytes, data: bytes) -> None:
-        try:
-            self._on_message(channel, data)
-        except Exception:  # one bad message must not end the subscription
-            log.exception("handling a message of %r failed", channel)
