@@ -22,13 +22,13 @@ import random
 import socket
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from agent_core.service.valkey import find_free_port, valkey_binary
+from agent_core.service.valkey import EmbeddedValkey, find_free_port, valkey_binary
 
 __all__ = [
     "ClusterSet",
@@ -65,53 +65,27 @@ def cluster_port() -> int:
             return port
 
 
-@dataclass
-class Server:
-    """One valkey-server process on loopback (a plain node, a cluster node or a sentinel)."""
+class Server(EmbeddedValkey):
+    """One valkey-server process on loopback: a plain or cluster node (the services' own command
+    line, :class:`EmbeddedValkey`'s, without persistence and with ``extra`` flags) or a
+    sentinel (which reads and rewrites its own config file)."""
 
-    data_dir: Path
-    port: int
-    extra: list[str] = field(default_factory=list)
-    sentinel: bool = False
-    process: subprocess.Popen[bytes] | None = None
+    def __init__(
+        self, data_dir: Path, port: int, extra: list[str] | None = None, *, sentinel: bool = False
+    ) -> None:
+        super().__init__(data_dir, port=port, appendonly=False)
+        self.extra = extra or []
+        self.sentinel = sentinel
 
     def argv(self) -> list[str]:
         """The command line: a sentinel reads its (writable) config file, others take flags."""
         if self.sentinel:
             return [valkey_binary(), str(self.data_dir / "sentinel.conf"), "--sentinel"]
-        return [
-            valkey_binary(),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--daemonize", "no",
-            "--dir", str(self.data_dir),
-            "--save", "",
-            "--appendonly", "no",
-            "--loglevel", "warning",
-            "--logfile", str(self.data_dir / "valkey.log"),
-            *self.extra,
-        ]  # fmt: skip
+        return [*super().argv(), *self.extra]
 
-    def start(self) -> None:
+    def start(self, timeout_s: float = _READY_S) -> None:
         """Spawn the process and wait until it answers PING."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(
-            self.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + _READY_S
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=0.5)
-        try:
-            while True:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"valkey on {self.port} exited; see {self.data_dir}")
-                with contextlib.suppress(redis.RedisError):
-                    if client.ping():
-                        return
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"valkey on {self.port} did not answer")
-                time.sleep(0.05)
-        finally:
-            client.close()
+        super().start(timeout_s)
 
     def kill(self) -> None:
         """SIGKILL, as a lost host would stop it."""
