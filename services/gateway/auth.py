@@ -20,8 +20,8 @@ from fastapi import Request
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
+from agent_core.bus.calls import LeanScript
 from agent_core.bus.names import BusTtl
-from agent_core.bus.resp import LeanScript
 from services.gateway.errors import ApiError
 from services.gateway.keys import hash_key
 

@@ -41,9 +41,10 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_core.bus import BusNames
+from agent_core.bus.calls import lean_for, speaks_plain_resp
 from agent_core.bus.connection import MAX_BLOCK_MS, SOCKET_TIMEOUT_S
 from agent_core.bus.names import BusTtl
-from agent_core.bus.resp import LeanRedis, RedisAddress, bulk, lean_for, speaks_plain_resp
+from agent_core.bus.resp import LeanRedis, RedisAddress, bulk
 from agent_core.runqueue import RunEventReader
 from agent_core.runqueue.events import RawEvent, forwardable
 

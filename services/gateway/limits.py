@@ -18,8 +18,8 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_core.bus import BusNames
+from agent_core.bus.calls import LeanScript
 from agent_core.bus.names import BusTtl
-from agent_core.bus.resp import LeanScript
 from services.gateway.errors import ApiError
 
 __all__ = ["BodyLimitMiddleware", "BodyTooLarge", "SseSlots"]

@@ -25,9 +25,10 @@ from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
 from agent_core.bus import BusNames
+from agent_core.bus.calls import lean_for
 from agent_core.bus.contracts.memory import Interaction as BusInteraction
 from agent_core.bus.names import MEMORY_BUCKETS, memory_bucket
-from agent_core.bus.resp import Arg, lean_for
+from agent_core.bus.resp import Arg
 
 __all__ = ["Flush", "PendingQueue"]
 

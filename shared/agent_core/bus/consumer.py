@@ -28,10 +28,11 @@ from pydantic import BaseModel, TypeAdapter
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from agent_core.bus.calls import lean_for
 from agent_core.bus.codec import DecodeError, decode_fields, validate_body
 from agent_core.bus.dead_letters import DeadLetterSink
 from agent_core.bus.delivery import Delivery, encode_reply
-from agent_core.bus.resp import Arg, lean_for
+from agent_core.bus.resp import Arg
 from agent_core.observability.tracing import attach_context, context_from
 
 __all__ = ["BatchHandler", "ConsumerOptions", "Handler", "RawEntry", "StreamConsumer"]

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from pydantic import BaseModel
 from redis.asyncio import Redis
 
-from agent_core.bus.resp import lean_for, xadd
+from agent_core.bus.calls import lean_for
+from agent_core.bus.resp import xadd
 from agent_core.observability.tracing import trace_headers
 
 __all__ = ["publish"]

@@ -22,9 +22,10 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
+from agent_core.bus.calls import lean_for
 from agent_core.bus.connection import MAX_BLOCK_MS
 from agent_core.bus.names import BusTtl
-from agent_core.bus.resp import Arg, lean_for, xadd
+from agent_core.bus.resp import Arg, xadd
 from agent_core.types._fields import RunId, SessionId
 from agent_core.types.runtime import (
     RUNTIME_EVENT,

@@ -35,9 +35,10 @@ from typing import cast
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
+from agent_core.bus.calls import lean_for
 from agent_core.bus.contracts.runs import RunNudge
 from agent_core.bus.names import BusTtl
-from agent_core.bus.resp import Arg, lean_for, xadd
+from agent_core.bus.resp import Arg, xadd
 from agent_core.runqueue.models import QueuedRun
 
 __all__ = ["DrainStart", "InFlight", "SessionQueue"]

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent_core.bus import StreamConsumer, drain_own, reclaim_loop
-from agent_core.bus.resp import close_lean
+from agent_core.bus.calls import close_lean
 from agent_core.config import Settings
 from agent_core.errors import ConfigError
 from agent_core.observability import observe_pending, render_metrics

@@ -12,8 +12,9 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
 
+from agent_core.bus.calls import LeanScript, lean_for
 from agent_core.bus.connection import make_redis
-from agent_core.bus.resp import LeanRedis, LeanScript, RedisAddress, encode, lean_for, xadd
+from agent_core.bus.resp import LeanRedis, RedisAddress, encode, xadd
 from agent_core.bus.resp_subscriber import LeanSubscriber
 from agent_core.bus.rpc import RpcClient
 from agent_core.service.valkey import EmbeddedValkey, find_free_port

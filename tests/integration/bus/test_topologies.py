@@ -18,7 +18,7 @@ import pytest
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
-from agent_core.bus.resp import close_lean
+from agent_core.bus.calls import close_lean
 from agent_core.config.schema import BusSettings
 from agent_core.service.context import bus_client
 from services.gateway.devkey import reachable_redis

@@ -9,7 +9,7 @@ import pytest
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames, make_redis
-from agent_core.bus.resp import lean_for
+from agent_core.bus.calls import lean_for
 from agent_core.ids import new_id, new_session_id
 from agent_core.runqueue import RunEventReader, RunEventWriter
 from agent_core.service.valkey import find_free_port
