@@ -18,6 +18,7 @@ from agent_core.storage_client import StorageClient
 from agent_core.tools import ToolRegistry, builtin_tools
 from agent_core.tools.sandbox.setup import CodeSandbox, prepare_sandbox
 from services.run_worker.executor import RunExecutor
+from services.run_worker.reconcile import Reconciler
 from services.run_worker.worker import RunWorker
 
 __all__ = ["build"]
@@ -49,7 +50,8 @@ def _add_command_tools(ctx: ServiceContext, sandbox: CodeSandbox, tools: ToolReg
 
 
 async def build(ctx: ServiceContext) -> ServiceParts:
-    """Wire the runs consumer, the sweeper and the cancel listener to one :class:`RunWorker`."""
+    """Wire the runs consumer, the sweeper and the cancel listener to one :class:`RunWorker`,
+    and the reconciler of stranded runs beside them."""
     providers = ProviderRegistry()
     # Code tools only where the sandbox works (or the operator turned it off, loudly).
     sandbox = await prepare_sandbox(ctx.settings)
@@ -81,6 +83,13 @@ async def build(ctx: ServiceContext) -> ServiceParts:
     files = await open_file_store(ctx.settings)
     executor = RunExecutor(ctx, storage, queue, providers, tools, mcp, files=files)
     worker = RunWorker(ctx, queue, executor)
+    reconciler = Reconciler(
+        storage,
+        queue,
+        ctx.names,
+        idle_s=ctx.settings.run_worker.stranded_after_s,
+        interval_s=ctx.settings.run_worker.reconcile_interval_s,
+    )
     nudges = ctx.consumer(
         ctx.names.runs,
         GROUP_RUN_WORKERS,
@@ -97,7 +106,7 @@ async def build(ctx: ServiceContext) -> ServiceParts:
 
     return ServiceParts(
         consumers=[nudges],
-        tasks=[worker.sweep, worker.listen_for_cancels],
+        tasks=[worker.sweep, worker.listen_for_cancels, reconciler.run],
         on_start=[prepare],
         on_stop=[
             worker.shutdown,

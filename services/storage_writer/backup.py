@@ -11,13 +11,12 @@ to the live database: the storage-writer stays its only writer.
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
 
-from agent_core.types.runtime import SESSION_CONFIG_KEY, overrides_from
+from services.storage_writer.run_queries import ENTRY_COLUMNS, ENTRY_FROM, queue_entry
 from services.storage_writer.shards import ShardLayout
 
 __all__ = ["DatabaseCopy", "copy_database", "ended_runs", "place_database", "runs_in_flight"]
@@ -95,13 +94,10 @@ def place_database(copy: Path, expected: dict[str, str], db_path: Path) -> None:
         shutil.copyfile(copy / relative, target)
 
 
-# The columns a restore needs to queue a run again: what the gateway put in its queue entry.
+# The columns a restore needs to queue a run again (what the gateway put in its queue entry),
+# then its status and last attempt.
 _IN_FLIGHT = f"""
-SELECT r.run_id, r.session_id, r.agent_id, r.status, r.start_node_id, r.metadata_json,
-       s.account_id, s.cwd, json_extract(s.metadata_json, '$.{SESSION_CONFIG_KEY}'),
-       a.agent_type, r.attempt
-FROM runs r JOIN sessions s ON s.session_id = r.session_id
-JOIN agents a ON a.agent_id = r.agent_id
+SELECT {ENTRY_COLUMNS}, r.status, r.attempt {ENTRY_FROM}
 WHERE r.status IN ('queued', 'running', 'pending')
 ORDER BY r.created_at, r.run_id
 """
@@ -117,25 +113,7 @@ def runs_in_flight(db_path: Path) -> list[dict[str, Any]]:
         conn = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
         try:
             for row in conn.execute(_IN_FLIGHT):
-                meta = json.loads(row[5] or "{}")
-                found.append(
-                    {
-                        "run_id": row[0],
-                        "session_id": row[1],
-                        "agent_id": row[2],
-                        "status": row[3],
-                        "start_node_id": row[4],
-                        "content": meta.get("message") or [],
-                        "parent_node_id": meta.get("parent_node_id"),
-                        "kind": meta.get("kind", "main"),
-                        "strategy": meta.get("strategy", "enqueue"),
-                        "account_id": row[6],
-                        "cwd": row[7],
-                        "config_overrides": overrides_from(json.loads(row[8] or "null")),
-                        "agent_type": "orchestrator" if row[9] == "orchestrator" else "main",
-                        "attempt": int(row[10]),
-                    }
-                )
+                found.append({**queue_entry(row), "status": row[9], "attempt": int(row[10])})
         finally:
             conn.close()
     return found

@@ -35,7 +35,7 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.errors import AgentCoreError, SchemaError
 from agent_core.ids import validate_session_id
-from services.storage_writer import assistant_queries, usage_queries
+from services.storage_writer import assistant_queries, run_queries, usage_queries
 from services.storage_writer.paths import path_rows
 from services.storage_writer.schema import configure, events_table, nodes_table
 from services.storage_writer.search_index import AUDIT_COLUMNS, match_expression, snippet
@@ -369,6 +369,7 @@ _HANDLERS: dict[str, Handler] = {
     "list_events": _list_events,
     "get_run": _get_run,
     "list_runs": _by_session("runs"),
+    "list_stranded_runs": run_queries.stranded_runs,
     "list_agents": _by_session("agents"),
     "list_artifacts": _by_session("artifacts"),
     "get_artifact": _get_artifact,

@@ -208,6 +208,12 @@ class BusNames:
             f"{self.namespace}:lease:{tag}",
         )
 
+    @property
+    def runs_reconcile(self) -> str:
+        """The turn of the run-worker that looks for accepted runs missing from every lane
+        (``SET NX PX`` for one interval: one worker of the fleet does it each time)."""
+        return f"{self.namespace}:runs:reconcile"
+
     def run_control(self, run_id: str) -> str:
         """Pub/Sub channel for control signals to a running run (cancel)."""
         return f"{self.namespace}:control:{run_id}"

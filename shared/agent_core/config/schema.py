@@ -143,6 +143,10 @@ class RunWorkerSettings(_Section):
     max_attempts: int = Field(default=3, ge=1, le=100)
     # How long a permission request waits for a decision before it is denied (the model is told).
     permission_timeout_s: float = Field(default=600.0, gt=0)
+    # Accepted runs the bus lost (a failover, a gateway that died mid-submit) are queued again
+    # from the storage-writer's record once untouched this long; one worker looks every interval.
+    stranded_after_s: float = Field(default=60.0, ge=1)
+    reconcile_interval_s: float = Field(default=30.0, gt=0)
 
 
 class TaskSettings(_Section):

@@ -27,6 +27,7 @@ worker, every sweep).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -175,6 +176,16 @@ class SessionQueue:
         """Runs waiting in the FIFO, oldest first."""
         raw = await self.redis.lrange(self.names.session_fifo(session_id), 0, -1)
         return [QueuedRun.model_validate_json(r) for r in raw]
+
+    async def holds(self, run: QueuedRun) -> bool:
+        """Whether ``run`` is in its lane's FIFO or processing list (queued or being executed)."""
+        fifo, processing = await lean_for(self.redis).execute_many(
+            [
+                ["LRANGE", self.names.session_fifo(run.lane), 0, -1],
+                ["LRANGE", self.names.session_processing(run.lane), 0, -1],
+            ]
+        )
+        return any(json.loads(raw).get("run_id") == run.run_id for raw in [*fifo, *processing])
 
     async def in_flight(self, session_id: str) -> InFlight | None:
         """The run a worker moved to the processing list (executing, or orphaned by a crash)."""

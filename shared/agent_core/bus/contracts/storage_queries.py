@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, TypeAdapter
 
 from agent_core.bus.contracts._base import SQLITE_INT_MAX, BusMessage
-from agent_core.bus.contracts._replies import many, one
+from agent_core.bus.contracts._replies import _data, many, one
 from agent_core.bus.contracts.assistants import (
     GetAssistant,
     ListAssistants,
@@ -265,6 +265,23 @@ class GetSessionUsage(_Query):
         return one(UsageTotals, reply)
 
 
+class ListStrandedRuns(_Query):
+    """Runs accepted and never started (``queued``, no attempt claimed) whose row has not
+    changed for ``idle_s`` seconds, oldest first, across every session: the runs the bus may
+    have lost (a primary that died before replicating an enqueue, a gateway that died between
+    recording a run and queueing it). A service query: the run-workers' reconciler asks it."""
+
+    type: Literal["list_stranded_runs"] = "list_stranded_runs"
+    idle_s: float = Field(ge=1)
+    limit: int = Field(default=100, ge=1, le=1000)
+
+    def reply_of(self, reply: QueryReply) -> list[dict[str, Any]]:
+        """Each run as the fields of its queue entry (``runqueue.models.QueuedRun``); a failed
+        read raises :class:`StorageError`."""
+        data = _data(reply)
+        return [] if data is None else [dict(row) for row in data]
+
+
 StorageQuery = Annotated[
     GetSession
     | ListSessions
@@ -277,6 +294,7 @@ StorageQuery = Annotated[
     | ListEvents
     | GetRun
     | ListRuns
+    | ListStrandedRuns
     | ListAgents
     | ListArtifacts
     | GetArtifact
