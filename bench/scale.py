@@ -94,7 +94,7 @@ class Meter:
 
     def __init__(self, cl: Cluster) -> None:
         self.cl = cl
-        self.redis = make_redis(cl.valkey.local_url)
+        self.redis = _bus_client(cl)
 
     async def read(self) -> dict[str, float]:
         roles: dict[str, float] = {}
@@ -102,16 +102,43 @@ class Meter:
             for pid in host.pids():
                 roles[_role(pid)] = roles.get(_role(pid), 0.0) + cpu_seconds(pid)
         hosts = sum(roles.values())
-        assert self.cl.valkey.process is not None
-        stats = await self.redis.info("commandstats")
-        calls = sum(int(v["calls"]) for v in stats.values())
         return {
             "hosts": hosts,
-            "valkey": cpu_seconds(self.cl.valkey.process.pid),
-            "cmds": float(calls),
+            "valkey": sum(cpu_seconds(pid) for pid in _bus_pids(self.cl)),
+            "cmds": float(await self._commands()),
             "all_cpu": _machine_cpu(),
             **{f"role:{role}": cpu for role, cpu in roles.items()},
         }
+
+    async def _commands(self) -> int:
+        """Every command the bus's primaries executed so far (scripts' own calls included; a
+        replica's replayed stream is left out, so one node and a Cluster compare)."""
+        topology = getattr(self.cl, "topology", None)
+        if topology is None:
+            stats = await self.redis.info("commandstats")
+            return sum(int(v["calls"]) for v in stats.values())
+        calls = 0
+        for server in topology.servers:
+            if getattr(server, "sentinel", False):
+                continue
+            with server.client() as node:
+                if node.info("replication")["role"] == "master":
+                    calls += sum(int(v["calls"]) for v in node.info("commandstats").values())
+        return calls
+
+
+def _bus_client(cl: Cluster) -> Redis:
+    """A client of the bus (the harness's topology-aware one where it has it)."""
+    if hasattr(cl, "bus_client"):
+        return cl.bus_client()
+    return make_redis(cl.valkey.local_url)  # type: ignore[union-attr]
+
+
+def _bus_pids(cl: Cluster) -> list[int]:
+    if hasattr(cl, "bus_pids"):
+        return list(cl.bus_pids())
+    assert cl.valkey is not None and cl.valkey.process is not None
+    return [cl.valkey.process.pid]
 
 
 def _role(pid: int) -> str:
@@ -212,7 +239,7 @@ async def load(cl: Cluster, meter: Meter, clients: int, turns: int) -> dict[str,
 async def park_lanes(cl: Cluster, n: int) -> list[str]:
     """``n`` lanes with a run queued, each leased for ten minutes by a worker that is parked
     (alive, holding them, doing nothing): the sessions a sweep must not keep paying for."""
-    redis = make_redis(cl.valkey.local_url)
+    redis = _bus_client(cl)
     queue = SessionQueue(redis, BusNames(cl.namespace))
     lanes = [new_session_id() for _ in range(n)]
     try:
@@ -257,9 +284,10 @@ async def _settled(redis: Redis, names: BusNames) -> None:
 
 async def unpark_lanes(cl: Cluster, lanes: list[str]) -> None:
     names = BusNames(cl.namespace)
-    redis = make_redis(cl.valkey.local_url)
+    redis = _bus_client(cl)
     try:
-        async with redis.pipeline(transaction=True) as pipe:
+        # Not one transaction: on a Cluster the lanes' keys live on every shard.
+        async with redis.pipeline(transaction=False) as pipe:
             for lane in lanes:
                 pipe.delete(names.session_fifo(lane))
                 # Whichever list of lanes with work this version keeps (a sorted set, before it
@@ -341,12 +369,35 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20, help="turns per session per phase")
     parser.add_argument("--model-wait-s", type=float, default=1.0)
     parser.add_argument("--latency-turns", type=int, default=150)
+    parser.add_argument(
+        "--bus",
+        default="standalone",
+        help="comma-separated topologies measured one after the other: standalone, sentinel, "
+        "cluster; the keys of each after the first get its name as a prefix, with "
+        "<name>_<key>_ratio against the first's",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/scale.py needs root (namespaces, mounts, links)")
+    out: dict[str, float] = {}
+    topologies = args.bus.split(",")
+    for topology in topologies:
+        figures = run_on(topology, args)
+        if topology == topologies[0]:
+            out.update(figures)
+            continue
+        out.update({f"{topology}_{k}": v for k, v in figures.items()})
+        for key in ("cpu_ms_per_turn_4", "cpu_ms_per_turn_1", "valkey_cmds_per_turn_4"):
+            out[f"{topology}_{key}_ratio"] = figures[key] / out[key]
+    print(json.dumps({"bench": "scale", **{k: round(v, 4) for k, v in out.items()}}))
+
+
+def run_on(bus: str, args: argparse.Namespace) -> dict[str, float]:
+    """Every phase on a bus of topology ``bus``."""
     with tempfile.TemporaryDirectory(prefix="soong-scale-") as tmp:
         model = _model(args.model_wait_s)
-        with cluster(Path(tmp), config=CONFIG) as cl:
+        kwargs: dict[str, Any] = {} if bus == "standalone" else {"bus": bus}  # older harnesses: one
+        with cluster(Path(tmp), config=CONFIG, **kwargs) as cl:
             model.host = cl.fabric.engine_ip
             model.start_in_thread()
             cl.env.update(
@@ -361,10 +412,9 @@ def main() -> None:
                 started = [cl.add_host("core", CORE, wait=False), _worker_host(cl, 1, wait=False)]
                 for host in started:
                     host.wait_ready()
-                out = asyncio.run(measure(cl, args))
+                return asyncio.run(measure(cl, args))
             finally:
                 model.stop_thread()
-    print(json.dumps({"bench": "scale", **{k: round(v, 4) for k, v in out.items()}}))
 
 
 if __name__ == "__main__":

@@ -47,21 +47,21 @@ SENTINEL_MASTER = "soong"
 _READY_S = 20.0
 
 
-def _free(port: int) -> bool:
+def _free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind((host, port))
         except OSError:
             return False
     return True
 
 
-def cluster_port() -> int:
+def cluster_port(host: str = "127.0.0.1") -> int:
     """A free port whose cluster bus port (10,000 higher) is free too, below 55,536 as Valkey
     requires (the rare race of any free port is the caller's to tolerate)."""
     while True:
         port = random.randint(20_000, 45_000)
-        if _free(port) and _free(port + 10_000):
+        if _free(port, host) and _free(port + 10_000, host):
             return port
 
 
@@ -71,10 +71,17 @@ class Server(EmbeddedValkey):
     sentinel (which reads and rewrites its own config file)."""
 
     def __init__(
-        self, data_dir: Path, port: int, extra: list[str] | None = None, *, sentinel: bool = False
+        self,
+        data_dir: Path,
+        port: int,
+        extra: list[str] | None = None,
+        *,
+        sentinel: bool = False,
+        host: str = "127.0.0.1",
     ) -> None:
-        super().__init__(data_dir, port=port, appendonly=False)
-        self.extra = extra or []
+        super().__init__(data_dir, port=port, appendonly=False, host=host)
+        # No password in tests: off loopback, protected mode would refuse every client.
+        self.extra = [*(extra or []), *([] if host == "127.0.0.1" else ["--protected-mode", "no"])]
         self.sentinel = sentinel
 
     def argv(self) -> list[str]:
@@ -95,7 +102,7 @@ class Server(EmbeddedValkey):
 
     def client(self) -> redis.Redis:
         """A plain synchronous client of this one server."""
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+        return redis.Redis(host=self.host, port=self.port, socket_timeout=5)
 
 
 class Topology:
@@ -124,12 +131,12 @@ class Standalone(Topology):
 
     kind = "standalone"
 
-    def __init__(self, root: Path) -> None:
-        self.servers = [Server(root / "node", find_free_port())]
+    def __init__(self, root: Path, host: str = "127.0.0.1") -> None:
+        self.servers = [Server(root / "node", find_free_port(host), host=host)]
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.servers[0].port}"
+        return f"redis://{self.servers[0].host}:{self.servers[0].port}"
 
     def start(self) -> None:
         """Start the server."""
@@ -141,28 +148,31 @@ class SentinelSet(Topology):
 
     kind = "sentinel"
 
-    def __init__(self, root: Path) -> None:
-        primary = Server(root / "primary", find_free_port())
+    def __init__(self, root: Path, host: str = "127.0.0.1") -> None:
+        self.host = host
+        primary = Server(root / "primary", find_free_port(host), host=host)
         replica = Server(
             root / "replica",
-            find_free_port(),
-            extra=["--replicaof", "127.0.0.1", str(primary.port)],
+            find_free_port(host),
+            extra=["--replicaof", host, str(primary.port)],
+            host=host,
         )
         self.data = [primary, replica]
         self.sentinels = [
-            Server(root / f"sentinel{i}", find_free_port(), sentinel=True) for i in range(3)
+            Server(root / f"sentinel{i}", find_free_port(host), sentinel=True, host=host)
+            for i in range(3)
         ]
         self.servers = [*self.data, *self.sentinels]
 
     @property
     def sentinel_addresses(self) -> list[tuple[str, int]]:
         """Where the sentinels listen."""
-        return [("127.0.0.1", s.port) for s in self.sentinels]
+        return [(self.host, s.port) for s in self.sentinels]
 
     @property
     def url(self) -> str:
         # The form the ``[bus]`` section takes for Sentinel: the sentinels are given apart.
-        return "redis://127.0.0.1"
+        return f"redis://{self.host}"
 
     def bus_settings(self) -> dict[str, object]:
         sentinels = [f"{host}:{port}" for host, port in self.sentinel_addresses]
@@ -181,10 +191,11 @@ class SentinelSet(Topology):
             sentinel.data_dir.mkdir(parents=True, exist_ok=True)
             (sentinel.data_dir / "sentinel.conf").write_text(
                 f"port {sentinel.port}\n"
-                "bind 127.0.0.1\n"
+                f"bind {self.host}\n"
+                f"protected-mode {'yes' if self.host == '127.0.0.1' else 'no'}\n"
                 f"dir {sentinel.data_dir}\n"
                 f"logfile {sentinel.data_dir / 'sentinel.log'}\n"
-                f"sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {primary.port} 2\n"
+                f"sentinel monitor {SENTINEL_MASTER} {self.host} {primary.port} 2\n"
                 f"sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n"
                 f"sentinel failover-timeout {SENTINEL_MASTER} 3000\n"
                 f"sentinel parallel-syncs {SENTINEL_MASTER} 1\n",
@@ -222,11 +233,12 @@ class ClusterSet(Topology):
 
     kind = "cluster"
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, host: str = "127.0.0.1") -> None:
         self.servers = [
             Server(
                 root / f"node{i}",
-                cluster_port(),
+                cluster_port(host),
+                host=host,
                 extra=[
                     "--cluster-enabled",
                     "yes",
@@ -241,14 +253,14 @@ class ClusterSet(Topology):
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.servers[0].port}"
+        return f"redis://{self.servers[0].host}:{self.servers[0].port}"
 
     def start(self) -> None:
         """Start the six nodes, join them into one cluster and wait until it serves."""
         for server in self.servers:
             server.start()
         cli = str(Path(valkey_binary()).with_name("valkey-cli"))
-        nodes = [f"127.0.0.1:{s.port}" for s in self.servers]
+        nodes = [f"{s.host}:{s.port}" for s in self.servers]
         subprocess.run(
             [cli, "--cluster", "create", *nodes, "--cluster-replicas", "1", "--cluster-yes"],
             check=True,
@@ -439,16 +451,20 @@ class TlsStandalone(Topology):
             self.process.wait()
 
 
-def start_topology(kind: str, root: Path) -> Topology:
+def start_topology(kind: str, root: Path, host: str = "127.0.0.1") -> Topology:
     """Start a topology of ``kind`` (``standalone``, ``sentinel``, ``cluster`` or ``tls``) under
-    ``root``."""
-    topologies: dict[str, type[Standalone | SentinelSet | ClusterSet | TlsStandalone]] = {
-        "standalone": Standalone,
-        "sentinel": SentinelSet,
-        "cluster": ClusterSet,
-        "tls": TlsStandalone,
-    }
-    topology = topologies[kind](root)
+    ``root``, listening on ``host`` (loopback; the multi-host harness gives its fabric's address;
+    ``tls`` is on loopback only)."""
+    topology: Topology
+    if kind == "tls":
+        topology = TlsStandalone(root)
+    else:
+        topologies: dict[str, type[Standalone | SentinelSet | ClusterSet]] = {
+            "standalone": Standalone,
+            "sentinel": SentinelSet,
+            "cluster": ClusterSet,
+        }
+        topology = topologies[kind](root, host)
     try:
         topology.start()
     except BaseException:

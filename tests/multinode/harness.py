@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import json
 import os
 import shlex
 import signal
@@ -39,11 +40,15 @@ from urllib.parse import quote
 
 import httpx
 import psutil
+from redis.asyncio import Redis
 
 from agent_core.bus import BusNames, make_redis
+from agent_core.bus.topology import bus_client
+from agent_core.config.schema import BusSettings
 from agent_core.service.valkey import valkey_binary
 from services.gateway.keys import ApiKeyStore
 from tests.allowed_networks import ALLOWED
+from tests.engines.valkey_topologies import Topology, start_topology
 
 __all__ = [
     "GATEWAY_PORT",
@@ -409,10 +414,12 @@ class Cluster:
 
     base: Path
     fabric: Fabric
-    valkey: HostValkey
+    # The bus: one Valkey (``valkey``), or a Sentinel set or a Cluster on the fabric (``topology``).
+    valkey: HostValkey | None
     env: dict[str, str]
     hosts: dict[str, Host] = field(default_factory=dict)
     api_key: str = ""
+    topology: Topology | None = None
 
     @property
     def home(self) -> Path:
@@ -420,14 +427,30 @@ class Cluster:
         return self.base / "home"
 
     @classmethod
-    def start(cls, base: Path, env: dict[str, str] | None = None, config: str = "") -> Cluster:
-        """The fabric, Valkey on it, and an API key; no hosts yet (see :meth:`add_host`).
-        ``config``: the ``config.toml`` every host's services read (``SOONG_CONFIG``)."""
+    def start(
+        cls,
+        base: Path,
+        env: dict[str, str] | None = None,
+        config: str = "",
+        bus: str = "standalone",
+    ) -> Cluster:
+        """The fabric, the bus on it, and an API key; no hosts yet (see :meth:`add_host`).
+        ``config``: the ``config.toml`` every host's services read (``SOONG_CONFIG``); ``bus``:
+        ``standalone`` (one Valkey), ``sentinel`` or ``cluster`` (``tests/engines``' topologies,
+        listening on the fabric; their ``[bus]`` fields are added to ``config``)."""
         fabric = Fabric()
         fabric.up()
+        valkey: HostValkey | None = None
+        topology: Topology | None = None
         try:
-            valkey = HostValkey(base / "valkey", fabric.engine_ip, _free_port(fabric.engine_ip))
-            valkey.start()
+            if bus == "standalone":
+                valkey = HostValkey(base / "valkey", fabric.engine_ip, _free_port(fabric.engine_ip))
+                valkey.start()
+                url = valkey.url
+            else:
+                topology = start_topology(bus, base / "bus", fabric.engine_ip)
+                url = topology.url
+                config = _with_bus_fields(config, topology.bus_settings())
         except BaseException:
             fabric.down()
             raise
@@ -440,15 +463,28 @@ class Cluster:
             {
                 **os.environ,
                 **(env or {}),
-                "SOONG_REDIS_URL": valkey.url,
+                "SOONG_REDIS_URL": url,
                 "SOONG_CONFIG": str(config_file),
             },
+            topology=topology,
         )
         cluster.api_key = asyncio.run(cluster._make_key())
         return cluster
 
+    def bus_client(self) -> Redis:
+        """A client of the bus for the test itself (close it)."""
+        if self.topology is not None:
+            return bus_client(BusSettings.model_validate(self.topology.bus_settings()))
+        assert self.valkey is not None
+        return make_redis(self.valkey.local_url)
+
+    def bus_pids(self) -> list[int]:
+        """The bus's server processes (sentinels included)."""
+        servers = self.topology.servers if self.topology is not None else [self.valkey]
+        return [s.process.pid for s in servers if s is not None and s.process is not None]
+
     async def _make_key(self) -> str:
-        redis = make_redis(self.valkey.local_url)
+        redis = self.bus_client()
         try:
             key, _ = await ApiKeyStore(redis, BusNames(self.namespace)).create("dev")
             return key
@@ -481,8 +517,21 @@ class Cluster:
     def stop(self) -> None:
         for host in reversed(list(self.hosts.values())):
             host.stop()
-        self.valkey.stop()
+        if self.valkey is not None:
+            self.valkey.stop()
+        if self.topology is not None:
+            self.topology.stop()
         self.fabric.down()
+
+
+def _with_bus_fields(config: str, fields: dict[str, object]) -> str:
+    """``config`` with the topology's ``[bus]`` fields (the URL comes from the environment)."""
+    lines = "".join(
+        f"{key} = {json.dumps(value)}\n" for key, value in fields.items() if key != "redis_url"
+    )
+    if "[bus]\n" in config:
+        return config.replace("[bus]\n", f"[bus]\n{lines}", 1)
+    return f"{config}\n[bus]\n{lines}"
 
 
 def _free_port(host: str) -> int:
@@ -494,9 +543,11 @@ def _free_port(host: str) -> int:
 
 
 @contextlib.contextmanager
-def cluster(base: Path, env: dict[str, str] | None = None, config: str = "") -> Iterator[Cluster]:
+def cluster(
+    base: Path, env: dict[str, str] | None = None, config: str = "", bus: str = "standalone"
+) -> Iterator[Cluster]:
     """A :class:`Cluster` for the ``with`` block."""
-    started = Cluster.start(base, env, config)
+    started = Cluster.start(base, env, config, bus)
     try:
         yield started
     finally:

@@ -76,18 +76,20 @@ class EmbeddedValkey:
         port: int | None = None,
         appendonly: bool = True,
         password: str | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.data_dir = data_dir
-        self.port = port or find_free_port()
+        self.host = host  # the one address it listens on (loopback unless told otherwise)
+        self.port = port or find_free_port(host)
         self.appendonly = appendonly
         self.password = password
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        """``redis://[:<password>@]127.0.0.1:<port>`` (for an environment, never an argument)."""
+        """``redis://[:<password>@]<host>:<port>`` (for an environment, never an argument)."""
         auth = f":{quote(self.password, safe='')}@" if self.password else ""
-        return f"redis://{auth}127.0.0.1:{self.port}"
+        return f"redis://{auth}{self.host}:{self.port}"
 
     @property
     def config_file(self) -> Path:
@@ -101,7 +103,7 @@ class EmbeddedValkey:
             args.append(str(self.config_file))
         args += [
             "--port", str(self.port),
-            "--bind", "127.0.0.1",
+            "--bind", self.host,
             "--daemonize", "no",
             "--dir", str(self.data_dir),
             "--save", "",
@@ -140,7 +142,7 @@ class EmbeddedValkey:
         """Block until PING answers; raise :class:`ConfigError` if the server exits or times out."""
         deadline = time.monotonic() + timeout_s
         client = redis.Redis(
-            host="127.0.0.1", port=self.port, password=self.password, socket_timeout=0.5
+            host=self.host, port=self.port, password=self.password, socket_timeout=0.5
         )
         try:
             while True:
