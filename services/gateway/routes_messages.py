@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Header
 
 from agent_core.bus.contracts.refusals import RefusalCode
 from agent_core.bus.contracts.storage import GetActivePath
@@ -50,12 +50,26 @@ router = APIRouter(prefix="/v1/sessions/{session_id}/messages", tags=["messages"
     responses={**SSE_RESPONSE, **responses(404, 409, 413)},
 )
 async def post_message(
-    session_id: str, body: PostMessageRequest, gw: GatewayDep, caller: CallerDep
+    session_id: str,
+    body: PostMessageRequest,
+    gw: GatewayDep,
+    caller: CallerDep,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            min_length=1,
+            max_length=255,
+            pattern=r"^[\x21-\x7e]+$",
+            description="makes a retry safe: a repeat with the same key answers with the run "
+            "the first request made (its content is not compared) instead of a second one",
+        ),
+    ] = None,
 ) -> Any:
     """Append a user message and queue its run (see ``multitask_strategy`` for a busy session).
 
     ``parent_node_id`` branches from an earlier node. With ``stream=true`` the answer is the
-    run's event stream (200, ``text/event-stream``) instead of 202.
+    run's event stream (200, ``text/event-stream``) instead of 202. With an ``Idempotency-Key``
+    header a request may be repeated (after an error or a lost answer) without a second run.
     """
     # No session read first: the run's creation checks the owner (404 alike for a missing
     # session and another account's), refuses an archived session and returns the session's
@@ -80,6 +94,7 @@ async def post_message(
             parent_node_id=body.parent_node_id,
             strategy=body.multitask_strategy,
             config_overrides=overrides,
+            idempotency_key=idempotency_key,
         )
     except BaseException as exc:
         if body.stream:

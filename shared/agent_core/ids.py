@@ -9,6 +9,7 @@ must pass :func:`sanitize_identifier` — the only gate between outside input an
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ __all__ = [
     "id_pattern",
     "SESSION_ID_PATTERN",
     "IdPrefix",
+    "derived_id",
     "is_valid_id",
     "new_id",
     "new_session_id",
@@ -58,6 +60,17 @@ def id_pattern(prefix: IdPrefix) -> str:
 def new_id(prefix: IdPrefix) -> str:
     """A new random id ``<prefix>_<16 hex>``."""
     return f"{prefix}_{secrets.token_hex(_ID_BODY_HEX // 2)}"
+
+
+def derived_id(prefix: IdPrefix, *parts: str) -> str:
+    """The id ``<prefix>_<16 hex>`` that ``parts`` always give (SHA-256 of them, each
+    length-prefixed so that no two lists of parts give one string): for a request a client may
+    repeat, whose repeats must name what the first one created."""
+    digest = hashlib.sha256(prefix.encode())
+    for part in parts:
+        data = part.encode()
+        digest.update(len(data).to_bytes(8, "big") + data)
+    return f"{prefix}_{digest.hexdigest()[:_ID_BODY_HEX]}"
 
 
 def is_valid_id(value: object, prefix: IdPrefix) -> bool:

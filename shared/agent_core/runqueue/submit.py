@@ -23,10 +23,11 @@ from agent_core.bus.contracts.storage import (
     CreateRunResult,
     EndRun,
     GetNode,
+    GetRun,
     GetSession,
 )
 from agent_core.errors import AgentCoreError, StorageError
-from agent_core.ids import new_id
+from agent_core.ids import derived_id, new_id
 from agent_core.observability.runs import run_ended
 from agent_core.observability.tracing import TRACEPARENT, trace_headers
 from agent_core.runqueue.events import RunEventWriter
@@ -43,6 +44,7 @@ from agent_core.types.runtime import (
     merge_overrides,
     overrides_from,
 )
+from agent_core.types.storage import RunRecord
 
 __all__ = ["SessionBusyError", "Submitted", "cancel_queued_run", "cancel_run", "submit_message"]
 
@@ -78,26 +80,39 @@ async def submit_message(
     parent_node_id: str | None = None,
     strategy: MultitaskStrategy = MultitaskStrategy.ENQUEUE,
     config_overrides: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
 ) -> Submitted:
     """Append the user's node and queue a run for it; see the module docstring for strategies.
 
     The run's config overrides are the session's stored ones with ``config_overrides`` on top.
+    With ``idempotency_key`` (the client's ``Idempotency-Key``) the run's ids derive from the
+    account, the session and the key, so a repeat of the request (a retry after an error or a
+    lost answer) returns the run the first one recorded, whatever its content, instead of making
+    a second one. A run the first request recorded but could not queue (the bus failed between
+    the two) is queued again by the run-workers' reconciler.
     Raises :class:`SessionBusyError` for ``reject`` on a busy session and :class:`StorageError`
     (``not_found``) when the session is not the account's, ``session_archived`` when it is
     archived.
     """
     not_found = StorageError("not_found", "no such session", details={"session_id": session_id})
     kind = "main"
+    if idempotency_key is None:
+        node_id, run_id, command_id = new_id("node"), new_id("run"), new_id("cmd")
+    else:
+        parts = (account_id, session_id, idempotency_key)
+        node_id, run_id = derived_id("node", *parts), derived_id("run", *parts)
+        command_id = derived_id("cmd", *parts)
+        if (before := await _recorded(storage, account_id, session_id, run_id)) is not None:
+            return Submitted(run_id, before.start_node_id or node_id, kind)
     if strategy is not MultitaskStrategy.ENQUEUE:
         fork_at = await _apply_strategy(storage, queue, account_id, session_id, strategy, not_found)
         if parent_node_id is None:
             parent_node_id = fork_at
-    node_id, run_id = new_id("node"), new_id("run")
     # One command checks the owner, picks the root agent and records the run (a round trip less
     # than reading the session first: submitting is on every turn's path).
     receipt = await storage.send(
         CreateRun(
-            command_id=new_id("cmd"),
+            command_id=command_id,
             session_id=session_id,
             account_id=account_id,
             run_id=run_id,
@@ -129,6 +144,13 @@ async def submit_message(
         )
     )
     return Submitted(run_id, node_id, kind)
+
+
+async def _recorded(
+    storage: StorageClient, account_id: str, session_id: str, run_id: str
+) -> RunRecord | None:
+    """The run ``run_id`` if an earlier request recorded it in the account's session."""
+    return await storage.read(GetRun(run_id=run_id, session_id=session_id, account_id=account_id))
 
 
 def _expiry(storage: StorageClient) -> datetime | None:

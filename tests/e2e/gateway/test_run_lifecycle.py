@@ -78,3 +78,41 @@ def test_a_waiting_run_is_pending_its_agent_running_and_its_request_listed(gw: G
         assert events[-1].data is not None and events[-1].data["status"] == "completed"
         assert c.get(f"/v1/sessions/{sid}/permissions").json()["items"] == []
         _until(lambda: root_status() == "idle", "the agent stayed running")
+
+
+def test_a_repeated_post_with_its_idempotency_key_makes_one_run(gw: Gw) -> None:
+    with gw.client() as c:
+        sid = new_session(c)
+        url = f"/v1/sessions/{sid}/messages"
+        first = c.post(url, json={"text": "once"}, headers={"Idempotency-Key": "turn-1"})
+        assert first.status_code == 202, first.text
+        again = c.post(url, json={"text": "once"}, headers={"Idempotency-Key": "turn-1"})
+        assert again.status_code == 202, again.text
+        assert (again.json()["run_id"], again.json()["node_id"]) == (
+            first.json()["run_id"],
+            first.json()["node_id"],
+        )
+        # Another key is another request; the same key in another session names nothing there.
+        other = c.post(url, json={"text": "twice"}, headers={"Idempotency-Key": "turn-2"})
+        elsewhere = c.post(
+            f"/v1/sessions/{new_session(c)}/messages",
+            json={"text": "once"},
+            headers={"Idempotency-Key": "turn-1"},
+        )
+        assert (
+            len({first.json()["run_id"], other.json()["run_id"], elsewhere.json()["run_id"]}) == 3
+        )
+        _error(
+            c.post(url, json={"text": "x"}, headers={"Idempotency-Key": "a key"}),
+            422,
+            "validation_error",
+        )
+        runs = c.get(f"/v1/sessions/{sid}/runs").json()["items"]
+        assert sorted(r["run_id"] for r in runs) == sorted(
+            [first.json()["run_id"], other.json()["run_id"]]
+        )
+        for run in runs:
+            read_events(c, f"/v1/sessions/{sid}/runs/{run['run_id']}/events")
+        tree = c.get(f"/v1/sessions/{sid}/tree").json()["nodes"]
+        user_texts = [n["preview"] for n in tree if n["role"] == "user"]
+        assert sorted(user_texts) == ["once", "twice"], user_texts
