@@ -124,9 +124,10 @@ class Writer:
     def close(self) -> None:
         """Flush the search outbox and delete its flushed rows, then close every connection
         (a checkpoint happens on the last close of each file). A failure to flush leaves the
-        rows for the next start."""
+        rows for the next start; so does a writer that wrote none (no scan of every shard)."""
         try:
-            self.flush_index()
+            if self._pending:
+                self.flush_index()
             for shard, seq in sorted(self._flushed.items()):
                 self._conn(shard).execute("DELETE FROM search_outbox WHERE seq <= ?", (seq,))
             self._flushed.clear()
