@@ -55,8 +55,8 @@ class AlreadyApplied(Exception):
 @dataclass
 class ApplyContext:
     """What appliers need besides the connection: the batch's clock, files and the fault hook;
-    ``index`` collects the search index's changes (written to the catalog before the shard
-    commits, see ``search_index``) and ``after_commit`` what must wait for the shard's COMMIT
+    ``index`` collects the search index's changes (queued in the shard's outbox or written to
+    the catalog before the shard commits, see ``search_index``) and ``after_commit`` what must wait for the shard's COMMIT
     (removing a deleted session's files)."""
 
     now: str

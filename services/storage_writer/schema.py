@@ -222,6 +222,17 @@ _V5 = (
     "CREATE INDEX usage_totals_session ON usage_totals (session_id)",
 )
 
+# v6: the search index's outbox (``search_index.defer_ops``): the node (or, ``node_id`` ``''``,
+# the title) whose text is to be indexed, written in the shard's transaction that stores it,
+# until the writer moves many rows at once into the catalog's FTS5 table (one small FTS5
+# transaction per batch costs ~100 µs). A reference, not the text: a long message is not
+# written, then deleted, a second time. Flushed rows are deleted, so it stays small: no index
+# beyond the rowid (a session's deletion scans it).
+_V6 = (
+    """CREATE TABLE search_outbox (
+        seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL, node_id TEXT NOT NULL)""",
+)
+
 # Ordered; a version is never edited once released, only new ones appended.
 MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
     (1, _statements(*_V1)),
@@ -229,6 +240,7 @@ MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
     (3, _statements(*_V3)),
     (4, _statements(*_V4)),
     (5, _statements(*_V5)),
+    (6, _statements(*_V6)),
 )
 # The catalog file (``<db_path>``) only records how sessions are spread over shard files.
 CATALOG_MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (

@@ -14,15 +14,25 @@ already owns; it holds
   session's own timeline is deleted with it.
 
 How it stays true to the shards: appliers only *collect* :class:`IndexOp` s while a shard's
-transaction is open (:class:`IndexBuffer`); the writer applies them to the catalog in one
-transaction **before** it commits the shard (:func:`apply_ops`). Every op is idempotent (an
-upsert keyed by ``(session_id, node_id)``, a delete, an audit row keyed by its event id), so a
-crash between the two commits leaves the index ahead of a shard whose batch is redelivered and
-applied again — never behind it. (A shard whose COMMIT fails for a full disk refuses its
-commands as ``storage_full``: a sender that never retries leaves index rows of texts that were
-not stored; a search then still finds only sessions that exist, its snippet may quote such a
-text.) The tables are the catalog's migration 2 (``schema.CATALOG_MIGRATIONS``); queries read
-them on the engine's read-only catalog connection.
+transaction is open (:class:`IndexBuffer`). With SQLite the texts (a message, a title) are not
+written to FTS5 on the command path: FTS5 flushes a segment per transaction (~100 µs even for one
+row, ~20 µs a row in transactions of hundreds), so :func:`defer_ops` queues a reference to them
+(session, node) in the shard's ``search_outbox``, in the shard's own transaction — it commits
+atomically with the node or title it names, and survives a crash with it. :func:`flush_outbox`
+later indexes the current text of every queued row of many shards in one catalog transaction (the writer does so on a short timer, once many
+rows are pending, before any search, at start-up and at close). A session's deletion and its
+audit row are not deferred: they go to the catalog in one transaction before the shard commits
+(:func:`apply_ops`), and the session's pending rows are deleted in the shard's transaction. Every
+op is idempotent (an upsert keyed by ``(session_id, node_id)``, a delete, an audit row keyed by
+its event id) and a shard's outbox rows are applied in their order, so applying rows again after
+a crash (the catalog committed, the shard had not yet dropped them) changes nothing; a crash
+between the catalog's and the shard's commit of a deletion leaves the index ahead of a shard
+whose batch is redelivered and applied again — never behind it. (A shard whose COMMIT fails for a
+full disk refuses its commands as ``storage_full``: a sender that never retries leaves index rows
+of texts that were not stored; a search then still finds only sessions that exist, its snippet
+may quote such a text.) The catalog's tables are its migration 2 (``schema.CATALOG_MIGRATIONS``),
+the outbox is the shards' migration 6 (``schema.MIGRATIONS``); queries read the index on the
+engine's read-only catalog connection.
 """
 
 from __future__ import annotations
@@ -44,6 +54,8 @@ __all__ = [
     "IndexOp",
     "apply_ops",
     "backfill_shard",
+    "defer_ops",
+    "flush_outbox",
     "match_expression",
     "node_text",
     "scope_token",
@@ -215,6 +227,87 @@ def _apply(conn: sqlite3.Connection, op: IndexOp) -> None:
                 a.created_at,
             ),
         )
+
+
+def defer_ops(shard: sqlite3.Connection, ops: list[IndexOp]) -> tuple[int, list[IndexOp]]:
+    """Queue the texts of ``ops`` in the shard's outbox, in the caller's open transaction of
+    ``shard``; return how many rows were queued and the ops that must reach the catalog before
+    the shard commits (a session's deletion: its queued rows are deleted here too)."""
+    now: list[IndexOp] = []
+    rows: list[tuple[str, str]] = []
+    written = 0
+    for op in ops:
+        if op.node_id is not None and op.audit is None:
+            rows.append((op.session_id, op.node_id))
+            written += 1
+            continue
+        # In order: the texts of this session queued earlier in the batch go with it.
+        _queue(shard, rows)
+        rows = []
+        shard.execute("DELETE FROM search_outbox WHERE session_id = ?", (op.session_id,))
+        now.append(op)
+    _queue(shard, rows)
+    return written, now
+
+
+def _queue(shard: sqlite3.Connection, rows: list[tuple[str, str]]) -> None:
+    if rows:
+        shard.executemany("INSERT INTO search_outbox (session_id, node_id) VALUES (?, ?)", rows)
+
+
+def flush_outbox(
+    catalog: sqlite3.Connection, shards: dict[int, tuple[sqlite3.Connection, int]]
+) -> tuple[dict[int, int], int]:
+    """Index the outbox rows of ``shards`` (shard -> its connection and the last seq already
+    applied) in one transaction of the catalog, in each shard's order; return shard -> the last
+    seq applied now (for the shards that had rows) and the number of rows applied.
+
+    Each row is indexed with what its shard holds *now*: the node's text, the session's
+    current title (none: the row is dropped). The rows stay in the shards: the caller deletes
+    them in a later transaction of each shard (indexing them again is harmless)."""
+    ops: list[IndexOp] = []
+    last: dict[int, int] = {}
+    for shard, (conn, after) in shards.items():
+        rows = conn.execute(
+            "SELECT seq, session_id, node_id FROM search_outbox WHERE seq > ? ORDER BY seq",
+            (after,),
+        ).fetchall()
+        if rows:
+            last[shard] = rows[-1][0]
+            sessions: dict[str, tuple[str, str | None] | None] = {}
+            ops.extend(_current(conn, sessions, sid, node_id) for _, sid, node_id in rows)
+    apply_ops(catalog, ops)
+    return last, len(ops)
+
+
+def _current(
+    shard: sqlite3.Connection,
+    sessions: dict[str, tuple[str, str | None] | None],
+    session_id: str,
+    node_id: str,
+) -> IndexOp:
+    """The op that makes the index hold the current text of an outbox row."""
+    if session_id not in sessions:
+        sessions[session_id] = shard.execute(
+            "SELECT account_id, metadata_json FROM sessions WHERE session_id = ?", (session_id,)
+        ).fetchone()
+    session = sessions[session_id]
+    if session is None:  # deleted (its rows go with it; kept here for safety): drop the text
+        return IndexOp(session_id, "", node_id, None)
+    account_id, metadata_json = session
+    if node_id == "":
+        return IndexOp(
+            session_id,
+            account_id,
+            "",
+            title_of(json.loads(metadata_json) if metadata_json else None),
+        )
+    row = shard.execute(
+        f"SELECT role, node_type, content_json FROM {nodes_table(session_id)} WHERE node_id = ?",
+        (node_id,),
+    ).fetchone()
+    text = None if row is None else node_text(row[0], row[1], json.loads(row[2]))
+    return IndexOp(session_id, account_id, node_id, text)
 
 
 def backfill_shard(shard: sqlite3.Connection) -> Iterator[IndexOp]:

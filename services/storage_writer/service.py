@@ -7,7 +7,9 @@ a *standby* writer — ``storage.standby`` — waits for it instead, already sta
 that it takes over within a poll interval of the owner's death), apply migrations, then the service runner re-applies this consumer's own pending commands
 (idempotently) before it reads new ones. Commands run on the writer thread, one transaction per
 shard per batch; queries run on a reader thread with read-only connections, through a consumer of
-their own, so a query never waits behind a write batch.
+their own, so a query never waits behind a write batch — except a search while the SQLite
+writer's search outbox holds rows: it waits for them to be flushed on the writer thread
+(``index_flush``), so that what was acknowledged before it is found.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from agent_core.bus.contracts.storage import (
     STORAGE_QUERY,
     CommandReceipt,
     QueryReply,
+    SearchSessions,
     StorageCommand,
     StorageQuery,
 )
@@ -36,6 +39,8 @@ from services.storage_writer.backends import (
     StorageBackend,
     open_backend,
 )
+from services.storage_writer.index_flush import IndexFlusher
+from services.storage_writer.writer import Writer
 
 __all__ = ["StorageWriterService", "assemble", "build"]
 
@@ -74,16 +79,23 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
     write_thread = ThreadPoolExecutor(1, thread_name_prefix=f"{backend.name}-writer")
     read_thread = ThreadPoolExecutor(1, thread_name_prefix=f"{backend.name}-reader")
     loop = asyncio.get_running_loop()
+    flusher = IndexFlusher(writer, write_thread) if isinstance(writer, Writer) else None
+    if flusher is not None:
+        flusher.after_batch()  # start-up: rows a crashed writer left pending
 
     async def write_batch(batch: list[tuple[StorageCommand, Delivery]]) -> list[CommandReceipt]:
         commands = [command for command, _ in batch]
         started_ns = time.time_ns()
         receipts = await loop.run_in_executor(write_thread, writer.apply_batch, commands)
         observe_commit(batch, started_ns)
+        if flusher is not None:
+            flusher.after_batch()
         return receipts
 
     async def read_batch(batch: list[tuple[StorageQuery, Delivery]]) -> list[QueryReply]:
         queries = [query for query, _ in batch]
+        if flusher is not None and any(isinstance(q, SearchSessions) for q in queries):
+            await flusher.before_search()
         return await loop.run_in_executor(read_thread, _answer_all, engine, queries)
 
     commands = ctx.consumer(
@@ -104,6 +116,8 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
     tasks = backend.tasks(write_thread)
 
     async def close() -> None:
+        if flusher is not None:
+            await flusher.close()
         await backend.close(write_thread, read_thread)
         write_thread.shutdown()
         read_thread.shutdown()

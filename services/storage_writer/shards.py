@@ -17,7 +17,8 @@ commits are not atomic in WAL mode). Layout::
                                the account-level search index and audit log (search_index)
     <db_path>.shards/NN.sqlite shard NN: sessions, agents, runs, artifacts, command_receipts,
                                nodes_<session_id>, events_<session_id>,
-                               assistants, assistant_versions (of the accounts routed here)
+                               assistants, assistant_versions (of the accounts routed here),
+                               search_outbox (texts not yet in the catalog's index)
 """
 
 from __future__ import annotations

@@ -21,6 +21,12 @@ answers 507, a run-worker sends them again until space returns), and the batch g
 other error that is not a command's fault (an I/O error) aborts the batch: shards already
 committed keep their commits (their receipts are stored, so the redelivered batch answers them as
 duplicates), the failing shard rolls back, and the exception leaves the batch pending.
+
+Search index (SQLite): the texts a batch indexes are written to the shard's ``search_outbox`` in
+the shard's transaction (``search_index.defer_ops``), not to FTS5: :meth:`Writer.flush_index`
+moves them, many shards' rows in one catalog transaction, when the service asks (a timer, many
+rows pending, a search, start-up, close). A shard's flushed rows are deleted by its next
+transaction (no extra commit per shard); until then a restart applies them again, harmlessly.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from services.storage_writer.commands import (
     needs_receipt,
 )
 from services.storage_writer.schema import configure
-from services.storage_writer.search_index import IndexOp, apply_ops
+from services.storage_writer.search_index import IndexOp, apply_ops, defer_ops, flush_outbox
 from services.storage_writer.shards import CATALOG, ShardLayout
 
 log = logging.getLogger("soong.storage_writer")
@@ -86,6 +92,14 @@ class Writer:
         self.fault = fault
         self._conns: dict[int, sqlite3.Connection] = {}
         self._dirty: dict[int, int] = {}  # shard -> commands applied since take_dirty()
+        # The search outbox (module docstring). A subclass that writes its index elsewhere
+        # (PostgreSQL's, in the batch's own transaction) has none.
+        self._outbox = type(self)._write_index is Writer._write_index
+        self._pending: dict[int, int] = {}  # shard -> outbox rows written, not yet flushed
+        self._pending_rows = 0  # their sum, a plain int that other threads may read
+        self._flushed: dict[int, int] = {}  # shard -> last outbox seq flushed, not yet deleted
+        # Rows a previous run left pending (a crash) are found by scanning every shard once.
+        self._unscanned = self._outbox
 
     def _conn(self, shard: int) -> sqlite3.Connection:
         conn = self._conns.get(shard)
@@ -108,10 +122,50 @@ class Writer:
         return self.layout.db_path if shard == CATALOG else self.layout.path(shard)
 
     def close(self) -> None:
-        """Close every connection (a checkpoint happens on the last close of each file)."""
+        """Flush the search outbox and delete its flushed rows, then close every connection
+        (a checkpoint happens on the last close of each file). A failure to flush leaves the
+        rows for the next start; so does a writer that wrote none (no scan of every shard)."""
+        try:
+            if self._pending:
+                self.flush_index()
+            for shard, seq in sorted(self._flushed.items()):
+                self._conn(shard).execute("DELETE FROM search_outbox WHERE seq <= ?", (seq,))
+            self._flushed.clear()
+        except sqlite3.Error:
+            log.exception("the search index could not be flushed; the next start will")
         for conn in self._conns.values():
             conn.close()
         self._conns.clear()
+
+    @property
+    def index_pending(self) -> int:
+        """Texts in the outbox not yet searchable (1 until a first flush has looked for rows a
+        previous run left); always 0 without an outbox. Read from any thread (an int)."""
+        return self._pending_rows + int(self._unscanned)
+
+    def flush_index(self, max_rows: int | None = None) -> int:
+        """Move pending outbox rows into the catalog's FTS5 table in one transaction and return
+        how many moved. With ``max_rows``, stop after the shard that reaches it (the rest stay
+        pending); without, every pending row moves, so a search that follows finds them."""
+        if not self._outbox or not (self._pending or self._unscanned):
+            return 0
+        shards = range(self.layout.shard_count) if self._unscanned else sorted(self._pending)
+        todo: dict[int, tuple[sqlite3.Connection, int]] = {}
+        expected = 0
+        for shard in shards:
+            if max_rows is not None and todo and expected >= max_rows:
+                break
+            todo[shard] = (self._conn(shard), self._flushed.get(shard, 0))
+            expected += self._pending.get(shard, 0)
+        last, moved = flush_outbox(self._conn(CATALOG), todo)
+        self._flushed.update(last)
+        for shard in todo:
+            self._pending_rows -= self._pending.pop(shard, 0)
+        if len(todo) == len(shards):
+            self._unscanned = False
+        if moved:
+            self._dirty[CATALOG] = self._dirty.get(CATALOG, 0) + moved
+        return moved
 
     def take_dirty(self) -> dict[int, int]:
         """Shard -> commands applied to it since the last call (call on the writer's thread)."""
@@ -138,7 +192,7 @@ class Writer:
             self._dirty[shard] = self._dirty.get(shard, 0) + len(indices)
             batch = [commands[i] for i in indices]
             try:
-                done = self._apply_shard(self._conn(shard), batch, ctx)
+                done = self._apply_shard(shard, batch, ctx)
             except (sqlite3.OperationalError, OSError) as exc:
                 if not _disk_full(exc, self.data_dir.parent):
                     raise
@@ -162,10 +216,15 @@ class Writer:
         self._dirty[CATALOG] = self._dirty.get(CATALOG, 0) + len(ops)
 
     def _apply_shard(
-        self, conn: sqlite3.Connection, commands: list[StorageCommand], ctx: ApplyContext
+        self, shard: int, commands: list[StorageCommand], ctx: ApplyContext
     ) -> list[CommandReceipt]:
+        conn = self._conn(shard)
         conn.execute("BEGIN IMMEDIATE")
+        deferred = 0
+        flushed = self._flushed.get(shard)
         try:
+            if flushed is not None:  # in the catalog already: no commit of their own to drop
+                conn.execute("DELETE FROM search_outbox WHERE seq <= ?", (flushed,))
             seen = _stored_receipts(conn, [c.command_id for c in commands])
             out: list[CommandReceipt] = []
             rows: list[tuple[str, str, str, int]] = []
@@ -187,9 +246,13 @@ class Writer:
                 "VALUES (?, ?, ?, ?)",
                 rows,
             )
-            # The index first: its ops are idempotent, so if the shard's COMMIT is lost the
-            # redelivered batch writes them again; the reverse order could lose them.
-            if ops := ctx.index.take():
+            # Texts wait in the outbox, committed with what they index. What goes to the
+            # catalog now goes first: its ops are idempotent, so if the shard's COMMIT is lost
+            # the redelivered batch writes them again; the reverse order could lose them.
+            ops = ctx.index.take()
+            if ops and self._outbox:
+                deferred, ops = defer_ops(conn, ops)
+            if ops:
                 self._write_index(ops)
             ctx.fault_point("before_commit")
             conn.execute("COMMIT")
@@ -199,6 +262,13 @@ class Writer:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        if flushed is not None:
+            # Every row up to ``flushed`` is gone, so any row left has a larger seq: a new row
+            # of an emptied table starts again at 1, hence "none flushed" rather than the seq.
+            del self._flushed[shard]
+        if deferred:
+            self._pending[shard] = self._pending.get(shard, 0) + deferred
+            self._pending_rows += deferred
         ctx.fault_point("after_commit")
         actions, ctx.after_commit = ctx.after_commit, []
         for action in actions:

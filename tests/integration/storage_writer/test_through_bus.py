@@ -20,8 +20,10 @@ from agent_core.bus.contracts.storage import (
     ListEvents,
     ListSessions,
     RunFence,
+    SearchSessions,
 )
 from agent_core.ids import new_id
+from agent_core.types.protocol import TextBlock
 from services.storage_writer.checkpoint import CheckpointPolicy
 from services.storage_writer.schema import events_table, nodes_table
 from services.storage_writer.writer import Writer
@@ -216,3 +218,32 @@ async def test_stopping_while_checkpoints_run_is_clean(
                 r.ok for r in await asyncio.gather(*(client.send(append_node(s)) for _ in range(5)))
             )
     assert _count(tmp_path, s.session_id, nodes_table(s.session_id)) == 50
+
+
+async def test_a_search_finds_an_acknowledged_message_while_its_row_is_pending(
+    tmp_path: Path, redis_url: str, names: BusNames, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No timed flush during the test: only the search can make the message searchable.
+    monkeypatch.setattr("services.storage_writer.index_flush.FLUSH_DELAY_S", 3600.0)
+    settings = writer_settings(tmp_path, redis_url, names)
+    s = create_session(account="acct_s")
+    search = SearchSessions(account_id="acct_s", q="quokka")
+    async with in_process_writer(settings), storage_client(redis_url, names) as client:
+        assert (await client.send(s)).ok
+        message = append_node(s, content=[TextBlock(text="a quokka sighting")])
+        assert (await client.send(message)).ok
+        # Acknowledged: stored with its pending index row, not yet in FTS5.
+        assert _count(tmp_path, s.session_id, "search_outbox") == 1
+        assert _count_catalog(tmp_path, "search_rows") == 0
+        found = search.reply_of(await client.query(search))
+        assert _count_catalog(tmp_path, "search_rows") == 1
+    assert [m.session.session_id for m in found] == [s.session_id]
+    assert _count(tmp_path, s.session_id, "search_outbox") == 0  # a clean stop drops it
+
+
+def _count_catalog(home: Path, table: str) -> int:
+    conn = sqlite3.connect(layout_of(home).db_path)
+    try:
+        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    finally:
+        conn.close()

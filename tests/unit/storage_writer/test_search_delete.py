@@ -22,7 +22,13 @@ from tests.unit.storage_writer.conftest import read_rows
 from tests.unit.storage_writer.factories import append_node, create_run, create_session
 
 
-def _search(engine: QueryEngine, q: str, account: str = "acct_a", **kw: object) -> list[str]:
+def _search(
+    writer: Writer | None, engine: QueryEngine, q: str, account: str = "acct_a", **kw: object
+) -> list[str]:
+    """The sessions a search finds, once the writer's pending index rows are flushed (as the
+    service does before it answers a search)."""
+    if writer is not None:
+        writer.flush_index()
     query = SearchSessions(account_id=account, q=q, **kw)  # type: ignore[arg-type]
     return [m.session.session_id for m in query.reply_of(engine.answer(query))]
 
@@ -39,15 +45,18 @@ def test_search_finds_titles_and_message_text_newest_first(
     other = create_session(account="acct_b")
     writer.apply_batch([titled, talk, other])
     writer.apply_batch([_text(talk, "please deploy the kiwi service"), _text(other, "kiwi too")])
-    assert _search(engine, "cafe") == [titled.session_id]  # accents and case folded
-    assert _search(engine, "KIWI") == [talk.session_id]  # another account's rows never match
-    assert _search(engine, "kiwi", "acct_b") == [other.session_id]
-    assert _search(engine, "deplo") == [talk.session_id]  # the last word as a prefix
-    assert _search(engine, "kiwi report") == []  # every word, in one text
+    assert _search(writer, engine, "cafe") == [titled.session_id]  # accents and case folded
+    assert _search(writer, engine, "KIWI") == [
+        talk.session_id
+    ]  # another account's rows never match
+    assert _search(writer, engine, "kiwi", "acct_b") == [other.session_id]
+    assert _search(writer, engine, "deplo") == [talk.session_id]  # the last word as a prefix
+    assert _search(writer, engine, "kiwi report") == []  # every word, in one text
     writer.apply_batch([_text(titled, "a kiwi, finally")])
-    assert _search(engine, "kiwi") == [titled.session_id, talk.session_id]
-    assert _search(engine, "kiwi", limit=1) == [titled.session_id]
-    assert _search(engine, '"); DROP TABLE search; --') == []  # no user text is syntax
+    assert _search(writer, engine, "kiwi") == [titled.session_id, talk.session_id]
+    assert _search(writer, engine, "kiwi", limit=1) == [titled.session_id]
+    assert _search(writer, engine, '"); DROP TABLE search; --') == []  # no user text is syntax
+    writer.flush_index()
     [match] = SearchSessions(account_id="acct_a", q="deploy").reply_of(
         engine.answer(SearchSessions(account_id="acct_a", q="deploy"))
     )
@@ -66,9 +75,9 @@ def test_a_new_title_replaces_the_old_and_status_filters(
         status=SessionStatus.ARCHIVED,
     )
     writer.apply_batch([rename])
-    assert _search(engine, "alpha") == []
-    assert _search(engine, "beta") == [s.session_id]
-    assert _search(engine, "beta", status=SessionStatus.ACTIVE) == []
+    assert _search(writer, engine, "alpha") == []
+    assert _search(writer, engine, "beta") == [s.session_id]
+    assert _search(writer, engine, "beta", status=SessionStatus.ACTIVE) == []
 
 
 def test_a_refused_command_leaves_no_index_row(writer: Writer, engine: QueryEngine) -> None:
@@ -78,7 +87,7 @@ def test_a_refused_command_leaves_no_index_row(writer: Writer, engine: QueryEngi
     dup_parent = append_node(s, parent_id="node_missing", content=[TextBlock(text="ghostword")])
     receipts = writer.apply_batch([orphan, dup_parent])
     assert not any(r.ok for r in receipts)
-    assert _search(engine, "ghostword") == []
+    assert _search(writer, engine, "ghostword") == []
 
 
 def test_delete_session_removes_rows_tables_index_and_files_and_audits(
@@ -93,7 +102,10 @@ def test_delete_session_removes_rows_tables_index_and_files_and_audits(
     delete = DeleteSession(command_id=new_id("cmd"), session_id=s.session_id, account_id="acct_a")
     [done] = writer.apply_batch([delete])
     assert done.ok and done.result["nodes"] == 1
-    assert _search(engine, "doomed") == [keep.session_id] and _search(engine, "zebra") == []
+    assert (
+        _search(writer, engine, "doomed") == [keep.session_id]
+        and _search(writer, engine, "zebra") == []
+    )
     assert not files.exists()
     sid = s.session_id
     if getattr(writer, "dsn", None) is None:  # SQLite: the session's own tables are dropped
@@ -145,8 +157,8 @@ def test_an_older_catalog_gets_its_index_built_from_the_shards(tmp_path: Path) -
     catalog.close()
     engine = QueryEngine(open_catalog(db))
     try:
-        assert _search(engine, "ancient") == [s.session_id]
-        assert _search(engine, "legacy") == [s.session_id]
+        assert _search(None, engine, "ancient") == [s.session_id]
+        assert _search(None, engine, "legacy") == [s.session_id]
     finally:
         engine.close()
 

@@ -234,6 +234,7 @@ def test_every_query_reply_validates_what_the_writer_sends(
 ) -> None:
     commands, ids = _every_command()
     writer.apply_batch(commands)
+    writer.flush_index()  # the search index's pending rows, as the service does before a search
     s, run, assistant = ids["session"], ids["run"], ids["assistant"]
     sid = s.session_id
     [artifact] = [c for c in commands if isinstance(c, CreateArtifact)]

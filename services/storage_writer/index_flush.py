@@ -1,0 +1,100 @@
+"""When the writer moves its search outbox into the index: off the receipt path, before a search.
+
+The SQLite writer leaves the texts it indexes in each shard's outbox (``search_index``) so that a
+batch's receipts never wait for FTS5. :class:`IndexFlusher` asks the writer, on the writer's own
+thread, to move them: ``FLUSH_DELAY_S`` after a batch left rows pending (the rows of every batch
+in between go in the same catalog transaction), at once when ``FLUSH_ROWS`` are pending, at
+start-up (rows a crashed writer left) and before every search, which is answered only once
+every row pending when it arrived is searchable: a message acknowledged before a search is
+found by it. A writer with nothing pending (PostgreSQL's, which indexes in the batch's own
+transaction) is never asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import Executor
+from typing import Final, Protocol
+
+__all__ = ["FLUSH_DELAY_S", "FLUSH_ROWS", "IndexFlusher", "OutboxWriter"]
+
+log = logging.getLogger("soong.storage_writer")
+
+# Long enough that a busy writer's flush carries hundreds of rows (FTS5 costs ~100 µs a
+# transaction, ~20 µs a row in large ones); short enough that the outbox stays small.
+FLUSH_DELAY_S: Final = 0.25
+# Pending rows that start a flush without waiting; also what one timed flush moves at most
+# (~50 µs a row: the node read back, then FTS5), so that a batch queued behind it on the
+# writer's thread waits ~10 ms at most. 256-row transactions get most of FTS5's gain.
+FLUSH_ROWS: Final = 256
+
+
+class OutboxWriter(Protocol):
+    """What the flusher needs of the writer (``writer.Writer``)."""
+
+    @property
+    def index_pending(self) -> int:
+        """Rows not yet searchable."""
+        ...
+
+    def flush_index(self, max_rows: int | None = None) -> int:
+        """Move pending rows into the index (on the writer's thread); return how many."""
+        ...
+
+
+class IndexFlusher:
+    """Schedules the writer's index flushes; one per service, used on the event loop."""
+
+    def __init__(
+        self,
+        writer: OutboxWriter,
+        write_thread: Executor,
+        *,
+        delay_s: float | None = None,
+        rows: int | None = None,
+    ) -> None:
+        self._writer = writer
+        self._write_thread = write_thread
+        # Read at construction, not bound as defaults: a test of the service sets the module's.
+        self._delay_s = FLUSH_DELAY_S if delay_s is None else delay_s
+        self._rows = FLUSH_ROWS if rows is None else rows
+        self._timer: asyncio.Task[None] | None = None
+
+    def after_batch(self) -> None:
+        """A batch was committed: schedule a flush if it left rows pending (none is running)."""
+        pending = self._writer.index_pending
+        if pending and self._timer is None:
+            delay = 0.0 if pending >= self._rows else self._delay_s
+            self._timer = asyncio.get_running_loop().create_task(self._later(delay))
+
+    async def before_search(self) -> None:
+        """Return once every row pending now is searchable. A flush that fails is logged and
+        the search answered anyway (it may then miss the newest texts; the rows stay pending)."""
+        if self._writer.index_pending:
+            await self._flush(None)
+
+    async def close(self) -> None:
+        """Cancel a scheduled flush (the writer flushes what is left when it closes)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            await asyncio.gather(self._timer, return_exceptions=True)
+            self._timer = None
+
+    async def _later(self, delay: float) -> None:
+        try:
+            await asyncio.sleep(delay)
+            flushed = await self._flush(self._rows)
+        finally:
+            self._timer = None
+        if flushed:  # what is left: more than one flush's rows, or rows written meanwhile
+            self.after_batch()  # (after a failure, the next batch or search tries again)
+
+    async def _flush(self, max_rows: int | None) -> bool:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._write_thread, self._writer.flush_index, max_rows)
+        except Exception:
+            log.exception("flushing the search index failed; its rows stay pending")
+            return False
+        return True

@@ -1,0 +1,175 @@
+"""The SQLite writer's search outbox: texts wait in their shard, committed with what they index,
+and reach FTS5 in bulk (``search_index.defer_ops``, ``Writer.flush_index``, ``index_flush``)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from agent_core.bus.contracts.storage import DeleteSession, SearchSessions, UpdateSession
+from agent_core.ids import new_id
+from agent_core.types.protocol import TextBlock
+from services.storage_writer.index_flush import IndexFlusher
+from services.storage_writer.queries import QueryEngine
+from services.storage_writer.schema import MIGRATIONS, migrate
+from services.storage_writer.shards import open_catalog
+from services.storage_writer.writer import Writer
+from tests.conftest import REPO
+from tests.unit.storage_writer.factories import append_node, create_session
+
+
+def _found(engine: QueryEngine, q: str) -> list[str]:
+    query = SearchSessions(account_id="acct_a", q=q)
+    return [m.session.session_id for m in query.reply_of(engine.answer(query))]
+
+
+def _outbox(writer: Writer, session_id: str) -> list[str]:
+    """The nodes a session has in the outbox (``''``: its title), read from its shard file."""
+    layout = writer.layout
+    conn = sqlite3.connect(layout.path(layout.shard_of(session_id)))
+    try:
+        rows = conn.execute(
+            "SELECT node_id FROM search_outbox WHERE session_id = ? ORDER BY seq", (session_id,)
+        )
+        return [r[0] for r in rows]
+    finally:
+        conn.close()
+
+
+def _indexed(writer: Writer, session_id: str) -> int:
+    conn = sqlite3.connect(writer.layout.db_path)
+    try:
+        (count,) = conn.execute(
+            "SELECT count(*) FROM search_rows WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return int(count)
+    finally:
+        conn.close()
+
+
+def _text(session: object, text: str) -> object:
+    return append_node(session, content=[TextBlock(text=text)])  # type: ignore[arg-type]
+
+
+def test_rows_pending_after_a_batch_are_indexed_by_a_flush_and_then_dropped(
+    sqlite_writer: Writer,
+) -> None:
+    w = sqlite_writer
+    w.flush_index()  # the start-up scan: nothing left by an earlier run
+    s = create_session().model_copy(update={"metadata": {"title": "Pelican notes"}})
+    message = _text(s, "the pelican flies north")
+    assert all(r.ok for r in w.apply_batch([s, message]))
+    assert _outbox(w, s.session_id) == ["", message.node.node_id]  # type: ignore[attr-defined]
+    assert w.index_pending == 2 and _indexed(w, s.session_id) == 0
+    engine = QueryEngine(w.layout)
+    try:
+        assert _found(engine, "pelican") == []  # not searchable before a flush
+        assert w.flush_index() == 2 and w.index_pending == 0
+        assert _found(engine, "pelican") == [s.session_id]
+        assert _found(engine, "north") == [s.session_id]
+        # Flushed rows are deleted by the shard's next transaction, in which a new title waits.
+        rename = UpdateSession(
+            command_id=new_id("cmd"), session_id=s.session_id, metadata={"title": "Heron notes"}
+        )
+        assert w.apply_batch([rename])[0].ok
+        assert _outbox(w, s.session_id) == [""]
+        w.flush_index()
+        assert _found(engine, "pelican notes") == [] and _found(engine, "heron") == [s.session_id]
+    finally:
+        engine.close()
+
+
+def test_delete_removes_pending_and_indexed_rows(sqlite_writer: Writer) -> None:
+    w = sqlite_writer
+    s, keep = create_session(), create_session()
+    w.apply_batch([s, keep, _text(s, "walrus indexed"), _text(keep, "walrus kept")])
+    w.flush_index()
+    w.apply_batch([_text(s, "walrus pending")])
+    assert len(_outbox(w, s.session_id)) == 1 and _indexed(w, s.session_id) == 1
+    delete = DeleteSession(command_id=new_id("cmd"), session_id=s.session_id, account_id="acct_a")
+    assert w.apply_batch([delete])[0].ok
+    assert _outbox(w, s.session_id) == [] and _indexed(w, s.session_id) == 0
+    w.flush_index()
+    engine = QueryEngine(w.layout)
+    try:
+        assert _found(engine, "walrus") == [keep.session_id]
+    finally:
+        engine.close()
+
+
+_CRASH = """
+import sys
+from pathlib import Path
+from services.storage_writer.shards import open_catalog
+from services.storage_writer.writer import Writer
+from tests.unit.storage_writer.factories import append_node, create_session
+from agent_core.types.protocol import TextBlock
+home = Path(sys.argv[1])
+w = Writer(open_catalog(home / "s.sqlite", shard_count=2), home / "artifacts", 1024)
+s = create_session()
+assert all(r.ok for r in w.apply_batch([s, append_node(s, content=[TextBlock(text="phoenix")])]))
+print(s.session_id, flush=True)
+import os
+os._exit(0)  # dies as a killed writer would: no close, no flush
+"""
+
+
+def test_pending_rows_survive_a_crash_and_are_drained_at_start(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _CRASH, str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    sid = out.stdout.strip()
+    w = Writer(open_catalog(tmp_path / "s.sqlite"), tmp_path / "artifacts", 1024)
+    try:
+        assert _indexed(w, sid) == 0 and len(_outbox(w, sid)) == 1
+        assert w.index_pending  # unknown until the shards are scanned
+        assert w.flush_index() == 1 and w.index_pending == 0
+        engine = QueryEngine(w.layout)
+        try:
+            assert _found(engine, "phoenix") == [sid]
+        finally:
+            engine.close()
+    finally:
+        w.close()
+    assert _outbox(w, sid) == []  # a clean close deletes what was flushed
+
+
+def test_an_existing_shard_gets_the_outbox_by_migration(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "old.sqlite", isolation_level=None)
+    try:
+        assert migrate(conn, MIGRATIONS[:5]) == [1, 2, 3, 4, 5]  # a home of the version before
+        assert migrate(conn) == [6]
+        columns = [r[1] for r in conn.execute("PRAGMA table_info(search_outbox)")]
+        assert columns == ["seq", "session_id", "node_id"]
+    finally:
+        conn.close()
+
+
+async def test_the_flusher_indexes_pending_rows_after_a_batch_without_a_search(
+    sqlite_writer: Writer,
+) -> None:
+    w = sqlite_writer
+    thread = ThreadPoolExecutor(1)
+    loop = asyncio.get_running_loop()
+    flusher = IndexFlusher(w, thread, delay_s=0.01)
+    try:
+        s = create_session()
+        await loop.run_in_executor(thread, w.apply_batch, [s, _text(s, "osprey")])
+        flusher.after_batch()
+        for _ in range(3000):  # bounds a hang only (30 s)
+            if w.index_pending == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert _indexed(w, s.session_id) == 1
+    finally:
+        await flusher.close()
+        thread.shutdown()
