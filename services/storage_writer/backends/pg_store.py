@@ -123,13 +123,13 @@ class PgWriter(Writer):
                 if lost_at is None:
                     lost_at = time.monotonic()
                     log.warning(
-                        "PostgreSQL connection lost (%s); holding %d commands, reconnecting",
+                        "PostgreSQL connection lost (%s); reconnecting, commands held: %d",
                         _brief(exc),
                         len(commands),
                     )
                 elif attempts % _REPORT_EVERY == 0:
                     log.warning(
-                        "still reconnecting to PostgreSQL after %.1f s (%s); holding %d commands",
+                        "still reconnecting to PostgreSQL after %.1f s (%s); commands held: %d",
                         time.monotonic() - lost_at,
                         _brief(exc),
                         len(commands),
@@ -141,7 +141,7 @@ class PgWriter(Writer):
                 continue
             if lost_at is not None:
                 log.warning(
-                    "reconnected to PostgreSQL at %s after %.1f s; %d held commands applied",
+                    "reconnected to PostgreSQL at %s after %.1f s; commands held and applied: %d",
                     self._where(),
                     time.monotonic() - lost_at,
                     len(commands),

@@ -269,8 +269,8 @@ class PostgresBackend:
             for wait in waits:
                 wait.cancel()
         if superseded.is_set():
-            error = self.writer.superseded
-            log.critical("storage-writer stopping: %s", error.message if error else "superseded")
+            # The writer logged why; this says what follows from it.
+            log.critical("storage-writer stopping: superseded [writer_superseded]")
             stop.set()
         self.writer.stop_holding()
 
