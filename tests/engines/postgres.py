@@ -9,6 +9,12 @@ on 127.0.0.1 only, with password (SCRAM) authentication on TCP, so a test can al
 Durability is off (``fsync``, ``synchronous_commit``, ``full_page_writes``): the cluster dies with
 the session, and no test here kills the server to prove a commit survives a power loss.
 
+A primary and its streaming standby (:func:`start_pair`, one pair per test module:
+``postgres_pair``) are the failover tests': the standby is a ``pg_basebackup -R`` copy of the
+primary on another free port, synchronous (``synchronous_standby_names``, with the primary's
+``synchronous_commit`` on) so that a commit is acknowledged only once the standby has it. A test
+kills the primary's postmaster (:meth:`PostgresCluster.kill`) and promotes the standby.
+
 One cluster per pytest process (per xdist worker): start-up costs ~1 s, a ``CREATE DATABASE``
 ~50 ms. ``.ci/run`` installs the ``postgresql`` package, so nothing skips for want of it.
 """
@@ -20,11 +26,14 @@ import os
 import pwd
 import secrets
 import shutil
+import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 from urllib.parse import quote
 
 import psycopg
@@ -32,7 +41,15 @@ import pytest
 
 from agent_core.service.valkey import find_free_port
 
-__all__ = ["PostgresCluster", "postgres_cluster", "postgres_dsn", "start_cluster"]
+__all__ = [
+    "PostgresCluster",
+    "PostgresPair",
+    "postgres_cluster",
+    "postgres_dsn",
+    "postgres_pair",
+    "start_cluster",
+    "start_pair",
+]
 
 SUPERUSER = "soong"
 
@@ -96,35 +113,81 @@ class PostgresCluster:
         self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop", check=False)
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def _run(self, tool: str, *args: str, check: bool = True) -> None:
+    def kill(self) -> None:
+        """SIGKILL the postmaster, as a crash would: no shutdown checkpoint, no goodbye to the
+        clients or the standby (its backends notice the postmaster's death and exit)."""
+        pid = int((self.data_dir / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+
+    def promote(self) -> None:
+        """Promote this standby to a primary (``pg_ctl promote``, waiting until it is one)."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-w", "promote")
+
+    def _run(
+        self, tool: str, *args: str, check: bool = True, env: Mapping[str, str] | None = None
+    ) -> None:
         command = [str(self.bin_dir / tool), *args]
         if self.user is not None:
             command = ["runuser", "-u", self.user, "--", *command]
-        result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+        result = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+            env=None if env is None else {**os.environ, **env},
+        )
         if check and result.returncode != 0:
             log = self.root / "server.log"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             raise RuntimeError(f"{tool} failed: {result.stderr.strip()}\n{tail}")
 
 
-def start_cluster(parent: Path | None = None, *, durable: bool = False) -> PostgresCluster:
-    """``initdb`` a new cluster in a temporary folder and start it on a free loopback port;
-    ``durable``: with PostgreSQL's own durability (fsync at commit), as deployed (benches)."""
+def _new_cluster(parent: Path | None) -> PostgresCluster:
+    """A cluster's folder (owned by the server's account) and its port, password and binaries."""
     root = Path(tempfile.mkdtemp(prefix="soong-pg-", dir=parent))
     user = _unprivileged_user() if os.geteuid() == 0 else None
-    cluster = PostgresCluster(
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        os.chown(root, entry.pw_uid, entry.pw_gid)
+    return PostgresCluster(
         root=root,
         port=find_free_port(),
         password=secrets.token_urlsafe(16),
         user=user,
         bin_dir=server_bin_dir(),
     )
-    pwfile = root / "pwfile"
+
+
+def _start(cluster: PostgresCluster, settings: Mapping[str, str]) -> None:
+    """``pg_ctl start`` the cluster's data folder on its port, loopback only."""
+    options = " ".join(
+        [
+            f"-p {cluster.port}",
+            f"-k {cluster.root}",
+            "-c listen_addresses=127.0.0.1",
+            *(f"-c {name}={value}" for name, value in settings.items()),
+        ]
+    )
+    log = str(cluster.root / "server.log")
+    cluster._run("pg_ctl", "-D", str(cluster.data_dir), "-l", log, "-o", options, "-w", "start")
+
+
+_FAST: Final = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+def start_cluster(
+    parent: Path | None = None, *, durable: bool = False, settings: Mapping[str, str] = {}
+) -> PostgresCluster:
+    """``initdb`` a new cluster in a temporary folder and start it on a free loopback port;
+    ``durable``: with PostgreSQL's own durability (fsync at commit), as deployed (benches);
+    ``settings``: server settings over the defaults."""
+    cluster = _new_cluster(parent)
+    pwfile = cluster.root / "pwfile"
     pwfile.write_text(cluster.password + "\n")
     os.chmod(pwfile, 0o600)
-    if user is not None:
-        entry = pwd.getpwnam(user)
-        os.chown(root, entry.pw_uid, entry.pw_gid)
+    if cluster.user is not None:
+        entry = pwd.getpwnam(cluster.user)
         os.chown(pwfile, entry.pw_uid, entry.pw_gid)
     try:
         cluster._run(
@@ -140,22 +203,96 @@ def start_cluster(parent: Path | None = None, *, durable: bool = False) -> Postg
             "--locale=C",
             "--no-sync",
         )
-        fast = ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
-        options = " ".join(
-            [
-                f"-p {cluster.port}",
-                f"-k {root}",
-                "-c listen_addresses=127.0.0.1",
-                *([] if durable else fast),
-                "-c max_connections=200",
-            ]
-        )
-        log = str(root / "server.log")
-        cluster._run("pg_ctl", "-D", str(cluster.data_dir), "-l", log, "-o", options, "-w", "start")
+        _start(cluster, {**({} if durable else _FAST), "max_connections": "200", **settings})
     except BaseException:
         cluster.stop()
         raise
     return cluster
+
+
+@dataclass
+class PostgresPair:
+    """A primary and its synchronous streaming standby, and one database on both."""
+
+    primary: PostgresCluster
+    standby: PostgresCluster
+    dbname: str
+
+    def dsn(self) -> str:
+        """The DSN a writer is given for failover: both servers, whichever is the primary."""
+        p, s = self.primary, self.standby
+        secret = quote(p.password, safe="")
+        return (
+            f"postgresql://{SUPERUSER}:{secret}@{p.host}:{p.port},{s.host}:{s.port}/"
+            f"{self.dbname}?target_session_attrs=read-write"
+        )
+
+    def stop(self) -> None:
+        """Stop both servers (a killed primary's folder is removed all the same)."""
+        self.standby.stop()
+        self.primary.stop()
+
+
+# How long a pair's set-up may wait for its standby to stream (a hang guard, not a figure).
+_STREAMING_WITHIN_S: Final = 60.0
+
+
+def start_pair(parent: Path | None = None) -> PostgresPair:
+    """A primary (``synchronous_commit`` on), a database on it, and a standby made by
+    ``pg_basebackup -R`` from it on another free port, streaming synchronously."""
+    primary = start_cluster(parent, settings={"synchronous_commit": "on"})
+    standby: PostgresCluster | None = None
+    try:
+        dbname = "soong_" + secrets.token_hex(6)
+        primary.create_database(dbname)
+        standby = _new_cluster(parent)
+        standby.password = primary.password  # a copy of the primary: the same roles
+        primary._run(
+            "pg_basebackup",
+            "-D",
+            str(standby.data_dir),
+            "-d",
+            primary.dsn(),
+            "-R",  # standby.signal and primary_conninfo: it follows the primary when started
+            "-X",
+            "stream",
+            "--checkpoint=fast",  # not a spread one: the copy starts at once
+            "--no-sync",
+        )
+        # The primary's synchronous settings are passed at its start or set after the copy,
+        # so the standby, once promoted, waits for no standby of its own.
+        _start(standby, {**_FAST, "max_connections": "200"})
+        with psycopg.connect(primary.dsn(), autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+            conn.execute("SELECT pg_reload_conf()")
+            deadline = time.monotonic() + _STREAMING_WITHIN_S
+            while (
+                conn.execute(
+                    "SELECT 1 FROM pg_stat_replication WHERE state = 'streaming' "
+                    "AND sync_state = 'sync'"
+                ).fetchone()
+                is None
+            ):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the standby did not stream synchronously")
+                time.sleep(0.05)
+    except BaseException:
+        if standby is not None:
+            standby.stop()
+        primary.stop()
+        raise
+    return PostgresPair(primary, standby, dbname)
+
+
+@pytest.fixture(scope="module")
+def postgres_pair() -> Iterator[PostgresPair]:
+    """A primary and its synchronous standby for the test module (one pair per module: a
+    failover test uses it up)."""
+    pair = start_pair()
+    try:
+        yield pair
+    finally:
+        pair.stop()
 
 
 @pytest.fixture(scope="session")

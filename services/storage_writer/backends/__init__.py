@@ -8,7 +8,8 @@ below that line is the backend's:
   commit, a savepoint per command so a refused one fails alone, fencing, receipts and sequence
   numbers in the same transaction as the write. Returns after the commit, one receipt a command.
 - ``engine.answer(query)`` on the *read thread*: a query never waits behind a write batch.
-- ``tasks(write_thread)``: background work (SQLite's WAL checkpoints; none for PostgreSQL).
+- ``tasks(write_thread)``: background work (SQLite's WAL checkpoints; PostgreSQL's watch for a
+  writer another took the partition from, which stops the service).
 - ``close(write_thread, read_thread)``: close the connections on their own threads and give up
   ownership (SQLite's lock file).
 

@@ -165,8 +165,7 @@ def _copy(layout: ShardLayout, pg: PgConn) -> None:
                 for batch in _chunks(rows):
                     pg.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", batch)
             sessions = [sid for (sid,) in shard.execute("SELECT session_id FROM sessions")]
-            for sid in sessions:
-                _copy_session(shard, pg, sid)
+            _copy_sessions(shard, pg, sessions)
         finally:
             shard.close()
     catalog = _sqlite(layout.db_path)
@@ -197,15 +196,18 @@ def _copy(layout: ShardLayout, pg: PgConn) -> None:
         catalog.close()
 
 
-def _copy_session(shard: sqlite3.Connection, pg: PgConn, sid: str) -> None:
+def _copy_sessions(shard: sqlite3.Connection, pg: PgConn, sids: list[str]) -> None:
+    """The nodes and events of a shard's sessions, each session's in its order; batches span
+    sessions (a session has a few rows: one ``executemany`` each would be a round trip each)."""
     for view, columns in (("nodes", _NODE_COLUMNS), ("events", _EVENT_COLUMNS)):
-        rows = shard.execute(f'SELECT {columns} FROM "{view}_{sid}" ORDER BY 1')
+        rows = (
+            (sid, *row)
+            for sid in sids
+            for row in shard.execute(f'SELECT {columns} FROM "{view}_{sid}" ORDER BY 1')
+        )
         marks = ", ".join("?" * (len(columns.split(",")) + 1))
         for batch in _chunks(rows):
-            pg.executemany(
-                f"INSERT INTO {view} (session_id, {columns}) VALUES ({marks})",
-                [(sid, *row) for row in batch],
-            )
+            pg.executemany(f"INSERT INTO {view} (session_id, {columns}) VALUES ({marks})", batch)
 
 
 def _verify(layout: ShardLayout, pg: PgConn) -> list[TableCheck]:

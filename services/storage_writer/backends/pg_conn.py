@@ -37,7 +37,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.types.datetime import DateLoader, TimestamptzLoader
 from psycopg.types.numeric import NumericLoader
 
-__all__ = ["PgConn", "PgCursor", "PgRow"]
+__all__ = ["PgConn", "PgCursor", "PgRow", "connection_lost"]
 
 _SESSION_TABLE: Final = re.compile(r'"(nodes|events)_(sess_[A-Za-z0-9_\-]+)"')
 _VIEWS: Final = {"nodes": "session_nodes", "events": "session_events"}
@@ -65,6 +65,26 @@ _FRAGMENTS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
     (re.compile(r"(?<=[ ,])(\w+) = \1 \+ "), r"\1 = usage_totals.\1 + "),
 )
 _HIDDEN: Final = frozenset({"rowid"})
+_OPEN: Final = frozenset(
+    {TransactionStatus.ACTIVE, TransactionStatus.INTRANS, TransactionStatus.INERROR}
+)
+
+
+# SQLSTATEs of a session the server ended: administrator or crash shutdown, a server that
+# cannot take connections now (starting, stopping, in recovery); class 08 is a lost connection.
+_ENDED_STATES: Final = frozenset({"57P01", "57P02", "57P03"})
+
+
+def connection_lost(exc: BaseException, conn: PgConn | None) -> bool:
+    """Whether ``exc`` means the connection (not the statement) failed: the server went away,
+    ended the session or was unreachable. Such a failure says nothing about the commands that
+    met it: the same batch on a new connection is the answer (it is idempotent)."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    if conn is not None and (conn.raw.broken or conn.raw.closed):
+        return True
+    state = exc.sqlstate or ""
+    return state.startswith("08") or state in _ENDED_STATES
 
 
 class _IsoTimestamptz(TimestamptzLoader):
@@ -175,8 +195,10 @@ class PgConn:
 
     @property
     def in_transaction(self) -> bool:
-        """Whether a transaction is open (or failed and not yet rolled back)."""
-        return self.raw.info.transaction_status != TransactionStatus.IDLE
+        """Whether a transaction is open (or failed and not yet rolled back); never on a lost
+        connection, whose transaction the server has already dropped (a ``ROLLBACK`` there
+        would only raise again and hide why it was lost)."""
+        return self.raw.info.transaction_status in _OPEN
 
     def close(self) -> None:
         """Close the connection."""

@@ -45,6 +45,24 @@ MIGRATION_LOCK: Final = 0x736F6F6E67
 
 _SESSION: Final = "current_setting('soong.session_id', true)"
 
+
+def _seq_trigger(table: str, column: str, function: str) -> tuple[str, str]:
+    """The function and trigger that number ``table``'s rows by ``column``: ``max + 1`` within
+    the row's session, when the insert gives none (a move copies the numbers it has)."""
+    return (
+        f"""CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.{column} IS NULL THEN
+            SELECT coalesce(max({column}), 0) + 1 INTO NEW.{column}
+              FROM {table} WHERE session_id = NEW.session_id;
+          END IF;
+          RETURN NEW;
+        END $$""",
+        f"""CREATE TRIGGER {table}_seq BEFORE INSERT ON {table}
+        FOR EACH ROW EXECUTE FUNCTION {function}()""",
+    )
+
+
 _V1: Final = (
     """CREATE TABLE layout (
         id smallint PRIMARY KEY CHECK (id = 1), partitions integer NOT NULL
@@ -91,26 +109,8 @@ _V1: Final = (
     f"""CREATE VIEW session_events AS SELECT seq, event_id, run_seq, agent_id, run_id, level,
         event_type, node_id, tool_call_id, payload_json, created_at
         FROM events WHERE session_id = {_SESSION}""",
-    """CREATE FUNCTION next_node_seq() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-          IF NEW.node_seq IS NULL THEN
-            SELECT coalesce(max(node_seq), 0) + 1 INTO NEW.node_seq
-              FROM nodes WHERE session_id = NEW.session_id;
-          END IF;
-          RETURN NEW;
-        END $$""",
-    """CREATE TRIGGER nodes_seq BEFORE INSERT ON nodes
-        FOR EACH ROW EXECUTE FUNCTION next_node_seq()""",
-    """CREATE FUNCTION next_event_seq() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-          IF NEW.seq IS NULL THEN
-            SELECT coalesce(max(seq), 0) + 1 INTO NEW.seq
-              FROM events WHERE session_id = NEW.session_id;
-          END IF;
-          RETURN NEW;
-        END $$""",
-    """CREATE TRIGGER events_seq BEFORE INSERT ON events
-        FOR EACH ROW EXECUTE FUNCTION next_event_seq()""",
+    *_seq_trigger("nodes", "node_seq", "next_node_seq"),
+    *_seq_trigger("events", "seq", "next_event_seq"),
     """CREATE TABLE artifacts (
         artifact_id text PRIMARY KEY, session_id text NOT NULL, agent_id text, run_id text,
         node_id text, tool_call_id text, path text NOT NULL, filename text, mime_type text,

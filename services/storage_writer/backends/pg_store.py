@@ -7,25 +7,44 @@ that same transaction: on PostgreSQL the index and the rows it indexes commit to
 :class:`PgQueryEngine` is :class:`~services.storage_writer.queries.QueryEngine` on one read-only
 connection, with the search done by PostgreSQL's full-text search instead of FTS5.
 
-A connection that broke (the server restarted, a standby was promoted) is replaced on the next
-batch or query; the batch that hit the break fails whole and stays pending on the bus, so it is
-applied again (idempotently) once the server answers.
+A lost connection (the server restarted, its primary died and a standby was promoted) never
+refuses a command. The writer holds the batch that met it — the bus reads nothing more meanwhile
+— and reconnects with backoff (0.05 s doubling to 1 s), logging the loss, the wait and the
+return; the held batch is then applied again on the new connection, idempotently, so a commit
+whose answer was lost is answered as the duplicate it is. A multi-host DSN with
+``target_session_attrs=read-write`` makes the reconnection find whichever server is the primary
+now. Reconnecting means owning the partition again (:func:`.postgres.owned_connection`): if
+another writer took it over meanwhile, this writer is superseded and stops
+(``writer_superseded``), its batch left pending for the new owner; it never writes without
+owning. The query engine reconnects too, answering the query that met the loss on the new
+connection.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sqlite3
+import threading
+import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from agent_core.bus.contracts.storage import QueryReply, SearchSessions, StorageQuery
-from agent_core.errors import AgentCoreError
+import psycopg
+
+from agent_core.bus.contracts.storage import (
+    CommandReceipt,
+    QueryReply,
+    SearchSessions,
+    StorageCommand,
+    StorageQuery,
+)
+from agent_core.errors import AgentCoreError, StorageError
 from agent_core.files import FileStore
-from services.storage_writer.backends.pg_conn import PgConn
+from services.storage_writer.backends.pg_conn import PgConn, connection_lost
 from services.storage_writer.queries import QueryEngine, _visible_session
 from services.storage_writer.search_index import IndexOp, snippet
 from services.storage_writer.shards import ShardLayout
@@ -33,7 +52,13 @@ from services.storage_writer.writer import Writer
 
 __all__ = ["PgQueryEngine", "PgWriter", "apply_index_ops", "single_layout"]
 
+log = logging.getLogger("soong.storage_writer")
+
 Connect = Callable[[], PgConn]
+
+_BACKOFF_FIRST_S: Final = 0.05
+_BACKOFF_MAX_S: Final = 1.0  # a promoted standby is found within a second of its promotion
+_REPORT_EVERY: Final = 10  # attempts between "still reconnecting" lines
 
 _WORD: Final = re.compile(r"\w+", re.UNICODE)
 _MAX_TERMS: Final = 12
@@ -53,7 +78,13 @@ def fold(text: str) -> str:
 
 
 class PgWriter(Writer):
-    """The writer over PostgreSQL (one thread calls it, as the SQLite writer)."""
+    """The writer over PostgreSQL (one thread calls it, as the SQLite writer).
+
+    ``superseded`` is set (and ``on_superseded`` called, from the write thread) when another
+    writer took the partition over while this one's connection was down; every batch after that
+    raises it. :meth:`stop_holding` (any thread) ends a wait for the server: the held batch
+    raises and stays pending on the bus.
+    """
 
     def __init__(
         self,
@@ -67,25 +98,112 @@ class PgWriter(Writer):
         super().__init__(single_layout(), data_dir, json_threshold_bytes, files=files)
         self._connect = connect
         self._pg: PgConn | None = first
+        self._stopping = threading.Event()
+        self.superseded: StorageError | None = None
+        self.on_superseded: Callable[[], None] | None = None
+
+    def stop_holding(self) -> None:
+        """Give up waiting for the server (the service is stopping)."""
+        self._stopping.set()
+
+    def apply_batch(self, commands: Sequence[StorageCommand]) -> list[CommandReceipt]:
+        """The shared writer's batch, held through a lost connection (see the module)."""
+        lost_at: float | None = None
+        delay = _BACKOFF_FIRST_S
+        attempts = 0
+        while True:
+            if self.superseded is not None:
+                raise self.superseded
+            try:
+                receipts = super().apply_batch(commands)
+            except (psycopg.OperationalError, StorageError) as exc:
+                if not self._lost(exc) or self._stopping.is_set():
+                    raise
+                attempts += 1
+                if lost_at is None:
+                    lost_at = time.monotonic()
+                    log.warning(
+                        "PostgreSQL connection lost (%s); reconnecting, commands held: %d",
+                        _brief(exc),
+                        len(commands),
+                    )
+                elif attempts % _REPORT_EVERY == 0:
+                    log.warning(
+                        "still reconnecting to PostgreSQL after %.1f s (%s); commands held: %d",
+                        time.monotonic() - lost_at,
+                        _brief(exc),
+                        len(commands),
+                    )
+                self._drop()
+                if self._stopping.wait(delay):
+                    raise
+                delay = min(delay * 2, _BACKOFF_MAX_S)
+                continue
+            if lost_at is not None:
+                log.warning(
+                    "reconnected to PostgreSQL at %s after %.1f s; commands held and applied: %d",
+                    self._where(),
+                    time.monotonic() - lost_at,
+                    len(commands),
+                )
+            return receipts
+
+    def _lost(self, exc: Exception) -> bool:
+        if isinstance(exc, StorageError):  # from reconnecting: retryable means unreachable
+            return exc.code == "postgres_unreachable"
+        return connection_lost(exc, self._pg)
+
+    def _drop(self) -> None:
+        if self._pg is not None:
+            self._pg.close()
+            self._pg = None
+
+    def _where(self) -> str:
+        info = None if self._pg is None else self._pg.raw.info
+        return "?" if info is None else f"{info.host}:{info.port}"
 
     # The shared writer's code is typed against sqlite3's connection; PgConn provides the part
     # of that API it uses (execute, executemany, in_transaction) for PostgreSQL.
     def _conn(self, shard: int) -> sqlite3.Connection:
         if self._pg is None or self._pg.raw.closed or self._pg.raw.broken:
-            if self._pg is not None:
-                self._pg.close()
-            self._pg = self._connect()
+            self._drop()
+            try:
+                self._pg = self._connect()
+            except StorageError as exc:
+                if exc.code == "writer_locked":
+                    raise self._supersede(exc) from None
+                raise
         return self._pg  # type: ignore[return-value]  # see PgWriter._conn
 
+    def _supersede(self, locked: StorageError) -> StorageError:
+        holder = locked.details.get("holder", "unknown")
+        self.superseded = StorageError(
+            "writer_superseded",
+            f"this storage-writer's PostgreSQL connection broke and another writer ({holder}) "
+            f"took its partition over meanwhile; it stops and leaves the partition to it",
+            details=locked.details,
+        )
+        log.critical("%s [writer_superseded]", self.superseded.message)
+        if self.on_superseded is not None:
+            self.on_superseded()
+        return self.superseded
+
     def _write_index(self, ops: list[IndexOp]) -> None:
-        """In the batch's own transaction (the writer's one connection)."""
-        apply_index_ops(self._conn(0), ops)  # type: ignore[arg-type]
+        """In the batch's own transaction: on the connection the batch began on, never a new
+        one (a connection lost mid-batch fails the batch, which is held and applied again)."""
+        if self._pg is None:
+            raise psycopg.OperationalError("the connection is lost")
+        apply_index_ops(self._pg, ops)
 
     def close(self) -> None:
         """Close the connection."""
-        if self._pg is not None:
-            self._pg.close()
-            self._pg = None
+        self._drop()
+
+
+def _brief(exc: Exception) -> str:
+    """The first line of an error (psycopg's carry the server's multi-line detail)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 def apply_index_ops(conn: PgConn, ops: list[IndexOp]) -> None:
@@ -156,7 +274,18 @@ class PgQueryEngine(QueryEngine):
             self._pg = None
 
     def answer(self, query: StorageQuery) -> QueryReply:
-        """As the SQLite engine's, with the search by PostgreSQL's full-text search."""
+        """As the SQLite engine's, with the search by PostgreSQL's full-text search; a query
+        that met a lost connection is asked once more on a new one (a read changes nothing)."""
+        try:
+            return self._answer(query)
+        except psycopg.OperationalError as exc:
+            if not connection_lost(exc, self._pg):
+                raise
+            log.warning("PostgreSQL connection lost (%s); the reader reconnects", _brief(exc))
+            self.close()
+            return self._answer(query)
+
+    def _answer(self, query: StorageQuery) -> QueryReply:
         if isinstance(query, SearchSessions):
             try:
                 return QueryReply(ok=True, data=self._search(query))

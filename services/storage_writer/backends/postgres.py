@@ -247,11 +247,37 @@ class PostgresBackend:
     name: str = "postgres"
 
     def tasks(self, write_thread: Executor) -> list[BackgroundTask]:
-        """None: PostgreSQL checkpoints by itself."""
-        return []
+        """No checkpoints (PostgreSQL makes its own); one watcher that stops the service when
+        the writer was superseded (:class:`.pg_store.PgWriter`), and ends a held batch's wait
+        for the server when the service stops."""
+        return [self._watch]
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        superseded = asyncio.Event()
+
+        def wake() -> None:  # on the write thread
+            loop.call_soon_threadsafe(superseded.set)
+
+        self.writer.on_superseded = wake
+        if self.writer.superseded is not None:  # before the callback was in place
+            superseded.set()
+        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(superseded.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        if superseded.is_set():
+            # The writer logged why; this says what follows from it.
+            log.critical("storage-writer stopping: superseded [writer_superseded]")
+            stop.set()
+        self.writer.stop_holding()
 
     async def close(self, write_thread: Executor, read_thread: Executor) -> None:
-        """Close both connections on their threads."""
+        """Close both connections on their threads (a batch held for the server gives up first,
+        or its thread would never take the close)."""
+        self.writer.stop_holding()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(write_thread, self.writer.close)
         await loop.run_in_executor(read_thread, self.engine.close)

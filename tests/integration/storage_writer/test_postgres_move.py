@@ -1,8 +1,14 @@
-"""``soong-agent migrate-data``: a SQLite home with many sessions moves into PostgreSQL, and
-every query answers the same for every session before (SQLite) and after (PostgreSQL)."""
+"""``soong-agent migrate-data``: a SQLite home with 1,000 sessions moves into PostgreSQL, and
+every query answers the same for every session before (SQLite) and after (PostgreSQL).
+
+The home is built through the SQLite backend's writer in this process, many sessions to a batch
+(not through the bus: the move is under test, not the stack), and PostgreSQL's answers are asked
+on a few connections at once; the module shares the test process's PostgreSQL cluster."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +55,17 @@ from tests.unit.storage_writer.factories import (
 
 __all__ = ["postgres_cluster"]
 
-SESSIONS = 100  # the issue names 1,000: the same code, a CI-sized run
+SESSIONS = 1000
 ACCOUNTS = ("acct_a", "acct_b", "acct_c")
+SESSIONS_PER_BATCH = 50  # one group commit for many sessions: the home is built in seconds
+READERS = 4  # PostgreSQL connections answering at once (each query waits on a round trip)
 
 
 def _fill(writer: Writer) -> list[str]:
     """Sessions of three accounts: titled or not, a branch, runs ended with usage, a large
     JSON block moved to an artifact, named agents, and one deleted session (its audit row)."""
     sids = []
+    commands: list[Any] = []
     for i in range(SESSIONS):
         account = ACCOUNTS[i % len(ACCOUNTS)]
         s = create_session(account=account)
@@ -67,12 +76,14 @@ def _fill(writer: Writer) -> list[str]:
         run = create_run(s)
         claim = claim_run(s, run.run_id)
         end = end_run(s, run.run_id, answer=f"done {i}", parent_id=branch.node.node_id)
-        commands: list[Any] = [s, root, branch, run, claim, end]
+        commands += [s, root, branch, run, claim, end]
         if i % 10 == 0:
             commands.append(append_node(s, content=[JsonBlock(data={"rows": list(range(400))})]))
-        receipts = writer.apply_batch(commands)
-        assert all(r.ok for r in receipts), [r.error for r in receipts if not r.ok]
         sids.append(s.session_id)
+        if len(sids) % SESSIONS_PER_BATCH == 0 or i == SESSIONS - 1:
+            receipts = writer.apply_batch(commands)
+            assert all(r.ok for r in receipts), [r.error for r in receipts if not r.ok]
+            commands = []
     for account in ACCOUNTS:
         made = CreateAssistant(
             command_id=new_id("cmd"),
@@ -122,6 +133,28 @@ def _answers(engine: QueryEngine, sids: list[str]) -> list[Any]:
     return [engine.answer(q).model_dump() for q in queries]
 
 
+def _answers_at_once(open_engine: Callable[[], QueryEngine], sids: list[str]) -> list[Any]:
+    """:func:`_answers`, the sessions split over :data:`READERS` engines on threads of their
+    own (an engine is used by one thread), in the same order."""
+    step = -(-len(sids) // READERS)
+    parts = [sids[i : i + step] for i in range(0, len(sids), step)]
+
+    def answer(part: list[str]) -> list[Any]:
+        engine = open_engine()
+        try:
+            return [engine.answer(q).model_dump() for sid in part for q in _queries(sid)]
+        finally:
+            engine.close()
+
+    with ThreadPoolExecutor(READERS) as pool:
+        answers = [a for chunk in pool.map(answer, parts) for a in chunk]
+    engine = open_engine()
+    try:
+        return answers + [engine.answer(q).model_dump() for q in _account_queries()]
+    finally:
+        engine.close()
+
+
 def test_a_home_moves_and_every_session_answers_the_same(
     postgres_cluster: PostgresCluster,
     tmp_path: Path,
@@ -151,11 +184,8 @@ def test_a_home_moves_and_every_session_answers_the_same(
     assert f"moved {SESSIONS - 1} sessions" in printed
     assert "nodes: " in printed and "(same in both)" in printed
 
-    pg_engine = PgQueryEngine(lambda: open_connection(dsn))
-    try:
-        after = _answers(pg_engine, sids)
-    finally:
-        pg_engine.close()
+    after = _answers_at_once(lambda: PgQueryEngine(lambda: open_connection(dsn)), sids)
+    assert len(after) == len(before) == 9 * (SESSIONS - 1) + 6 * len(ACCOUNTS)
     assert after == before
 
     pg = open_connection(dsn)
