@@ -23,9 +23,7 @@ from tests.e2e.gateway.conftest import (
     seed_artifact,
     seed_offloaded_json,
 )
-from tests.engines.s3 import Cuttable, MotoS3, s3_server
-
-__all__ = ["s3_server"]
+from tests.engines.s3 import Cuttable, MotoS3
 
 BUCKET = "gateway-files"
 
