@@ -215,3 +215,17 @@ def test_memory_and_the_account_skills_live_in_the_bucket(s3gw: S3Stack) -> None
         assert [(s["name"], s["description"]) for s in listed if s["source"] == "user"] == [
             ("report", "Quarterly reports.")
         ]
+
+
+def test_a_worker_finds_a_skill_that_only_the_bucket_holds(s3gw: S3Stack) -> None:
+    # Put after any listing: only the worker's copy at the claim can bring it to this host.
+    s3gw.put(
+        "accounts/dev/skills/charts/SKILL.md",
+        b"---\nname: charts\ndescription: Charts.\n---\nCHARTS-BODY: bars only.\n",
+    )
+    with s3gw.client() as c:
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        _run(c, sid, "/charts draw it")
+        nodes = c.get(f"/v1/sessions/{sid}/tree").json()["nodes"]
+        kinds = [n["node_type"] for n in nodes]
+        assert "skill_context" in kinds, kinds
