@@ -27,6 +27,10 @@ from agent_core.bus import BusNames, make_redis
 from agent_core.service.valkey import EmbeddedValkey, find_free_port
 from tests.allowed_networks import ALLOWED
 
+# One S3-compatible server (moto) per test session, shared by every module that asks for it: a
+# module importing the fixture itself would start a server of its own.
+from tests.engines.s3 import s3_server  # noqa: F401
+
 REPO = Path(__file__).resolve().parents[1]
 
 # The real local model's suite (``make test-local-model``) needs an environment that takes

@@ -1,9 +1,12 @@
 """One consolidation of one account's batch: detect → propose (LLM or rules) → commit.
 
-The commit is a compare-and-swap on the files' ETags read *before* the LLM call: if a user (the
-API or an editor) changed a file meanwhile, the batch is merged again against the fresh files
-(the rule path is recomputed, the LLM batch is re-based so that a user edit wins) — an edit is
-never lost. Files over budget are compacted, and whatever compaction removes is logged.
+The batch is proposed against the files as read *before* the LLM call; if a user (the API or an
+editor) changed a file meanwhile, it is merged again against the fresh files (the rule path is
+recomputed, the LLM batch is re-based so that a user edit wins). Each file is then written only
+over the version the merge read (a conditional write in the file store): when another writer —
+a user, or the extractor of another host — got there first, the commit reads again and merges
+again, so an edit is never lost. Files over budget are compacted, and whatever compaction
+removes is logged.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_core.files import VersionConflict
 from agent_core.memory import (
     AppliedChange,
     Interaction,
@@ -42,7 +46,7 @@ log = logging.getLogger(__name__)
 
 Mode = Literal["llm", "fallback", "skipped"]
 Step = tuple[MemoryUpdateBatch, list[Source]]
-_COMMIT_ATTEMPTS = 3
+_COMMIT_ATTEMPTS = 5
 
 
 class BatchItem(BaseModel):
@@ -116,7 +120,7 @@ class Consolidator:
         )
         if not batch:
             return report  # nothing worth an LLM call, nothing to write
-        snap = self.store.load(account_id)
+        snap = await self.store.load(account_id)
         llm_batch: MemoryUpdateBatch | None = None
         refused: list[AppliedChange] = []
         if self.proposer is not None:
@@ -134,12 +138,14 @@ class Consolidator:
         report.mode = "llm" if llm_batch is not None else "fallback"
         async with self.store.lock(account_id):
             for _ in range(_COMMIT_ATTEMPTS):
-                fresh = self.store.load(account_id)
+                fresh = await self.store.load(account_id)
                 if _etags(fresh) != _etags(snap):
                     report.merged_again = True
                 steps, dropped = self._steps(snap, fresh, batch, llm_batch)
-                if self._commit(account_id, fresh, steps, [*refused, *dropped], report):
+                if await self._commit(account_id, fresh, steps, [*refused, *dropped], report):
                     return report
+                # Merged again against ``snap`` still: an edit made since it was read wins.
+                report.merged_again = True
         log.warning("memory of %s kept changing during commit; batch not applied", account_id)
         return report
 
@@ -165,7 +171,7 @@ class Consolidator:
         sources = [item.source for item, _ in batch]
         return [(rebased, sources)], dropped
 
-    def _commit(
+    async def _commit(
         self,
         account_id: str,
         fresh: Snapshot,
@@ -173,7 +179,9 @@ class Consolidator:
         dropped: list[AppliedChange],
         report: ConsolidationReport,
     ) -> bool:
-        """Apply ``steps`` to ``fresh`` and write; ``False`` when a file changed under us."""
+        """Apply ``steps`` to ``fresh`` and write each changed file over the version ``fresh``
+        read; ``False`` when one changed under us (the files written before it stay, with their
+        log records)."""
         now = self.clock()
         mode = report.mode
         docs: dict[str, MemoryDocument] = _usable(fresh)
@@ -190,14 +198,20 @@ class Consolidator:
                     records.append(_record(change, mode, sources, now))
         for scope in sorted(changed):
             records.extend(self._compact(docs, scope, now))
-        # Last check before the renames: an editor may have saved a file since ``fresh`` was read.
-        if any(self.store.load(account_id, [s]).etags[s] != fresh.etags.get(s) for s in changed):
-            return False
-        tags = {
-            s: self.store.write(account_id, s, render_document(docs[s])) for s in sorted(changed)
-        }
-        records = [r.model_copy(update={"version": tags.get(r.scope)}) for r in records]
-        self.store.append_log(account_id, records)
+        tags: dict[str, str] = {}
+        for s in sorted(changed):
+            text = render_document(docs[s])
+            try:
+                tags[s], _ = await self.store.write(
+                    account_id, s, text, version=fresh.versions.get(s)
+                )
+            except VersionConflict:
+                # Another writer changed this file since ``fresh`` was read: keep the log of
+                # what went in, then merge again from the files as they are now.
+                await self.store.append_log(account_id, _versioned(records, tags, only=True))
+                return False
+        records = _versioned(records, tags, only=False)
+        await self.store.append_log(account_id, records)
         report.changes, report.rejected, report.written = records, rejected, sorted(changed)
         return True
 
@@ -220,6 +234,18 @@ class Consolidator:
         # Never a silent drop: an evicted entry is logged with its text (already scrubbed).
         records += [rec("delete", e.id, "evicted: over budget", e.text) for e in rep.evicted]
         return records
+
+
+def _versioned(
+    records: list[ChangeRecord], tags: dict[str, str], *, only: bool
+) -> list[ChangeRecord]:
+    """``records`` stamped with the version their file was written as (``only``: just those of
+    files that were written)."""
+    return [
+        r.model_copy(update={"version": tags.get(r.scope)})
+        for r in records
+        if not only or r.scope in tags
+    ]
 
 
 def _detect(items: Sequence[BatchItem]) -> list[tuple[BatchItem, list[Signal]]]:

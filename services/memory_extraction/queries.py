@@ -25,6 +25,7 @@ from agent_core.bus.contracts.memory import (
     WriteMemory,
 )
 from agent_core.errors import AgentCoreError, SchemaError, StorageError
+from agent_core.files import VersionConflict
 from agent_core.memory import (
     MemoryDocument,
     find_pii,
@@ -49,6 +50,10 @@ from agent_core.memory.scope import scope_skill
 from .store import ChangeRecord, MemoryStore, etag_of
 
 __all__ = ["MemoryQueries"]
+
+# Reads and conditional writes of one user edit before it gives up (each lost race is an
+# extractor's commit on another host: a few at most).
+_WRITE_ATTEMPTS = 5
 
 
 def _diff(
@@ -88,44 +93,45 @@ class MemoryQueries:
         try:
             match query:
                 case RenderMemory():
-                    data: object = self.render(query)
+                    data: object = await self.render(query)
                 case ReadMemory():
-                    data = self.read(query)
+                    data = await self.read(query)
                 case WriteMemory():
-                    # A thread: checking and parsing a large file must not hold up renders.
                     async with self.store.lock(query.account_id):
-                        data = await asyncio.to_thread(self.write, query)
+                        data = await self.write(query)
                 case ListMemory():
-                    data = self.list(query)
+                    data = await self.list(query)
                 case MemoryHistory():
-                    data = self.history(query)
+                    data = await self.history(query)
                 case RestoreMemory():
                     async with self.store.lock(query.account_id):
-                        data = await asyncio.to_thread(self.restore, query)
+                        data = await self.restore(query)
             return MemoryReply(ok=True, data=data)
         except AgentCoreError as exc:
             return MemoryReply(ok=False, error=exc.to_payload())
 
-    def render(self, query: RenderMemory) -> RenderedMemory:
+    async def render(self, query: RenderMemory) -> RenderedMemory:
         """``user.md`` plus the memory of the skills enabled for the run."""
         scopes = ["user", *(skill_scope(s) for s in query.skills)]
-        snap = self.store.load(query.account_id, scopes)
+        snap = await self.store.load(query.account_id, scopes)
         skills = [snap.documents[s] for s in scopes[1:] if s in snap.documents]
         return RenderedMemory(text=render_injection(snap.documents.get("user"), skills))
 
-    def read(self, query: ReadMemory) -> MemoryFile:
+    async def read(self, query: ReadMemory) -> MemoryFile:
         """The file's raw text and ETag (empty text and no ETag when it does not exist)."""
-        data = self.store.read_raw(query.account_id, query.scope)
+        data = await self.store.read_raw(query.account_id, query.scope)
         content = data.decode("utf-8", errors="replace") if data is not None else ""
         return MemoryFile(scope=query.scope, content=content, etag=etag_of(data))
 
-    def write(self, query: WriteMemory) -> MemoryFile:
+    async def write(self, query: WriteMemory) -> MemoryFile:
         """Replace the file if ``if_match`` still holds; log what changed."""
-        return self._replace(query.account_id, query.scope, query.content, query.if_match, "api")
+        return await self._replace(
+            query.account_id, query.scope, query.content, query.if_match, "api"
+        )
 
-    def restore(self, query: RestoreMemory) -> MemoryFile:
+    async def restore(self, query: RestoreMemory) -> MemoryFile:
         """Write a kept version of the file back (as a write: same checks, logged as a restore)."""
-        data = self.store.version(query.account_id, query.scope, query.version)
+        data = await self.store.version(query.account_id, query.scope, query.version)
         if data is None:
             raise StorageError(
                 "memory_version_not_found",
@@ -133,55 +139,44 @@ class MemoryQueries:
                 details={"scope": query.scope},
             )
         content = data.decode("utf-8", errors="replace")
-        return self._replace(query.account_id, query.scope, content, query.if_match, "restore")
+        return await self._replace(
+            query.account_id, query.scope, content, query.if_match, "restore"
+        )
 
-    def _replace(
+    async def _replace(
         self, account_id: str, scope: str, content: str, if_match: str | None, mode: str
     ) -> MemoryFile:
-        current = self.store.read_raw(account_id, scope)
-        if if_match is not None and if_match != etag_of(current):
-            raise StorageError(
-                PRECONDITION_FAILED,
-                "the memory file changed since it was read",
-                details={"scope": scope, "etag": etag_of(current)},
-            )
-        if len(content) > MAX_FILE_CHARS:
-            raise SchemaError(
-                "memory_too_large", f"a memory file holds at most {MAX_FILE_CHARS} characters"
-            )
-        if kinds := find_pii(content):
-            raise SchemaError(
-                "memory_contains_secret",
-                "memory files may not hold secrets or personal identifiers",
-                details={"kinds": sorted(set(kinds))},
-            )
-        old = None
-        if current is not None:
+        # The user's If-Match names the content they read; the store's version guards the gap
+        # between this read and the write against an extractor on another host. When that
+        # extractor wins the gap, the file is read again: an If-Match that no longer holds is
+        # refused as it would have been, a write without one goes over the extractor's.
+        for _ in range(_WRITE_ATTEMPTS):
+            current, version = await self.store.read(account_id, scope)
+            if if_match is not None and if_match != etag_of(current):
+                raise StorageError(
+                    PRECONDITION_FAILED,
+                    "the memory file changed since it was read",
+                    details={"scope": scope, "etag": etag_of(current)},
+                )
+            # A thread: checking and parsing a large file must not hold up renders.
+            stored, records = await asyncio.to_thread(_prepared, scope, content, current)
             try:
-                old = parse_document(current.decode("utf-8"), scope=scope)
-            except (SchemaError, ValueError, UnicodeDecodeError):
-                old = None  # replacing a broken file: every entry counts as added
-        try:
-            new = parse_document(content, scope=scope, previous=old)
-        except (SchemaError, ValueError) as exc:
-            raise SchemaError("memory_invalid", f"not a memory file: {exc}") from exc
-        if new.scope != scope:
-            raise SchemaError("memory_invalid", "the frontmatter names another scope")
-        now = datetime.now(UTC)
-        new.updated_at = now
-        stored = render_document(new)  # the user's lines as sent; the frontmatter is ours
-        tag = self.store.write(account_id, scope, stored)
-        records = [
-            r.model_copy(update={"version": tag, "mode": mode}) for r in _diff(scope, old, new, now)
-        ]
-        self.store.append_log(account_id, records)
-        return MemoryFile(scope=scope, content=stored, etag=tag)
+                tag, _ = await self.store.write(account_id, scope, stored, version=version)
+            except VersionConflict:
+                continue
+            await self.store.append_log(
+                account_id, [r.model_copy(update={"version": tag, "mode": mode}) for r in records]
+            )
+            return MemoryFile(scope=scope, content=stored, etag=tag)
+        raise StorageError(
+            "memory_busy", "the memory file kept changing; try again", retryable=True
+        )
 
-    def list(self, query: ListMemory) -> MemoryFiles:
+    async def list(self, query: ListMemory) -> MemoryFiles:
         """Every file of the account with its size; an unreadable one is listed as such."""
-        snap = self.store.load(query.account_id)
+        snap = await self.store.load(query.account_id)
         files = []
-        for scope in self.store.scopes(query.account_id):
+        for scope in snap.etags:
             doc = snap.documents.get(scope)
             info = MemoryFileInfo(
                 scope=scope, skill=scope_skill(scope), etag=snap.etags.get(scope),
@@ -193,12 +188,12 @@ class MemoryQueries:
             files.append(info)
         return MemoryFiles(files=files)
 
-    def history(self, query: MemoryHistory) -> MemoryHistoryView:
+    async def history(self, query: MemoryHistory) -> MemoryHistoryView:
         """The file's versions from the change log, newest first (consecutive records of one
         version are grouped; records written before versions were kept have ``version=None``)."""
-        current = etag_of(self.store.read_raw(query.account_id, query.scope))
+        current = etag_of(await self.store.read_raw(query.account_id, query.scope))
         versions: list[MemoryVersion] = []
-        for record in self.store.read_log(query.account_id):
+        for record in await self.store.read_log(query.account_id):
             if record.get("scope") != query.scope:
                 continue
             change = ChangeRecord.model_validate(record)
@@ -211,9 +206,39 @@ class MemoryQueries:
         for v in versions:
             v.current = v.version is not None and v.version == current
             v.restorable = v.version is not None and (
-                self.store.version(query.account_id, query.scope, v.version) is not None
+                await self.store.version(query.account_id, query.scope, v.version) is not None
             )
         return MemoryHistoryView(scope=query.scope, versions=versions[::-1][: query.limit])
+
+
+def _prepared(scope: str, content: str, current: bytes | None) -> tuple[str, list[ChangeRecord]]:
+    """What a user's ``content`` is stored as over ``current``, and its change-log records;
+    ``SchemaError`` when it is too large, not a memory file or holds a secret."""
+    if len(content) > MAX_FILE_CHARS:
+        raise SchemaError(
+            "memory_too_large", f"a memory file holds at most {MAX_FILE_CHARS} characters"
+        )
+    if kinds := find_pii(content):
+        raise SchemaError(
+            "memory_contains_secret",
+            "memory files may not hold secrets or personal identifiers",
+            details={"kinds": sorted(set(kinds))},
+        )
+    old = None
+    if current is not None:
+        try:
+            old = parse_document(current.decode("utf-8"), scope=scope)
+        except (SchemaError, ValueError, UnicodeDecodeError):
+            old = None  # replacing a broken file: every entry counts as added
+    try:
+        new = parse_document(content, scope=scope, previous=old)
+    except (SchemaError, ValueError) as exc:
+        raise SchemaError("memory_invalid", f"not a memory file: {exc}") from exc
+    if new.scope != scope:
+        raise SchemaError("memory_invalid", "the frontmatter names another scope")
+    now = datetime.now(UTC)
+    new.updated_at = now
+    return render_document(new), _diff(scope, old, new, now)  # the user's lines as sent
 
 
 def _shown(change: ChangeRecord) -> MemoryChange:

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from agent_core.config import load_settings
 from agent_core.errors import SchemaError
+from agent_core.files import read_versioned
 from agent_core.memory import Interaction, UpdateOp
 from agent_core.memory.evaluation import EpisodeLabels, Score, score_episode
 from agent_core.provider import aclose_adapter
@@ -98,10 +99,10 @@ async def replay_episode(
     result = await replay(Consolidator(store, proposer), account, read_items(path), batch)
     # Lines are attributed per interaction only when each is consolidated alone.
     changed = result.changed_lines if batch <= 1 else None
-    score = score_episode(labels, store.load(account).documents, changed)
+    score = score_episode(labels, (await store.load(account)).documents, changed)
     score.touched = [f"{path.stem}:{t}" for t in score.touched]
-    log = store.memory_dir(account) / CHANGE_LOG
-    text = _squash(log.read_text(encoding="utf-8")) if log.exists() else ""
+    log = (await read_versioned(store.files, f"{store.memory_key(account)}/{CHANGE_LOG}"))[0]
+    text = _squash(log.decode("utf-8")) if log is not None else ""
     score.secrets_leaked += [s for s in labels.secrets if _squash(s) in text]
     return score
 
@@ -130,14 +131,17 @@ async def _replay(args: argparse.Namespace) -> dict[str, Any]:
         "batches": result.modes,
         "changes": result.changes,
         "llm": proposer is not None,
-        "files": [str(store.path(args.account, s)) for s in store.scopes(args.account)],
+        "files": [
+            str(Path(args.home, store.key(args.account, s)))
+            for s in await store.scopes(args.account)
+        ],
     }
     if args.labels is not None:
         # Lines are attributed per interaction only when each is consolidated alone.
         changed = result.changed_lines if args.batch <= 1 else None
         labels = _labels(args.labels, args.file.stem)
         summary["score"] = score_episode(
-            labels, store.load(args.account).documents, changed
+            labels, (await store.load(args.account)).documents, changed
         ).summary()
     return summary
 

@@ -15,6 +15,7 @@ from agent_core.bus.contracts.memory import MEMORY_INTERACTION, MEMORY_QUERY
 from agent_core.bus.contracts.memory import Interaction as BusInteraction
 from agent_core.config import Settings
 from agent_core.config.providers import missing_keys
+from agent_core.files import open_file_store
 from agent_core.memory import Interaction
 from agent_core.observability.instrument import InstrumentedAdapter
 from agent_core.provider import ProviderRegistry, aclose_adapter
@@ -59,13 +60,16 @@ def make_proposer(
 
 async def build(ctx: ServiceContext) -> ServiceParts:
     """Consumers of interactions and queries, and the flush loop."""
-    store = MemoryStore(ctx.settings.home)
+    # The memory files live in the file store ([files]): any host's extractor reaches them.
+    files = await open_file_store(ctx.settings)
+    store = MemoryStore(files)
     queries = MemoryQueries(store)
     parts = ServiceParts(
         consumers=[ctx.consumer(ctx.names.memory_queries, GROUP_MEMORY, MEMORY_QUERY,
                                 handler=queries.handle,
                                 options=ctx.default_options())]
     )  # fmt: skip
+    parts.on_stop.append(files.close)
     if not ctx.settings.memory.enabled:
         ctx.log.info("memory extraction disabled: answering queries only")
         return parts

@@ -1,32 +1,39 @@
-"""The memory files of each account on disk: the only code that writes them.
+"""The memory files of each account, kept in the file store: the only code that writes them.
 
-Layout: ``<home>/accounts/<account_id>/memory/user.md``, ``…/memory/skills/<skill>.md``, the
-change log ``…/memory/changes.jsonl`` and the last versions of each file
-``…/memory/.versions/<user|skills.<skill>>/<etag>.md`` (what a restore writes back). Files are replaced atomically (temp file in the same
-directory, fsync, rename), so a reader — the API, an editor, a render — sees the old file or the
-new one, never half of one. A file's ETag is the SHA-256 of its bytes: the same value serves the
-API's If-Match and the consolidation's compare-and-swap.
+Keys (the ``local`` engine keeps them as files below the home, today's layout):
+``accounts/<account_id>/memory/user.md``, ``…/memory/skills/<skill>.md``, the change log
+``…/memory/changes.jsonl`` and the last versions of each file
+``…/memory/.versions/<user|skills.<skill>>/<etag>.md`` (what a restore writes back). Every write
+is atomic (a reader sees the old file or the new one) and conditional on the version it was
+computed from (``If-Match`` on the object's ETag in ``s3``; the ``local`` engine's checked
+replace under a folder lock): two memory-extraction processes, on one host or two, that change
+one file at once cannot both win; the loser gets :class:`~agent_core.files.VersionConflict`, reads
+again and redoes its change, so no edit is lost. The change log grows the same way (read, add
+the lines, write if unchanged).
+
+Two tags per file: the API's ETag is the SHA-256 of the bytes (:func:`etag_of`, what a user's
+``If-Match`` names and what a history version is called); the store's version (its ETag) is
+what a conditional write names. The first is stable across engines; the second is the engine's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_core.errors import SchemaError, StorageError, redact
+from agent_core.files import FileStore, FileStoreError, VersionConflict, put_if, read_versioned
+from agent_core.files.local import LocalFileStore
 from agent_core.memory import MemoryDocument, parse_document, scrub_text
 from agent_core.memory.scope import SCOPE_PATTERN, USER_SCOPE, scope_skill, skill_scope
 
@@ -48,6 +55,9 @@ CHANGE_LOG = "changes.jsonl"
 VERSIONS = ".versions"
 KEEP_VERSIONS = 50  # per file; the change log itself is kept whole
 _ETAG = re.compile(r"^[0-9a-f]{32}$")
+# Conditional appends to the change log tried before giving up (each lost race means another
+# writer's lines went in: only a stampede of writers on one account exhausts them).
+_LOG_ATTEMPTS: Final = 20
 
 
 def etag_of(data: bytes | None) -> str | None:
@@ -101,63 +111,74 @@ def _capped(text: str) -> str:
 class Snapshot:
     """The documents of one account as read at one moment, with each file's ETag.
 
-    ``etags`` has an entry for every scope that was looked at (``None`` = no file); ``broken``
-    holds scopes whose file could not be parsed: they are never overwritten by a consolidation.
+    ``etags`` has an entry for every scope that was looked at (``None`` = no file) and
+    ``versions`` the store's version of the same bytes (what a conditional write names);
+    ``broken`` holds scopes whose file could not be parsed: they are never overwritten by a
+    consolidation.
     """
 
     documents: dict[str, MemoryDocument] = field(default_factory=dict)
     etags: dict[str, str | None] = field(default_factory=dict)
+    versions: dict[str, str | None] = field(default_factory=dict)
     broken: set[str] = field(default_factory=set)
 
 
 class MemoryStore:
-    """Reads and writes one home's memory files; one instance per process."""
+    """Reads and writes the memory files of one file store; one instance per process.
 
-    def __init__(self, home: Path) -> None:
-        self.home = home
+    ``files`` is the configured store, or a home folder (the ``local`` engine on it: the
+    offline tools and tests)."""
+
+    def __init__(self, files: FileStore | str | os.PathLike[str]) -> None:
+        self.files: FileStore = (
+            LocalFileStore(files) if isinstance(files, str | os.PathLike) else files
+        )
         self._locks: dict[str, asyncio.Lock] = {}
         self._parsed: dict[tuple[str, str], tuple[str, MemoryDocument]] = {}
 
-    # -- paths -------------------------------------------------------------------------------
+    # -- keys --------------------------------------------------------------------------------
 
-    def memory_dir(self, account_id: str) -> Path:
-        """``<home>/accounts/<account_id>/memory``; refuses ids that could leave the home."""
+    def memory_key(self, account_id: str) -> str:
+        """``accounts/<account_id>/memory``; refuses ids that could leave the account's keys."""
         if not ACCOUNT_PATTERN.fullmatch(account_id):
             raise SchemaError("invalid_account", "account id must match [A-Za-z0-9_-]{1,128}")
-        return self.home / "accounts" / account_id / "memory"
+        return f"accounts/{account_id}/memory"
 
-    def path(self, account_id: str, scope: str) -> Path:
-        """The file of ``scope`` (``user`` or ``skill:<name>``)."""
+    def key(self, account_id: str, scope: str) -> str:
+        """The key of the file of ``scope`` (``user`` or ``skill:<name>``)."""
         if not _SCOPE.fullmatch(scope) or scope.endswith((":.", ":..")):
             raise SchemaError("invalid_scope", "scope must be 'user' or 'skill:<name>'")
-        base = self.memory_dir(account_id)
+        base = self.memory_key(account_id)
         skill = scope_skill(scope)
-        return base / "user.md" if skill is None else base / "skills" / f"{skill}.md"
+        return f"{base}/user.md" if skill is None else f"{base}/skills/{skill}.md"
 
-    def scopes(self, account_id: str) -> list[str]:
+    async def scopes(self, account_id: str) -> list[str]:
         """The scopes that have a file: ``user`` first, then the skills sorted."""
-        base = self.memory_dir(account_id)
-        found = [USER_SCOPE] if (base / "user.md").is_file() else []
-        skills = base / "skills"
-        if skills.is_dir():
-            for p in sorted(skills.glob("*.md")):
-                scope = skill_scope(p.stem)
+        base = self.memory_key(account_id)
+        keys = {o.key for o in await self.files.list(base, limit=100_000)}
+        found = [USER_SCOPE] if f"{base}/user.md" in keys else []
+        for k in sorted(keys):
+            name = k.removeprefix(f"{base}/skills/")
+            if name != k and "/" not in name and name.endswith(".md"):
+                scope = skill_scope(name.removesuffix(".md"))
                 if _SCOPE.fullmatch(scope):
                     found.append(scope)
         return found
 
     def lock(self, account_id: str) -> asyncio.Lock:
-        """The in-process lock that serialises commits and API writes of one account."""
+        """The in-process lock that serialises commits and API writes of one account (other
+        processes are kept apart by the conditional writes)."""
         return self._locks.setdefault(account_id, asyncio.Lock())
 
     # -- reading -----------------------------------------------------------------------------
 
-    def read_raw(self, account_id: str, scope: str) -> bytes | None:
+    async def read(self, account_id: str, scope: str) -> tuple[bytes | None, str | None]:
+        """The file's bytes and the store's version of them, ``(None, None)`` when absent."""
+        return await read_versioned(self.files, self.key(account_id, scope))
+
+    async def read_raw(self, account_id: str, scope: str) -> bytes | None:
         """The file's bytes, or ``None`` when it does not exist."""
-        try:
-            return self.path(account_id, scope).read_bytes()
-        except FileNotFoundError:
-            return None
+        return (await self.read(account_id, scope))[0]
 
     def document(self, account_id: str, scope: str, data: bytes) -> MemoryDocument:
         """``data`` parsed (cached by content hash: renders re-read files on every run)."""
@@ -169,12 +190,13 @@ class MemoryStore:
         self._parsed[(account_id, scope)] = (tag, doc)
         return doc
 
-    def load(self, account_id: str, scopes: Iterable[str] | None = None) -> Snapshot:
+    async def load(self, account_id: str, scopes: Iterable[str] | None = None) -> Snapshot:
         """A snapshot of ``scopes`` (default: every file of the account)."""
         snap = Snapshot()
-        for scope in self.scopes(account_id) if scopes is None else scopes:
-            data = self.read_raw(account_id, scope)
-            snap.etags[scope] = etag_of(data)
+        wanted = await self.scopes(account_id) if scopes is None else list(scopes)
+        read = await asyncio.gather(*(self.read(account_id, s) for s in wanted))
+        for scope, (data, version) in zip(wanted, read, strict=True):
+            snap.etags[scope], snap.versions[scope] = etag_of(data), version
             if data is None:
                 continue
             try:
@@ -186,91 +208,86 @@ class MemoryStore:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def write(self, account_id: str, scope: str, text: str) -> str:
-        """Replace the file atomically; return the new ETag."""
-        path = self.path(account_id, scope)
-        path.parent.mkdir(parents=True, exist_ok=True)
+    async def write(
+        self, account_id: str, scope: str, text: str, *, version: str | None
+    ) -> tuple[str, str | None]:
+        """Replace the file if the store still holds ``version`` of it (``None``: only if there
+        is no file); the new file's ETag and store version. Raises ``VersionConflict`` when
+        another writer changed it meanwhile (nothing written), ``StorageError``
+        ``memory_write_failed`` when the store refused the write."""
         data = text.encode("utf-8")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise StorageError("memory_write_failed", f"could not write {path.name}") from exc
-        _fsync_dir(path.parent)
+            stored = await put_if(self.files, self.key(account_id, scope), data, version)
+        except VersionConflict:
+            raise
+        except FileStoreError as exc:
+            if exc.retryable:
+                raise
+            raise StorageError("memory_write_failed", f"could not write {scope}") from exc
         tag = etag_of(data)
         assert tag is not None
-        self._keep_version(account_id, scope, tag, data)
-        return tag
+        await self._keep_version(account_id, scope, tag, data)
+        return tag, stored
 
     # -- versions ------------------------------------------------------------------------------
 
-    def _versions_dir(self, account_id: str, scope: str) -> Path:
-        self.path(account_id, scope)  # validates the account and the scope
+    def _versions_key(self, account_id: str, scope: str) -> str:
+        self.key(account_id, scope)  # validates the account and the scope
         skill = scope_skill(scope)
         name = "user" if skill is None else f"skills.{skill}"
-        return self.memory_dir(account_id) / VERSIONS / name
+        return f"{self.memory_key(account_id)}/{VERSIONS}/{name}"
 
-    def _keep_version(self, account_id: str, scope: str, tag: str, data: bytes) -> None:
+    async def _keep_version(self, account_id: str, scope: str, tag: str, data: bytes) -> None:
         """Keep the bytes of this version (best effort: a version is an aid, never a failure)."""
-        folder = self._versions_dir(account_id, scope)
+        folder = self._versions_key(account_id, scope)
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{tag}.md").write_bytes(data)
-            kept = sorted(folder.glob("*.md"), key=lambda p: p.stat().st_mtime_ns)
-            for old in kept[:-KEEP_VERSIONS]:
-                old.unlink(missing_ok=True)
-        except OSError as exc:
-            log.warning("memory version of %s not kept: %s", scope, type(exc).__name__)
+            await self.files.put(f"{folder}/{tag}.md", data)
+            kept = await self.files.list(folder, limit=100_000)
+            if len(kept) > KEEP_VERSIONS:
+                kept.sort(key=lambda o: o.modified_at)
+                await self.files.delete(o.key for o in kept[:-KEEP_VERSIONS])
+        except FileStoreError as exc:
+            log.warning("memory version of %s not kept: %s", scope, exc.code)
 
-    def version(self, account_id: str, scope: str, tag: str) -> bytes | None:
+    async def version(self, account_id: str, scope: str, tag: str) -> bytes | None:
         """The bytes of an earlier version of the file (``None`` when it is not kept)."""
         if not _ETAG.fullmatch(tag):
             return None
-        try:
-            return (self._versions_dir(account_id, scope) / f"{tag}.md").read_bytes()
-        except FileNotFoundError:
-            return None
+        key = f"{self._versions_key(account_id, scope)}/{tag}.md"
+        return (await read_versioned(self.files, key))[0]
 
-    def append_log(self, account_id: str, records: Iterable[ChangeRecord]) -> None:
-        """Append ``records`` (scrubbed) to the account's change log, one JSON line each."""
+    async def append_log(self, account_id: str, records: Iterable[ChangeRecord]) -> None:
+        """Append ``records`` (scrubbed) to the account's change log, one JSON line each: a
+        conditional rewrite of the log, retried when another writer appended first."""
         lines = [
             json.dumps(r.scrubbed().model_dump(mode="json", exclude_none=True), ensure_ascii=False)
             for r in records
         ]
         if not lines:
             return
-        path = self.memory_dir(account_id) / CHANGE_LOG
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as out:
-            out.write("\n".join(lines) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
+        key = f"{self.memory_key(account_id)}/{CHANGE_LOG}"
+        added = ("\n".join(lines) + "\n").encode("utf-8")
+        for _ in range(_LOG_ATTEMPTS):
+            data, version = await read_versioned(self.files, key)
+            if data and not data.endswith(b"\n"):
+                data = data[: data.rfind(b"\n") + 1]  # a torn last line is dropped
+            try:
+                await put_if(self.files, key, (data or b"") + added, version)
+                return
+            except VersionConflict:
+                continue
+        raise StorageError("memory_write_failed", "the change log kept changing; not appended")
 
-    def read_log(self, account_id: str) -> list[dict[str, Any]]:
+    async def read_log(self, account_id: str) -> list[dict[str, Any]]:
         """The change log's records, oldest first (a torn last line is skipped)."""
-        path = self.memory_dir(account_id) / CHANGE_LOG
-        if not path.exists():
+        key = f"{self.memory_key(account_id)}/{CHANGE_LOG}"
+        data = (await read_versioned(self.files, key))[0]
+        if data is None:
             return []
         records = []
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in data.decode("utf-8").splitlines():
             try:
                 records.append(json.loads(line))
             except ValueError:
                 continue
         return records
-
-
-def _fsync_dir(path: Path) -> None:
-    # The rename is durable only once the directory entry is on disk.
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -211,6 +211,10 @@ class RunExecutor:
         await self.mirrors.hydrate(
             run.account_id, run.session_id, a.events, self._files_phase(a, config.max_turns)
         )
+        if self.ctx.settings.skills.enabled:  # the account's skills, for the scan below
+            await self.mirrors.hydrate_skills(
+                run.account_id, a.events, self._files_phase(a, config.max_turns)
+            )
         account = await self.budgets.of(run.account_id)
         if account is not None and account.exhausted_by():  # nothing left: no model call
             return p.ending(RunStatus.FAILED, EndReason.BUDGET_EXHAUSTED, error=account.error())

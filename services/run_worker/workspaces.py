@@ -20,6 +20,7 @@ from typing import Final
 from agent_core.files import FileStore, FileStoreError, session_prefix
 from agent_core.files.mirror import WorkspaceMirror
 from agent_core.runtime.ports import EventSink
+from agent_core.skills.store import hydrate_account_skills
 from agent_core.tools import Workspace
 from agent_core.types.runtime import RunPhase
 
@@ -55,6 +56,16 @@ class WorkspaceMirrors:
         if self.active:
             mirror = self._mirror(account_id, session_id)
             await _patiently(mirror.hydrate, events, phase)
+
+    async def hydrate_skills(self, account_id: str, events: EventSink, phase: RunPhase) -> None:
+        """Bring the account's own skills folder to the store's state (the run's skill scan
+        reads it), waiting while the store is unreachable."""
+        if self.active:
+
+            async def hydrate() -> int:
+                return await hydrate_account_skills(self.store, self.home, account_id)
+
+            await _patiently(hydrate, events, phase)
 
     async def sync(
         self, account_id: str, session_id: str, events: EventSink, phase: RunPhase

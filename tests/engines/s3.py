@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import boto3
 import pytest
 
 __all__ = ["Cuttable", "MotoS3", "s3_server", "start_moto"]
@@ -50,6 +49,8 @@ class MotoS3:
 
     def client(self) -> object:
         """A boto3 S3 client of this server (for test set-up and checks)."""
+        import boto3  # only where a test uses the server (every session loads this module)
+
         return boto3.client(
             "s3",
             endpoint_url=self.endpoint,
@@ -105,6 +106,8 @@ def start_moto(log: Path, host: str = "127.0.0.1", port: int | None = None) -> M
                 proc.kill()
                 raise RuntimeError(f"moto did not start: {log.read_text()[-2000:]}") from None
             time.sleep(0.1)
+    import boto3
+
     iam = boto3.client(
         "iam",
         endpoint_url=endpoint,

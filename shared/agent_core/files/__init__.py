@@ -10,9 +10,12 @@ from agent_core.files.port import (
     FileStore,
     FileStoreError,
     StoredObject,
+    VersionConflict,
     artifact_key,
     check_key,
     join_key,
+    put_if,
+    read_versioned,
     session_prefix,
 )
 
@@ -21,11 +24,14 @@ __all__ = [
     "FileStore",
     "FileStoreError",
     "StoredObject",
+    "VersionConflict",
     "artifact_key",
     "build_file_store",
     "check_key",
     "join_key",
     "open_file_store",
+    "put_if",
+    "read_versioned",
     "session_prefix",
 ]
 

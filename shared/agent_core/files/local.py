@@ -8,7 +8,12 @@ for keys outside any session): a symlink inside a session is followed only withi
 an agent planted cannot serve another session's file or a host file.
 
 The ETag is the file's modification time (in nanoseconds) and size: cheap, the same in a listing
-and a read, and changed by every write through this engine.
+and a read, and changed by every write through this engine. The kernel stamps files with a coarse
+clock (a few milliseconds), so two writes of one size in one tick would share a stamp: a write
+therefore sets its file's time past the time of the file it replaces when the clock did not
+move (or went back). A conditional write (``if_match``, ``if_absent``) checks and replaces under
+an exclusive ``flock`` on the folder, so the processes of this host that race on one file see
+each other's versions, and an ETag a reader holds never comes back for another content.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from agent_core.files.port import (
     Download,
     FileStoreError,
     StoredObject,
+    VersionConflict,
     check_key,
     not_found,
 )
@@ -113,7 +119,7 @@ class LocalFileStore:
             if (if_absent and st is not None) or (
                 if_match is not None and (st is None or _etag(st) != if_match)
             ):
-                raise FileStoreError("file_changed", f"{name} changed since it was read")
+                raise VersionConflict(key)
             tmp = _TMP_PREFIX + secrets.token_hex(8)
             fd = os.open(tmp, _TMP_FLAGS, 0o644, dir_fd=dir_fd)
             try:
@@ -126,7 +132,13 @@ class LocalFileStore:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp, dir_fd=dir_fd)
                 raise
-            return _etag(os.stat(name, dir_fd=dir_fd, follow_symlinks=False))
+            new = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if st is not None and new.st_mtime_ns <= st.st_mtime_ns:
+                # Same clock tick as the replaced version (module docstring): a newer stamp.
+                when = (new.st_atime_ns, st.st_mtime_ns + 1)
+                os.utime(name, ns=when, dir_fd=dir_fd, follow_symlinks=False)
+                new = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            return _etag(new)
         finally:
             os.close(dir_fd)
 

@@ -11,7 +11,10 @@ Contract every engine keeps:
 - a write is atomic: readers see the old object or the whole new one, never a part; a write that
   fails or is cut (an upload over its limit, a store that went away) leaves no object behind;
 - ``put`` with ``if_match`` writes only over the object of that ETag and ``if_absent`` only where
-  there is none; otherwise :class:`FileStoreError` ``file_changed`` (nothing written);
+  there is none; otherwise :class:`VersionConflict` (a ``FileStoreError`` ``file_changed``;
+  nothing written). An ETag names one version: a write never gives a file back an ETag it had
+  before, so a read-modify-write that passes its ``if_match`` lost no one's edit
+  (:func:`read_versioned` and :func:`put_if` are that loop's two halves);
 - a missing object is :class:`FileStoreError` ``file_not_found``; a store that cannot be reached
   now is ``file_store_unavailable`` (``retryable``: the caller waits and tries again).
 """
@@ -31,11 +34,14 @@ __all__ = [
     "FileStore",
     "FileStoreError",
     "StoredObject",
+    "VersionConflict",
     "artifact_key",
     "artifact_prefix",
     "check_key",
     "join_key",
     "not_found",
+    "put_if",
+    "read_versioned",
     "session_prefix",
     "unavailable",
 ]
@@ -48,6 +54,14 @@ class FileStoreError(AgentCoreError):
     """The file store refused or failed an operation; ``code`` says which (module docstring)."""
 
     error_type = "file_store_error"
+
+
+class VersionConflict(FileStoreError):
+    """A conditional write found another version of the object than the one it was given (or an
+    object where it expected none): nothing was written; read again, redo the change, retry."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__("file_changed", f"{key.rsplit('/', 1)[-1]} changed since it was read")
 
 
 def unavailable(what: str) -> FileStoreError:
@@ -169,3 +183,20 @@ class FileStore(Protocol):
     async def close(self) -> None:
         """Release connections (idempotent)."""
         ...
+
+
+async def read_versioned(store: FileStore, key: str) -> tuple[bytes | None, str | None]:
+    """The object at ``key`` and its version (ETag), or ``(None, None)`` when there is none."""
+    try:
+        return await store.get(key)
+    except FileStoreError as exc:
+        if exc.code == "file_not_found":
+            return None, None
+        raise
+
+
+async def put_if(store: FileStore, key: str, data: bytes, expected: str | None) -> str | None:
+    """Write ``data`` at ``key`` only over version ``expected`` (as :func:`read_versioned`
+    returned it); ``expected=None`` creates the object only where there is none. Raises
+    :class:`VersionConflict` when another writer got there first. Returns the new version."""
+    return await store.put(key, data, if_match=expected, if_absent=expected is None)

@@ -35,6 +35,7 @@ from agent_core.files.port import (
     Download,
     FileStoreError,
     StoredObject,
+    VersionConflict,
     check_key,
     not_found,
     unavailable,
@@ -110,7 +111,7 @@ class S3FileStore:
         if isinstance(exc, _MISSING):
             return not_found(key)
         if isinstance(exc, PreconditionError | AlreadyExistsError):
-            return FileStoreError("file_changed", f"{key.rsplit('/', 1)[-1]} changed meanwhile")
+            return VersionConflict(key)
         if isinstance(exc, PermissionDeniedError | UnauthenticatedError):
             return FileStoreError(
                 "file_store_refused", "the file store refused this server's credentials"

@@ -23,9 +23,7 @@ from tests.e2e.gateway.conftest import (
     seed_artifact,
     seed_offloaded_json,
 )
-from tests.engines.s3 import Cuttable, MotoS3, s3_server
-
-__all__ = ["s3_server"]
+from tests.engines.s3 import Cuttable, MotoS3
 
 BUCKET = "gateway-files"
 
@@ -192,3 +190,42 @@ def test_a_run_waits_for_the_store_and_says_why(s3gw: S3Stack) -> None:
         phases = [e.data.get("phase") for e in events if e.event == "phase" and e.data]
         assert "files" in phases
         assert s3gw.keys(prefix) == [f"{prefix}/output/demo-notes.md"]
+
+
+def test_memory_and_the_account_skills_live_in_the_bucket(s3gw: S3Stack) -> None:
+    home = s3gw.stack.home
+    with s3gw.client() as c:
+        put = c.put(
+            "/v1/memory/user",
+            json={"content": "- 日期用 YYYY-MM-DD\n"},
+            headers={"If-Match": "*"},
+        )
+        assert put.status_code == 200, put.text
+        keys = s3gw.keys("accounts/dev/memory/")
+        assert "accounts/dev/memory/user.md" in keys and "accounts/dev/memory/changes.jsonl" in keys
+        assert not (home / "accounts" / "dev" / "memory" / "user.md").exists()
+        assert "YYYY-MM-DD" in c.get("/v1/memory/user").json()["content"]
+        # A skill installed on another host (straight into the bucket here) is in effect here.
+        s3gw.put(
+            "accounts/dev/skills/report/SKILL.md",
+            b"---\nname: report\ndescription: Quarterly reports.\n---\nWrite it.\n",
+        )
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        listed = c.get(f"/v1/sessions/{sid}/skills").json()["items"]
+        assert [(s["name"], s["description"]) for s in listed if s["source"] == "user"] == [
+            ("report", "Quarterly reports.")
+        ]
+
+
+def test_a_worker_finds_a_skill_that_only_the_bucket_holds(s3gw: S3Stack) -> None:
+    # Put after any listing: only the worker's copy at the claim can bring it to this host.
+    s3gw.put(
+        "accounts/dev/skills/charts/SKILL.md",
+        b"---\nname: charts\ndescription: Charts.\n---\nCHARTS-BODY: bars only.\n",
+    )
+    with s3gw.client() as c:
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        _run(c, sid, "/charts draw it")
+        nodes = c.get(f"/v1/sessions/{sid}/tree").json()["nodes"]
+        kinds = [n["node_type"] for n in nodes]
+        assert "skill_context" in kinds, kinds

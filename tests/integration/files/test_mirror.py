@@ -14,9 +14,7 @@ from agent_core.files import FileStore
 from agent_core.files.local import LocalFileStore
 from agent_core.files.mirror import WorkspaceMirror
 from agent_core.files.s3 import S3FileStore
-from tests.engines.s3 import MotoS3, s3_server
-
-__all__ = ["s3_server"]
+from tests.engines.s3 import MotoS3
 
 PREFIX = "accounts/acct_a/sessions/sess_m"
 

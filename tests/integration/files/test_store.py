@@ -13,12 +13,17 @@ from pydantic import ValidationError
 from agent_core.config import load_settings
 from agent_core.config.files import FileStoreSettings, S3Settings
 from agent_core.errors import ConfigError
-from agent_core.files import FileStore, FileStoreError, open_file_store
+from agent_core.files import (
+    FileStore,
+    FileStoreError,
+    VersionConflict,
+    open_file_store,
+    put_if,
+    read_versioned,
+)
 from agent_core.files.local import LocalFileStore
 from agent_core.files.s3 import S3FileStore
-from tests.engines.s3 import MotoS3, s3_server
-
-__all__ = ["s3_server"]
+from tests.engines.s3 import MotoS3
 
 BUCKET = "store-contract"
 SESSION = "accounts/acct_a/sessions/sess_1"
@@ -88,6 +93,23 @@ async def test_conditional_writes(store: FileStore) -> None:
         await store.put(key, b"three", if_match=first)
     assert stale.value.code == "file_changed"
     assert (await store.get(key))[0] == b"two"
+
+
+async def test_put_if_is_a_typed_compare_and_swap(store: FileStore) -> None:
+    key = f"{SESSION}/memory/notes.md"
+    assert await read_versioned(store, key) == (None, None)
+    first = await put_if(store, key, b"aaaa", None)  # None: only where there is none
+    with pytest.raises(VersionConflict):
+        await put_if(store, key, b"bbbb", None)
+    data, version = await read_versioned(store, key)
+    assert (data, version) == (b"aaaa", first)
+    # Writers that read one version: the first wins, the others learn it, typed.
+    await put_if(store, key, b"bbbb", version)
+    for late in (b"cccc", b"dddd"):
+        with pytest.raises(VersionConflict) as lost:
+            await put_if(store, key, late, version)
+        assert lost.value.code == "file_changed" and isinstance(lost.value, FileStoreError)
+    assert (await store.get(key))[0] == b"bbbb"
 
 
 async def test_upload_streams_and_a_cut_upload_leaves_nothing(store: FileStore) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from agent_core.bus import Delivery
 from agent_core.bus.contracts.memory import ReadMemory, WriteMemory
+from agent_core.files import FileStore
 from agent_core.memory import Interaction, parse_document
 from agent_core.provider import ProviderRegistry, ProviderSettings, aclose_adapter
 from services.memory_extraction.consolidate import BatchItem, Consolidator
@@ -59,8 +60,8 @@ async def proposer(server: FakeOpenAIServer) -> AsyncIterator[LLMProposer]:
     await aclose_adapter(adapter)
 
 
-def user_entries(store: MemoryStore) -> list[str]:
-    doc = store.load(ACCOUNT).documents.get("user")
+async def user_entries(store: MemoryStore) -> list[str]:
+    doc = (await store.load(ACCOUNT)).documents.get("user")
     return [e.text for e in doc.entries] if doc else []
 
 
@@ -85,7 +86,7 @@ async def test_an_unusable_model_answer_falls_back_to_the_rules(
     )
     assert report.mode == "fallback" and report.llm_error is not None
     assert len(server.requests) == 1, report.llm_error
-    assert [t for t in user_entries(store) if "YYYY-MM-DD" in t]
+    assert [t for t in await user_entries(store) if "YYYY-MM-DD" in t]
 
 
 async def test_no_signal_means_no_model_call(
@@ -99,9 +100,9 @@ async def test_no_signal_means_no_model_call(
 
 @pytest.mark.parametrize("mode", ["fallback", "llm"])
 async def test_repeated_preference_is_one_entry_and_a_change_keeps_only_the_new_value(
-    tmp_path: Path, server: FakeOpenAIServer, proposer: LLMProposer, mode: str
+    files: FileStore, server: FakeOpenAIServer, proposer: LLMProposer, mode: str
 ) -> None:
-    store = MemoryStore(tmp_path)
+    store = MemoryStore(files)
     consolidator = Consolidator(store, proposer if mode == "llm" else None)
     if mode == "llm":
         first = {"op": "add", "scope": "user", "entry_id": "u1", "slot": "currency=usd",
@@ -123,21 +124,21 @@ async def test_repeated_preference_is_one_entry_and_a_change_keeps_only_the_new_
                  "From now on, always show amounts in EUR."):  # fmt: skip
         report = await consolidator.consolidate(ACCOUNT, [item(text)])
         assert report.mode == mode
-    entries = user_entries(store)
+    entries = await user_entries(store)
     assert len(entries) == 1, entries
     assert "EUR" in entries[0] and "USD" not in entries[0]
-    log = store.read_log(ACCOUNT)
+    log = await store.read_log(ACCOUNT)
     assert [r["op"] for r in log] == ["add", "update"]
     assert log[0]["sources"] == [{"session_id": "sess_1", "run_id": "run_1"}]
 
 
 async def test_a_user_edit_made_while_the_model_thinks_survives(
-    tmp_path: Path, server: FakeOpenAIServer, proposer: LLMProposer
+    files: FileStore, server: FakeOpenAIServer, proposer: LLMProposer
 ) -> None:
-    store = MemoryStore(tmp_path)
+    store = MemoryStore(files)
     queries = MemoryQueries(store)
     seeded = "---\nscope: user\n---\n- 金额单位用万元 <!-- id:u1 -->\n- 回复用中文 <!-- id:u2 -->\n"
-    store.write(ACCOUNT, "user", seeded)
+    await store.write(ACCOUNT, "user", seeded, version=None)
     server.push(
         ScriptedTurn(
             steps=[
@@ -159,13 +160,13 @@ async def test_a_user_edit_made_while_the_model_thinks_survives(
     edited = seeded.replace("万元", "千元") + "- 图表不要用饼图\n"
     reply = await queries.handle(
         WriteMemory(account_id=ACCOUNT, scope="user", content=edited,
-                    if_match=queries.read(ReadMemory(account_id=ACCOUNT, scope="user")).etag),
+                    if_match=(await queries.read(ReadMemory(account_id=ACCOUNT, scope="user"))).etag),
         DELIVERY,
     )  # fmt: skip
     assert reply.ok, reply.error
     report = await task
     assert report.mode == "llm" and report.merged_again
-    text = store.read_raw(ACCOUNT, "user")
+    text = await store.read_raw(ACCOUNT, "user")
     assert text is not None
     entries = [e.text for e in parse_document(text.decode(), scope="user").entries]
     assert "金额单位用千元" in entries  # the user's edit of u1 won over the model's update
@@ -173,5 +174,5 @@ async def test_a_user_edit_made_while_the_model_thinks_survives(
     assert "回复用中文" in entries
     assert "日期用 YYYY-MM-DD" in entries  # the model's addition still lands
     assert not any("亿元" in e for e in entries)
-    notes = [r.get("note") for r in store.read_log(ACCOUNT)]
+    notes = [r.get("note") for r in await store.read_log(ACCOUNT)]
     assert "user edit wins" in notes

@@ -1,8 +1,7 @@
-"""Memory files as the API sees them: exact user text, listing, history and restore (real files)."""
+"""Memory files as the API sees them: exact user text, listing, history and restore, on each
+engine of the file store (the home's folders and a real S3-compatible server)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from agent_core.bus import Delivery
 from agent_core.bus.contracts.memory import (
@@ -14,6 +13,7 @@ from agent_core.bus.contracts.memory import (
     RestoreMemory,
     WriteMemory,
 )
+from agent_core.files import FileStore
 from agent_core.memory import Interaction
 from agent_core.memory.client import MemoryFiles, MemoryHistoryView
 from services.memory_extraction.consolidate import BatchItem, Consolidator
@@ -48,15 +48,15 @@ async def consolidate(store: MemoryStore, text: str, skills: list[str] | None = 
     await Consolidator(store).consolidate(ACCOUNT, [item])
 
 
-async def test_user_edits_keep_their_exact_text_through_consolidations(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path)
+async def test_user_edits_keep_their_exact_text_through_consolidations(files: FileStore) -> None:
+    store = MemoryStore(files)
     queries = MemoryQueries(store)
     written = await ask(queries, WriteMemory(account_id=ACCOUNT, scope="user",
                                              content=USER_TEXT, if_match=None))  # fmt: skip
     assert isinstance(written, dict) and body(written["content"]) == USER_TEXT
     await consolidate(store, "From now on, always reply in English.")
     await consolidate(store, "以后金额都用欧元。")
-    after = store.read_raw(ACCOUNT, "user")
+    after = await store.read_raw(ACCOUNT, "user")
     assert after is not None
     text = body(after.decode())
     assert text.startswith(USER_TEXT)  # every line the user wrote, byte for byte
@@ -64,8 +64,8 @@ async def test_user_edits_keep_their_exact_text_through_consolidations(tmp_path:
     assert "<!--" not in text
 
 
-async def test_listing_history_and_restore(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path)
+async def test_listing_history_and_restore(files: FileStore) -> None:
+    store = MemoryStore(files)
     queries = MemoryQueries(store)
     await consolidate(store, "Always use bar charts by default.", ["chart"])
     await consolidate(store, "From now on use line charts by default.", ["chart"])
@@ -95,8 +95,8 @@ async def test_listing_history_and_restore(tmp_path: Path) -> None:
     assert again.versions[0].mode == "restore" and again.versions[0].current
 
 
-async def test_restore_refuses_a_stale_etag_and_an_unknown_version(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path)
+async def test_restore_refuses_a_stale_etag_and_an_unknown_version(files: FileStore) -> None:
+    store = MemoryStore(files)
     queries = MemoryQueries(store)
     await consolidate(store, "以后日期都用 YYYY-MM-DD。")
     history = MemoryHistoryView.model_validate(
