@@ -85,7 +85,7 @@ class Load:
 
     async def _post(self, i: int, sid: str, text: str) -> str:
         # A retry repeats the key: it names the run a first, unanswered, attempt may have made.
-        headers = {"Idempotency-Key": text}
+        headers = {"Idempotency-Key": text.replace(" ", "-")}
         while True:
             api = self.apis[i % 2]
             try:
@@ -98,6 +98,8 @@ class Load:
                     if len(self.accepted) >= self.args.kill_after:
                         self.enough.set()
                     return run_id
+                if 400 <= reply.status_code < 500 and reply.status_code not in (408, 429):
+                    raise RuntimeError(f"post refused: {reply.status_code} {reply.text}")
             except httpx.HTTPError:
                 pass
             self.refused += 1
