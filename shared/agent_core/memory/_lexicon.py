@@ -61,6 +61,11 @@ _VERB_AFTER = (
 STRONG = re.compile(
     r"记住|记下|记一下|记得|以后|今后|往后|之后都|下次|默认|总是|一律|每次|始终|永远|一直|"
     r"从(?:现在|今天|今儿|这次|本次|此|今)(?:开始|起)|打(?:今儿|今天|现在)起|"
+    # "从这周开始", "从下个月起", "自本季度起": a period that starts now and does not end
+    r"[从自](?:这|本|下|今|明|次)个?(?:周|星期|礼拜|月|季度|季|年|期)(?:开始|起)|之后(?=就|按|照|一律|统一)|"
+    r"\bas of (?:this|next|the next) (?:week|month|quarter|year|sprint|release)\b|"
+    r"\bstarting (?:this|next) (?:week|month|quarter|year|sprint|release)\b|"
+    r"\bfrom (?:this|next) (?:week|month|quarter|year|sprint|release) on(?:wards?)?\b|"
     rf"固定{_VERB_AFTER}|统一{_VERB_AFTER}|"
     r"\bremember\b|\bfrom now on\b|\bgoing forward\b|\bmoving forward\b|\bfrom here on\b|"
     r"\bnext time\b|\balways\b|\bnever\b|\bby default\b|\bin (?:the )?future\b|\bevery time\b|"
@@ -122,7 +127,7 @@ REVISION = re.compile(
     r"\bnow\b|\binstead\b|\bactually\b|\bno longer\b|\bany ?more\b|\bvoid\b|\bretired\b|"
     r"\bchanged?\b|\bupdated?\b|\bswitch(?:ed)?\b|\breplaced?\b|"
     r"现在|改成|改为|换成|改用|改了|才是|提到|调到|降到|升到|变成|不再|换回|改回|"
-    r"还是(?=用|保留|按|放|改|换|显示|以|可以|要)",
+    r"还是(?=用|保留|按|放|改|换|显示|以|可以|要)|放宽|放松|收紧|\b(?:loosen|relax|tighten)\b",
     _I,
 )
 # "Quick update on me: …", "Note for the team - …": a label before the statement itself.
@@ -167,7 +172,9 @@ ROLE = re.compile(
 SIZE_CHANGE = re.compile(
     r"\b(?:short|long|small|bigg|larg|tight|few|brief)er\b|\btoo (?:long|short|big|small|many|few|wordy)\b|"
     r"\b(?:trim|cut|shrink|condense|tighten)\b|\bmore concise\b|"
-    r"压一压|压缩|压到|再短|缩短|精简|删减|太长|太短|太多|太少|再少|再多|再长",
+    r"压一压|压缩|压到|再短|缩短|精简|删减|太长|太短|太多|太少|再少|再多|再长|"
+    # a bound made looser or stricter: "摘要可以放宽点，五句以内", "relax the limit to 5"
+    r"放宽|放松|收紧|严一点|松一点|\b(?:loosen|relax|tighten)\b|\b(?:strict|loos)er\b",
     _I,
 )
 ORG_STANDARD = re.compile(

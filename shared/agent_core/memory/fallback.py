@@ -25,6 +25,7 @@ from .document import MemoryDocument, MemoryEntry, new_document
 from .scope import USER_SCOPE
 from .slots import detect_slots, mentions_value, slot_template
 from .updates import MemoryUpdate, MemoryUpdateBatch, UpdateOp, apply_updates
+from .values import substituted
 
 __all__ = [
     "NEAR_DUPLICATE",
@@ -358,6 +359,14 @@ def _revision(docs: Mapping[str, MemoryDocument], signal: Signal) -> MemoryUpdat
     scopes = [signal.scope]
     if signal.scope == USER_SCOPE or signal.kind is SignalKind.REVISION:
         scopes += [s for s in docs if s != signal.scope]
+    for scope in scopes:
+        doc = docs.get(scope)
+        for entry in doc.entries if doc else ():
+            if (swapped := substituted(signal.text, signal.sentence, entry.text)) is not None:
+                return MemoryUpdate(
+                    op=UpdateOp.UPDATE, scope=scope, entry_id=entry.id, text=swapped,
+                    reason="same attribute, value replaced",
+                )  # fmt: skip
     found = revised_entry(docs, scopes, signal.text, signal.sentence)
     if found is None:
         return None
