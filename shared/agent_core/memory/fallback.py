@@ -22,6 +22,7 @@ from . import _lexicon as lx
 from ._text import containment, feature_set, normalize, split_clauses
 from .candidate import Signal, SignalKind
 from .document import MemoryDocument, MemoryEntry, new_document
+from .forgetting import forgets
 from .scope import USER_SCOPE
 from .slots import detect_slots, mentions_value, slot_template
 from .updates import MemoryUpdate, MemoryUpdateBatch, UpdateOp, apply_updates
@@ -341,7 +342,7 @@ def _forget(docs: Mapping[str, MemoryDocument], topic: str) -> list[MemoryUpdate
         )
         for scope, doc in docs.items()
         for e in doc.entries
-        if containment(topic, e.text) >= NEAR_DUPLICATE
+        if forgets(topic, e.text)
     ]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from . import _lexicon as lx
 from ._text import Language, detect_language, feature_set, split_clauses, split_sentences
 from .candidate import Signal, SignalKind, SlotValue
+from .forgetting import asks_to_forget, forget_topic, replacement_clauses
 from .interaction import Interaction, Turn, TurnRole
 from .privacy import find_pii, scrub_statement, serves_a_secret
 from .scope import (
@@ -80,8 +81,11 @@ def _vetoed(sentence: str, probe: str, lifted: bool = False) -> bool:
             return True
     if lx.STRONG.search(probe) and not lx.STRONG.search(_QUOTED.sub(" ", probe)):
         return True  # every marker is inside someone's quoted words ("… scribbled 'always …'")
+    # "忘掉星号那条吧": in a request to forget, the deictic points at the memory, not at an output
     vetoes = (
-        (lx.HYPOTHETICAL, lx.QUOTATION) if lifted else (lx.HYPOTHETICAL, lx.QUOTATION, lx.ONE_OFF)
+        (lx.HYPOTHETICAL, lx.QUOTATION)
+        if lifted or asks_to_forget(probe)
+        else (lx.HYPOTHETICAL, lx.QUOTATION, lx.ONE_OFF)
     )
     return any(p.search(probe) for p in vetoes)
 
@@ -111,7 +115,7 @@ def _habit(sentence: str, probe: str) -> bool:
 def _kind(sentence: str, probe: str, confirmed: bool) -> SignalKind | None:
     probe = probe.strip()
     has_slot = _has_slot(probe)
-    if lx.FORGET.search(probe):
+    if asks_to_forget(probe):
         return SignalKind.FORGET
     durable = bool(
         lx.STRONG.search(probe)
@@ -206,12 +210,6 @@ def _groups(text: str) -> list[tuple[str, list[SlotValue]]]:
     return [(joiner.join(c), s) for c, s in groups]
 
 
-def _forget_topic(probe: str) -> str:
-    match = lx.FORGET.search(probe)
-    rest = probe[match.end() :] if match else probe
-    return split_clauses(rest)[0] if split_clauses(rest) else rest
-
-
 @dataclass(frozen=True)
 class _Context:
     """What scopes a statement besides its own words: the enabled skills with their metadata,
@@ -279,19 +277,21 @@ def _sentence_signals(
     scrubbed = _instruction(scrubbed)
     markers = _markers(scrubbed)
     if kind is SignalKind.FORGET:
-        topic = _forget_topic(lx.IDIOMS.sub(" ", scrubbed))
+        topic = forget_topic(lx.IDIOMS.sub(" ", scrubbed))
         lang = detect_language(topic) if feature_set(topic) else ctx.fallback_lang
         scope = ctx.scope(topic, [], kind)
-        return [
+        forget = Signal(
+            kind=kind, scope=scope, text=topic, sentence=scrubbed, language=lang, markers=markers
+        )
+        # "… - we've moved to the calendar year": what holds instead is a memory of its own
+        instead = [
             Signal(
-                kind=kind,
-                scope=scope,
-                text=topic,
-                sentence=scrubbed,
-                language=lang,
-                markers=markers,
+                kind=SignalKind.EXPLICIT, scope=scope, text=c, sentence=scrubbed,
+                language=detect_language(c), markers=markers,
             )
-        ]
+            for c in replacement_clauses(scrubbed)
+        ]  # fmt: skip
+        return [forget, *instead]
     signals = []
     for text, slots in _groups(scrubbed):
         scope = ctx.scope(text, [s.key for s in slots], kind)

@@ -84,3 +84,34 @@ def test_a_period_that_starts_now_makes_a_rule_durable(text: str) -> None:
 def test_a_bound_made_looser_revises_the_rule(first: str, then: str, new: str, old: str) -> None:
     found = texts(remember(first, then))
     assert len(found) == 1 and new in found[0] and old not in found[0], found
+
+
+@pytest.mark.parametrize(
+    ("rule", "forget", "instead"),
+    [
+        (
+            "Our sprint reviews are on Thursdays, so always send the burndown on Wednesday evening.",
+            "Forget what I told you about the sprint reviews - we've moved them to Mondays.",
+            "Mondays",
+        ),
+        (
+            "Always show revenue in GBP in every report.",
+            "Forget the GBP thing - the board now wants euros.",
+            "euros",
+        ),
+        (
+            "库存周转天数我们按“期末库存 ÷ 日均销量”算，以后都这样。",
+            "库存周转的算法先从记忆里去掉吧，财务要重新定。",
+            None,
+        ),
+        ("缺货超过 3 天的门店要标红，以后都照办。", "忘掉标红那条吧，现在补货很及时了。", None),
+    ],
+)
+def test_a_request_to_forget_names_its_topic_in_other_words(
+    rule: str, forget: str, instead: str | None
+) -> None:
+    """The back-reference words ("what I told you about", "the … thing", "那条") are not the
+    topic; the topic may come before the marker; what holds instead is remembered."""
+    found = texts(remember(rule, forget))
+    assert found == ([] if instead is None else [found[0]]), found
+    assert instead is None or instead in found[0]
