@@ -21,6 +21,7 @@ __all__ = [
     "CONDITION",
     "CORRECTION",
     "DATA_OBJECT",
+    "DEICTIC_ARTEFACT",
     "FACT",
     "FILE_REF",
     "FILLER",
@@ -221,7 +222,12 @@ QUOTATION = re.compile(
 )
 # The current output, file or time: a request about it is not a memory.
 ONE_OFF = re.compile(
-    r"(?<!从)这次(?!开始|起)|(?<!从)本次(?!开始|起)|这一次|这回|这份|这一版|这个表|这个图|那个表|刚才|暂时|临时|今天|明天|先这样|"
+    r"(?<!从)这次(?!开始|起)|(?<!从)本次(?!开始|起)|这一次|这回|这份|这一版|刚才|暂时|今天|明天|先这样|"
+    # "临时改一下" limits the request; "临时文件" / "临时的 log" names a kind of thing
+    r"临时(?!的|文件|目录|表|数据|变量|结果|缓存|脚本|工作区|路径)|"
+    # "这个饼图", "那份周报", "这张柱状图": one artefact named by a deictic before its noun
+    r"(?<![A-Za-z0-9_])(?<![A-Za-z0-9_] )[这那](?:个|份|张|篇)[\u4e00-\u9fff]{0,3}?"
+    r"(?:图|表|文件|报告|文档|页面|邮件|幻灯片)|"
     r"(?<![A-Za-z0-9_])(?<![A-Za-z0-9_] )[这那]张|[这那]一?(?:列|行|页|条|版)|[这那]一张|下次\S{1,6}?(?:前|之前)|"
     r"\bthis time\b|\bjust for this\b|\bfor now\b|\bthis once\b|\bjust this once\b|\btoday\b|"
     r"\btomorrow\b|\bthis one\b|\bthat one\b|\bi meant\b|\bin this (?:sheet|file|table|chart|deck|"
@@ -237,6 +243,11 @@ INSTANCE = re.compile(
     r"[这那]一?(?:列|行|页|条|版|张)|(?:this|that|these|those) (?:column|row|cell|invoice|figure|"
     r"number|ticket)s?",
     _I,
+)
+# One artefact named by a deictic before its noun ("这个饼图", "那份留存表"): in a report of a
+# repeated failure it points at the instance the failure was seen in, like INSTANCE.
+DEICTIC_ARTEFACT = re.compile(
+    r"[这那](?:个|份|张|篇)[\u4e00-\u9fff]{0,3}?(?:图|表|文件|报告|文档|页面|邮件|幻灯片)"
 )
 # "Remember to attach it" / "记得把…" is a reminder for this task, not a standing rule.
 REMIND_ONCE = re.compile(
@@ -272,6 +283,8 @@ APPROVAL = re.compile(
     r"\blike (?:that|this)\b|\b(?:that|this|the same) way\b|\bkeep (?:doing )?(?:it|that|this)\b|"
     r"\bmake (?:that|this|it) (?:the )?default\b|"
     r"照(?:这个|这样|此|着)|就这么|这么(?:办|弄|做|画|来|干)|这样(?:做|弄|办|来|出)|按这个|照这|"
+    # "都这么处理", "都这样放": a manner word before the verb of the approved change
+    r"[这那][样么](?:处理|放|摆|排|写|画|改|标|显示|设置|设)|"
     r"这个(?:格式|口径|办法|做法|样子|方法)",
     _I,
 )

@@ -23,7 +23,7 @@ from ._text import containment, feature_set, normalize, split_clauses
 from .candidate import Signal, SignalKind
 from .document import MemoryDocument, MemoryEntry, new_document
 from .forgetting import forgets
-from .scope import USER_SCOPE
+from .scope import CROSS_CUTTING_SLOTS, USER_SCOPE
 from .slots import detect_slots, mentions_value, slot_template
 from .updates import MemoryUpdate, MemoryUpdateBatch, UpdateOp, apply_updates
 from .values import substituted
@@ -423,6 +423,27 @@ def _new_value(new: str, old: str) -> bool:
     return any(normalize(m.group(0)) not in olds for m in _VALUE.finditer(new))
 
 
+def _shares_topic(new: str, old: str) -> bool:
+    """Two content features in common (words, or bigrams that are not grammar), in any mix."""
+    shared = _topic(new) & _topic(old)
+    return len([f for f in shared if not f.startswith("@") and not set(f) & _FUNCTION_CHARS]) >= 2
+
+
+def _related_scope(docs: Mapping[str, MemoryDocument], signal: Signal) -> str:
+    """The signal's scope; for an instruction that names no skill ("页码放在页脚右下角"), the skill
+    of the one entry it is about ("PDF 报告的页脚要有页码…"), when exactly one skill has such."""
+    if signal.scope != USER_SCOPE or signal.kind is not SignalKind.EXPLICIT:
+        return signal.scope
+    if {s.key for s in signal.slots} & CROSS_CUTTING_SLOTS:
+        return signal.scope
+    related = {
+        scope
+        for scope, doc in docs.items()
+        if scope != USER_SCOPE and any(_shares_topic(signal.text, e.text) for e in doc.entries)
+    }
+    return related.pop() if len(related) == 1 else signal.scope
+
+
 def consolidate_fallback(
     signals: Sequence[Signal], documents: Mapping[str, MemoryDocument], *, now: datetime
 ) -> MemoryUpdateBatch:
@@ -445,7 +466,8 @@ def consolidate_fallback(
         elif signal.kind is SignalKind.REVISION:
             continue  # a changed value with nothing to change is not a memory of its own
         else:
-            doc = working.get(signal.scope) or new_document(signal.scope)
+            scope = _related_scope(working, signal)
+            doc = working.get(scope) or new_document(scope)
             step = []
             # "I told you before", "说过了": the user says this is already known, so a looser
             # match with an existing entry is the same rule restated.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.memory.test_issue37_kinds import entries, remember, texts
+from tests.unit.memory.test_issue37_kinds import entries, remember, said, texts, user
 
 
 @pytest.mark.parametrize(
@@ -115,3 +115,103 @@ def test_a_request_to_forget_names_its_topic_in_other_words(
     found = texts(remember(rule, forget))
     assert found == ([] if instead is None else [found[0]]), found
     assert instead is None or instead in found[0]
+
+
+@pytest.mark.parametrize(
+    ("complaint", "reply", "approval", "rule"),
+    [
+        (
+            "The axis labels on the cohort chart run into each other.",
+            "I shortened the month labels to three letters and tilted them by 30 degrees.",
+            "Great. Keep doing that whenever the axis has more than twelve labels.",
+            "tilted",
+        ),
+        (
+            "The changelog is one long paragraph.",
+            "I broke the changelog into Added, Fixed and Removed sections with bullet points each.",
+            "Nice - every changelog should look like that.",
+            "Added, Fixed",
+        ),
+        (
+            "回归结果的表格看不清。",
+            "我把系数保留到三位小数，并且把显著的系数加粗，表格按变量分组显示。",
+            "对，就这样，以后出回归表格都这么处理。",
+            "加粗",
+        ),
+        (
+            "邮件里的图片太大了。",
+            "我把图片压缩到了 800 像素宽，并且统一放在邮件正文的最后面。",
+            "可以，以后发邮件都这样放。",
+            "800",
+        ),
+    ],
+)
+def test_an_approval_made_general_takes_the_agents_change(
+    complaint: str, reply: str, approval: str, rule: str
+) -> None:
+    """Words the approval repeats from the complaint ("回归表格"), a quantifier ("every
+    changelog"), a condition ("whenever …") and a manner verb ("这样放") do not make it a rule of
+    its own: the rule is the agent's described change."""
+    found = texts(remember([user(complaint), said(reply), user(approval)]))
+    assert len(found) == 1 and rule in found[0], found
+
+
+REPEATED_FAILURES = [
+    ("怎么又把临时的 console.log 留在页面代码里了？上线前要删干净。", ["console.log", "上线前"]),
+    ("还是不对，图注又跑到图的上面去了。图注放在图的正下方。", ["图注", "正下方"]),
+    (
+        "Why is the draft watermark missing again? Every exported PDF should carry it.",
+        ["watermark"],
+    ),
+    (
+        "Still wrong, the footnotes are numbered from 1 on every page again. "
+        "Footnotes must run on across pages.",
+        ["run on"],
+    ),
+]
+
+
+def test_a_rule_after_a_repeated_failure_is_kept_with_its_subject() -> None:
+    """The report may be a rhetorical question, the rule may carry no marker word, and when the
+    rule does not name what it is about ("要删干净") the report's subject goes with it."""
+    for text, needed in REPEATED_FAILURES:
+        found = texts(remember(text))
+        assert len(found) == 1 and all(n in found[0] for n in needed), (text, found)
+
+
+FOLLOW_UPS: list[tuple[str, str, list[str | dict[str, str]]]] = [
+    (
+        "PDF 报告的页眉要有公司 logo，以后都这样。",
+        "logo 放在页眉左上角，以后都这样。",
+        [{"name": "baogao", "description": "把分析结果排版成 PDF 报告"}],
+    ),
+    (
+        "Always put the client name in the invoice header.",
+        "The client name goes on the right side of the header from now on.",
+        [{"name": "billing", "description": "Creates and sends invoices"}],
+    ),
+]
+
+
+def test_a_follow_up_that_names_no_skill_takes_the_scope_of_its_entry() -> None:
+    for first, then, skills in FOLLOW_UPS:
+        found = entries(remember(first, then, skills=skills))
+        assert len({scope for scope, _ in found}) == 1, found
+        assert found[0][0].startswith("skill:"), found
+
+
+def test_a_deictic_before_its_noun_limits_a_request_but_a_compound_does_not() -> None:
+    """ "这张柱状图…" / "this one chart …" is about one artefact; "临时文件" / "temporary files"
+    name a kind of thing (临时 is not "for now" there); in a report of a repeated failure the
+    deictic only points at where it was seen."""
+    one_off = [
+        "这张柱状图就别加数据标签了，领导要看全部门店，改成表格。",
+        "Skip the data labels on this one chart, the board wants every store listed.",
+    ]
+    for text in one_off:
+        assert remember(text) == {}, text
+    kinds = ["临时文件一律放到 tmp/ 目录下面。", "Temporary files always go under tmp/."]
+    for text in kinds:
+        assert len(entries(remember(text))) == 1, text
+    found = texts(remember("那份库存表的单位又写错了！说了多少次，库存一律以箱为单位。"))
+    assert len(found) == 1 and "以箱为单位" in found[0], found
