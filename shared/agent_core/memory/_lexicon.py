@@ -207,7 +207,10 @@ QUESTION = re.compile(
 POLITE_REQUEST = re.compile(r"^(?:could|can|would|will) you (?:please )?", _I)
 HYPOTHETICAL = re.compile(
     r"\bwhat if\b|\bif i (?:said|say|told|tell|asked|ask|wanted|want|were)\b|\bsuppose\b|"
-    r"\bhypothetically\b|\bimagine\b|假如|假设|如果我(?:说|让|要|叫)|要是我|要是以后|万一",
+    r"\bhypothetically\b|\bimagine\b|假如|假设|如果我(?:说|让|要|叫)|要是我|要是以后|万一|"
+    # the conditional mood: "if the CFO ever wants it, we'd need …", "要是…的话，是不是就得…"
+    r"\b(?:we|you|i|they|it)(?:'d| would) (?:need|have to|want|be|get|end up)\b|"
+    r"(?:如果|要是)[^，。,.]{1,30}的话[^。.]{0,30}(?:是不是|会不会)",
     _I,
 )
 # Someone else's words: a speaker or a source followed by a quote, or reported speech.

@@ -11,7 +11,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.memory.test_issue37_kinds import entries, remember, said, texts, user
+from tests.unit.memory.test_issue37_kinds import (
+    Skills,
+    call,
+    entries,
+    remember,
+    result,
+    said,
+    texts,
+    user,
+)
 
 
 @pytest.mark.parametrize(
@@ -215,3 +224,40 @@ def test_a_deictic_before_its_noun_limits_a_request_but_a_compound_does_not() ->
         assert len(entries(remember(text))) == 1, text
     found = texts(remember("那份库存表的单位又写错了！说了多少次，库存一律以箱为单位。"))
     assert len(found) == 1 and "以箱为单位" in found[0], found
+
+
+def test_a_conditional_said_in_the_conditional_mood_is_a_hypothetical() -> None:
+    """ "we'd need …, right?" muses about a case that may come; the tag question does not make it
+    a confirmed rule."""
+    for text in (
+        "If the auditors ever want line items, we'd need a voucher number on every sheet, right?",
+        "要是总部想看英文版的话，是不是每张表都要加英文表头。",
+    ):
+        assert remember(text) == {}, text
+
+
+def _lesson_scope(request: str, tool: str, skills: Skills) -> list[str]:
+    turns = [
+        user(request),
+        said("", call("c1", tool, {"kind": "area", "max_points": 5000})),
+        result("c1", tool, "RangeError: max_points must be at most 2000", error=True),
+        said("", call("c2", tool, {"kind": "area", "max_points": 2000})),
+        result("c2", tool, "done"),
+        said("Done."),
+    ]
+    return [scope for scope, _ in entries(remember(turns, skills=skills))]
+
+
+def test_a_lesson_about_a_tool_no_skill_names_takes_the_skill_of_its_request() -> None:
+    """The tool's name is in no skill's name or description: the words of its name, or the
+    user's request in the same interaction, say which enabled skill it serves."""
+    zh: Skills = [
+        {"name": "tubiao", "description": "生成统计图表（面积图、折线图）"},
+        {"name": "wendang", "description": "撰写 Word 报告"},
+    ]
+    assert _lesson_scope("画一下近一年的销量面积图。", "plot_series", zh) == ["skill:tubiao"]
+    en: Skills = [
+        {"name": "mailer", "description": "Sends newsletters to subscribers"},
+        {"name": "grapher", "description": "Draws charts from query results"},
+    ]
+    assert _lesson_scope("Plot weekly signups.", "chart_area", en) == ["skill:grapher"]
