@@ -278,7 +278,13 @@ LEND = re.compile(
     r"\bsame (?:goes|applies|holds) for (?:any|every|all|each) \w{2,20}(?: (?:you|we) \w{2,20})?\b|"
     r"\bthat'?s how (?:i|we)\s+(?:always\s+)?(?:want|like|do)\s+(?:it|them|this|that)\b|"
     r"\b(?:i'?ve|i have) (?:told|said|asked) (?:you )?(?:(?:this|that|it) )?(?:before|already)\b|"
-    r"全公司都|整个团队都|团队统一",
+    r"全公司都|整个团队都|团队统一|"
+    # "that definition applies across every report", "这是公司口径", "That's the team standard":
+    # the sentence names the one before it as a rule that holds everywhere
+    r"\b(?:applies|apply|holds|hold|goes) (?:across|to|for|in) (?:every|all|each|any) \w{2,20}\b|"
+    r"\bthat'?s (?:our|the company'?s?|the team'?s?|the house|the) (?:definition|standard|rule|"
+    r"convention|policy|way we do it)\b|"
+    r"[这那]是(?:我们|公司|团队|全公司|集团|部门)(?:的)?(?:口径|规定|标准|规范|要求|惯例|做法)",
     _I,
 )
 # Approval of what the agent just did, made general: "do it like that every time", "以后都照这个来".

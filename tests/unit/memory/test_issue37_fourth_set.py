@@ -261,3 +261,22 @@ def test_a_lesson_about_a_tool_no_skill_names_takes_the_skill_of_its_request() -
         {"name": "grapher", "description": "Draws charts from query results"},
     ]
     assert _lesson_scope("Plot weekly signups.", "chart_area", en) == ["skill:grapher"]
+
+
+def test_a_sentence_naming_the_one_before_as_a_standard_lends_to_it() -> None:
+    """ "这是公司口径", "that definition applies across every report": the sentence says the one
+    before it holds everywhere; it is not a memory of its own."""
+    zh: Skills = [{"name": "kanban", "description": "维护销售数据看板：指标卡片、筛选器"}]
+    found = texts(
+        remember("复购率我们按“90 天内再次下单的客户 ÷ 首购客户”算。这是公司口径。", skills=zh)
+    )
+    assert len(found) == 1 and "90 天" in found[0], found
+    en: Skills = [{"name": "mailer", "description": "Sends report emails to a distribution list"}]
+    found = texts(
+        remember(
+            "For us a 'lapsed buyer' has not ordered in the last 120 days. "
+            "Please remember: that definition applies across every report.",
+            skills=en,
+        )
+    )
+    assert len(found) == 1 and "120" in found[0], found
