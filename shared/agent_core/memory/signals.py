@@ -433,8 +433,21 @@ _DESCRIBED = 10
 _DESCRIBED_WORDS = 8
 
 
+# "I split the description into Summary, Testing and Risk sections", "我把图例挪到了下方": the
+# agent saying what it changed, in the first person, needs fewer words to be a description.
+_FIRST_PERSON_CHANGE = re.compile(
+    r"^(?:i|i've|i have) (?:\w{2,12}ly )?(?:split|moved|rotated|changed|renamed|reordered|grouped|"
+    r"sorted|converted|switched|added|removed|replaced|reformatted|made|set|put|broke|turned|"
+    r"merged|shortened|widened|aligned|wrapped|tilted)\b|^(?:我|已|已经)(?:把|将)",
+    re.I,
+)
+_DESCRIBED_FIRST_PERSON = 5
+
+
 def _describes(reply: str) -> bool:
     needed = _DESCRIBED if re.search(r"[\u4e00-\u9fff]", reply) else _DESCRIBED_WORDS
+    if _FIRST_PERSON_CHANGE.match(reply.strip()):
+        needed = min(needed, _DESCRIBED_FIRST_PERSON)
     return len(feature_set(reply)) >= needed
 
 

@@ -280,3 +280,27 @@ def test_a_sentence_naming_the_one_before_as_a_standard_lends_to_it() -> None:
         )
     )
     assert len(found) == 1 and "120" in found[0], found
+
+
+def test_a_short_first_person_description_is_the_approved_change() -> None:
+    """ "I split the notes into Features and Fixes" says what changed in few words; the changed
+    call (a long body, cut short) says it worse."""
+    body = "## Features\n" + "new importer; " * 30 + "\n## Fixes\n" + "timeout; " * 30
+    turns = [
+        user("The release notes are one long blob."),
+        said("", call("n1", "notes_bot", {"release": "2.4", "body": body})),
+        result("n1", "notes_bot", "updated"),
+        said("I split the notes into Features and Fixes."),
+        user("Good - every release note should look like that."),
+    ]
+    found = texts(remember(turns, skills=[{"name": "notes_bot", "description": "Release notes"}]))
+    assert len(found) == 1 and "split the notes" in found[0], found
+    turns = [
+        user("图例挡住曲线了。"),
+        said("", call("t1", "huatu", {"legend": "outside", "width": 900})),
+        result("t1", "huatu", "ok"),
+        said("我把图例挪到了图外面。"),
+        user("可以，以后画图都这样放。"),
+    ]
+    found = texts(remember(turns, skills=[{"name": "huatu", "description": "画图"}]))
+    assert len(found) == 1 and "图例挪到了图外面" in found[0], found
