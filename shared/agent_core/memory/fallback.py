@@ -434,7 +434,19 @@ def _related_scope(docs: Mapping[str, MemoryDocument], signal: Signal) -> str:
     of the one entry it is about ("PDF 报告的页脚要有页码…"), when exactly one skill has such."""
     if signal.scope != USER_SCOPE or signal.kind is not SignalKind.EXPLICIT:
         return signal.scope
-    if {s.key for s in signal.slots} & CROSS_CUTTING_SLOTS:
+    keys = {s.key for s in signal.slots}
+    if keys:
+        # "Amounts from here on: two decimal places" after a workbook rule set the decimals: the
+        # value changes where the rule lives, unless the user has a rule of their own for it.
+        def holders(doc: MemoryDocument) -> bool:
+            return any(e.slot and e.slot.split("=", 1)[0] in keys for e in doc.entries)
+
+        if (own := docs.get(USER_SCOPE)) is not None and holders(own):
+            return signal.scope
+        held = [scope for scope, doc in docs.items() if scope != USER_SCOPE and holders(doc)]
+        if len(held) == 1:
+            return held[0]
+    if keys & CROSS_CUTTING_SLOTS:
         return signal.scope
     related = {
         scope

@@ -304,3 +304,23 @@ def test_a_short_first_person_description_is_the_approved_change() -> None:
     ]
     found = texts(remember(turns, skills=[{"name": "huatu", "description": "画图"}]))
     assert len(found) == 1 and "图例挪到了图外面" in found[0], found
+
+
+def test_a_changed_slot_value_naming_no_skill_changes_the_rule_where_it_lives() -> None:
+    """ "Amounts from here on: one decimal place" after a workbook rule set the decimals: the
+    value changes in the workbook's rule, not beside it in the user's."""
+    cases: list[tuple[str, str, Skills]] = [
+        (
+            "In the invoice workbook, amounts are always rounded to whole numbers.",
+            "Amounts from here on: one decimal place.",
+            [{"name": "ledger", "description": "Reads and writes the invoice workbook"}],
+        ),
+        (
+            "发票台账里的金额一律保留两位小数。",
+            "金额以后保留一位小数。",
+            [{"name": "taizhang", "description": "维护发票台账"}],
+        ),
+    ]
+    for first, then, skills in cases:
+        found = entries(remember(first, then, skills=skills))
+        assert len(found) == 1 and found[0][0].startswith("skill:"), found
