@@ -75,6 +75,15 @@ _DEPENDENT = re.compile(
 _CONJUNCTION = re.compile(r"(?i)^(?:并且|而且|同时|另外|还有|also|and)[，,\s]*")
 
 
+# "…YYYY年M月D日 这种格式，别用斜杠", "…as ISO dates, not slashes": a bare negated alternative
+# (one word after the negation) is the other side of the same setting, not a setting of its own.
+_ALTERNATIVE = re.compile(
+    r"^(?:别|不要|不用|勿|不)(?:再)?(?:用|要|写|加|带)?[\u4e00-\u9fff]{1,3}$|"
+    r"^(?:not|no|never|(?:don'?t|do not|never) use)\s{1,3}(?:the\s{1,3})?[\w/-]{1,20}$",
+    re.I,
+)
+
+
 def _coordinated(text: str, slot_key: str) -> list[tuple[str, bool]] | None:
     """The parts of a sentence that sets one slot and, beside it, other complete settings
     ("use two decimals and put the legend at the bottom"): (part, sets the slot) pairs, ``None``
@@ -103,7 +112,8 @@ def _coordinated(text: str, slot_key: str) -> list[tuple[str, bool]] | None:
             continue
         body = strip_markers(part)
         if (
-            detect_slots(part)
+            _ALTERNATIVE.match(body.strip(" 。."))
+            or detect_slots(part)
             or len(feature_set(body)) < 2
             or _DEPENDENT.search(body)
             or lx.REASON.search(body)

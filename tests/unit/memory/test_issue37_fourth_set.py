@@ -324,3 +324,13 @@ def test_a_changed_slot_value_naming_no_skill_changes_the_rule_where_it_lives() 
     for first, then, skills in cases:
         found = entries(remember(first, then, skills=skills))
         assert len(found) == 1 and found[0][0].startswith("skill:"), found
+
+
+def test_a_bare_negated_alternative_stays_with_its_setting() -> None:
+    """ "…这种格式，不要斜杠" / "…, don't use slashes": the other side of the same setting, not a
+    rule of its own that would outlive a change of the date format."""
+    for text in (
+        "Write dates as YYYY-MM-DD from now on, don't use slashes.",
+        "日期统一写成 2024-03-05 这种格式，不要斜杠。",
+    ):
+        assert len(texts(remember(text))) == 1, text
