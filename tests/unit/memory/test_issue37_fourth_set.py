@@ -334,3 +334,17 @@ def test_a_bare_negated_alternative_stays_with_its_setting() -> None:
         "日期统一写成 2024-03-05 这种格式，不要斜杠。",
     ):
         assert len(texts(remember(text))) == 1, text
+
+
+def test_quoted_code_names_the_skill_of_its_language() -> None:
+    """ "SELECT *" is SQL, "import pandas" Python: a rule that only quotes code belongs to the
+    skill described by that language."""
+    skills: Skills = [
+        {"name": "warehouse", "description": "Runs read-only SQL against the warehouse"},
+        {"name": "pyrun", "description": "在沙箱里运行 Python 脚本"},
+        {"name": "exporter", "description": "Writes results to CSV files"},
+    ]
+    found = entries(remember("Never use SELECT * in anything you write for me.", skills=skills))
+    assert [scope for scope, _ in found] == ["skill:warehouse"], found
+    found = entries(remember("以后不要再 import pandas 了，统一用 polars。", skills=skills))
+    assert [scope for scope, _ in found] == ["skill:pyrun"], found
