@@ -70,7 +70,9 @@ STRONG = re.compile(
     rf"固定{_VERB_AFTER}|统一{_VERB_AFTER}|"
     r"\bremember\b|\bfrom now on\b|\bgoing forward\b|\bmoving forward\b|\bfrom here on\b|"
     r"\bnext time\b|\balways\b|\bnever\b|\bby default\b|\bin (?:the )?future\b|\bevery time\b|"
-    r"\beach time\b|\bwhenever\b|\bas a rule\b|\bstarting (?:now|today)\b",
+    r"\beach time\b|\bwhenever\b|\bas a rule\b|\bstarting (?:now|today)\b|"
+    # "Default file type: CSV": a setting labelled as the default (only the word is the marker)
+    r"^(?:the )?default(?=(?: [a-z]{2,20}){1,3}\s{0,2}[:：])",
     _I,
 )
 # Imperatives that are memories only when nothing marks them as a task or an instance.

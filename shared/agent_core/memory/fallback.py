@@ -78,7 +78,7 @@ _CONJUNCTION = re.compile(r"(?i)^(?:并且|而且|同时|另外|还有|also|and)
 # "…YYYY年M月D日 这种格式，别用斜杠", "…as ISO dates, not slashes": a bare negated alternative
 # (one word after the negation) is the other side of the same setting, not a setting of its own.
 _ALTERNATIVE = re.compile(
-    r"^(?:别|不要|不用|勿|不)(?:再)?(?:用|要|写|加|带)?[\u4e00-\u9fff]{1,3}$|"
+    r"^(?:别|不要|不用|勿|不)(?:再)?(?:用|要|写|加|带)?(?:[\u4e00-\u9fff]{1,3}|\s{0,2}[\w/.-]{1,20})$|"
     r"^(?:not|no|never|(?:don'?t|do not|never) use)\s{1,3}(?:the\s{1,3})?[\w/-]{1,20}$",
     re.I,
 )

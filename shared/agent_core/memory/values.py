@@ -29,6 +29,14 @@ _NUMBER = re.compile(
 )
 # Chinese font sizes: 初号 … 八号, 小初 … 小六.
 _FONT_SIZE = re.compile(r"小[初一二三四五六]|[初一二三四五六七八]号")
+# File formats: "CSV" and "XLSX" are two values of one attribute, the format of an output.
+_FORMAT = re.compile(
+    r"\b(?:csv|xlsx|xls|json|pdf|png|svg|jpe?g|parquet|docx|pptx|html|markdown)\b", re.I
+)
+# "…, not CSV", "而不是 PDF": a value named only to be excluded is not the entry's value.
+_NEGATED = re.compile(
+    r"(?:\bnot|\bno|\binstead of|\brather than|别用|不要|不用|而不是)\s{0,3}$", re.I
+)
 # Grammar, not topic: bigrams made only of these say nothing about what is set.
 _FUNCTION_CHARS = frozenset("的了都这那样么是也就吧在和与把被给用个以内后按来要成")
 
@@ -44,6 +52,11 @@ class _Value:
 
 def _values(text: str) -> list[_Value]:
     found = [_Value(m[0], m.start(), m.end(), "font", None) for m in _FONT_SIZE.finditer(text)]
+    found += [
+        _Value(m[0].casefold(), m.start(), m.end(), "format", None)
+        for m in _FORMAT.finditer(text)
+        if not _NEGATED.search(text[max(0, m.start() - 12) : m.start()])
+    ]
     for m in _NUMBER.finditer(text):
         unit = m[2].casefold().removesuffix("s") if m[2] else None
         kind = "dec" if "." in m[1] else "int"
@@ -52,7 +65,7 @@ def _values(text: str) -> list[_Value]:
 
 
 def _topic(text: str) -> set[str]:
-    body = _NUMBER.sub(" ", _FONT_SIZE.sub(" ", text))
+    body = _NUMBER.sub(" ", _FONT_SIZE.sub(" ", _FORMAT.sub(" ", text)))
     for pattern in (lx.STRONG, lx.CHANGE, lx.REVISION, lx.LEND):
         body = pattern.sub(" ", body)
     return {
@@ -83,13 +96,17 @@ def substituted(new: str, sentence: str, old: str) -> str | None:
         return None
     target = same_kind[0]
     shared = _topic(new) & _topic(old)
-    if not shared:
-        return None
     cue = bool(
         lx.REVISION.search(sentence)
         or lx.CHANGE.search(sentence)
         or lx.SIZE_CHANGE.search(sentence)
     )
+    if value.kind == "format" and cue:
+        # A format said as a change ("CSV again", "改成 PDF") replaces the one format the entry
+        # sets: the entry is about the output's format, so the new statement replaces it whole.
+        return new
+    if not shared:
+        return None
     typed = value.kind == "font" or (value.unit is not None and value.unit == target.unit)
     if not (cue or typed or len(shared) >= 2):
         return None

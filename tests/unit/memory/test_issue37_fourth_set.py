@@ -348,3 +348,25 @@ def test_quoted_code_names_the_skill_of_its_language() -> None:
     assert [scope for scope, _ in found] == ["skill:warehouse"], found
     found = entries(remember("以后不要再 import pandas 了，统一用 polars。", skills=skills))
     assert [scope for scope, _ in found] == ["skill:pyrun"], found
+
+
+def test_a_file_format_said_as_a_change_replaces_the_old_format() -> None:
+    """ "Default export type: PNG again" after "Charts as SVG by default, not PNG": a format is one
+    value of the output's format, and the one it excludes ("not PNG") is not the entry's value."""
+    cases = [
+        (
+            "Export charts as SVG by default, not PNG.",
+            "Default export type: PNG again, the wiki only shows that.",
+            "PNG",
+            "SVG",
+        ),
+        (
+            "图表默认导出成 SVG，不要 PNG。",
+            "导出格式还是换回 PNG 吧，wiki 只认这个。",
+            "PNG",
+            "SVG",
+        ),
+    ]
+    for first, then, new, old in cases:
+        found = texts(remember(first, then))
+        assert len(found) == 1 and new in found[0] and old not in found[0], (then, found)
