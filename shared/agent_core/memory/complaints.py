@@ -21,6 +21,7 @@ _DIRECTIVE = re.compile(
     r"\b(?:should|must|needs? to|has to|have to|goes?|belongs?|stays?)\b",
     re.I,
 )
+_SELF = re.compile(r"^(?:我|咱)|^(?:i|i'm|i am|i'll|i have|i've)\b", re.I)
 _LEAD = re.compile(r"^(?:你|您)?(?:怎么|为什么|为啥)?|^(?:why (?:do|did|does|is|are) )", re.I)
 _FUNCTION_CHARS = frozenset("的了都这那样么是也就吧在和与把被给又还要前后")
 
@@ -38,6 +39,8 @@ def directive(sentence: str) -> bool:
     """A sentence that says how things should be, with or without a marker word."""
     if lx.QUESTION.search(sentence) or lx.REPEAT.search(sentence) or lx.CORRECTION.search(sentence):
         return False
+    if _SELF.match(sentence.strip()):
+        return False  # "我下午要开会": the user's own plans, not how the output should be
     clauses = split_clauses(sentence)
     return bool(_DIRECTIVE.search(sentence) or any(lx.IMPERATIVE.match(c) for c in clauses))
 

@@ -85,12 +85,13 @@ def substituted(new: str, sentence: str, old: str) -> str | None:
         return None
     value = fresh[0]
     new_texts = {v.text for v in news}
+    # A bare number ("改成 3") replaces a counted one ("2 decimals") only when it names the unit.
     same_kind = [
         v
         for v in olds
         if v.kind == value.kind
         and v.text not in new_texts
-        and (v.unit == value.unit or not value.unit)
+        and (v.unit == value.unit or (not value.unit and (not v.unit or v.unit in new.casefold())))
     ]
     if len(same_kind) != 1:
         return None

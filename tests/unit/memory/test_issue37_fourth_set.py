@@ -186,6 +186,8 @@ def test_a_rule_after_a_repeated_failure_is_kept_with_its_subject() -> None:
     for text, needed in REPEATED_FAILURES:
         found = texts(remember(text))
         assert len(found) == 1 and all(n in found[0] for n in needed), (text, found)
+    # the user's own plans after a complaint are not how the output should be
+    assert not any("开会" in t for t in texts(remember("还是不对，数字又错了。我下午要开会。")))
 
 
 FOLLOW_UPS: list[tuple[str, str, list[str | dict[str, str]]]] = [
@@ -370,3 +372,18 @@ def test_a_file_format_said_as_a_change_replaces_the_old_format() -> None:
     for first, then, new, old in cases:
         found = texts(remember(first, then))
         assert len(found) == 1 and new in found[0] and old not in found[0], (then, found)
+
+
+def test_a_value_swap_needs_the_same_kind_of_value() -> None:
+    """A number with a unit replaces one in the same unit ("18 个字" for "12 个字"); a bare number
+    about something else ("row 3") leaves "2 decimals" alone."""
+    found = texts(
+        remember(
+            "幻灯片标题不超过 12 个字，以后都这样。", "幻灯片标题，18 个字以内就行，之后按这个来。"
+        )
+    )
+    assert len(found) == 1 and "18" in found[0] and "12" not in found[0], found
+    found = texts(
+        remember("Keep 2 decimals in every table. Always.", "Tables now start at row 3, always.")
+    )
+    assert any("2 decimals" in t for t in found), found
