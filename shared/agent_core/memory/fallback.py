@@ -373,7 +373,9 @@ def _revision(docs: Mapping[str, MemoryDocument], signal: Signal) -> MemoryUpdat
     for scope in scopes:
         doc = docs.get(scope)
         for entry in doc.entries if doc else ():
-            if (swapped := substituted(signal.text, signal.sentence, entry.text)) is not None:
+            same_skill = scope == signal.scope != USER_SCOPE
+            swapped = substituted(signal.text, signal.sentence, entry.text, same_skill)
+            if swapped is not None:
                 return MemoryUpdate(
                     op=UpdateOp.UPDATE, scope=scope, entry_id=entry.id, text=swapped,
                     reason="same attribute, value replaced",

@@ -75,9 +75,12 @@ def _topic(text: str) -> set[str]:
     }
 
 
-def substituted(new: str, sentence: str, old: str) -> str | None:
+def substituted(new: str, sentence: str, old: str, same_skill: bool = False) -> str | None:
     """``old`` with its value replaced by the one ``new`` gives, or ``None`` when ``new`` does
-    not give a new value for the attribute ``old`` holds (see the module docstring)."""
+    not give a new value for the attribute ``old`` holds (see the module docstring).
+
+    ``same_skill``: both are rules of one skill, so a format said as a change needs no topic word
+    in common to be about that skill's output."""
     olds, news = _values(old), _values(new)
     old_texts = {v.text for v in olds}
     fresh = [v for v in news if v.text not in old_texts]
@@ -102,7 +105,7 @@ def substituted(new: str, sentence: str, old: str) -> str | None:
         or lx.CHANGE.search(sentence)
         or lx.SIZE_CHANGE.search(sentence)
     )
-    if value.kind == "format" and cue:
+    if value.kind == "format" and cue and (shared or same_skill):
         # A format said as a change ("CSV again", "改成 PDF") replaces the one format the entry
         # sets: the entry is about the output's format, so the new statement replaces it whole.
         return new

@@ -372,6 +372,9 @@ def test_a_file_format_said_as_a_change_replaces_the_old_format() -> None:
     for first, then, new, old in cases:
         found = texts(remember(first, then))
         assert len(found) == 1 and new in found[0] and old not in found[0], (then, found)
+    # a format for another output is a rule of its own
+    found = texts(remember("Send the monthly reports as PDF. Always.", "Charts now go out as PNG."))
+    assert len(found) == 2, found
 
 
 def test_a_value_swap_needs_the_same_kind_of_value() -> None:
