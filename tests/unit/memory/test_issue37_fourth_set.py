@@ -373,7 +373,9 @@ def test_a_file_format_said_as_a_change_replaces_the_old_format() -> None:
         found = texts(remember(first, then))
         assert len(found) == 1 and new in found[0] and old not in found[0], (then, found)
     # a format for another output is a rule of its own
-    found = texts(remember("Send the monthly reports as PDF. Always.", "Charts now go out as PNG."))
+    found = texts(
+        remember("Send the monthly reports as PDF. Always.", "Charts now go out as PNG, always.")
+    )
     assert len(found) == 2, found
 
 
