@@ -1,10 +1,12 @@
 """The general kinds the fourth blind set (``tests/data/memory/fourth``) missed, each in English
 and Chinese with sentences of its own (none is from a labelled set).
 
-Every test failed on main before the change: a new value for a remembered attribute said in
-other words (or with only a deictic, "就用这个") was added beside the old one; "from this week
-on" phrasings other than the listed ones made nothing durable; a bound said to be looser or
-stricter ("放宽", "relax") revised nothing.
+Every test failed on main (8b26c37): value replacement in other words, "from next month" markers,
+looser/stricter bounds, requests to forget by back-reference, general approvals, rules after a
+repeated-failure report, scope from the related entry, the slot's holder, the tool's request or
+quoted code, deictic compounds, the conditional mood, "这是公司口径", short first-person change
+descriptions, bare negated alternatives and file-format changes. Boundaries of the new rules
+(another unit, another output, the user's own plans) are asserted inside those tests.
 """
 
 from __future__ import annotations
