@@ -21,6 +21,7 @@ __all__ = [
     "CONDITION",
     "CORRECTION",
     "DATA_OBJECT",
+    "DEICTIC_ARTEFACT",
     "FACT",
     "FILE_REF",
     "FILLER",
@@ -61,10 +62,17 @@ _VERB_AFTER = (
 STRONG = re.compile(
     r"记住|记下|记一下|记得|以后|今后|往后|之后都|下次|默认|总是|一律|每次|始终|永远|一直|"
     r"从(?:现在|今天|今儿|这次|本次|此|今)(?:开始|起)|打(?:今儿|今天|现在)起|"
+    # "从这周开始", "从下个月起", "自本季度起": a period that starts now and does not end
+    r"[从自](?:这|本|下|今|明|次)个?(?:周|星期|礼拜|月|季度|季|年|期)(?:开始|起)|之后(?=就|按|照|一律|统一)|"
+    r"\bas of (?:this|next|the next) (?:week|month|quarter|year|sprint|release)\b|"
+    r"\bstarting (?:this|next) (?:week|month|quarter|year|sprint|release)\b|"
+    r"\bfrom (?:this|next) (?:week|month|quarter|year|sprint|release) on(?:wards?)?\b|"
     rf"固定{_VERB_AFTER}|统一{_VERB_AFTER}|"
     r"\bremember\b|\bfrom now on\b|\bgoing forward\b|\bmoving forward\b|\bfrom here on\b|"
     r"\bnext time\b|\balways\b|\bnever\b|\bby default\b|\bin (?:the )?future\b|\bevery time\b|"
-    r"\beach time\b|\bwhenever\b|\bas a rule\b|\bstarting (?:now|today)\b",
+    r"\beach time\b|\bwhenever\b|\bas a rule\b|\bstarting (?:now|today)\b|"
+    # "Default file type: CSV": a setting labelled as the default (only the word is the marker)
+    r"^(?:the )?default(?=(?: [a-z]{2,20}){1,3}\s{0,2}[:：])",
     _I,
 )
 # Imperatives that are memories only when nothing marks them as a task or an instance.
@@ -122,7 +130,7 @@ REVISION = re.compile(
     r"\bnow\b|\binstead\b|\bactually\b|\bno longer\b|\bany ?more\b|\bvoid\b|\bretired\b|"
     r"\bchanged?\b|\bupdated?\b|\bswitch(?:ed)?\b|\breplaced?\b|"
     r"现在|改成|改为|换成|改用|改了|才是|提到|调到|降到|升到|变成|不再|换回|改回|"
-    r"还是(?=用|保留|按|放|改|换|显示|以|可以|要)",
+    r"还是(?=用|保留|按|放|改|换|显示|以|可以|要)|放宽|放松|收紧|\b(?:loosen|relax|tighten)\b",
     _I,
 )
 # "Quick update on me: …", "Note for the team - …": a label before the statement itself.
@@ -167,7 +175,9 @@ ROLE = re.compile(
 SIZE_CHANGE = re.compile(
     r"\b(?:short|long|small|bigg|larg|tight|few|brief)er\b|\btoo (?:long|short|big|small|many|few|wordy)\b|"
     r"\b(?:trim|cut|shrink|condense|tighten)\b|\bmore concise\b|"
-    r"压一压|压缩|压到|再短|缩短|精简|删减|太长|太短|太多|太少|再少|再多|再长",
+    r"压一压|压缩|压到|再短|缩短|精简|删减|太长|太短|太多|太少|再少|再多|再长|"
+    # a bound made looser or stricter: "摘要可以放宽点，五句以内", "relax the limit to 5"
+    r"放宽|放松|收紧|严一点|松一点|\b(?:loosen|relax|tighten)\b|\b(?:strict|loos)er\b",
     _I,
 )
 ORG_STANDARD = re.compile(
@@ -199,7 +209,10 @@ QUESTION = re.compile(
 POLITE_REQUEST = re.compile(r"^(?:could|can|would|will) you (?:please )?", _I)
 HYPOTHETICAL = re.compile(
     r"\bwhat if\b|\bif i (?:said|say|told|tell|asked|ask|wanted|want|were)\b|\bsuppose\b|"
-    r"\bhypothetically\b|\bimagine\b|假如|假设|如果我(?:说|让|要|叫)|要是我|要是以后|万一",
+    r"\bhypothetically\b|\bimagine\b|假如|假设|如果我(?:说|让|要|叫)|要是我|要是以后|万一|"
+    # the conditional mood: "if the CFO ever wants it, we'd need …", "要是…的话，是不是就得…"
+    r"\b(?:we|you|i|they|it)(?:'d| would) (?:need|have to|want|be|get|end up)\b|"
+    r"(?:如果|要是)[^，。,.]{1,30}的话[^。.]{0,30}(?:是不是|会不会)",
     _I,
 )
 # Someone else's words: a speaker or a source followed by a quote, or reported speech.
@@ -214,7 +227,12 @@ QUOTATION = re.compile(
 )
 # The current output, file or time: a request about it is not a memory.
 ONE_OFF = re.compile(
-    r"(?<!从)这次(?!开始|起)|(?<!从)本次(?!开始|起)|这一次|这回|这份|这一版|这个表|这个图|那个表|刚才|暂时|临时|今天|明天|先这样|"
+    r"(?<!从)这次(?!开始|起)|(?<!从)本次(?!开始|起)|这一次|这回|这份|这一版|刚才|暂时|今天|明天|先这样|"
+    # "临时改一下" limits the request; "临时文件" / "临时的 log" names a kind of thing
+    r"临时(?!的|文件|目录|表|数据|变量|结果|缓存|脚本|工作区|路径)|"
+    # "这个饼图", "那份周报", "这张柱状图": one artefact named by a deictic before its noun
+    r"(?<![A-Za-z0-9_])(?<![A-Za-z0-9_] )[这那](?:个|份|张|篇)[\u4e00-\u9fff]{0,3}?"
+    r"(?:图|表|文件|报告|文档|页面|邮件|幻灯片)|"
     r"(?<![A-Za-z0-9_])(?<![A-Za-z0-9_] )[这那]张|[这那]一?(?:列|行|页|条|版)|[这那]一张|下次\S{1,6}?(?:前|之前)|"
     r"\bthis time\b|\bjust for this\b|\bfor now\b|\bthis once\b|\bjust this once\b|\btoday\b|"
     r"\btomorrow\b|\bthis one\b|\bthat one\b|\bi meant\b|\bin this (?:sheet|file|table|chart|deck|"
@@ -230,6 +248,11 @@ INSTANCE = re.compile(
     r"[这那]一?(?:列|行|页|条|版|张)|(?:this|that|these|those) (?:column|row|cell|invoice|figure|"
     r"number|ticket)s?",
     _I,
+)
+# One artefact named by a deictic before its noun ("这个饼图", "那份留存表"): in a report of a
+# repeated failure it points at the instance the failure was seen in, like INSTANCE.
+DEICTIC_ARTEFACT = re.compile(
+    r"[这那](?:个|份|张|篇)[\u4e00-\u9fff]{0,3}?(?:图|表|文件|报告|文档|页面|邮件|幻灯片)"
 )
 # "Remember to attach it" / "记得把…" is a reminder for this task, not a standing rule.
 REMIND_ONCE = re.compile(
@@ -257,7 +280,13 @@ LEND = re.compile(
     r"\bsame (?:goes|applies|holds) for (?:any|every|all|each) \w{2,20}(?: (?:you|we) \w{2,20})?\b|"
     r"\bthat'?s how (?:i|we)\s+(?:always\s+)?(?:want|like|do)\s+(?:it|them|this|that)\b|"
     r"\b(?:i'?ve|i have) (?:told|said|asked) (?:you )?(?:(?:this|that|it) )?(?:before|already)\b|"
-    r"全公司都|整个团队都|团队统一",
+    r"全公司都|整个团队都|团队统一|"
+    # "that definition applies across every report", "这是公司口径", "That's the team standard":
+    # the sentence names the one before it as a rule that holds everywhere
+    r"\b(?:applies|apply|holds|hold|goes) (?:across|to|for|in) (?:every|all|each|any) \w{2,20}\b|"
+    r"\bthat'?s (?:our|the company'?s?|the team'?s?|the house|the) (?:definition|standard|rule|"
+    r"convention|policy|way we do it)\b|"
+    r"[这那]是(?:我们|公司|团队|全公司|集团|部门)(?:的)?(?:口径|规定|标准|规范|要求|惯例|做法)",
     _I,
 )
 # Approval of what the agent just did, made general: "do it like that every time", "以后都照这个来".
@@ -265,6 +294,8 @@ APPROVAL = re.compile(
     r"\blike (?:that|this)\b|\b(?:that|this|the same) way\b|\bkeep (?:doing )?(?:it|that|this)\b|"
     r"\bmake (?:that|this|it) (?:the )?default\b|"
     r"照(?:这个|这样|此|着)|就这么|这么(?:办|弄|做|画|来|干)|这样(?:做|弄|办|来|出)|按这个|照这|"
+    # "都这么处理", "都这样放": a manner word before the verb of the approved change
+    r"[这那][样么](?:处理|放|摆|排|写|画|改|标|显示|设置|设)|"
     r"这个(?:格式|口径|办法|做法|样子|方法)",
     _I,
 )

@@ -22,9 +22,11 @@ from . import _lexicon as lx
 from ._text import containment, feature_set, normalize, split_clauses
 from .candidate import Signal, SignalKind
 from .document import MemoryDocument, MemoryEntry, new_document
-from .scope import USER_SCOPE
+from .forgetting import forgets
+from .scope import CROSS_CUTTING_SLOTS, USER_SCOPE
 from .slots import detect_slots, mentions_value, slot_template
 from .updates import MemoryUpdate, MemoryUpdateBatch, UpdateOp, apply_updates
+from .values import substituted
 
 __all__ = [
     "NEAR_DUPLICATE",
@@ -73,6 +75,15 @@ _DEPENDENT = re.compile(
 _CONJUNCTION = re.compile(r"(?i)^(?:并且|而且|同时|另外|还有|also|and)[，,\s]*")
 
 
+# "…YYYY年M月D日 这种格式，别用斜杠", "…as ISO dates, not slashes": a bare negated alternative
+# (one word after the negation) is the other side of the same setting, not a setting of its own.
+_ALTERNATIVE = re.compile(
+    r"^(?:别|不要|不用|勿|不)(?:再)?(?:用|要|写|加|带)?(?:[\u4e00-\u9fff]{1,3}|\s{0,2}[\w/.-]{1,20})$|"
+    r"^(?:not|no|never|(?:don'?t|do not|never) use)\s{1,3}(?:the\s{1,3})?[\w/-]{1,20}$",
+    re.I,
+)
+
+
 def _coordinated(text: str, slot_key: str) -> list[tuple[str, bool]] | None:
     """The parts of a sentence that sets one slot and, beside it, other complete settings
     ("use two decimals and put the legend at the bottom"): (part, sets the slot) pairs, ``None``
@@ -101,7 +112,8 @@ def _coordinated(text: str, slot_key: str) -> list[tuple[str, bool]] | None:
             continue
         body = strip_markers(part)
         if (
-            detect_slots(part)
+            _ALTERNATIVE.match(body.strip(" 。."))
+            or detect_slots(part)
             or len(feature_set(body)) < 2
             or _DEPENDENT.search(body)
             or lx.REASON.search(body)
@@ -340,7 +352,7 @@ def _forget(docs: Mapping[str, MemoryDocument], topic: str) -> list[MemoryUpdate
         )
         for scope, doc in docs.items()
         for e in doc.entries
-        if containment(topic, e.text) >= NEAR_DUPLICATE
+        if forgets(topic, e.text)
     ]
 
 
@@ -358,6 +370,16 @@ def _revision(docs: Mapping[str, MemoryDocument], signal: Signal) -> MemoryUpdat
     scopes = [signal.scope]
     if signal.scope == USER_SCOPE or signal.kind is SignalKind.REVISION:
         scopes += [s for s in docs if s != signal.scope]
+    for scope in scopes:
+        doc = docs.get(scope)
+        for entry in doc.entries if doc else ():
+            same_skill = scope == signal.scope != USER_SCOPE
+            swapped = substituted(signal.text, signal.sentence, entry.text, same_skill)
+            if swapped is not None:
+                return MemoryUpdate(
+                    op=UpdateOp.UPDATE, scope=scope, entry_id=entry.id, text=swapped,
+                    reason="same attribute, value replaced",
+                )  # fmt: skip
     found = revised_entry(docs, scopes, signal.text, signal.sentence)
     if found is None:
         return None
@@ -413,6 +435,39 @@ def _new_value(new: str, old: str) -> bool:
     return any(normalize(m.group(0)) not in olds for m in _VALUE.finditer(new))
 
 
+def _shares_topic(new: str, old: str) -> bool:
+    """Two content features in common (words, or bigrams that are not grammar), in any mix."""
+    shared = _topic(new) & _topic(old)
+    return len([f for f in shared if not f.startswith("@") and not set(f) & _FUNCTION_CHARS]) >= 2
+
+
+def _related_scope(docs: Mapping[str, MemoryDocument], signal: Signal) -> str:
+    """The signal's scope; for an instruction that names no skill ("页码放在页脚右下角"), the skill
+    of the one entry it is about ("PDF 报告的页脚要有页码…"), when exactly one skill has such."""
+    if signal.scope != USER_SCOPE or signal.kind is not SignalKind.EXPLICIT:
+        return signal.scope
+    keys = {s.key for s in signal.slots}
+    if keys:
+        # "Amounts from here on: two decimal places" after a workbook rule set the decimals: the
+        # value changes where the rule lives, unless the user has a rule of their own for it.
+        def holders(doc: MemoryDocument) -> bool:
+            return any(e.slot and e.slot.split("=", 1)[0] in keys for e in doc.entries)
+
+        if (own := docs.get(USER_SCOPE)) is not None and holders(own):
+            return signal.scope
+        held = [scope for scope, doc in docs.items() if scope != USER_SCOPE and holders(doc)]
+        if len(held) == 1:
+            return held[0]
+    if keys & CROSS_CUTTING_SLOTS:
+        return signal.scope
+    related = {
+        scope
+        for scope, doc in docs.items()
+        if scope != USER_SCOPE and any(_shares_topic(signal.text, e.text) for e in doc.entries)
+    }
+    return related.pop() if len(related) == 1 else signal.scope
+
+
 def consolidate_fallback(
     signals: Sequence[Signal], documents: Mapping[str, MemoryDocument], *, now: datetime
 ) -> MemoryUpdateBatch:
@@ -435,7 +490,8 @@ def consolidate_fallback(
         elif signal.kind is SignalKind.REVISION:
             continue  # a changed value with nothing to change is not a memory of its own
         else:
-            doc = working.get(signal.scope) or new_document(signal.scope)
+            scope = _related_scope(working, signal)
+            doc = working.get(scope) or new_document(scope)
             step = []
             # "I told you before", "说过了": the user says this is already known, so a looser
             # match with an existing entry is the same rule restated.

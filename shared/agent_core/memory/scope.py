@@ -106,6 +106,16 @@ _GENERIC_BIGRAMS = frozenset(
 _TOOL_NAME = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z][A-Za-z0-9]{0,40}(?:_[A-Za-z0-9]{1,40}){1,8}")
 
 
+# The syntax of a language, as it is quoted in a statement about the code the agent writes.
+_CODE_LANGUAGES = (
+    ("sql", re.compile(r"\bSELECT\s{1,3}(?:\*|DISTINCT\b)|\b(?:GROUP|ORDER) BY\b|\bLEFT JOIN\b|"
+                       r"\bINSERT INTO\b|\bDELETE FROM\b")),
+    # "import pandas 了" / "import polars." is code; "import the data" is English
+    ("python", re.compile(r"\bimport [a-z_][a-z0-9_]{1,30}(?=\s{0,3}(?:[^\x00-\x7f]|[,.;]|$))|\bdef [a-z_]{1,30}\(|\bprint\(|"
+                          r"\bpip install\b|\.py\b")),
+)  # fmt: skip
+
+
 def _stem(word: str) -> str:
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
@@ -178,8 +188,12 @@ def skill_of(
     keywords: Mapping[str, Sequence[str]] = DEFAULT_SKILL_KEYWORDS,
     descriptions: Mapping[str, str] | None = None,
 ) -> str | None:
-    """The enabled skill ``text`` is about (see :func:`resolve_scope`), ``None`` when none is."""
+    """The enabled skill ``text`` is about (see :func:`resolve_scope`), ``None`` when none is.
+
+    Code quoted in the text names its language ("SELECT *" is SQL, "import polars" Python), so a
+    skill described by that language is found by a statement that only quotes its code."""
     named = [s for s in skills if _named(text, s)]
+    text = text + "".join(f" {lang}" for lang, p in _CODE_LANGUAGES if p.search(text))
     if named:
         return named[0]
     # A cross-cutting preference (dates, decimals, …) belongs to a skill only when the skill's

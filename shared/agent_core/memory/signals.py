@@ -15,7 +15,12 @@ from typing import Any
 from . import _lexicon as lx
 from ._text import Language, detect_language, feature_set, split_clauses, split_sentences
 from .candidate import Signal, SignalKind, SlotValue
+from .complaints import directive, rhetorical_repeat, with_subject
+from .forgetting import asks_to_forget, forget_topic, replacement_clauses
 from .interaction import Interaction, Turn, TurnRole
+from .neighbours import AFFIRM as _AFFIRM
+from .neighbours import approval_condition, approves
+from .neighbours import new_content as _new_content
 from .privacy import find_pii, scrub_statement, serves_a_secret
 from .scope import (
     CROSS_CUTTING_SLOTS,
@@ -80,8 +85,11 @@ def _vetoed(sentence: str, probe: str, lifted: bool = False) -> bool:
             return True
     if lx.STRONG.search(probe) and not lx.STRONG.search(_QUOTED.sub(" ", probe)):
         return True  # every marker is inside someone's quoted words ("… scribbled 'always …'")
+    # "忘掉星号那条吧": in a request to forget, the deictic points at the memory, not at an output
     vetoes = (
-        (lx.HYPOTHETICAL, lx.QUOTATION) if lifted else (lx.HYPOTHETICAL, lx.QUOTATION, lx.ONE_OFF)
+        (lx.HYPOTHETICAL, lx.QUOTATION)
+        if lifted or asks_to_forget(probe)
+        else (lx.HYPOTHETICAL, lx.QUOTATION, lx.ONE_OFF)
     )
     return any(p.search(probe) for p in vetoes)
 
@@ -111,7 +119,7 @@ def _habit(sentence: str, probe: str) -> bool:
 def _kind(sentence: str, probe: str, confirmed: bool) -> SignalKind | None:
     probe = probe.strip()
     has_slot = _has_slot(probe)
-    if lx.FORGET.search(probe):
+    if asks_to_forget(probe):
         return SignalKind.FORGET
     durable = bool(
         lx.STRONG.search(probe)
@@ -206,12 +214,6 @@ def _groups(text: str) -> list[tuple[str, list[SlotValue]]]:
     return [(joiner.join(c), s) for c, s in groups]
 
 
-def _forget_topic(probe: str) -> str:
-    match = lx.FORGET.search(probe)
-    rest = probe[match.end() :] if match else probe
-    return split_clauses(rest)[0] if split_clauses(rest) else rest
-
-
 @dataclass(frozen=True)
 class _Context:
     """What scopes a statement besides its own words: the enabled skills with their metadata,
@@ -279,19 +281,21 @@ def _sentence_signals(
     scrubbed = _instruction(scrubbed)
     markers = _markers(scrubbed)
     if kind is SignalKind.FORGET:
-        topic = _forget_topic(lx.IDIOMS.sub(" ", scrubbed))
+        topic = forget_topic(lx.IDIOMS.sub(" ", scrubbed))
         lang = detect_language(topic) if feature_set(topic) else ctx.fallback_lang
         scope = ctx.scope(topic, [], kind)
-        return [
+        forget = Signal(
+            kind=kind, scope=scope, text=topic, sentence=scrubbed, language=lang, markers=markers
+        )
+        # "… - we've moved to the calendar year": what holds instead is a memory of its own
+        instead = [
             Signal(
-                kind=kind,
-                scope=scope,
-                text=topic,
-                sentence=scrubbed,
-                language=lang,
-                markers=markers,
+                kind=SignalKind.EXPLICIT, scope=scope, text=c, sentence=scrubbed,
+                language=detect_language(c), markers=markers,
             )
-        ]
+            for c in replacement_clauses(scrubbed)
+        ]  # fmt: skip
+        return [forget, *instead]
     signals = []
     for text, slots in _groups(scrubbed):
         scope = ctx.scope(text, [s.key for s in slots], kind)
@@ -318,7 +322,14 @@ def _without_instance_clauses(sentence: str, lifted: bool) -> tuple[str, bool]:
     if lifted or not lx.ONE_OFF.search(sentence):
         return sentence, False
     clauses = split_clauses(sentence)
-    limits = [m for c in clauses for m in lx.ONE_OFF.finditer(c) if not lx.INSTANCE.fullmatch(m[0])]
+    repeated = bool(lx.REPEAT.search(sentence))
+    limits = [
+        m
+        for c in clauses
+        for m in lx.ONE_OFF.finditer(c)
+        if not lx.INSTANCE.fullmatch(m[0])
+        and not (repeated and lx.DEICTIC_ARTEFACT.fullmatch(m[0]))
+    ]
     if limits:
         return sentence, False  # "just for this deck", "这次": all of it is about this output
     pointing = [c for c in clauses if lx.ONE_OFF.search(c)]
@@ -339,39 +350,6 @@ def _without_instance_clauses(sentence: str, lifted: bool) -> tuple[str, bool]:
     return joiner.join(kept), False
 
 
-# Agreement that carries nothing of its own ("对，就是这个意思", "Much better", "Perfect").
-_AFFIRM = re.compile(
-    r"就是这个意思|没错|这回对了|^(?:对|好|行|嗯|可以)(?=[，,。！!\s]|$)|\b(?:yes|yeah|right|great|nice|"
-    r"perfect|good|ok(?:ay)?|much better|that'?s it|exactly)\b",
-    re.I,
-)
-_FUNCTION_CHARS = frozenset("都这个那样么了吧的就也要再是来照按把着过呀啊嘛呢哦一直")
-_WORD = re.compile(r"[a-z][a-z0-9'-]*")
-
-
-def _new_content(text: str, neighbour: str) -> int:
-    """Content of ``text`` that ``neighbour`` does not already hold: new words (English) or new
-    characters (Chinese), marker words and function words left out."""
-    rest = lx.IDIOMS.sub(" ", text)
-    for pattern in (lx.STRONG, lx.LEND, lx.WEAK, lx.CORRECTION, lx.REPEAT, lx.APPROVAL, _AFFIRM):
-        rest = pattern.sub(" ", rest)
-    rest = rest.casefold()
-    seen = neighbour.casefold()
-    seen_words = {_stem_word(w) for w in _WORD.findall(seen)}
-    words = [
-        w
-        for w in _WORD.findall(rest)
-        if _stem_word(w) not in seen_words and not feature_set(w) <= frozenset()
-    ]
-    words += [n for n in re.findall(r"\d+(?:\.\d+)?", rest) if n not in seen]
-    chars = [c for c in re.findall(r"[\u4e00-\u9fff]", rest) if c not in _FUNCTION_CHARS]
-    return len(words) + len([c for c in chars if c not in seen]) // 2
-
-
-def _stem_word(word: str) -> str:
-    return next(iter(feature_set(word)), word)
-
-
 def _lends(sentence: str, neighbour: str = "") -> bool:
     """A short sentence that only makes its neighbour durable ("Every time.", "以后都照这个来",
     "Don't make me say it twice."): a durability cue and nothing new of its own."""
@@ -380,16 +358,6 @@ def _lends(sentence: str, neighbour: str = "") -> bool:
     if not (lx.STRONG.search(sentence) or lx.LEND.search(sentence)):
         return False
     return _new_content(sentence, neighbour) <= 1
-
-
-def _approves(sentence: str) -> bool:
-    """A general approval of what the agent just did ("do it like that every time", "以后都照这个
-    格式出", "make that the default"): a reference back, a durability cue, nothing else new."""
-    if len(sentence) > 80 or lx.QUESTION.search(sentence) or not lx.APPROVAL.search(sentence):
-        return False
-    if not (lx.STRONG.search(sentence) or lx.LEND.search(sentence)):
-        return False
-    return _new_content(sentence, "") <= 2
 
 
 def _complaint(sentence: str) -> bool:
@@ -465,8 +433,21 @@ _DESCRIBED = 10
 _DESCRIBED_WORDS = 8
 
 
+# "I split the description into Summary, Testing and Risk sections", "我把图例挪到了下方": the
+# agent saying what it changed, in the first person, needs fewer words to be a description.
+_FIRST_PERSON_CHANGE = re.compile(
+    r"^(?:i|i've|i have) (?:\w{2,12}ly )?(?:split|moved|rotated|changed|renamed|reordered|grouped|"
+    r"sorted|converted|switched|added|removed|replaced|reformatted|made|set|put|broke|turned|"
+    r"merged|shortened|widened|aligned|wrapped|tilted)\b|^(?:我|已|已经)(?:把|将)",
+    re.I,
+)
+_DESCRIBED_FIRST_PERSON = 5
+
+
 def _describes(reply: str) -> bool:
     needed = _DESCRIBED if re.search(r"[\u4e00-\u9fff]", reply) else _DESCRIBED_WORDS
+    if _FIRST_PERSON_CHANGE.match(reply.strip()):
+        needed = min(needed, _DESCRIBED_FIRST_PERSON)
     return len(feature_set(reply)) >= needed
 
 
@@ -494,13 +475,15 @@ def _turn_signals(
     ctx: _Context,
     gap: Callable[[], tuple[str, str | None] | None],
     said_before: bool = False,
+    context: str = "",
 ) -> list[Signal]:
     """The signals of one user turn: each sentence judged with its neighbours.
 
     ``said_before``: the user's previous turn of this interaction held a memory of its own. A
     turn that only makes something durable ("以后都这样。", "Every time.") then lends to that
     rule, not to the agent's reply in between, which only acknowledged it ("好的，这次已按
-    0.5 元容差处理"); after a report of a symptom the reply is what describes the change."""
+    0.5 元容差处理"); after a report of a symptom the reply is what describes the change.
+    ``context``: the turns since the previous user turn, with it (what an approval approves)."""
     items: list[_Sentence] = []
     for sentence in split_sentences(text):
         if len(sentence) > MAX_SENTENCE_CHARS:  # a rule worth keeping is short
@@ -513,16 +496,26 @@ def _turn_signals(
     signals: list[Signal] = []
     previous: _Sentence | None = None  # the nearest earlier sentence with content
     for i, item in enumerate(items):
-        if i and not items[i - 1].skip and _speaks(items[i - 1].text):
+        if (
+            i
+            and not items[i - 1].skip
+            and (_speaks(items[i - 1].text) or rhetorical_repeat(items[i - 1].text))
+        ):
             previous = items[i - 1]
         sentence = item.text
-        if _approves(sentence) or (previous is None and _lends(sentence)):
+        if approves(sentence, context) or (previous is None and _lends(sentence)):
             item.skip = True
             if previous is None and said_before:
                 continue  # the rule said just before is already a memory
             change = gap()
             if change is not None and not lx.ONE_OFF.search(_AFFIRM.sub(" ", sentence)):
                 body, skill = change
+                if condition := approval_condition(sentence):
+                    body = (
+                        f"{body}（{condition}）"
+                        if ctx.fallback_lang == "zh"
+                        else f"{body} ({condition})"
+                    )
                 scope = skill_scope(skill) if skill else ctx.scope(body, [], SignalKind.EXPLICIT)
                 signals.append(
                     Signal(
@@ -537,13 +530,17 @@ def _turn_signals(
             continue
         if (
             _complaint(previous.text)
-            and _kind(sentence, sentence, False) not in (None, SignalKind.STATEMENT)
+            and (
+                _kind(sentence, sentence, False) not in (None, SignalKind.STATEMENT)
+                or directive(sentence)
+            )
             and _has_content(sentence)
         ):
             # "…又把空白门店算进去了。空白门店一律剔除。": the complaint reports what went wrong
             # again; the rule after it is what holds, and holds beyond this output.
             previous.skip = True
             item.durable = True
+            item.text = with_subject(sentence, previous.text)
         elif _lends(sentence, previous.text):
             item.skip = True
             previous.durable = previous.lifted = True
@@ -600,7 +597,8 @@ def detect_signals(
         def gap(start: int = start, end: int = index, ctx: _Context = ctx) -> Any:
             return _gap_change(turns, start, end, ctx) if start < end else None
 
-        own = _turn_signals(text, ctx, gap, said_before)
+        context = " ".join(t.content for t in turns[max(start - 1, 0) : index])
+        own = _turn_signals(text, ctx, gap, said_before, context)
         said_before = any(s.kind is not SignalKind.STATEMENT for s in own)
         signals.extend(own)
         last_user = index + 1

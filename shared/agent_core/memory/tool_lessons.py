@@ -18,7 +18,7 @@ from ._text import Language
 from .candidate import Signal, SignalKind
 from .interaction import Interaction, Turn, TurnRole
 from .privacy import scrub_text
-from .scope import DEFAULT_SKILL_KEYWORDS, tool_scope
+from .scope import DEFAULT_SKILL_KEYWORDS, USER_SCOPE, skill_of, skill_scope, tool_scope
 
 __all__ = ["argument_delta", "detect_tool_lessons", "json_cause"]
 
@@ -170,6 +170,8 @@ def detect_tool_lessons(
                 interaction.descriptions(),
                 owners=interaction.tool_owners(),
             )
+            if scope == USER_SCOPE:
+                scope = _scope_from_request(failed.tool_name or "", interaction, keywords)
             lessons.append(
                 Signal(
                     kind=SignalKind.TOOL_LESSON,
@@ -180,3 +182,17 @@ def detect_tool_lessons(
                 )
             )
     return lessons
+
+
+def _scope_from_request(
+    tool_name: str, interaction: Interaction, keywords: Mapping[str, Sequence[str]]
+) -> str:
+    """The skill of a tool that no skill owns or names: the one its name's words describe
+    ("deck_export" with "Builds slide decks …"), else the one the user's request of the same
+    interaction is about ("画一下提及率饼图" with "生成统计图表（柱状图、饼图…）")."""
+    descriptions = interaction.descriptions()
+    for text in (re.sub(r"[_\-.]+", " ", tool_name), interaction.user_text()):
+        found = skill_of(text, interaction.skills, keywords=keywords, descriptions=descriptions)
+        if found is not None:
+            return skill_scope(found)
+    return USER_SCOPE

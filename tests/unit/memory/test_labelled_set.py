@@ -176,13 +176,19 @@ def test_third_blind_set_leaks_no_secret_and_reports_its_figures() -> None:
 FOURTH = DATA / "fourth"
 
 
-def test_fourth_blind_set_leaks_no_secret_and_reports_its_figures() -> None:
-    """Written blind while the third set's misses were fixed: its figures are the current honest
-    estimate (one leak it found was then fixed); a secret leak is gated."""
+def test_fourth_blind_set_meets_the_goals_it_was_fixed_to() -> None:
+    """Written blind while the third set's misses were fixed; its misses were then fixed in turn
+    by kind (tests/unit/memory/test_issue37_fourth_set.py), so it is in sample now: this gate
+    pins its figures (before: precision 0.544, recall 0.582, false memories 6.9 %, 11 superseded
+    values kept) against regressions."""
     labels = json.loads((FOURTH / "labels.json").read_text(encoding="utf-8"))
     paths = sorted((FOURTH / "episodes").glob("*.jsonl"))
     assert len(paths) == len(labels) == 12
     total = merge_scores([_score(p, labels) for p in paths])
     print("fourth blind set figures:", total.summary())
     assert total.expected >= 50
+    assert total.precision >= 0.92, total.false_memories
+    assert total.recall >= 0.89, total.missed
+    assert total.touched == []
+    assert total.conflicts_resolved == total.conflicts, total.absent_violations
     assert total.secrets_leaked == []
