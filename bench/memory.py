@@ -64,6 +64,7 @@ FRESH = DATA / "fresh"
 SECOND = DATA / "second"
 THIRD = DATA / "third"
 FOURTH = DATA / "fourth"
+FIFTH = DATA / "fifth"
 N = 500
 BATCH = 4
 
@@ -202,7 +203,7 @@ def score_keys(prefix: str, suffix: str, score: Score) -> dict[str, Any]:
 
 def fresh_keys(suffix: str, score: Score, prefix: str = "fresh") -> dict[str, Any]:
     """The bench keys of a blind set of issue 37 (``fresh``, ``second``, ``third``,
-    ``fourth``)."""
+    ``fourth``, ``fifth``)."""
     return {
         f"{prefix}_precision_{suffix}": round(score.precision, 3),
         f"{prefix}_recall_{suffix}": round(score.recall, 3),
@@ -223,12 +224,14 @@ async def scores(tmp: Path) -> dict[str, Any]:
         second = await labelled_scores(tmp, SECOND, llm)
         third = await labelled_scores(tmp, THIRD, llm)
         fourth = await labelled_scores(tmp, FOURTH, llm)
+        fifth = await labelled_scores(tmp, FIFTH, llm)
         figures.update(score_keys("labelled", suffix, main_set))
         figures.update(score_keys("holdout", suffix, holdout))
         figures.update(fresh_keys(suffix, fresh))
         figures.update(fresh_keys(suffix, second, "second"))
         figures.update(fresh_keys(suffix, third, "third"))
         figures.update(fresh_keys(suffix, fourth, "fourth"))
+        figures.update(fresh_keys(suffix, fifth, "fifth"))
         sets = (
             ("labelled", main_set),
             ("holdout", holdout),
@@ -236,6 +239,7 @@ async def scores(tmp: Path) -> dict[str, Any]:
             ("second", second),
             ("third", third),
             ("fourth", fourth),
+            ("fifth", fifth),
         )
         for name, score in sets:
             print(f"{name} set, {suffix}:", json.dumps(score.summary()), file=sys.stderr)

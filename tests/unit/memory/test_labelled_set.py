@@ -192,3 +192,23 @@ def test_fourth_blind_set_meets_the_goals_it_was_fixed_to() -> None:
     assert total.touched == []
     assert total.conflicts_resolved == total.conflicts, total.absent_violations
     assert total.secrets_leaked == []
+
+
+FIFTH = DATA / "fifth"
+
+
+def test_fifth_blind_set_leaks_no_secret_and_reports_its_figures() -> None:
+    """Written blind (by someone who saw neither the rules nor the other sets) while the fourth
+    set's misses were fixed, and never used to tune them: the out-of-sample figures. On the
+    rules before that work: precision 0.594, recall 0.552, false memories 2.6 %, 8 superseded
+    values kept; after it 0.594 / 0.567 / 2.6 % / 8. A secret leak is gated, and the figures
+    may not fall below those."""
+    labels = json.loads((FIFTH / "labels.json").read_text(encoding="utf-8"))
+    paths = sorted((FIFTH / "episodes").glob("*.jsonl"))
+    assert len(paths) == len(labels) == 14
+    total = merge_scores([_score(p, labels) for p in paths])
+    print("fifth blind set figures:", total.summary())
+    assert total.expected >= 60
+    assert total.precision >= 0.59, total.false_memories
+    assert total.recall >= 0.56, total.missed
+    assert total.secrets_leaked == []
