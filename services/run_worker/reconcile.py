@@ -27,7 +27,6 @@ import secrets
 from agent_core.bus import BusNames
 from agent_core.bus.contracts.storage import ListStrandedRuns
 from agent_core.runqueue.fifo import SessionQueue
-from agent_core.runqueue.models import QueuedRun
 from agent_core.storage_client import StorageClient
 
 __all__ = ["Reconciler"]
@@ -77,10 +76,9 @@ class Reconciler:
 
     async def reconcile_once(self) -> int:
         """Queue again the stranded runs missing from the bus; how many were queued."""
-        rows = await self.storage.read(ListStrandedRuns(idle_s=self.idle_s))
+        runs = await self.storage.read(ListStrandedRuns(idle_s=self.idle_s))
         requeued = 0
-        for row in rows:
-            run = QueuedRun.model_validate(row)
+        for run in runs:
             if await self.queue.holds(run):
                 continue  # waiting behind a long run of its session, or being taken right now
             await self.queue.enqueue(run)

@@ -369,7 +369,7 @@ _HANDLERS: dict[str, Handler] = {
     "list_events": _list_events,
     "get_run": _get_run,
     "list_runs": _by_session("runs"),
-    "list_stranded_runs": run_queries.stranded_runs,
+    "list_stranded_runs": lambda e, q: (run_queries.stranded_runs(e._all(), q), None),
     "list_agents": _by_session("agents"),
     "list_artifacts": _by_session("artifacts"),
     "get_artifact": _get_artifact,

@@ -9,15 +9,13 @@ reconciler's query (:func:`stranded_runs`) and for a restore (``backup.runs_in_f
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent_core.bus.contracts.storage import ListStrandedRuns
 from agent_core.types.runtime import SESSION_CONFIG_KEY, overrides_from
-
-if TYPE_CHECKING:
-    from services.storage_writer.queries import QueryEngine
 
 __all__ = ["ENTRY_COLUMNS", "ENTRY_FROM", "queue_entry", "stranded_runs"]
 
@@ -57,9 +55,9 @@ def queue_entry(row: Sequence[Any]) -> dict[str, Any]:
     }
 
 
-def stranded_runs(e: QueryEngine, q: ListStrandedRuns) -> tuple[list[dict[str, Any]], None]:
+def stranded_runs(conns: Iterable[sqlite3.Connection], q: ListStrandedRuns) -> list[dict[str, Any]]:
     """Runs ``queued`` with no attempt claimed and untouched for ``q.idle_s`` seconds, oldest
-    first, across every shard, as queue entries (up to ``q.limit``).
+    first, across the shards ``conns`` read, as queue entries (up to ``q.limit``).
 
     Only never-claimed runs: a claimed run's message is a node already and its recovery is the
     processing list's (a lease that runs out), not a new queue entry. Child runs are left out:
@@ -72,10 +70,10 @@ def stranded_runs(e: QueryEngine, q: ListStrandedRuns) -> tuple[list[dict[str, A
         "ORDER BY r.updated_at, r.run_id LIMIT ?"
     )
     found: list[tuple[str, dict[str, Any]]] = []
-    for conn in e._all():
+    for conn in conns:
         for row in conn.execute(sql, (cutoff, q.limit)):
             entry = queue_entry(row)
             if entry["kind"] in ("main", "branch"):
                 found.append((str(row[9]), entry))
     found.sort(key=lambda item: (item[0], item[1]["run_id"]))
-    return [entry for _, entry in found[: q.limit]], None
+    return [entry for _, entry in found[: q.limit]]

@@ -2,7 +2,6 @@
 
 from agent_core.runqueue.events import RunEventReader, RunEventWriter
 from agent_core.runqueue.fifo import DrainStart, InFlight, SessionQueue
-from agent_core.runqueue.models import QueuedRun
 from agent_core.runqueue.submit import (
     SessionBusyError,
     Submitted,
@@ -10,6 +9,7 @@ from agent_core.runqueue.submit import (
     cancel_run,
     submit_message,
 )
+from agent_core.types.queued import QueuedRun
 
 __all__ = [
     "DrainStart",

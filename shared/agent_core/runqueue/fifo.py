@@ -40,7 +40,7 @@ from agent_core.bus.calls import lean_for
 from agent_core.bus.contracts.runs import RunNudge
 from agent_core.bus.names import BusTtl
 from agent_core.bus.resp import Arg, xadd
-from agent_core.runqueue.models import QueuedRun
+from agent_core.types.queued import QueuedRun
 
 __all__ = ["DrainStart", "InFlight", "SessionQueue"]
 

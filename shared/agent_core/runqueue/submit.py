@@ -32,11 +32,11 @@ from agent_core.observability.runs import run_ended
 from agent_core.observability.tracing import TRACEPARENT, trace_headers
 from agent_core.runqueue.events import RunEventWriter
 from agent_core.runqueue.fifo import SessionQueue
-from agent_core.runqueue.models import QueuedRun
 from agent_core.storage_client import StorageClient
 from agent_core.types.api import ROOT_PARENT
 from agent_core.types.enums import AgentType, EndReason, MultitaskStrategy, RunStatus
 from agent_core.types.protocol import ContentBlock
+from agent_core.types.queued import QueuedRun
 from agent_core.types.runtime import (
     RunEnd,
     RunFinished,

@@ -24,8 +24,8 @@ from agent_core.bus import BusNames
 from agent_core.config.schema import BusSettings
 from agent_core.ids import new_id, new_session_id
 from agent_core.runqueue import SessionQueue
-from agent_core.runqueue.models import QueuedRun
 from agent_core.service.context import bus_client
+from agent_core.types.queued import QueuedRun
 from tests.engines.valkey_topologies import ClusterSet, SentinelSet, Server, start_topology
 
 _LANES = 10

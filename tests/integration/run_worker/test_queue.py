@@ -7,7 +7,7 @@ from redis.asyncio import Redis
 from agent_core.bus import BusNames
 from agent_core.ids import new_id, new_session_id
 from agent_core.runqueue import SessionQueue
-from agent_core.runqueue.models import QueuedRun
+from agent_core.types.queued import QueuedRun
 
 
 def _run(session_id: str) -> QueuedRun:

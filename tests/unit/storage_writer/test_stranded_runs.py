@@ -7,8 +7,8 @@ import time
 
 from agent_core.bus.contracts.storage import CreateRun, ListStrandedRuns
 from agent_core.ids import new_id
-from agent_core.runqueue.models import QueuedRun
 from agent_core.types.protocol import TextBlock
+from agent_core.types.queued import QueuedRun
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.writer import Writer
 from tests.unit.storage_writer.factories import claim_run, create_session
@@ -31,7 +31,7 @@ def _accepted(session_id: str, agent_id: str, text: str) -> CreateRun:
     )
 
 
-def _stranded(engine: QueryEngine, idle_s: float = 1) -> list[dict[str, object]]:
+def _stranded(engine: QueryEngine, idle_s: float = 1) -> list[QueuedRun]:
     query = ListStrandedRuns(idle_s=idle_s)
     return query.reply_of(engine.answer(query))
 
@@ -47,8 +47,8 @@ def test_stranded_runs_are_accepted_runs_never_claimed_and_idle(
 
     time.sleep(1.1)
     rows = _stranded(engine)
-    assert [r["run_id"] for r in rows] == [waiting.run_id]
-    entry = QueuedRun.model_validate(rows[0])  # exactly the fields of a queue entry
+    assert [r.run_id for r in rows] == [waiting.run_id]
+    entry = rows[0]  # a queue entry, rebuilt whole from the run's row
     assert entry.content == [TextBlock(text="still waiting")]
     assert (entry.session_id, entry.account_id, entry.agent_id, entry.start_node_id) == (
         a.session_id,

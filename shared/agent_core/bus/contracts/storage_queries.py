@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, TypeAdapter
 
 from agent_core.bus.contracts._base import SQLITE_INT_MAX, BusMessage
-from agent_core.bus.contracts._replies import _data, many, one
+from agent_core.bus.contracts._replies import many, one
 from agent_core.bus.contracts.assistants import (
     GetAssistant,
     ListAssistants,
@@ -19,6 +19,7 @@ from agent_core.bus.contracts.assistants import (
 from agent_core.errors import ErrorPayload
 from agent_core.types.api import TreeNode, UsageRow, UsageTotals
 from agent_core.types.enums import SessionStatus
+from agent_core.types.queued import QueuedRun
 from agent_core.types.storage import (
     AgentRecord,
     ArtifactRecord,
@@ -275,11 +276,9 @@ class ListStrandedRuns(_Query):
     idle_s: float = Field(ge=1)
     limit: int = Field(default=100, ge=1, le=1000)
 
-    def reply_of(self, reply: QueryReply) -> list[dict[str, Any]]:
-        """Each run as the fields of its queue entry (``runqueue.models.QueuedRun``); a failed
-        read raises :class:`StorageError`."""
-        data = _data(reply)
-        return [] if data is None else [dict(row) for row in data]
+    def reply_of(self, reply: QueryReply) -> list[QueuedRun]:
+        """Each run as its queue entry; a failed read raises :class:`StorageError`."""
+        return many(QueuedRun, reply) or []
 
 
 StorageQuery = Annotated[
