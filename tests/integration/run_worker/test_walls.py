@@ -32,6 +32,9 @@ from tests.integration.run_worker.harness import (
     tool_calls_turn,
 )
 
+# One cluster for the tests that neither kill nor attack the worker process (conftest.py).
+SHARED_CLUSTER = True
+
 SANDBOX = """
 [sandbox]
 timeout_s = 6
@@ -152,6 +155,7 @@ async def _finished_at(client: BusClient, run_id: str, timeout_s: float = 60) ->
     return time.monotonic()
 
 
+@pytest.mark.own_cluster  # attacks the worker itself
 async def test_attacks_are_refused_or_bounded_and_others_are_unaffected(
     make_cluster: Any, client: BusClient, redis_url: str, host_server: int
 ) -> None:
@@ -240,6 +244,7 @@ def _scripts_of(session_ids: list[str]) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.own_cluster  # kills its worker
 async def test_code_dies_with_its_worker(make_cluster: Any, client: BusClient) -> None:
     """SIGKILL of the worker takes the sandbox down: the script never does its side effect."""
     code = (
