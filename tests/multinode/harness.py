@@ -361,14 +361,17 @@ class Host:
                 time.sleep(0.1)
 
     def pids(self) -> list[int]:
-        """Every process of the host (its group)."""
+        """Every live process of the host (its group). Zombies are not counted: they run no
+        code, and the host's first process stays one until it is reaped (``poll`` below), so
+        counting it made every stop wait out its whole deadline."""
         if self.process is None:
             return []
+        self.process.poll()  # reap the first process if it has ended
         pgid = self.process.pid
         found = []
         for proc in psutil.process_iter(["pid"]):
             with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
-                if os.getpgid(proc.pid) == pgid:
+                if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
                     found.append(proc.pid)
         return found
 
@@ -391,13 +394,7 @@ class Host:
 
     def stop(self) -> None:
         """A clean shutdown (SIGTERM to each service), SIGKILL when it takes too long."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.signal(signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        while self.pids() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.kill()  # what did not stop in time
+        stop_hosts([self])
 
     def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
         """A command inside the host's namespaces (its files, its network)."""
@@ -406,6 +403,20 @@ class Host:
             "nsenter", "--target", str(self.process.pid), "--mount", "--net", "--", *argv,
             check=False,
         )  # fmt: skip
+
+
+def stop_hosts(hosts: Sequence[Host], timeout_s: float = 20) -> None:
+    """SIGTERM to every host at once, then wait for them together until none has a live
+    process; SIGKILL what did not stop within ``timeout_s`` (one deadline for all: a host's
+    graceful stop does not wait behind another's)."""
+    running = [h for h in hosts if h.process is not None and h.process.poll() is None]
+    for host in running:
+        host.signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while any(host.pids() for host in running) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for host in running:
+        host.kill()  # what did not stop in time (nothing, when all stopped)
 
 
 @dataclass
@@ -515,8 +526,7 @@ class Cluster:
         return "\n".join(h.log()[-3000:] for h in self.hosts.values())
 
     def stop(self) -> None:
-        for host in reversed(list(self.hosts.values())):
-            host.stop()
+        stop_hosts(list(self.hosts.values()))
         if self.valkey is not None:
             self.valkey.stop()
         if self.topology is not None:

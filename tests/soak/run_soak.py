@@ -101,7 +101,8 @@ async def _killer(
 ) -> None:
     while not stop.is_set():
         try:
-            await asyncio.wait_for(stop.wait(), rng.uniform(*KILL_EVERY_S))
+            async with asyncio.timeout(rng.uniform(*KILL_EVERY_S)):
+                await stop.wait()
         except TimeoutError:
             victim = rng.randrange(WORKERS)
             cluster.signal_worker(victim, signal.SIGKILL)

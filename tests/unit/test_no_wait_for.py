@@ -1,11 +1,12 @@
-"""No code outside the tests calls ``asyncio.wait_for``.
+"""No code calls ``asyncio.wait_for``: not the library, the services, the benchmarks, nor the tests.
 
 On Python 3.11 ``wait_for`` returns the awaited result and drops a cancel that lands as the
 awaited call completes: the task then goes on as if nobody had cancelled it (a lease heartbeat
 renewed forever, a run that would not stop, a flaky test). ``async with asyncio.timeout(...)``
-hands the cancel on. ruff bans the name (TID251), but the services are exempt from that rule
-(they may import one another), so this reads the syntax tree of every module of the library, the
-services and the benchmarks.
+hands the cancel on. ruff bans the name (TID251), but the services and the tests are exempt from
+that rule (they may import one another), so this reads the syntax tree of every module of the
+library, the services, the benchmarks and the tests. In a test the same cancel lost as a wait ends
+leaves a task running into the next test.
 """
 
 from __future__ import annotations
@@ -15,11 +16,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Test files not converted yet (others were changing them at the time): this list only shrinks.
+NOT_YET = {
+    "tests/integration/memory_extraction/test_service.py",
+    "tests/integration/storage_writer/helpers.py",
+    "tests/integration/storage_writer/test_postgres_through_bus.py",
+    "tests/integration/task_wal/conftest.py",
+    "tests/unit/tools/builtin/test_search.py",
+}
+
 
 def test_asyncio_wait_for_is_called_nowhere() -> None:
     found: list[str] = []
-    paths = [p for d in ("shared", "services", "bench") for p in (ROOT / d).rglob("*.py")]
-    assert len(paths) > 200
+    dirs = ("shared", "services", "bench", "tests")
+    paths = [p for d in dirs for p in (ROOT / d).rglob("*.py")]
+    assert len(paths) > 400
+    paths = [p for p in paths if p.relative_to(ROOT).as_posix() not in NOT_YET]
     for path in paths:
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         for node in ast.walk(tree):
@@ -31,3 +43,8 @@ def test_asyncio_wait_for_is_called_nowhere() -> None:
             ):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert found == []
+
+
+def test_the_files_left_to_convert_still_exist() -> None:
+    """A file of ``NOT_YET`` that was moved or deleted leaves the list (it only shrinks)."""
+    assert [f for f in sorted(NOT_YET) if not (ROOT / f).exists()] == []

@@ -319,11 +319,13 @@ async def test_a_plain_break_out_of_the_loop_cancels_the_run_and_exits_quietly(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(script.communicate(), timeout=60)
+    async with asyncio.timeout(60):
+        out, err = await script.communicate()
     assert script.returncode == 0, err.decode()
     assert err.decode() == ""  # no RuntimeError, no task or generator left behind
     run = s.run(out.decode().strip())
-    finished = await asyncio.wait_for(run.wait(), timeout=30)
+    async with asyncio.timeout(30):
+        finished = await run.wait()
     assert finished.status is RunStatus.CANCELLED
 
 

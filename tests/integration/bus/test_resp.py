@@ -178,7 +178,8 @@ async def test_the_watchdog_closes_a_connection_with_a_stale_request(
         own_valkey.process.send_signal(19)  # SIGSTOP: the server accepts bytes, answers none
         try:
             with pytest.raises(TimeoutError):
-                await asyncio.wait_for(lean.execute("PING"), 10)
+                async with asyncio.timeout(10):
+                    await lean.execute("PING")
         finally:
             own_valkey.process.send_signal(18)  # SIGCONT
         assert await lean.execute("PING") == b"PONG"  # a new connection
@@ -208,17 +209,22 @@ async def test_subscriber_gets_messages_and_resubscribes_after_a_restart(
         await sub.subscribe("a", "b")
         assert await lean.execute("PUBLISH", "a", "one") == 1
         assert await lean.execute("PUBLISH", "b", b"two") == 1
-        assert await asyncio.wait_for(got.get(), 5) == (b"a", b"one")
-        assert await asyncio.wait_for(got.get(), 5) == (b"b", b"two")
+        async with asyncio.timeout(5):
+            assert await got.get() == (b"a", b"one")
+        async with asyncio.timeout(5):
+            assert await got.get() == (b"b", b"two")
 
         await asyncio.to_thread(own_valkey.stop)
         await asyncio.to_thread(own_valkey.start)
-        await asyncio.wait_for(_until_subscribed(lean, "a"), 10)
+        async with asyncio.timeout(10):
+            await _until_subscribed(lean, "a")
         await lean.execute("PUBLISH", "a", "after")
-        assert await asyncio.wait_for(got.get(), 5) == (b"a", b"after")
+        async with asyncio.timeout(5):
+            assert await got.get() == (b"a", b"after")
         await sub.subscribe("c")  # on the live connection
         assert await lean.execute("PUBLISH", "c", "three") == 1
-        assert await asyncio.wait_for(got.get(), 5) == (b"c", b"three")
+        async with asyncio.timeout(5):
+            assert await got.get() == (b"c", b"three")
     finally:
         await sub.aclose()
         await lean.aclose()
@@ -248,7 +254,8 @@ def test_it_runs_on_uvloop_as_the_services_do(redis_url: str) -> None:
             await sub.subscribe("uv")
             pong = await lean.execute("PING")
             await lean.execute("PUBLISH", "uv", "hi")
-            return [pong, await asyncio.wait_for(got.get(), 5)]
+            async with asyncio.timeout(5):
+                return [pong, await got.get()]
         finally:
             await sub.aclose()
             await lean.aclose()
@@ -275,7 +282,8 @@ async def test_rpc_start_waits_for_a_bus_that_comes_back(own_valkey: EmbeddedVal
     assert not starting.done()  # waiting for the bus, not failed
     own_valkey.start()
     try:
-        await asyncio.wait_for(starting, 15)
+        async with asyncio.timeout(15):
+            await starting
         assert await client.publish("replies:later", b"x") == 1  # subscribed now
     finally:
         await rpc.stop()

@@ -53,7 +53,8 @@ async def test_many_followed_runs_get_their_own_events_once_in_order(
         followers += [asyncio.create_task(_collect(hub, sid, r)) for r in runs[15:]]
         await asyncio.sleep(0.05)
         await _emit_turns(redis, names, sid, runs, turns=20)
-        results = await asyncio.wait_for(asyncio.gather(*followers), timeout=30)
+        async with asyncio.timeout(30):
+            results = await asyncio.gather(*followers)
     finally:
         await hub.close()
     for run_id, events in zip(runs, results, strict=True):
@@ -76,9 +77,11 @@ async def test_a_second_follower_of_a_run_and_a_resumed_one_read_on_their_own(
         second = asyncio.create_task(_collect(hub, sid, run_id))
         await asyncio.sleep(0.05)
         await _emit_turns(redis, names, sid, [run_id], turns=5)
-        one, two = await asyncio.wait_for(asyncio.gather(first, second), timeout=30)
+        async with asyncio.timeout(30):
+            one, two = await asyncio.gather(first, second)
         assert [i for i, _ in one] == [i for i, _ in two] and len(one) == 6
-        resumed = await asyncio.wait_for(_collect(hub, sid, run_id, after=one[2][0]), 10)
+        async with asyncio.timeout(10):
+            resumed = await _collect(hub, sid, run_id, after=one[2][0])
         assert [i for i, _ in resumed] == [i for i, _ in one[3:]]
     finally:
         await hub.close()
@@ -110,7 +113,8 @@ async def test_followers_carry_on_alone_when_the_hub_loses_its_connection(
             writer.emit(RunTextDelta(run_id=run_id, session_id=sid, turn=1, text="after"))
             writer.emit(RunFinished(run_id=run_id, session_id=sid, status=RunStatus.COMPLETED))
         await asyncio.gather(*(w.close() for w in writers))
-        results = await asyncio.wait_for(asyncio.gather(*followers), timeout=30)
+        async with asyncio.timeout(30):
+            results = await asyncio.gather(*followers)
     finally:
         await hub.close()
         await admin.aclose()
@@ -135,7 +139,8 @@ async def test_a_refused_read_never_turns_the_hub_off(redis: Redis, names: BusNa
         assert hub._task is not None and not hub._task.done()  # still on
         assert good_run.encode() in b" ".join(hub._followers)  # served by the hub itself
         await _emit_turns(redis, names, sid, [good_run], turns=3)
-        events = await asyncio.wait_for(good, timeout=10)
+        async with asyncio.timeout(10):
+            events = await good
         assert isinstance(events[-1][1], RunFinished) and len(events) == 4
     finally:
         await hub.close()
@@ -159,9 +164,11 @@ async def test_an_idle_follower_hears_so_and_then_gets_its_events(
 
     try:
         follower = asyncio.create_task(follow())
-        await asyncio.wait_for(idle_twice.wait(), timeout=10)
+        async with asyncio.timeout(10):
+            await idle_twice.wait()
         await _emit_turns(redis, names, sid, [run_id], turns=2)
-        await asyncio.wait_for(follower, timeout=10)
+        async with asyncio.timeout(10):
+            await follower
     finally:
         await hub.close()
     events = [RUNTIME_EVENT.validate_json(raw) for batch in items if batch for _, _, raw in batch]

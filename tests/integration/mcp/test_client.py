@@ -97,7 +97,8 @@ async def test_a_changed_tool_list_is_refreshed_on_notification(
     await asyncio.sleep(0)
     result = await rig.call("mcp__fake__grow")
     assert text_of(result) == "grown"
-    await asyncio.wait_for(listed, 30)
+    async with asyncio.timeout(30):
+        await listed
     assert "mcp__fake__extra" in await rig.offer()
     extra = await rig.call("mcp__fake__extra")
     assert text_of(extra) == "extra!"
@@ -157,7 +158,8 @@ async def test_a_server_that_dies_while_idle_is_restarted_by_the_next_call(
     client = rig.servers.clients["fake"]
     conn = client._conn
     assert conn is not None
-    await asyncio.wait_for(conn.ended.wait(), 30)  # noticed without any call
+    async with asyncio.timeout(30):
+        await conn.ended.wait()  # noticed without any call
     after = await rig.call("mcp__fake__whoami")
     assert not after.is_error and int(text_of(after).split()[0]) != pid
 
@@ -293,7 +295,8 @@ async def test_a_server_that_went_down_keeps_its_tools_and_its_calls_say_why(
     psutil.Process(pid).kill()
     client = rig.servers.clients["flaky"]
     assert client._conn is not None
-    await asyncio.wait_for(client._conn.ended.wait(), 30)
+    async with asyncio.timeout(30):
+        await client._conn.ended.wait()
     assert "mcp__flaky__echo" in await rig.offer()  # the last list, while it cannot start
     result = await rig.call("mcp__flaky__echo", {"text": "x"})
     assert result.is_error and result.metadata["error_code"] == "mcp_server_unavailable"

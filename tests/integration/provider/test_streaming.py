@@ -224,7 +224,8 @@ async def test_cancellation_closes_the_connection(provider: str) -> None:
                     first.set()
 
         task = asyncio.create_task(consume())
-        await asyncio.wait_for(first.wait(), 5)
+        async with asyncio.timeout(5):
+            await first.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -239,7 +239,8 @@ class BusClient:
                 if item is not None:
                     out.append(item)
 
-        await asyncio.wait_for(collect(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await collect()
         return out
 
     async def wait_event(

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import psutil
+import pytest
 
 from agent_core.runqueue import cancel_run
 from agent_core.types.enums import MultitaskStrategy
@@ -20,6 +21,9 @@ from tests.integration.run_worker.harness import (
     text_answer,
     tool_calls_turn,
 )
+
+# One cluster for the tests that neither kill a process nor need two workers (conftest.py).
+SHARED_CLUSTER = True
 
 
 async def _wait_event(
@@ -131,6 +135,7 @@ def _quick(request: Any) -> Any:
     return text_answer("done quickly", pieces=2)
 
 
+@pytest.mark.own_cluster  # two workers
 async def test_cancel_racing_completion_ends_in_one_state(
     make_cluster: Any, client: BusClient
 ) -> None:
@@ -156,6 +161,7 @@ async def test_cancel_racing_completion_ends_in_one_state(
     assert sum(seen.values()) == 12
 
 
+@pytest.mark.own_cluster  # kills a worker
 async def test_a_recovered_run_that_is_cancelled_ends_fenced_with_its_reason_and_event(
     make_cluster: Any, client: BusClient
 ) -> None:

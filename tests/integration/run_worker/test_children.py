@@ -12,6 +12,8 @@ import json
 import signal
 from typing import Any
 
+import pytest
+
 from agent_core.bus.contracts.storage import GetSession, ListAgents, ListRuns
 from agent_core.runqueue import cancel_run
 from agent_core.types.mappers import to_agent_state
@@ -24,6 +26,10 @@ from tests.integration.run_worker.harness import (
     text_answer,
     tool_calls_turn,
 )
+
+# One cluster per settings for the tests that neither kill a process nor write account-wide
+# files (conftest.py).
+SHARED_CLUSTER = True
 
 
 def _first_user_text(request: Any) -> str:
@@ -261,6 +267,7 @@ async def test_cancelling_the_child_alone_gives_the_parent_an_error_result(
     assert "ended cancelled" in result["content_json"]
 
 
+@pytest.mark.own_cluster  # kills a worker
 async def test_a_child_in_flight_when_its_worker_dies_is_ended_by_the_takeover(
     make_cluster: Any, client: BusClient
 ) -> None:
@@ -280,6 +287,7 @@ async def test_a_child_in_flight_when_its_worker_dies_is_ended_by_the_takeover(
     assert own[-1][1].type == "run_finished" and own[-1][1].status == "failed"
 
 
+@pytest.mark.own_cluster  # kills a worker
 async def test_a_parent_cancelled_after_its_worker_died_ends_its_child_too(
     make_cluster: Any, client: BusClient
 ) -> None:
@@ -350,6 +358,7 @@ def _skilled(request: Any) -> Any:
     return tool_calls_turn(_dispatch("call_o", "counter", "TASK counter: count the rows"))
 
 
+@pytest.mark.own_cluster  # writes the account's skills
 async def test_an_orchestrators_worker_sees_and_loads_the_sessions_skills(
     make_cluster: Any, client: BusClient
 ) -> None:

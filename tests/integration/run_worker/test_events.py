@@ -84,7 +84,8 @@ async def test_a_failed_write_is_raised_by_close_and_abort_drops_the_rest(names:
         aborted = RunEventWriter(dead, names, sid, new_id("run"))
         aborted.start()
         aborted.emit(RunTextDelta(run_id=run_id, session_id=sid, turn=0, text="never written"))
-        await asyncio.wait_for(aborted.abort(), 1)  # returns at once, waits for nothing
+        async with asyncio.timeout(1):
+            await aborted.abort()  # returns at once, waits for nothing
     finally:
         await dead.aclose()
 

@@ -32,6 +32,9 @@ from tests.integration.run_worker.harness import (
     tool_calls_turn,
 )
 
+# One cluster for the tests that neither kill nor attack the worker process (conftest.py).
+SHARED_CLUSTER = True
+
 SANDBOX = """
 [sandbox]
 timeout_s = 6
@@ -152,6 +155,7 @@ async def _finished_at(client: BusClient, run_id: str, timeout_s: float = 60) ->
     return time.monotonic()
 
 
+@pytest.mark.own_cluster  # attacks the worker itself
 async def test_attacks_are_refused_or_bounded_and_others_are_unaffected(
     make_cluster: Any, client: BusClient, redis_url: str, host_server: int
 ) -> None:
@@ -196,6 +200,22 @@ async def test_attacks_are_refused_or_bounded_and_others_are_unaffected(
     )
 
 
+def _children_of(proc: psutil.Process) -> list[psutil.Process]:
+    """Every descendant of ``proc`` (none if it has ended)."""
+    try:
+        return list(proc.children(recursive=True))
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _running(proc: psutil.Process) -> bool:
+    """Whether ``proc`` can still run code: alive and not a zombie."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _scripts_of(session_ids: list[str]) -> list[psutil.Process]:
     """The run_python processes still alive for these sessions, on this whole machine.
 
@@ -224,6 +244,7 @@ def _scripts_of(session_ids: list[str]) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.own_cluster  # kills its worker
 async def test_code_dies_with_its_worker(make_cluster: Any, client: BusClient) -> None:
     """SIGKILL of the worker takes the sandbox down: the script never does its side effect."""
     code = (
@@ -240,13 +261,21 @@ async def test_code_dies_with_its_worker(make_cluster: Any, client: BusClient) -
             break
         await asyncio.sleep(0.05)
     assert (workspace / "scratchpad" / "started").exists(), cluster.log_text()[-3000:]
-    assert _scripts_of([sid]), "the running script is not recognised by its mounts"
+    running = _scripts_of([sid])
+    assert running, "the running script is not recognised by its mounts"
+    # Each of its processes, and what they started: the ones that could still write.
+    watched = {p for proc in running for p in [proc, *_children_of(proc)]}
     cluster.signal_worker(0, signal.SIGKILL)
     deadline = time.monotonic() + 6
     while time.monotonic() < deadline and _scripts_of([sid]):
         await asyncio.sleep(0.1)
     assert _scripts_of([sid]) == [], "the script outlived its worker"
-    await asyncio.sleep(5)  # past the moment the script would have written
+    # The event that proves the negative: every process that could write has ended (a zombie
+    # runs no code), so the side effect can no longer happen; no sleep past its moment.
+    deadline = time.monotonic() + 10
+    while (alive := [p for p in watched if _running(p)]) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert alive == [], f"still running after its worker died: {alive}"
     assert not (workspace / "output" / "side_effect.txt").exists()
     assert os.listdir(workspace / "output") == []
 

@@ -65,7 +65,8 @@ async def test_health_readiness_and_pending_on_the_ops_port(
         await broker.connect()
         await broker.publish(RunNudge(session_id="s"), stream=names.runs)
         await broker.stop()
-        await asyncio.wait_for(handled.wait(), 20)
+        async with asyncio.timeout(20):
+            await handled.wait()
         async with httpx.AsyncClient(timeout=5) as client:
             text = (await client.get(base + "/metrics")).text
             assert f'soong_bus_pending{{group="workers",stream="{names.runs}"}} 1.0' in text
@@ -80,7 +81,8 @@ async def test_health_readiness_and_pending_on_the_ops_port(
     finally:
         release.set()
         stop.set()
-        assert await asyncio.wait_for(service, 30) == 0
+        async with asyncio.timeout(30):
+            assert await service == 0
     assert await _status(base + "/healthz") is None  # the port is closed with the service
 
 

@@ -157,9 +157,11 @@ async def test_graceful_shutdown_finishes_in_flight_work(
     await broker.connect()
     await broker.publish(RunNudge(session_id="s"), stream=names.runs)
     await broker.stop()
-    await asyncio.wait_for(started.wait(), 20)
+    async with asyncio.timeout(20):
+        await started.wait()
     stop.set()  # mid-handler
-    assert await asyncio.wait_for(service, 30) == 0
+    async with asyncio.timeout(30):
+        assert await service == 0
     assert finished.is_set()
     await wait_for(lambda: _no_pending(redis, names.runs, "workers"))
 
@@ -261,7 +263,6 @@ async def test_an_in_process_service_leaves_the_collector_alone(
 
         return ServiceParts(tasks=[report])
 
-    code = await asyncio.wait_for(
-        run_service(factory, settings, "shared", "0", configure_logging=False), 30
-    )
+    async with asyncio.timeout(30):
+        code = await run_service(factory, settings, "shared", "0", configure_logging=False)
     assert code == 0 and seen == [before]

@@ -112,7 +112,8 @@ async def test_sigkill_during_write_storm(tmp_path: Path, redis_url: str, names:
             await asyncio.sleep(0.5)
         finally:
             stop.set()
-            await asyncio.wait_for(asyncio.gather(*tasks), 60)
+            async with asyncio.timeout(60):
+                await asyncio.gather(*tasks)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, log.read_text()
     elapsed = time.monotonic() - started

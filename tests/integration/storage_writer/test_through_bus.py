@@ -140,7 +140,8 @@ async def test_fault_between_node_and_event_leaves_neither_then_recovers(
         assert _count(tmp_path, s.session_id, nodes_table(s.session_id)) == 0
         assert _count(tmp_path, s.session_id, events_table(s.session_id)) == 1  # session_created
         armed = False
-        receipt = await asyncio.wait_for(sending, 30)
+        async with asyncio.timeout(30):
+            receipt = await sending
     assert receipt.ok and receipt.result["node_seq"] == 1 and receipt.result["seq"] == 2
     assert _count(tmp_path, s.session_id, nodes_table(s.session_id)) == 1
     assert _count(tmp_path, s.session_id, events_table(s.session_id)) == 2

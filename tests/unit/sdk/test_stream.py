@@ -227,7 +227,8 @@ async def test_leaving_early_cancels_the_run_only_when_asked(cancel_on_exit: boo
                 seen.set()
 
         task = asyncio.create_task(consume())
-        await asyncio.wait_for(seen.wait(), 5)
+        async with asyncio.timeout(5):
+            await seen.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

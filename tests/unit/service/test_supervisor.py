@@ -14,5 +14,6 @@ async def test_a_child_exiting_with_a_config_error_stops_every_child() -> None:
     good = ChildSpec("gateway", [sys.executable, "-c", "import time; time.sleep(3600)"])
     supervisor = Supervisor([bad, good], stop_timeout_s=5)
     # Not restarted, not waiting for the sleeper (an hour): a wait would end in TimeoutError.
-    await asyncio.wait_for(supervisor.run(), timeout=60)
+    async with asyncio.timeout(60):
+        await supervisor.run()
     assert supervisor.config_error == "run_worker.0"
