@@ -115,7 +115,8 @@ async def test_a_promoted_synchronous_standby_serves_with_every_acknowledged_wri
         assert not sent_once.done()  # held, not refused
 
         postgres_pair.standby.promote()
-        receipt = await asyncio.wait_for(sent_once, 60)
+        async with asyncio.timeout(60):
+            receipt = await sent_once
         assert receipt.ok, receipt.error  # acknowledged after the promotion
         acknowledged.append((held.node.node_id, receipt))
         after = append_node(s)
@@ -123,7 +124,8 @@ async def test_a_promoted_synchronous_standby_serves_with_every_acknowledged_wri
         assert receipt.ok, receipt.error
         acknowledged.append((after.node.node_id, receipt))
     stop.set()
-    assert await asyncio.wait_for(writer, 30) == 0
+    async with asyncio.timeout(30):
+        assert await writer == 0
 
     standby = postgres_pair.standby
     assert f"reconnected to PostgreSQL at {standby.host}:{standby.port}" in caplog.text
@@ -200,7 +202,8 @@ async def test_a_writer_whose_partition_was_taken_over_while_cut_off_stops(
         standby_stop.set()
         for task in (owner, standby):
             if task is not None:
-                await asyncio.wait_for(task, 30)
+                async with asyncio.timeout(30):
+                    await task
     assert "another writer" in caplog.text and "took its partition over" in caplog.text
     assert "storage-writer stopping: superseded [writer_superseded]" in caplog.text
     stored = _stored(postgres_dsn, s.session_id)
