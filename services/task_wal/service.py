@@ -12,7 +12,7 @@ from agent_core.bus import GROUP_TASKS, Delivery
 from agent_core.bus.contracts.tasks import TASK_MESSAGE, TaskMessage, TaskReply
 from agent_core.service import ServiceContext, ServiceParts
 from services.task_wal.handler import TaskWalHandler
-from services.task_wal.location import project_guard
+from services.task_wal.location import Projects
 from services.task_wal.store import TaskStore
 
 __all__ = ["MAX_BATCH", "build"]
@@ -24,8 +24,8 @@ async def build(ctx: ServiceContext) -> ServiceParts:
     """The task stream's consumer; lists are replayed lazily on first use."""
     store = TaskStore(fsync=ctx.settings.tasks.fsync)
     # Lists only in the server's own folders: a session's workspace or a configured project root.
-    roots = ctx.settings.projects.roots.values()
-    handler = TaskWalHandler(store, guard=project_guard(ctx.settings.home, roots))
+    projects = Projects(ctx.settings.home, ctx.settings.projects.roots)
+    handler = TaskWalHandler(store, projects)
 
     async def on_batch(items: list[tuple[TaskMessage, Delivery]]) -> list[TaskReply]:
         return await handler.handle([message for message, _ in items])
