@@ -43,7 +43,7 @@ from agent_core.tasks import (
 )
 from services.task_wal.location import ListLocation, Projects, list_location, session_dir
 from services.task_wal.store import ListState, TaskStore
-from services.task_wal.walfile import ListFiles, request_line
+from services.task_wal.walfile import request_line
 
 __all__ = ["TaskWalHandler", "dag_view"]
 
@@ -132,19 +132,18 @@ class TaskWalHandler:
         return loc
 
     async def _commit(self, groups: dict[Path, _Group], replies: list[TaskReply | None]) -> None:
-        work = [g for g in groups.values() if g.wal]
-        evicted: list[ListFiles] = []
-        for g in work:
-            evicted += self._store.touched(g.state.files)
-        busy = {id(g.state.files) for g in work}
-        idle = [f for f in evicted if id(f) not in busy]
-        failures = await asyncio.to_thread(_write_groups, work, idle, self._store.fsync)
+        work = [(g.state, bytes(g.wal), bytes(g.requests)) for g in groups.values() if g.wal]
+        failures = await self._store.write(work)
         for g in groups.values():
             error = failures.get(g.state.location.wal)
             if error is not None:
                 log.error("task WAL %s: write failed: %s", g.state.location.wal, error)
                 self._store.forget(g.state)
-                payload = _io_error("write", g.state.location.stem, error)
+                payload = (
+                    error.to_payload()
+                    if isinstance(error, AgentCoreError)
+                    else _io_error("write", g.state.location.stem, error)
+                )
                 for i, _ in g.replies:
                     replies[i] = _failed(payload)
                 continue
@@ -231,30 +230,6 @@ def _result(
         task=dag.tasks.get(task_id) if isinstance(task_id, str) else None,
         dag=dag_view(dag) if message.include_dag else None,
     )
-
-
-def _write_groups(work: list[_Group], idle: list[ListFiles], fsync: bool) -> dict[Path, OSError]:
-    """Write every group, then fsync each written WAL once; runs in the worker thread."""
-    failures: dict[Path, OSError] = {}
-    written: list[_Group] = []
-    for g in work:
-        try:
-            g.state.files.write(bytes(g.wal), bytes(g.requests), fsync=fsync)
-            written.append(g)
-        except OSError as exc:
-            failures[g.state.location.wal] = exc
-            g.state.files.rollback()
-    for g in written:
-        try:
-            if fsync:
-                g.state.files.sync()
-            g.state.files.size += len(g.wal)
-        except OSError as exc:
-            failures[g.state.location.wal] = exc
-            g.state.files.rollback()
-    for files in idle:
-        files.close()
-    return failures
 
 
 def _info(state: ListState) -> TaskListInfo:

@@ -25,6 +25,7 @@ from agent_core.tools.projects import normalize_project, project_dir
 
 __all__ = [
     "REQUESTS_SUFFIX",
+    "STORE_ROOT",
     "ListLocation",
     "ProjectGuard",
     "Projects",
@@ -34,6 +35,9 @@ __all__ = [
 ]
 
 REQUESTS_SUFFIX: Final = ".requests.jsonl"
+STORE_ROOT: Final = (
+    "task-wal"  # where the lists are in the file store (services/task_wal/objectwal)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +84,11 @@ class Projects:
     """This host's folders of logical projects: a session's workspace under ``home`` or a folder
     below a configured root (the guard re-checks the result: task-wal writes nowhere else)."""
 
-    def __init__(self, home: Path, roots: Mapping[str, Path]) -> None:
+    def __init__(self, home: Path, roots: Mapping[str, Path], *, in_store: bool = False) -> None:
         self.home = home
         self.roots = dict(roots)
+        # Lists kept in the file store (the s3 engine) depend on no folder of this host.
+        self.in_store = in_store
         self._guard = project_guard(home, roots.values())
 
     def folder(self, session_id: str, scope: TaskScope) -> Path:
@@ -103,9 +109,14 @@ class Projects:
 def session_dir(session_id: str, scope: TaskScope, projects: Projects) -> Path:
     """The checked directory of a session's task lists (it may not exist yet).
 
-    Raises :class:`SchemaError` for an invalid session id or a project this host cannot use.
+    Raises :class:`SchemaError` for an invalid session id or a project this host cannot use. With
+    the lists in the file store, the project's name is checked but no folder is needed.
     """
     validate_session_id(session_id)
+    if projects.in_store:
+        normalize_project(scope.project, projects.roots)  # an unknown root is refused all the same
+        # Not a folder: the lists' identity, a relative path never opened (objectwal's keys).
+        return Path(STORE_ROOT) / session_id
     return projects.folder(session_id, scope) / ".soong-agent" / "tasks" / session_id
 
 
