@@ -28,6 +28,7 @@ from agent_core.service import ServiceContext, run_service
 from agent_core.tasks import ReplayStatus, replay
 from agent_core.tasks.client import TaskClient
 from agent_core.types.task_commands import AddTask, CreateList, TaskCommand
+from services.task_wal import objectwal
 from services.task_wal.handler import TaskWalHandler
 from services.task_wal.location import Projects, list_location
 from services.task_wal.objectwal import ObjectTaskStore
@@ -209,3 +210,24 @@ async def test_the_service_keeps_lists_in_the_store_with_the_s3_engine(
     host = Host(s3_server, bucket, tmp_path)
     assert replay(await _log(host, sid)).dag == (await host.dag(sid)).dag
     assert not list(home.rglob("*.wal.jsonl"))
+
+
+async def test_a_snapshot_bounds_replay_to_the_groups_after_it(
+    s3_server: MotoS3, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(objectwal, "COMPACT_AFTER", 3)
+    sid = new_session_id()
+    host = Host(s3_server, bucket, tmp_path)
+    ops = [_create(sid), *(_add(sid, f"task_{c}") for c in "abcd")]
+    for n, op in enumerate(ops):
+        assert (await host.send(op, request_id=f"cmd_{n}")).ok
+    served = (await host.dag(sid)).dag
+    keys = [o.key.rsplit("/", 1)[-1] for o in await host.files.list(f"task-wal/{sid}/l", limit=99)]
+    assert "000000000003.snap" in keys
+    # The groups the snapshot covers are no longer needed: without them the list still replays.
+    covered = [f"task-wal/{sid}/l/{n:012d}.wal" for n in (1, 2, 3)]
+    await host.files.delete(covered)
+    fresh = Host(s3_server, bucket, tmp_path)
+    assert (await fresh.dag(sid)).dag == served
+    retried = await fresh.send(ops[1], request_id="cmd_1")  # its request line is in the snapshot
+    assert retried.ok and isinstance(retried.data, TaskChangeResult) and retried.data.duplicate
