@@ -87,7 +87,7 @@ def _fill(home: Path, sessions: int, messages: int, rng: random.Random) -> list[
                 command_id=new_id("cmd"),
                 session_id=new_session_id(),
                 account_id=DEV_ACCOUNT,
-                cwd="/tmp",
+                cwd="workspace",
                 root_agent_id=agent,
                 metadata={"title": " ".join(title)},
             )

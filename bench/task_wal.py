@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "shared")]
 
 from agent_core.bus import BusNames  # noqa: E402
+from agent_core.bus.contracts.tasks import TaskScope  # noqa: E402
 from agent_core.config import load_settings  # noqa: E402
 from agent_core.ids import new_id, new_session_id  # noqa: E402
 from agent_core.service import ServiceContext, ping_service  # noqa: E402
@@ -100,9 +101,9 @@ async def measure(root: Path, redis_url: str, *, fsync: bool) -> tuple[float, fl
     try:
         await ping_service(ctx, "task_wal", timeout_s=30)
         client = TaskClient(ctx.rpc, ctx.names, timeout_s=30)
-        session_id, cwd = new_session_id(), str(project)
+        session_id, scope = new_session_id(), TaskScope(account_id="bench", project="bench")
         common = {"session_id": session_id, "list_name": "bench", "agent_id": AGENT}
-        await client.execute(CreateList(**common), cwd=cwd)
+        await client.execute(CreateList(**common), scope=scope)
         latencies: list[float] = []
         state = {"measuring": False, "stop": False}
 
@@ -117,7 +118,7 @@ async def measure(root: Path, redis_url: str, *, fsync: bool) -> tuple[float, fl
                 ]
                 for step in steps:
                     start = time.perf_counter()
-                    await client.execute(step, cwd=cwd)
+                    await client.execute(step, scope=scope)
                     if state["measuring"]:
                         latencies.append(time.perf_counter() - start)
 

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Path, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_core.bus.contracts.tasks import TaskDagView, TaskListsView
+from agent_core.bus.contracts.tasks import TaskDagView, TaskListsView, TaskScope
 from agent_core.errors import AgentCoreError
 from agent_core.memory.client import (
     MemoryClient,
@@ -19,7 +19,7 @@ from agent_core.memory.client import (
 from agent_core.memory.document import MAX_FILE_CHARS
 from agent_core.tasks.client import TaskClient
 from agent_core.tools import Workspace
-from agent_core.tools.projects import InvalidProjectError, project_dir
+from agent_core.tools.projects import InvalidProjectError, normalize_project, project_dir
 from agent_core.types.runtime import SessionState
 from services.gateway.errors import ApiError, not_found, responses
 from services.gateway.state import CallerDep, GatewayDep, get_session
@@ -35,17 +35,17 @@ def _tasks(gw: GatewayDep) -> TaskClient:
     return TaskClient(gw.ctx.rpc, gw.ctx.names, timeout_s=gw.ctx.settings.bus.request_timeout_s)
 
 
-def _project(gw: GatewayDep, session: SessionState) -> str:
-    """The folder of the session's project (409 when its stored name is no longer usable)."""
+def _project(gw: GatewayDep, session: SessionState) -> TaskScope:
+    """The session's task scope (409 when its stored project name is no longer usable: checked
+    here so the answer says so; task-wal resolves the name again against its own home)."""
     workspace = Workspace(gw.ctx.settings.home, session.account_id, session.session_id)
+    roots = gw.ctx.settings.projects.roots
     try:
-        return str(
-            project_dir(
-                session.cwd, roots=gw.ctx.settings.projects.roots, workspace_root=workspace.root
-            )
-        )
+        project_dir(session.cwd, roots=roots, workspace_root=workspace.root)
+        project = normalize_project(session.cwd, roots)
     except InvalidProjectError as exc:
         raise ApiError(409, exc.code, exc.message) from exc
+    return TaskScope(account_id=session.account_id, project=project)
 
 
 def _memory(gw: GatewayDep) -> MemoryClient:

@@ -7,6 +7,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
+from agent_core.bus.contracts.tasks import TaskScope
 from agent_core.config import Settings, agent_config
 from agent_core.config.providers import check_model_keys
 from agent_core.errors import ConfigError, redact
@@ -16,7 +19,7 @@ from agent_core.provider.base import ProviderAdapter
 from agent_core.tasks.client import TaskClient
 from agent_core.tasks.tools import task_tools
 from agent_core.tools import PermissionRules, Tool, ToolRegistry, Workspace
-from agent_core.tools.projects import InvalidProjectError, project_dir
+from agent_core.tools.projects import InvalidProjectError, normalize_project, project_dir
 from agent_core.types.enums import PermissionPolicy
 from agent_core.types.protocol import ToolDefinition
 from agent_core.types.runtime import AgentConfig
@@ -114,13 +117,27 @@ class AgentSetup:
             log.warning("session project %r is not usable: %s", cwd[:200], exc.message)
             return ""
 
+    def task_scope(self, account_id: str, cwd: str) -> TaskScope | None:
+        """The session's task scope (its project by logical name, never a folder); ``None`` when
+        the stored name is no longer usable (the task tools then say so to the model)."""
+        try:
+            project = normalize_project(cwd, self.settings.projects.roots)
+            return TaskScope(account_id=account_id, project=project)
+        except (InvalidProjectError, ValidationError) as exc:
+            log.warning("session project %r is not usable for task lists: %s", cwd[:200], exc)
+            return None
+
     def registry(
-        self, cwd: str, children: Sequence[Tool[Any]] = (), *, orchestrator: bool = False
+        self,
+        scope: TaskScope | None,
+        children: Sequence[Tool[Any]] = (),
+        *,
+        orchestrator: bool = False,
     ) -> ToolRegistry:
         """The run's tools: the shared built-ins plus task tools bound to the session's project,
         and ``children`` (a parent's tools that start child runs; child runs get none). An
         orchestrator works through its workers: it gets no built-ins."""
-        extra: list[Tool[Any]] = task_tools(self.task_client, cwd=cwd)
+        extra: list[Tool[Any]] = task_tools(self.task_client, scope=scope)
         return ToolRegistry([*(() if orchestrator else self.tools), *extra, *children])
 
     def definitions(
@@ -135,7 +152,7 @@ class AgentSetup:
         if cached is None:
             # Definitions do not depend on the project directory or on who runs: any describe them.
             tools = child_tools(None) if children else ()
-            registry = self.registry("/", tools, orchestrator=orchestrator)
+            registry = self.registry(None, tools, orchestrator=orchestrator)
             cached = WorkerToolRunner.definitions_for(registry, enabled)
             self._definitions[key] = cached
         return cached

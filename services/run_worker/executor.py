@@ -431,7 +431,9 @@ class RunExecutor:
             definitions = [*definitions, *(t.definition() for t in mcp)]
         executor = ToolExecutor(
             self.setup.registry(
-                self.setup.project(a.prefetch.cwd, workspace), starters, orchestrator=orchestrator
+                self.setup.task_scope(workspace.account_id, a.prefetch.cwd),
+                starters,
+                orchestrator=orchestrator,
             ),
             workspace=workspace,
             run_id=handle.run_id,

@@ -28,6 +28,7 @@ from agent_core.bus.contracts.tasks import (
     TaskQueryMessage,
     TaskReply,
     TaskReplyData,
+    TaskScope,
 )
 from agent_core.errors import AgentCoreError, ErrorPayload, StorageError
 from agent_core.tasks import (
@@ -40,9 +41,9 @@ from agent_core.tasks import (
     encode_record,
     ready_ids,
 )
-from services.task_wal.location import ListLocation, ProjectGuard, list_location, session_dir
+from services.task_wal.location import ListLocation, Projects, list_location, session_dir
 from services.task_wal.store import ListState, TaskStore
-from services.task_wal.walfile import ListFiles, request_line
+from services.task_wal.walfile import request_line
 
 __all__ = ["TaskWalHandler", "dag_view"]
 
@@ -67,17 +68,17 @@ class TaskWalHandler:
     def __init__(
         self,
         store: TaskStore,
+        projects: Projects,
         *,
         clock: Callable[[], datetime] | None = None,
-        guard: ProjectGuard | None = None,
     ) -> None:
         self._store = store
-        self._guard = guard
+        self._projects = projects
         self._clock = clock or (lambda: datetime.now(UTC))
         self._lock = asyncio.Lock()
         # Checked locations of the current batch: commands of one batch mostly share a list,
-        # and checking a cwd costs system calls. Cleared per batch so a removed cwd is noticed.
-        self._locations: dict[tuple[str, str, str], ListLocation] = {}
+        # and checking a project costs system calls. Cleared per batch so a removed cwd is noticed.
+        self._locations: dict[tuple[str, TaskScope, str], ListLocation] = {}
 
     async def handle(self, messages: Sequence[TaskMessage]) -> list[TaskReply]:
         """One reply per message, in order; commands are durable before this returns."""
@@ -107,7 +108,7 @@ class TaskWalHandler:
         now: datetime,
     ) -> None:
         try:
-            loc = self._location(message.session_id, message.cwd, message.list_name)
+            loc = self._location(message.session_id, message.scope, message.list_name)
             state = await self._store.get(loc)
         except AgentCoreError as exc:
             replies[i] = _failed(exc.to_payload())
@@ -123,27 +124,26 @@ class TaskWalHandler:
             group = groups[loc.wal] = _Group(state, state.dag)
         group.replies.append((i, _apply(group, message, now)))
 
-    def _location(self, session_id: str, cwd: str, list_name: str) -> ListLocation:
-        key = (session_id, cwd, list_name)
+    def _location(self, session_id: str, scope: TaskScope, list_name: str) -> ListLocation:
+        key = (session_id, scope, list_name)
         loc = self._locations.get(key)
         if loc is None:
-            loc = self._locations[key] = list_location(session_id, cwd, list_name, self._guard)
+            loc = self._locations[key] = list_location(session_id, scope, list_name, self._projects)
         return loc
 
     async def _commit(self, groups: dict[Path, _Group], replies: list[TaskReply | None]) -> None:
-        work = [g for g in groups.values() if g.wal]
-        evicted: list[ListFiles] = []
-        for g in work:
-            evicted += self._store.touched(g.state.files)
-        busy = {id(g.state.files) for g in work}
-        idle = [f for f in evicted if id(f) not in busy]
-        failures = await asyncio.to_thread(_write_groups, work, idle, self._store.fsync)
+        work = [(g.state, bytes(g.wal), bytes(g.requests)) for g in groups.values() if g.wal]
+        failures = await self._store.write(work)
         for g in groups.values():
             error = failures.get(g.state.location.wal)
             if error is not None:
                 log.error("task WAL %s: write failed: %s", g.state.location.wal, error)
                 self._store.forget(g.state)
-                payload = _io_error("write", g.state.location.stem, error)
+                payload = (
+                    error.to_payload()
+                    if isinstance(error, AgentCoreError)
+                    else _io_error("write", g.state.location.stem, error)
+                )
                 for i, _ in g.replies:
                     replies[i] = _failed(payload)
                 continue
@@ -158,11 +158,13 @@ class TaskWalHandler:
     async def _query(self, message: TaskQueryMessage) -> TaskReply:
         try:
             if message.list_name is None:
-                directory = session_dir(message.session_id, message.cwd, self._guard)
+                directory = session_dir(message.session_id, message.scope, self._projects)
                 states = await self._store.session_lists(message.session_id, directory)
                 infos = [_info(s) for s in states]
                 return _ok(TaskListsView(session_id=message.session_id, lists=infos))
-            loc = list_location(message.session_id, message.cwd, message.list_name, self._guard)
+            loc = list_location(
+                message.session_id, message.scope, message.list_name, self._projects
+            )
             state = await self._store.get(loc)
         except AgentCoreError as exc:
             return _failed(exc.to_payload())
@@ -228,30 +230,6 @@ def _result(
         task=dag.tasks.get(task_id) if isinstance(task_id, str) else None,
         dag=dag_view(dag) if message.include_dag else None,
     )
-
-
-def _write_groups(work: list[_Group], idle: list[ListFiles], fsync: bool) -> dict[Path, OSError]:
-    """Write every group, then fsync each written WAL once; runs in the worker thread."""
-    failures: dict[Path, OSError] = {}
-    written: list[_Group] = []
-    for g in work:
-        try:
-            g.state.files.write(bytes(g.wal), bytes(g.requests), fsync=fsync)
-            written.append(g)
-        except OSError as exc:
-            failures[g.state.location.wal] = exc
-            g.state.files.rollback()
-    for g in written:
-        try:
-            if fsync:
-                g.state.files.sync()
-            g.state.files.size += len(g.wal)
-        except OSError as exc:
-            failures[g.state.location.wal] = exc
-            g.state.files.rollback()
-    for files in idle:
-        files.close()
-    return failures
 
 
 def _info(state: ListState) -> TaskListInfo:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from agent_core.bus import GROUP_TASKS, Delivery
 from agent_core.bus.contracts.tasks import TASK_MESSAGE, TaskMessage, TaskReply
+from agent_core.files import open_file_store
 from agent_core.service import ServiceContext, ServiceParts
 from services.task_wal.handler import TaskWalHandler
-from services.task_wal.location import project_guard
+from services.task_wal.location import Projects
+from services.task_wal.objectwal import ObjectTaskStore
 from services.task_wal.store import TaskStore
 
 __all__ = ["MAX_BATCH", "build"]
@@ -22,10 +24,16 @@ MAX_BATCH = 256  # commands grouped under one fsync at most
 
 async def build(ctx: ServiceContext) -> ServiceParts:
     """The task stream's consumer; lists are replayed lazily on first use."""
-    store = TaskStore(fsync=ctx.settings.tasks.fsync)
+    in_store = ctx.settings.files.engine == "s3"
+    store: TaskStore
+    if in_store:  # every instance on every host reaches the lists; create-only PUTs fence them
+        files = await open_file_store(ctx.settings)
+        store = ObjectTaskStore(files)
+    else:
+        store = TaskStore(fsync=ctx.settings.tasks.fsync)
     # Lists only in the server's own folders: a session's workspace or a configured project root.
-    roots = ctx.settings.projects.roots.values()
-    handler = TaskWalHandler(store, guard=project_guard(ctx.settings.home, roots))
+    projects = Projects(ctx.settings.home, ctx.settings.projects.roots, in_store=in_store)
+    handler = TaskWalHandler(store, projects)
 
     async def on_batch(items: list[tuple[TaskMessage, Delivery]]) -> list[TaskReply]:
         return await handler.handle([message for message, _ in items])
@@ -40,7 +48,9 @@ async def build(ctx: ServiceContext) -> ServiceParts:
 
     async def close() -> None:
         store.close()
+        if isinstance(store, ObjectTaskStore):
+            await store.files.close()
 
-    if not ctx.settings.tasks.fsync:
+    if not ctx.settings.tasks.fsync and not in_store:
         ctx.log.warning("tasks.fsync is off: acknowledged task changes may be lost on power loss")
     return ServiceParts(consumers=[consumer], on_stop=[close])

@@ -14,12 +14,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_core.errors import AgentCoreError
 from agent_core.tasks import TaskDAG, TaskWalCorruptError
 from agent_core.tasks.names import WAL_SUFFIX
 from services.task_wal.location import ListLocation
 from services.task_wal.walfile import MAX_REMEMBERED_REQUESTS, ListFiles, load_list
 
-__all__ = ["ListState", "TaskStore"]
+__all__ = ["ListState", "ListWrite", "TaskStore", "WriteFailures"]
 
 _STEM = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _MAX_OPEN_FILES = 256  # lists with open descriptors; the rest reopen on their next append
@@ -31,7 +32,7 @@ class ListState:
 
     location: ListLocation
     dag: TaskDAG | None
-    files: ListFiles
+    files: ListFiles | None  # ``None`` when the list lives in the file store (objectwal)
     corruption: TaskWalCorruptError | None = None
     requests: OrderedDict[str, int] = field(default_factory=OrderedDict)
 
@@ -41,6 +42,13 @@ class ListState:
         self.requests.move_to_end(request_id)
         if len(self.requests) > MAX_REMEMBERED_REQUESTS:
             self.requests.popitem(last=False)
+
+
+ListWrite = tuple["ListState", bytes, bytes]
+"""One list's staged group: its state, the WAL records and the request-log lines to append."""
+
+WriteFailures = dict[Path, OSError | AgentCoreError]
+"""The lists (by WAL identity) whose group was not made durable, with why."""
 
 
 class TaskStore:
@@ -74,9 +82,21 @@ class TaskStore:
         stems = await asyncio.to_thread(_stems, directory)
         return [await self.get(ListLocation.at(session_id, directory, stem)) for stem in stems]
 
+    async def write(self, writes: list[ListWrite]) -> WriteFailures:
+        """Append each list's group and make it durable (one fsync per list); the failed ones,
+        rolled back. The caller installs the staged state of the others."""
+        evicted: list[ListFiles] = []
+        for state, _, _ in writes:
+            assert state.files is not None
+            evicted += self.touched(state.files)
+        busy = {id(state.files) for state, _, _ in writes}
+        idle = [f for f in evicted if id(f) not in busy]
+        return await asyncio.to_thread(_write_lists, writes, idle, self.fsync)
+
     def forget(self, state: ListState) -> None:
         """Drop a list (after a failed write) so that its next use replays it from disk."""
-        state.files.close()
+        if state.files is not None:
+            state.files.close()
         self._open.pop(state.location.wal, None)
         if self._lists.get(state.location.wal) is state:
             del self._lists[state.location.wal]
@@ -99,6 +119,33 @@ class TaskStore:
         for files in self._open.values():
             files.close()
         self._open.clear()
+
+
+def _write_lists(writes: list[ListWrite], idle: list[ListFiles], fsync: bool) -> WriteFailures:
+    """Write every group, then fsync each written WAL once; runs in the worker thread."""
+    failures: WriteFailures = {}
+    written: list[ListWrite] = []
+    for w in writes:
+        state, wal, requests = w
+        assert state.files is not None
+        try:
+            state.files.write(wal, requests, fsync=fsync)
+            written.append(w)
+        except OSError as exc:
+            failures[state.location.wal] = exc
+            state.files.rollback()
+    for state, wal, _ in written:
+        assert state.files is not None
+        try:
+            if fsync:
+                state.files.sync()
+            state.files.size += len(wal)
+        except OSError as exc:
+            failures[state.location.wal] = exc
+            state.files.rollback()
+    for files in idle:
+        files.close()
+    return failures
 
 
 def _stems(directory: Path) -> list[str]:

@@ -23,7 +23,14 @@ from pathlib import Path
 from agent_core.tasks import ReplayResult, ReplayStatus, replay
 from services.task_wal.location import ListLocation
 
-__all__ = ["MAX_REMEMBERED_REQUESTS", "ListFiles", "Loaded", "load_list", "request_line"]
+__all__ = [
+    "MAX_REMEMBERED_REQUESTS",
+    "ListFiles",
+    "Loaded",
+    "load_list",
+    "parse_requests",
+    "request_line",
+]
 
 log = logging.getLogger("soong.task_wal")
 
@@ -170,8 +177,14 @@ def _read_requests(path: Path, *, max_seq: int) -> OrderedDict[str, int]:
     end = data.rfind(b"\n") + 1
     if end < len(data):  # a crash cut the last line: cut it off so the next line starts clean
         _truncate(path, end, fsync=False)
+    return parse_requests(data[:end], max_seq=max_seq)
+
+
+def parse_requests(data: bytes, *, max_seq: int) -> OrderedDict[str, int]:
+    """The request ids of request-log lines ``data`` whose records the WAL holds (``<= max_seq``),
+    oldest first and bounded."""
     seen: OrderedDict[str, int] = OrderedDict()
-    for line in data[:end].splitlines():
+    for line in data.splitlines():
         try:
             obj = json.loads(line)
             request_id, seq = obj["r"], obj["s"]

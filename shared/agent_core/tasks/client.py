@@ -18,6 +18,7 @@ from agent_core.bus.contracts.tasks import (
     TaskListsView,
     TaskQueryMessage,
     TaskReply,
+    TaskScope,
 )
 from agent_core.bus.names import BusNames
 from agent_core.bus.rpc import RpcClient
@@ -59,20 +60,20 @@ class TaskClient:
         self,
         command: TaskCommand,
         *,
-        cwd: str,
+        scope: TaskScope,
         request_id: str | None = None,
         include_dag: bool = False,
     ) -> TaskChangeResult:
         """Apply ``command`` to its list; return once the change is durable.
 
-        Raises :class:`TaskServiceError` when refused (a rule, a corrupt WAL, a bad ``cwd``) and
+        Raises :class:`TaskServiceError` when refused (a rule, a corrupt WAL, a scope task-wal cannot use) and
         :class:`BusTimeoutError` when every attempt timed out (the change may still have happened:
         retry with the same ``request_id``).
         """
         message = TaskCommandMessage(
             request_id=request_id or new_id("cmd"),
             session_id=command.session_id,
-            cwd=cwd,
+            scope=scope,
             list_name=command.list_name,
             agent_id=command.agent_id,
             operation=command,
@@ -80,14 +81,14 @@ class TaskClient:
         )
         return await self._call(message, TaskChangeResult)
 
-    async def get_dag(self, session_id: str, cwd: str, list_name: str) -> TaskDagView:
+    async def get_dag(self, session_id: str, scope: TaskScope, list_name: str) -> TaskDagView:
         """One DAG with its ready and blocked sets."""
-        query = TaskQueryMessage(session_id=session_id, cwd=cwd, list_name=list_name)
+        query = TaskQueryMessage(session_id=session_id, scope=scope, list_name=list_name)
         return await self._call(query, TaskDagView)
 
-    async def list_dags(self, session_id: str, cwd: str) -> TaskListsView:
+    async def list_dags(self, session_id: str, scope: TaskScope) -> TaskListsView:
         """The task lists of a session (corrupt ones flagged unavailable, with their error)."""
-        query = TaskQueryMessage(session_id=session_id, cwd=cwd)
+        query = TaskQueryMessage(session_id=session_id, scope=scope)
         return await self._call(query, TaskListsView)
 
     async def _call(self, message: TaskCommandMessage | TaskQueryMessage, expected: type[D]) -> D:

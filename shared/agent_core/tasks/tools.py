@@ -1,6 +1,7 @@
 """Task tools for agents: task lists through the task-wal service, and the task/plan templates.
 
-``task_tools(client, cwd=...)`` returns fresh tools bound to one session's project directory (the
+``task_tools(client, scope=...)`` returns fresh tools bound to one session's task scope (account and
+logical project; ``None`` when the session's project is not usable: the tools then say so). The
 run-worker builds them per run). Each change tool sends one command as ``ctx.agent_id`` in
 ``ctx.session_id``, with a request id (and, for ``task_add``, a task id) derived from
 ``ctx.tool_call_id``: a resumed run that repeats a call is answered with the first outcome instead
@@ -31,7 +32,7 @@ from typing import Annotated, Any, ClassVar, Self, TypeVar
 
 from pydantic import Field, ValidationError, model_validator
 
-from agent_core.bus.contracts.tasks import TaskChangeResult
+from agent_core.bus.contracts.tasks import TaskChangeResult, TaskScope
 from agent_core.errors import AgentCoreError, redact
 from agent_core.ids import IdPrefix
 from agent_core.tasks.client import TaskClient
@@ -158,9 +159,9 @@ class _TaskTool(Tool[ArgsT]):
     # the first outcome back instead of applying the change twice.
     repeatable: ClassVar[bool] = True
 
-    def __init__(self, client: TaskClient, cwd: str) -> None:
+    def __init__(self, client: TaskClient, scope: TaskScope | None) -> None:
         self.client = client
-        self.cwd = cwd
+        self.scope = scope
 
 
 class _ChangeTool(_TaskTool[ArgsT]):
@@ -183,10 +184,12 @@ class _ChangeTool(_TaskTool[ArgsT]):
                 f"Task lists are unavailable in this run (invalid {fields or 'context'}); "
                 "go on without them.",
             )
+        if self.scope is None:
+            return _no_scope()
         request_id = derived_id("cmd", ctx.session_id, ctx.tool_call_id, self.name)
         try:
             result = await self.client.execute(
-                command, cwd=self.cwd, request_id=request_id, include_dag=True
+                command, scope=self.scope, request_id=request_id, include_dag=True
             )
         except AgentCoreError as exc:
             return _error_output(exc)
@@ -357,20 +360,30 @@ class TaskList(_TaskTool[ListArgs]):
 
     async def run(self, args: ListArgs, ctx: ToolContext) -> ToolOutput:
         """Query the service; an unavailable list is reported, not raised."""
+        if self.scope is None:
+            return _no_scope()
         try:
             if args.list_name is None:
-                lists = await self.client.list_dags(ctx.session_id, self.cwd)
+                lists = await self.client.list_dags(ctx.session_id, self.scope)
                 return ToolOutput(render_lists(lists))
-            view = await self.client.get_dag(ctx.session_id, self.cwd, args.list_name)
+            view = await self.client.get_dag(ctx.session_id, self.scope, args.list_name)
         except AgentCoreError as exc:
             return _error_output(exc)
         return ToolOutput(render_board(view, detailed=True))
 
 
-def task_tools(client: TaskClient, *, cwd: str) -> list[Tool[Any]]:
-    """Fresh task tools bound to the session's project directory ``cwd``."""
+def _no_scope() -> ToolOutput:
+    return _failure(
+        "invalid_cwd",
+        "Task lists are unavailable in this run (the session's project is not usable); "
+        "go on without them.",
+    )
+
+
+def task_tools(client: TaskClient, *, scope: TaskScope | None) -> list[Tool[Any]]:
+    """Fresh task tools bound to the session's task ``scope`` (module docstring)."""
     changes: list[Tool[Any]] = [
-        cls(client, cwd)
+        cls(client, scope)
         for cls in (
             TaskCreateList,
             TaskAdd,
@@ -382,7 +395,7 @@ def task_tools(client: TaskClient, *, cwd: str) -> list[Tool[Any]]:
             TaskCancel,
         )
     ]
-    return [*changes, TaskList(client, cwd), TaskTemplate(), PlanTemplate()]
+    return [*changes, TaskList(client, scope), TaskTemplate(), PlanTemplate()]
 
 
 def _failure(code: str, message: str) -> ToolOutput:

@@ -8,7 +8,7 @@ natively; validators here raise ``ValueError`` so pydantic reports them as ordin
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -17,6 +17,8 @@ from agent_core.errors import ErrorPayload, ProviderErrorPayload
 
 __all__ = [
     "AccountId",
+    "LOGICAL_PATH_PATTERN",
+    "LogicalPath",
     "AgentId",
     "AnyErrorPayload",
     "ArtifactId",
@@ -102,6 +104,12 @@ def _prefixed(prefix: ids.IdPrefix) -> object:
 SessionId = Annotated[str, Field(pattern=rf"^{ids.SESSION_ID_PATTERN}$")]
 # Account ids become path segments (<home>/accounts/<account_id>/…): same gate as table names.
 AccountId = Annotated[str, Field(pattern=rf"^{ids.IDENTIFIER_PATTERN}$")]
+# A path as the bus carries it: relative to something every host names the same way (a session's
+# workspace, a project root's name, a file-store key), never a host path. The pattern refuses a
+# leading '/', '\\' or '~' and any backslash, so an absolute POSIX or Windows path cannot pass;
+# the service that resolves it still checks '..' and links against its own home.
+LOGICAL_PATH_PATTERN: Final = r"^[^/\\~][^\\]*$"
+LogicalPath = Annotated[str, Field(min_length=1, max_length=1024, pattern=LOGICAL_PATH_PATTERN)]
 NodeId = Annotated[str, _prefixed("node")]
 RunId = Annotated[str, _prefixed("run")]
 AgentId = Annotated[str, _prefixed("agent")]

@@ -18,6 +18,7 @@ from agent_core.types._fields import (
     AnyErrorPayload,
     ArtifactId,
     EventId,
+    LogicalPath,
     NodeId,
     RunId,
     SessionId,
@@ -233,7 +234,8 @@ class ArtifactRef(Strict):
     run_id: RunId | None = None
     node_id: NodeId | None = None
     tool_call_id: ToolCallId | None = None
-    path: str = Field(min_length=1)
+    # Workspace-relative (``output/report.md``) or a file-store key (``artifacts/<s>/<id>.json``).
+    path: LogicalPath
     filename: str | None = None
     mime_type: str | None = None
     size_bytes: int | None = Field(default=None, ge=0, le=2**63 - 1)  # SQLite's INTEGER

@@ -18,13 +18,14 @@ What they read: JSON columns in any spacing; SQL NULL ``metadata``/``payload`` a
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from agent_core.errors import SchemaError
-from agent_core.types._fields import AnyErrorPayload
+from agent_core.types._fields import LOGICAL_PATH_PATTERN, AnyErrorPayload
 from agent_core.types.protocol import CONTENT_BLOCKS, Usage
 from agent_core.types.runtime import (
     AgentState,
@@ -215,4 +216,24 @@ def to_artifact_ref(record: ArtifactRecord) -> ArtifactRef:
     """The runtime view of an ``artifacts`` row."""
     data = record.model_dump(exclude={"metadata_json"})
     data["metadata"] = _load_object(record.metadata_json, "artifact", "metadata_json")
+    data["path"] = _logical_artifact_path(record.path, record.session_id)
     return _build(ArtifactRef, "artifact", data)
+
+
+# A row written before artifacts were addressed by store key holds the writer's host path of an
+# offloaded block, ``<home>/artifacts/<session>/<artifact>.json``: the same file as the key
+# ``artifacts/<session>/<artifact>.json`` (agent_core.files.port.artifact_key).
+_LOGICAL_PATH = re.compile(LOGICAL_PATH_PATTERN)
+_LEGACY_ARTIFACT = re.compile(r"/artifacts/([A-Za-z0-9_]+)/(artifact_[A-Za-z0-9_]+\.json)$")
+
+
+def _logical_artifact_path(path: str, session_id: str) -> str:
+    """``path`` as the bus and the API carry it: never a host path (an old row's host path
+    becomes its store key, or its bare name when it names no offloaded block of this session)."""
+    if _LOGICAL_PATH.fullmatch(path):
+        return path
+    legacy = _LEGACY_ARTIFACT.search(path)
+    if legacy is not None and legacy.group(1) == session_id:
+        return f"artifacts/{session_id}/{legacy.group(2)}"
+    name = re.split(r"[/\\]", path)[-1].lstrip("~")
+    return name if _LOGICAL_PATH.fullmatch(name) else "artifact"

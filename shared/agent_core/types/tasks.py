@@ -14,9 +14,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Final, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from agent_core.ids import SESSION_ID_PATTERN, IdPrefix, id_pattern
+from agent_core.types._fields import LogicalPath
 
 __all__ = [
     "FINISHED_STATUSES",
@@ -104,7 +105,14 @@ class PlanRef(_Frozen):
     """A reference to a plan: a Markdown file in the project, written with the file tools."""
 
     plan_id: PlanId
-    path: Annotated[str, Field(min_length=1, max_length=1_000)]
+    path: Annotated[LogicalPath, Field(max_length=1_000)]  # relative to the session's project
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _relative(cls, value: object) -> object:
+        # WALs written before plan paths were logical may hold '/plan.md': they still replay.
+        return value.lstrip("/") if isinstance(value, str) else value
+
     title: Annotated[str, Field(max_length=MAX_TITLE)] | None = None
 
 

@@ -33,7 +33,7 @@ STREAMS: list[tuple[str, Any, dict[str, Any], dict[str, Any]]] = [
     (
         "task_commands",
         tasks.TASK_MESSAGE,
-        {"type": "task_query", "session_id": "s", "cwd": "/tmp"},
+        {"type": "task_query", "session_id": "s", "scope": {"account_id": "a"}},
         {"type": "task_command", "session_id": "s", "cwd": "/tmp"},
     ),
     (

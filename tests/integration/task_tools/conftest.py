@@ -20,7 +20,7 @@ from agent_core.tools import (
     Workspace,
 )
 from tests.integration.task_wal import conftest as task_wal_fixtures
-from tests.integration.task_wal.conftest import task_settings
+from tests.integration.task_wal.conftest import scope_of, task_settings
 
 # The task_wal tests' fixtures, reused as they are (pytest finds them by these names).
 client = task_wal_fixtures.client
@@ -40,7 +40,7 @@ def make_executor(
     def build(*, agent_id: str = "agent_alice", via: TaskClient | None = None) -> ToolExecutor:
         workspace = Workspace(tmp_path / "home", "acct_1", session_id)
         return ToolExecutor(
-            ToolRegistry(task_tools(via or client, cwd=str(project))),
+            ToolRegistry(task_tools(via or client, scope=scope_of(project))),
             workspace=workspace,
             run_id="run_1",
             agent_id=agent_id,

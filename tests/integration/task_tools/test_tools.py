@@ -21,7 +21,7 @@ from agent_core.tools import (
 )
 from agent_core.types.protocol import TextBlock, ToolCall, ToolResult
 from tests.integration.task_tools.conftest import MakeExecutor
-from tests.integration.task_wal.conftest import RunningService
+from tests.integration.task_wal.conftest import RunningService, scope_of
 
 _calls = iter(range(1_000_000))
 
@@ -100,7 +100,7 @@ async def test_tools_build_the_dag_and_the_wal_with_board_and_event_metadata(
             await call(alice, "task_fail", list_name="ship", task_id=b_id, note="no fixtures")
         )
         assert failed.metadata["task_event"]["change"] == "task_failed"
-        view = await client.get_dag(session_id, str(project), "ship")
+        view = await client.get_dag(session_id, scope_of(project), "ship")
     dag = view.dag
     assert dag.plan is not None and dag.plan.path == "plans/s.md"
     assert [(t.id, t.status, t.claimant) for t in dag.tasks.values()] == [
@@ -201,7 +201,7 @@ async def test_a_repeated_tool_call_id_is_applied_once_even_across_a_restart(
                 task_id=first.metadata["task_event"]["task_id"],
             )
         )
-        view = await client.get_dag(session_id, str(project), "l")
+        view = await client.get_dag(session_id, scope_of(project), "l")
     assert retried.metadata["task_event"] == first.metadata["task_event"]
     assert "already applied" in text(retried) and "already applied" in text(reclaim)
     assert retried.metadata["task_board"] == reclaim.metadata["task_board"]
@@ -267,7 +267,7 @@ async def test_templates_name_node_types_and_only_real_tools(
     plan = ok(await call(alice, "plan_template"))
     assert (task.metadata["node_type"], text(task)) == ("task_instruction", TASK_TEMPLATE)
     assert (plan.metadata["node_type"], text(plan)) == ("plan_instruction", PLAN_TEMPLATE)
-    names = {t.name for t in task_tools(client, cwd=str(project))}
+    names = {t.name for t in task_tools(client, scope=scope_of(project))}
     mentioned = set(re.findall(r"`(task_[a-z_]+)`", TASK_TEMPLATE + PLAN_TEMPLATE))
     assert mentioned and mentioned <= names
 
@@ -276,7 +276,7 @@ async def test_a_run_whose_ids_the_domain_refuses_gets_an_error_result(
     client: TaskClient, project: Path, tmp_path: Path
 ) -> None:
     executor = ToolExecutor(
-        ToolRegistry(task_tools(client, cwd=str(project))),
+        ToolRegistry(task_tools(client, scope=scope_of(project))),
         workspace=Workspace(tmp_path / "home", "acct_1", "sess_1"),  # not a real session id
         run_id="run_1",
         agent_id="agent_alice",

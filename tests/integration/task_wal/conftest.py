@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent_core.bus import BusNames
+from agent_core.bus.contracts.tasks import TaskScope
 from agent_core.config import Settings, load_settings
 from agent_core.ids import new_session_id
 from agent_core.service import ServiceContext, run_service
@@ -18,6 +19,12 @@ from agent_core.tasks.client import TaskClient
 from services.task_wal.service import build
 
 RunningService = Callable[..., AbstractAsyncContextManager[None]]
+
+
+def scope_of(project: Path) -> TaskScope:
+    """The logical scope of a project folder made by the test: a folder of the test's project
+    root ``tests`` (``task_settings`` makes the test's temporary folder that root)."""
+    return TaskScope(account_id="tests", project=f"tests/{project.name}")
 
 
 def task_settings(redis_url: str, names: BusNames, home: Path, *, fsync: bool = True) -> Settings:

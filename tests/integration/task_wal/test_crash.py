@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from agent_core.bus import BusNames
+from agent_core.bus.contracts.tasks import TaskScope
 from agent_core.errors import BusTimeoutError
 from agent_core.ids import new_id, new_session_id
 from agent_core.service import ServiceContext, ping_service
@@ -25,7 +26,7 @@ from agent_core.types.task_commands import (
     UpdateTask,
 )
 from tests.conftest import REPO
-from tests.integration.task_wal.conftest import task_settings
+from tests.integration.task_wal.conftest import scope_of, task_settings
 from tests.procs import ServiceProcess, spawn_service
 
 KILLS = 20
@@ -43,13 +44,13 @@ def _spawn(redis_url: str, names: BusNames, home: Path, log: Path) -> ServicePro
     return spawn_service("task_wal", "0", env=env, cwd=REPO, log=log)
 
 
-async def _until_acked(client: TaskClient, command: TaskCommand, cwd: str) -> None:
+async def _until_acked(client: TaskClient, command: TaskCommand, cwd: TaskScope) -> None:
     """Send ``command`` until acknowledged, always under the same request id."""
     request_id = new_id("cmd")
     deadline = time.monotonic() + 60
     while True:
         try:
-            await client.execute(command, cwd=cwd, request_id=request_id)
+            await client.execute(command, scope=cwd, request_id=request_id)
             return
         except BusTimeoutError:
             pass
@@ -64,7 +65,7 @@ async def test_sigkill_during_a_stream_of_changes_loses_and_doubles_nothing(
 ) -> None:
     home, project, log = tmp_path / "home", tmp_path / "project", tmp_path / "task_wal.log"
     project.mkdir()
-    cwd = str(project)
+    cwd = scope_of(project)
     lists = [(new_session_id(), name) for _ in range(2) for name in ("north", "south")]
     ctx = ServiceContext(task_settings(redis_url, names, home), "tester", "0")
     await ctx.rpc.start()

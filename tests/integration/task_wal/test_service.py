@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_core.bus.contracts.tasks import TaskScope
 from agent_core.ids import new_id, new_session_id
 from agent_core.tasks import ReplayStatus, TaskStatus, list_file_name, replay
 from agent_core.tasks.client import TaskClient, TaskServiceError
@@ -24,7 +25,7 @@ from agent_core.types.task_commands import (
     TaskCommand,
     UpdateTask,
 )
-from tests.integration.task_wal.conftest import RunningService
+from tests.integration.task_wal.conftest import RunningService, scope_of
 
 ALICE = "agent_alice"
 BOB = "agent_bob"
@@ -36,7 +37,7 @@ def wal_path(project: Path, session_id: str, name: str) -> Path:
 
 async def make_list(client: TaskClient, project: Path, session_id: str, name: str) -> None:
     await client.execute(
-        CreateList(session_id=session_id, list_name=name, agent_id=ALICE), cwd=str(project)
+        CreateList(session_id=session_id, list_name=name, agent_id=ALICE), scope=scope_of(project)
     )
 
 
@@ -51,14 +52,17 @@ async def add(
         title=f"do {task_id}",
         dependencies=deps,
     )
-    await client.execute(command, cwd=str(project))
+    await client.execute(command, scope=scope_of(project))
 
 
 @pytest.mark.parametrize("fsync", [True, False], ids=["fsync", "no-fsync"])
 async def test_every_command_is_in_the_wal_and_replays_to_the_served_dag(
     task_wal: RunningService, client: TaskClient, project: Path, session_id: str, fsync: bool
 ) -> None:
-    cwd, common = str(project), {"session_id": session_id, "list_name": "build", "agent_id": ALICE}
+    cwd, common = (
+        scope_of(project),
+        {"session_id": session_id, "list_name": "build", "agent_id": ALICE},
+    )
     async with task_wal(fsync=fsync):
         await make_list(client, project, session_id, "build")
         await add(client, project, session_id, "build", "task_a")
@@ -77,7 +81,7 @@ async def test_every_command_is_in_the_wal_and_replays_to_the_served_dag(
             CancelTask(**common, task_id="task_b"),
         ]
         for step in steps:
-            done = await client.execute(step, cwd=cwd)
+            done = await client.execute(step, scope=cwd)
             assert done.changed and done.events and done.events[-1].seq == done.seq
         view = await client.get_dag(session_id, cwd, "build")
         replayed = replay(wal_path(project, session_id, "build").read_bytes())
@@ -103,14 +107,14 @@ async def test_refused_command_writes_nothing_and_reports_the_rule(
         with pytest.raises(TaskServiceError) as info:  # task_b waits for task_a
             await client.execute(
                 ClaimTask(session_id=session_id, list_name="l", agent_id=BOB, task_id="task_b"),
-                cwd=str(project),
+                scope=scope_of(project),
             )
         assert info.value.code == "task_blocked" and "task_a" in info.value.payload.message
         with pytest.raises(TaskServiceError) as missing:
             await add(client, project, session_id, "nope", "task_x")
         assert missing.value.code == "task_list_not_found"
         assert path.stat().st_size == size
-        assert (await client.get_dag(session_id, str(project), "l")).ready == ("task_a",)
+        assert (await client.get_dag(session_id, scope_of(project), "l")).ready == ("task_a",)
 
 
 async def test_lists_of_one_session_and_of_many_sessions_are_independent(
@@ -130,11 +134,11 @@ async def test_lists_of_one_session_and_of_many_sessions_are_independent(
         )
         for k, s in enumerate(sessions):
             for name in ("alpha", "beta"):
-                dag = (await client.get_dag(s, str(project), name)).dag
+                dag = (await client.get_dag(s, scope_of(project), name)).dag
                 assert sorted(dag.tasks) == sorted(f"task_{name}{i}" for i in range(3 + k))
                 assert dag.seq == 4 + k and dag.session_id == s and dag.name == name
                 assert replay(wal_path(project, s, name).read_bytes()).dag == dag
-            lists = await client.list_dags(s, str(project))
+            lists = await client.list_dags(s, scope_of(project))
             assert [(i.name, i.task_count) for i in lists.lists] == [
                 ("alpha", 3 + k),
                 ("beta", 3 + k),
@@ -148,7 +152,7 @@ async def test_concurrent_changes_to_one_list_are_all_applied_once(
         await make_list(client, project, session_id, "busy")
         ids = [f"task_{i:03d}" for i in range(60)]
         await asyncio.gather(*(add(client, project, session_id, "busy", t) for t in ids))
-        view = await client.get_dag(session_id, str(project), "busy")
+        view = await client.get_dag(session_id, scope_of(project), "busy")
     assert sorted(view.dag.tasks) == ids and view.dag.seq == 61
     assert replay(wal_path(project, session_id, "busy").read_bytes()).dag == view.dag
 
@@ -156,7 +160,7 @@ async def test_concurrent_changes_to_one_list_are_all_applied_once(
 async def test_a_corrupt_list_is_unavailable_and_its_neighbours_are_not(
     task_wal: RunningService, client: TaskClient, project: Path, session_id: str
 ) -> None:
-    cwd = str(project)
+    cwd = scope_of(project)
     async with task_wal():
         for name in ("good", "bad"):
             await make_list(client, project, session_id, name)
@@ -199,7 +203,9 @@ async def test_a_torn_tail_is_dropped_and_the_file_stays_appendable(
     good = path.read_bytes()
     path.write_bytes(good + b'{"seq":3,"ts":"2025-01-01T00:00:0')  # a crash mid-append
     async with task_wal():
-        assert sorted((await client.get_dag(session_id, str(project), "l")).dag.tasks) == ["task_a"]
+        assert sorted((await client.get_dag(session_id, scope_of(project), "l")).dag.tasks) == [
+            "task_a"
+        ]
         assert path.read_bytes() == good
         await add(client, project, session_id, "l", "task_b")
     result = replay(path.read_bytes())
@@ -210,7 +216,7 @@ async def test_a_torn_tail_is_dropped_and_the_file_stays_appendable(
 async def test_a_retried_request_is_applied_once_even_across_a_restart(
     task_wal: RunningService, client: TaskClient, project: Path, session_id: str
 ) -> None:
-    cwd = str(project)
+    cwd = scope_of(project)
     note = UpdateTask(
         session_id=session_id, list_name="l", agent_id=ALICE, task_id="task_a", note="halfway"
     )
@@ -218,17 +224,17 @@ async def test_a_retried_request_is_applied_once_even_across_a_restart(
         await make_list(client, project, session_id, "l")
         await add(client, project, session_id, "l", "task_a")
         request_id = new_id("cmd")
-        first = await client.execute(note, cwd=cwd, request_id=request_id)
-        again = await client.execute(note, cwd=cwd, request_id=request_id)
+        first = await client.execute(note, scope=cwd, request_id=request_id)
+        again = await client.execute(note, scope=cwd, request_id=request_id)
         assert first.changed and not first.duplicate
         assert again.duplicate and not again.changed and not again.events
         assert again.seq == first.seq == 3
         both = await asyncio.gather(
-            *(client.execute(note, cwd=cwd, request_id="cmd_twice") for _ in range(2))
+            *(client.execute(note, scope=cwd, request_id="cmd_twice") for _ in range(2))
         )
         assert sorted(r.duplicate for r in both) == [False, True]
     async with task_wal():
-        after = await client.execute(note, cwd=cwd, request_id=request_id)
+        after = await client.execute(note, scope=cwd, request_id=request_id)
         assert after.duplicate and after.seq == 4
         notes = (await client.get_dag(session_id, cwd, "l")).dag.tasks["task_a"].notes
     assert [n.text for n in notes] == ["halfway", "halfway"]  # two distinct requests, not four
@@ -237,13 +243,14 @@ async def test_a_retried_request_is_applied_once_even_across_a_restart(
 @pytest.mark.parametrize(
     ("session_id", "cwd", "codes"),
     [
-        ("../../etc", "{project}", {"invalid_identifier", "invalid_session_id"}),
-        ("sess_x", "{project}", {"invalid_session_id"}),
+        ("../../etc", "tests/project", {"invalid_identifier", "invalid_session_id"}),
+        ("sess_x", "tests/project", {"invalid_session_id"}),
         ("{session}", "relative/dir", {"invalid_cwd"}),
-        ("{session}", "{project}/missing", {"invalid_cwd"}),
-        ("{session}", "{project}/file.txt", {"invalid_cwd"}),
+        ("{session}", "tests/project/missing", {"invalid_cwd"}),
+        ("{session}", "tests/project/file.txt", {"invalid_cwd"}),
+        ("{session}", "tests/project/../..", {"invalid_cwd"}),
     ],
-    ids=["traversal", "session", "relative", "missing", "not-a-dir"],
+    ids=["traversal", "session", "unknown-root", "missing", "not-a-dir", "dot-dot"],
 )
 async def test_bad_session_ids_and_cwds_are_refused_before_touching_files(
     task_wal: RunningService,
@@ -256,7 +263,7 @@ async def test_bad_session_ids_and_cwds_are_refused_before_touching_files(
     (project / "file.txt").write_text("x")
     real_session = new_session_id()
     sid = session_id.format(session=real_session)
-    where = cwd.format(project=project)
+    where = TaskScope(account_id="tests", project=cwd)
     async with task_wal():
         with pytest.raises(TaskServiceError) as info:
             await client.get_dag(sid, where, "l")
@@ -274,8 +281,8 @@ async def test_model_chosen_names_stay_inside_the_session_directory(
         for name in names:
             await make_list(client, project, session_id, name)
             await add(client, project, session_id, name, "task_a")
-        views = [await client.get_dag(session_id, str(project), n) for n in names]
-        listed = await client.list_dags(session_id, str(project))
+        views = [await client.get_dag(session_id, scope_of(project), n) for n in names]
+        listed = await client.list_dags(session_id, scope_of(project))
     assert [v.dag.name for v in views] == names
     assert sorted(i.name or "" for i in listed.lists) == sorted(names)
     directory = project / ".soong-agent" / "tasks" / session_id

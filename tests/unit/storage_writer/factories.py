@@ -26,7 +26,7 @@ def create_session(session_id: str | None = None, account: str = "acct_a") -> Cr
         command_id=new_id("cmd"),
         session_id=session_id or new_session_id(),
         account_id=account,
-        cwd="/tmp",
+        cwd="workspace",
         root_agent_id=new_id("agent"),
     )
 

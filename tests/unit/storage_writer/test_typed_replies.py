@@ -135,7 +135,7 @@ def _every_command() -> tuple[list[StorageCommand], dict[str, Any]]:
             artifact=ArtifactRef(
                 artifact_id=new_id("artifact"),
                 session_id=sid,
-                path="/tmp/typed.txt",
+                path="output/typed.txt",
                 run_id=run.run_id,
             ),
             fence=fence,

@@ -14,24 +14,31 @@ from agent_core.bus.contracts.tasks import (
     TaskDagView,
     TaskMessage,
     TaskQueryMessage,
+    TaskScope,
 )
 from agent_core.ids import new_id, new_session_id
 from agent_core.tasks import ReplayStatus, replay
 from agent_core.types.task_commands import AddTask, CreateList, TaskCommand, UpdateTask
 from services.task_wal.handler import TaskWalHandler
-from services.task_wal.location import list_location
+from services.task_wal.location import Projects, list_location
 from services.task_wal.store import TaskStore
 from services.task_wal.walfile import ListFiles, load_list, request_line
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 AGENT = "agent_unit"
+SCOPE = TaskScope(account_id="unit", project="t")  # the project root ``t``: the test's folder
+
+
+def projects(folder: Path) -> Projects:
+    """A host whose project root ``t`` is ``folder``."""
+    return Projects(folder / "home", {"t": folder})
 
 
 def command(session_id: str, cwd: Path, op: TaskCommand, request_id: str = "") -> TaskMessage:
     return TaskCommandMessage(
         request_id=request_id or new_id("cmd"),
         session_id=session_id,
-        cwd=str(cwd),
+        scope=SCOPE,
         list_name=op.list_name,
         operation=op,
     )
@@ -49,8 +56,8 @@ def ops(session_id: str) -> tuple[CreateList, AddTask, AddTask]:
 async def test_a_batch_applies_in_order_and_its_queries_see_the_commit(tmp_path: Path) -> None:
     sid = new_session_id()
     create, add_a, add_b = ops(sid)
-    handler = TaskWalHandler(TaskStore(fsync=True), clock=lambda: T0)
-    query = TaskQueryMessage(session_id=sid, cwd=str(tmp_path), list_name="l")
+    handler = TaskWalHandler(TaskStore(fsync=True), projects(tmp_path), clock=lambda: T0)
+    query = TaskQueryMessage(session_id=sid, scope=SCOPE, list_name="l")
     replies = await handler.handle(
         [query, *(command(sid, tmp_path, op) for op in (create, add_a, add_b))]
     )
@@ -66,9 +73,9 @@ async def test_a_failed_write_is_rolled_back_and_answered_retryable(
 ) -> None:
     sid = new_session_id()
     create, add_a, add_b = ops(sid)
-    handler = TaskWalHandler(TaskStore(fsync=True), clock=lambda: T0)
+    handler = TaskWalHandler(TaskStore(fsync=True), projects(tmp_path), clock=lambda: T0)
     await handler.handle([command(sid, tmp_path, create), command(sid, tmp_path, add_a)])
-    loc = list_location(sid, str(tmp_path), "l")
+    loc = list_location(sid, SCOPE, "l", projects(tmp_path))
     before = loc.wal.read_bytes()
     real_write = ListFiles.write
 
@@ -92,10 +99,10 @@ async def test_a_failed_write_is_rolled_back_and_answered_retryable(
 
 async def test_request_log_forgets_ids_whose_records_were_lost(tmp_path: Path) -> None:
     sid = new_session_id()
-    handler = TaskWalHandler(TaskStore(fsync=False), clock=lambda: T0)
+    handler = TaskWalHandler(TaskStore(fsync=False), projects(tmp_path), clock=lambda: T0)
     create, add_a, _ = ops(sid)
     await handler.handle([command(sid, tmp_path, create, "cmd_1"), command(sid, tmp_path, add_a)])
-    loc = list_location(sid, str(tmp_path), "l")
+    loc = list_location(sid, SCOPE, "l", projects(tmp_path))
     # seq 2 was written twice (the first record was lost in a torn tail), seq 5 never reached
     # the WAL, and the last line was cut by a crash.
     loc.requests.write_bytes(
@@ -114,7 +121,7 @@ async def test_a_duplicate_inside_one_batch_is_applied_once(tmp_path: Path) -> N
     sid = new_session_id()
     create, add_a, _ = ops(sid)
     note = UpdateTask(session_id=sid, list_name="l", agent_id=AGENT, task_id="task_a", note="n")
-    handler = TaskWalHandler(TaskStore(fsync=True), clock=lambda: T0)
+    handler = TaskWalHandler(TaskStore(fsync=True), projects(tmp_path), clock=lambda: T0)
     await handler.handle([command(sid, tmp_path, create), command(sid, tmp_path, add_a)])
     replies = await handler.handle([command(sid, tmp_path, note, "cmd_same") for _ in range(3)])
     results = [r.data for r in replies if isinstance(r.data, TaskChangeResult)]

@@ -263,7 +263,8 @@ artifact_records = st.builds(
     run_id=_opt(prefixed("run")),
     node_id=_opt(prefixed("node")),
     tool_call_id=_opt(tool_call_ids),
-    path=st.text(min_size=1, max_size=50),
+    # As CreateArtifact admits them: logical (legacy host paths: test_mappers' own test).
+    path=st.from_regex(r"[^/\\~][^\\]{0,49}", fullmatch=True),
     filename=opt_texts,
     mime_type=opt_texts,
     size_bytes=_opt(st.integers(0, 2**40)),

@@ -272,6 +272,21 @@ def test_any_row_maps_field_by_field(name: str, data: st.DataObject) -> None:
     _assert_maps_field_by_field(name, data.draw(rows))
 
 
+@pytest.mark.parametrize(
+    ("stored", "shown"),
+    [
+        (f"/srv/home/artifacts/{SID}/artifact_00000000000000aa.json", None),
+        ("/srv/home/accounts/a/sessions/s/output/report.csv", "report.csv"),
+        ("C:\\soong\\out.txt", "out.txt"),
+    ],
+    ids=["offloaded-block", "other-host-path", "windows-path"],
+)
+def test_a_legacy_host_path_is_shown_logically(stored: str, shown: str | None) -> None:
+    record = CANONICAL["artifact"].model_copy(update={"path": stored})
+    ref = mappers.to_artifact_ref(record)  # type: ignore[arg-type]
+    assert ref.path == (shown or f"artifacts/{SID}/artifact_00000000000000aa.json")
+
+
 @settings(max_examples=200, deadline=None)
 @given(content=st.lists(S.content_blocks, max_size=4))
 def test_node_content_survives_storage_exactly(content: list[ContentBlock]) -> None:

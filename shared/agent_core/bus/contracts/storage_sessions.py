@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 
 from agent_core.bus.contracts._replies import CommandResult, ResultType
 from agent_core.bus.contracts._storage_base import EventPlaced, RunFence, _Command
+from agent_core.types._fields import LogicalPath
 from agent_core.types.enums import AgentStatus, AgentType, SessionStatus
 from agent_core.types.runtime import ArtifactRef
 
@@ -51,7 +52,7 @@ class CreateSession(_Command):
     type: Literal["create_session"] = "create_session"
     result_type: ClassVar[ResultType] = CreateSessionResult
     account_id: str = Field(min_length=1, max_length=64)
-    cwd: str
+    cwd: LogicalPath  # the project by logical name (agent_core.tools.projects), never a folder
     root_agent_id: str
     root_agent_type: Literal[AgentType.MAIN, AgentType.ORCHESTRATOR] = AgentType.MAIN
     parent_session_id: str | None = None

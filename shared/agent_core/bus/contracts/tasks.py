@@ -1,11 +1,14 @@
 """Contracts of the task stream (run-workers and gateway → task-wal, request/reply).
 
 A command carries one command of the task domain (:data:`agent_core.tasks.TaskCommand`) and the
-project directory (``cwd``) whose ``.soong-agent/tasks/<session_id>/`` holds the list's WAL. The
-envelope repeats ``session_id`` and ``list_name`` so they can be read without the operation; they
+session's :class:`TaskScope`: its account and its project by logical name (``workspace``, a project
+root's name, ``<root>/<folder>``), never a host path. task-wal resolves the scope against its own
+home and configuration (the ``local`` engine: ``<project>/.soong-agent/tasks/<session_id>/``;
+``s3``: keys of the file store). A message of the old form (an absolute ``cwd``) is refused as
+invalid and dead-lettered with the reason. The envelope repeats ``session_id`` and ``list_name`` so they can be read without the operation; they
 must agree with it. ``request_id`` makes retries safe: a request seen before is not applied again.
 
-Session ids and ``cwd`` are checked by task-wal (which answers with an error), not here, so that
+Session ids and the scope are checked by task-wal (which answers with an error), not here, so that
 one bad field yields a reply the caller can show instead of a dead letter it never hears about.
 """
 
@@ -17,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from agent_core.bus.contracts._base import BusMessage
 from agent_core.errors import ErrorPayload
+from agent_core.types._fields import AccountId, LogicalPath
 from agent_core.types.task_commands import TaskCommand
 from agent_core.types.tasks import Task, TaskDAG, TaskWalEvent
 
@@ -31,10 +35,33 @@ __all__ = [
     "TaskQueryMessage",
     "TaskReply",
     "TaskReplyData",
+    "TaskScope",
 ]
 
 
-class TaskCommandMessage(BusMessage):
+class TaskScope(BaseModel):
+    """Where a session's task lists live, as every host names it (no host path)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    account_id: AccountId
+    project: LogicalPath = "workspace"  # agent_core.tools.projects.WORKSPACE_PROJECT
+
+
+class _ScopedMessage(BusMessage):
+    @model_validator(mode="before")
+    @classmethod
+    def _no_host_path(cls, data: object) -> object:
+        # The old form named the project by its host folder: say so instead of "extra field".
+        if isinstance(data, dict) and "cwd" in data:
+            raise ValueError(
+                "task messages name the project by `scope` (account and logical project), "
+                "not by a host folder `cwd`"
+            )
+        return data
+
+
+class TaskCommandMessage(_ScopedMessage):
     """A change to one task list of a session; acknowledged only after its WAL append is durable.
 
     ``include_dag`` asks for the whole DAG in the reply (for a task board); otherwise the reply
@@ -44,7 +71,7 @@ class TaskCommandMessage(BusMessage):
     type: Literal["task_command"] = "task_command"
     request_id: str = Field(min_length=1, max_length=64)
     session_id: str
-    cwd: str
+    scope: TaskScope
     list_name: str = Field(min_length=1, max_length=200)
     agent_id: str | None = None
     operation: TaskCommand
@@ -60,12 +87,12 @@ class TaskCommandMessage(BusMessage):
         return self
 
 
-class TaskQueryMessage(BusMessage):
+class TaskQueryMessage(_ScopedMessage):
     """Read one DAG (``list_name`` set) or the task lists of a session (``list_name=None``)."""
 
     type: Literal["task_query"] = "task_query"
     session_id: str
-    cwd: str
+    scope: TaskScope
     list_name: str | None = None
 
 
