@@ -51,6 +51,13 @@ CORE = (
     Service("gateway", "core"),
 )
 TERMINAL = ("completed", "failed", "cancelled", "aborted")
+# One API key drives every client: the per-key limits must not be what is measured.
+CONFIG = """
+[gateway]
+rate_limit_per_s = 1000000.0
+rate_limit_burst = 1000000
+max_sse_streams_per_key = 1000
+"""
 
 
 def _model() -> FakeOpenAIServer:
@@ -149,7 +156,9 @@ async def _audit(cl: Cluster, load: Load, sids: list[str]) -> dict[str, float]:
     api = load.apis[0]
     finished_twice = duplicates = 0
     for sid in sids:
-        tree = (await api.get(f"/v1/sessions/{sid}/tree")).json()
+        reply = await api.get(f"/v1/sessions/{sid}/tree")
+        assert reply.status_code == 200, reply.text
+        tree = reply.json()
         texts = collections.Counter(
             (n["role"], n["preview"]) for n in tree["nodes"] if n["node_type"] == "message"
         )
@@ -191,7 +200,7 @@ async def measure(cl: Cluster, args: argparse.Namespace) -> dict[str, float]:
 def run_on(bus: str, args: argparse.Namespace) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="soong-failover-") as tmp:
         model = _model()
-        with cluster(Path(tmp), bus=bus) as cl:
+        with cluster(Path(tmp), config=CONFIG, bus=bus) as cl:
             model.host = cl.fabric.engine_ip
             model.start_in_thread()
             cl.env.update(
