@@ -51,7 +51,8 @@ async def in_process_writer(settings: Settings) -> AsyncIterator[StorageWriterSe
         yield box[0]
     finally:
         stop.set()
-        assert await asyncio.wait_for(task, 30) == 0
+        async with asyncio.timeout(30):
+            assert await task == 0
 
 
 @contextlib.asynccontextmanager

@@ -135,7 +135,8 @@ async def test_one_owner_a_refused_second_and_a_standby_that_takes_over(
                 guard.check()
                 await asyncio.sleep(0.02)
             stop.set()
-            await asyncio.wait_for(task, 60)
+            async with asyncio.timeout(60):
+                await task
     finally:
         for proc in (owner, standby):
             if proc is not None and proc.poll() is None:

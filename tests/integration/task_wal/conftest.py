@@ -71,7 +71,8 @@ def task_wal(redis_url: str, names: BusNames, tmp_path: Path) -> RunningService:
             yield
         finally:
             stop.set()
-            assert await asyncio.wait_for(task, 30) == 0
+            async with asyncio.timeout(30):
+                assert await task == 0
 
     return running
 

@@ -205,7 +205,8 @@ async def test_the_service_keeps_lists_in_the_store_with_the_s3_engine(
         await ctx.rpc.stop()
         await ctx.redis.aclose()
         stop.set()
-        assert await asyncio.wait_for(service, 30) == 0
+        async with asyncio.timeout(30):
+            assert await service == 0
     # The records are objects of the bucket, none is a file under the home.
     host = Host(s3_server, bucket, tmp_path)
     assert replay(await _log(host, sid)).dag == (await host.dag(sid)).dag
