@@ -190,6 +190,9 @@ def _index_node(conn: sqlite3.Connection, sid: str, node: Node, ctx: ApplyContex
     text = node_text(node.role.value, node.node_type.value, blocks)
     if text is None:
         return
+    if ctx.index.deferred:  # the flush reads the session's account (a lookup saved per message)
+        ctx.index.ops.append(IndexOp(sid, "", node.node_id, text))
+        return
     (account_id,) = conn.execute(
         "SELECT account_id FROM sessions WHERE session_id = ?", (sid,)
     ).fetchone()

@@ -156,6 +156,9 @@ class IndexBuffer:
     """The ops collected for the shard being written; a refused command's are dropped."""
 
     ops: list[IndexOp] = field(default_factory=list)
+    # Queued in the shard's outbox (SQLite): an op then needs only its session and node, the
+    # flush reads the rest (account, text) as they are then.
+    deferred: bool = False
 
     def mark(self) -> int:
         """Where the current command's ops start."""

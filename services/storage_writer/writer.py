@@ -187,6 +187,7 @@ class Writer:
         ctx = ApplyContext(
             now, self.data_dir, self.json_threshold_bytes, self.fault, files=self.files
         )
+        ctx.index.deferred = self._outbox
         for shard, indices in by_shard.items():
             # Counted before applying: a failed batch may have committed part of a shard.
             self._dirty[shard] = self._dirty.get(shard, 0) + len(indices)
