@@ -6,6 +6,7 @@ interaction; the final documents are scored against the labels.
 
 import json
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -105,110 +106,55 @@ def test_scorer_counts_what_it_claims() -> None:
     assert score.secrets_leaked == ["4111 1111 1111 1111"]
 
 
-HOLDOUT = DATA / "holdout"
+@dataclass(frozen=True)
+class Gate:
+    """What a blind set of ``tests/data/memory/<name>`` must hold (its README tells how and when
+    it was written). A set the rules were then fixed to pins its figures against regressions; one
+    they were never tuned to is the honest out-of-sample estimate, gated for secrets and at the
+    floor it was measured at."""
+
+    episodes: int
+    expected: int
+    precision: float = 0.0
+    recall: float = 0.0
+    false_memory_rate: float = 1.0
+    untouched_kept: bool = False  # every ``untouched`` line left memory as it was
+    superseded_dropped: bool = False  # no old value kept beside the one that replaced it
 
 
-def test_holdout_leaks_no_secret_and_reports_its_figures() -> None:
-    """The held-out set was written after the rules and never used to tune them.
+BLIND_SETS = {
+    # Written after the rules, never used to tune them.
+    "holdout": Gate(episodes=6, expected=15),
+    # Issue 37's first blind set; the rules were then changed while looking at its misses.
+    "fresh": Gate(16, 0, 0.92, 0.85, 0.03, superseded_dropped=True),
+    # Written after the issue-37 rules; reported (far below the fresh set's figures).
+    "second": Gate(7, 40),
+    # Written blind while the second set's misses were fixed, then fixed in turn.
+    "third": Gate(12, 50),
+    # Written blind while the third set's were fixed, then fixed by kind
+    # (test_issue37_fourth_set.py); before: 0.544 / 0.582, false memories 6.9 %, 11 superseded.
+    "fourth": Gate(12, 50, 0.92, 0.89, untouched_kept=True, superseded_dropped=True),
+    # Written blind by someone who saw neither the rules nor the other sets while the fourth
+    # set's misses were fixed, never tuned to: 0.594 / 0.552 before that work, 0.594 / 0.567
+    # after (false memories 2.6 %, 8 superseded kept, both times).
+    "fifth": Gate(14, 60, 0.59, 0.56),
+}
 
-    Its precision/recall are reported, not gated (they are the honest out-of-sample figures);
-    leaking a secret is never acceptable, on any set.
-    """
-    labels = json.loads((HOLDOUT / "labels.json").read_text(encoding="utf-8"))
-    scores = [_score(p, labels) for p in sorted((HOLDOUT / "episodes").glob("*.jsonl"))]
-    total = merge_scores(scores)
-    print("holdout figures:", total.summary())
-    assert total.expected >= 15
-    assert total.secrets_leaked == []
 
-
-FRESH = DATA / "fresh"
-
-
-def test_fresh_set_meets_the_goals_of_issue_37() -> None:
-    """The blind set of issue 37 (two format extensions, skills unknown to the built-in table).
-
-    Its before figures are in ``tests/data/memory/README.md``; since the rules were then changed
-    while looking at its misses, this gate guards against regressions, not for generality.
-    """
-    labels = json.loads((FRESH / "labels.json").read_text(encoding="utf-8"))
-    paths = sorted((FRESH / "episodes").glob("*.jsonl"))
-    assert len(paths) == len(labels) == 16
+@pytest.mark.parametrize("name", sorted(BLIND_SETS))
+def test_a_blind_set_holds_its_gate(name: str) -> None:
+    gate, folder = BLIND_SETS[name], DATA / name
+    labels = json.loads((folder / "labels.json").read_text(encoding="utf-8"))
+    paths = sorted((folder / "episodes").glob("*.jsonl"))
+    assert len(paths) == len(labels) == gate.episodes
     total = merge_scores([_score(p, labels) for p in paths])
-    print("fresh figures:", total.summary())
-    assert total.precision >= 0.92, total.false_memories
-    assert total.recall >= 0.85, total.missed
-    assert total.false_memory_rate <= 0.03, total.touched
-    assert total.secrets_leaked == []
-    assert total.conflicts_resolved == total.conflicts, total.absent_violations
-
-
-SECOND = DATA / "second"
-
-
-def test_second_blind_set_leaks_no_secret_and_reports_its_figures() -> None:
-    """Written after the issue-37 rules and never used to tune them: its precision and recall
-    are reported (the honest estimate, far below the fresh set's), a secret leak is gated."""
-    labels = json.loads((SECOND / "labels.json").read_text(encoding="utf-8"))
-    paths = sorted((SECOND / "episodes").glob("*.jsonl"))
-    assert len(paths) == len(labels) == 7
-    total = merge_scores([_score(p, labels) for p in paths])
-    print("second blind set figures:", total.summary())
-    assert total.expected >= 40
-    assert total.secrets_leaked == []
-
-
-THIRD = DATA / "third"
-
-
-def test_third_blind_set_leaks_no_secret_and_reports_its_figures() -> None:
-    """Written blind while the second set's misses were fixed; its misses were then fixed in
-    turn (it is in sample now): a secret leak is gated."""
-    labels = json.loads((THIRD / "labels.json").read_text(encoding="utf-8"))
-    paths = sorted((THIRD / "episodes").glob("*.jsonl"))
-    assert len(paths) == len(labels) == 12
-    total = merge_scores([_score(p, labels) for p in paths])
-    print("third blind set figures:", total.summary())
-    assert total.expected >= 50
-    assert total.secrets_leaked == []
-
-
-FOURTH = DATA / "fourth"
-
-
-def test_fourth_blind_set_meets_the_goals_it_was_fixed_to() -> None:
-    """Written blind while the third set's misses were fixed; its misses were then fixed in turn
-    by kind (tests/unit/memory/test_issue37_fourth_set.py), so it is in sample now: this gate
-    pins its figures (before: precision 0.544, recall 0.582, false memories 6.9 %, 11 superseded
-    values kept) against regressions."""
-    labels = json.loads((FOURTH / "labels.json").read_text(encoding="utf-8"))
-    paths = sorted((FOURTH / "episodes").glob("*.jsonl"))
-    assert len(paths) == len(labels) == 12
-    total = merge_scores([_score(p, labels) for p in paths])
-    print("fourth blind set figures:", total.summary())
-    assert total.expected >= 50
-    assert total.precision >= 0.92, total.false_memories
-    assert total.recall >= 0.89, total.missed
-    assert total.touched == []
-    assert total.conflicts_resolved == total.conflicts, total.absent_violations
-    assert total.secrets_leaked == []
-
-
-FIFTH = DATA / "fifth"
-
-
-def test_fifth_blind_set_leaks_no_secret_and_reports_its_figures() -> None:
-    """Written blind (by someone who saw neither the rules nor the other sets) while the fourth
-    set's misses were fixed, and never used to tune them: the out-of-sample figures. On the
-    rules before that work: precision 0.594, recall 0.552, false memories 2.6 %, 8 superseded
-    values kept; after it 0.594 / 0.567 / 2.6 % / 8. A secret leak is gated, and the figures
-    may not fall below those."""
-    labels = json.loads((FIFTH / "labels.json").read_text(encoding="utf-8"))
-    paths = sorted((FIFTH / "episodes").glob("*.jsonl"))
-    assert len(paths) == len(labels) == 14
-    total = merge_scores([_score(p, labels) for p in paths])
-    print("fifth blind set figures:", total.summary())
-    assert total.expected >= 60
-    assert total.precision >= 0.59, total.false_memories
-    assert total.recall >= 0.56, total.missed
+    print(f"{name} set figures:", total.summary())
+    assert total.expected >= gate.expected
+    assert total.precision >= gate.precision, total.false_memories
+    assert total.recall >= gate.recall, total.missed
+    assert total.false_memory_rate <= gate.false_memory_rate, total.touched
+    if gate.untouched_kept:
+        assert total.touched == []
+    if gate.superseded_dropped:
+        assert total.conflicts_resolved == total.conflicts, total.absent_violations
     assert total.secrets_leaked == []
