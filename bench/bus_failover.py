@@ -198,35 +198,21 @@ async def measure(cl: Cluster, args: argparse.Namespace) -> dict[str, float]:
 
 
 def run_on(bus: str, args: argparse.Namespace) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="soong-failover-") as tmp:
-        model = _model()
-        with cluster(Path(tmp), config=CONFIG, bus=bus) as cl:
-            model.host = cl.fabric.engine_ip
-            model.start_in_thread()
-            cl.env.update(
-                {
-                    "SOONG_MODEL_PROVIDER": "openai",
-                    "SOONG_MODEL_NAME": "fake-model",
-                    "SOONG_MODEL_BASE_URL": model.sdk_base_url,
-                    "OPENAI_API_KEY": "sk-test-not-a-real-key-000000",
-                }
-            )
-            try:
-                hosts = [
-                    cl.add_host("core", CORE, wait=False),
-                    cl.add_host(
-                        "w1", [Service("run_worker", "w1"), Service("gateway", "w1")], wait=False
-                    ),
-                    cl.add_host("w2", [Service("run_worker", "w2")], wait=False),
-                ]
-                for host in hosts:
-                    host.wait_ready()
-                figures = asyncio.run(measure(cl, args))
-                if figures["lost"] or figures["finished_twice"]:
-                    print(cl.logs()[-6000:], file=sys.stderr)
-                return figures
-            finally:
-                model.stop_thread()
+    hosts = [
+        ("core", CORE),
+        ("w1", [Service("run_worker", "w1"), Service("gateway", "w1")]),
+        ("w2", [Service("run_worker", "w2")]),
+    ]
+    with (
+        tempfile.TemporaryDirectory(prefix="soong-failover-") as tmp,
+        cluster(Path(tmp), config=CONFIG, bus=bus) as cl,
+        cl.serving(_model()),
+    ):
+        cl.start_hosts(hosts)
+        figures = asyncio.run(measure(cl, args))
+        if figures["lost"] or figures["finished_twice"]:
+            print(cl.logs()[-6000:], file=sys.stderr)
+        return figures
 
 
 def main() -> None:

@@ -25,6 +25,12 @@ CORE = (
     Service("memory_extraction"),
     Service("gateway", "core"),
 )
+# The core, ``w1`` (a run-worker) and ``w2`` (a run-worker and a second gateway).
+HOSTS = (
+    ("core", CORE),
+    ("w1", (Service("run_worker", "w1"),)),
+    ("w2", (Service("run_worker", "w2"), Service("gateway", "w2"))),
+)
 
 
 def answer(request: Any) -> ScriptedTurn:
@@ -45,27 +51,6 @@ def mn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Fake
     if os.geteuid() != 0:  # namespaces, mounts, links and iptables: CI runs as root
         pytest.fail("the multi-host tests need root (make test-multinode)")
     base = tmp_path_factory.mktemp("mn")
-    with cluster(base) as running:
-        model = FakeOpenAIServer(default=answer, host=running.fabric.engine_ip)
-        model.start_in_thread()
-        running.env.update(
-            {
-                "SOONG_MODEL_PROVIDER": "openai",
-                "SOONG_MODEL_NAME": "fake-model",
-                "SOONG_MODEL_BASE_URL": model.sdk_base_url,
-                "OPENAI_API_KEY": "sk-test-not-a-real-key-000000",
-            }
-        )
-        try:
-            hosts = [
-                running.add_host("core", CORE, wait=False),
-                running.add_host("w1", [Service("run_worker", "w1")], wait=False),
-                running.add_host(
-                    "w2", [Service("run_worker", "w2"), Service("gateway", "w2")], wait=False
-                ),
-            ]
-            for host in hosts:
-                host.wait_ready()
-            yield running, model
-        finally:
-            model.stop_thread()
+    with cluster(base) as running, running.serving(FakeOpenAIServer(default=answer)) as model:
+        running.start_hosts(HOSTS)
+        yield running, model

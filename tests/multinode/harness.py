@@ -49,6 +49,7 @@ from agent_core.service.valkey import valkey_binary
 from services.gateway.keys import ApiKeyStore
 from tests.allowed_networks import ALLOWED
 from tests.engines.valkey_topologies import Topology, start_topology
+from tests.fakes.openai_server import FakeOpenAIServer
 
 __all__ = [
     "GATEWAY_PORT",
@@ -515,6 +516,32 @@ class Cluster:
         if wait:
             host.wait_ready()
         return host
+
+    @contextlib.contextmanager
+    def serving(self, model: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
+        """``model`` (a scripted OpenAI-style server) listening on the fabric for the block,
+        and the hosts added meanwhile pointed at it as their default model."""
+        model.host = self.fabric.engine_ip
+        model.start_in_thread()
+        self.env.update(
+            {
+                "SOONG_MODEL_PROVIDER": "openai",
+                "SOONG_MODEL_NAME": "fake-model",
+                "SOONG_MODEL_BASE_URL": model.sdk_base_url,
+                "OPENAI_API_KEY": "sk-test-not-a-real-key-000000",
+            }
+        )
+        try:
+            yield model
+        finally:
+            model.stop_thread()
+
+    def start_hosts(self, hosts: Sequence[tuple[str, Sequence[Service]]]) -> list[Host]:
+        """Start ``hosts`` (name, services) together; return them once each is ready."""
+        started = [self.add_host(name, services, wait=False) for name, services in hosts]
+        for host in started:
+            host.wait_ready()
+        return started
 
     def cut(self, host: Host) -> None:
         self.fabric.cut(host.ip)

@@ -18,8 +18,8 @@ import pytest
 from tests.engines.s3 import MotoS3, start_moto
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.script import Delay, Finish, ScriptedTurn, StopKind, Text, Usage, tool_call
-from tests.multinode.conftest import CORE
-from tests.multinode.harness import Cluster, Host, Service, cluster
+from tests.multinode.conftest import HOSTS
+from tests.multinode.harness import Cluster, Host, cluster
 from tests.waiting import HangGuard
 
 pytestmark = pytest.mark.multinode
@@ -67,31 +67,13 @@ def mn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mn]:
     config = f'[files]\nengine = "s3"\n[files.s3]\nbucket = "{BUCKET}"\n'
     with cluster(base, config=config) as running:
         moto = start_moto(base / "moto.log", host=running.fabric.engine_ip)
-        model = FakeOpenAIServer(default=_answer, host=running.fabric.engine_ip)
-        model.start_in_thread()
         try:
             moto.new_bucket(BUCKET)
-            running.env.update(
-                {
-                    **moto.env(),
-                    "SOONG_MODEL_PROVIDER": "openai",
-                    "SOONG_MODEL_NAME": "fake-model",
-                    "SOONG_MODEL_BASE_URL": model.sdk_base_url,
-                    "OPENAI_API_KEY": "sk-test-not-a-real-key-000000",
-                }
-            )
-            hosts = [
-                running.add_host("core", CORE, wait=False),
-                running.add_host("w1", [Service("run_worker", "w1")], wait=False),
-                running.add_host(
-                    "w2", [Service("run_worker", "w2"), Service("gateway", "w2")], wait=False
-                ),
-            ]
-            for host in hosts:
-                host.wait_ready()
-            yield running, model, moto
+            running.env.update(moto.env())
+            with running.serving(FakeOpenAIServer(default=_answer)) as model:
+                running.start_hosts(HOSTS)
+                yield running, model, moto
         finally:
-            model.stop_thread()
             moto.stop()
 
 
