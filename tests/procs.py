@@ -84,15 +84,7 @@ def _serve(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-    os.environ.clear()
-    os.environ.update(env)
-    os.chdir(cwd)
-    from agent_core.cli import main
-
-    code = main(argv)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    sys.exit(code)
+    _exit_with_cli(argv, env, cwd)
 
 
 class _Forked:
@@ -173,6 +165,12 @@ def _run(argv: list[str], env: dict[str, str], cwd: str, files: tuple[str, str, 
         os.close(opened)
     # multiprocessing gave the child /dev/null as its ``sys.stdin``: the command reads fd 0
     sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's own
+    _exit_with_cli(argv, env, cwd)
+
+
+def _exit_with_cli(argv: list[str], env: dict[str, str], cwd: str) -> None:
+    """The end of both children: the test's environment and working directory, then
+    ``soong-agent argv``, exiting with its code."""
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
