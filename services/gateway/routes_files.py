@@ -189,7 +189,12 @@ async def download_file(
     resolved = _workspace(gw, session).resolve(f"{area}/{path}")
     if resolved.area is not Area(area):
         raise not_found("file")
-    return await _download(gw, _key(session, str(resolved)), media_type=None, filename=None)
+    try:
+        key = _key(session, str(resolved))
+    except FileStoreError:
+        # A name no stored file can have (a backslash, say): there is no such file to send.
+        raise not_found("file") from None
+    return await _download(gw, key, media_type=None, filename=None)
 
 
 def _check_name(name: str) -> str:
@@ -197,6 +202,7 @@ def _check_name(name: str) -> str:
         not name
         or name in (".", "..")
         or "/" in name
+        or "\\" in name
         or "\x00" in name
         or len(name.encode("utf-8", "surrogatepass")) > 255
         or name.startswith(".soong-tmp-")
@@ -204,7 +210,7 @@ def _check_name(name: str) -> str:
         raise ApiError(
             400,
             "invalid_filename",
-            "give one file name of at most 255 bytes in UTF-8 (no folders, no '..')",
+            "give one file name of at most 255 bytes in UTF-8 (no folders, no '..', no backslash)",
         )
     return name
 

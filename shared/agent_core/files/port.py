@@ -102,7 +102,9 @@ def check_key(key: str) -> str:
     nor ``..`` and hold no NUL or backslash; else ``FileStoreError`` ``invalid_key``."""
     parts = key.split("/")
     if not key or any(p in ("", ".", "..") or "\x00" in p or "\\" in p for p in parts):
-        raise FileStoreError("invalid_key", "a file key is a relative name without '..'")
+        raise FileStoreError(
+            "invalid_key", "a file key is a relative name without '..', NUL or '\\'"
+        )
     return key
 
 

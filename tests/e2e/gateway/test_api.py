@@ -356,7 +356,8 @@ def test_files_and_artifacts(gw: Gw) -> None:
         _error(
             c.put(f"/v1/sessions/{sid}/files/input/a%00b", content=b"x"), 400, "invalid_filename"
         )
-        for name in ("..%2F..%2Fescape", "%2F", "sub/dir.txt"):  # one name, never a folder
+        # One name, never a folder; no backslash (a name the file store cannot hold).
+        for name in ("..%2F..%2Fescape", "%2F", "sub/dir.txt", "a%5Cb"):
             _error(
                 c.put(f"/v1/sessions/{sid}/files/input/{name}", content=b"x"),
                 400,
@@ -365,6 +366,7 @@ def test_files_and_artifacts(gw: Gw) -> None:
         assert not (gw.stack.home / "accounts" / "dev" / "sessions" / "escape").exists()
         _error(c.get(f"/v1/sessions/{sid}/files/output/nothing.txt"), 404)
         _error(c.get(f"/v1/sessions/{sid}/files/scratchpad/x"), 404)
+        _error(c.get(f"/v1/sessions/{sid}/files/output/%5C-%C3%BF"), 404)  # no file has it
         _error(c.get(f"/v1/sessions/{sid}/files/secrets/x"), 422)
         _error(c.get(f"/v1/sessions/{sid}/files/output/..%2F..%2F..%2Fetc%2Fpasswd"), 400)
         # An artifact in output/: listed, described and downloaded with its content type.
