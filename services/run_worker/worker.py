@@ -1,4 +1,5 @@
-"""Draining session FIFOs under leases: nudges, the sweeper, heartbeats and cancel signals."""
+"""Draining session FIFOs under leases: nudges, the sweeper and cancel signals (the leases are
+renewed by :mod:`services.run_worker.leases`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from agent_core.observability.tracing import TRACEPARENT, attach_context, contex
 from agent_core.runqueue import DrainStart, InFlight, SessionQueue
 from agent_core.service import ServiceContext
 from services.run_worker.executor import RunExecutor
+from services.run_worker.leases import LeaseKeeper
 
 __all__ = ["RunWorker"]
 
@@ -36,6 +38,13 @@ class RunWorker:
         self.ttl_ms = settings.lease_ttl_ms
         self.max_lanes = settings.max_concurrent_runs
         self.sweep_interval_s = max(0.2, self.ttl_ms / 4000)
+        # Renewed from a thread of its own: CPU work on this loop cannot let a lease lapse.
+        self.leases = LeaseKeeper(
+            ctx.settings.bus,
+            ctx.names,
+            ttl_ms=self.ttl_ms,
+            stall_limit_s=settings.loop_stall_limit_s,
+        )
         # Unique per process life: a restarted worker never mistakes an old lease for its own.
         self.token = f"{ctx.consumer_name}:{secrets.token_hex(4)}"
         self.lanes: dict[str, asyncio.Task[None]] = {}
@@ -67,8 +76,8 @@ class RunWorker:
             self._refill.set()
 
     async def _drain(self, lane: str, start: DrainStart) -> None:
-        lost, done = asyncio.Event(), asyncio.Event()
-        heartbeat = asyncio.create_task(self._heartbeat(lane, lost, done), name=f"lease:{lane}")
+        lease = self.leases.hold(lane, self.token)
+        lost = lease.lost
         try:
             item = start.item
             if item is not None and start.orphan:
@@ -95,10 +104,7 @@ class RunWorker:
             # The run stays in the processing list; the lease expires and a sweeper retries it.
             log.exception("draining %s failed", lane)
         finally:
-            done.set()  # the heartbeat's own stop, should the cancel below be swallowed
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
+            self.leases.release(lease)
             if not lost.is_set() and not self._accepting:
                 await self.queue.release(lane, self.token)
             # The lane is not ours any more: its session's next run may go to any host.
@@ -122,33 +128,6 @@ class RunWorker:
                 "run", attributes={"run.id": run.run_id, "session.id": run.session_id}
             ):
                 return await self.executor.execute(item)
-
-    async def _heartbeat(self, lane: str, lost: asyncio.Event, done: asyncio.Event) -> None:
-        """Renew the lane's lease until ``done`` is set (or the task is cancelled), or until it is
-        lost (``lost`` set).
-
-        ``done`` is checked after every renewal because a cancel can be lost: on Python 3.11,
-        ``asyncio.wait_for`` returns its result and drops a cancel that lands as the work
-        completes. redis-py wrote through it until the bus got its own connection class
-        (``agent_core/bus/connection.py``), and a heartbeat that outlived its drain that way
-        renewed the lease forever, so the lane's next runs never started. The event keeps the
-        heartbeat's end independent of how the renewal is carried.
-        """
-        while not done.is_set():
-            # Four renewals per TTL: a lease survives three lost or late ones (a busy loop).
-            await asyncio.sleep(self.ttl_ms / 4000)
-            try:
-                ok = await self.queue.renew(lane, self.token, self.ttl_ms)
-            except Exception:
-                log.warning("lease renewal of %s failed; retrying", lane)
-                continue
-            if not ok:
-                # Another worker took the lane over (we were stopped or partitioned past the TTL).
-                # Our next storage write is refused by fencing, which ends the run here; we take
-                # no new run from this lane.
-                log.warning("lost the lease of %s; its runs are fenced from now on", lane)
-                lost.set()
-                return
 
     async def sweep(self, stop: asyncio.Event) -> None:
         """Take over lanes with work and no lease holder (lost nudges, dead workers), every
@@ -242,9 +221,9 @@ class RunWorker:
         """
         self._accepting = False
         tasks = list(self.lanes.values())
-        if not tasks:
-            return
-        _, pending = await asyncio.wait(tasks, timeout=timeout_s)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        await self.leases.close()

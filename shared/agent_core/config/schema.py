@@ -136,6 +136,9 @@ class RunWorkerSettings(_Section):
     # A lane's lease, renewed every quarter of it while its worker lives: a lost worker is
     # noticed (its lane taken over) within the TTL plus a sweep interval (a quarter of it too).
     lease_ttl_ms: int = Field(default=2_000, ge=1000)
+    # Leases are renewed from a thread of their own, so a loop busy with CPU work keeps them; a
+    # loop that has not turned for this long is stuck, and its leases are left to lapse.
+    loop_stall_limit_s: float = Field(default=30.0, ge=1)
     # Lanes (sessions) one worker drains at once; runs mostly wait on models and tools.
     max_concurrent_runs: int = Field(default=64, ge=1)
     # Attempts at one run: a run taken over this many times (its worker lost each time) ends

@@ -1,24 +1,27 @@
-"""A lane's heartbeat stops with its drain even when the cancel meant to stop it is lost.
+"""A lane's lease is renewed from a thread of its own (``services/run_worker/leases.py``).
 
-On Python 3.11 ``asyncio.wait_for`` returns its result and drops a cancel that lands as the
-awaited work completes; redis-py writes every command through it when a socket timeout is set.
-Under load that race hit the lease heartbeat: it outlived its drain and renewed the lease forever,
-so the session's next runs stayed queued. Here the renewal swallows the cancel on purpose.
+CPU work on the worker's event loop — here a model call that blocks the loop, as a long
+session's context build does on a loaded host — used to let the lease lapse (the TTL is 1 s in
+these workers), and another worker took the lane from a worker that was alive and running the
+run; after three such takeovers the run ended ``attempts_exhausted``. A loop stuck past
+``loop_stall_limit_s`` still gives its lanes up, and a drain that ends stops renewing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis as sync_redis
 
 from agent_core.bus import BusNames
 from agent_core.runtime import ScriptedModel, ScriptedReply
 from tests.integration.run_worker.harness import BusClient
-from tests.integration.run_worker.inprocess import start_worker
+from tests.integration.run_worker.inprocess import InProcessWorker, start_worker
 
 
 @pytest.fixture
@@ -27,44 +30,101 @@ async def writer_ready(make_cluster: Any, client: BusClient) -> None:
     await client.wait_ready(("storage_writer",), timeout_s=120)
 
 
+class _BlockingModel:
+    """Answers once the worker's loop has been blocked for ``block_s``, noting who held the
+    session's lease at the end of the block (read with a client of the test's own)."""
+
+    def __init__(self, redis_url: str, names: BusNames, block_s: float) -> None:
+        self.redis_url = redis_url
+        self.names = names
+        self.block_s = block_s
+        self.session_id = ""
+        self.holders: list[str | None] = []
+
+    def __call__(self, _: Any) -> ScriptedReply:
+        time.sleep(self.block_s)  # CPU work on the loop: nothing else of the worker runs
+        with sync_redis.Redis.from_url(self.redis_url) as r:
+            raw = r.get(self.names.session_lease(self.session_id))
+        self.holders.append(raw.decode() if isinstance(raw, bytes) else None)
+        return ScriptedReply(text="done")
+
+
+async def _blocked_run(
+    client: BusClient,
+    redis_url: str,
+    names: BusNames,
+    home: Path,
+    *,
+    block_s: float,
+    extra_config: str = "",
+) -> tuple[InProcessWorker, _BlockingModel, dict[str, Any]]:
+    blocking = _BlockingModel(redis_url, names, block_s)
+    worker = await start_worker(
+        redis_url, names, home, ScriptedModel(blocking), extra_config=extra_config
+    )
+    try:
+        blocking.session_id = await client.new_session()
+        sent = await client.send(blocking.session_id, "think hard")
+        [run] = (await client.wait_terminal([sent.run_id], timeout_s=60)).values()
+    except BaseException:
+        await worker.close()
+        raise
+    return worker, blocking, run
+
+
 @pytest.mark.usefixtures("writer_ready")
-async def test_a_heartbeat_whose_cancel_is_swallowed_still_ends_with_its_drain(
+async def test_a_loop_busy_past_the_ttl_keeps_its_lease(
     client: BusClient, redis_url: str, names: BusNames, tmp_path: Path
 ) -> None:
-    # Four text pieces 0.2 s apart: the run outlasts the first renewal (a quarter of 1 s).
-    model = ScriptedModel(
-        lambda _: ScriptedReply(text="slow answer " * 4, chunk_chars=12, delay_s=0.2)
-    )
-    worker = await start_worker(redis_url, names, tmp_path, model)
-    swallowed: list[str] = []
-    swallowing = True
-
-    async def renew(lane: str, token: str, ttl_ms: int) -> bool:
-        try:
-            await asyncio.sleep(3600)  # a renewal in flight when the drain ends
-        except asyncio.CancelledError:
-            if not swallowing:
-                raise
-            swallowed.append(lane)
-            return True  # what wait_for does when the write completes as the cancel lands
-        return True
-
-    worker.worker.queue.renew = renew  # type: ignore[method-assign]
+    worker, blocking, run = await _blocked_run(client, redis_url, names, tmp_path, block_s=2.5)
     try:
-        sid = await client.new_session()
-        first = await client.send(sid, "first")
-        [run] = (await client.wait_terminal([first.run_id], timeout_s=60)).values()
+        # 2.5 s of a blocked loop against a 1 s TTL: the keeper's thread renewed meanwhile.
+        assert blocking.holders == [worker.worker.token]
         assert run["status"] == "completed"
-        deadline = time.monotonic() + 30
-        while worker.worker.lanes and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        assert swallowed == [sid], "the renewal was not in flight when the drain ended"
-        assert not worker.worker.lanes, "the drain never finished: its heartbeat went on"
-        assert await client.queue.lease_holder(sid) is None
-        # The session's next run starts: nothing holds its lane.
-        second = await client.send(sid, "second")
+        assert run["attempt"] == 1
+    finally:
+        await worker.close()
+
+
+@pytest.mark.usefixtures("writer_ready")
+async def test_a_loop_stuck_past_the_stall_limit_lets_its_lease_lapse(
+    client: BusClient, redis_url: str, names: BusNames, tmp_path: Path
+) -> None:
+    worker, blocking, run = await _blocked_run(
+        client, redis_url, names, tmp_path, block_s=3.5, extra_config="loop_stall_limit_s = 1"
+    )
+    try:
+        # The loop did not turn for 1 s: renewals stopped, and the 1 s lease ran out.
+        assert blocking.holders == [None]
+        assert run["status"] == "completed"  # nobody took the lane meanwhile: nothing fenced it
+        # The session's next run starts: its lane is taken again.
+        second = await client.send(blocking.session_id, "again")
+        blocking.block_s = 0
         [after] = (await client.wait_terminal([second.run_id], timeout_s=60)).values()
         assert after["status"] == "completed"
     finally:
-        swallowing = False  # so that closing the worker can stop a heartbeat that went on
         await worker.close()
+
+
+@pytest.mark.usefixtures("writer_ready")
+async def test_a_drain_that_ends_stops_renewing_its_lease(
+    client: BusClient, redis_url: str, names: BusNames, tmp_path: Path
+) -> None:
+    worker, blocking, run = await _blocked_run(client, redis_url, names, tmp_path, block_s=0)
+    try:
+        assert run["status"] == "completed"
+        await _until(lambda: not worker.worker.lanes, "the drain never finished")
+        # Released when the lane went idle (a renewal after that finds no lease to extend).
+        assert await client.queue.lease_holder(blocking.session_id) is None
+        second = await client.send(blocking.session_id, "second")
+        [after] = (await client.wait_terminal([second.run_id], timeout_s=60)).values()
+        assert after["status"] == "completed"
+    finally:
+        await worker.close()
+
+
+async def _until(done: Callable[[], bool], why: str) -> None:
+    deadline = time.monotonic() + 30
+    while not done():
+        assert time.monotonic() < deadline, why
+        await asyncio.sleep(0.05)
