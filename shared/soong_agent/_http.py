@@ -7,7 +7,9 @@ Retries (at most ``max_retries``, exponential back-off with jitter, or the serve
 - 429 (the gateway refuses before acting: rate limit, stream slots) — any operation;
 - a connection that broke after sending, or 502/503/504/507 (507 ``storage_full``: the
   database's disk is full) — only operations marked idempotent in
-  :mod:`soong_agent._operations` (a repeated message would be a second message).
+  :mod:`soong_agent._operations`, and requests that carry an ``Idempotency-Key`` (a posted
+  message: the gateway answers a repeat with the run the first request made; without the key a
+  repeated message would be a second message).
 """
 
 from __future__ import annotations
@@ -32,12 +34,19 @@ from soong_agent._errors import (
 )
 from soong_agent._operations import Operation
 
-__all__ = ["HttpCore", "backoff_s"]
+__all__ = ["IDEMPOTENCY_KEY", "HttpCore", "backoff_s", "repeatable"]
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _RETRY_STATUSES = frozenset({502, 503, 504, 507})
+IDEMPOTENCY_KEY = "Idempotency-Key"
+
+
+def repeatable(op: Operation, headers: Mapping[str, str] | None) -> bool:
+    """Whether ``op`` may be sent again after it may have reached the server: an idempotent
+    operation, or one whose request carries an ``Idempotency-Key``."""
+    return op.idempotent or (headers is not None and IDEMPOTENCY_KEY in headers)
 
 
 def backoff_s(attempt: int, *, base_s: float = 0.2, cap_s: float = 5.0) -> float:
@@ -115,7 +124,7 @@ class HttpCore:
                     headers=headers,
                 )
             except httpx.TransportError as exc:
-                safe = isinstance(exc, _NOT_SENT) or op.idempotent
+                safe = isinstance(exc, _NOT_SENT) or repeatable(op, headers)
                 if safe and attempt < self.max_retries:
                     await asyncio.sleep(backoff_s(attempt))
                     attempt += 1
@@ -124,7 +133,7 @@ class HttpCore:
             if response.status_code < 400:
                 return response
             error = error_from_response(response)
-            wait = self._retry_wait(op, error, attempt)
+            wait = self._retry_wait(repeatable(op, headers), error, attempt)
             if wait is None:
                 raise error
             await asyncio.sleep(wait)
@@ -140,13 +149,12 @@ class HttpCore:
         except httpx.TransportError as exc:
             raise TransportError(f"{op.method} {url}: {type(exc).__name__}: {exc}") from exc
 
-    def _retry_wait(self, op: Operation, error: APIError, attempt: int) -> float | None:
-        """How long to wait before sending ``op`` again after ``error``; ``None``: don't."""
+    def _retry_wait(self, may_repeat: bool, error: APIError, attempt: int) -> float | None:
+        """How long to wait before sending a request again after ``error`` (``may_repeat``: it
+        may be sent again once it may have reached the server); ``None``: don't."""
         if attempt >= self.max_retries:
             return None
-        if isinstance(error, RateLimitedError) or (
-            op.idempotent and error.status in _RETRY_STATUSES
-        ):
+        if isinstance(error, RateLimitedError) or (may_repeat and error.status in _RETRY_STATUSES):
             asked = (
                 error.retry_after_s if isinstance(error, RateLimitedError | ServerError) else None
             )
@@ -197,7 +205,7 @@ class HttpCore:
             finally:
                 await response.aclose()
             error = error_from_response(response)
-            wait = self._retry_wait(op, error, attempt)
+            wait = self._retry_wait(repeatable(op, headers), error, attempt)
             if wait is None:
                 raise error
             await asyncio.sleep(wait)

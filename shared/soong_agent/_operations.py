@@ -4,7 +4,8 @@
 the API gained and the SDK lacks fails the build. ``idempotent`` says whether a request may be sent
 again after it may have reached the server (a dropped connection, a 503): reads, replacing
 uploads, conditional writes, cancels and switches are; creating a session or posting a message
-is not (a repeat would create a second one).
+is not (a repeat would create a second one) — except that the SDK posts every message with an
+``Idempotency-Key``, which makes that request repeatable (``_http.repeatable``).
 """
 
 from __future__ import annotations

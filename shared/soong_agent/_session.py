@@ -7,6 +7,7 @@ A handle holds ids only and does no I/O when made; each method is one request (o
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -46,12 +47,17 @@ from agent_core.types.runtime import (
     TimelineEvent,
 )
 from soong_agent import _operations as ops
-from soong_agent._http import HttpCore
+from soong_agent._http import IDEMPOTENCY_KEY, HttpCore
 from soong_agent._stream import RunStream
 
-__all__ = ["AsyncRun", "AsyncSession", "message_body"]
+__all__ = ["AsyncRun", "AsyncSession", "message_body", "new_idempotency_key"]
 
 Area = Literal["all", "input", "scratchpad", "output"]
+
+
+def new_idempotency_key() -> str:
+    """A fresh ``Idempotency-Key``: 128 random bits, URL-safe (printable ASCII, no spaces)."""
+    return secrets.token_urlsafe(16)
 
 
 def message_body(
@@ -187,11 +193,14 @@ class AsyncSession:
         multitask_strategy: MultitaskStrategy | str | None = None,
         agent_config: AgentConfigOverrides | dict[str, Any] | None = None,
         cancel_on_exit: bool = False,
+        idempotency_key: str | None = None,
     ) -> RunStream:
         """Send a message and stream its run: ``async for event in session.send("hi")``.
 
         Nothing is sent until the stream is iterated or entered (``async with``). See
-        :class:`RunStream` for resumption and ``cancel_on_exit``.
+        :class:`RunStream` for resumption and ``cancel_on_exit``. The post carries an
+        ``Idempotency-Key`` (``idempotency_key``, else a new random one), so a post whose
+        connection broke or that met a 502/503/504 is sent again without a second run.
         """
         body = message_body(
             text,
@@ -205,6 +214,7 @@ class AsyncSession:
             self._http,
             self.id,
             message=body,
+            idempotency_key=idempotency_key or new_idempotency_key(),
             cancel_on_exit=cancel_on_exit,
             reconnect_timeout_s=self._reconnect_s,
         )
@@ -217,8 +227,13 @@ class AsyncSession:
         parent_node_id: str | None = None,
         multitask_strategy: MultitaskStrategy | str | None = None,
         agent_config: AgentConfigOverrides | dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> MessageAccepted:
-        """Send a message without streaming: its run is queued (follow it with :meth:`run`)."""
+        """Send a message without streaming: its run is queued (follow it with :meth:`run`).
+
+        The post carries an ``Idempotency-Key`` (``idempotency_key``, else a new random one), so
+        it is retried like a read after a broken connection or a 502/503/504, without a second
+        run. Give your own key to make a retry safe across restarts of your program too."""
         body = message_body(
             text,
             content=content,
@@ -227,7 +242,10 @@ class AsyncSession:
             agent_config=agent_config,
             stream=False,
         )
-        return await self._http.model(ops.POST_MESSAGE, MessageAccepted, self._p(), json=body)
+        headers = {IDEMPOTENCY_KEY: idempotency_key or new_idempotency_key()}
+        return await self._http.model(
+            ops.POST_MESSAGE, MessageAccepted, self._p(), json=body, headers=headers
+        )
 
     async def compact(self) -> MessageAccepted:
         """Compact the session's context now: a queued run summarizes the older conversation

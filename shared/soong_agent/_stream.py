@@ -47,7 +47,7 @@ from soong_agent._errors import (
     StreamLostError,
     TransportError,
 )
-from soong_agent._http import HttpCore, backoff_s
+from soong_agent._http import IDEMPOTENCY_KEY, HttpCore, backoff_s
 from soong_agent._sse import Frame, SseDecoder, StreamEvent, decode_event
 
 __all__ = ["RunStream", "ToolUse"]
@@ -93,6 +93,7 @@ class RunStream:
         run_id: str | None = None,
         message: dict[str, Any] | None = None,
         last_event_id: str | None = None,
+        idempotency_key: str | None = None,
         cancel_on_exit: bool = False,
         reconnect_timeout_s: float = 60.0,
     ) -> None:
@@ -107,6 +108,7 @@ class RunStream:
         self.cancel_on_exit = cancel_on_exit
         self._http = http
         self._message = message
+        self._idempotency_key = idempotency_key
         self._reconnect_timeout_s = reconnect_timeout_s
         self._exits = AsyncExitStack()
         self._first: httpx.Response | None = None
@@ -127,9 +129,12 @@ class RunStream:
     async def start(self) -> None:
         """Send the message (for a stream from ``send``) and wait until the gateway took it.
 
-        After this ``run_id`` is set. A connection that breaks before the gateway answered
-        raises :class:`TransportError`: the message may or may not have been accepted (look at
-        the session's runs); it is never sent twice.
+        After this ``run_id`` is set. A connection that breaks before the gateway answered is
+        retried (up to the client's ``max_retries``) when the post carries an
+        ``Idempotency-Key``: a repeat answers with the run the first post made, streamed from its
+        start. Without a key, or once the retries are spent, it raises :class:`TransportError`:
+        the message may or may not have been accepted (look at the session's runs); without a
+        key it is never sent twice.
         """
         if self._started:
             return
@@ -137,15 +142,24 @@ class RunStream:
         if self._message is None:
             return
         params = {"session_id": self.session_id}
-        try:
-            response = await self._exits.enter_async_context(
-                self._http.stream(ops.POST_MESSAGE, params, json=self._message)
-            )
-        except httpx.TransportError as exc:
-            raise TransportError(
-                f"the connection broke while sending the message ({type(exc).__name__}); it may "
-                "or may not have been accepted: see the session's runs"
-            ) from exc
+        key = self._idempotency_key
+        headers = {IDEMPOTENCY_KEY: key} if key else None
+        attempt = 0
+        while True:
+            try:
+                response = await self._exits.enter_async_context(
+                    self._http.stream(ops.POST_MESSAGE, params, json=self._message, headers=headers)
+                )
+                break
+            except httpx.TransportError as exc:
+                if key and attempt < self._http.max_retries:
+                    await asyncio.sleep(backoff_s(attempt))
+                    attempt += 1
+                    continue
+                raise TransportError(
+                    f"the connection broke while sending the message ({type(exc).__name__}); "
+                    "it may or may not have been accepted: see the session's runs"
+                ) from exc
         self.run_id = response.headers.get("x-run-id")
         self.node_id = response.headers.get("x-node-id")
         if not self.run_id:

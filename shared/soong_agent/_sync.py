@@ -187,8 +187,10 @@ class Session(_Face[AsyncSession]):
         multitask_strategy: MultitaskStrategy | str | None = None,
         agent_config: AgentConfigOverrides | dict[str, Any] | None = None,
         cancel_on_exit: bool = False,
+        idempotency_key: str | None = None,
     ) -> RunIterator:
-        """Send a message and iterate its run's events: ``for event in session.send("hi")``."""
+        """Send a message and iterate its run's events: ``for event in session.send("hi")``
+        (``idempotency_key``: as :meth:`AsyncSession.send`)."""
         stream = self._async.send(
             text,
             content=content,
@@ -196,6 +198,7 @@ class Session(_Face[AsyncSession]):
             multitask_strategy=multitask_strategy,
             agent_config=agent_config,
             cancel_on_exit=cancel_on_exit,
+            idempotency_key=idempotency_key,
         )
         return RunIterator(stream, self._portal)
 

@@ -7,10 +7,12 @@ The tests run in file order on one stack; the last one stops it and checks nothi
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psutil
 import pytest
@@ -327,6 +329,84 @@ async def test_a_plain_break_out_of_the_loop_cancels_the_run_and_exits_quietly(
     async with asyncio.timeout(30):
         finished = await run.wait()
     assert finished.status is RunStatus.CANCELLED
+
+
+class _AnswerLosingProxy:
+    """A loopback TCP proxy to the gateway that loses the answer to the first ``POST
+    …/messages`` it carries: the request reaches the gateway, which acts on it, and the
+    connection is closed before the first byte of the answer gets back to the client."""
+
+    def __init__(self, upstream: str) -> None:
+        parts = urlsplit(upstream)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.lost: list[bytes] = []  # the Idempotency-Key of each post whose answer was lost
+        self.posts: list[bytes] = []
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> str:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
+        armed: list[bytes] = []
+
+        async def to_gateway() -> None:
+            while chunk := await reader.read(65536):
+                if chunk.startswith(b"POST ") and b"/messages HTTP/1.1" in chunk.split(b"\r\n")[0]:
+                    key = re.search(rb"(?im)^idempotency-key: *(\S+)", chunk)
+                    self.posts.append(key.group(1) if key else b"")
+                    if not self.lost:
+                        armed.append(self.posts[-1])
+                up_writer.write(chunk)
+                await up_writer.drain()
+
+        async def to_client() -> None:
+            while chunk := await up_reader.read(65536):
+                if armed and not self.lost:
+                    self.lost.append(armed[0])  # the gateway answered: lose it
+                    return
+                writer.write(chunk)
+                await writer.drain()
+
+        pumps = [asyncio.ensure_future(to_gateway()), asyncio.ensure_future(to_client())]
+        try:
+            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pump in pumps:
+                pump.cancel()
+            for w in (writer, up_writer):
+                w.close()
+
+
+async def test_a_post_whose_answer_was_lost_is_sent_again_without_a_second_run(
+    sdk: SdkStack,
+) -> None:
+    c = sdk.client
+    proxy = _AnswerLosingProxy(c.base_url)
+    async with proxy as url, soong_agent.AsyncClient(url, c.api_key) as through:
+        s = await c.create_session()
+        accepted = await through.session(s.id).post("remember me once")
+        # The first answer was lost; the SDK sent the post again with the same key.
+        assert len(proxy.lost) == 1 and proxy.lost[0]
+        assert proxy.posts == [proxy.lost[0], proxy.lost[0]]
+        await s.run(accepted.run_id).wait()
+        assert [r.run_id for r in await s.runs()] == [accepted.run_id]
+        # The same for a streamed post: the repeat streams the first post's run from its start.
+        proxy.lost.clear()
+        proxy.posts.clear()
+        streamed = await c.create_session()
+        async with through.session(streamed.id).send("and me") as stream:
+            events = [e async for e in stream]
+        assert len(proxy.lost) == 1 and proxy.posts == [proxy.lost[0], proxy.lost[0]]
+        assert stream.finished is not None and stream.finished.status is RunStatus.COMPLETED
+        assert [r.run_id for r in await streamed.runs()] == [stream.run_id]
+        assert events == [e async for e in streamed.run(stream.run_id).events()]
 
 
 async def test_local_mode_stops_cleanly_leaving_nothing(sdk: SdkStack) -> None:

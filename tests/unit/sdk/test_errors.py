@@ -65,7 +65,7 @@ def _client(handler) -> soong_agent.AsyncClient:
     )
 
 
-async def test_reads_are_retried_on_503_and_drops_but_messages_are_not() -> None:
+async def test_reads_and_keyed_posts_are_retried_on_503_and_drops_but_creations_are_not() -> None:
     calls: list[str] = []
 
     def flaky(request: httpx.Request) -> httpx.Response:
@@ -81,17 +81,30 @@ async def test_reads_are_retried_on_503_and_drops_but_messages_are_not() -> None
     assert calls == ["GET", "GET", "GET"]
 
     calls.clear()
+    keys: list[str | None] = []
 
     def busy(request: httpx.Request) -> httpx.Response:
         calls.append(request.method)
+        keys.append(request.headers.get("idempotency-key"))
         return _error(503, "bus_timeout", {"Retry-After": "0"})
 
     async with _client(busy) as c:
         with pytest.raises(ServiceUnavailableError):
-            await c.session(SID).post("hi")  # it may have been accepted: never sent twice
+            # A post carries an Idempotency-Key: sent again with it, a repeat makes no second run.
+            await c.session(SID).post("hi")
+        with pytest.raises(ServiceUnavailableError):
+            await c.session(SID).post("hi", idempotency_key="mine-1")
         with pytest.raises(ServiceUnavailableError):
             await c.session(SID).get()
-    assert calls == ["POST", "GET", "GET", "GET", "GET"]
+    assert calls == ["POST"] * 8 + ["GET"] * 4
+    first = keys[0]
+    assert first and keys[:4] == [first] * 4  # one key for one post's retries
+    assert keys[4:8] == ["mine-1"] * 4 and keys[8:] == [None] * 4
+    keys.clear()
+    async with _client(busy) as c:
+        with pytest.raises(ServiceUnavailableError):
+            await c.session(SID).post("hi")
+    assert keys[0] != first  # a new post, a new key
 
     calls.clear()
 
@@ -149,7 +162,7 @@ async def test_a_full_disk_is_retried_for_reads_and_named_for_messages() -> None
 
     async with _client(full) as c:
         with pytest.raises(ServerError) as info:
-            await c.session(SID).post("hi")  # never sent twice
+            await c.session(SID).post("hi")  # retried with its key, then named
         assert (info.value.status, info.value.code) == (507, "storage_full")
         assert (await c.health()).status == "ok"
-    assert calls == ["POST", "GET", "GET"]
+    assert calls == ["POST"] * 4 + ["GET"]
