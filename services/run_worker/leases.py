@@ -95,7 +95,10 @@ class LeaseKeeper:
             await asyncio.to_thread(thread.join, 10)
 
     def _main(self) -> None:
-        asyncio.run(self._renew_until_stopped())
+        try:
+            asyncio.run(self._renew_until_stopped())
+        except Exception:  # the leases now lapse: other workers take the lanes over
+            log.exception("the lease keeper stopped; this worker's lanes will be taken over")
 
     async def _renew_until_stopped(self) -> None:
         redis = bus_client(self._bus)
