@@ -18,7 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_core.context.compacted import Compacted, compacted_view
-from agent_core.context.tokens import estimate_blocks, estimate_text, estimate_tools, model_limits
+from agent_core.context.tokens import (
+    estimate_blocks,
+    estimate_text,
+    estimate_tools,
+    model_limits,
+    node_tokens,
+)
 from agent_core.context.tool_choice import choose_tools
 from agent_core.errors import ConfigError
 from agent_core.skills.active import SkillListing
@@ -58,9 +64,8 @@ def _text(blocks: Sequence[ContentBlock]) -> str:
     return "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
 
 
-def _cost(node: Node) -> int:
-    # Writers record the estimate with the node (see BusRunStore); older rows lack it.
-    return node.token_count if node.token_count is not None else estimate_blocks(node.content)
+# Writers record the estimate with the node (see BusRunStore); older rows lack it.
+_cost = node_tokens
 
 
 class _MessageCache:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from agent_core.context.compacted import compacted_view
 from agent_core.context.summarize import Summarizer, SummaryFailed
-from agent_core.context.tokens import estimate_blocks, estimate_text
+from agent_core.context.tokens import estimate_text, node_tokens
 from agent_core.provider.base import ProviderAdapter
 from agent_core.types.enums import EventLevel, EventType, NodeType, Role
 from agent_core.types.protocol import ContentBlock, TextBlock, Usage
@@ -41,8 +41,7 @@ PIN_SHARE = 0.125
 _INSTRUCTIONS = (NodeType.PLAN_INSTRUCTION, NodeType.TASK_INSTRUCTION)
 
 
-def _cost(node: Node) -> int:
-    return node.token_count if node.token_count is not None else estimate_blocks(node.content)
+_cost = node_tokens
 
 
 @dataclass(slots=True)
@@ -109,18 +108,20 @@ def _pins(
 ) -> list[str]:
     by_id = {n.node_id: n for n in path}
     users = [i for i in carried if i in by_id and by_id[i].role is Role.USER]
-    small = [
-        n
-        for n in covered
-        if n.role is Role.USER
-        and n.node_type is NodeType.MESSAGE
-        and (n.metadata.get("pinned") is True or _cost(n) <= PIN_USER_MAX_TOKENS)
-    ]
-    marked = [n.node_id for n in small if n.metadata.get("pinned") is True]
-    recent = [n.node_id for n in small[-PIN_USER_RECENT:]]
+    asked = [n for n in covered if n.role is Role.USER and n.node_type is NodeType.MESSAGE]
+    marked = [n.node_id for n in asked if n.metadata.get("pinned") is True]
+    # The newest few short ones (priced newest first, only until enough are found: a long
+    # history is not estimated whole for three pins).
+    recent: list[str] = []
+    for n in reversed(asked):
+        if len(recent) == PIN_USER_RECENT:
+            break
+        if n.metadata.get("pinned") is True or _cost(n) <= PIN_USER_MAX_TOKENS:
+            recent.append(n.node_id)
+    recent.reverse()
     users = list(dict.fromkeys([*users, *marked, *recent]))[-PIN_USER_TOTAL:]
     if budget is not None:
-        cost = {n.node_id: _cost(n) for n in path}
+        cost = {i: _cost(by_id[i]) for i in users}
         kept: list[str] = []
         for node_id in reversed(users):  # the newest words first, while they fit
             if sum(cost[i] for i in kept) + cost[node_id] <= budget:

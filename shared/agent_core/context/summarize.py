@@ -58,13 +58,15 @@ class SummaryFailed(Exception):
         self.reason = reason
 
 
-def _clip(text: str, budget: int) -> str:
-    """``text`` shortened to about ``budget`` tokens, keeping its head and tail."""
+def _clip(text: str, budget: int) -> tuple[str, int]:
+    """``text`` shortened to about ``budget`` tokens, keeping its head and tail, with its
+    estimate (each text is estimated once: a long history's chunking is CPU on the loop)."""
     tokens = estimate_text(text)
     if tokens <= budget:
-        return text
+        return text, tokens
     keep = max(40, int(len(text) * budget / tokens) // 2)
-    return f"{text[:keep]}\n[… {tokens - budget} tokens left out …]\n{text[-keep:]}"
+    clipped = f"{text[:keep]}\n[… {tokens - budget} tokens left out …]\n{text[-keep:]}"
+    return clipped, estimate_text(clipped)
 
 
 def render_node(node: Node) -> str:
@@ -135,8 +137,7 @@ class Summarizer:
         current: list[str] = []
         used = 0
         for node in nodes:
-            text = _clip(render_node(node), room)
-            cost = estimate_text(text)
+            text, cost = _clip(render_node(node), room)
             if current and used + cost > room:
                 chunks.append("\n\n".join(current))
                 current, used = [], 0

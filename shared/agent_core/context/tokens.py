@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -35,6 +36,7 @@ from agent_core.types.protocol import (
     ToolDefinition,
     ToolResultBlock,
 )
+from agent_core.types.runtime import Node
 
 __all__ = [
     "CALIBRATION",
@@ -47,6 +49,7 @@ __all__ = [
     "estimate_text",
     "estimate_tools",
     "model_limits",
+    "node_tokens",
 ]
 
 _LETTERS = re.compile(r"[A-Za-z]")
@@ -123,6 +126,38 @@ def estimate_blocks(blocks: Sequence[ContentBlock]) -> int:
     if not blocks:
         return 0
     return sum(_block(b) for b in blocks) + BLOCK_OVERHEAD
+
+
+class _NodeCosts:
+    """The estimates of nodes written without one, per node object.
+
+    Writers record a node's estimate with it (``token_count``); older rows, imported sessions and
+    nodes appended directly lack it, and a history of thousands of them was estimated again at
+    every context build, compaction plan and pin choice — a CPU-second on the worker's loop for
+    a 2,500-node session's first compaction. Nodes never change once written, and the run-worker
+    keeps a session's node objects between runs; an entry is used only for the very node object
+    it was made from (as the builder's message cache does).
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: OrderedDict[str, tuple[Node, int]] = OrderedDict()
+
+    def of(self, node: Node) -> int:
+        """``node``'s recorded estimate, else its content's (computed once per node object)."""
+        if node.token_count is not None:
+            return node.token_count
+        entry = self._entries.get(node.node_id)
+        if entry is not None and entry[0] is node:
+            return entry[1]
+        cost = estimate_blocks(node.content)
+        self._entries[node.node_id] = (node, cost)
+        if len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+        return cost
+
+
+node_tokens = _NodeCosts(50_000).of
 
 
 def estimate_tools(tools: Sequence[ToolDefinition]) -> int:
