@@ -97,11 +97,8 @@ async def test_a_loop_stuck_past_the_stall_limit_lets_its_lease_lapse(
         # The loop did not turn for 1 s: renewals stopped, and the 1 s lease ran out.
         assert blocking.holders == [None]
         assert run["status"] == "completed"  # nobody took the lane meanwhile: nothing fenced it
-        # The session's next run starts: its lane is taken again.
-        second = await client.send(blocking.session_id, "again")
         blocking.block_s = 0
-        [after] = (await client.wait_terminal([second.run_id], timeout_s=60)).values()
-        assert after["status"] == "completed"
+        await _next_run_completes(client, blocking.session_id)  # its lane is taken again
     finally:
         await worker.close()
 
@@ -116,9 +113,7 @@ async def test_a_drain_that_ends_stops_renewing_its_lease(
         await _until(lambda: not worker.worker.lanes, "the drain never finished")
         # Released when the lane went idle (a renewal after that finds no lease to extend).
         assert await client.queue.lease_holder(blocking.session_id) is None
-        second = await client.send(blocking.session_id, "second")
-        [after] = (await client.wait_terminal([second.run_id], timeout_s=60)).values()
-        assert after["status"] == "completed"
+        await _next_run_completes(client, blocking.session_id)
     finally:
         await worker.close()
 
@@ -128,3 +123,10 @@ async def _until(done: Callable[[], bool], why: str) -> None:
     while not done():
         assert time.monotonic() < deadline, why
         await asyncio.sleep(0.05)
+
+
+async def _next_run_completes(client: BusClient, session_id: str) -> None:
+    """The session's next run starts (nothing holds its lane) and completes."""
+    sent = await client.send(session_id, "again")
+    [after] = (await client.wait_terminal([sent.run_id], timeout_s=60)).values()
+    assert after["status"] == "completed"
