@@ -64,17 +64,20 @@ _ORDER = {"gateway": 0, "run_worker": 1, "memory_extraction": 2, "task_wal": 2, 
 
 
 def _children(
-    env: dict[str, str], workers: int, host: str
+    env: dict[str, str], workers: int, host: str, gateway_port: int
 ) -> tuple[list[ChildSpec], dict[str, str]]:
-    """The supervised processes, each with an ops port of its own."""
+    """The supervised processes, each with an ops port of its own: distinct, and never the
+    gateway's (which nobody has bound yet: a port just released may be handed out again)."""
     specs: list[ChildSpec] = []
     ops: dict[str, str] = {}
+    promised = {gateway_port}
 
     def spec(name: str, instance: str) -> None:
         argv = [sys.executable, "-m", "agent_core.cli", "serve", name, "--instance", instance]
         label = name if name != "run_worker" else f"run_worker.{instance}"
         child_env = dict(env)
-        port = find_free_port(host)
+        port = find_free_port(host, exclude=promised)
+        promised.add(port)
         child_env["SOONG_OPS_PORT"] = str(port)
         ops[label] = f"http://{host}:{port}"
         specs.append(ChildSpec(label, argv, child_env, _ORDER[name]))
@@ -226,7 +229,7 @@ def _run_locked(settings: Settings, workers: int | None, fake_provider: bool, ne
             dev_key(url, settings.bus.namespace, home, reissue=new_key, bus=settings.bus)
         )
         children, ops = _children(
-            env, workers if workers is not None else settings.run_worker.count, host
+            env, workers if workers is not None else settings.run_worker.count, host, port
         )
         # The URL carries the password: the file is its owner's alone.
         write_private(

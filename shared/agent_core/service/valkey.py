@@ -15,6 +15,7 @@ import secrets
 import socket
 import subprocess
 import time
+from collections.abc import Collection
 from pathlib import Path
 from urllib.parse import quote
 
@@ -38,11 +39,17 @@ def valkey_binary() -> str:
     return str(path)
 
 
-def find_free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (the caller must tolerate a rare race)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+def find_free_port(host: str = "127.0.0.1", *, exclude: Collection[int] = ()) -> int:
+    """A TCP port that was free a moment ago and is not in ``exclude`` (the caller must tolerate
+    a rare race). ``exclude`` names ports already promised to someone who has not bound them
+    yet: the kernel may hand a port out again as soon as it was released."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if port not in exclude:
+            return port
+    raise OSError(f"no free port on {host} outside the {len(exclude)} already promised")
 
 
 def write_private(path: Path, text: str) -> None:
