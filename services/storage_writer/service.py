@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
-from agent_core.bus import GROUP_STORAGE, Delivery
+from agent_core.bus import GROUP_STORAGE, Delivery, StreamConsumer, reclaim_idle
 from agent_core.bus.contracts.storage import (
     STORAGE_COMMAND,
     STORAGE_QUERY,
@@ -42,9 +43,13 @@ from services.storage_writer.backends import (
 from services.storage_writer.index_flush import IndexFlusher
 from services.storage_writer.writer import Writer
 
+if TYPE_CHECKING:  # psycopg is imported only when the postgres backend is chosen
+    from services.storage_writer.backends.pg_store import PgWriter
+
 __all__ = ["StorageWriterService", "assemble", "build"]
 
 _QUERY_BATCH = 64
+_GRACEFUL_S = 15.0  # a partition handed over: its batch in flight finishes within this
 
 
 @dataclass
@@ -98,13 +103,22 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
             await flusher.before_search()
         return await loop.run_in_executor(read_thread, _answer_all, engine, queries)
 
-    commands = ctx.consumer(
-        ctx.names.storage_commands(),
-        GROUP_STORAGE,
-        STORAGE_COMMAND,
-        batch_handler=write_batch,
-        options=ctx.default_options(batch=True, max_records=settings.storage.batch_max),
-    )
+    consumers: list[StreamConsumer[StorageCommand]] = []
+    if settings.storage.backend == "postgres" and settings.storage.partitions > 1:
+        from services.storage_writer.backends.pg_partitions import PartitionedPostgres
+
+        assert isinstance(backend, PartitionedPostgres)
+        backend.open_reader = partial(_open_partition, ctx)
+    else:
+        consumers.append(
+            ctx.consumer(
+                ctx.names.storage_commands(),
+                GROUP_STORAGE,
+                STORAGE_COMMAND,
+                batch_handler=write_batch,
+                options=ctx.default_options(batch=True, max_records=settings.storage.batch_max),
+            )
+        )
     queries = ctx.consumer(
         ctx.names.storage_queries,
         GROUP_STORAGE,
@@ -122,8 +136,55 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
         write_thread.shutdown()
         read_thread.shutdown()
 
-    parts = ServiceParts(consumers=[commands, queries], tasks=tasks, on_stop=[close])
+    parts = ServiceParts(consumers=[*consumers, queries], tasks=tasks, on_stop=[close])
     return StorageWriterService(parts, backend)
+
+
+@dataclass
+class _PartitionReader:
+    """One owned partition's stream consumer (:class:`.pg_partitions.PartitionReader`)."""
+
+    consumer: StreamConsumer[StorageCommand]
+
+    @property
+    def running(self) -> bool:
+        return self.consumer.running
+
+    async def stop(self) -> None:
+        await self.consumer.stop_reading(_GRACEFUL_S)
+
+    async def reclaim(self) -> None:
+        await reclaim_idle(self.consumer)
+
+
+async def _open_partition(
+    ctx: ServiceContext, partition: int, writer: PgWriter, thread: Executor
+) -> _PartitionReader:
+    """Read partition ``partition``'s stream, applying on ``thread``: its group created if need
+    be, every entry still pending in it (a previous owner's) claimed and applied first."""
+    loop = asyncio.get_running_loop()
+
+    async def write_batch(batch: list[tuple[StorageCommand, Delivery]]) -> list[CommandReceipt]:
+        started_ns = time.time_ns()
+        receipts = await loop.run_in_executor(
+            thread, writer.apply_batch, [command for command, _ in batch]
+        )
+        observe_commit(batch, started_ns)
+        return receipts
+
+    consumer = ctx.consumer(
+        ctx.names.storage_partition_stream(partition),
+        GROUP_STORAGE,
+        STORAGE_COMMAND,
+        batch_handler=write_batch,
+        options=ctx.default_options(batch=True, max_records=ctx.settings.storage.batch_max),
+    )
+    await consumer.ensure_group()
+    taken = await reclaim_idle(consumer, min_idle_ms=0)
+    if taken:
+        ctx.log.info("partition %d: applied %d entries left pending", partition, taken)
+    consumer.start_reading()
+    return _PartitionReader(consumer)
 
 
 def _answer_all(engine: QueryAnswerer, queries: list[Any]) -> list[QueryReply]:

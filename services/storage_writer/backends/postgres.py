@@ -37,6 +37,11 @@ from agent_core.errors import ConfigError, StorageError
 from agent_core.files import open_file_store
 from agent_core.service import BackgroundTask
 from services.storage_writer.backends.pg_conn import PgConn
+from services.storage_writer.backends.pg_partitions import (
+    PartitionedPostgres,
+    check_layout,
+    join,
+)
 from services.storage_writer.backends.pg_schema import migrate
 from services.storage_writer.backends.pg_store import PgQueryEngine, PgWriter
 
@@ -288,12 +293,37 @@ def open_connection(dsn: str) -> PgConn:
     return PgConn(connect(dsn, autocommit=True))
 
 
-async def open_postgres(settings: Settings) -> PostgresBackend:
+async def open_postgres(settings: Settings) -> PostgresBackend | PartitionedPostgres:
     """Check the server and apply the migrations, take ownership (a standby waits for it),
-    then open the writer and the engine."""
+    then open the writer and the engine. With ``[storage] partitions`` > 1 the writer shares
+    the partitions with the others (:mod:`.pg_partitions`): it joins, and takes its share once
+    the service runs."""
     dsn = resolve_dsn()
-    await asyncio.to_thread(migrate_database, dsn, settings.storage.partitions)
+    partitions = settings.storage.partitions
+    await asyncio.to_thread(migrate_database, dsn, partitions)
     owner = f"{socket.gethostname()}:{os.getpid()}"
+    control = await asyncio.to_thread(join, partial(open_connection, dsn))
+    try:
+        await asyncio.to_thread(check_layout, control, partitions)
+    except BaseException:
+        control.close()
+        raise
+    if partitions > 1:
+        return PartitionedPostgres(
+            dsn,
+            owner,
+            partitions,
+            settings.db_path.parent / "artifacts",
+            settings.storage.json_artifact_threshold_bytes,
+            await open_file_store(settings),
+            PgQueryEngine(partial(open_connection, dsn)),
+            control,
+            partial(open_connection, dsn),
+            try_own,
+            lambda partition: owned_connection(dsn, owner, partition),
+            claim_interval_s=settings.bus.claim_interval_s,
+        )
+    control.close()
     first = await own_when_free(dsn, owner, standby=settings.storage.standby)
     writer = PgWriter(
         partial(owned_connection, dsn, owner),

@@ -32,7 +32,8 @@ def asyncapi_document(names: BusNames | None = None) -> str:
             names.storage_commands(),
             GROUP_STORAGE,
             storage.StorageCommand,
-            "Storage commands (group commit).",
+            "Storage commands (group commit); partition p > 0 of [storage] partitions reads "
+            "the same address with ':<p>' appended.",
         ),
         (
             names.storage_queries,

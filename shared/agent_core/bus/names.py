@@ -110,8 +110,17 @@ class BusNames:
     """Names of streams and keys under one namespace."""
 
     namespace: str = "soong"
+    # ``[storage] partitions``: how many command streams the sessions are spread over. Every
+    # sender and every writer must agree on it (they read the same configuration).
+    storage_partitions: int = 1
 
     def __post_init__(self) -> None:
+        if not 1 <= self.storage_partitions <= 256:
+            raise ConfigError(
+                "invalid_partitions",
+                "storage partitions must be between 1 and 256",
+                details={"partitions": self.storage_partitions},
+            )
         if _NAMESPACE.fullmatch(self.namespace) is None:
             raise ConfigError(
                 "invalid_namespace",
@@ -127,12 +136,26 @@ class BusNames:
         return f"{self.namespace}:runs"
 
     def storage_commands(self, session_id: str | None = None) -> str:
-        """Storage commands, routed by session: one shard today.
+        """The command stream of a session's partition (:meth:`storage_partition`).
 
-        Every storage command is sent through this one function of the session id, so sharding
-        sessions across several writers later changes only this function.
+        Every storage command is sent through this one function of the session id. With one
+        partition (the default, and SQLite's only choice) it is always ``<ns>:storage:commands``.
         """
-        return f"{self.namespace}:storage:commands"
+        return self.storage_partition_stream(self.storage_partition(session_id))
+
+    def storage_partition(self, session_id: str | None) -> int:
+        """A session's partition: CRC-32 of its id modulo ``storage_partitions`` (stable across
+        processes and hosts, unlike Python's salted ``hash``); 0 without a session (an
+        account's commands) and always 0 with one partition."""
+        if session_id is None or self.storage_partitions == 1:
+            return 0
+        return zlib.crc32(session_id.encode()) % self.storage_partitions
+
+    def storage_partition_stream(self, partition: int) -> str:
+        """Partition ``partition``'s command stream: ``<ns>:storage:commands`` for 0 (so one
+        partition keeps the name it always had), ``<ns>:storage:commands:<p>`` for the others."""
+        base = f"{self.namespace}:storage:commands"
+        return base if partition == 0 else f"{base}:{partition}"
 
     @property
     def storage_queries(self) -> str:

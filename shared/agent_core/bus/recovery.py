@@ -65,8 +65,10 @@ async def drain_own(consumer: StreamConsumer[Any]) -> int:
         start = "(" + ids[-1]
 
 
-async def reclaim_idle(consumer: StreamConsumer[Any]) -> int:
-    """One full XAUTOCLAIM sweep over entries idle longer than ``min_idle_ms``; return how many."""
+async def reclaim_idle(consumer: StreamConsumer[Any], min_idle_ms: int | None = None) -> int:
+    """One full XAUTOCLAIM sweep over entries idle longer than ``min_idle_ms`` (default: the
+    consumer's option; 0 takes every pending entry of the group, e.g. those of the dead owner
+    of a storage partition just taken over); return how many."""
     redis = consumer.redis
     cursor = "0-0"
     total = 0
@@ -75,7 +77,7 @@ async def reclaim_idle(consumer: StreamConsumer[Any]) -> int:
             consumer.stream,
             consumer.group,
             consumer.consumer,
-            consumer.options.min_idle_ms,
+            consumer.options.min_idle_ms if min_idle_ms is None else min_idle_ms,
             start_id=cursor,
             count=_COUNT,
         )

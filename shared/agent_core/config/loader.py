@@ -45,6 +45,7 @@ ENV_VARS: Final[dict[str, str]] = {
     "SOONG_WRITER_STANDBY": "storage.standby",
     "SOONG_FILES_ENGINE": "files.engine",
     "SOONG_STORAGE_BACKEND": "storage.backend",
+    "SOONG_STORAGE_PARTITIONS": "storage.partitions",
     "SOONG_MODEL_PROVIDER": "model.provider",
     "SOONG_MODEL_NAME": "model.name",
     "SOONG_MODEL_BASE_URL": "model.base_url",

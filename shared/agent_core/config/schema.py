@@ -125,8 +125,18 @@ class StorageSettings(_Section):
     # PostgreSQL server (15 or later) named by the environment's SOONG_POSTGRES_DSN, never here:
     # a DSN may carry a password. libpq's PG* variables fill in what the DSN leaves out.
     backend: Literal["sqlite", "postgres"] = "sqlite"
-    # Logical partitions of the sessions (PostgreSQL): each owned by one writer at a time.
+    # Logical partitions of the sessions (PostgreSQL): each owned by one writer at a time, so
+    # several writers share them; every process routes commands by it (BusNames).
     partitions: int = Field(default=1, ge=1, le=256)
+
+    @model_validator(mode="after")
+    def _partitions_need_postgres(self) -> StorageSettings:
+        if self.partitions > 1 and self.backend != "postgres":
+            raise ValueError(
+                f'partitions = {self.partitions} needs backend = "postgres": SQLite has one '
+                "writer and one partition (set partitions = 1)"
+            )
+        return self
 
 
 class RunWorkerSettings(_Section):

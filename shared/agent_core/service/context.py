@@ -52,7 +52,7 @@ class ServiceContext:
         self.settings = settings
         self.service = service
         self.instance = instance
-        self.names = BusNames(settings.bus.namespace)
+        self.names = BusNames(settings.bus.namespace, settings.storage.partitions)
         self.redis: Redis = bus_client(settings.bus)
         self.rpc = RpcClient(self.redis, self.names.reply_channel(f"{service}-{instance}"))
         self.dead_letters = DeadLetterSink(self.redis, self.names.dead_letter)

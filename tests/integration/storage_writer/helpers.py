@@ -70,9 +70,11 @@ async def storage_client(
         await redis.aclose()
 
 
-def spawn_writer(home: Path, redis_url: str, names: BusNames, log: Path) -> ServiceProcess:
-    """``soong-agent serve storage_writer --instance 0`` as its own process (stable consumer
-    name), forked from the preloaded server of :mod:`tests.procs`."""
+def spawn_writer(
+    home: Path, redis_url: str, names: BusNames, log: Path, *, instance: str = "0"
+) -> ServiceProcess:
+    """``soong-agent serve storage_writer --instance <instance>`` as its own process (stable
+    consumer name), forked from the preloaded server of :mod:`tests.procs`."""
     env = {
         **os.environ,
         "SOONG_REDIS_URL": redis_url,
@@ -80,7 +82,7 @@ def spawn_writer(home: Path, redis_url: str, names: BusNames, log: Path) -> Serv
         "SOONG_AGENT_HOME": str(home),
         "PYTHONUNBUFFERED": "1",
     }
-    return spawn_service("storage_writer", "0", env=env, cwd=REPO, log=log)
+    return spawn_service("storage_writer", instance, env=env, cwd=REPO, log=log)
 
 
 def layout_of(home: Path) -> ShardLayout:

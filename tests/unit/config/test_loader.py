@@ -82,6 +82,7 @@ def test_every_env_var_maps_to_a_settings_key(tmp_path: Path) -> None:
         "SOONG_WRITER_STANDBY": "true",
         "SOONG_FILES_ENGINE": "local",
         "SOONG_STORAGE_BACKEND": "postgres",
+        "SOONG_STORAGE_PARTITIONS": "3",
         "SOONG_MODEL_PROVIDER": "anthropic",
         "SOONG_MODEL_NAME": "m",
         "SOONG_MODEL_BASE_URL": "http://127.0.0.1:1",
@@ -95,6 +96,7 @@ def test_every_env_var_maps_to_a_settings_key(tmp_path: Path) -> None:
     s = load_settings(env=values)
     assert s.storage.standby is True
     assert s.storage.backend == "postgres"
+    assert s.storage.partitions == 3
     assert (s.bus.namespace, s.log_level, s.gateway.host, s.gateway.port, s.debug) == (
         "abc",
         "DEBUG",
@@ -245,3 +247,13 @@ def test_the_readme_names_every_environment_variable() -> None:
     readme = (REPO / "README.md").read_text()
     configuration = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
     assert [v for v in ENV_VARS if f"`{v}`" not in configuration] == []
+
+
+def test_partitions_beyond_one_need_postgres(tmp_path: Path) -> None:
+    env = {"SOONG_AGENT_HOME": str(tmp_path), "SOONG_STORAGE_PARTITIONS": "4"}
+    with pytest.raises(ConfigError) as info:
+        load_settings(env=env)
+    assert info.value.code == "config_invalid"
+    assert 'needs backend = "postgres"' in info.value.message
+    settings = load_settings(env={**env, "SOONG_STORAGE_BACKEND": "postgres"})
+    assert settings.storage.partitions == 4

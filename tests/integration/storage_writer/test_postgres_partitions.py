@@ -1,0 +1,169 @@
+"""Two storage-writer processes sharing ``[storage] partitions = 4`` of one PostgreSQL database:
+both own partitions, sessions of every partition are served, and when one is SIGKILLed under a
+stream of commands the other takes its partitions over; every acknowledged write is there once."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from agent_core.bus import BusNames
+from agent_core.bus.contracts.storage import CommandReceipt, CreateSession, GetTree, ListEvents
+from agent_core.errors import BusTimeoutError
+from agent_core.storage_client import StorageClient
+from tests.engines.postgres import postgres_cluster, postgres_dsn
+from tests.integration.storage_writer.helpers import spawn_writer, storage_client
+from tests.procs import ServiceProcess
+from tests.unit.storage_writer.factories import append_node, create_session
+from tests.waiting import HangGuard
+
+__all__ = ["postgres_cluster", "postgres_dsn"]
+
+P = 4
+
+
+async def _send(client: StorageClient, cmd: object) -> CommandReceipt:
+    """Send until a receipt comes (a partition between owners answers late, never wrongly)."""
+    while True:
+        try:
+            return await client.send(cmd)  # type: ignore[arg-type]
+        except BusTimeoutError:
+            continue
+
+
+def _owners(dsn: str) -> dict[int, str]:
+    """Partition -> owner, of the partitions whose advisory lock is held right now."""
+    with psycopg.connect(dsn) as conn:
+        if conn.execute("SELECT to_regclass('partition_owners')").fetchone() == (None,):
+            return {}  # not migrated yet
+        rows = conn.execute(
+            "SELECT o.partition, o.owner FROM partition_owners o WHERE EXISTS ("
+            "SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted "
+            "AND l.objsubid = 2 AND l.objid = o.partition AND l.classid = %s::oid "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
+            (0x736F6F6E,),
+        ).fetchall()
+    return {int(p): str(owner) for p, owner in rows}
+
+
+def _stop(proc: ServiceProcess) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except Exception:
+            proc.kill()
+            proc.wait()
+
+
+def test_routing_is_stable_and_one_partition_keeps_its_stream() -> None:
+    one, four = BusNames("t"), BusNames("t", 4)
+    assert one.storage_commands("sess_x") == one.storage_commands() == "t:storage:commands"
+    streams = {four.storage_commands(f"sess_{i}") for i in range(64)}
+    assert streams == {"t:storage:commands"} | {f"t:storage:commands:{p}" for p in (1, 2, 3)}
+    assert four.storage_partition("sess_abc") == BusNames("t", 4).storage_partition("sess_abc")
+    assert four.storage_commands(None) == "t:storage:commands"  # an account's commands
+
+
+async def test_two_writers_share_four_partitions_and_one_takes_over_a_killed_one(
+    tmp_path: Path,
+    redis_url: str,
+    names: BusNames,
+    postgres_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SOONG_STORAGE_BACKEND", "postgres")
+    monkeypatch.setenv("SOONG_POSTGRES_DSN", postgres_dsn)
+    monkeypatch.setenv("SOONG_STORAGE_PARTITIONS", str(P))
+    routed = BusNames(names.namespace, P)
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    writers = [
+        spawn_writer(tmp_path / "a", redis_url, routed, logs[0], instance="a"),
+        spawn_writer(tmp_path / "b", redis_url, routed, logs[1], instance="b"),
+    ]
+    sessions: dict[int, CreateSession] = {}
+    while len(sessions) < P:  # one session in each partition
+        s = create_session()
+        sessions.setdefault(routed.storage_partition(s.session_id), s)
+    acknowledged: list[tuple[CreateSession, str, CommandReceipt]] = []
+    try:
+        async with storage_client(redis_url, routed, timeout_s=1.0, attempts=1) as client:
+            guard = HangGuard(60, "both writers to own two partitions each")
+            while True:
+                owners = _owners(postgres_dsn)
+                counts = sorted(list(owners.values()).count(o) for o in set(owners.values()))
+                if len(owners) == P and counts == [2, 2]:
+                    break
+                for w, log in zip(writers, logs, strict=True):
+                    assert w.poll() is None, log.read_text() if log.exists() else ""
+                guard.check()
+                await asyncio.sleep(0.05)
+            for s in sessions.values():
+                assert (await _send(client, s)).ok
+            stop = asyncio.Event()
+
+            async def producer(s: CreateSession) -> None:
+                while not stop.is_set():
+                    cmd = append_node(s)
+                    receipt = await _send(client, cmd)
+                    assert receipt.ok, receipt.error
+                    acknowledged.append((s, cmd.node.node_id, receipt))
+
+            tasks = [asyncio.create_task(producer(s)) for s in sessions.values()]
+            guard = HangGuard(60, "writes to every partition before the kill")
+            while {s.session_id for s, _, _ in acknowledged} != {
+                s.session_id for s in sessions.values()
+            } or len(acknowledged) < 40:
+                guard.check()
+                await asyncio.sleep(0.02)
+            victim = writers[0]
+            victim.send_signal(signal.SIGKILL)
+            victim.wait()
+            before = {s.session_id: 0 for s in sessions.values()}
+            for s, _, _ in acknowledged:
+                before[s.session_id] += 1
+            guard = HangGuard(60, "the survivor to take every partition over")
+            while True:  # every session, whichever its partition, is written again
+                after = {s.session_id: 0 for s in sessions.values()}
+                for s, _, _ in acknowledged:
+                    after[s.session_id] += 1
+                if all(after[k] >= before[k] + 5 for k in after):
+                    break
+                assert writers[1].poll() is None, logs[1].read_text()
+                guard.check()
+                await asyncio.sleep(0.02)
+            stop.set()
+            async with asyncio.timeout(60):
+                await asyncio.gather(*tasks)
+            survivor = set(_owners(postgres_dsn).values())
+            trees = {
+                s.session_id: await client.read(GetTree(session_id=s.session_id))
+                for s in sessions.values()
+            }
+            events = {
+                s.session_id: await client.query(ListEvents(session_id=s.session_id, limit=5000))
+                for s in sessions.values()
+            }
+    finally:
+        for w in writers:
+            _stop(w)
+    assert len(survivor) == 1  # all four partitions: one owner, the writer left alive
+    assert "owned by this writer" in logs[1].read_text()
+    for s in sessions.values():
+        mine = [(node_id, r) for t, node_id, r in acknowledged if t is s]
+        tree = trees[s.session_id] or []
+        seqs = [n.node_seq for n in tree]
+        node_ids = [n.node_id for n in tree]
+        # Every acknowledged node is stored once, with the sequence number its receipt gave.
+        assert len(node_ids) == len(set(node_ids))
+        assert seqs == list(range(1, len(seqs) + 1))
+        by_id = {n.node_id: n.node_seq for n in tree}
+        for node_id, receipt in mine:
+            assert by_id[node_id] == receipt.result["node_seq"]
+        got = [e["event_id"] for e in events[s.session_id].data]
+        assert len(got) == len(set(got))  # no event twice
+        assert [e["seq"] for e in events[s.session_id].data] == list(range(1, len(got) + 1))
