@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
-from agent_core.config import BusSettings, Settings
+from agent_core.config import BusSettings, ModelSettings, Settings
 from agent_core.service import ServiceContext
 from services.gateway.app import create_app
 from tests.e2e.gateway.conftest import Gw, new_session, run_message
@@ -26,7 +26,14 @@ pytestmark = pytest.mark.e2e
 
 
 def _offline_schema() -> dict[str, Any]:
-    settings = Settings(home=Path("/nonexistent"), bus=BusSettings(redis_url="redis://127.0.0.1:1"))
+    # The served providers as the `gw` stack's (its model is `fake`): the document names them as
+    # the allowed values of an agent config's `provider`, in answers too, and other test files
+    # sharing the stack store assistants with the stack's provider.
+    settings = Settings(
+        home=Path("/nonexistent"),
+        bus=BusSettings(redis_url="redis://127.0.0.1:1"),
+        model=ModelSettings(provider="fake"),
+    )
     return create_app(ServiceContext(settings, "gateway", "schema")).openapi()
 
 
