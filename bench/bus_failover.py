@@ -7,7 +7,8 @@ hosts (``w1`` with a gateway too). ``--sessions`` clients (50) each post ``--tur
 (10) one after the other, through the two gateways in turn, each waiting for its run's end. Once
 ``--kill-after`` runs were accepted, the bus's primary (Sentinel) or one shard's primary
 (Cluster) is killed with SIGKILL. A post that fails meanwhile (503, a reset) is tried again with
-the same ``Idempotency-Key``; a run counts as *accepted* once its post was answered 202.
+the same ``Idempotency-Key``; a run counts as *accepted* once its post was answered 202 (the
+load and its audit: ``tests/multinode/load.py``).
 
 Printed last, one JSON line, per topology ``<bus>_``:
 
@@ -15,7 +16,8 @@ Printed last, one JSON line, per topology ``<bus>_``:
 * ``accepted``, ``completed``: runs; ``lost``: accepted runs not completed within
   ``--drain-s`` after the load (each still ``queued`` or ``running``, or failed);
 * ``finished_twice``: runs whose stream shows more than one ``run_finished``;
-  ``duplicate_nodes``: messages or answers present twice on a session's tree;
+  ``duplicate_nodes``: messages or answers present twice on a session's tree; ``missing_nodes``:
+  accepted runs whose message is not on the tree;
 * ``refused_posts``: posts answered with an error or not at all during the failover.
 
 Goals (the bus issue): serving again within 10 s; every accepted run ends exactly once (``lost``,
@@ -26,23 +28,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import json
 import os
 import sys
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
-import httpx  # noqa: E402
-
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 from tests.fakes.script import Delay, Finish, ScriptedTurn, Text, Usage  # noqa: E402
 from tests.multinode.harness import Cluster, Service, cluster  # noqa: E402
+from tests.multinode.load import Load, LoadShape  # noqa: E402
 
 CORE = (
     Service("storage_writer"),
@@ -50,7 +50,6 @@ CORE = (
     Service("memory_extraction"),
     Service("gateway", "core"),
 )
-TERMINAL = ("completed", "failed", "cancelled", "aborted")
 # One API key drives every client: the per-key limits must not be what is measured.
 CONFIG = """
 [gateway]
@@ -69,75 +68,7 @@ def _model() -> FakeOpenAIServer:
     return FakeOpenAIServer(default=answer)
 
 
-class Load:
-    """The clients, what they were answered, and the kill in the middle."""
-
-    def __init__(self, cl: Cluster, args: argparse.Namespace) -> None:
-        self.cl = cl
-        self.args = args
-        headers = {"Authorization": f"Bearer {cl.api_key}"}
-        self.apis = [
-            httpx.AsyncClient(base_url=cl.hosts[h].gateway_url, headers=headers, timeout=10)
-            for h in ("core", "w1")
-        ]
-        self.accepted: list[tuple[str, str, float]] = []  # (session, run, when accepted)
-        self.ended: dict[str, tuple[str, float]] = {}  # run -> (status, when seen ended)
-        self.refused = 0
-        self.killed_at: float | None = None
-        self.enough = asyncio.Event()
-
-    async def close(self) -> None:
-        for api in self.apis:
-            await api.aclose()
-
-    async def _post(self, i: int, sid: str, text: str) -> str:
-        # A retry repeats the key: it names the run a first, unanswered, attempt may have made.
-        headers = {"Idempotency-Key": text.replace(" ", "-")}
-        while True:
-            api = self.apis[i % 2]
-            try:
-                reply = await api.post(
-                    f"/v1/sessions/{sid}/messages", json={"text": text}, headers=headers
-                )
-                if reply.status_code == 202:
-                    run_id = str(reply.json()["run_id"])
-                    self.accepted.append((sid, run_id, time.monotonic()))
-                    if len(self.accepted) >= self.args.kill_after:
-                        self.enough.set()
-                    return run_id
-                if 400 <= reply.status_code < 500 and reply.status_code not in (408, 429):
-                    raise RuntimeError(f"post refused: {reply.status_code} {reply.text}")
-            except httpx.HTTPError:
-                pass
-            self.refused += 1
-            i += 1  # the other gateway next time
-            await asyncio.sleep(0.5)
-
-    async def _wait_end(self, i: int, sid: str, run_id: str, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            try:
-                reply = await self.apis[i % 2].get(f"/v1/sessions/{sid}/runs/{run_id}")
-                if reply.status_code == 200 and reply.json()["status"] in TERMINAL:
-                    self.ended[run_id] = (str(reply.json()["status"]), time.monotonic())
-                    return
-            except httpx.HTTPError:
-                pass
-            i += 1
-            await asyncio.sleep(0.3)
-
-    async def client(self, index: int) -> str:
-        reply = await self.apis[index % 2].post("/v1/sessions", json={})
-        sid = str(reply.json()["session_id"])
-        for turn in range(self.args.turns):
-            run_id = await self._post(index + turn, sid, f"s{index} turn {turn}")
-            await self._wait_end(index + turn, sid, run_id, time.monotonic() + self.args.drain_s)
-            if run_id not in self.ended:
-                break  # this session's next turn would only queue behind a lost one
-        return sid
-
-
-async def _kill_primary(cl: Cluster, load: Load) -> None:
-    await load.enough.wait()
+async def _kill_primary(cl: Cluster) -> None:
     topology = cl.topology
     assert topology is not None
     if topology.kind == "sentinel":
@@ -147,54 +78,16 @@ async def _kill_primary(cl: Cluster, load: Load) -> None:
             s for s in topology.servers if s.client().info("replication")["role"] == "master"
         )
     victim.kill()
-    load.killed_at = time.monotonic()
     print(f"# killed the primary on port {victim.port}", file=sys.stderr)
 
 
-async def _audit(cl: Cluster, load: Load, sids: list[str]) -> dict[str, float]:
-    """Finished-twice runs and duplicated nodes, from the stored tree and the streams."""
-    api = load.apis[0]
-    finished_twice = duplicates = 0
-    for sid in sids:
-        reply = await api.get(f"/v1/sessions/{sid}/tree")
-        assert reply.status_code == 200, reply.text
-        tree = reply.json()
-        texts = collections.Counter(
-            (n["role"], n["preview"]) for n in tree["nodes"] if n["node_type"] == "message"
-        )
-        duplicates += sum(c - 1 for c in texts.values() if c > 1)
-    for sid, run_id, _ in load.accepted:
-        async with api.stream("GET", f"/v1/sessions/{sid}/runs/{run_id}/events") as reply:
-            kinds = [line[7:] async for line in reply.aiter_lines() if line.startswith("event: ")]
-        finished_twice += kinds.count("run_finished") > 1
-    return {"finished_twice": finished_twice, "duplicate_nodes": duplicates}
-
-
 async def measure(cl: Cluster, args: argparse.Namespace) -> dict[str, float]:
-    load = Load(cl, args)
-    killer = asyncio.create_task(_kill_primary(cl, load))
+    shape = LoadShape(args.sessions, args.turns, args.kill_after, args.drain_s)
+    load = Load(cl, ("core", "w1"), shape)
     try:
-        sids = await asyncio.gather(*(load.client(i) for i in range(args.sessions)))
-        await killer
-        assert load.killed_at is not None
-        after = sorted(
-            load.ended[run][1]
-            for _, run, at in load.accepted
-            if at > load.killed_at and load.ended.get(run, ("", 0.0))[0] == "completed"
-        )
-        audit = await _audit(cl, load, list(sids))
+        return await load.run(partial(_kill_primary, cl))
     finally:
-        killer.cancel()
         await load.close()
-    completed = sum(1 for status, _ in load.ended.values() if status == "completed")
-    return {
-        "serving_again_s": (after[0] - load.killed_at) if after else float("inf"),
-        "accepted": len(load.accepted),
-        "completed": completed,
-        "lost": len(load.accepted) - completed,
-        "refused_posts": load.refused,
-        **audit,
-    }
 
 
 def run_on(bus: str, args: argparse.Namespace) -> dict[str, float]:

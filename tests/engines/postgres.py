@@ -15,6 +15,10 @@ primary on another free port, synchronous (``synchronous_standby_names``, with t
 ``synchronous_commit`` on) so that a commit is acknowledged only once the standby has it. A test
 kills the primary's postmaster (:meth:`PostgresCluster.kill`) and promotes the standby.
 
+The multi-host tests start one on the harness's fabric instead (``start_cluster(listen=...,
+clients=...)``): it listens on the engines' address and lets the hosts' subnet in, with the
+same password authentication.
+
 One cluster per pytest process (per xdist worker): start-up costs ~1 s, a ``CREATE DATABASE``
 ~50 ms. ``.ci/run`` installs the ``postgresql`` package, so nothing skips for want of it.
 """
@@ -22,6 +26,7 @@ One cluster per pytest process (per xdist worker): start-up costs ~1 s, a ``CREA
 from __future__ import annotations
 
 import glob
+import ipaddress
 import os
 import pwd
 import secrets
@@ -143,8 +148,9 @@ class PostgresCluster:
             raise RuntimeError(f"{tool} failed: {result.stderr.strip()}\n{tail}")
 
 
-def _new_cluster(parent: Path | None) -> PostgresCluster:
-    """A cluster's folder (owned by the server's account) and its port, password and binaries."""
+def _new_cluster(parent: Path | None, host: str = "127.0.0.1") -> PostgresCluster:
+    """A cluster's folder (owned by the server's account) and its port, password and binaries;
+    ``host``: the address it will listen on."""
     root = Path(tempfile.mkdtemp(prefix="soong-pg-", dir=parent))
     user = _unprivileged_user() if os.geteuid() == 0 else None
     if user is not None:
@@ -156,6 +162,7 @@ def _new_cluster(parent: Path | None) -> PostgresCluster:
         password=secrets.token_urlsafe(16),
         user=user,
         bin_dir=server_bin_dir(),
+        host=host,
     )
 
 
@@ -165,7 +172,7 @@ def _start(cluster: PostgresCluster, settings: Mapping[str, str]) -> None:
         [
             f"-p {cluster.port}",
             f"-k {cluster.root}",
-            "-c listen_addresses=127.0.0.1",
+            f"-c listen_addresses={cluster.host}",
             *(f"-c {name}={value}" for name, value in settings.items()),
         ]
     )
@@ -177,12 +184,19 @@ _FAST: Final = {"fsync": "off", "synchronous_commit": "off", "full_page_writes":
 
 
 def start_cluster(
-    parent: Path | None = None, *, durable: bool = False, settings: Mapping[str, str] = {}
+    parent: Path | None = None,
+    *,
+    durable: bool = False,
+    settings: Mapping[str, str] = {},
+    listen: str = "127.0.0.1",
+    clients: str | None = None,
 ) -> PostgresCluster:
     """``initdb`` a new cluster in a temporary folder and start it on a free loopback port;
     ``durable``: with PostgreSQL's own durability (fsync at commit), as deployed (benches);
-    ``settings``: server settings over the defaults."""
-    cluster = _new_cluster(parent)
+    ``settings``: server settings over the defaults; ``listen``: the one address it listens on
+    (the loopback's by default); ``clients``: a network (CIDR) whose hosts may log in with the
+    password too (``initdb``'s rules let in the loopback only)."""
+    cluster = _new_cluster(parent, listen)
     pwfile = cluster.root / "pwfile"
     pwfile.write_text(cluster.password + "\n")
     os.chmod(pwfile, 0o600)
@@ -203,6 +217,10 @@ def start_cluster(
             "--locale=C",
             "--no-sync",
         )
+        if clients is not None:
+            hba = cluster.data_dir / "pg_hba.conf"
+            with hba.open("a") as rules:  # the server's account owns the file; root appends
+                rules.write(f"host all all {ipaddress.ip_network(clients)} scram-sha-256\n")
         _start(cluster, {**({} if durable else _FAST), "max_connections": "200", **settings})
     except BaseException:
         cluster.stop()

@@ -10,11 +10,14 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import psycopg
+
 from agent_core.bus import BusNames, RpcClient, make_redis
 from agent_core.config import Settings
 from agent_core.config.schema import BusSettings
 from agent_core.service import ServiceContext, run_service
 from agent_core.storage_client import StorageClient
+from services.storage_writer.backends.postgres import OWNER_LOCK_CLASS
 from services.storage_writer.service import StorageWriterService, assemble
 from services.storage_writer.shards import ShardLayout
 from tests.conftest import REPO
@@ -107,3 +110,19 @@ def integrity_ok(home: Path) -> bool:
         finally:
             conn.close()
     return True
+
+
+def partition_owners(dsn: str) -> dict[int, str]:
+    """Partition -> owner, of the partitions of a PostgreSQL record whose advisory lock is held
+    right now (``[storage] partitions``); empty before the first migration."""
+    with psycopg.connect(dsn) as conn:
+        if conn.execute("SELECT to_regclass('partition_owners')").fetchone() == (None,):
+            return {}
+        rows = conn.execute(
+            "SELECT o.partition, o.owner FROM partition_owners o WHERE EXISTS ("
+            "SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted "
+            "AND l.objsubid = 2 AND l.objid = o.partition AND l.classid = %s::oid "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
+            (OWNER_LOCK_CLASS,),
+        ).fetchall()
+    return {int(p): str(owner) for p, owner in rows}

@@ -8,7 +8,6 @@ import asyncio
 import signal
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from agent_core.bus import BusNames
@@ -16,7 +15,11 @@ from agent_core.bus.contracts.storage import CommandReceipt, CreateSession, GetT
 from agent_core.errors import BusTimeoutError
 from agent_core.storage_client import StorageClient
 from tests.engines.postgres import postgres_cluster, postgres_dsn
-from tests.integration.storage_writer.helpers import spawn_writer, storage_client
+from tests.integration.storage_writer.helpers import (
+    partition_owners,
+    spawn_writer,
+    storage_client,
+)
 from tests.procs import ServiceProcess
 from tests.unit.storage_writer.factories import append_node, create_session
 from tests.waiting import HangGuard
@@ -33,21 +36,6 @@ async def _send(client: StorageClient, cmd: object) -> CommandReceipt:
             return await client.send(cmd)  # type: ignore[arg-type]
         except BusTimeoutError:
             continue
-
-
-def _owners(dsn: str) -> dict[int, str]:
-    """Partition -> owner, of the partitions whose advisory lock is held right now."""
-    with psycopg.connect(dsn) as conn:
-        if conn.execute("SELECT to_regclass('partition_owners')").fetchone() == (None,):
-            return {}  # not migrated yet
-        rows = conn.execute(
-            "SELECT o.partition, o.owner FROM partition_owners o WHERE EXISTS ("
-            "SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted "
-            "AND l.objsubid = 2 AND l.objid = o.partition AND l.classid = %s::oid "
-            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
-            (0x736F6F6E,),
-        ).fetchall()
-    return {int(p): str(owner) for p, owner in rows}
 
 
 def _stop(proc: ServiceProcess) -> None:
@@ -94,7 +82,7 @@ async def test_two_writers_share_four_partitions_and_one_takes_over_a_killed_one
         async with storage_client(redis_url, routed, timeout_s=1.0, attempts=1) as client:
             guard = HangGuard(60, "both writers to own two partitions each")
             while True:
-                owners = _owners(postgres_dsn)
+                owners = partition_owners(postgres_dsn)
                 counts = sorted(list(owners.values()).count(o) for o in set(owners.values()))
                 if len(owners) == P and counts == [2, 2]:
                     break
@@ -139,7 +127,7 @@ async def test_two_writers_share_four_partitions_and_one_takes_over_a_killed_one
             stop.set()
             async with asyncio.timeout(60):
                 await asyncio.gather(*tasks)
-            survivor = set(_owners(postgres_dsn).values())
+            survivor = set(partition_owners(postgres_dsn).values())
             trees = {
                 s.session_id: await client.read(GetTree(session_id=s.session_id))
                 for s in sessions.values()
