@@ -15,13 +15,14 @@ writer's search outbox holds rows: it waits for them to be flushed on the writer
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from agent_core.bus import GROUP_STORAGE, Delivery, StreamConsumer, reclaim_idle
+from agent_core.bus import GROUP_STORAGE, Delivery, StreamConsumer, hand_back, reclaim_idle
 from agent_core.bus.contracts.storage import (
     STORAGE_COMMAND,
     STORAGE_QUERY,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:  # psycopg is imported only when the postgres backend is chose
 
 __all__ = ["StorageWriterService", "assemble", "build"]
 
+log = logging.getLogger("soong.storage_writer")
 _QUERY_BATCH = 64
 _GRACEFUL_S = 15.0  # a partition handed over: its batch in flight finishes within this
 
@@ -152,6 +154,11 @@ class _PartitionReader:
 
     async def stop(self) -> None:
         await self.consumer.stop_reading(_GRACEFUL_S)
+        # What it read and did not commit (superseded, or a batch cut off by the grace time)
+        # goes to the partition's next owner at its next sweep, not after ``min_idle_ms``.
+        handed = await hand_back(self.consumer)
+        if handed:
+            log.warning("%s: %d entries left to the next owner", self.consumer.stream, handed)
 
     async def reclaim(self) -> None:
         await reclaim_idle(self.consumer)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from agent_core.bus.consumer import ConsumerOptions, RawEntry, StreamConsumer
     from agent_core.bus.dead_letters import DeadLetterSink
     from agent_core.bus.delivery import Delivery
-    from agent_core.bus.recovery import drain_own, reclaim_idle, reclaim_loop
+    from agent_core.bus.recovery import drain_own, hand_back, reclaim_idle, reclaim_loop
     from agent_core.bus.rpc import RpcClient
 
 # name → the submodule that defines it, imported when the name is first asked for
@@ -47,6 +47,7 @@ _LAZY = {
     "DeadLetterSink": "dead_letters",
     "Delivery": "delivery",
     "drain_own": "recovery",
+    "hand_back": "recovery",
     "reclaim_idle": "recovery",
     "reclaim_loop": "recovery",
     "RpcClient": "rpc",
@@ -78,6 +79,7 @@ __all__ = [
     "StreamConsumer",
     "decode_fields",
     "drain_own",
+    "hand_back",
     "make_redis",
     "publish",
     "reclaim_idle",

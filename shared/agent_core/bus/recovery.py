@@ -4,6 +4,8 @@
   name still holds from a previous life (stable consumer names make this work).
 * :func:`reclaim_idle` — periodically, take over entries that another consumer has held longer
   than ``min_idle_ms`` (it died, or it is stuck) with ``XAUTOCLAIM`` and process them.
+* :func:`hand_back` — a consumer that stops serving a stream for good leaves what it still holds
+  to the others' next :func:`reclaim_idle`, without their waiting ``min_idle_ms``.
 
 Both count deliveries from Redis (``XCLAIM``/``XAUTOCLAIM`` increment the counter) and let the
 consumer dead-letter an entry once it reached the cap. Entries trimmed out of the stream while
@@ -19,11 +21,13 @@ from typing import Any
 
 from agent_core.bus.consumer import RawEntry, StreamConsumer
 
-__all__ = ["drain_own", "reclaim_idle", "reclaim_loop"]
+__all__ = ["drain_own", "hand_back", "reclaim_idle", "reclaim_loop"]
 
 log = logging.getLogger(__name__)
 
 _COUNT = 100
+# The idle time :func:`hand_back` gives an entry: past any consumer's ``min_idle_ms``.
+_HANDED_BACK_IDLE_MS = 86_400_000
 
 
 async def _delivery_counts(consumer: StreamConsumer[Any], ids: list[str]) -> dict[str, int]:
@@ -61,6 +65,45 @@ async def drain_own(consumer: StreamConsumer[Any]) -> int:
             consumer.stream, consumer.group, consumer.consumer, 0, list[Any](ids)
         )
         await _process_claimed(consumer, claimed, ids)
+        total += len(ids)
+        start = "(" + ids[-1]
+
+
+async def hand_back(consumer: StreamConsumer[Any]) -> int:
+    """Make every entry this consumer name holds pending claimable by the group's other
+    consumers at their next idle sweep; return how many.
+
+    For a consumer that stops serving its stream for good while another serves it already (a
+    storage partition taken over by another writer): what it read and could not apply would
+    otherwise wait ``min_idle_ms`` before the new owner's sweep took it. Each entry is claimed by
+    this same name once more with its idle time set to a day (``XCLAIM … IDLE … JUSTID``, which
+    does not count a delivery), so nothing is processed here and nothing is lost: the entries
+    stay in the group's pending list until the other consumer acknowledges them.
+    """
+    redis = consumer.redis
+    start = "-"
+    total = 0
+    while True:
+        pending = await redis.xpending_range(
+            consumer.stream,
+            consumer.group,
+            min=start,
+            max="+",
+            count=_COUNT,
+            consumername=consumer.consumer,
+        )
+        if not pending:
+            return total
+        ids = [_s(p["message_id"]) for p in pending]
+        await redis.xclaim(
+            consumer.stream,
+            consumer.group,
+            consumer.consumer,
+            0,
+            list[Any](ids),
+            idle=_HANDED_BACK_IDLE_MS,
+            justid=True,
+        )
         total += len(ids)
         start = "(" + ids[-1]
 

@@ -14,7 +14,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from agent_core.bus import BusNames, ConsumerOptions, Delivery
+from agent_core.bus import BusNames, ConsumerOptions, Delivery, hand_back, reclaim_idle
 from agent_core.bus.broker import make_broker
 from agent_core.bus.contracts.runs import RUNS_MESSAGE, RunNudge
 from tests.conftest import REPO
@@ -195,3 +195,37 @@ async def test_a_consumer_whose_group_is_gone_stops_for_good(
         await wait_for(lambda: not consumer.running, timeout_s=10)
         await asyncio.sleep(0.3)
         assert not consumer.running
+
+
+async def test_entries_handed_back_are_taken_by_the_next_sweep_of_another(
+    redis_url: str, redis: Redis, names: BusNames
+) -> None:
+    """A consumer that stops for good hands what it holds to another consumer's next idle
+    sweep, whatever ``min_idle_ms`` says, without counting a delivery."""
+    seen: dict[str, list[tuple[str, int]]] = {"leaving": [], "staying": []}
+
+    def handler(name: str) -> Any:
+        async def handle(message: Any, delivery: Delivery) -> None:
+            seen[name].append((message.session_id, delivery.deliveries))
+            if name == "leaving":
+                raise RuntimeError("superseded")
+
+        return handle
+
+    options = ConsumerOptions(max_records=4, min_idle_ms=600_000, claim_interval_s=0.1)
+    leaving = make_consumer(
+        redis, names, names.runs, RUNS_MESSAGE, handler("leaving"), name="a", options=options
+    )
+    staying = make_consumer(
+        redis, names, names.runs, RUNS_MESSAGE, handler("staying"), name="b", options=options
+    )
+    await leaving.ensure_group()
+    leaving.start_reading()
+    await _publish(redis_url, names.runs, "s1", "s2")
+    await wait_for(lambda: len(seen["leaving"]) == 2)
+    await leaving.stop_reading(2)
+    assert await reclaim_idle(staying) == 0  # ten minutes' idle time: not yet another's
+    assert await hand_back(leaving) == 2
+    assert await reclaim_idle(staying) == 2
+    assert sorted(seen["staying"]) == [("s1", 2), ("s2", 2)]  # one delivery each before
+    assert (await redis.xpending(names.runs, "g"))["pending"] == 0

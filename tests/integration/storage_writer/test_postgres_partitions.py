@@ -8,13 +8,15 @@ import asyncio
 import signal
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from agent_core.bus import BusNames
 from agent_core.bus.contracts.storage import CommandReceipt, CreateSession, GetTree, ListEvents
 from agent_core.errors import BusTimeoutError
 from agent_core.storage_client import StorageClient
-from tests.engines.postgres import postgres_cluster, postgres_dsn
+from services.storage_writer.backends.postgres import OWNER_LOCK_CLASS
+from tests.engines.postgres import PostgresCluster, postgres_cluster, postgres_dsn
 from tests.integration.storage_writer.helpers import (
     partition_owners,
     spawn_writer,
@@ -155,3 +157,90 @@ async def test_two_writers_share_four_partitions_and_one_takes_over_a_killed_one
         got = [e["event_id"] for e in events[s.session_id].data]
         assert len(got) == len(set(got))  # no event twice
         assert [e["seq"] for e in events[s.session_id].data] == list(range(1, len(got) + 1))
+
+
+async def test_what_a_superseded_owner_read_goes_to_the_new_owner_without_waiting_idle(
+    tmp_path: Path,
+    redis_url: str,
+    names: BusNames,
+    postgres_cluster: PostgresCluster,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A writer whose partition was taken over while it did not know (its connection ended,
+    then another writer took the lock) reads commands of that partition once more; it finds
+    itself superseded and drops the partition. What it read goes to the new owner at its next
+    sweep: with ``min_idle_ms`` at ten minutes, a command that waited for it would hang (it did
+    before the hand-back)."""
+    dsn = postgres_cluster.create_database("soong_superseded_" + names.namespace[-8:].lower())
+    monkeypatch.setenv("SOONG_STORAGE_BACKEND", "postgres")
+    monkeypatch.setenv("SOONG_POSTGRES_DSN", dsn)
+    monkeypatch.setenv("SOONG_STORAGE_PARTITIONS", "3")
+    routed = BusNames(names.namespace, 3)
+    logs = {name: tmp_path / f"{name}.log" for name in ("a", "b")}
+    writers: dict[str, ServiceProcess] = {}
+    for name in logs:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.toml").write_text(
+            "[bus]\nmin_idle_ms = 600000\nclaim_interval_s = 0.2\n"
+        )
+        writers[name] = spawn_writer(tmp_path / name, redis_url, routed, logs[name], instance=name)
+    by_pid = {w.pid: name for name, w in writers.items()}
+    try:
+        guard = HangGuard(60, "the writers to own two partitions and one")
+        while sorted((counts := _shares(dsn, by_pid)).values()) != [1, 2]:
+            for name, w in writers.items():
+                assert w.poll() is None, logs[name].read_text()
+            guard.check()
+            await asyncio.sleep(0.05)
+        x = next(name for name, n in counts.items() if n == 2)  # to be superseded
+        y = next(name for name in writers if name != x)
+        p = next(p for p, owner in partition_owners(dsn).items() if _pid(owner) == writers[x].pid)
+        session = create_session()
+        while routed.storage_partition(session.session_id) != p:
+            session = create_session()
+        async with storage_client(redis_url, routed, timeout_s=60.0, attempts=1) as client:
+            assert (await client.send(session)).ok
+            with psycopg.connect(dsn, autocommit=True) as conn:  # x's write connection ends
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                    "AND granted AND objsubid = 2 AND objid = %s AND classid = %s::oid",
+                    (p, OWNER_LOCK_CLASS),
+                )
+            guard = HangGuard(60, f"writer {y} to take partition {p} over")
+            while _pid(partition_owners(dsn).get(p, ":0")) != writers[y].pid:
+                guard.check()
+                await asyncio.sleep(0.02)
+            writers[y].send_signal(signal.SIGSTOP)  # x alone reads the partition's stream now
+            try:
+                commands = [append_node(session) for _ in range(3)]
+                sent = [asyncio.create_task(client.send(cmd)) for cmd in commands]
+                guard = HangGuard(60, f"writer {x} to give partition {p} up")
+                while "writer_superseded" not in logs[x].read_text():
+                    guard.check(logs[x].read_text)
+                    await asyncio.sleep(0.05)
+            finally:
+                writers[y].send_signal(signal.SIGCONT)
+            async with asyncio.timeout(60):  # a hang bound: ten minutes without the hand-back
+                receipts = await asyncio.gather(*sent)
+            tree = await client.read(GetTree(session_id=session.session_id))
+    finally:
+        for w in writers.values():
+            _stop(w)
+    assert "writer_superseded" in logs[x].read_text()
+    assert [r.ok for r in receipts] == [True] * 3, [r.error for r in receipts]
+    node_ids = [n.node_id for n in tree or []]
+    assert sorted(node_ids) == sorted(cmd.node.node_id for cmd in commands)
+
+
+def _pid(owner: str) -> int:
+    """The process id in a partition owner's name (``host:pid``)."""
+    return int(owner.rsplit(":", 1)[1])
+
+
+def _shares(dsn: str, by_pid: dict[int, str]) -> dict[str, int]:
+    """How many partitions each of the writers (named by pid) owns now."""
+    counts = dict.fromkeys(by_pid.values(), 0)
+    for owner in partition_owners(dsn).values():
+        if _pid(owner) in by_pid:
+            counts[by_pid[_pid(owner)]] += 1
+    return counts
