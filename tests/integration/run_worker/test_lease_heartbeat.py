@@ -10,8 +10,9 @@ run; after three such takeovers the run ended ``attempts_exhausted``. A loop stu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from agent_core.bus import BusNames
 from agent_core.runtime import ScriptedModel, ScriptedReply
 from tests.integration.run_worker.harness import BusClient
 from tests.integration.run_worker.inprocess import InProcessWorker, start_worker
+from tests.waiting import HangGuard
 
 
 @pytest.fixture
@@ -49,6 +51,7 @@ class _BlockingModel:
         return ScriptedReply(text="done")
 
 
+@contextlib.asynccontextmanager
 async def _blocked_run(
     client: BusClient,
     redis_url: str,
@@ -57,7 +60,9 @@ async def _blocked_run(
     *,
     block_s: float,
     extra_config: str = "",
-) -> tuple[InProcessWorker, _BlockingModel, dict[str, Any]]:
+) -> AsyncIterator[tuple[InProcessWorker, _BlockingModel, dict[str, Any]]]:
+    """A worker whose model blocks its loop ``block_s`` in a run's one turn; the run, ended;
+    the worker closed at the block's end."""
     blocking = _BlockingModel(redis_url, names, block_s)
     worker = await start_worker(
         redis_url, names, home, ScriptedModel(blocking), extra_config=extra_config
@@ -66,62 +71,55 @@ async def _blocked_run(
         blocking.session_id = await client.new_session()
         sent = await client.send(blocking.session_id, "think hard")
         [run] = (await client.wait_terminal([sent.run_id], timeout_s=60)).values()
-    except BaseException:
+        yield worker, blocking, run
+    finally:
         await worker.close()
-        raise
-    return worker, blocking, run
 
 
 @pytest.mark.usefixtures("writer_ready")
 async def test_a_loop_busy_past_the_ttl_keeps_its_lease(
     client: BusClient, redis_url: str, names: BusNames, tmp_path: Path
 ) -> None:
-    worker, blocking, run = await _blocked_run(client, redis_url, names, tmp_path, block_s=2.5)
-    try:
+    async with _blocked_run(client, redis_url, names, tmp_path, block_s=2.5) as ran:
+        worker, blocking, run = ran
         # 2.5 s of a blocked loop against a 1 s TTL: the keeper's thread renewed meanwhile.
         assert blocking.holders == [worker.worker.token]
         assert run["status"] == "completed"
         assert run["attempt"] == 1
-    finally:
-        await worker.close()
 
 
 @pytest.mark.usefixtures("writer_ready")
 async def test_a_loop_stuck_past_the_stall_limit_lets_its_lease_lapse(
     client: BusClient, redis_url: str, names: BusNames, tmp_path: Path
 ) -> None:
-    worker, blocking, run = await _blocked_run(
+    stuck = _blocked_run(
         client, redis_url, names, tmp_path, block_s=3.5, extra_config="loop_stall_limit_s = 1"
     )
-    try:
+    async with stuck as (_, blocking, run):
         # The loop did not turn for 1 s: renewals stopped, and the 1 s lease ran out.
         assert blocking.holders == [None]
         assert run["status"] == "completed"  # nobody took the lane meanwhile: nothing fenced it
         blocking.block_s = 0
         await _next_run_completes(client, blocking.session_id)  # its lane is taken again
-    finally:
-        await worker.close()
 
 
 @pytest.mark.usefixtures("writer_ready")
 async def test_a_drain_that_ends_stops_renewing_its_lease(
     client: BusClient, redis_url: str, names: BusNames, tmp_path: Path
 ) -> None:
-    worker, blocking, run = await _blocked_run(client, redis_url, names, tmp_path, block_s=0)
-    try:
+    async with _blocked_run(client, redis_url, names, tmp_path, block_s=0) as ran:
+        worker, blocking, run = ran
         assert run["status"] == "completed"
-        await _until(lambda: not worker.worker.lanes, "the drain never finished")
+        await _until(lambda: not worker.worker.lanes, "the drain to finish")
         # Released when the lane went idle (a renewal after that finds no lease to extend).
         assert await client.queue.lease_holder(blocking.session_id) is None
         await _next_run_completes(client, blocking.session_id)
-    finally:
-        await worker.close()
 
 
-async def _until(done: Callable[[], bool], why: str) -> None:
-    deadline = time.monotonic() + 30
+async def _until(done: Callable[[], bool], what: str) -> None:
+    guard = HangGuard(30, what)
     while not done():
-        assert time.monotonic() < deadline, why
+        guard.check()
         await asyncio.sleep(0.05)
 
 
