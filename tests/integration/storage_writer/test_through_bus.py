@@ -1,4 +1,7 @@
-"""The writer through the real bus and real SQLite files: seqs, idempotency, fencing, faults."""
+"""The writer through the real bus, on each backend (real SQLite files, a private PostgreSQL):
+seqs, idempotency, fencing, faults, queries beside a held batch, hostile ids; and SQLite's own
+checkpoints and search outbox. What is counted is asked through the bus, so the same assertion
+holds on both."""
 
 from __future__ import annotations
 
@@ -17,16 +20,20 @@ from agent_core.bus.contracts.storage import (
     ClaimRun,
     CommandReceipt,
     GetSession,
+    GetTree,
     ListEvents,
     ListSessions,
     RunFence,
     SearchSessions,
 )
+from agent_core.config import Settings
 from agent_core.ids import new_id
+from agent_core.storage_client import StorageClient
 from agent_core.types.protocol import TextBlock
 from services.storage_writer.checkpoint import CheckpointPolicy
-from services.storage_writer.schema import events_table, nodes_table
+from services.storage_writer.schema import nodes_table
 from services.storage_writer.writer import Writer
+from tests.engines.postgres import postgres_cluster, postgres_dsn
 from tests.integration.storage_writer.helpers import (
     in_process_writer,
     layout_of,
@@ -34,6 +41,34 @@ from tests.integration.storage_writer.helpers import (
     writer_settings,
 )
 from tests.unit.storage_writer.factories import append_node, create_run, create_session
+
+__all__ = ["postgres_cluster", "postgres_dsn"]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def settings(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    redis_url: str,
+    names: BusNames,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Settings:
+    """A writer's settings on the backend under test (PostgreSQL: the module's database)."""
+    base = writer_settings(tmp_path, redis_url, names)
+    if request.param == "sqlite":
+        return base
+    monkeypatch.setenv("SOONG_POSTGRES_DSN", request.getfixturevalue("postgres_dsn"))
+    storage = base.storage.model_copy(update={"backend": "postgres"})
+    return base.model_copy(update={"storage": storage})
+
+
+async def _nodes(client: StorageClient, session_id: str) -> int:
+    return len(await client.read(GetTree(session_id=session_id)) or [])
+
+
+async def _events(client: StorageClient, session_id: str, node_id: str | None = None) -> int:
+    reply = await client.query(ListEvents(session_id=session_id, limit=5000))
+    return sum(1 for e in reply.data if node_id is None or e["node_id"] == node_id)
 
 
 def _count(home: Path, session_id: str, table: str, where: str = "1", *args: object) -> int:
@@ -46,9 +81,8 @@ def _count(home: Path, session_id: str, table: str, where: str = "1", *args: obj
 
 
 async def test_seqs_are_gap_free_and_ordered_under_8_producers(
-    tmp_path: Path, redis_url: str, names: BusNames
+    settings: Settings, redis_url: str, names: BusNames
 ) -> None:
-    settings = writer_settings(tmp_path, redis_url, names)
     s = create_session()
     async with in_process_writer(settings), storage_client(redis_url, names) as client:
         assert (await client.send(s)).ok
@@ -68,9 +102,8 @@ async def test_seqs_are_gap_free_and_ordered_under_8_producers(
 
 
 async def test_same_command_delivered_three_times_is_one_row(
-    tmp_path: Path, redis_url: str, names: BusNames
+    settings: Settings, redis_url: str, names: BusNames
 ) -> None:
-    settings = writer_settings(tmp_path, redis_url, names)
     s = create_session()
     cmd = append_node(s)
     async with in_process_writer(settings), storage_client(redis_url, names) as client:
@@ -83,19 +116,16 @@ async def test_same_command_delivered_three_times_is_one_row(
             await broker.publish(cmd, stream=names.storage_commands(s.session_id))
         await broker.stop()
         last = await client.send(cmd)
+        nodes, events = await _nodes(client, s.session_id), await _events(client, s.session_id)
+        of_node = await _events(client, s.session_id, cmd.node.node_id)
     assert [r.duplicate for r in receipts] == [False, True, True] and last.duplicate
     assert receipts[0].result == receipts[1].result == receipts[2].result == last.result
-    assert _count(tmp_path, s.session_id, nodes_table(s.session_id)) == 1
-    assert (
-        _count(tmp_path, s.session_id, events_table(s.session_id), "node_id = ?", cmd.node.node_id)
-        == 1
-    )
+    assert (nodes, events, of_node) == (1, 2, 1)  # session_created and node_created
 
 
 async def test_stale_attempt_is_refused_through_the_bus(
-    tmp_path: Path, redis_url: str, names: BusNames
+    settings: Settings, redis_url: str, names: BusNames
 ) -> None:
-    settings = writer_settings(tmp_path, redis_url, names)
     s = create_session()
     run = create_run(s)
 
@@ -111,15 +141,15 @@ async def test_stale_attempt_is_refused_through_the_bus(
             assert (await client.send(command)).ok
         stale = append_node(s, run_id=run.run_id, fence=RunFence(run_id=run.run_id, attempt=1))
         receipt = await client.send(stale)
+        nodes = await _nodes(client, s.session_id)
     assert not receipt.ok and receipt.error is not None
     assert receipt.error.code == "stale_attempt" and receipt.error.type == "storage_error"
-    assert _count(tmp_path, s.session_id, nodes_table(s.session_id)) == 0
+    assert nodes == 0
 
 
 async def test_fault_between_node_and_event_leaves_neither_then_recovers(
-    tmp_path: Path, redis_url: str, names: BusNames
+    settings: Settings, redis_url: str, names: BusNames
 ) -> None:
-    settings = writer_settings(tmp_path, redis_url, names)
     s = create_session()
     cmd = append_node(s)
     armed = True
@@ -137,20 +167,19 @@ async def test_fault_between_node_and_event_leaves_neither_then_recovers(
         sending = asyncio.create_task(client.send(cmd))
         await asyncio.sleep(1.5)  # several failed deliveries (re-claimed after min_idle)
         assert not sending.done()
-        assert _count(tmp_path, s.session_id, nodes_table(s.session_id)) == 0
-        assert _count(tmp_path, s.session_id, events_table(s.session_id)) == 1  # session_created
+        assert await _nodes(client, s.session_id) == 0
+        assert await _events(client, s.session_id) == 1  # session_created
         armed = False
         async with asyncio.timeout(30):
             receipt = await sending
+        nodes, events = await _nodes(client, s.session_id), await _events(client, s.session_id)
     assert receipt.ok and receipt.result["node_seq"] == 1 and receipt.result["seq"] == 2
-    assert _count(tmp_path, s.session_id, nodes_table(s.session_id)) == 1
-    assert _count(tmp_path, s.session_id, events_table(s.session_id)) == 2
+    assert (nodes, events) == (1, 2)
 
 
 async def test_queries_do_not_wait_behind_a_write_batch(
-    tmp_path: Path, redis_url: str, names: BusNames
+    settings: Settings, redis_url: str, names: BusNames
 ) -> None:
-    settings = writer_settings(tmp_path, redis_url, names)
     s = create_session(account="acct_q")
     gate = threading.Event()  # the batch holds its transaction until the test opens it
     entered = threading.Event()
@@ -180,9 +209,8 @@ async def test_queries_do_not_wait_behind_a_write_batch(
 
 
 async def test_hostile_session_id_is_refused_through_the_bus(
-    tmp_path: Path, redis_url: str, names: BusNames, redis: Redis
+    settings: Settings, redis_url: str, names: BusNames, redis: Redis
 ) -> None:
-    settings = writer_settings(tmp_path, redis_url, names)
     hostile = create_session().model_copy(update={"session_id": 'x"; DROP TABLE sessions; --'})
     async with in_process_writer(settings), storage_client(redis_url, names) as client:
         receipt = await client.send(hostile)
