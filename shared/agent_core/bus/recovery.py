@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 from agent_core.bus.consumer import RawEntry, StreamConsumer
@@ -44,13 +45,12 @@ async def _delivery_counts(consumer: StreamConsumer[Any], ids: list[str]) -> dic
     return {_s(r["message_id"]): int(r["times_delivered"]) for r in rows}
 
 
-async def drain_own(consumer: StreamConsumer[Any]) -> int:
-    """Re-process every entry pending for this consumer name, oldest first; return how many."""
-    redis = consumer.redis
+async def _own_pending(consumer: StreamConsumer[Any]) -> AsyncIterator[list[str]]:
+    """The ids this consumer name holds pending, oldest first, a page at a time (a page is read
+    after the caller is done with the one before, so what it acknowledged meanwhile is gone)."""
     start = "-"
-    total = 0
     while True:
-        pending = await redis.xpending_range(
+        pending = await consumer.redis.xpending_range(
             consumer.stream,
             consumer.group,
             min=start,
@@ -59,14 +59,22 @@ async def drain_own(consumer: StreamConsumer[Any]) -> int:
             consumername=consumer.consumer,
         )
         if not pending:
-            return total
+            return
         ids = [_s(p["message_id"]) for p in pending]
-        claimed = await redis.xclaim(
+        yield ids
+        start = "(" + ids[-1]
+
+
+async def drain_own(consumer: StreamConsumer[Any]) -> int:
+    """Re-process every entry pending for this consumer name, oldest first; return how many."""
+    total = 0
+    async for ids in _own_pending(consumer):
+        claimed = await consumer.redis.xclaim(
             consumer.stream, consumer.group, consumer.consumer, 0, list[Any](ids)
         )
         await _process_claimed(consumer, claimed, ids)
         total += len(ids)
-        start = "(" + ids[-1]
+    return total
 
 
 async def hand_back(consumer: StreamConsumer[Any]) -> int:
@@ -80,22 +88,9 @@ async def hand_back(consumer: StreamConsumer[Any]) -> int:
     does not count a delivery), so nothing is processed here and nothing is lost: the entries
     stay in the group's pending list until the other consumer acknowledges them.
     """
-    redis = consumer.redis
-    start = "-"
     total = 0
-    while True:
-        pending = await redis.xpending_range(
-            consumer.stream,
-            consumer.group,
-            min=start,
-            max="+",
-            count=_COUNT,
-            consumername=consumer.consumer,
-        )
-        if not pending:
-            return total
-        ids = [_s(p["message_id"]) for p in pending]
-        await redis.xclaim(
+    async for ids in _own_pending(consumer):
+        await consumer.redis.xclaim(
             consumer.stream,
             consumer.group,
             consumer.consumer,
@@ -105,7 +100,7 @@ async def hand_back(consumer: StreamConsumer[Any]) -> int:
             justid=True,
         )
         total += len(ids)
-        start = "(" + ids[-1]
+    return total
 
 
 async def reclaim_idle(consumer: StreamConsumer[Any], min_idle_ms: int | None = None) -> int:
