@@ -14,21 +14,29 @@ $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet uv==$(UV_VERSION)
 
+# Bytecode, compiled once here: every service process (and `make test` starts hundreds) would
+# otherwise compile its imports from source, about 3 s of CPU each, and never keep the result
+# when PYTHONDONTWRITEBYTECODE is set. uv's --compile-bytecode compiles all of site-packages; our
+# own trees are compiled by `install` below, on every run, since they change without the locks.
 # What running needs (requirements-runtime.lock): `make run` and `make demo` install no more.
 $(VENV)/.runtime: requirements-runtime.lock pyproject.toml | $(UV)
 	$(UV) venv --allow-existing --python $(PYTHON) $(VENV)
-	$(UV) pip install --python $(PY) -r requirements-runtime.lock
+	$(UV) pip install --compile-bytecode --python $(PY) -r requirements-runtime.lock
 	$(UV) pip install --python $(PY) --no-deps -e .
 	touch $@
 
 # Everything, the test and lint tools too (requirements.lock): what the other targets need.
 $(VENV)/.installed: requirements.lock pyproject.toml | $(UV)
 	$(UV) venv --allow-existing --python $(PYTHON) $(VENV)
-	$(UV) pip install --python $(PY) -r requirements.lock
+	$(UV) pip install --compile-bytecode --python $(PY) -r requirements.lock
 	$(UV) pip install --python $(PY) --no-deps -e .
 	touch $(VENV)/.runtime $@
 
+# Our sources' bytecode, into the __pycache__ folders beside them (ignored by git): compileall
+# writes it whatever PYTHONDONTWRITEBYTECODE says, and recompiles only the files changed since.
+COMPILE := $(PY) -m compileall -q -j0
 install: $(VENV)/.installed
+	$(COMPILE) shared services tests bench examples
 
 # axe-core, the accessibility checker the console's browser tests inject (tests/e2e/console): a
 # pinned npm package in .tools/axe, installed once. npm comes with Debian's nodejs (.ci/run).
@@ -41,10 +49,12 @@ $(AXE):
 axe: $(AXE)
 
 run: $(VENV)/.runtime
+	$(COMPILE) shared services
 	$(VENV)/bin/soong-agent up
 
 # The same stack with the scripted demo model: no key, no network; send it "help".
 demo: $(VENV)/.runtime
+	$(COMPILE) shared services
 	$(VENV)/bin/soong-agent up --fake-provider
 
 # One pytest worker per CPU and one more (pytest-xdist): most of a test's time is spent waiting on

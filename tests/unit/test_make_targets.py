@@ -45,3 +45,24 @@ def test_run_starts_the_stack_and_demo_starts_it_with_the_demo_model(
 def test_testing_installs_everything(tmp_path: Path) -> None:
     plan = _planned("test", tmp_path / ".venv")
     assert "-r requirements.lock" in plan
+
+
+def test_install_compiles_the_packages_and_our_sources(tmp_path: Path) -> None:
+    # Service processes run with PYTHONDONTWRITEBYTECODE: bytecode exists only if install wrote it.
+    plan = _planned("install", tmp_path / ".venv")
+    (locked,) = [line for line in plan.splitlines() if "-r requirements.lock" in line]
+    assert "--compile-bytecode" in locked
+    compiles = [line.split() for line in plan.splitlines() if "-m compileall" in line]
+    assert len(compiles) == 1
+    assert {"shared", "services", "tests"} <= set(compiles[0])
+
+
+def test_install_compiles_changed_sources_when_the_packages_are_up_to_date(
+    tmp_path: Path,
+) -> None:
+    venv = tmp_path / ".venv"
+    venv.mkdir()
+    (venv / ".installed").touch()  # newer than the locks: nothing to install
+    plan = _planned("install", venv)
+    assert "pip install" not in plan
+    assert f"{venv}/bin/python -m compileall" in plan
