@@ -56,6 +56,8 @@ _LONGEST = (
     "tests/unit/tools/test_fsaccess.py",
     "tests/integration/run_worker/test_mcp.py",
     "tests/multinode/test_hosts.py",
+    "tests/multinode/test_files.py",
+    "tests/multinode/test_postgres_writers.py",
     "tests/unit/tasks/test_properties.py",
     "tests/integration/run_worker/test_children.py",
     "tests/e2e/test_make_run.py",
