@@ -20,6 +20,12 @@ Values come back as SQLite gives them: times and days as ISO text, ``json`` colu
 text, integral ``numeric`` sums as ``int``; rows index by position and by name, and ``dict(row)``
 leaves out ``rowid`` as SQLite's ``SELECT *`` does. A unique or foreign-key violation is raised
 as :class:`sqlite3.IntegrityError` (the appliers turn it into a ``conflict`` refusal).
+
+With :attr:`PgConn.savepoints` off (the writer's first pass over a batch, see
+:class:`.pg_store.PgWriter`) the shared writer's per-command ``SAVEPOINT``/``RELEASE`` are not
+sent, and a ``ROLLBACK TO`` (a command was refused, or a statement failed) raises
+:class:`SavepointNeeded` instead: the caller rolls the whole transaction back and applies the
+batch again with savepoints.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.types.datetime import DateLoader, TimestamptzLoader
 from psycopg.types.numeric import NumericLoader
 
-__all__ = ["PgConn", "PgCursor", "PgRow", "connection_lost"]
+__all__ = ["PgConn", "PgCursor", "PgRow", "SavepointNeeded", "connection_lost"]
 
 _SESSION_TABLE: Final = re.compile(r'"(nodes|events)_(sess_[A-Za-z0-9_\-]+)"')
 _VIEWS: Final = {"nodes": "session_nodes", "events": "session_events"}
@@ -68,6 +74,10 @@ _HIDDEN: Final = frozenset({"rowid"})
 _OPEN: Final = frozenset(
     {TransactionStatus.ACTIVE, TransactionStatus.INTRANS, TransactionStatus.INERROR}
 )
+
+
+class SavepointNeeded(Exception):  # a request to the caller, not a failure
+    """A ``ROLLBACK TO`` met with savepoints off: the batch must be applied again with them."""
 
 
 # SQLSTATEs of a session the server ended: administrator or crash shutdown, a server that
@@ -190,6 +200,8 @@ class PgConn:
         adapters.register_loader("numeric", _IntegralNumeric)
         conn.execute("SET TIME ZONE 'UTC'")
         self.raw = conn
+        # Off: SAVEPOINT and RELEASE are skipped and ROLLBACK TO raises SavepointNeeded.
+        self.savepoints = True
         self._session: str | None = None
         self._sql: dict[str, tuple[str, str | None, bool]] = {}
 
@@ -206,6 +218,11 @@ class PgConn:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> PgCursor:
         """Run one statement of the shared code's SQL (see the module's docstring)."""
+        if not self.savepoints:
+            if sql.startswith(("SAVEPOINT ", "RELEASE ")):
+                return PgCursor(None)
+            if sql.startswith("ROLLBACK TO "):
+                raise SavepointNeeded(sql)
         session = None
         match = _SESSION_TABLE.search(sql)
         if match is not None:
