@@ -27,7 +27,24 @@ timeout). Measured in one run:
 The last line printed is one JSON object. ``--quick``: the saturated backlog alone.
 ``--backend postgres``: the saturated backlog on SQLite and on PostgreSQL in the same run (a
 private durable server, ``tests/engines/postgres.py``, fsync at every commit as deployed; SQLite
-keeps its ``synchronous`` level), each with its writer CPU per command, and their ratio.
+keeps its ``synchronous`` level), each with its writer CPU per command, and their ratio; for
+PostgreSQL also the server's CPU per command (``server_cpu_us_per_command``: ``utime + stime``
+of the postmaster and every process under it over the phase ÷ commands). Each PostgreSQL phase
+has a database of its own.
+
+``--backend postgres --partitions N`` (N even, 2 or more) adds, in the same run, the backlog on
+``[storage] partitions = N`` drained by two writer processes pinned to cores 0 and 1
+(``sched_setaffinity`` on every thread), each command published to its session's stream
+(``BusNames(ns, N).storage_commands(session_id)``); the clock starts once each writer owns N/2
+partitions and stops when every partition's group has lag 0 and nothing pending. Its baseline,
+also measured in the run, is one writer pinned to core 0 with one partition. Keys:
+``postgres_one_writer_pinned_pairs_per_s``, ``postgres_partitions_N_pairs_per_s``,
+``partitions_N_vs_one`` (their ratio; the goal is 1.6), and for both phases the writers', the
+server's and the total CPU per command (``*_writer_cpu_us_per_command``,
+``*_server_cpu_us_per_command``, ``*_total_cpu_us_per_command``: on two cores the total is what
+bounds the rate), and each of the two writers' CPU per command of the partitions it owned, its
+busy share of the phase and its command count (``postgres_partitions_N_writer<i>_*``). The
+producer (this process) and PostgreSQL's processes are not pinned: they share both cores.
 """
 
 from __future__ import annotations
@@ -53,7 +70,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
-from helpers.proc_cpu import cpu_seconds  # noqa: E402
+from helpers.proc_cpu import cpu_seconds, descendants  # noqa: E402
 
 from agent_core.bus import GROUP_STORAGE, BusNames, RpcClient, make_redis  # noqa: E402
 from agent_core.bus.contracts.storage import CommandReceipt, ListEvents  # noqa: E402
@@ -61,7 +78,7 @@ from agent_core.errors import BusTimeoutError  # noqa: E402
 from agent_core.ids import new_id, new_session_id  # noqa: E402
 from agent_core.service.valkey import EmbeddedValkey  # noqa: E402
 from agent_core.storage_client import StorageClient  # noqa: E402
-from services.storage_writer.backends.postgres import DSN_ENV  # noqa: E402
+from services.storage_writer.backends.postgres import DSN_ENV, OWNER_LOCK_CLASS  # noqa: E402
 from services.storage_writer.schema import (  # noqa: E402
     SYNCHRONOUS,
     configure,
@@ -100,6 +117,9 @@ class WriterProcess:
         names: BusNames,
         batch_max: int | None,
         env_extra: dict[str, str] | None = None,
+        *,
+        instance: str = "0",
+        core: int | None = None,
     ) -> None:
         home.mkdir(parents=True, exist_ok=True)
         if batch_max is not None:
@@ -123,13 +143,23 @@ class WriterProcess:
                     "serve",
                     "storage_writer",
                     "--instance",
-                    "0",
+                    instance,
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
                 cwd=ROOT,
             )
+        self.core = core
+        self.pin()
+
+    def pin(self) -> None:
+        """Pin every thread of the process to ``core`` (threads started later inherit it)."""
+        if self.core is None:
+            return
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                os.sched_setaffinity(int(task.name), {self.core})
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
@@ -206,45 +236,87 @@ async def storm(
 
 
 async def backlog(
-    url: str, home: Path, sessions: int, pairs: int, pg_dsn: str | None = None
-) -> dict[str, float]:
-    """``sessions`` × ``pairs`` append_node commands as a backlog the writer drains at its pace.
+    url: str,
+    home: Path,
+    sessions: int,
+    pairs: int,
+    pg_dsn: str | None = None,
+    *,
+    partitions: int = 1,
+    cores: list[int | None] | None = None,
+    server_pid: int | None = None,
+) -> dict[str, Any]:
+    """``sessions`` × ``pairs`` append_node commands as a backlog the writers drain at their pace.
 
+    One writer per entry of ``cores`` (each pinned to that core, or not with ``None``; one
+    unpinned writer by default) sharing ``partitions`` partitions (PostgreSQL only beyond one).
+    Each command goes to its session's stream (``BusNames(ns, partitions).storage_commands``).
     The commands are built and encoded before the clock starts and carry no reply header (the
-    storage client's request/reply would put the producer's CPU on the same two cores); the phase
-    ends when the writer's group has read every entry and none is pending, i.e. every batch was
-    committed and acknowledged. What was written is then checked in the shard files.
+    storage client's request/reply would put the producer's CPU on the same two cores); with
+    several writers the clock starts once each owns its share of the partitions. The phase ends
+    when every partition's group has read every entry and none is pending, i.e. every batch was
+    committed and acknowledged. What was written is then checked in the database.
+    ``server_pid``: PostgreSQL's postmaster, whose processes' CPU over the phase is counted too.
     """
-    names = BusNames(f"b{new_id('cmd')[-8:]}")
-    on_pg = None if pg_dsn is None else {"SOONG_STORAGE_BACKEND": "postgres"}
-    writer = WriterProcess(home, url, names, None, on_pg and {**on_pg, DSN_ENV: str(pg_dsn)})
-    stream = names.storage_commands()
+    names = BusNames(f"b{new_id('cmd')[-8:]}", partitions)
+    env: dict[str, str] = {}
+    if pg_dsn is not None:
+        env = {"SOONG_STORAGE_BACKEND": "postgres", DSN_ENV: pg_dsn}
+        env["SOONG_STORAGE_PARTITIONS"] = str(partitions)
+    cores = cores or [None]
+    homes = [home] if len(cores) == 1 else [home / f"w{i}" for i in range(len(cores))]
+    writers = [
+        WriterProcess(h, url, names, None, env, instance=str(i), core=core)
+        for i, (h, core) in enumerate(zip(homes, cores, strict=True))
+    ]
+    streams = [names.storage_partition_stream(p) for p in range(partitions)]
     redis = make_redis(url)
     made = [create_session() for _ in range(sessions)]
     try:
+        owners = {0: f"pid:{writers[0].proc.pid}"}
+        if partitions > 1:
+            assert pg_dsn is not None, "partitions are PostgreSQL's"
+            owners = await _shared_out(pg_dsn, partitions, writers)
+        for w in writers:
+            w.pin()  # the threads started since Popen inherited it; this is belt and braces
         async with Client(url, names) as client:
             await _ready(client)
             for s in made:
                 assert (await client.send(s)).ok
         frames = [
-            {"__data__": append_node(made[i % sessions]).model_dump_json()}
+            (
+                names.storage_commands(made[i % sessions].session_id),
+                {"__data__": append_node(made[i % sessions]).model_dump_json()},
+            )
             for i in range(sessions * pairs)
         ]
-        cpu0, t0 = cpu_seconds(writer.proc.pid), time.perf_counter()
+        mine = {
+            w.proc.pid: sum(
+                pairs
+                for s in made
+                if owners[names.storage_partition(s.session_id)].endswith(f":{w.proc.pid}")
+            )
+            for w in writers
+        }
+        server0 = _server_cpu(server_pid)
+        cpu0 = [cpu_seconds(w.proc.pid) for w in writers]
+        t0 = time.perf_counter()
         for start in range(0, len(frames), BACKLOG_CHUNK):
             async with redis.pipeline(transaction=False) as pipe:
-                for fields in frames[start : start + BACKLOG_CHUNK]:
+                for stream, fields in frames[start : start + BACKLOG_CHUNK]:
                     pipe.xadd(stream, fields)  # type: ignore[arg-type]
                 await pipe.execute()
-        while not await _drained(redis, stream):
+        while not all([await _drained(redis, stream) for stream in streams]):
             await asyncio.sleep(0.002)
         elapsed = time.perf_counter() - t0
-        writer_cpu = cpu_seconds(writer.proc.pid) - cpu0
+        writer_cpu = [cpu_seconds(w.proc.pid) - c for w, c in zip(writers, cpu0, strict=True)]
+        server_cpu = _server_cpu(server_pid) - server0
         dead = await redis.xlen(names.dead_letter)
     finally:
-        writer.stop()
+        for w in writers:
+            w.stop()
         await redis.aclose()
-    assert dead == 0, f"{dead} commands were dead-lettered (see {writer.log})"
+    assert dead == 0, f"{dead} commands were dead-lettered (see {[w.log for w in writers]})"
     if pg_dsn is None:
         _check_written(home / "sessions.sqlite", made, pairs)
     else:
@@ -252,9 +324,61 @@ async def backlog(
     n = sessions * pairs
     return {
         "pairs_per_s": n / elapsed,
-        "writer_cpu_us_per_command": writer_cpu * 1e6 / n,
-        "writer_busy": writer_cpu / elapsed,
+        "writer_cpu_us_per_command": sum(writer_cpu) * 1e6 / n,
+        "writer_busy": sum(writer_cpu) / elapsed,
+        "server_cpu_us_per_command": server_cpu * 1e6 / n,
+        # Each writer's CPU per command of the partitions it owned, and its share of the phase.
+        "writers": [
+            {
+                "cpu_us_per_command": cpu * 1e6 / max(1, mine[w.proc.pid]),
+                "busy": cpu / elapsed,
+                "commands": mine[w.proc.pid],
+            }
+            for w, cpu in zip(writers, writer_cpu, strict=True)
+        ],
     }
+
+
+async def _shared_out(dsn: str, partitions: int, writers: list[WriterProcess]) -> dict[int, str]:
+    """Wait until the writers own ``partitions ÷ len(writers)`` partitions each; partition ->
+    owner (``host:pid``)."""
+    share = partitions // len(writers)
+    deadline = time.monotonic() + 120
+    while True:
+        owners = _owners(dsn)
+        counts = [sum(o.endswith(f":{w.proc.pid}") for o in owners.values()) for w in writers]
+        if len(owners) == partitions and counts == [share] * len(writers):
+            return owners
+        for w in writers:
+            if w.proc.poll() is not None:
+                raise RuntimeError(f"a writer exited: see {w.log}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the writers did not share the partitions out: {owners}")
+        await asyncio.sleep(0.05)
+
+
+def _owners(dsn: str) -> dict[int, str]:
+    """Partition -> owner, of the partitions whose advisory lock is held right now."""
+    with psycopg.connect(dsn) as conn:
+        if conn.execute("SELECT to_regclass('partition_owners')").fetchone() == (None,):
+            return {}  # not migrated yet
+        rows = conn.execute(
+            "SELECT o.partition, o.owner FROM partition_owners o WHERE EXISTS ("
+            "SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted "
+            "AND l.objsubid = 2 AND l.objid = o.partition AND l.classid = %s::oid "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
+            (OWNER_LOCK_CLASS,),
+        ).fetchall()
+    return {int(p): str(owner) for p, owner in rows}
+
+
+def _server_cpu(postmaster: int | None) -> float:
+    """CPU seconds so far of PostgreSQL's processes (the postmaster, its backends and helpers);
+    0.0 without a server. A backend that exits within a phase takes its CPU with it: the
+    writers' connections live as long as they do, so none of theirs is lost."""
+    if postmaster is None:
+        return 0.0
+    return sum(cpu_seconds(pid) for pid in descendants(postmaster))
 
 
 async def _drained(redis: Any, stream: str) -> bool:
@@ -455,26 +579,91 @@ async def quick() -> dict[str, Any]:
         return _saturation(await backlog(url, base / "sat", BACKLOG_SESSIONS, BACKLOG_PAIRS))
 
 
-async def beside_postgres() -> dict[str, Any]:
-    """The saturated backlog on SQLite, then on PostgreSQL, in one run."""
+async def beside_postgres(partitions: int | None) -> dict[str, Any]:
+    """The saturated backlog on SQLite, then on PostgreSQL, in one run; with ``partitions``,
+    then one writer pinned to core 0 (one partition) and two writers pinned to cores 0 and 1
+    sharing ``partitions``, each phase on a database of its own."""
     cluster = start_cluster(durable=True)
+    postmaster = int((cluster.data_dir / "postmaster.pid").read_text().split()[0])
     try:
-        dsn = cluster.create_database("bench")
         async with _valkey() as (url, base):
             lite = await backlog(url, base / "lite", BACKLOG_SESSIONS, BACKLOG_PAIRS)
-            pg = await backlog(url, base / "pg", BACKLOG_SESSIONS, BACKLOG_PAIRS, dsn)
+            pg = await backlog(
+                url,
+                base / "pg",
+                BACKLOG_SESSIONS,
+                BACKLOG_PAIRS,
+                cluster.create_database("bench"),
+                server_pid=postmaster,
+            )
+            if partitions is not None:
+                one = await backlog(
+                    url,
+                    base / "one",
+                    BACKLOG_SESSIONS,
+                    BACKLOG_PAIRS,
+                    cluster.create_database("bench_one"),
+                    cores=[0],
+                    server_pid=postmaster,
+                )
+                shared = await backlog(
+                    url,
+                    base / "shared",
+                    BACKLOG_SESSIONS,
+                    BACKLOG_PAIRS,
+                    cluster.create_database("bench_shared"),
+                    partitions=partitions,
+                    cores=[0, 1],
+                    server_pid=postmaster,
+                )
     finally:
         cluster.stop()
-    return {
+    out: dict[str, Any] = {
         "sqlite": _saturation(lite),
-        "postgres": _saturation(pg),
+        "postgres": {
+            **_saturation(pg),
+            "server_cpu_us_per_command": round(pg["server_cpu_us_per_command"], 1),
+        },
         "postgres_vs_sqlite_pairs_per_s": round(pg["pairs_per_s"] / lite["pairs_per_s"], 2),
     }
+    if partitions is not None:
+        key = f"postgres_partitions_{partitions}"
+        out |= {
+            "postgres_one_writer_pinned_pairs_per_s": round(one["pairs_per_s"]),
+            f"{key}_pairs_per_s": round(shared["pairs_per_s"]),
+            f"partitions_{partitions}_vs_one": round(shared["pairs_per_s"] / one["pairs_per_s"], 2),
+            **_cpu_keys("postgres_one_writer_pinned", one),
+            **_cpu_keys(key, shared),
+        }
+        for i, w in enumerate(shared["writers"]):
+            out[f"{key}_writer{i}_cpu_us_per_command"] = round(w["cpu_us_per_command"], 1)
+            out[f"{key}_writer{i}_busy"] = round(w["busy"], 2)
+            out[f"{key}_writer{i}_commands"] = w["commands"]
+    return out
+
+
+def _cpu_keys(key: str, phase: dict[str, Any]) -> dict[str, float]:
+    """A PostgreSQL phase's CPU per command: the writers', the server's and their sum (on two
+    cores the sum is what bounds the rate)."""
+    writers, server = phase["writer_cpu_us_per_command"], phase["server_cpu_us_per_command"]
+    return {
+        f"{key}_writer_cpu_us_per_command": round(writers, 1),
+        f"{key}_server_cpu_us_per_command": round(server, 1),
+        f"{key}_total_cpu_us_per_command": round(writers + server, 1),
+    }
+
+
+def _option(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args[:-1] else None
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if "--backend" in args and args[args.index("--backend") + 1 :][:1] == ["postgres"]:
-        print(json.dumps(asyncio.run(beside_postgres())))
+    if _option(args, "--backend") == "postgres":
+        count = _option(args, "--partitions")
+        partitions = None if count is None else int(count)
+        if partitions is not None and (partitions < 2 or partitions % 2):
+            sys.exit("--partitions must be an even number, 2 or more (two writers share them)")
+        print(json.dumps(asyncio.run(beside_postgres(partitions))))
     else:
         print(json.dumps(asyncio.run(quick() if "--quick" in args else main())))

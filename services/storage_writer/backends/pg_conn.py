@@ -20,6 +20,12 @@ Values come back as SQLite gives them: times and days as ISO text, ``json`` colu
 text, integral ``numeric`` sums as ``int``; rows index by position and by name, and ``dict(row)``
 leaves out ``rowid`` as SQLite's ``SELECT *`` does. A unique or foreign-key violation is raised
 as :class:`sqlite3.IntegrityError` (the appliers turn it into a ``conflict`` refusal).
+
+With :attr:`PgConn.savepoints` off (the writer's first pass over a batch, see
+:class:`.pg_store.PgWriter`) the shared writer's per-command ``SAVEPOINT``/``RELEASE`` are not
+sent, and a ``ROLLBACK TO`` (a command was refused, or a statement failed) raises
+:class:`SavepointNeeded` instead: the caller rolls the whole transaction back and applies the
+batch again with savepoints.
 """
 
 from __future__ import annotations
@@ -27,9 +33,10 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import psycopg
 from psycopg.adapt import Buffer, Loader
@@ -37,7 +44,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.types.datetime import DateLoader, TimestamptzLoader
 from psycopg.types.numeric import NumericLoader
 
-__all__ = ["PgConn", "PgCursor", "PgRow", "connection_lost"]
+__all__ = ["PgConn", "PgCursor", "PgRow", "SavepointNeeded", "connection_lost"]
 
 _SESSION_TABLE: Final = re.compile(r'"(nodes|events)_(sess_[A-Za-z0-9_\-]+)"')
 _VIEWS: Final = {"nodes": "session_nodes", "events": "session_events"}
@@ -68,6 +75,10 @@ _HIDDEN: Final = frozenset({"rowid"})
 _OPEN: Final = frozenset(
     {TransactionStatus.ACTIVE, TransactionStatus.INTRANS, TransactionStatus.INERROR}
 )
+
+
+class SavepointNeeded(Exception):  # a request to the caller, not a failure
+    """A ``ROLLBACK TO`` met with savepoints off: the batch must be applied again with them."""
 
 
 # SQLSTATEs of a session the server ended: administrator or crash shutdown, a server that
@@ -137,18 +148,54 @@ class PgRow(tuple[Any, ...]):
         return super().__getitem__(key)
 
 
+# A result set's columns as the shared code sees them: the indexes kept (``rowid`` hidden) and
+# their names.
+_Shape = tuple[list[int], tuple[str, ...]]
+
+
+def _shape_of(cur: psycopg.Cursor[Any] | None) -> _Shape | None:
+    """The shape of ``cur``'s result set; ``None`` without one."""
+    if cur is None or cur.description is None:
+        return None
+    names = [c.name for c in cur.description]
+    keep = [i for i, n in enumerate(names) if n not in _HIDDEN]
+    return keep, tuple(names[i] for i in keep)
+
+
+@dataclass
+class _Statement:
+    """A statement of the shared code's SQL as sent to PostgreSQL (cached per text)."""
+
+    text: bytes  # bytes: the rewritten text as it is (no further ``%`` processing)
+    returning: bool  # an insert into a session view: its sequence number comes back
+    skip: bool  # not sent at all (creating a session's tables)
+    rollback: bool  # ROLLBACK or ROLLBACK TO: the session setting made inside is undone
+    # Its result set's shape once seen; ``None``: it has none (its cursor can be reused).
+    shape: _Shape | None | Literal["unknown"] = "unknown"
+
+
 class PgCursor:
     """The part of :class:`sqlite3.Cursor` the shared code uses."""
 
-    def __init__(self, cur: psycopg.Cursor[Any] | None, lastrowid: int | None = None) -> None:
+    def __init__(
+        self,
+        cur: psycopg.Cursor[Any] | None,
+        lastrowid: int | None = None,
+        *,
+        shape: _Shape | None = None,
+        rowcount: int = -1,
+    ) -> None:
+        """``cur`` with a result set to read (its ``shape``, when known), or ``None`` and what
+        the statement reported (``lastrowid``, ``rowcount``)."""
         self._cur = cur
         self.lastrowid = lastrowid
+        self._rowcount = rowcount
+        if shape is None:
+            shape = _shape_of(cur)
         self._keep: list[int] | None = None
         self._names: tuple[str, ...] = ()
-        if cur is not None and cur.description is not None:
-            names = [c.name for c in cur.description]
-            self._keep = [i for i, n in enumerate(names) if n not in _HIDDEN]
-            self._names = tuple(names[i] for i in self._keep)
+        if shape is not None:
+            self._keep, self._names = shape
 
     @property
     def description(self) -> list[tuple[str, None, None, None, None, None, None]]:
@@ -156,7 +203,7 @@ class PgCursor:
 
     @property
     def rowcount(self) -> int:
-        return -1 if self._cur is None else self._cur.rowcount
+        return self._rowcount if self._cur is None else self._cur.rowcount
 
     def _row(self, values: Sequence[Any]) -> PgRow:
         keep = self._keep or []
@@ -190,8 +237,13 @@ class PgConn:
         adapters.register_loader("numeric", _IntegralNumeric)
         conn.execute("SET TIME ZONE 'UTC'")
         self.raw = conn
+        # Off: SAVEPOINT and RELEASE are skipped and ROLLBACK TO raises SavepointNeeded.
+        self.savepoints = True
         self._session: str | None = None
-        self._sql: dict[str, tuple[str, str | None, bool]] = {}
+        self._sql: dict[str, _Statement] = {}
+        # Reused for statements whose result is read at once (nothing to fetch, or a RETURNING
+        # read here): making a psycopg cursor per statement costs more than running it.
+        self._scratch: psycopg.Cursor[Any] | None = None
 
     @property
     def in_transaction(self) -> bool:
@@ -206,42 +258,57 @@ class PgConn:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> PgCursor:
         """Run one statement of the shared code's SQL (see the module's docstring)."""
+        if not self.savepoints:
+            if sql.startswith(("SAVEPOINT ", "RELEASE ")):
+                return PgCursor(None)
+            if sql.startswith("ROLLBACK TO "):
+                raise SavepointNeeded(sql)
         session = None
         match = _SESSION_TABLE.search(sql)
         if match is not None:
             session = match.group(2)
             sql = _SESSION_TABLE.sub(lambda m: _VIEWS[m.group(1)], sql)
-        text, returning, skip = self._translate(sql)
-        if skip:
+        st = self._translate(sql)
+        if st.skip:
             return PgCursor(None)
-        if text.lstrip().upper().startswith("ROLLBACK"):
+        if st.rollback:
             self._session = None  # the setting made inside is undone with it
         if session is not None and session != self._session:
-            self.raw.execute("SELECT set_config('soong.session_id', %s, false)", (session,))
+            self._cursor().execute(b"SELECT set_config('soong.session_id', %s, false)", (session,))
             self._session = session
-        cur = self.raw.cursor()
+        reused = st.returning or st.shape is None
+        cur = self._cursor() if reused else self.raw.cursor()
         try:
-            cur.execute(text.encode(), tuple(params))  # bytes: the rewritten text as it is
+            cur.execute(st.text, tuple(params))
         except psycopg.IntegrityError as exc:
             raise sqlite3.IntegrityError(str(exc).strip()) from exc
-        if returning is not None:
+        if st.returning:
             row = cur.fetchone()
             return PgCursor(None, None if row is None else int(row[0]))
-        return PgCursor(cur)
+        if st.shape == "unknown":
+            st.shape = _shape_of(cur)
+        if st.shape is None:
+            return PgCursor(None, rowcount=cur.rowcount)
+        return PgCursor(cur, shape=st.shape)
+
+    def _cursor(self) -> psycopg.Cursor[Any]:
+        if self._scratch is None:
+            self._scratch = self.raw.cursor()
+        return self._scratch
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """Run one statement once per row (nothing for no rows)."""
         if not rows:
             return
-        text, _, _ = self._translate(sql)
+        st = self._translate(sql)
         try:
             with self.raw.cursor() as cur:
-                cur.executemany(text.encode(), [tuple(r) for r in rows])
+                cur.executemany(st.text, [tuple(r) for r in rows])
         except psycopg.IntegrityError as exc:
             raise sqlite3.IntegrityError(str(exc).strip()) from exc
 
-    def _translate(self, sql: str) -> tuple[str, str | None, bool]:
-        """``(text, returning column, skip)`` of a statement, cached."""
+    def _translate(self, sql: str) -> _Statement:
+        """A statement as sent to PostgreSQL, cached."""
         cached = self._sql.get(sql)
         if cached is not None:
             return cached
@@ -261,5 +328,7 @@ class PgConn:
                 text += f" RETURNING {column}"
                 returning = column
         text = text.replace("%", "%%").replace("?", "%s")
-        self._sql[sql] = (text, returning, skip)
-        return text, returning, skip
+        rollback = text.lstrip().upper().startswith("ROLLBACK")
+        st = _Statement(text.encode(), returning is not None, skip, rollback)
+        self._sql[sql] = st
+        return st

@@ -18,6 +18,15 @@ another writer took it over meanwhile, this writer is superseded and stops
 (``writer_superseded``), its batch left pending for the new owner; it never writes without
 owning. The query engine reconnects too, answering the query that met the loss on the new
 connection.
+
+One savepoint per command keeps a refused command from aborting its batch, but on PostgreSQL
+each costs two round trips and a subtransaction (and a batch of more than 64 overflows the
+server's per-backend subtransaction cache). A batch is therefore first applied without them
+(:attr:`.pg_conn.PgConn.savepoints` off); if a command is refused or a statement fails, that
+pass is rolled back whole and the batch is applied again exactly as before, a savepoint per
+command. Nothing of the first pass outlives its rollback: the apply context is the batch's, the
+receipts are written in the transaction, and artifact files are written idempotently (as for a
+batch applied again after a lost connection).
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ from agent_core.bus.contracts.storage import (
 )
 from agent_core.errors import AgentCoreError, StorageError
 from agent_core.files import FileStore
-from services.storage_writer.backends.pg_conn import PgConn, connection_lost
+from services.storage_writer.backends.pg_conn import PgConn, SavepointNeeded, connection_lost
 from services.storage_writer.queries import QueryEngine, _visible_session
 from services.storage_writer.search_index import IndexOp, snippet
 from services.storage_writer.shards import ShardLayout
@@ -101,6 +110,7 @@ class PgWriter(Writer):
         self._stopping = threading.Event()
         self.superseded: StorageError | None = None
         self.on_superseded: Callable[[], None] | None = None
+        self._savepoints = True  # whether the pass under way sets a savepoint per command
 
     def stop_holding(self) -> None:
         """Give up waiting for the server (the service is stopping)."""
@@ -115,7 +125,7 @@ class PgWriter(Writer):
             if self.superseded is not None:
                 raise self.superseded
             try:
-                receipts = super().apply_batch(commands)
+                receipts = self._apply_passes(commands)
             except (psycopg.OperationalError, StorageError) as exc:
                 if not self._lost(exc) or self._stopping.is_set():
                     raise
@@ -148,6 +158,18 @@ class PgWriter(Writer):
                 )
             return receipts
 
+    def _apply_passes(self, commands: Sequence[StorageCommand]) -> list[CommandReceipt]:
+        """The batch without savepoints; again with one per command if a command was refused
+        or a statement failed (see the module)."""
+        self._savepoints = False
+        try:
+            return super().apply_batch(commands)
+        except SavepointNeeded:
+            pass  # rolled back whole by the shared writer; the error, if any, comes again
+        finally:
+            self._savepoints = True
+        return super().apply_batch(commands)
+
     def _lost(self, exc: Exception) -> bool:
         if isinstance(exc, StorageError):  # from reconnecting: retryable means unreachable
             return exc.code == "postgres_unreachable"
@@ -173,6 +195,7 @@ class PgWriter(Writer):
                 if exc.code == "writer_locked":
                     raise self._supersede(exc) from None
                 raise
+        self._pg.savepoints = self._savepoints
         return self._pg  # type: ignore[return-value]  # see PgWriter._conn
 
     def _supersede(self, locked: StorageError) -> StorageError:
