@@ -103,6 +103,7 @@ class Fabric:
         )
         self.engine_ip = str(self.network.network_address + 1)
         self._cut: set[str] = set()
+        self._veths: set[str] = set()
 
     def host_ip(self, index: int) -> str:
         """Host ``index``'s address (0-based, up to 200 hosts)."""
@@ -121,6 +122,10 @@ class Fabric:
         the host's address (the host sets it on its side itself)."""
         veth = f"mnv{self.tag}x{index}"
         _wait_unshared(pid)  # else the link's far end would land in this namespace
+        # A link of this name is an earlier cluster's of this process, whose host namespace
+        # the kernel has not torn down yet (it does so in the background): ours to remove.
+        _run("ip", "link", "del", veth, check=False)
+        self._veths.add(veth)
         _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", str(pid))
         _run("ip", "link", "set", veth, "master", self.bridge)
         _run("ip", "link", "set", veth, "up")
@@ -152,9 +157,14 @@ class Fabric:
         self._cut.discard(ip)
 
     def down(self) -> None:
-        """Remove the cuts and the bridge (the veths go with their namespaces)."""
+        """Remove the cuts, the hosts' links and the bridge. A link would go with its host's
+        namespace, but the kernel frees a namespace in the background, after its last process:
+        a next cluster of this process, whose links have the same names, met them still there."""
         for ip in list(self._cut):
             self.heal(ip)
+        for veth in sorted(self._veths):
+            _run("ip", "link", "del", veth, check=False)
+        self._veths.clear()
         _run("ip", "link", "del", self.bridge, check=False)
         with contextlib.suppress(ValueError):
             ALLOWED.remove(self.network)
