@@ -78,7 +78,7 @@ from agent_core.errors import BusTimeoutError  # noqa: E402
 from agent_core.ids import new_id, new_session_id  # noqa: E402
 from agent_core.service.valkey import EmbeddedValkey  # noqa: E402
 from agent_core.storage_client import StorageClient  # noqa: E402
-from services.storage_writer.backends.postgres import DSN_ENV, OWNER_LOCK_CLASS  # noqa: E402
+from services.storage_writer.backends.postgres import DSN_ENV  # noqa: E402
 from services.storage_writer.schema import (  # noqa: E402
     SYNCHRONOUS,
     configure,
@@ -88,6 +88,7 @@ from services.storage_writer.schema import (  # noqa: E402
 )
 from services.storage_writer.shards import open_catalog  # noqa: E402
 from tests.engines.postgres import start_cluster  # noqa: E402
+from tests.integration.storage_writer.helpers import partition_owners  # noqa: E402
 from tests.unit.storage_writer.factories import append_node, create_session  # noqa: E402
 
 PAIRS_16 = 250  # per producer
@@ -345,7 +346,7 @@ async def _shared_out(dsn: str, partitions: int, writers: list[WriterProcess]) -
     share = partitions // len(writers)
     deadline = time.monotonic() + 120
     while True:
-        owners = _owners(dsn)
+        owners = partition_owners(dsn)
         counts = [sum(o.endswith(f":{w.proc.pid}") for o in owners.values()) for w in writers]
         if len(owners) == partitions and counts == [share] * len(writers):
             return owners
@@ -355,21 +356,6 @@ async def _shared_out(dsn: str, partitions: int, writers: list[WriterProcess]) -
         if time.monotonic() > deadline:
             raise RuntimeError(f"the writers did not share the partitions out: {owners}")
         await asyncio.sleep(0.05)
-
-
-def _owners(dsn: str) -> dict[int, str]:
-    """Partition -> owner, of the partitions whose advisory lock is held right now."""
-    with psycopg.connect(dsn) as conn:
-        if conn.execute("SELECT to_regclass('partition_owners')").fetchone() == (None,):
-            return {}  # not migrated yet
-        rows = conn.execute(
-            "SELECT o.partition, o.owner FROM partition_owners o WHERE EXISTS ("
-            "SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted "
-            "AND l.objsubid = 2 AND l.objid = o.partition AND l.classid = %s::oid "
-            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
-            (OWNER_LOCK_CLASS,),
-        ).fetchall()
-    return {int(p): str(owner) for p, owner in rows}
 
 
 def _server_cpu(postmaster: int | None) -> float:
