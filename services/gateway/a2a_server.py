@@ -281,9 +281,7 @@ class RunExecutor(AgentExecutor):
         await gw.slots.acquire(caller.key_id)
         try:
             async for step in agent_calls.follow(gw, caller, call):
-                if step.finished is not None:
-                    finished = step.finished
-                    break
+                # The batch that ends the run may carry its last text and steps too: told first.
                 if not started:
                     started = True
                     await updater.start_work()
@@ -299,6 +297,9 @@ class RunExecutor(AgentExecutor):
                 for note in step.notes:
                     message = updater.new_agent_message([Part(text=note)])
                     await updater.update_status(TaskState.TASK_STATE_WORKING, message)
+                if step.finished is not None:
+                    finished = step.finished
+                    break
         finally:
             await gw.slots.release(caller.key_id)
         outcome = await agent_calls.outcome(gw, caller, call, finished, scope.base_url)

@@ -254,12 +254,14 @@ class McpEndpoint:
         try:
             async for step in agent_calls.follow(gw, caller, call):
                 count += step.events
-                if step.finished is not None:
-                    finished = step.finished
-                    break
+                # The batch that ends the run may carry the answer's last text too (all of it
+                # when the run outpaced this reader): tell it before the result.
                 note = step.text or "; ".join(step.notes)
                 if note or step.restart:  # a no-op unless the client sent a progressToken
                     await ctx.session.report_progress(float(count), None, note)
+                if step.finished is not None:
+                    finished = step.finished
+                    break
         finally:
             await gw.slots.release(caller.key_id)
         base = str(ctx.request.base_url) if isinstance(ctx.request, Request) else ""

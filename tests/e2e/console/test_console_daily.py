@@ -195,7 +195,8 @@ def test_keyboard_only_chat_branch_details_tree_switch_and_a_permission(
     detail = page.locator(f'[data-node-detail="{first_id}"]')
     expect(detail).to_be_visible()
     expect(page.get_by_role("dialog", name="Node details")).to_be_visible()
-    assert page.evaluate("!!document.activeElement.closest('.overlay')")
+    # The panel takes the focus in an effect after its first paint, not by the time it shows.
+    page.wait_for_function("!!document.activeElement?.closest('.overlay')", timeout=10_000)
     page.keyboard.press("Escape")
     expect(detail).to_have_count(0)
     focus_becomes(page, lambda f: f["text"] == "Details", "the Details button again")

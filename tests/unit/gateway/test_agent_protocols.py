@@ -17,8 +17,10 @@ from mcp.shared.exceptions import MCPError
 from agent_core.types.api import Assistant
 from agent_core.types.enums import RunStatus
 from services.gateway.a2a_server import card_for, state_of
-from services.gateway.agent_calls import Call, Outcome, OutputFile, read_batch
-from services.gateway.mcp_server import _arguments, tool_of, tool_result
+from services.gateway import agent_calls
+from services.gateway.agent_calls import Call, Outcome, OutputFile, Progress, read_batch
+from services.gateway.auth import Caller
+from services.gateway.mcp_server import McpEndpoint, _arguments, tool_of, tool_result
 from services.gateway.routes_a2a import AGENT_CARD_PATH
 from tests.conftest import REPO
 
@@ -77,6 +79,50 @@ def test_only_the_runs_own_end_finishes_it() -> None:
     assert child_end.finished is None
     own = read_batch([_event("run_finished", run_id=RUN, status="failed")], RUN, [1])
     assert own.finished is not None and own.finished["status"] == "failed"
+
+
+class _Slots:
+    async def acquire(self, key_id: str) -> None:
+        return None
+
+    async def release(self, key_id: str) -> None:
+        return None
+
+
+class _Session:
+    def __init__(self) -> None:
+        self.told: list[tuple[float, str | None]] = []
+
+    async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.told.append((progress, message))
+
+
+async def test_the_batch_that_ends_a_run_still_tells_its_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run that outpaced its reader ends in one batch with its whole answer: the MCP client
+    still gets that text as progress before the result (it used to be dropped)."""
+    steps = [
+        Progress(notes=["tool lookup"], events=2),
+        Progress(text="the whole answer", finished={"status": "completed"}, events=5),
+    ]
+
+    async def follow(gw: Any, caller: Caller, call: Call) -> Any:
+        for step in steps:
+            yield step
+
+    async def outcome(gw: Any, caller: Caller, call: Call, finished: Any, base: str) -> Outcome:
+        return Outcome(status=RunStatus(finished["status"]), text="the whole answer", files=[])
+
+    monkeypatch.setattr(agent_calls, "follow", follow)
+    monkeypatch.setattr(agent_calls, "outcome", outcome)
+    gw: Any = type("Gw", (), {"slots": _Slots()})()
+    session = _Session()
+    ctx: Any = type("Ctx", (), {"session": session, "request": None})()
+    call = Call(assistant=_assistant(), session_id="sess_x", run_id=RUN)
+    got = await McpEndpoint(gw)._watch(ctx, Caller(account_id="acct", key_id="key"), call)
+    assert got.status is RunStatus.COMPLETED
+    assert session.told == [(2.0, "tool lookup"), (7.0, "the whole answer")]
 
 
 @pytest.mark.parametrize(
