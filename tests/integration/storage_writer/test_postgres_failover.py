@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
+import threading
+import traceback
 from pathlib import Path
 
 import psycopg
@@ -43,10 +46,22 @@ async def _send_until_receipt(client: StorageClient, cmd: StorageCommand) -> Com
             continue
 
 
+def _thread_stacks() -> str:
+    """Where every other thread is (the writer's write and read threads among them): a hang
+    seen once in CI left no trace of where the writer waited."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    me = threading.get_ident()
+    return "\n".join(
+        f"--- thread {names.get(ident, ident)}\n" + "".join(traceback.format_stack(frame)[-12:])
+        for ident, frame in sys._current_frames().items()
+        if ident != me
+    )
+
+
 async def _until(what: str, done: object, limit_s: float = 60) -> None:
     guard = HangGuard(limit_s, what)
     while not done():  # type: ignore[operator]
-        guard.check()
+        guard.check(_thread_stacks)
         await asyncio.sleep(0.02)
 
 

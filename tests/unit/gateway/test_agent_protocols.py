@@ -16,8 +16,8 @@ from mcp.shared.exceptions import MCPError
 
 from agent_core.types.api import Assistant
 from agent_core.types.enums import RunStatus
-from services.gateway.a2a_server import card_for, state_of
 from services.gateway import agent_calls
+from services.gateway.a2a_server import card_for, state_of
 from services.gateway.agent_calls import Call, Outcome, OutputFile, Progress, read_batch
 from services.gateway.auth import Caller
 from services.gateway.mcp_server import McpEndpoint, _arguments, tool_of, tool_result
@@ -93,7 +93,9 @@ class _Session:
     def __init__(self) -> None:
         self.told: list[tuple[float, str | None]] = []
 
-    async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
+    async def report_progress(
+        self, progress: float, total: float | None, message: str | None
+    ) -> None:
         self.told.append((progress, message))
 
 
