@@ -1,6 +1,8 @@
 """Two storage-writers on two hosts share the partitions of one PostgreSQL record; the host of one
-is killed (SIGKILL to all its processes, as a power cut) under load, and the other takes its
-partitions over: every accepted run ends exactly once, every message is on its tree once.
+is killed (SIGKILL to all its processes) under load, and the other takes its partitions over:
+every accepted run ends exactly once, every message is on its tree once. Then a writer host
+goes silent (its link cut: no FIN, no RST, as a power cut or a pulled cable) and its partitions
+move all the same, once the server's keepalives have ended its backends.
 
 The cluster: PostgreSQL on the fabric (``[storage] backend = "postgres"``, ``partitions = 4``),
 a *core* host (storage-writer, task-WAL, memory extraction, gateway), a host ``s2`` that runs the
@@ -19,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from services.storage_writer.backends.postgres import DSN_ENV
 from tests.engines.postgres import start_cluster
@@ -54,6 +57,14 @@ HOSTS = (
 # ended the dead connection (at once: the kernel closes a killed process's sockets). This only
 # bounds a hang on a loaded machine; the figure (``takeover_s``) is printed, not asserted.
 TAKEOVER_HANG_S = 60.0
+# The DSN's keepalives, short so the silent host is noticed within seconds here (the writer's
+# defaults notice it in about 30 s); the writer asks the server for the same numbers.
+KEEPALIVES = {
+    "keepalives_idle": 2,
+    "keepalives_interval": 1,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 5000,
+}
 
 
 def _answer(request: Any) -> ScriptedTurn:
@@ -72,7 +83,7 @@ def pg_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Clust
         pg = start_cluster(listen=fabric.engine_ip, clients=str(fabric.network))
         try:
             dsn = pg.create_database("soong")
-            running.env[DSN_ENV] = dsn
+            running.env[DSN_ENV] = make_conninfo(dsn, **KEEPALIVES)
             with running.serving(FakeOpenAIServer(default=_answer)):
                 running.start_hosts(HOSTS)
                 yield running, dsn
@@ -126,3 +137,39 @@ def test_a_writer_host_killed_under_load_leaves_its_partitions_to_the_other(
     assert figures["finished_twice"] == 0, figures
     assert figures["duplicate_nodes"] == 0 and figures["missing_nodes"] == 0, figures
     assert cl.hosts["core"].log().count("owned by this writer") >= P  # its two, then s2's
+
+
+def test_a_silent_writer_host_leaves_its_partitions_to_the_others(
+    pg_cluster: tuple[Cluster, str],
+) -> None:
+    """Cut off, a writer's backends would hold its partitions' locks for the kernel's two hours
+    of TCP keepalive; the keepalives the writer asks of the server end them within seconds."""
+    cl, dsn = pg_cluster
+    cl.hosts["s2"].kill()  # (the test above did) one writer left: the new one gets half
+    guard = HangGuard(TAKEOVER_HANG_S, "the core's writer to own every partition")
+    while _owners_by_writer(dsn) != [P]:
+        guard.check(cl.logs)
+        time.sleep(0.05)
+    before = set(partition_owners(dsn).values())
+    s3 = cl.add_host("s3", (Service("storage_writer", "s3"),))
+
+    def s3_owns() -> set[int]:
+        return {p for p, owner in partition_owners(dsn).items() if owner not in before}
+
+    guard = HangGuard(60, "the new writer to own a partition")
+    while not (taken := s3_owns()):
+        guard.check(cl.logs)
+        time.sleep(0.05)
+    cl.cut(s3)
+    try:
+        cut = time.monotonic()
+        guard = HangGuard(TAKEOVER_HANG_S, "the other writers to own every partition")
+        while s3_owns() or len(partition_owners(dsn)) != P:
+            guard.check(cl.logs)
+            time.sleep(0.05)
+        print(
+            f"# the silent host's partitions {sorted(taken)} moved after {time.monotonic() - cut:.1f} s"
+        )
+    finally:
+        cl.heal(s3)
+    assert set(partition_owners(dsn).values()) <= before

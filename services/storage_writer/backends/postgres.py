@@ -51,6 +51,7 @@ __all__ = [
     "check_server",
     "check_version",
     "connect",
+    "connection_defaults",
     "PostgresBackend",
     "migrate_database",
     "open_connection",
@@ -114,15 +115,58 @@ def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[tuple[o
             f"{DSN_ENV} is not a libpq connection string or URI",
             details={"env": DSN_ENV},
         ) from exc
-    defaults: dict[str, str | int] = {
-        "connect_timeout": _CONNECT_TIMEOUT_S,
-        "application_name": "soong-storage-writer",
-    }
-    conninfo = make_conninfo(dsn, **{k: v for k, v in defaults.items() if k not in parts})
+    conninfo = make_conninfo(dsn, **connection_defaults(parts))
     try:
         return psycopg.connect(conninfo, autocommit=autocommit)
     except psycopg.OperationalError as exc:
         raise _classify(exc, _where(dsn)) from None
+
+
+# A server or host that goes silent (a power cut, a cut link: no FIN, no RST) is noticed from
+# both ends within about idle + interval × count seconds instead of the kernel's two hours:
+# libpq's keepalives and ``tcp_user_timeout`` on the writer's side, and the same numbers asked of
+# the server for this session, so a dead writer host's backend (holding a partition's lock) ends
+# and another writer can take the partition over.
+_KEEPALIVE: Final = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",  # ms: data unacknowledged this long ends the connection
+}
+_SERVER_SIDE: Final = {  # the server's settings and the client parameter they mirror
+    "tcp_keepalives_idle": "keepalives_idle",
+    "tcp_keepalives_interval": "keepalives_interval",
+    "tcp_keepalives_count": "keepalives_count",
+    "tcp_user_timeout": "tcp_user_timeout",
+}
+
+
+def connection_defaults(parts: Mapping[str, object]) -> dict[str, str | int]:
+    """The parameters the writer adds to a DSN's ``parts`` (pure): a connect timeout, its
+    application name, and keepalives on both ends (see ``_KEEPALIVE``). What the DSN sets wins,
+    on either end: a client parameter it names is kept and mirrored to the server, a ``-c``
+    setting its ``options`` already has is not added again, and ``keepalives=0`` turns both off.
+    """
+    off = str(parts.get("keepalives", "1")).strip() == "0"
+    out: dict[str, str | int] = {
+        "connect_timeout": _CONNECT_TIMEOUT_S,
+        "application_name": "soong-storage-writer",
+        **({} if off else _KEEPALIVE),
+    }
+    out = {k: v for k, v in out.items() if k not in parts}
+    if off:
+        return out
+    client = {**_KEEPALIVE, **{k: str(v) for k, v in parts.items() if k in _KEEPALIVE}}
+    options = str(parts.get("options") or "")
+    extra = [
+        f"-c {name}={client[param]}"
+        for name, param in _SERVER_SIDE.items()
+        if f"{name}=" not in options
+    ]
+    if extra:
+        out["options"] = " ".join([options, *extra]).strip()
+    return out
 
 
 def _classify(exc: psycopg.OperationalError, where: str) -> StorageError:

@@ -15,7 +15,12 @@ from agent_core.cli import main
 from agent_core.errors import ConfigError, StorageError
 from agent_core.service.valkey import find_free_port
 from services.storage_writer.backends.pg_schema import MIGRATIONS
-from services.storage_writer.backends.postgres import check_server, migrate_database, resolve_dsn
+from services.storage_writer.backends.postgres import (
+    check_server,
+    connect,
+    migrate_database,
+    resolve_dsn,
+)
 from tests.engines.postgres import PostgresCluster, postgres_cluster, postgres_dsn
 
 __all__ = ["postgres_cluster", "postgres_dsn"]
@@ -105,6 +110,32 @@ def test_wrong_password_is_auth_refused_without_the_password(
     assert caught.value.code == "postgres_auth_refused"
     assert wrong not in str(caught.value.to_payload())
     assert f"127.0.0.1:{postgres_cluster.port}" in caught.value.message
+
+
+def _keepalive_settings(dsn: str) -> tuple[str, ...]:
+    """The server's keepalive settings for a connection the writer opened with ``dsn``."""
+    with connect(dsn, autocommit=True) as conn:
+        names = ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count")
+        shown = tuple(str(conn.execute(f"SHOW {n}").fetchone()[0]) for n in names)  # type: ignore[index]
+        timeout = str(conn.execute("SHOW tcp_user_timeout").fetchone()[0])  # type: ignore[index]
+        client = conn.info.get_parameters()
+    return (*shown, timeout, client.get("keepalives_idle", ""), client.get("tcp_user_timeout", ""))
+
+
+def test_a_writer_connection_asks_both_ends_to_notice_a_silent_peer(postgres_dsn: str) -> None:
+    """A host that dies without a word (no FIN, no RST) is noticed in about 30 s, not the
+    kernel's two hours: by the writer (libpq's keepalives and ``tcp_user_timeout``) and by the
+    server, whose backend of a dead writer holds a partition's lock until it ends."""
+    assert _keepalive_settings(postgres_dsn) == ("10", "5", "3", "30000", "10", "30000")
+    # What the DSN says wins, on both ends; keepalives=0 turns them off.
+    sep = "&" if "?" in postgres_dsn else "?"
+    own = _keepalive_settings(f"{postgres_dsn}{sep}keepalives_idle=2&tcp_user_timeout=4000")
+    assert own == ("2", "5", "3", "4000", "2", "4000")
+    with psycopg.connect(postgres_dsn) as plain:  # the server's own (the kernel's) defaults
+        names = ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count")
+        kernel = tuple(str(plain.execute(f"SHOW {n}").fetchone()[0]) for n in names)  # type: ignore[index]
+    assert kernel[0] != "10"
+    assert _keepalive_settings(f"{postgres_dsn}{sep}keepalives=0")[:4] == (*kernel, "0")
 
 
 def test_no_server_on_the_port_is_unreachable() -> None:
