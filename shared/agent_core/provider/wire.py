@@ -4,7 +4,7 @@ The adapters read the raw body (the SDKs still own auth, base URL, timeouts and 
 and decode it here instead of through the SDKs' stream classes: those spend more per chunk
 than the transport itself (a text decode, line objects, several generator layers per event).
 Lines are split as bytes, so a multi-byte character split across chunks is never decoded in
-halves; each complete payload is decoded once and parsed with one ``json`` call.
+halves; each complete payload is parsed once, by orjson (see :func:`loads`).
 """
 
 from __future__ import annotations
@@ -12,29 +12,28 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 __all__ = ["MAX_LINE_BYTES", "LineSplitter", "SSEDecoder", "loads"]
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """A line (or SSE event) longer than this is refused: a broken server must not exhaust memory."""
 
-_raw_decode = json.JSONDecoder().raw_decode
-
 
 def loads(payload: bytes) -> Any:
     """Parse one JSON payload (UTF-8); raises ``ValueError`` when it is not valid JSON.
 
-    ``raw_decode`` skips the whitespace checks of ``json.loads``, which is the common case on
-    the wire; anything unusual (leading or trailing whitespace, trailing garbage) goes through
-    ``json.loads`` itself, so the accepted language is exactly the same.
+    orjson parses the common case several times faster than ``json`` (the parse is the largest
+    part of an adapter's own cost per chunk); what it refuses and ``json`` accepts (``NaN``,
+    ``Infinity``, lone surrogates) goes through ``json.loads`` itself, so the accepted language
+    is exactly ``json``'s. One value differs: an integer beyond 64 bits comes back as a float
+    (orjson's choice); no field of a provider's chunk carries one (tool arguments are a string
+    here, parsed later by the tool-call assembler).
     """
-    text = payload.decode()
     try:
-        value, end = _raw_decode(text)
-    except ValueError:
-        return json.loads(text)
-    if end != len(text):
-        return json.loads(text)
-    return value
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return json.loads(payload.decode())
 
 
 class LineSplitter:
