@@ -145,9 +145,12 @@ class Bus:
         return self._lean
 
     async def aclose(self) -> None:
-        """Close the lean socket, then the redis-py client (idempotent)."""
+        """Close the lean socket, then the redis-py client (idempotent).
+
+        A lean socket of another loop is left alone: that loop's transports cannot be touched
+        from this one (and once it is closed they are of no use to anyone)."""
         lean, self._lean = self._lean, None
-        if lean is not None:
+        if lean is not None and self._loop is asyncio.get_running_loop():
             await lean.aclose()
         await self.redis.aclose()
 
