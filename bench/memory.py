@@ -114,7 +114,7 @@ async def bus_figures(tmp: Path) -> dict[str, Any]:
         for i in range(N):
             m = message.model_copy(update={"interaction_id": f"ix_{i}"})
             t0 = time.perf_counter()
-            await publish_interaction(ctx.redis, ctx.names, m)
+            await publish_interaction(ctx.bus, ctx.names, m)
             enqueue.append(time.perf_counter() - t0)
         for _ in range(N):
             t0 = time.perf_counter()
@@ -125,7 +125,7 @@ async def bus_figures(tmp: Path) -> dict[str, Any]:
         stop.set()
         await service
         await ctx.rpc.stop()
-        await ctx.redis.aclose()
+        await ctx.bus.aclose()
         valkey.stop()
     return {
         "enqueue_p95_ms": p95(enqueue),

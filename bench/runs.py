@@ -93,7 +93,7 @@ class Driver:
         settings = load_settings(env={"SOONG_AGENT_HOME": str(home), "SOONG_REDIS_URL": url})
         self.ctx = ServiceContext(settings, "bench", new_id("cmd"))
         self.storage = StorageClient(self.ctx.rpc, self.ctx.names)
-        self.queue = SessionQueue(self.ctx.redis, self.ctx.names)
+        self.queue = SessionQueue(self.ctx.bus, self.ctx.names)
         self.reader = RunEventReader(self.ctx.redis, self.ctx.names)
         self.home = home
         self.gateway_url = gateway_url
@@ -229,7 +229,7 @@ async def measure_quick(home: Path, gateway_url: str, api_key: str) -> dict[str,
         many, cpu = await cpu_of_workload(driver, 50, 10)
     finally:
         await driver.ctx.rpc.stop()
-        await driver.ctx.redis.aclose()
+        await driver.ctx.bus.aclose()
     return {
         "bench": "runs",
         "turns_per_s_50x10": many["turns_per_s"],
@@ -251,7 +251,7 @@ async def measure(home: Path, gateway_url: str, api_key: str) -> dict[str, Any]:
         bus = await driver.workload(1, 200, bus=True)
     finally:
         await driver.ctx.rpc.stop()
-        await driver.ctx.redis.aclose()
+        await driver.ctx.bus.aclose()
     return {
         "bench": "runs",
         "turns_per_s_1x200": single["turns_per_s"],
@@ -284,7 +284,7 @@ async def measure_observed(home: Path, gateway_url: str, api_key: str) -> dict[s
         stop.set()
         await scraper
         await driver.ctx.rpc.stop()
-        await driver.ctx.redis.aclose()
+        await driver.ctx.bus.aclose()
 
 
 async def _scrape_every_second(home: Path, gateway_url: str, stop: asyncio.Event) -> None:

@@ -51,7 +51,7 @@ from helpers.proc_cpu import cpu_seconds  # noqa: E402
 from helpers.sse_client import RawClient  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
-from agent_core.bus import BusNames, make_redis  # noqa: E402
+from agent_core.bus import Bus, BusNames, make_redis  # noqa: E402
 from agent_core.ids import new_id, new_session_id  # noqa: E402
 from agent_core.runqueue import QueuedRun, SessionQueue  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
@@ -239,8 +239,9 @@ async def load(cl: Cluster, meter: Meter, clients: int, turns: int) -> dict[str,
 async def park_lanes(cl: Cluster, n: int) -> list[str]:
     """``n`` lanes with a run queued, each leased for ten minutes by a worker that is parked
     (alive, holding them, doing nothing): the sessions a sweep must not keep paying for."""
-    redis = _bus_client(cl)
-    queue = SessionQueue(redis, BusNames(cl.namespace))
+    bus = Bus(_bus_client(cl))
+    redis = bus.redis
+    queue = SessionQueue(bus, BusNames(cl.namespace))
     lanes = [new_session_id() for _ in range(n)]
     try:
         for lane in lanes:
@@ -255,7 +256,7 @@ async def park_lanes(cl: Cluster, n: int) -> list[str]:
             await queue.enqueue(run)
         await _settled(redis, BusNames(cl.namespace))
     finally:
-        await redis.aclose()
+        await bus.aclose()
     return lanes
 
 

@@ -72,7 +72,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
 from helpers.proc_cpu import cpu_seconds, descendants  # noqa: E402
 
-from agent_core.bus import GROUP_STORAGE, BusNames, RpcClient, make_redis  # noqa: E402
+from agent_core.bus import GROUP_STORAGE, Bus, BusNames, RpcClient, make_redis  # noqa: E402
 from agent_core.bus.contracts.storage import CommandReceipt, ListEvents  # noqa: E402
 from agent_core.errors import BusTimeoutError  # noqa: E402
 from agent_core.ids import new_id, new_session_id  # noqa: E402
@@ -178,14 +178,14 @@ class Client:
         self.url, self.names = url, names
 
     async def __aenter__(self) -> StorageClient:
-        self.redis = make_redis(self.url)
-        self.rpc = RpcClient(self.redis, self.names.reply_channel(new_id("cmd")))
+        self.bus = Bus(make_redis(self.url))
+        self.rpc = RpcClient(self.bus, self.names.reply_channel(new_id("cmd")))
         await self.rpc.start()
         return StorageClient(self.rpc, self.names, timeout_s=10.0, attempts=6)
 
     async def __aexit__(self, *exc: object) -> None:
         await self.rpc.stop()
-        await self.redis.aclose()
+        await self.bus.aclose()
 
 
 async def _ready(client: StorageClient) -> None:

@@ -135,7 +135,7 @@ async def measure(root: Path, redis_url: str, *, fsync: bool) -> tuple[float, fl
         proc.terminate()
         proc.wait(timeout=30)
         await ctx.rpc.stop()
-        await ctx.redis.aclose()
+        await ctx.bus.aclose()
     ms = sorted(x * 1000 for x in latencies)
     p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
     return len(ms) / elapsed, statistics.median(ms), p99

@@ -23,7 +23,7 @@ import pytest
 from redis.asyncio import Redis
 from xdist.scheduler import LoadFileScheduling
 
-from agent_core.bus import BusNames, make_redis
+from agent_core.bus import Bus, BusNames, make_redis
 from agent_core.service.valkey import EmbeddedValkey, find_free_port
 from tests.allowed_networks import ALLOWED
 
@@ -225,6 +225,14 @@ def names() -> BusNames:
 async def redis(redis_url: str) -> AsyncIterator[Redis]:
     """A redis-py client for one test."""
     client = make_redis(redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def bus(redis: Redis) -> AsyncIterator[Bus]:
+    """The test's bus client, made as a service context makes its own: over ``redis``."""
+    client = Bus(redis)
     yield client
     await client.aclose()
 

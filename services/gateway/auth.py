@@ -17,10 +17,9 @@ import math
 from dataclasses import dataclass
 
 from fastapi import Request
-from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
-from agent_core.bus.calls import LeanScript
+from agent_core.bus.calls import Bus, LeanScript
 from agent_core.bus.names import BusTtl
 from services.gateway.errors import ApiError
 from services.gateway.keys import hash_key
@@ -99,21 +98,21 @@ class Authenticator:
 
     def __init__(
         self,
-        redis: Redis,
+        bus: Bus,
         names: BusNames,
         *,
         rate_per_s: float,
         burst: int,
         max_failures: int = 100,
     ) -> None:
-        self._redis = redis
+        self._redis = bus.redis
         self._max_failures = max_failures
         self._names = names
         self._keys_hash = names.api_keys
         self._used_hash = names.api_keys_used
         self._rate = rate_per_s
         self._burst = burst
-        self._script = LeanScript(redis, _SCRIPT)
+        self._script = LeanScript(bus, _SCRIPT)
 
     async def __call__(self, request: Request) -> Caller:
         """The caller, or 401 (unknown/revoked/missing key) / 429 (rate or failure limit)."""

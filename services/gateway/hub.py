@@ -35,13 +35,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_core.bus import BusNames
-from agent_core.bus.calls import lean_for, speaks_plain_resp
+from agent_core.bus.calls import Bus
 from agent_core.bus.connection import MAX_BLOCK_MS, SOCKET_TIMEOUT_S
 from agent_core.bus.names import BusTtl
 from agent_core.bus.resp import LeanRedis, RedisAddress, bulk
@@ -98,8 +97,9 @@ class _Follower:
 class EventHub:
     """Live run events for SSE; :meth:`follow_raw` is :meth:`RunEventReader.follow_raw`'s."""
 
-    def __init__(self, redis: Redis, names: BusNames, *, read_block_ms: int = MAX_BLOCK_MS) -> None:
-        self._redis = redis
+    def __init__(self, bus: Bus, names: BusNames, *, read_block_ms: int = MAX_BLOCK_MS) -> None:
+        self._bus = bus
+        self._redis = redis = bus.redis
         # Below the client's socket timeout; a new follower wakes the read anyway.
         self._block_ms = read_block_ms
         self._reader = RunEventReader(redis, names)
@@ -113,7 +113,7 @@ class EventHub:
         self._closed = False
         # The one read names streams of any slot and runs on the lean socket: on a Cluster,
         # behind Sentinel or TLS every follower reads its own stream through redis-py instead.
-        self._shared_read = speaks_plain_resp(redis)
+        self._shared_read = bus.plain
 
     async def exists(self, session_id: str, run_id: str) -> bool:
         """Whether the run's Redis stream still exists (it expires after the run ends)."""
@@ -189,7 +189,7 @@ class EventHub:
             self._task = asyncio.create_task(self._run(), name="sse-hub")
 
     async def _wake(self) -> None:
-        await lean_for(self._redis).execute_many(
+        await self._bus.calls.execute_many(
             [
                 ["XADD", self._wake_key, "MAXLEN", 8, "*", "w", "1"],
                 ["PEXPIRE", self._wake_key, BusTtl.GATEWAY_WAKE_MS],

@@ -13,12 +13,11 @@ import contextlib
 import json
 from collections.abc import Callable
 
-from redis.asyncio import Redis
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_core.bus import BusNames
-from agent_core.bus.calls import LeanScript
+from agent_core.bus.calls import Bus, LeanScript
 from agent_core.bus.names import BusTtl
 from services.gateway.errors import ApiError
 
@@ -160,16 +159,16 @@ return 1
 class SseSlots:
     """Open SSE streams per API key, capped, counted per live gateway."""
 
-    def __init__(self, redis: Redis, names: BusNames, *, limit: int, gateway_id: str) -> None:
-        self._redis = redis
+    def __init__(self, bus: Bus, names: BusNames, *, limit: int, gateway_id: str) -> None:
+        self._redis = bus.redis
         self._names = names
         self.limit = limit
         self.gateway_id = gateway_id
         self._alive_ms = BusTtl.SSE_GATEWAY_ALIVE_S * 1000
         self._held: dict[str, int] = {}  # key id -> slots this gateway holds (for the beat)
-        self._acquire = LeanScript(redis, _ACQUIRE)
-        self._release = LeanScript(redis, _RELEASE)
-        self._beat = LeanScript(redis, _BEAT)
+        self._acquire = LeanScript(bus, _ACQUIRE)
+        self._release = LeanScript(bus, _RELEASE)
+        self._beat = LeanScript(bus, _BEAT)
 
     def _key(self, key_id: str) -> str:
         return self._names.sse_slots(key_id)

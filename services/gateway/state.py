@@ -67,17 +67,17 @@ class Gateway:
         return cls(
             ctx=ctx,
             storage=StorageClient(ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s),
-            queue=SessionQueue(ctx.redis, ctx.names),
-            events=EventHub(ctx.redis, ctx.names),
+            queue=SessionQueue(ctx.bus, ctx.names),
+            events=EventHub(ctx.bus, ctx.names),
             auth=Authenticator(
-                ctx.redis,
+                ctx.bus,
                 ctx.names,
                 rate_per_s=gw.rate_limit_per_s,
                 burst=gw.rate_limit_burst,
                 max_failures=gw.auth_failures_per_minute,
             ),
             slots=SseSlots(
-                ctx.redis,
+                ctx.bus,
                 ctx.names,
                 limit=gw.max_sse_streams_per_key,
                 # Per process life: a restarted gateway never takes over its predecessor's slots.

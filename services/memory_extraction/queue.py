@@ -21,11 +21,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from pydantic import ValidationError
-from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
 from agent_core.bus import BusNames
-from agent_core.bus.calls import lean_for
+from agent_core.bus.calls import Bus
 from agent_core.bus.contracts.memory import Interaction as BusInteraction
 from agent_core.bus.names import MEMORY_BUCKETS, memory_bucket
 from agent_core.bus.resp import Arg
@@ -69,7 +68,7 @@ class PendingQueue:
 
     def __init__(
         self,
-        redis: Redis,
+        bus: Bus,
         names: BusNames,
         *,
         debounce_s: float,
@@ -79,7 +78,8 @@ class PendingQueue:
         poll_s: float = 0.2,
         max_attempts: int = 3,
     ) -> None:
-        self.redis = redis
+        self.bus = bus
+        self.redis = redis = bus.redis
         self.names = names
         self.debounce_s = debounce_s
         self.max_wait_s = max_wait_s if max_wait_s is not None else max(10 * debounce_s, 1.0)
@@ -134,7 +134,7 @@ class PendingQueue:
             ]
             calls.append([*keys, *args])
         # Each call keeps to its account's slot; a Cluster runs them node by node.
-        lean = lean_for(self.redis)
+        lean = self.bus.calls
         replies = await lean.execute_many(
             [["EVALSHA", self._push_sha, 3, *call] for call in calls], raise_on_error=False
         )

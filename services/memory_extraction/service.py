@@ -84,7 +84,7 @@ async def build(ctx: ServiceContext) -> ServiceParts:
         )
     consolidator = Consolidator(store, proposer)
     queue = PendingQueue(
-        ctx.redis,
+        ctx.bus,
         ctx.names,
         debounce_s=ctx.settings.memory.debounce_s,
         lock_ttl_s=(proposer.timeout_s if proposer else 0) + 60,

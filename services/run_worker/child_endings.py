@@ -88,7 +88,7 @@ async def end_child(
         set_active=False,
     )
     if own is None:
-        own = RunEventWriter(queue.redis, queue.names, session_id, run_id)
+        own = RunEventWriter(queue.bus, queue.names, session_id, run_id)
         own.start()
     await announce_end(
         storage,

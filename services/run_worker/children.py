@@ -372,7 +372,7 @@ class ChildRunner:
         )
         raise_for_receipt(claim)
         run_started(handle, kind="child")
-        own = RunEventWriter(self.queue.redis, self.queue.names, session_id, child.run_id)
+        own = RunEventWriter(self.queue.bus, self.queue.names, session_id, child.run_id)
         own.start()
         events = child.events = _Tee(self.events, own)
         events.emit(

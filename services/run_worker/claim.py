@@ -120,7 +120,7 @@ class Claimer:
         handle = RunHandle(
             run_id=run.run_id, session_id=run.session_id, agent_id=run.agent_id, attempt=number
         )
-        events = RunEventWriter(self.ctx.redis, self.ctx.names, run.session_id, run.run_id)
+        events = RunEventWriter(self.ctx.bus, self.ctx.names, run.session_id, run.run_id)
         events.start()
         events.emit(
             RunStatusChanged(

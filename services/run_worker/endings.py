@@ -210,7 +210,7 @@ async def close_stream_of_terminal_run(
     record = await reads.read(GetRun(run_id=run_id, session_id=session_id))
     if record is None or stored_end(record) is None:
         return
-    events = RunEventWriter(ctx.redis, ctx.names, session_id, run_id)
+    events = RunEventWriter(ctx.bus, ctx.names, session_id, run_id)
     if await events.last_type() == "run_finished":
         return
     events.start()

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from agent_core.bus import BusNames
+from agent_core.bus.calls import Bus
 from agent_core.bus.topology import bus_client
 from agent_core.config.schema import BusSettings
 from agent_core.runqueue import SessionQueue
@@ -101,8 +102,9 @@ class LeaseKeeper:
             log.exception("the lease keeper stopped; this worker's lanes will be taken over")
 
     async def _renew_until_stopped(self) -> None:
-        redis = bus_client(self._bus)
-        queue = SessionQueue(redis, self._names)
+        # This thread's own loop needs its own client: the worker's is bound to the worker's loop.
+        bus = Bus(bus_client(self._bus))
+        queue = SessionQueue(bus, self._names)
         stalled = False
         try:
             while not self._stop.is_set():
@@ -126,7 +128,7 @@ class LeaseKeeper:
                 if leases:
                     await asyncio.gather(*(self._renew(queue, lease) for lease in leases))
         finally:
-            await redis.aclose()
+            await bus.aclose()
 
     def _beat(self) -> None:
         self._turned_at = time.monotonic()

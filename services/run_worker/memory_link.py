@@ -145,7 +145,7 @@ async def hand_off(
             skills=skill_ownership(skills, catalog() if skills else None),
             status=end.status.value,
         )
-        await publish_interaction(ctx.redis, ctx.names, message)
+        await publish_interaction(ctx.bus, ctx.names, message)
     except Exception as exc:
         log.warning("memory hand-off of %s failed: %s", item.run.run_id, redact(str(exc)))
 

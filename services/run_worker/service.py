@@ -72,7 +72,7 @@ async def build(ctx: ServiceContext) -> ServiceParts:
     storage = StorageClient(
         ctx.rpc, ctx.names, timeout_s=ctx.settings.bus.request_timeout_s, attempts=None
     )
-    queue = SessionQueue(ctx.redis, ctx.names)
+    queue = SessionQueue(ctx.bus, ctx.names)
     mcp = None
     if any(s.enabled for s in ctx.settings.mcp.servers.values()):
         # MCP servers: owned by this process, started on first use, stopped with it.

@@ -50,6 +50,33 @@ def test_importing_the_sdk_package_loads_the_client_only_when_used() -> None:
     assert done.stdout.split() == ["False", "True"], done.stderr
 
 
+def test_importing_the_sdk_package_loads_no_bus_client_nor_broker() -> None:
+    # The HTTP SDK talks to the gateway only: a program that imports it pays for no bus library.
+    code = (
+        "import sys, soong_agent\n"
+        "print(sorted(m for m in ('redis', 'faststream', 'hiredis') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_sdk_client_loads_no_broker_library() -> None:
+    # Using the client loads the server's models (one definition each); FastStream, the broker
+    # library, is none of theirs.
+    code = (
+        "import sys, soong_agent, soong_agent.types\n"
+        "soong_agent.AsyncClient, soong_agent.Client\n"
+        "print('soong_agent._client' in sys.modules, 'faststream' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert done.stdout.split() == ["True", "False"], done.stderr
+
+
 def test_serve_offers_every_service() -> None:
     assert SERVICES == SERVICE_NAMES
 

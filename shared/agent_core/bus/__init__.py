@@ -27,6 +27,7 @@ from agent_core.bus.names import (
 from agent_core.bus.publish import publish
 
 if TYPE_CHECKING:
+    from agent_core.bus.calls import Bus
     from agent_core.bus.codec import DecodeError, decode_fields, validate_body
     from agent_core.bus.connection import make_redis
     from agent_core.bus.consumer import ConsumerOptions, RawEntry, StreamConsumer
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 # name → the submodule that defines it, imported when the name is first asked for
 _LAZY = {
+    "Bus": "calls",
     "make_redis": "connection",
     "DecodeError": "codec",
     "decode_fields": "codec",
@@ -69,6 +71,7 @@ __all__ = [
     "GROUP_STORAGE",
     "GROUP_TASKS",
     "SERVICE_NAMES",
+    "Bus",
     "BusNames",
     "ConsumerOptions",
     "DeadLetterSink",

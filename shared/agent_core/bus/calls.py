@@ -1,18 +1,19 @@
-"""The bus calls a redis-py client's users make, through the lean client where it speaks the
-topology and through redis-py where it does not.
+"""The process's bus client: one redis-py client and the object that makes its request/reply
+calls, through the lean client where it speaks the topology and through redis-py where it does not.
 
-:func:`lean_for` gives, for a redis-py client, the object that makes its request/reply calls:
-the :class:`~agent_core.bus.resp.LeanRedis` connecting where it does (one plain node, where the
-lean client's saving was measured), or :class:`RedisPyCalls`, the same calls made through the
-redis-py client itself (Sentinel, Cluster, TLS: redis-py finds the primary again, follows
-``MOVED``/``ASK`` and speaks TLS). :class:`LeanScript` calls a Lua script through it.
+:class:`Bus` is made once per process (the service context owns it; a command or test that has
+no context makes its own) and passed to whatever calls the bus: nothing finds it by lookup. Its
+:attr:`Bus.calls` is the :class:`~agent_core.bus.resp.LeanRedis` connecting where the redis-py
+client does (one plain node, where the lean client's saving was measured), or
+:class:`RedisPyCalls`, the same calls made through the redis-py client itself (Sentinel, Cluster,
+TLS: redis-py finds the primary again, follows ``MOVED``/``ASK`` and speaks TLS).
+:class:`LeanScript` calls a Lua script through it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -23,25 +24,16 @@ from redis.exceptions import NoScriptError
 from agent_core.bus.resp import Arg, Command, LeanRedis, RedisAddress
 
 __all__ = [
+    "Bus",
     "BusCalls",
     "LeanScript",
     "RedisPyCalls",
-    "close_lean",
-    "lean_for",
     "speaks_plain_resp",
 ]
 
 
-# One lean client per redis-py client (and event loop): the callers that hold a redis-py client
-# reach the lean one through it, so wiring it in changes no signature.
-_LEAN: weakref.WeakKeyDictionary[Redis, LeanRedis] = weakref.WeakKeyDictionary()
-_LOOPS: weakref.WeakKeyDictionary[LeanRedis, asyncio.AbstractEventLoop] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 class BusCalls(Protocol):
-    """The calls :func:`lean_for` gives: :class:`LeanRedis` or :class:`RedisPyCalls`."""
+    """The calls :attr:`Bus.calls` gives: :class:`LeanRedis` or :class:`RedisPyCalls`."""
 
     async def execute(self, *args: Arg) -> Any: ...
     async def execute_packed(self, payload: bytes) -> Any: ...
@@ -123,48 +115,61 @@ def speaks_plain_resp(redis: Any) -> bool:
     )
 
 
-_CALLS: weakref.WeakKeyDictionary[Any, RedisPyCalls] = weakref.WeakKeyDictionary()
+class Bus:
+    """One process's bus client: the redis-py client (blocking reads, scripts it registers,
+    admin) and :attr:`calls`, its request/reply calls on the lean socket where that speaks the
+    topology. Made once by its owner, passed to every user, closed by :meth:`aclose`.
 
+    Constructing it does no I/O. The lean client connects on first use and is bound to the event
+    loop it first ran on: used from another loop (a command or test that runs several), it is
+    made again for that loop, as a redis-py connection would be.
+    """
 
-def lean_for(redis: Redis) -> BusCalls:
-    """The lean client connecting where ``redis`` does, for the running event loop; for a
-    topology it does not speak, the same calls made through ``redis`` (:class:`RedisPyCalls`)."""
-    if not speaks_plain_resp(redis):
-        calls = _CALLS.get(redis)
-        if calls is None:
-            calls = _CALLS[redis] = RedisPyCalls(redis)
-        return calls
-    loop = asyncio.get_running_loop()
-    lean = _LEAN.get(redis)
-    if lean is None or _LOOPS.get(lean) is not loop:
-        lean = _LEAN[redis] = LeanRedis(RedisAddress.of(redis))
-        _LOOPS[lean] = loop
-    return lean
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self.plain = speaks_plain_resp(redis)
+        self._lean: LeanRedis | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Sentinel, Cluster, TLS: redis-py's own connections, loop-bound by redis-py itself
+        self._redis_py: RedisPyCalls | None = None if self.plain else RedisPyCalls(redis)
+
+    @property
+    def calls(self) -> BusCalls:
+        """The request/reply calls of this bus for the running event loop."""
+        if self._redis_py is not None:
+            return self._redis_py
+        loop = asyncio.get_running_loop()
+        if self._lean is None or self._loop is not loop:
+            self._lean = LeanRedis(RedisAddress.of(self.redis))
+            self._loop = loop
+        return self._lean
+
+    async def aclose(self) -> None:
+        """Close the lean socket, then the redis-py client (idempotent).
+
+        A lean socket of another loop is left alone: that loop's transports cannot be touched
+        from this one (and once it is closed they are of no use to anyone)."""
+        lean, self._lean = self._lean, None
+        if lean is not None and self._loop is asyncio.get_running_loop():
+            await lean.aclose()
+        await self.redis.aclose()
 
 
 class LeanScript:
-    """A Lua script called through the lean client of a redis-py client, as redis-py's
+    """A Lua script called through a :class:`Bus`'s :attr:`~Bus.calls`, as redis-py's
     ``register_script`` calls it: ``EVALSHA`` with the script's SHA-1, and ``EVAL`` with its text
     when the server does not hold it (after a restart or ``SCRIPT FLUSH``; ``EVAL`` caches it
     again). Replies are raw, as redis-py's are without ``decode_responses``."""
 
-    def __init__(self, redis: Redis, text: str) -> None:
-        self._redis = redis
+    def __init__(self, bus: Bus, text: str) -> None:
+        self._bus = bus
         self.text = text
         self.sha = hashlib.sha1(text.encode()).hexdigest()
 
     async def __call__(self, keys: Sequence[Arg] = (), args: Sequence[Arg] = ()) -> Any:
         """Run the script on ``keys`` with ``args``; error replies raise as in :meth:`LeanRedis.execute`."""
-        lean = lean_for(self._redis)
+        lean = self._bus.calls
         try:
             return await lean.execute("EVALSHA", self.sha, len(keys), *keys, *args)
         except NoScriptError:
             return await lean.execute("EVAL", self.text, len(keys), *keys, *args)
-
-
-async def close_lean(redis: Redis) -> None:
-    """Close the lean client of ``redis``, if one was made (before ``redis.aclose()``)."""
-    lean = _LEAN.pop(redis, None)
-    _CALLS.pop(redis, None)
-    if lean is not None:
-        await lean.aclose()

@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
-from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from agent_core.bus.calls import lean_for
+from agent_core.bus.calls import Bus
 from agent_core.bus.codec import DecodeError, decode_fields, validate_body
 from agent_core.bus.dead_letters import DeadLetterSink
 from agent_core.bus.delivery import Delivery, encode_reply
@@ -85,7 +84,7 @@ class StreamConsumer(Generic[T]):
         consumer: str,
         adapter: TypeAdapter[T],
         dead_letters: DeadLetterSink,
-        redis: Redis,
+        bus: Bus,
         handler: Handler[T] | None = None,
         batch_handler: BatchHandler[T] | None = None,
         options: ConsumerOptions | None = None,
@@ -100,7 +99,8 @@ class StreamConsumer(Generic[T]):
         self._handler = handler
         self._batch_handler = batch_handler
         self._dead = dead_letters
-        self.redis = redis
+        self.bus = bus
+        self.redis = bus.redis
         self._reader: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -239,7 +239,7 @@ class StreamConsumer(Generic[T]):
             if frame is not None:
                 commands.append(["PUBLISH", frame[0], frame[1]])
         commands.append(["XACK", self.stream, self.group, *ids])
-        await lean_for(self.redis).execute_many(commands)
+        await self.bus.calls.execute_many(commands)
         return ids
 
     async def _on_failure(self, delivery: Delivery, body: bytes, exc: BaseException) -> None:

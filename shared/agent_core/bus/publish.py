@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pydantic import BaseModel
-from redis.asyncio import Redis
 
-from agent_core.bus.calls import lean_for
+from agent_core.bus.calls import Bus
 from agent_core.bus.resp import xadd
 from agent_core.observability.tracing import trace_headers
 
@@ -21,7 +20,7 @@ __all__ = ["publish"]
 
 
 async def publish(
-    redis: Redis,
+    bus: Bus,
     stream: str,
     message: BaseModel,
     *,
@@ -30,12 +29,13 @@ async def publish(
 ) -> str:
     """Append ``message`` to ``stream``; return the entry id.
 
-    The XADD goes through the lean client of ``redis`` (:mod:`agent_core.bus.resp`): the same
-    bytes on the wire as ``redis.xadd(..., approximate=True)``, a fraction of the CPU.
+    The XADD goes through ``bus.calls`` (the lean client, :mod:`agent_core.bus.resp`, where it
+    speaks the topology): the same bytes on the wire as redis-py's ``xadd(..., approximate=True)``,
+    a fraction of the CPU.
     """
     fields: dict[str, str] = {"__data__": message.model_dump_json()}
     fields.update(trace_headers())
     if headers:
         fields.update(headers)
-    entry = await lean_for(redis).execute(*xadd(stream, fields, maxlen=maxlen))
+    entry = await bus.calls.execute(*xadd(stream, fields, maxlen=maxlen))
     return entry.decode() if isinstance(entry, bytes) else str(entry)

@@ -15,10 +15,9 @@ import secrets
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
-from redis.asyncio import Redis
 from redis.exceptions import ConnectionError
 
-from agent_core.bus.calls import speaks_plain_resp
+from agent_core.bus.calls import Bus, speaks_plain_resp
 from agent_core.bus.delivery import HEADER_CORRELATION_ID, HEADER_REPLY_TO, decode_reply
 from agent_core.bus.publish import publish
 from agent_core.bus.resp import RedisAddress
@@ -48,12 +47,13 @@ def _adapter(reply: type[R]) -> TypeAdapter[R]:
 class RpcClient:
     """Sends requests and awaits typed replies; one instance per process, started once.
 
-    Requests go out through :func:`publish` (the lean client of ``redis``); replies arrive on a
+    Requests go out through :func:`publish` (``bus.calls``); replies arrive on a
     :class:`LeanSubscriber`, which subscribes again by itself after the bus restarted.
     """
 
-    def __init__(self, redis: Redis, reply_channel: str) -> None:
-        self._redis = redis
+    def __init__(self, bus: Bus, reply_channel: str) -> None:
+        self._bus = bus
+        self._redis = bus.redis
         self._channel = reply_channel
         self._waiting: dict[str, asyncio.Future[bytes]] = {}
         self._replies: LeanSubscriber | PubSubSubscriber | None = None
@@ -111,7 +111,7 @@ class RpcClient:
         self._waiting[cid] = fut
         try:
             await publish(
-                self._redis,
+                self._bus,
                 stream,
                 message,
                 headers={HEADER_REPLY_TO: self._channel, HEADER_CORRELATION_ID: cid},

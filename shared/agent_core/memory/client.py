@@ -14,9 +14,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
-from redis.asyncio import Redis
 
 from agent_core.bus import BusNames, RpcClient
+from agent_core.bus.calls import Bus
 from agent_core.bus.contracts.memory import (
     Interaction,
     ListMemory,
@@ -134,10 +134,10 @@ class RenderedMemory(BaseModel):
 
 
 async def publish_interaction(
-    redis: Redis, names: BusNames, interaction: Interaction, *, maxlen: int = 100_000
+    bus: Bus, names: BusNames, interaction: Interaction, *, maxlen: int = 100_000
 ) -> None:
     """Append ``interaction`` to the memory stream (one XADD; consolidation happens later)."""
-    await publish(redis, names.memory_interactions, interaction, maxlen=maxlen)
+    await publish(bus, names.memory_interactions, interaction, maxlen=maxlen)
 
 
 def _raise(error: ErrorPayload | None) -> None:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
-from agent_core.bus.calls import lean_for
+from agent_core.bus.calls import Bus
 from agent_core.bus.connection import MAX_BLOCK_MS
 from agent_core.bus.names import BusTtl
 from agent_core.bus.resp import Arg, xadd
@@ -90,14 +90,14 @@ _MAXLEN = 50_000
 class _Batcher:
     """Writes the queued events of every run of the process in one batch per round.
 
-    One per Redis client and event loop. Idle, a queued event is written at once (the round
+    One per bus client and event loop. Idle, a queued event is written at once (the round
     starts when it is queued); busy, whatever queued up during a round — from any number of runs —
     goes out in the next one, so 50 streaming runs cost a few round trips per tick, not 50.
     Events of one run keep their order (one FIFO); consecutive text deltas of a run are merged.
     """
 
-    def __init__(self, redis: Redis) -> None:
-        self._redis = redis
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
         self._queue: deque[tuple[RunEventWriter, RuntimeEvent | None]] = deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -136,7 +136,7 @@ class _Batcher:
                 if events and isinstance(events[-1], RunFinished):
                     commands.append(["EXPIRE", writer.stream, BusTtl.RUN_EVENTS_AFTER_FINISH_S])
             # One write on the lean client's socket (agent_core.bus.resp), not a pooled pipeline.
-            await lean_for(self._redis).execute_many(commands)
+            await self._bus.calls.execute_many(commands)
         except Exception as exc:  # every run of the round hears of it at close()
             for writer in writing:
                 writer.failure = exc
@@ -146,24 +146,25 @@ class _Batcher:
                     writer.closed.set()
 
 
-_BATCHERS: weakref.WeakKeyDictionary[Redis, _Batcher] = weakref.WeakKeyDictionary()
+_BATCHERS: weakref.WeakKeyDictionary[Bus, _Batcher] = weakref.WeakKeyDictionary()
 
 
-def _batcher(redis: Redis) -> _Batcher:
-    batcher = _BATCHERS.get(redis)
+def _batcher(bus: Bus) -> _Batcher:
+    batcher = _BATCHERS.get(bus)
     if batcher is None or batcher.loop is not asyncio.get_running_loop():
-        batcher = _BATCHERS[redis] = _Batcher(redis)
+        batcher = _BATCHERS[bus] = _Batcher(bus)
     return batcher
 
 
 class RunEventWriter:
     """Appends one run's events to its stream in order; start it, emit, then ``close()``.
 
-    Writes go through the process's :class:`_Batcher` for the Redis client.
+    Writes go through the process's :class:`_Batcher` for the bus client.
     """
 
-    def __init__(self, redis: Redis, names: BusNames, session_id: str, run_id: str) -> None:
-        self._redis = redis
+    def __init__(self, bus: Bus, names: BusNames, session_id: str, run_id: str) -> None:
+        self._bus = bus
+        self._redis = bus.redis
         self.stream = names.run_events(session_id, run_id)
         self._batcher: _Batcher | None = None
         self.closed = asyncio.Event()
@@ -179,7 +180,7 @@ class RunEventWriter:
 
     def start(self) -> None:
         """Attach to the process's batcher (needs a running loop)."""
-        self._batcher = _batcher(self._redis)
+        self._batcher = _batcher(self._bus)
 
     def emit(self, event: RuntimeEvent) -> None:
         """Queue ``event``; it is written after every event queued before it.

@@ -33,10 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from redis.asyncio import Redis
-
 from agent_core.bus import BusNames
-from agent_core.bus.calls import lean_for
+from agent_core.bus.calls import Bus
 from agent_core.bus.contracts.runs import RunNudge
 from agent_core.bus.names import BusTtl
 from agent_core.bus.resp import Arg, xadd
@@ -129,8 +127,9 @@ def _s(raw: bytes | str) -> str:
 class SessionQueue:
     """Redis operations of the per-session FIFO, lease, cancel flags and nudges."""
 
-    def __init__(self, redis: Redis, names: BusNames) -> None:
-        self.redis = redis
+    def __init__(self, bus: Bus, names: BusNames) -> None:
+        self.bus = bus
+        self.redis = redis = bus.redis
         self.names = names
         self._renew = redis.register_script(_RENEW)
         self._release_if_idle = redis.register_script(_RELEASE_IF_IDLE)
@@ -157,7 +156,7 @@ class SessionQueue:
         nudge = RunNudge(session_id=run.lane, run_id=run.run_id).model_dump_json()
         # The FIFO and the due set share a slot: one transaction. The nudge's stream lives
         # elsewhere on a Cluster, so it follows in the same write (a lost nudge costs a sweep).
-        await lean_for(self.redis).transaction(
+        await self.bus.calls.transaction(
             [
                 ["RPUSH", self.names.session_fifo(run.lane), run.model_dump_json()],
                 # Due now unless listed already (a leased lane keeps the time its lease runs out).
@@ -179,7 +178,7 @@ class SessionQueue:
 
     async def holds(self, run: QueuedRun) -> bool:
         """Whether ``run`` is in its lane's FIFO or processing list (queued or being executed)."""
-        fifo, processing = await lean_for(self.redis).execute_many(
+        fifo, processing = await self.bus.calls.execute_many(
             [
                 ["LRANGE", self.names.session_fifo(run.lane), 0, -1],
                 ["LRANGE", self.names.session_processing(run.lane), 0, -1],
@@ -397,7 +396,7 @@ class SessionQueue:
         ``interrupt`` strategy), not a cancel the run's client asked for: the run then ends
         ``aborted`` instead of ``cancelled`` (see :meth:`interrupted`)."""
         flag = b"interrupt" if interrupt else b"1"
-        await lean_for(self.redis).execute_many(
+        await self.bus.calls.execute_many(
             [
                 ["SET", self._cancel_key(run_id), flag, "EX", BusTtl.RUN_CANCEL_S],
                 ["PUBLISH", self.names.run_control(run_id), b"cancel"],

@@ -258,7 +258,7 @@ async def cancel_queued_run(
         return False
     handle = RunHandle(run_id=run_id, session_id=session_id, agent_id=agent_id)
     run_ended(handle, end)  # told once, with the end reason it was recorded with
-    events = RunEventWriter(queue.redis, queue.names, session_id, run_id)
+    events = RunEventWriter(queue.bus, queue.names, session_id, run_id)
     events.start()
     events.emit(RunFinished.of(handle, end))
     await events.close()

@@ -18,6 +18,7 @@ from agent_core.bus import (
     RpcClient,
     StreamConsumer,
 )
+from agent_core.bus.calls import Bus
 from agent_core.bus.consumer import BatchHandler, Handler
 from agent_core.bus.topology import bus_client
 from agent_core.config import Settings
@@ -53,8 +54,10 @@ class ServiceContext:
         self.service = service
         self.instance = instance
         self.names = BusNames(settings.bus.namespace, settings.storage.partitions)
-        self.redis: Redis = bus_client(settings.bus)
-        self.rpc = RpcClient(self.redis, self.names.reply_channel(f"{service}-{instance}"))
+        # The process's one bus client: everything that calls the bus is handed this one.
+        self.bus = Bus(bus_client(settings.bus))
+        self.redis: Redis = self.bus.redis
+        self.rpc = RpcClient(self.bus, self.names.reply_channel(f"{service}-{instance}"))
         self.dead_letters = DeadLetterSink(self.redis, self.names.dead_letter)
         self.log = logging.getLogger(f"soong.{service}")
         self._started: asyncio.Event | None = None
@@ -99,7 +102,7 @@ class ServiceContext:
             consumer=self.consumer_name,
             adapter=adapter,
             dead_letters=self.dead_letters,
-            redis=self.redis,
+            bus=self.bus,
             handler=handler,
             batch_handler=batch_handler,
             options=options or self.default_options(batch=batch_handler is not None),

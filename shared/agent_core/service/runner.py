@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent_core.bus import StreamConsumer, drain_own, reclaim_loop
-from agent_core.bus.calls import close_lean
 from agent_core.config import Settings
 from agent_core.errors import ConfigError
 from agent_core.observability import observe_pending, render_metrics
@@ -81,14 +80,12 @@ async def run_service(
             await ctx.redis.ping()
     except Exception as exc:
         ctx.log.error("bus unreachable at %s: %s", _safe_url(settings), exc)
-        await close_lean(ctx.redis)
-        await ctx.redis.aclose()
+        await ctx.bus.aclose()
         return EXIT_BUS_UNREACHABLE
 
     parts = await _unless_stopped(factory(ctx), stop)
     if parts is None:  # stopped while it was being built (a standby waiting for its turn)
-        await close_lean(ctx.redis)
-        await ctx.redis.aclose()
+        await ctx.bus.aclose()
         return 0
     consumers: list[StreamConsumer[Any]] = [*parts.consumers]
     consumers.append(health_consumer(ctx, parts.consumers))
@@ -97,8 +94,7 @@ async def run_service(
         try:
             await ops.start()
         except ConfigError:
-            await close_lean(ctx.redis)
-            await ctx.redis.aclose()
+            await ctx.bus.aclose()
             raise
         ctx.log.info("ops port %s:%d (/healthz /readyz /metrics)", ops.host, ops.port)
     for consumer in consumers:
@@ -138,8 +134,7 @@ async def run_service(
     if ops is not None:
         await ops.stop()
     await ctx.rpc.stop()
-    await close_lean(ctx.redis)
-    await ctx.redis.aclose()
+    await ctx.bus.aclose()
     if flush_traces is not None:
         await asyncio.to_thread(flush_traces)  # the last spans leave before the process does
     if died.is_set():

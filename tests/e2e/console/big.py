@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from agent_core.bus import BusNames, RpcClient, make_redis
+from agent_core.bus import Bus, BusNames, RpcClient, make_redis
 from agent_core.bus.contracts.storage import AppendNode
 from agent_core.ids import new_id
 from agent_core.storage_client import StorageClient, raise_for_receipt
@@ -59,9 +59,9 @@ def _node(session_id: str, agent_id: str, parent: str | None, i: int) -> AppendN
 
 
 async def _append(redis_url: str, session_id: str, agent_id: str, count: int) -> None:
-    redis = make_redis(redis_url)
+    bus = Bus(make_redis(redis_url))
     names = BusNames("soong")
-    rpc = RpcClient(redis, names.reply_channel(f"test-{new_id('cmd')}"))
+    rpc = RpcClient(bus, names.reply_channel(f"test-{new_id('cmd')}"))
     await rpc.start()
     try:
         client = StorageClient(rpc, names)
@@ -80,4 +80,4 @@ async def _append(redis_url: str, session_id: str, agent_id: str, count: int) ->
                 raise_for_receipt(receipt)
     finally:
         await rpc.stop()
-        await redis.aclose()
+        await bus.aclose()

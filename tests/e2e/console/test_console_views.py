@@ -17,7 +17,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from agent_core.bus import BusNames, RpcClient, make_redis
+from agent_core.bus import Bus, BusNames, RpcClient, make_redis
 from agent_core.bus.contracts.storage import CreateAgent
 from agent_core.ids import new_id
 from agent_core.storage_client import StorageClient, raise_for_receipt
@@ -52,9 +52,9 @@ def _seed_agent(console: Console, session_id: str, parent: str, name: str) -> st
     redis_url = json.loads((home / "run" / "stack.json").read_text())["redis_url"]
 
     async def go() -> str:
-        redis = make_redis(redis_url)
+        bus = Bus(make_redis(redis_url))
         names = BusNames("soong")
-        rpc = RpcClient(redis, names.reply_channel(f"test-{new_id('cmd')}"))
+        rpc = RpcClient(bus, names.reply_channel(f"test-{new_id('cmd')}"))
         await rpc.start()
         try:
             agent_id = new_id("agent")
@@ -70,7 +70,7 @@ def _seed_agent(console: Console, session_id: str, parent: str, name: str) -> st
             return agent_id
         finally:
             await rpc.stop()
-            await redis.aclose()
+            await bus.aclose()
 
     # Playwright's sync API runs an event loop in this thread: the bus client gets its own.
     with ThreadPoolExecutor(1) as thread:

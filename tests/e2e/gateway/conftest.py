@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_core.bus import BusNames, RpcClient, make_redis
+from agent_core.bus import Bus, BusNames, RpcClient, make_redis
 from agent_core.bus.contracts.storage import AppendNode, CreateArtifact
 from agent_core.ids import new_id
 from agent_core.storage_client import StorageClient, raise_for_receipt
@@ -142,9 +142,9 @@ def run_message(
 async def seed_artifact(redis_url: str, session_id: str, path: str, *, size_bytes: int) -> str:
     """Record ``path`` of a session's workspace as an artifact through the bus (what a tool that
     makes a file does; the scripted model has no such tool); its id."""
-    redis = make_redis(redis_url)
+    bus = Bus(make_redis(redis_url))
     names = BusNames("soong")
-    rpc = RpcClient(redis, names.reply_channel(f"test-{new_id('cmd')}"))
+    rpc = RpcClient(bus, names.reply_channel(f"test-{new_id('cmd')}"))
     await rpc.start()
     try:
         artifact_id = new_id("artifact")
@@ -164,16 +164,16 @@ async def seed_artifact(redis_url: str, session_id: str, path: str, *, size_byte
         return artifact_id
     finally:
         await rpc.stop()
-        await redis.aclose()
+        await bus.aclose()
 
 
 async def seed_offloaded_json(redis_url: str, session_id: str, agent_id: str, data: object) -> str:
     """Append a user node holding one large ``json`` block through the bus: the storage-writer
     moves it out of the row into an artifact (what a tool's big JSON result becomes); the
     artifact's id."""
-    redis = make_redis(redis_url)
+    bus = Bus(make_redis(redis_url))
     names = BusNames("soong")
-    rpc = RpcClient(redis, names.reply_channel(f"test-{new_id('cmd')}"))
+    rpc = RpcClient(bus, names.reply_channel(f"test-{new_id('cmd')}"))
     await rpc.start()
     try:
         command = AppendNode(
@@ -195,4 +195,4 @@ async def seed_offloaded_json(redis_url: str, session_id: str, agent_id: str, da
         return str(artifact_id)
     finally:
         await rpc.stop()
-        await redis.aclose()
+        await bus.aclose()

@@ -10,6 +10,7 @@ import asyncio
 import sys
 
 from agent_core.bus import (
+    Bus,
     BusNames,
     ConsumerOptions,
     DeadLetterSink,
@@ -22,7 +23,8 @@ from agent_core.bus.delivery import Delivery
 
 async def main(url: str, namespace: str, name: str) -> None:
     names = BusNames(namespace)
-    redis = make_redis(url)
+    bus = Bus(make_redis(url))
+    redis = bus.redis
 
     async def handler(message: RunsMessage, delivery: Delivery) -> None:
         await redis.rpush(names.key("seen", name), delivery.entry_id)
@@ -34,7 +36,7 @@ async def main(url: str, namespace: str, name: str) -> None:
         consumer=name,
         adapter=RUNS_MESSAGE,
         dead_letters=DeadLetterSink(redis, names.dead_letter),
-        redis=redis,
+        bus=bus,
         handler=handler,
         options=ConsumerOptions(max_records=10),
     )

@@ -12,6 +12,7 @@ from pydantic import TypeAdapter
 from redis.asyncio import Redis
 
 from agent_core.bus import (
+    Bus,
     BusNames,
     ConsumerOptions,
     DeadLetterSink,
@@ -23,7 +24,7 @@ from agent_core.bus import (
 
 
 def make_consumer(
-    redis: Redis,
+    bus: Bus,
     names: BusNames,
     stream: str,
     adapter: TypeAdapter[Any],
@@ -40,8 +41,8 @@ def make_consumer(
         group=group,
         consumer=name,
         adapter=adapter,
-        dead_letters=DeadLetterSink(redis, names.dead_letter),
-        redis=redis,
+        dead_letters=DeadLetterSink(bus.redis, names.dead_letter),
+        bus=bus,
         handler=handler,
         options=options,
     )

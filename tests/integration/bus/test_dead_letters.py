@@ -10,7 +10,7 @@ from prometheus_client import REGISTRY
 from pydantic import TypeAdapter
 from redis.asyncio import Redis
 
-from agent_core.bus import BusNames, Delivery
+from agent_core.bus import Bus, BusNames, Delivery
 from agent_core.bus.broker import make_broker  # publishes as another FastStream app would
 from agent_core.bus.contracts import health, memory, runs, storage, tasks
 from tests.integration.bus.helpers import dead_letters, make_consumer, running, wait_for
@@ -69,6 +69,7 @@ def _stream(names: BusNames, attr: str) -> str:
 )
 async def test_bad_messages_are_dead_lettered_and_consumption_goes_on(
     redis_url: str,
+    bus: Bus,
     redis: Redis,
     names: BusNames,
     attr: str,
@@ -82,7 +83,7 @@ async def test_bad_messages_are_dead_lettered_and_consumption_goes_on(
     async def handler(message: Any, _: Delivery) -> None:
         handled.append(message)
 
-    consumer = make_consumer(redis, names, stream, adapter, handler)
+    consumer = make_consumer(bus, names, stream, adapter, handler)
     broker = make_broker(redis_url)
     await broker.connect()
     async with running(redis_url, consumer):
@@ -118,14 +119,14 @@ async def _count(redis: Redis, names: BusNames, n: int) -> bool:
 
 
 async def test_dead_letter_preview_is_redacted(
-    redis_url: str, redis: Redis, names: BusNames
+    redis_url: str, bus: Bus, redis: Redis, names: BusNames
 ) -> None:
     stream = names.runs
 
     async def handler(message: Any, _: Delivery) -> None:
         return None
 
-    consumer = make_consumer(redis, names, stream, runs.RUNS_MESSAGE, handler)
+    consumer = make_consumer(bus, names, stream, runs.RUNS_MESSAGE, handler)
     async with running(redis_url, consumer):
         await redis.xadd(
             stream, {"__data__": b'{"type": "x", "api_key": "sk-abcdefghijklmnopqrstuv"}'}

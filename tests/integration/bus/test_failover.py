@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 import redis as sync_redis
-from redis.asyncio import Redis
 from redis.exceptions import RedisClusterException, RedisError
 
-from agent_core.bus import BusNames
+from agent_core.bus import Bus, BusNames
 from agent_core.config.schema import BusSettings
 from agent_core.ids import new_id, new_session_id
 from agent_core.runqueue import SessionQueue
@@ -114,8 +113,8 @@ def cluster_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterSet
 
 
 @contextlib.asynccontextmanager
-async def _client(settings: dict[str, object]) -> AsyncIterator[Redis]:
-    client = bus_client(BusSettings.model_validate(settings))
+async def _client(settings: dict[str, object]) -> AsyncIterator[Bus]:
+    client = Bus(bus_client(BusSettings.model_validate(settings)))
     try:
         yield client
     finally:
@@ -127,8 +126,8 @@ async def test_the_sentinel_primary_lost_the_replica_serves_and_no_run_is_lost(
     sentinel_set: SentinelSet,
 ) -> None:
     names = BusNames(f"t{secrets.token_hex(5)}")
-    async with _client(sentinel_set.bus_settings()) as redis:
-        queue = SessionQueue(redis, names)
+    async with _client(sentinel_set.bus_settings()) as bus:
+        queue = SessionQueue(bus, names)
         lanes, queued = await _load(queue)
         old = sentinel_set.primary()
         await _until(lambda: _caught_up(old))
@@ -143,8 +142,8 @@ async def test_a_cluster_shard_primary_lost_its_replica_serves_and_no_run_is_los
     cluster_set: ClusterSet,
 ) -> None:
     names = BusNames(f"t{secrets.token_hex(5)}")
-    async with _client(cluster_set.bus_settings()) as redis:
-        queue = SessionQueue(redis, names)
+    async with _client(cluster_set.bus_settings()) as bus:
+        queue = SessionQueue(bus, names)
         lanes, queued = await _load(queue)
         primaries = [s for s in cluster_set.servers if _is_primary(s)]
         await _until(lambda: all(_caught_up(p) for p in primaries))

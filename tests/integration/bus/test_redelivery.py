@@ -14,7 +14,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from agent_core.bus import BusNames, ConsumerOptions, Delivery, hand_back, reclaim_idle
+from agent_core.bus import Bus, BusNames, ConsumerOptions, Delivery, hand_back, reclaim_idle
 from agent_core.bus.broker import make_broker
 from agent_core.bus.contracts.runs import RUNS_MESSAGE, RunNudge
 from tests.conftest import REPO
@@ -30,7 +30,7 @@ async def _publish(redis_url: str, stream: str, *session_ids: str) -> None:
 
 
 async def test_failing_handler_is_retried_then_dead_lettered(
-    redis_url: str, redis: Redis, names: BusNames
+    redis_url: str, bus: Bus, redis: Redis, names: BusNames
 ) -> None:
     attempts: Counter[str] = Counter()
     deliveries: list[int] = []
@@ -46,7 +46,7 @@ async def test_failing_handler_is_retried_then_dead_lettered(
     options = ConsumerOptions(
         max_records=4, min_idle_ms=200, max_deliveries=3, claim_interval_s=0.1
     )
-    consumer = make_consumer(redis, names, names.runs, RUNS_MESSAGE, handler, options=options)
+    consumer = make_consumer(bus, names, names.runs, RUNS_MESSAGE, handler, options=options)
     async with running(redis_url, consumer):
         await _publish(redis_url, names.runs, "poison", "flaky", "fine")
         await wait_for(lambda: redis.xlen(names.dead_letter), timeout_s=15)
@@ -78,7 +78,7 @@ def _spawn(redis_url: str, names: BusNames, name: str) -> subprocess.Popen[bytes
 
 
 async def test_sigkilled_consumers_messages_are_processed_by_another(
-    redis_url: str, redis: Redis, names: BusNames
+    redis_url: str, bus: Bus, redis: Redis, names: BusNames
 ) -> None:
     victim = _spawn(redis_url, names, "victim")
     try:
@@ -95,7 +95,7 @@ async def test_sigkilled_consumers_messages_are_processed_by_another(
     async def handler(message: Any, _: Delivery) -> None:
         handled.append(message.session_id)
 
-    rescuer = make_consumer(redis, names, names.runs, RUNS_MESSAGE, handler, name="rescuer")
+    rescuer = make_consumer(bus, names, names.runs, RUNS_MESSAGE, handler, name="rescuer")
     async with running(redis_url, rescuer):
         await wait_for(lambda: len(handled) == 5, timeout_s=10)
     assert sorted(handled) == [f"s{i}" for i in range(5)]
@@ -103,7 +103,7 @@ async def test_sigkilled_consumers_messages_are_processed_by_another(
 
 
 async def test_restarted_consumer_drains_its_own_pending_entries_first(
-    redis_url: str, redis: Redis, names: BusNames
+    redis_url: str, bus: Bus, redis: Redis, names: BusNames
 ) -> None:
     victim = _spawn(redis_url, names, "w0")
     try:
@@ -121,7 +121,7 @@ async def test_restarted_consumer_drains_its_own_pending_entries_first(
     # Same stable name, and an idle time far beyond the test: only the start-up drain can do it.
     options = ConsumerOptions(max_records=4, min_idle_ms=600_000)
     restarted = make_consumer(
-        redis, names, names.runs, RUNS_MESSAGE, handler, name="w0", options=options
+        bus, names, names.runs, RUNS_MESSAGE, handler, name="w0", options=options
     )
     async with running(redis_url, restarted):
         await _publish(redis_url, names.runs, "d")
@@ -140,7 +140,7 @@ def _pending_for(redis: Redis, names: BusNames, consumer: str, n: int) -> Any:
     return check
 
 
-async def test_reply_reaches_requester(redis_url: str, redis: Redis, names: BusNames) -> None:
+async def test_reply_reaches_requester(redis_url: str, bus: Bus, names: BusNames) -> None:
     from agent_core.bus import RpcClient
     from agent_core.bus.contracts.health import HEALTH_MESSAGE, HealthPing, HealthReply
     from agent_core.errors import BusTimeoutError
@@ -149,8 +149,8 @@ async def test_reply_reaches_requester(redis_url: str, redis: Redis, names: BusN
         return HealthReply(service="svc", instance="0", ok=True, nonce=message.nonce)
 
     stream = names.health("svc")
-    consumer = make_consumer(redis, names, stream, HEALTH_MESSAGE, handler)
-    rpc = RpcClient(redis, names.reply_channel("tester"))
+    consumer = make_consumer(bus, names, stream, HEALTH_MESSAGE, handler)
+    rpc = RpcClient(bus, names.reply_channel("tester"))
     await rpc.start()
     try:
         async with running(redis_url, consumer):
@@ -177,7 +177,7 @@ async def test_reply_reaches_requester(redis_url: str, redis: Redis, names: BusN
 
 
 async def test_a_consumer_whose_group_is_gone_stops_for_good(
-    redis_url: str, redis: Redis, names: BusNames
+    redis_url: str, bus: Bus, redis: Redis, names: BusNames
 ) -> None:
     """Deleting the stream deletes its group: the reader stops (and stays stopped) rather than
     read a stream nobody will acknowledge, so the service's watchdog restarts the process."""
@@ -186,7 +186,7 @@ async def test_a_consumer_whose_group_is_gone_stops_for_good(
     async def handler(message: Any, _: Delivery) -> None:
         handled.append(message.session_id)
 
-    consumer = make_consumer(redis, names, names.runs, RUNS_MESSAGE, handler)
+    consumer = make_consumer(bus, names, names.runs, RUNS_MESSAGE, handler)
     async with running(redis_url, consumer):
         await _publish(redis_url, names.runs, "before")
         await wait_for(lambda: handled == ["before"])
@@ -198,7 +198,7 @@ async def test_a_consumer_whose_group_is_gone_stops_for_good(
 
 
 async def test_entries_handed_back_are_taken_by_the_next_sweep_of_another(
-    redis_url: str, redis: Redis, names: BusNames
+    redis_url: str, bus: Bus, redis: Redis, names: BusNames
 ) -> None:
     """A consumer that stops for good hands what it holds to another consumer's next idle
     sweep, whatever ``min_idle_ms`` says, without counting a delivery."""
@@ -214,10 +214,10 @@ async def test_entries_handed_back_are_taken_by_the_next_sweep_of_another(
 
     options = ConsumerOptions(max_records=4, min_idle_ms=600_000, claim_interval_s=0.1)
     leaving = make_consumer(
-        redis, names, names.runs, RUNS_MESSAGE, handler("leaving"), name="a", options=options
+        bus, names, names.runs, RUNS_MESSAGE, handler("leaving"), name="a", options=options
     )
     staying = make_consumer(
-        redis, names, names.runs, RUNS_MESSAGE, handler("staying"), name="b", options=options
+        bus, names, names.runs, RUNS_MESSAGE, handler("staying"), name="b", options=options
     )
     await leaving.ensure_group()
     leaving.start_reading()

@@ -12,7 +12,7 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
 
-from agent_core.bus.calls import LeanScript, lean_for
+from agent_core.bus.calls import Bus, LeanScript
 from agent_core.bus.connection import make_redis
 from agent_core.bus.resp import LeanRedis, RedisAddress, encode, xadd
 from agent_core.bus.resp_subscriber import LeanSubscriber
@@ -238,11 +238,37 @@ async def _until_subscribed(lean: LeanRedis, channel: str) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_lean_for_follows_the_redis_py_client(redis: Redis, redis_url: str) -> None:
-    lean = lean_for(redis)
-    assert lean is lean_for(redis)
-    assert lean.address == RedisAddress.from_url(redis_url)
+async def test_the_bus_makes_one_lean_client_where_redis_py_connects(redis_url: str) -> None:
+    bus = Bus(make_redis(redis_url))
+    try:
+        lean = bus.calls
+        assert isinstance(lean, LeanRedis)
+        assert lean is bus.calls  # one per bus, not one per call
+        assert lean.address == RedisAddress.from_url(redis_url)
+        assert await lean.execute("PING") == b"PONG"
+        assert lean.connects == 1
+    finally:
+        await bus.aclose()
+    # Its socket was closed with the bus: a later call has to connect again.
     assert await lean.execute("PING") == b"PONG"
+    assert lean.connects == 2
+    await lean.aclose()
+
+
+def test_the_bus_makes_its_lean_client_again_on_another_loop(redis_url: str) -> None:
+    """A lean socket belongs to the loop it ran on; a bus used from a second loop (a command
+    that calls ``asyncio.run`` twice) gets a client of that loop, not the dead loop's socket."""
+    bus = Bus(make_redis(redis_url))
+
+    async def ping() -> object:
+        calls = bus.calls
+        assert await calls.execute("PING") == b"PONG"
+        return calls
+
+    first = asyncio.run(ping())
+    second = asyncio.run(ping())
+    asyncio.run(bus.aclose())  # from a third loop: the second one's socket is not touched
+    assert first is not second
 
 
 def test_it_runs_on_uvloop_as_the_services_do(redis_url: str) -> None:
@@ -268,7 +294,7 @@ def test_it_runs_on_uvloop_as_the_services_do(redis_url: str) -> None:
 
 async def test_rpc_start_without_a_bus_fails_clearly_after_its_wait() -> None:
     nowhere = make_redis(f"redis://127.0.0.1:{find_free_port()}")
-    rpc = RpcClient(nowhere, "replies:nowhere")
+    rpc = RpcClient(Bus(nowhere), "replies:nowhere")
     try:
         with pytest.raises(ConnectionError, match="no bus at 127.0.0.1"):
             await rpc.start(timeout_s=0.5)
@@ -279,7 +305,7 @@ async def test_rpc_start_without_a_bus_fails_clearly_after_its_wait() -> None:
 async def test_rpc_start_waits_for_a_bus_that_comes_back(own_valkey: EmbeddedValkey) -> None:
     own_valkey.stop()
     client = make_redis(own_valkey.url)
-    rpc = RpcClient(client, "replies:later")
+    rpc = RpcClient(Bus(client), "replies:later")
     starting = asyncio.create_task(rpc.start(timeout_s=20))
     await asyncio.sleep(0.3)
     assert not starting.done()  # waiting for the bus, not failed
@@ -299,9 +325,9 @@ _SCRIPT = "redis.call('INCRBY', KEYS[1], ARGV[1]); return {redis.call('GET', KEY
 async def test_a_script_runs_by_its_sha_and_by_its_text_once_the_server_forgot_it(
     own_valkey: EmbeddedValkey,
 ) -> None:
-    redis = make_redis(own_valkey.url)
-    script = LeanScript(redis, _SCRIPT)
-    lean = lean_for(redis)
+    bus = Bus(make_redis(own_valkey.url))
+    script = LeanScript(bus, _SCRIPT)
+    lean = bus.calls
     try:
         assert await script(keys=["n"], args=[2, "x"]) == [b"2", b"x"]  # not loaded yet: EVAL
         assert await lean.execute("SCRIPT", "EXISTS", script.sha) == [1]
@@ -309,10 +335,9 @@ async def test_a_script_runs_by_its_sha_and_by_its_text_once_the_server_forgot_i
         await lean.execute("SCRIPT", "FLUSH")
         assert await script(keys=["n"], args=[1, "y"]) == [b"6", b"y"]
         with pytest.raises(ResponseError, match="WRONGTYPE|not an integer"):
-            await LeanScript(redis, _SCRIPT)(keys=["n"], args=["not-a-number", "z"])
+            await LeanScript(bus, _SCRIPT)(keys=["n"], args=["not-a-number", "z"])
     finally:
-        await lean.aclose()
-        await redis.aclose()
+        await bus.aclose()
 
 
 async def test_a_transaction_applies_together_and_raises_what_failed(lean: LeanRedis) -> None:

@@ -9,6 +9,7 @@ import pytest
 from pydantic import BaseModel
 from redis.asyncio import Redis
 
+from agent_core.bus import Bus
 from agent_core.bus.rpc import RpcClient
 from agent_core.ids import new_id
 
@@ -21,8 +22,8 @@ class Answer(BaseModel):
     ok: bool
 
 
-async def test_a_cancel_that_lands_with_the_reply_is_not_dropped(redis: Redis) -> None:
-    client = RpcClient(redis, f"replies:{new_id('test')}")
+async def test_a_cancel_that_lands_with_the_reply_is_not_dropped(bus: Bus, redis: Redis) -> None:
+    client = RpcClient(bus, f"replies:{new_id('test')}")
     await client.start()
     try:
         stream = f"asks:{new_id('test')}"

@@ -1,7 +1,8 @@
 """The bus, run queue, gateway limits and memory queue suites on Sentinel, Cluster and TLS.
 
 The suites' own files run them on the standalone Valkey every test shares; here the same test
-functions (imported, so they are collected again in this module) get a ``redis`` client of the
+functions (imported, so they are collected again in this module) get a ``redis`` client (and
+the ``bus`` made over it) of the
 topology this module started, once per topology for the whole module: a Sentinel set (primary,
 replica, three sentinels), a three-primary, three-replica Cluster, and one node on TLS only with
 client certificates (a CA the tests make). On a Cluster every script
@@ -18,7 +19,6 @@ import pytest
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
-from agent_core.bus.calls import close_lean
 from agent_core.config.schema import BusSettings
 from agent_core.service.context import bus_client
 from services.gateway.devkey import reachable_redis
@@ -98,8 +98,7 @@ def redis_url(topology: Topology) -> str:
 async def redis(topology: Topology) -> AsyncIterator[Redis]:
     """The services' client of ``topology`` (from its ``[bus]`` settings), for one test."""
     client = bus_client(BusSettings.model_validate(topology.bus_settings()))
-    yield client
-    await close_lean(client)
+    yield client  # the conftest's ``bus`` fixture makes the tests' Bus over it
     await client.aclose()
 
 
@@ -116,5 +115,4 @@ async def test_the_key_commands_reach_the_configured_topology(
         record = await store.resolve(key)
         assert record is not None and record.account_id == "acme"
     finally:
-        await close_lean(redis)
         await redis.aclose()

@@ -10,7 +10,7 @@ import pytest
 from fastapi import Depends, FastAPI, Request
 from redis.asyncio import Redis
 
-from agent_core.bus import BusNames
+from agent_core.bus import Bus, BusNames
 from services.gateway.auth import Authenticator, Caller
 from services.gateway.errors import ApiError, install_error_handlers
 from services.gateway.keys import ApiKeyStore
@@ -49,9 +49,11 @@ def _client(app: FastAPI, key: str | None = None) -> httpx.AsyncClient:
     )
 
 
-async def test_token_bucket_answers_429_with_retry_after(redis: Redis, names: BusNames) -> None:
+async def test_token_bucket_answers_429_with_retry_after(
+    bus: Bus, redis: Redis, names: BusNames
+) -> None:
     key, record = await ApiKeyStore(redis, names).create("alice")
-    auth = Authenticator(redis, names, rate_per_s=1.0, burst=3)
+    auth = Authenticator(bus, names, rate_per_s=1.0, burst=3)
     async with _client(_app(auth), key) as c:
         statuses = [(await c.get("/who")).status_code for _ in range(4)]
         assert statuses == [200, 200, 200, 429]
@@ -64,10 +66,10 @@ async def test_token_bucket_answers_429_with_retry_after(redis: Redis, names: Bu
         assert (await c.get("/who")).json() == {"account": "bob"}
 
 
-async def test_revoked_and_unknown_keys_are_401(redis: Redis, names: BusNames) -> None:
+async def test_revoked_and_unknown_keys_are_401(bus: Bus, redis: Redis, names: BusNames) -> None:
     store = ApiKeyStore(redis, names)
     key, record = await store.create("alice")
-    auth = Authenticator(redis, names, rate_per_s=100.0, burst=100)
+    auth = Authenticator(bus, names, rate_per_s=100.0, burst=100)
     async with _client(_app(auth), key) as c:
         assert (await c.get("/who")).json() == {"account": "alice"}
         assert await store.revoke(record.key_id)
@@ -77,15 +79,15 @@ async def test_revoked_and_unknown_keys_are_401(redis: Redis, names: BusNames) -
         assert (await c.get("/who")).status_code == 401
 
 
-async def test_repeated_failures_turn_into_429(redis: Redis, names: BusNames) -> None:
-    auth = Authenticator(redis, names, rate_per_s=100.0, burst=100)
+async def test_repeated_failures_turn_into_429(bus: Bus, names: BusNames) -> None:
+    auth = Authenticator(bus, names, rate_per_s=100.0, burst=100)
     async with _client(_app(auth), "sa_live_" + "x" * 32) as c:
         statuses = [(await c.get("/who")).status_code for _ in range(105)]
     assert statuses[:100] == [401] * 100 and set(statuses[100:]) == {429}
 
 
-async def test_sse_slots_cap_and_release(redis: Redis, names: BusNames) -> None:
-    slots = SseSlots(redis, names, limit=2, gateway_id="gw-a")
+async def test_sse_slots_cap_and_release(bus: Bus, redis: Redis, names: BusNames) -> None:
+    slots = SseSlots(bus, names, limit=2, gateway_id="gw-a")
     await slots.acquire("k1")
     await slots.acquire("k1")
     with pytest.raises(ApiError) as refused:
@@ -99,9 +101,9 @@ async def test_sse_slots_cap_and_release(redis: Redis, names: BusNames) -> None:
     assert await redis.hget(names.key("sse", "k2"), "gw-a") is None  # never below zero
 
 
-async def test_sse_slots_belong_to_a_live_gateway(redis: Redis, names: BusNames) -> None:
-    a = SseSlots(redis, names, limit=2, gateway_id="gw-a")
-    b = SseSlots(redis, names, limit=2, gateway_id="gw-b")
+async def test_sse_slots_belong_to_a_live_gateway(bus: Bus, redis: Redis, names: BusNames) -> None:
+    a = SseSlots(bus, names, limit=2, gateway_id="gw-a")
+    b = SseSlots(bus, names, limit=2, gateway_id="gw-b")
     stop = asyncio.Event()
     beat = asyncio.create_task(b.heartbeat(stop))
     try:
@@ -119,12 +121,12 @@ async def test_sse_slots_belong_to_a_live_gateway(redis: Redis, names: BusNames)
 
 
 async def test_sse_slots_of_a_gateway_that_stopped_beating_lapse(
-    redis: Redis, names: BusNames
+    bus: Bus, redis: Redis, names: BusNames
 ) -> None:
     """A gateway killed without a word (no heartbeat since) loses its slots once its liveness
     in the slot hash lapses; the liveness sits in that one hash (one key per script)."""
-    a = SseSlots(redis, names, limit=1, gateway_id="gw-a")
-    dead = SseSlots(redis, names, limit=1, gateway_id="gw-dead")
+    a = SseSlots(bus, names, limit=1, gateway_id="gw-a")
+    dead = SseSlots(bus, names, limit=1, gateway_id="gw-dead")
     await dead.acquire("k")
     with pytest.raises(ApiError):
         await a.acquire("k")
@@ -134,8 +136,8 @@ async def test_sse_slots_of_a_gateway_that_stopped_beating_lapse(
     assert sorted(await redis.hkeys(names.sse_slots("k"))) == [b"gw-a", b"gw-a:alive"]
 
 
-async def test_body_cap_counts_bytes_not_headers(redis: Redis, names: BusNames) -> None:
-    auth = Authenticator(redis, names, rate_per_s=100.0, burst=100)
+async def test_body_cap_counts_bytes_not_headers(bus: Bus, names: BusNames) -> None:
+    auth = Authenticator(bus, names, rate_per_s=100.0, burst=100)
     app = _app(auth, limit=1024)
     async with _client(app) as c:
         small = await c.post("/echo", json={"a": "b"})
@@ -161,12 +163,12 @@ async def test_body_cap_counts_bytes_not_headers(redis: Redis, names: BusNames) 
 
 
 async def test_expired_keys_are_401_and_listing_shows_last_use(
-    redis: Redis, names: BusNames
+    bus: Bus, redis: Redis, names: BusNames
 ) -> None:
     store = ApiKeyStore(redis, names)
     live, live_record = await store.create("alice", expires_in_s=3600)
     expired, expired_record = await store.create("alice", expires_in_s=0.001)
-    auth = Authenticator(redis, names, rate_per_s=100.0, burst=100)
+    auth = Authenticator(bus, names, rate_per_s=100.0, burst=100)
     async with _client(_app(auth), live) as c:
         assert (await c.get("/who")).status_code == 200
     async with _client(_app(auth), expired) as c:

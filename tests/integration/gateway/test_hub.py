@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from redis.asyncio import Redis
-
-from agent_core.bus import BusNames, make_redis
+from agent_core.bus import Bus, BusNames, make_redis
 from agent_core.ids import new_id, new_session_id
 from agent_core.runqueue import RunEventWriter
 from agent_core.types.enums import RunStatus
@@ -27,8 +25,8 @@ async def _collect(hub: EventHub, sid: str, run_id: str, after: str = "0-0") -> 
     return events
 
 
-async def _emit_turns(redis: Redis, names: BusNames, sid: str, runs: list[str], turns: int) -> None:
-    writers = [RunEventWriter(redis, names, sid, run_id) for run_id in runs]
+async def _emit_turns(bus: Bus, names: BusNames, sid: str, runs: list[str], turns: int) -> None:
+    writers = [RunEventWriter(bus, names, sid, run_id) for run_id in runs]
     for writer in writers:
         writer.start()
     for turn in range(turns):  # interleaved, a little at a time, as workers write them
@@ -41,10 +39,10 @@ async def _emit_turns(redis: Redis, names: BusNames, sid: str, runs: list[str], 
 
 
 async def test_many_followed_runs_get_their_own_events_once_in_order(
-    redis: Redis, names: BusNames
+    bus: Bus, names: BusNames
 ) -> None:
     # A read that would block for a minute: followers joining while it waits must wake it.
-    hub = EventHub(redis, names, read_block_ms=60_000)
+    hub = EventHub(bus, names, read_block_ms=60_000)
     sid = new_session_id()
     runs = [new_id("run") for _ in range(30)]
     try:
@@ -52,7 +50,7 @@ async def test_many_followed_runs_get_their_own_events_once_in_order(
         await asyncio.sleep(0.05)  # the hub is blocked on these when the rest join
         followers += [asyncio.create_task(_collect(hub, sid, r)) for r in runs[15:]]
         await asyncio.sleep(0.05)
-        await _emit_turns(redis, names, sid, runs, turns=20)
+        await _emit_turns(bus, names, sid, runs, turns=20)
         async with asyncio.timeout(30):
             results = await asyncio.gather(*followers)
     finally:
@@ -67,16 +65,16 @@ async def test_many_followed_runs_get_their_own_events_once_in_order(
 
 
 async def test_a_second_follower_of_a_run_and_a_resumed_one_read_on_their_own(
-    redis: Redis, names: BusNames
+    bus: Bus, names: BusNames
 ) -> None:
-    hub = EventHub(redis, names)
+    hub = EventHub(bus, names)
     sid, run_id = new_session_id(), new_id("run")
     try:
         first = asyncio.create_task(_collect(hub, sid, run_id))
         await asyncio.sleep(0.05)
         second = asyncio.create_task(_collect(hub, sid, run_id))
         await asyncio.sleep(0.05)
-        await _emit_turns(redis, names, sid, [run_id], turns=5)
+        await _emit_turns(bus, names, sid, [run_id], turns=5)
         async with asyncio.timeout(30):
             one, two = await asyncio.gather(first, second)
         assert [i for i, _ in one] == [i for i, _ in two] and len(one) == 6
@@ -88,16 +86,16 @@ async def test_a_second_follower_of_a_run_and_a_resumed_one_read_on_their_own(
 
 
 async def test_followers_carry_on_alone_when_the_hub_loses_its_connection(
-    redis: Redis, names: BusNames, redis_url: str
+    bus: Bus, names: BusNames, redis_url: str
 ) -> None:
-    hub = EventHub(redis, names, read_block_ms=60_000)
+    hub = EventHub(bus, names, read_block_ms=60_000)
     sid = new_session_id()
     runs = [new_id("run") for _ in range(5)]
     admin = make_redis(redis_url)
     try:
         followers = [asyncio.create_task(_collect(hub, sid, r)) for r in runs]
         await asyncio.sleep(0.05)
-        writers = [RunEventWriter(redis, names, sid, r) for r in runs]
+        writers = [RunEventWriter(bus, names, sid, r) for r in runs]
         for writer, run_id in zip(writers, runs, strict=True):
             writer.start()
             writer.emit(RunTextDelta(run_id=run_id, session_id=sid, turn=0, text="before "))
@@ -124,11 +122,11 @@ async def test_followers_carry_on_alone_when_the_hub_loses_its_connection(
         assert isinstance(events[-1][1], RunFinished)
 
 
-async def test_a_refused_read_never_turns_the_hub_off(redis: Redis, names: BusNames) -> None:
+async def test_a_refused_read_never_turns_the_hub_off(bus: Bus, names: BusNames) -> None:
     """A position Redis refuses (out of its id range) fails its own follower, nobody else's."""
     from redis.exceptions import ResponseError
 
-    hub = EventHub(redis, names)
+    hub = EventHub(bus, names)
     sid, bad_run, good_run = new_session_id(), new_id("run"), new_id("run")
     try:
         bad = asyncio.create_task(_collect(hub, sid, bad_run, after="99999999999999999999-0"))
@@ -138,7 +136,7 @@ async def test_a_refused_read_never_turns_the_hub_off(redis: Redis, names: BusNa
         await asyncio.sleep(0.05)
         assert hub._task is not None and not hub._task.done()  # still on
         assert good_run.encode() in b" ".join(hub._followers)  # served by the hub itself
-        await _emit_turns(redis, names, sid, [good_run], turns=3)
+        await _emit_turns(bus, names, sid, [good_run], turns=3)
         async with asyncio.timeout(10):
             events = await good
         assert isinstance(events[-1][1], RunFinished) and len(events) == 4
@@ -147,11 +145,11 @@ async def test_a_refused_read_never_turns_the_hub_off(redis: Redis, names: BusNa
 
 
 async def test_an_idle_follower_hears_so_and_then_gets_its_events(
-    redis: Redis, names: BusNames
+    bus: Bus, names: BusNames
 ) -> None:
     """Idle periods come as ``None`` (the stream sends a keep-alive), however long the wait,
     and never stand in for an event."""
-    hub = EventHub(redis, names, read_block_ms=60_000)
+    hub = EventHub(bus, names, read_block_ms=60_000)
     sid, run_id = new_session_id(), new_id("run")
     items: list[Any] = []
     idle_twice = asyncio.Event()
@@ -166,7 +164,7 @@ async def test_an_idle_follower_hears_so_and_then_gets_its_events(
         follower = asyncio.create_task(follow())
         async with asyncio.timeout(10):
             await idle_twice.wait()
-        await _emit_turns(redis, names, sid, [run_id], turns=2)
+        await _emit_turns(bus, names, sid, [run_id], turns=2)
         async with asyncio.timeout(10):
             await follower
     finally:

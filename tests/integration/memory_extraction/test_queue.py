@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
-from agent_core.bus import BusNames
+from agent_core.bus import Bus, BusNames
 from agent_core.bus.contracts.memory import Interaction, InteractionTurn
 from services.memory_extraction.queue import PendingQueue
 
@@ -18,11 +18,13 @@ def ix(n: int) -> Interaction:
     )  # fmt: skip
 
 
-async def test_an_account_is_due_only_after_the_debounce(redis: Redis, names: BusNames) -> None:
-    queue = PendingQueue(redis, names, debounce_s=30)
+async def test_an_account_is_due_only_after_the_debounce(
+    bus: Bus, redis: Redis, names: BusNames
+) -> None:
+    queue = PendingQueue(bus, names, debounce_s=30)
     await queue.push(ix(1))
     assert await queue.due_accounts() == []
-    eager = PendingQueue(redis, names, debounce_s=0)
+    eager = PendingQueue(bus, names, debounce_s=0)
     await eager.push(ix(2))
     assert await eager.due_accounts() == ["acme"]
     seen: list[list[str]] = []
@@ -36,9 +38,9 @@ async def test_an_account_is_due_only_after_the_debounce(redis: Redis, names: Bu
 
 
 async def test_a_batch_failing_every_time_is_moved_aside_not_lost(
-    redis: Redis, names: BusNames
+    bus: Bus, redis: Redis, names: BusNames
 ) -> None:
-    queue = PendingQueue(redis, names, debounce_s=0, max_attempts=2)
+    queue = PendingQueue(bus, names, debounce_s=0, max_attempts=2)
     await queue.push(ix(1))
 
     async def broken(_: str, __: Sequence[Interaction]) -> None:
@@ -52,9 +54,9 @@ async def test_a_batch_failing_every_time_is_moved_aside_not_lost(
 
 
 async def test_a_batch_of_interactions_is_queued_in_order_in_one_call(
-    redis: Redis, names: BusNames
+    bus: Bus, redis: Redis, names: BusNames
 ) -> None:
-    queue = PendingQueue(redis, names, debounce_s=0)
+    queue = PendingQueue(bus, names, debounce_s=0)
     other = ix(9).model_copy(update={"account_id": "globex"})
     await redis.script_flush()  # the pipeline loads the script itself when the server lacks it
     await queue.push_many([ix(1), other, ix(2), ix(3)])
@@ -70,7 +72,7 @@ async def test_a_batch_of_interactions_is_queued_in_order_in_one_call(
 
 
 async def test_accounts_queued_before_the_buckets_move_in_order_once(
-    redis: Redis, names: BusNames
+    bus: Bus, redis: Redis, names: BusNames
 ) -> None:
     """An upgrade loses no pending interaction: those kept under the one due set and an
     account-named list move to the account's bucket, oldest first, due as they were."""
@@ -80,7 +82,7 @@ async def test_accounts_queued_before_the_buckets_move_in_order_once(
     )
     await redis.zadd(old_due, {"acme": 1.0})
     await redis.hset(old_first, "acme", 1.0)
-    queue = PendingQueue(redis, names, debounce_s=0)
+    queue = PendingQueue(bus, names, debounce_s=0)
     await queue.push(ix(3))  # arrived after the upgrade, before the adoption
     assert await queue.adopt_legacy() == 1
     assert await redis.exists(old_due, old_first, names.legacy_memory_pending("acme")) == 0

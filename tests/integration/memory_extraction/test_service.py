@@ -87,7 +87,7 @@ async def service(
         async with asyncio.timeout(30):
             assert await task == 0
         await client_ctx.rpc.stop()
-        await client_ctx.redis.aclose()
+        await client_ctx.bus.aclose()
 
 
 def interaction(n: int, text: str, skills: list[str] | None = None) -> Interaction:
@@ -107,13 +107,13 @@ async def test_interactions_become_memory_after_the_debounce_and_render_for_a_ru
 ) -> None:
     ctx, client = service
     assert await client.render("acme", []) == ""
-    await publish_interaction(ctx.redis, names, interaction(1, "以后日期统一用 YYYY-MM-DD。"))
+    await publish_interaction(ctx.bus, names, interaction(1, "以后日期统一用 YYYY-MM-DD。"))
     await publish_interaction(
-        ctx.redis, names, interaction(2, "报表的结论放在最前面，记住。", ["report"])
+        ctx.bus, names, interaction(2, "报表的结论放在最前面，记住。", ["report"])
     )
-    await publish_interaction(ctx.redis, names, interaction(3, "以后日期统一用 YYYY-MM-DD。"))
+    await publish_interaction(ctx.bus, names, interaction(3, "以后日期统一用 YYYY-MM-DD。"))
     # A duplicate delivery of the same interaction must change nothing.
-    await publish_interaction(ctx.redis, names, interaction(3, "以后日期统一用 YYYY-MM-DD。"))
+    await publish_interaction(ctx.bus, names, interaction(3, "以后日期统一用 YYYY-MM-DD。"))
     skill_md = "accounts/acme/memory/skills/report.md"
     await wait_for(lambda: _exists(files, skill_md), timeout_s=15)
     await wait_for(lambda: _exists(files, USER_MD), timeout_s=15)
@@ -142,7 +142,7 @@ async def test_a_memory_model_without_its_key_is_named_once_and_rules_still_work
         records = caplog.get_records("setup") + caplog.records
         return [r.getMessage() for r in records if r.levelno == logging.WARNING]
 
-    await publish_interaction(ctx.redis, names, interaction(1, "以后金额都用美元。"))
+    await publish_interaction(ctx.bus, names, interaction(1, "以后金额都用美元。"))
     await wait_for(lambda: _exists(files, USER_MD), timeout_s=15)
     assert "美元" in await _text(files, USER_MD)  # consolidated by rules, without a model
     named = [m for m in warnings() if "SOONG_TEST_NO_SUCH_KEY" in m]

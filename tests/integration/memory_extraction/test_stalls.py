@@ -69,7 +69,7 @@ async def service(
         stop.set()
         await task
         await ctx.rpc.stop()
-        await ctx.redis.aclose()
+        await ctx.bus.aclose()
 
 
 async def _renders_while(client: MemoryClient, busy: asyncio.Future[object]) -> list[float]:
@@ -97,8 +97,8 @@ async def test_messages_of_the_worst_allowed_size_do_not_stall_memory_extraction
             turns=[InteractionTurn(role="user", content=worst_message(run))] * turns_per_message,
             skills=["report"],
         )  # fmt: skip
-        await publish_interaction(ctx.redis, ctx.names, message)
-    queue = PendingQueue(ctx.redis, ctx.names, debounce_s=0.05)
+        await publish_interaction(ctx.bus, ctx.names, message)
+    queue = PendingQueue(ctx.bus, ctx.names, debounce_s=0.05)
 
     async def drained() -> None:
         deadline = time.monotonic() + 120

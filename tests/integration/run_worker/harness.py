@@ -172,7 +172,7 @@ class BusClient:
         )
         self.ctx = ServiceContext(settings, "test-client", new_id("cmd"))
         self.storage = StorageClient(self.ctx.rpc, self.ctx.names, timeout_s=5.0, attempts=6)
-        self.queue = SessionQueue(self.ctx.redis, self.ctx.names)
+        self.queue = SessionQueue(self.ctx.bus, self.ctx.names)
         self.reader = RunEventReader(self.ctx.redis, self.ctx.names)
         self.home = home
 
@@ -181,7 +181,7 @@ class BusClient:
 
     async def close(self) -> None:
         await self.ctx.rpc.stop()
-        await self.ctx.redis.aclose()
+        await self.ctx.bus.aclose()
 
     async def wait_ready(self, services: tuple[str, ...], timeout_s: float = 90) -> None:
         """Wait until each service answers a ping. The deadline is generous on purpose: it only

@@ -46,7 +46,7 @@ class InProcessWorker:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await self.ctx.rpc.stop()
-        await self.ctx.redis.aclose()
+        await self.ctx.bus.aclose()
 
 
 async def start_worker(
@@ -76,7 +76,7 @@ async def start_worker(
     providers = ProviderRegistry({"test": lambda _: model})
     registry = ToolRegistry([*builtin_tools(), *(tools or [])])
     storage = StorageClient(ctx.rpc, ctx.names, timeout_s=5.0)
-    queue = SessionQueue(ctx.redis, ctx.names)
+    queue = SessionQueue(ctx.bus, ctx.names)
     executor = RunExecutor(ctx, storage, queue, providers, registry)
     worker = RunWorker(ctx, queue, executor)
     running = InProcessWorker(ctx, executor, worker)

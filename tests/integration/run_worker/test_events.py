@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from agent_core.bus import BusNames, make_redis
-from agent_core.bus.calls import lean_for
+from agent_core.bus import Bus, BusNames, make_redis
 from agent_core.ids import new_id, new_session_id
 from agent_core.runqueue import RunEventReader, RunEventWriter
 from agent_core.service.valkey import find_free_port
@@ -18,12 +17,12 @@ from agent_core.types.runtime import RunFinished, RunTextDelta
 
 
 class _CountingPipelines:
-    """Counts the batches written for a Redis client (wraps its lean client's ``execute_many``:
-    the batcher writes through it, agent_core.bus.resp)."""
+    """Counts the batches written through a bus client (wraps its lean client's
+    ``execute_many``: the batcher writes through it, agent_core.bus.resp)."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, bus: Bus) -> None:
         self.executed = 0
-        lean = lean_for(redis)
+        lean = bus.calls
         real = lean.execute_many
 
         async def counted(*args: Any, **kwargs: Any) -> Any:
@@ -34,12 +33,12 @@ class _CountingPipelines:
 
 
 async def test_events_of_many_runs_share_pipelines_and_keep_their_order(
-    redis: Redis, names: BusNames
+    bus: Bus, redis: Redis, names: BusNames
 ) -> None:
-    counter = _CountingPipelines(redis)
+    counter = _CountingPipelines(bus)
     sid = new_session_id()
     runs = [new_id("run") for _ in range(20)]
-    writers = [RunEventWriter(redis, names, sid, run_id) for run_id in runs]
+    writers = [RunEventWriter(bus, names, sid, run_id) for run_id in runs]
     for writer in writers:
         writer.start()
     for turn in range(3):  # interleaved: every run emits before any write completes
@@ -73,7 +72,7 @@ async def _all(reader: RunEventReader, sid: str, run_id: str) -> Any:
 
 
 async def test_a_failed_write_is_raised_by_close_and_abort_drops_the_rest(names: BusNames) -> None:
-    dead = make_redis(f"redis://127.0.0.1:{find_free_port()}")  # nothing listens there
+    dead = Bus(make_redis(f"redis://127.0.0.1:{find_free_port()}"))  # nothing listens there
     try:
         sid, run_id = new_session_id(), new_id("run")
         writer = RunEventWriter(dead, names, sid, run_id)
@@ -91,12 +90,12 @@ async def test_a_failed_write_is_raised_by_close_and_abort_drops_the_rest(names:
 
 
 async def test_a_phase_replaced_before_it_was_sent_is_left_out(
-    redis: Redis, names: BusNames
+    bus: Bus, redis: Redis, names: BusNames
 ) -> None:
     from agent_core.types.runtime import RunPhase
 
     sid, run_id = new_session_id(), new_id("run")
-    writer = RunEventWriter(redis, names, sid, run_id)
+    writer = RunEventWriter(bus, names, sid, run_id)
     writer.start()
     ids = {"run_id": run_id, "session_id": sid}
     # Emitted before any write completes: model → streaming collapse to the newer phase.

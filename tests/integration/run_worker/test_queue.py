@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from agent_core.bus import BusNames
+from agent_core.bus import Bus, BusNames
 from agent_core.ids import new_id, new_session_id
 from agent_core.runqueue import SessionQueue
 from agent_core.types.queued import QueuedRun
@@ -21,9 +21,9 @@ def _run(session_id: str) -> QueuedRun:
 
 
 async def test_start_drain_takes_the_lease_and_the_first_work(
-    redis: Redis, names: BusNames
+    bus: Bus, redis: Redis, names: BusNames
 ) -> None:
-    queue = SessionQueue(redis, names)
+    queue = SessionQueue(bus, names)
     lane = new_session_id()
     empty = await queue.start_drain(lane, "w1", 10_000)
     assert empty is not None and empty.item is None  # the lease, and nothing to do
@@ -49,10 +49,8 @@ async def test_start_drain_takes_the_lease_and_the_first_work(
     assert [r.run_id for r in await queue.queued(lane)] == [second.run_id]  # not taken yet
 
 
-async def test_claim_prelude_numbers_attempts_and_sees_cancels(
-    redis: Redis, names: BusNames
-) -> None:
-    queue = SessionQueue(redis, names)
+async def test_claim_prelude_numbers_attempts_and_sees_cancels(bus: Bus, names: BusNames) -> None:
+    queue = SessionQueue(bus, names)
     run_id = new_id("run")
     assert await queue.claim_prelude(run_id) == (False, 1)
     assert await queue.claim_prelude(run_id) == (False, 2)
@@ -61,9 +59,11 @@ async def test_claim_prelude_numbers_attempts_and_sees_cancels(
     assert await queue.next_attempt(run_id) == 4  # one counter for both
 
 
-async def test_only_the_lease_holder_takes_the_next_run(redis: Redis, names: BusNames) -> None:
+async def test_only_the_lease_holder_takes_the_next_run(
+    bus: Bus, redis: Redis, names: BusNames
+) -> None:
     """A worker that lost its lease moves no run: the new holder's lane stays one run at a time."""
-    queue = SessionQueue(redis, names)
+    queue = SessionQueue(bus, names)
     lane = new_session_id()
     first, second = _run(lane), _run(lane)
     await queue.enqueue(first)
@@ -91,9 +91,9 @@ async def test_only_the_lease_holder_takes_the_next_run(redis: Redis, names: Bus
 
 
 async def test_a_lane_is_due_when_queued_and_each_due_lane_goes_to_one_sweeper(
-    redis: Redis, names: BusNames
+    bus: Bus, names: BusNames
 ) -> None:
-    queue = SessionQueue(redis, names)
+    queue = SessionQueue(bus, names)
     lanes = [new_session_id() for _ in range(3)]
     for lane in lanes:
         await queue.enqueue(_run(lane))
@@ -108,9 +108,9 @@ async def test_a_lane_is_due_when_queued_and_each_due_lane_goes_to_one_sweeper(
 
 
 async def test_taking_a_lane_moves_its_due_time_to_the_end_of_its_lease(
-    redis: Redis, names: BusNames
+    bus: Bus, redis: Redis, names: BusNames
 ) -> None:
-    queue = SessionQueue(redis, names)
+    queue = SessionQueue(bus, names)
     lane = new_session_id()
     await queue.enqueue(_run(lane))
     start = await queue.start_drain(lane, "w1", 60_000)
@@ -123,11 +123,11 @@ async def test_taking_a_lane_moves_its_due_time_to_the_end_of_its_lease(
 
 
 async def test_a_renewed_lease_keeps_its_lane_from_every_sweep(
-    redis: Redis, names: BusNames
+    bus: Bus, redis: Redis, names: BusNames
 ) -> None:
     """The due set holds lease deadlines: a lane whose holder renews never comes due; one whose
     holder stopped renewing comes due once its lease has run out."""
-    queue = SessionQueue(redis, names)
+    queue = SessionQueue(bus, names)
     lane = new_session_id()
     await queue.enqueue(_run(lane))
     start = await queue.start_drain(lane, "w1", 60_000)
@@ -142,9 +142,9 @@ async def test_a_renewed_lease_keeps_its_lane_from_every_sweep(
 
 
 async def test_a_lane_held_long_is_deferred_to_its_lease_end_and_released_lanes_leave(
-    redis: Redis, names: BusNames
+    bus: Bus, redis: Redis, names: BusNames
 ) -> None:
-    queue = SessionQueue(redis, names)
+    queue = SessionQueue(bus, names)
     held, lapsed, free = new_session_id(), new_session_id(), new_session_id()
     for lane in (held, lapsed, free):
         await queue.enqueue(_run(lane))
@@ -165,9 +165,9 @@ async def test_a_lane_held_long_is_deferred_to_its_lease_end_and_released_lanes_
 
 
 async def test_lanes_listed_by_an_older_version_are_adopted_once(
-    redis: Redis, names: BusNames
+    bus: Bus, redis: Redis, names: BusNames
 ) -> None:
-    queue = SessionQueue(redis, names)
+    queue = SessionQueue(bus, names)
     old = [new_session_id(), new_session_id()]
     await redis.sadd(names.sessions_pending, *old)
     assert await queue.adopt_pending_set() == 2
@@ -177,11 +177,11 @@ async def test_lanes_listed_by_an_older_version_are_adopted_once(
 
 
 async def test_lanes_of_the_version_before_buckets_move_with_their_runs(
-    redis: Redis, names: BusNames
+    bus: Bus, redis: Redis, names: BusNames
 ) -> None:
     """An upgrade strands no run: the lanes kept under one due set and lane-tagged keys move to
     their buckets' keys, queued runs in order, in-flight ones with their attempt counters."""
-    queue = SessionQueue(redis, names)
+    queue = SessionQueue(bus, names)
     lane = new_session_id()
     first, second, running = _run(lane), _run(lane), _run(lane)
     fifo, processing, lease = names.legacy_lane_keys(lane)

@@ -85,7 +85,7 @@ async def test_service_answers_ping_and_stops_cleanly_on_sigterm(
         if proc.poll() is None:
             proc.kill()
         await ctx.rpc.stop()
-        await ctx.redis.aclose()
+        await ctx.bus.aclose()
 
 
 async def test_service_whose_subscriber_died_exits_non_zero(
@@ -106,7 +106,7 @@ async def test_service_whose_subscriber_died_exits_non_zero(
         if proc.poll() is None:
             proc.kill()
         await ctx.rpc.stop()
-        await ctx.redis.aclose()
+        await ctx.bus.aclose()
 
 
 async def test_unreachable_bus_exits_with_a_clear_message(names: BusNames, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psycopg
 
-from agent_core.bus import BusNames, RpcClient, make_redis
+from agent_core.bus import Bus, BusNames, RpcClient, make_redis
 from agent_core.config import Settings
 from agent_core.config.schema import BusSettings
 from agent_core.service import ServiceContext, run_service
@@ -63,14 +63,14 @@ async def storage_client(
     redis_url: str, names: BusNames, *, timeout_s: float = 10.0, attempts: int = 5, tag: str = "t"
 ) -> AsyncIterator[StorageClient]:
     """A :class:`StorageClient` with its own Redis client and reply channel."""
-    redis = make_redis(redis_url)
-    rpc = RpcClient(redis, names.reply_channel(f"client-{tag}-{os.getpid()}"))
+    bus = Bus(make_redis(redis_url))
+    rpc = RpcClient(bus, names.reply_channel(f"client-{tag}-{os.getpid()}"))
     await rpc.start()
     try:
         yield StorageClient(rpc, names, timeout_s=timeout_s, attempts=attempts, backoff_s=0.05)
     finally:
         await rpc.stop()
-        await redis.aclose()
+        await bus.aclose()
 
 
 def spawn_writer(

@@ -62,4 +62,4 @@ async def impatient_client(
         yield TaskClient(ctx.rpc, ctx.names, timeout_s=0.3, attempts=1)
     finally:
         await ctx.rpc.stop()
-        await ctx.redis.aclose()
+        await ctx.bus.aclose()

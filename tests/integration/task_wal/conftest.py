@@ -86,4 +86,4 @@ async def client(redis_url: str, names: BusNames, tmp_path: Path) -> AsyncIterat
         yield TaskClient(ctx.rpc, ctx.names, timeout_s=10)
     finally:
         await ctx.rpc.stop()
-        await ctx.redis.aclose()
+        await ctx.bus.aclose()

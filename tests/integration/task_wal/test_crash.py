@@ -119,7 +119,7 @@ async def test_sigkill_during_a_stream_of_changes_loses_and_doubles_nothing(
             proc.kill()
             proc.wait()
         await ctx.rpc.stop()
-        await ctx.redis.aclose()
+        await ctx.bus.aclose()
 
     assert sum(len(v) for v in acked.values()) >= KILLS
     for (session_id, name), done in acked.items():

@@ -203,7 +203,7 @@ async def test_the_service_keeps_lists_in_the_store_with_the_s3_engine(
         assert [i.name for i in lists.lists] == ["l"]
     finally:
         await ctx.rpc.stop()
-        await ctx.redis.aclose()
+        await ctx.bus.aclose()
         stop.set()
         async with asyncio.timeout(30):
             assert await service == 0
