@@ -39,6 +39,7 @@ from agent_core.bus import BusNames
 from agent_core.bus.calls import lean_for
 from agent_core.bus.contracts.runs import RunNudge
 from agent_core.bus.names import BusTtl
+from agent_core.bus.pubsub import publish_command
 from agent_core.bus.resp import Arg, xadd
 from agent_core.types.queued import QueuedRun
 
@@ -400,7 +401,7 @@ class SessionQueue:
         await lean_for(self.redis).execute_many(
             [
                 ["SET", self._cancel_key(run_id), flag, "EX", BusTtl.RUN_CANCEL_S],
-                ["PUBLISH", self.names.run_control(run_id), b"cancel"],
+                [publish_command(self.redis), self.names.run_control(run_id), b"cancel"],
             ]
         )
 
