@@ -8,11 +8,15 @@ import contextlib
 import logging
 import secrets
 import time
+from typing import cast
 
-from redis.exceptions import RedisError
+from redis.asyncio import RedisCluster
+from redis.asyncio.cluster import ClusterPubSub
+from redis.exceptions import RedisClusterException, RedisError
 
 from agent_core.bus import Delivery
 from agent_core.bus.contracts.runs import RunsMessage
+from agent_core.bus.pubsub import is_cluster
 from agent_core.observability.logs import log_ids
 from agent_core.observability.tracing import TRACEPARENT, attach_context, context_from, tracer
 from agent_core.runqueue import DrainStart, InFlight, SessionQueue
@@ -25,6 +29,13 @@ __all__ = ["RunWorker"]
 log = logging.getLogger("soong.run_worker")
 
 _CANCEL_POLL_S = 1.0  # how late a cancel whose signal was lost can be
+# On a Cluster, how often the cancel listener looks for runs that started or ended here (to
+# subscribe to their control channels), and so how long it reads one shard at a time.
+_FOLLOW_RUNS_S = 0.1
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
 
 
 class RunWorker:
@@ -162,27 +173,34 @@ class RunWorker:
         await self.queue.defer(held, self.ttl_ms)
 
     async def listen_for_cancels(self, stop: asyncio.Event) -> None:
-        """Cancel signals for runs executing here arrive on ``control:<run_id>``.
+        """Cancel signals for runs executing here arrive on their control channels
+        (``control:{<run_id>}``).
 
         A dropped connection (the bus restarting) subscribes again. Pub/sub drops what is
         published meanwhile, so the cancel flags of the runs executing here are also read every
         ``_CANCEL_POLL_S``: a lost signal delays a cancel by that much at most, never forever.
         """
+        listen = self._listen_sharded if is_cluster(self.ctx.redis) else self._listen_for_cancels
         while not stop.is_set():
             try:
-                await self._listen_for_cancels(stop)
-            except RedisError as exc:
+                await listen(stop)
+            except Exception as exc:  # whatever broke (the bus, a Pub/Sub object): start over
                 log.warning(
-                    "cancel listener lost the bus (%s); subscribing again", type(exc).__name__
+                    "cancel listener lost the bus (%s: %s); subscribing again",
+                    type(exc).__name__,
+                    exc,
                 )
+                # The safety net goes on while subscribing fails (on a Cluster one shard may be
+                # away while the flags of the runs on the others can still be read).
+                await self._cancel_flagged()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(0.5):
                         await stop.wait()
 
     async def _listen_for_cancels(self, stop: asyncio.Event) -> None:
+        """One node: every run's control channel through one pattern subscription."""
         pubsub = self.ctx.redis.pubsub(ignore_subscribe_messages=True)
-        await pubsub.psubscribe(self.ctx.names.run_control("*"))
-        prefix = self.ctx.names.run_control("")
+        await pubsub.psubscribe(self.ctx.names.run_controls)
         polled = time.monotonic()
         try:
             while not stop.is_set():
@@ -192,21 +210,63 @@ class RunWorker:
                     await self._cancel_flagged()
                 if msg is None or msg.get("type") != "pmessage":
                     continue
-                channel = (
-                    msg["channel"].decode() if isinstance(msg["channel"], bytes) else msg["channel"]
-                )
-                run_id = channel.removeprefix(prefix)
-                if self.executor.cancel(run_id):
-                    log.info("cancelled run %s", run_id)
+                self._signalled(self.ctx.names.control_run(_text(msg["channel"])))
         finally:
             with contextlib.suppress(RedisError):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def _listen_sharded(self, stop: asyncio.Event) -> None:
+        """A Cluster: the control channel of each run executing here (main and child runs
+        alike), subscribed on its shard (``SSUBSCRIBE``) when the run starts here and dropped
+        when it ends. A pattern has no sharded form, and a classic subscription would hear only
+        a classic ``PUBLISH``, which the Cluster forwards to every node."""
+        cluster = cast("RedisCluster", self.ctx.redis)
+        await cluster.initialize()  # the slot map: a client that sent nothing yet knows no node
+        pubsub = cluster.pubsub()
+        runs: dict[bytes, str] = {}  # subscribed channel -> its run
+        polled = time.monotonic()
+        try:
+            while not stop.is_set():
+                await self._follow_runs(pubsub, runs)
+                if time.monotonic() - polled >= _CANCEL_POLL_S:
+                    polled = time.monotonic()
+                    await self._cancel_flagged()
+                if not pubsub.node_pubsub_mapping:  # nothing subscribed: nothing to read
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(_FOLLOW_RUNS_S):
+                            await stop.wait()
+                    continue
+                msg = await pubsub.get_sharded_message(
+                    ignore_subscribe_messages=True, timeout=_FOLLOW_RUNS_S
+                )
+                if msg is None or msg.get("type") != "smessage":
+                    continue
+                if (run_id := runs.get(msg["channel"])) is not None:
+                    self._signalled(run_id)
+        finally:
+            with contextlib.suppress(RedisError):
+                await pubsub.aclose()
+
+    async def _follow_runs(self, pubsub: ClusterPubSub, runs: dict[bytes, str]) -> None:
+        """Subscribe to the control channels of the runs that started here since the last call
+        and unsubscribe from those of the runs that ended (``runs``: channel -> run, updated)."""
+        running = {self.ctx.names.run_control(r).encode(): r for r in self.executor.runs.run_ids}
+        if started := [c for c in running if c not in runs]:
+            await pubsub.ssubscribe(*started)
+        if ended := [c for c in runs if c not in running]:
+            await pubsub.sunsubscribe(*ended)  # never with no channel: that drops them all
+        runs.clear()
+        runs.update(running)
+
+    def _signalled(self, run_id: str) -> None:
+        if self.executor.cancel(run_id):
+            log.info("cancelled run %s", run_id)
 
     async def _cancel_flagged(self) -> None:
         """Cancel the runs executing here whose cancel flag is set (a signal may have been lost)."""
         try:
             flagged = await self.queue.cancelled_among(self.executor.runs.run_ids)
-        except RedisError as exc:  # the bus is away: the next poll tries again
+        except (RedisError, RedisClusterException) as exc:  # the bus (a shard) is away: next poll
             log.warning("could not read cancel flags: %s", exc)
             return
         for run_id in flagged:

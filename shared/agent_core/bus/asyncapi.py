@@ -72,7 +72,10 @@ def asyncapi_document(names: BusNames | None = None) -> str:
             channel=names.reply_channel("<instance>"),
             title=f"reply:{title}",
             schema=model,
-            description="Replies travel on the requester's Pub/Sub channel.",
+            description=(
+                "Replies travel on the requester's Pub/Sub channel: classic PUBLISH/SUBSCRIBE on"
+                " one node, sharded SPUBLISH/SSUBSCRIBE on a Cluster."
+            ),
         )
     app = FastStream(
         broker,

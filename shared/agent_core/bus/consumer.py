@@ -31,6 +31,7 @@ from agent_core.bus.calls import Bus
 from agent_core.bus.codec import DecodeError, decode_fields, validate_body
 from agent_core.bus.dead_letters import DeadLetterSink
 from agent_core.bus.delivery import Delivery, encode_reply
+from agent_core.bus.pubsub import is_cluster, publish_command
 from agent_core.bus.resp import Arg
 from agent_core.observability.tracing import attach_context, context_from
 
@@ -237,7 +238,7 @@ class StreamConsumer(Generic[T]):
         for (_, delivery, _), reply in zip(decoded, replies, strict=True):
             frame = _reply_frame(delivery, reply)
             if frame is not None:
-                commands.append(["PUBLISH", frame[0], frame[1]])
+                commands.append([publish_command(self.redis), frame[0], frame[1]])
         commands.append(["XACK", self.stream, self.group, *ids])
         await self.bus.calls.execute_many(commands)
         return ids
@@ -268,7 +269,8 @@ class StreamConsumer(Generic[T]):
     async def _reply(self, delivery: Delivery, reply: BaseModel | None) -> None:
         frame = _reply_frame(delivery, reply)
         if frame is not None:
-            await self.redis.publish(*frame)
+            # Sharded on a Cluster (agent_core.bus.pubsub says why), classic elsewhere.
+            await (self.redis.spublish if is_cluster(self.redis) else self.redis.publish)(*frame)
 
 
 def _reply_frame(delivery: Delivery, reply: BaseModel | None) -> tuple[str, bytes] | None:

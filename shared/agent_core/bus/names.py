@@ -9,7 +9,8 @@ keeps them in one slot (a script given keys of two slots fails there with ``CROS
 * a session's permission keys and run event streams: the session id (``{sess_…}``);
 * a lane's FIFO, processing list and lease with the due set of its bucket: the lane's bucket
   (``{lanes-N}``, :func:`lane_bucket`; the sweeper reads the buckets' due sets, not one per lane);
-* a run's attempt counter and cancel flag: the run id (``{run_…}``);
+* a run's attempt counter, cancel flag and control channel: the run id (``{run_…}``; on a
+  Cluster the cancel signal is published on the flag's shard, after the flag, in the same write);
 * the API key hash, its last-use hash and the token buckets: ``{auth}``;
 * an account's pending memory list, lock and failed list with the due set and first-seen hash of
   its bucket: the account's bucket (``{memory-N}``, :func:`memory_bucket`).
@@ -238,8 +239,22 @@ class BusNames:
         return f"{self.namespace}:runs:reconcile"
 
     def run_control(self, run_id: str) -> str:
-        """Pub/Sub channel for control signals to a running run (cancel)."""
-        return f"{self.namespace}:control:{run_id}"
+        """Pub/Sub channel for control signals to a running run (cancel). It carries the run's
+        tag: on a Cluster it is a sharded channel of its cancel flag's slot, so the flag set and
+        the signal published in one write reach one node in order (a worker that hears the
+        signal finds the flag, ``interrupt`` included)."""
+        return f"{self.namespace}:control:{{{run_id}}}"
+
+    @property
+    def run_controls(self) -> str:
+        """The pattern of every run's control channel (classic ``PSUBSCRIBE``: a pattern has no
+        sharded form); it matches the untagged names of older versions too."""
+        return f"{self.namespace}:control:*"
+
+    def control_run(self, channel: str) -> str:
+        """The run id of a control channel (:meth:`run_control`, or an older untagged name)."""
+        tail = channel.removeprefix(f"{self.namespace}:control:")
+        return tail[1:-1] if tail.startswith("{") and tail.endswith("}") else tail
 
     def reply_channel(self, instance: str) -> str:
         """Pub/Sub channel on which one process receives replies to its requests."""

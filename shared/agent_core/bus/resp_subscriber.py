@@ -1,17 +1,18 @@
 """The lean client's Pub/Sub side: a connection in subscribe mode that delivers ``message`` frames
-to a callback and subscribes again after a reconnect (the RPC reply channel uses it)."""
+to a callback and subscribes again after a reconnect (the RPC reply channel uses it), and the
+same through redis-py's Pub/Sub for the other topologies (sharded channels on a Cluster)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from redis.exceptions import ConnectionError
 
+from agent_core.bus.pubsub import is_cluster
 from agent_core.bus.resp import RedisAddress, _open, _Protocol, encode
 
 __all__ = ["LeanSubscriber", "PubSubSubscriber"]
@@ -109,8 +110,10 @@ class LeanSubscriber(_Subscriber):
 
 class PubSubSubscriber(_Subscriber):
     """:class:`LeanSubscriber`'s contract through redis-py's Pub/Sub, for the topologies the
-    lean socket does not speak: behind Sentinel a new subscription finds the primary again, on a
-    Cluster it picks a node of the slot map, with TLS it speaks TLS."""
+    lean socket does not speak: behind Sentinel a new subscription finds the primary again, with
+    TLS it speaks TLS, and on a Cluster the channels are sharded (``SSUBSCRIBE`` on the node of
+    each channel's slot, which is where ``SPUBLISH`` delivers; see :mod:`agent_core.bus.pubsub`).
+    """
 
     def __init__(
         self,
@@ -122,6 +125,8 @@ class PubSubSubscriber(_Subscriber):
         super().__init__(on_message, reconnect_s)
         self._redis = redis
         self._changed = asyncio.Event()
+        self._sharded = is_cluster(redis)
+        self._unconfirmed: set[bytes] = set()  # sharded channels sent but not yet confirmed
 
     async def subscribe(self, *channels: str) -> None:
         """Subscribe; returns once the server confirmed (waits while the bus is away)."""
@@ -133,6 +138,7 @@ class PubSubSubscriber(_Subscriber):
 
     async def _run(self) -> None:
         while True:
+            self._unconfirmed.clear()  # a new Pub/Sub object subscribes to every channel
             try:
                 pubsub = await self._pubsub()
             except Exception as exc:
@@ -142,14 +148,10 @@ class PubSubSubscriber(_Subscriber):
             try:
                 while True:
                     self._changed.clear()
-                    await pubsub.subscribe(*sorted(self._channels))
-                    self.subscribed.set()
-                    while not self._changed.is_set():
-                        message = await pubsub.get_message(
-                            ignore_subscribe_messages=True, timeout=1.0
-                        )
-                        if message is not None and message.get("type") == "message":
-                            self._deliver(message["channel"], message["data"])
+                    if self._sharded:
+                        await self._follow_sharded(pubsub)
+                    else:
+                        await self._follow(pubsub)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # whatever broke, replies must keep coming: reconnect
@@ -160,11 +162,46 @@ class PubSubSubscriber(_Subscriber):
                     await pubsub.aclose()
             await asyncio.sleep(self._reconnect_s)
 
+    async def _follow(self, pubsub: Any) -> None:
+        """Classic Pub/Sub: subscribe to every channel, deliver until they change."""
+        await pubsub.subscribe(*sorted(self._channels))
+        self.subscribed.set()
+        while not self._changed.is_set():
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            if message is not None and message.get("type") == "message":
+                self._deliver(message["channel"], message["data"])
+
+    async def _follow_sharded(self, pubsub: Any) -> None:
+        """Sharded Pub/Sub: subscribe to the channels not subscribed yet, each on its shard, and
+        deliver until they change. ``subscribed`` is set once every shard confirmed: a reply
+        published before that would be lost, and one cannot be asked for before it is set."""
+        new = {c.encode() for c in self._channels} - set(pubsub.shard_channels)
+        if new:
+            self._unconfirmed.update(new)
+            await pubsub.ssubscribe(*sorted(new))
+        if not self._unconfirmed:
+            self.subscribed.set()
+        while not self._changed.is_set():
+            if not pubsub.node_pubsub_mapping:  # no shard took a channel: reading would spin
+                raise ConnectionError("no node of the Cluster serves the reply channels")
+            message = await pubsub.get_sharded_message(timeout=1.0)
+            if message is None:
+                continue
+            if message["type"] == "ssubscribe":
+                self._unconfirmed.discard(message["channel"])
+                if not self._unconfirmed:
+                    self.subscribed.set()
+            elif message["type"] == "smessage":
+                self._deliver(message["channel"], message["data"])
+
     async def _pubsub(self) -> Any:
-        if not hasattr(self._redis, "get_nodes"):
+        if not self._sharded:
             return self._redis.pubsub()
-        # A Cluster forwards every PUBLISH to every node: any node will do, a random one each
-        # time (a node that died is left for another on the next try). The slot map is read
-        # first: a client that sent nothing yet knows no node.
+        # The reply channels are point to point (one process reads its own), like the control
+        # channels: sharded, so only the channel's shard carries a reply, where a classic
+        # PUBLISH is forwarded to every node of the Cluster. The Cluster's Pub/Sub object routes
+        # each channel to its slot's node, and follows a channel whose slot moved (a failover)
+        # once the client has read the new slot map; the slot map is read first here: a client
+        # that sent nothing yet knows no node.
         await self._redis.initialize()
-        return self._redis.pubsub(node=random.choice(self._redis.get_nodes()))
+        return self._redis.pubsub()

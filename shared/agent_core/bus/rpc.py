@@ -48,7 +48,8 @@ class RpcClient:
     """Sends requests and awaits typed replies; one instance per process, started once.
 
     Requests go out through :func:`publish` (``bus.calls``); replies arrive on a
-    :class:`LeanSubscriber`, which subscribes again by itself after the bus restarted.
+    :class:`LeanSubscriber`, which subscribes again by itself after the bus restarted (on the
+    other topologies a :class:`PubSubSubscriber`; a sharded channel on a Cluster).
     """
 
     def __init__(self, bus: Bus, reply_channel: str) -> None:
@@ -69,7 +70,7 @@ class RpcClient:
             address = RedisAddress.of(self._redis)
             where = f"{address.host}:{address.port}"
             replies = LeanSubscriber(address, self._on_reply)
-        else:  # Sentinel, Cluster, TLS: redis-py finds the node and speaks TLS
+        else:  # Sentinel, Cluster, TLS: redis-py finds the node (the shard), speaks TLS
             where = "the configured topology"
             replies = PubSubSubscriber(self._redis, self._on_reply)
         try:

@@ -37,6 +37,7 @@ from agent_core.bus import BusNames
 from agent_core.bus.calls import Bus
 from agent_core.bus.contracts.runs import RunNudge
 from agent_core.bus.names import BusTtl
+from agent_core.bus.pubsub import publish_command
 from agent_core.bus.resp import Arg, xadd
 from agent_core.types.queued import QueuedRun
 
@@ -399,7 +400,7 @@ class SessionQueue:
         await self.bus.calls.execute_many(
             [
                 ["SET", self._cancel_key(run_id), flag, "EX", BusTtl.RUN_CANCEL_S],
-                ["PUBLISH", self.names.run_control(run_id), b"cancel"],
+                [publish_command(self.redis), self.names.run_control(run_id), b"cancel"],
             ]
         )
 

@@ -50,7 +50,10 @@ def test_the_lane_buckets_spread_over_every_due_set() -> None:
 def test_run_account_and_auth_groups_keep_to_one_slot() -> None:
     for _ in range(100):
         run_id = new_id("run")
-        assert _one_slot([_NAMES.run_attempt(run_id), _NAMES.run_cancel(run_id)])
+        # The control channel too: the cancel flag and its signal go to one node, in order.
+        assert _one_slot(
+            [_NAMES.run_attempt(run_id), _NAMES.run_cancel(run_id), _NAMES.run_control(run_id)]
+        )
         digest = secrets.token_hex(8)
         assert _one_slot([_NAMES.api_keys, _NAMES.rate_limit(digest), _NAMES.api_keys_used])
         account = f"acct_{secrets.token_hex(4)}"
@@ -84,3 +87,10 @@ def test_scripts_touch_only_the_keys_they_were_given(module: str) -> None:
     for command, first in calls:
         if command not in _NO_KEY:
             assert first.strip().startswith("KEYS["), (module, command, first)
+
+
+def test_a_control_channel_names_its_run_tagged_or_as_older_versions_did() -> None:
+    run_id = new_id("run")
+    assert _NAMES.run_control(run_id) == f"soong:control:{{{run_id}}}"
+    assert _NAMES.control_run(_NAMES.run_control(run_id)) == run_id
+    assert _NAMES.control_run(f"soong:control:{run_id}") == run_id  # an older publisher's
