@@ -75,8 +75,7 @@ async def end_child(
     claim, handle = await claim_next_attempt(storage, queue, session_id, run_id, agent_id)
     if not claim.ok:
         return False
-    last = await reads.last_node_of(session_id, run_id)
-    path = [] if last is None else await reads.path(session_id, last)
+    path = await reads.resume_path(session_id, run_id) or []  # read after the claim: fenced
     status, reason, error = how
     fence = RunFence(run_id=run_id, attempt=handle.attempt)
     done = await end_run(

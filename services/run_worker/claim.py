@@ -1,13 +1,17 @@
-"""Claiming a run: the fenced claim, the message placed with it, and the reads its start needs.
+"""The claim stage of an attempt: the fenced claim, the message placed with it, and the reads
+the attempt's start needs, returned as one :class:`Claimed`.
 
 A first attempt's claim also places the run's message (``ClaimRun.place``); the reads the start
-depends on (cancel flag, the path where the message goes, memory) travel beside it, so a claim is
-one round trip.
+depends on (cancel flag, the session's folder, the path where the message goes, memory) travel
+beside it, so a claim is one round trip. What a recovered attempt reads after the claim (where
+the run stands) can only be read once the claim has fenced the lost attempt out: the prepare
+stage reads it (:mod:`services.run_worker.prepare`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -21,43 +25,53 @@ from agent_core.bus.contracts.storage import (
     RunFence,
 )
 from agent_core.ids import new_id
+from agent_core.observability.tracing import tracer
 from agent_core.runqueue import InFlight, QueuedRun, RunEventWriter, SessionQueue
 from agent_core.service import ServiceContext
 from agent_core.storage_client import StorageClient
 from agent_core.types.enums import Role, RunStatus
 from agent_core.types.protocol import TextBlock
-from agent_core.types.runtime import Node, RunHandle, RunStatusChanged
+from agent_core.types.runtime import Node, RunHandle, RunPhase, RunStatusChanged
 from services.run_worker.adapters import BusRunStore, node_drafts
-from services.run_worker.endings import close_stream_of_terminal_run
+from services.run_worker.endings import close_stream_of_terminal_run, end_unclaimed
 from services.run_worker.memory_link import memory_text
 from services.run_worker.reads import RunReads
 
-__all__ = ["Attempt", "Claimer", "Prefetch", "message_node", "placed_path"]
+__all__ = ["Claimed", "Claimer", "message_node", "placed_path"]
 
 log = logging.getLogger("soong.run_worker")
 
 
 @dataclass(frozen=True, slots=True)
-class Prefetch:
-    """What the executor reads while claiming a run (one round trip for all of it)."""
-
-    cancelled: bool
-    cwd: str
-    placed: Node | None  # the run's message, placed by the claim (first attempts)
-    path: list[Node] | None
-    above: list[Node]
-    memory: str
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    """One claimed attempt at a run and what it writes through."""
+class Claimed:
+    """One claimed attempt at a run: what it writes through, and what it read while claiming
+    (one round trip for all of it)."""
 
     item: InFlight
     handle: RunHandle
-    store: BusRunStore
+    store: BusRunStore  # fenced by (run, attempt): a superseded attempt's writes are refused
     events: RunEventWriter
-    prefetch: Prefetch
+    cancelled: bool  # a cancel was asked for before or while the run was claimed
+    cwd: str  # the session's working directory (its project)
+    placed: Node | None  # the run's message, placed by the claim (first attempts)
+    above: list[Node]  # the path the message goes under (or, once placed, the path to it)
+    memory: str  # what memory recalls for the run's start ("" when nothing)
+
+    @property
+    def run(self) -> QueuedRun:
+        """The queued run this attempt is at."""
+        return self.item.run
+
+    def files_phase(self, max_turns: int = 1) -> RunPhase:
+        """The ``files`` phase the attempt reports while its session's folder is transferred."""
+        return RunPhase(
+            run_id=self.handle.run_id,
+            session_id=self.handle.session_id,
+            agent_id=self.handle.agent_id,
+            phase="files",
+            turn=1,
+            max_turns=max_turns,
+        )
 
 
 class Claimer:
@@ -71,7 +85,23 @@ class Claimer:
         self.queue = queue
         self.reads = reads
 
-    async def claim(self, item: InFlight, number: int) -> Attempt | bool:
+    async def take(self, item: InFlight) -> Claimed | bool:
+        """The claim stage: take the next attempt number and claim that attempt at ``item`` with
+        everything its start reads. ``True`` when there is no attempt to run because the run is
+        terminal (cancelled while queued: ended here, unclaimed; or ended before: its stream
+        closed); ``False`` when a newer attempt superseded this one."""
+        run = item.run
+        cancelled, number = await self.queue.claim_prelude(run.run_id)
+        if cancelled and number == 1:  # cancelled while queued and never claimed: never runs
+            await end_unclaimed(self.ctx, self.storage, self.queue, self.reads, run)
+            return True
+        with tracer().start_as_current_span("run.claim", attributes={"run.attempt": number}):
+            claimed = await self.claim(item, number)
+        if cancelled and isinstance(claimed, Claimed):  # the prelude saw the cancel flag
+            claimed = dataclasses.replace(claimed, cancelled=True)
+        return claimed
+
+    async def claim(self, item: InFlight, number: int) -> Claimed | bool:
         """Claim attempt ``number`` at ``item`` with the reads its start needs; ``False`` if
         a newer attempt superseded it, ``True`` if the run is terminal already (stream closed)."""
         run = item.run
@@ -89,7 +119,7 @@ class Claimer:
         # the path this worker holds for the session): no path query beside it.
         held = self.reads.held(run.session_id) if place is not None else []
         # The claim and the reads it does not depend on travel together: one round trip.
-        claim, cancelled, cwd, path, above, memory = await asyncio.gather(
+        claim, cancelled, cwd, above, memory = await asyncio.gather(
             self.storage.send(
                 ClaimRun(
                     command_id=new_id("cmd"),
@@ -102,8 +132,6 @@ class Claimer:
             ),
             self.queue.is_cancelled(run.run_id),
             self._cwd(run),
-            # Only an earlier attempt can have placed the message already.
-            self.reads.path_or_none(run.session_id, run.start_node_id) if number > 1 else _none(),
             # Where a new message would go (the explicit parent, else the active node now), for
             # an attempt that places it itself.
             _above(self.reads, run) if place is None else _none(),
@@ -141,8 +169,17 @@ class Claimer:
             )
             if result.path is not None:  # from the root (or the held path's tip) to the message
                 above = self.reads.extend(run.session_id, held, result.path)
-        prefetch = Prefetch(cancelled, cwd, message if placed else None, path, above or [], memory)
-        return Attempt(item, handle, store, events, prefetch)
+        return Claimed(
+            item,
+            handle,
+            store,
+            events,
+            cancelled=cancelled,
+            cwd=cwd,
+            placed=message if placed else None,
+            above=above or [],
+            memory=memory,
+        )
 
     async def _cwd(self, run: QueuedRun) -> str:
         """The session's working directory: carried by the run, else (older runs) read."""

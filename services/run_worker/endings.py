@@ -20,7 +20,7 @@ from agent_core.bus.contracts.storage import EndRun, EndRunResult, GetRun, RunFe
 from agent_core.errors import StorageError, redact
 from agent_core.ids import new_id
 from agent_core.observability.runs import run_ended
-from agent_core.runqueue import RunEventWriter
+from agent_core.runqueue import QueuedRun, RunEventWriter, SessionQueue, cancel_queued_run
 from agent_core.runtime import Ending, EventSink, Fenced
 from agent_core.service import ServiceContext
 from agent_core.storage_client import StorageClient
@@ -42,6 +42,7 @@ __all__ = [
     "announce",
     "close_stream_of_terminal_run",
     "end_run",
+    "end_unclaimed",
     "keep_traceback",
     "stored_end",
 ]
@@ -216,3 +217,19 @@ async def close_stream_of_terminal_run(
     events.start()
     events.emit(to_run_finished(to_run_state(record)))
     await events.close()
+
+
+async def end_unclaimed(
+    ctx: ServiceContext,
+    storage: StorageClient,
+    queue: SessionQueue,
+    reads: RunReads,
+    run: QueuedRun,
+) -> None:
+    """End a run cancelled while queued, before any attempt claimed it (unfenced: it never ran,
+    its message never became a node). When the writer refuses (the run started or ended
+    meanwhile) the run is terminal already: its stream is closed if its last holder did not."""
+    if not await cancel_queued_run(
+        storage, queue, session_id=run.session_id, run_id=run.run_id, agent_id=run.agent_id
+    ):
+        await close_stream_of_terminal_run(ctx, reads, run.session_id, run.run_id)

@@ -89,6 +89,13 @@ class RunReads:
         own = [n for n in tree if n.run_id == run_id]
         return own[-1].node_id if own else None
 
+    async def resume_path(self, session_id: str, run_id: str) -> list[Node] | None:
+        """The path to ``run_id``'s newest stored node (where a taken-over run stands); ``None``
+        when the run stored none. Read it only once the reader's claim has fenced out the run's
+        earlier attempts, or one of them may still add a node behind it."""
+        last = await self.last_node_of(session_id, run_id)
+        return None if last is None else await self.path(session_id, last)
+
 
 def nodes(records: list[NodeRecord]) -> list[Node]:
     """Runtime nodes from stored rows."""

@@ -189,7 +189,7 @@ async def test_debug_mode_keeps_the_traceback_of_an_unexpected_failure_as_an_art
         def broken(*_args: Any) -> Any:
             raise ValueError(f"the loop could not be built (key {secret})")
 
-        worker.executor._loop = broken  # type: ignore[method-assign]
+        worker.executor.loops.build = broken  # type: ignore[method-assign]
         sid = await client.new_session()
         sent = await client.send(sid, "boom")
         [run] = (await client.wait_terminal([sent.run_id])).values()

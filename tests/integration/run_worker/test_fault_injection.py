@@ -154,7 +154,7 @@ async def rig(
 
 def _patch(monkeypatch: pytest.MonkeyPatch, faults: Faults, worker: Any) -> None:
     executor = worker.executor
-    claim, build, send = executor.claimer.claim, executor._loop, executor.storage.send
+    claim, build, send = executor.claimer.claim, executor.loops.build, executor.storage.send
     append = BusRunStore.append_node
 
     async def claim_hook(item: Any, number: int) -> Any:
@@ -175,7 +175,7 @@ def _patch(monkeypatch: pytest.MonkeyPatch, faults: Faults, worker: Any) -> None
         return await send(command)
 
     monkeypatch.setattr(executor.claimer, "claim", claim_hook)
-    monkeypatch.setattr(executor, "_loop", build_hook)
+    monkeypatch.setattr(executor.loops, "build", build_hook)
     monkeypatch.setattr(BusRunStore, "append_node", append_hook)
     monkeypatch.setattr(executor.storage, "send", send_hook)
 
