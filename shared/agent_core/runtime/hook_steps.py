@@ -12,16 +12,13 @@ user's turn, and the loop goes on — bounded by ``max_turns`` like any turn.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 from agent_core.errors import ErrorPayload
 from agent_core.runtime.ending import Ending
+from agent_core.runtime.steps import StepContext
 from agent_core.types.enums import EndReason, NodeType, Role, RunStatus
 from agent_core.types.protocol import ContentBlock, TextBlock
 from agent_core.types.runtime import Node
-
-if TYPE_CHECKING:  # the loop imports this module
-    from agent_core.runtime.loop import AgentLoop
 
 __all__ = ["start", "stop_denied"]
 
@@ -30,10 +27,10 @@ def _note(hook: str | None, event: str) -> dict[str, str]:
     return {"source": "hook", "hook": hook or "", "event": event}
 
 
-async def start(loop: AgentLoop, nodes: list[Node]) -> Ending | None:
+async def start(ctx: StepContext, nodes: list[Node]) -> Ending | None:
     """The start hooks of a fresh attempt; the run's end when one blocked, else ``None``."""
-    assert loop.hooks is not None
-    verdict = await loop.hooks.start(nodes)
+    assert ctx.hooks is not None
+    verdict = await ctx.hooks.start(nodes)
     if verdict is None:
         return None
     if verdict.blocked:
@@ -43,10 +40,10 @@ async def start(loop: AgentLoop, nodes: list[Node]) -> Ending | None:
             message=f"hook {verdict.hook} blocked the prompt: {verdict.reason}",
             details={"hook": verdict.hook},
         )
-        end = loop.ending(RunStatus.FAILED, EndReason.FAILED, error=error)
+        end = ctx.end(RunStatus.FAILED, EndReason.FAILED, error=error)
         return dataclasses.replace(end, withdraw=True)
     for name, text in verdict.context:
-        await loop._append(
+        await ctx.append(
             nodes,
             Role.SYSTEM,
             [TextBlock(text=f"[hook {name}] {text}")],
@@ -56,18 +53,18 @@ async def start(loop: AgentLoop, nodes: list[Node]) -> Ending | None:
     return None
 
 
-async def stop_denied(loop: AgentLoop, nodes: list[Node], answer: list[ContentBlock]) -> bool:
+async def stop_denied(ctx: StepContext, nodes: list[Node], answer: list[ContentBlock]) -> bool:
     """Whether a Stop hook denied the run its end (then the answer and the reason are stored
     and the loop goes on)."""
-    assert loop.hooks is not None
+    assert ctx.hooks is not None
     text = "".join(b.text for b in answer if isinstance(b, TextBlock))
-    verdict = await loop.hooks.stop(text)
+    verdict = await ctx.hooks.stop(text)
     if verdict is None or not verdict.blocked:
         return False
-    await loop._append(nodes, Role.ASSISTANT, answer)
-    loop.partial_text = ""
+    await ctx.append(nodes, Role.ASSISTANT, answer)
+    ctx.set_partial_text("")
     note = f"[hook {verdict.hook}] Do not stop yet: {verdict.reason}"
-    await loop._append(
+    await ctx.append(
         nodes,
         Role.USER,
         [TextBlock(text=note)],

@@ -15,7 +15,9 @@ timeouts and exceptions are the driver's too (:mod:`agent_core.runtime.drive`): 
 
 This module is the loop's spine: streaming a model call is
 :mod:`agent_core.runtime.model_stream`'s, a tool turn :mod:`agent_core.runtime.tool_turn`'s, the
-hook steps :mod:`agent_core.runtime.hook_steps`'s.
+hook steps :mod:`agent_core.runtime.hook_steps`'s. Those steps are given the loop's
+:class:`~agent_core.runtime.steps.StepContext`, built once, never the loop itself; what a model
+turn leads to is a typed :data:`~agent_core.runtime.steps.NextStep`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, assert_never
 
 from agent_core.context import ContextBuilder
 from agent_core.context.compaction import Compactor
@@ -39,6 +41,14 @@ from agent_core.runtime.ending import Ending, cancelled_reason, ending
 from agent_core.runtime.model_stream import ModelResponse, assistant_blocks, stream_response
 from agent_core.runtime.ports import EventSink, RunStore, ToolRunner
 from agent_core.runtime.recovery import ContextGuard, is_compact_command
+from agent_core.runtime.steps import (
+    AnnouncedPhase,
+    Continue,
+    LoopPhase,
+    NextStep,
+    Overflow,
+    StepContext,
+)
 from agent_core.runtime.tool_turn import run_tool_turn
 from agent_core.types.enums import (
     EndReason,
@@ -60,28 +70,11 @@ from agent_core.types.runtime import (
     RunHandle,
     RunNodeCreated,
     RunPhase,
-    RunTaskChanged,
-    RunTextDelta,
-    RunToolResult,
-    RunToolStarted,
     RunUsage,
     TimelineEvent,
 )
 
 __all__ = ["AgentLoop", "LoopPhase"]
-
-
-LoopPhase = Literal["idle", "streaming", "tools"]
-E = TypeVar(
-    "E",
-    RunTextDelta,
-    RunToolStarted,
-    RunToolResult,
-    RunNodeCreated,
-    RunUsage,
-    RunTaskChanged,
-    RunPhase,
-)
 
 
 class AgentLoop:
@@ -120,7 +113,6 @@ class AgentLoop:
         self.last_node_id: str | None = None
         # The path this attempt works on: the given one, then every node it stored.
         self.nodes: list[Node] = []
-        self._tool_slots = asyncio.Semaphore(max_parallel_tools)
         # Budget, compaction and recovery (agent_core.runtime.recovery).
         self.context = ContextGuard(
             handle=handle,
@@ -128,6 +120,21 @@ class AgentLoop:
             builder=self.builder,
             compactor=compactor or Compactor(config, model),
             before_compact=hooks.pre_compact if hooks is not None else None,
+        )
+        # All the steps (model stream, tool turn, hooks) may use of this loop.
+        self._steps = StepContext(
+            handle=handle,
+            model=model,
+            store=store,
+            events=events,
+            tools=tools,
+            hooks=hooks,
+            tool_slots=asyncio.Semaphore(max_parallel_tools),
+            append=self._append,
+            announce_phase=self._announce_phase,
+            set_phase=self._set_phase,
+            set_partial_text=self._set_partial_text,
+            end=self.ending,
         )
 
     async def run(
@@ -156,10 +163,15 @@ class AgentLoop:
             if wall_clock is not None and time.monotonic() - started > wall_clock:
                 return self._budget_exceeded("wall_clock", wall_clock)
             response = await self._model_turn(nodes, force)
-            outcome = await self._settle(nodes, response)
-            if isinstance(outcome, Ending):
-                return outcome
-            force = "overflow" if outcome == "overflow" else None
+            match await self._settle(nodes, response):
+                case Ending() as end:
+                    return end
+                case Overflow():
+                    force = "overflow"
+                case Continue():
+                    force = None
+                case unexpected:
+                    assert_never(unexpected)
         return self.ending(RunStatus.COMPLETED, EndReason.MAX_TURNS)
 
     async def _open(self, nodes: list[Node], *, fresh: bool, rerun_calls: bool) -> Ending | None:
@@ -179,9 +191,9 @@ class AgentLoop:
                 for b in last.content
                 if isinstance(b, ToolCallBlock)
             ]
-            await run_tool_turn(self, nodes, calls, last.node_id)
+            await run_tool_turn(self._steps, nodes, calls, last.node_id)
         elif self.hooks is not None and fresh:
-            return await hook_steps.start(self, nodes)
+            return await hook_steps.start(self._steps, nodes)
         return None
 
     async def _model_turn(self, nodes: list[Node], force: str | None) -> ModelResponse:
@@ -194,7 +206,7 @@ class AgentLoop:
         )
         self.phase = "streaming"
         self._announce_phase("model")
-        response = await stream_response(self, request)
+        response = await stream_response(self._steps, request, turn=self.turns + 1)
         if not response.usage_reported and response.error is None:
             # The server answered and sent no usage (many local ones don't): count our
             # estimates, marked as such, rather than a call that looks free. (A failed call's
@@ -203,19 +215,17 @@ class AgentLoop:
         self.phase = "idle"
         self.turns += 1
         self.usage = self.usage + response.usage
-        self.events.emit(self._event(RunUsage, usage=response.usage, total=self.usage))
+        self.events.emit(self._steps.event(RunUsage, usage=response.usage, total=self.usage))
         return response
 
-    async def _settle(
-        self, nodes: list[Node], response: ModelResponse
-    ) -> Ending | Literal["again", "overflow"] | None:
-        """What a model turn leads to: the run's end; ``"again"`` (another model call: a cut
-        answer continued, a Stop hook's denial); ``"overflow"`` (compact and retry once); or
-        ``None`` once its tool calls have run."""
+    async def _settle(self, nodes: list[Node], response: ModelResponse) -> NextStep:
+        """What a model turn leads to: the run's end; :class:`Overflow` (compact and retry
+        once); or :class:`Continue` (another model call: a cut answer continued, a Stop hook's
+        denial, or once its tool calls have run)."""
         budget = self.config.budget
         if response.error is not None and not response.text and not response.calls:
             if self.context.retry_overflow(response.error):
-                return "overflow"
+                return Overflow()
         else:
             self.context.observe(response.usage)
         if response.error is not None:  # what was streamed stays, as a partial answer
@@ -238,10 +248,10 @@ class AgentLoop:
             self.partial_text = ""
             role, ask, kind, meta = self.context.continuation_node()
             await self._append(nodes, role, list(ask), node_type=kind, metadata=meta)
-            return "again"
+            return Continue()
         if not response.calls and not over_budget:
-            if self.hooks is not None and await hook_steps.stop_denied(self, nodes, blocks):
-                return "again"  # a Stop hook denied the end: another turn, within max_turns
+            if self.hooks is not None and await hook_steps.stop_denied(self._steps, nodes, blocks):
+                return Continue()  # a Stop hook denied the end: another turn, within max_turns
             # The answer's node and the run's end are one write (the driver's).
             reason = EndReason.COMPLETED
             if cut:  # still cut after every continuation it was allowed
@@ -257,8 +267,10 @@ class AgentLoop:
         if over_budget:
             assert budget.max_total_tokens is not None
             return self._budget_exceeded("max_tokens", budget.max_total_tokens)
-        await run_tool_turn(self, nodes, response.calls, assistant.node_id, response.rejected)
-        return None
+        await run_tool_turn(
+            self._steps, nodes, response.calls, assistant.node_id, response.rejected
+        )
+        return Continue()
 
     def ending(
         self,
@@ -328,27 +340,23 @@ class AgentLoop:
     def _stored(self, nodes: list[Node], stored: Node) -> Node:
         nodes.append(stored)
         self.last_node_id = stored.node_id
-        self.events.emit(self._event(RunNodeCreated, node=stored))
+        self.events.emit(self._steps.event(RunNodeCreated, node=stored))
         return stored
 
-    def _announce_phase(
-        self, phase: Literal["model", "streaming", "tools"], tools: int = 0
-    ) -> None:
+    def _announce_phase(self, phase: AnnouncedPhase, tools: int = 0) -> None:
         """The activity area's line: what the run does now, in which turn of how many."""
         turn = self.turns + 1 if phase != "tools" else max(self.turns, 1)
         self.events.emit(
-            self._event(
+            self._steps.event(
                 RunPhase, phase=phase, turn=turn, max_turns=self.config.max_turns, tools=tools
             )
         )
 
-    def _event(self, cls: type[E], **fields: Any) -> E:
-        return cls(
-            run_id=self.handle.run_id,
-            session_id=self.handle.session_id,
-            agent_id=self.handle.agent_id,
-            **fields,
-        )
+    def _set_phase(self, phase: LoopPhase) -> None:
+        self.phase = phase
+
+    def _set_partial_text(self, text: str) -> None:
+        self.partial_text = text
 
     def _budget_exceeded(self, limit: str, value: float) -> Ending:
         error = ErrorPayload(

@@ -1,21 +1,21 @@
 """One model call of the agent loop, streamed into a :class:`ModelResponse`.
 
-:func:`stream_response` consumes the model's stream for one turn: each text delta is emitted as
-a ``RunTextDelta`` (with its offset in the turn's text) and kept in ``loop.partial_text`` until a
-stored node holds it; finished tool calls, usage and the stop reason are collected; a call the
-model got wrong (arguments that are not a JSON object, or cut off by the output limit) is kept in
-the answer and answered with an error result instead of being run (:func:`rejected_call`). A
-provider error — in the stream or before its first event — becomes the response's ``error``,
-never an exception. The stream is always closed, cancellation included.
+:func:`stream_response` consumes the model's stream for one turn: each text delta is emitted as a
+``RunTextDelta`` (with its offset in the turn's text) and kept as the loop's partial text
+(``StepContext.set_partial_text``) until a stored node holds it; finished tool calls, usage and the
+stop reason are collected; a call the model got wrong (arguments that are not a JSON object, or cut
+off by the output limit) is kept in the answer and answered with an error result instead of being
+run (:func:`rejected_call`). A provider error — in the stream or before its first event — becomes
+the response's ``error``, never an exception. The stream is always closed, cancellation included.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from agent_core.errors import AgentCoreError, ErrorPayload
 from agent_core.provider.errors import ProviderErrorCode
+from agent_core.runtime.steps import StepContext
 from agent_core.types.enums import InvalidToolCallReason, StopReason
 from agent_core.types.protocol import (
     RAW_ARGUMENTS_MAX,
@@ -36,9 +36,6 @@ from agent_core.types.protocol import (
     UsageEvent,
 )
 from agent_core.types.runtime import RunTextDelta
-
-if TYPE_CHECKING:  # the loop imports this module
-    from agent_core.runtime.loop import AgentLoop
 
 __all__ = ["ModelResponse", "assistant_blocks", "rejected_call", "stream_response"]
 
@@ -94,29 +91,29 @@ class ModelResponse:
     raw_arguments: dict[str, str] = field(default_factory=dict)
 
 
-async def stream_response(loop: AgentLoop, request: ModelRequest) -> ModelResponse:
-    """Stream one model call on ``request`` into a response (see the module docstring)."""
+async def stream_response(ctx: StepContext, request: ModelRequest, *, turn: int) -> ModelResponse:
+    """Stream one model call on ``request`` into a response (see the module docstring).
+    ``turn``: the turn being streamed, counted from 1 as its phase events are."""
     response = ModelResponse()
-    turn = loop.turns + 1  # the turn being streamed, counted from 1 as its phase events are
     arriving = False
     try:
-        stream = loop.model.stream(request)
+        stream = ctx.model.stream(request)
         try:
             async for event in stream:
                 if not arriving and isinstance(event, _ARRIVING):
                     arriving = True
-                    loop._announce_phase("streaming")
+                    ctx.announce_phase("streaming")
                 if isinstance(event, TextDeltaEvent):
-                    delta = loop._event(
+                    delta = ctx.event(
                         RunTextDelta,
                         turn=turn,
                         text=event.text,
-                        attempt=loop.handle.attempt,
+                        attempt=ctx.handle.attempt,
                         offset=len(response.text),
                     )
                     response.text += event.text
-                    loop.partial_text = response.text
-                    loop.events.emit(delta)
+                    ctx.set_partial_text(response.text)
+                    ctx.events.emit(delta)
                 elif isinstance(event, ToolCallEndEvent):
                     response.calls.append(
                         ToolCall(id=event.id, name=event.name, arguments=event.arguments)

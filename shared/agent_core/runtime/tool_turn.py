@@ -18,9 +18,10 @@ import asyncio
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent_core.ids import new_id
+from agent_core.runtime.steps import StepContext
 from agent_core.skills.active import skill_context_nodes
 from agent_core.types.enums import EventLevel, EventType, NodeType, Role
 from agent_core.types.protocol import TextBlock, ToolCall, ToolResult
@@ -31,9 +32,6 @@ from agent_core.types.runtime import (
     RunToolStarted,
     TimelineEvent,
 )
-
-if TYPE_CHECKING:  # the loop imports this module
-    from agent_core.runtime.loop import AgentLoop
 
 __all__ = ["run_tool_turn"]
 
@@ -54,7 +52,7 @@ def _declared_type(results: list[ToolResult]) -> NodeType:
 
 
 async def run_tool_turn(
-    loop: AgentLoop,
+    ctx: StepContext,
     nodes: list[Node],
     calls: list[ToolCall],
     assistant_id: str,
@@ -62,22 +60,22 @@ async def run_tool_turn(
 ) -> None:
     """Run the calls (a ``rejected`` one is answered by its error result instead), store every
     result in one tool node, then what the results report."""
-    loop.phase = "tools"
-    loop._announce_phase("tools", tools=len(calls))
-    timed = await _run_tools(loop, calls, assistant_id, rejected or {})
+    ctx.set_phase("tools")
+    ctx.announce_phase("tools", tools=len(calls))
+    timed = await _run_tools(ctx, calls, assistant_id, rejected or {})
     results = [t.result for t in timed]
-    loop.phase = "idle"
-    events = [e for call, t in zip(calls, timed, strict=True) for e in _call_events(loop, call, t)]
-    await loop._append(
+    ctx.set_phase("idle")
+    events = [e for call, t in zip(calls, timed, strict=True) for e in _call_events(ctx, call, t)]
+    await ctx.append(
         nodes,
         Role.TOOL,
         [r.to_block() for r in results],
         node_type=_declared_type(results),
         events=events,
     )
-    await _record_task_changes(loop, nodes, calls, results)
+    await _record_task_changes(ctx, nodes, calls, results)
     for kind, blocks, meta in skill_context_nodes(results):  # load_skill: body, memory
-        await loop._append(nodes, Role.SYSTEM, blocks, node_type=kind, metadata=meta)
+        await ctx.append(nodes, Role.SYSTEM, blocks, node_type=kind, metadata=meta)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +93,7 @@ def _iso_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def _call_events(loop: AgentLoop, call: ToolCall, timed: _Timed) -> list[TimelineEvent]:
+def _call_events(ctx: StepContext, call: ToolCall, timed: _Timed) -> list[TimelineEvent]:
     """The call's ``tool_started`` and its end (``tool_completed`` / ``tool_failed``), written
     with the tool node. The end carries the times, the duration and the files the call changed
     (``files``: path, area, change, size, artifact)."""
@@ -111,7 +109,7 @@ def _call_events(loop: AgentLoop, call: ToolCall, timed: _Timed) -> list[Timelin
     files = result.metadata.get("files")
     if isinstance(files, list) and files:
         end["files"] = files
-    ids = {"agent_id": loop.handle.agent_id, "run_id": loop.handle.run_id, "tool_call_id": call.id}
+    ids = {"agent_id": ctx.handle.agent_id, "run_id": ctx.handle.run_id, "tool_call_id": call.id}
     return [
         TimelineEvent(
             event_id=new_id("evt"), event_type=EventType.TOOL_STARTED, payload=start, **ids
@@ -127,13 +125,13 @@ def _call_events(loop: AgentLoop, call: ToolCall, timed: _Timed) -> list[Timelin
 
 
 async def _run_tools(
-    loop: AgentLoop, calls: list[ToolCall], node_id: str, rejected: dict[str, ToolResult]
+    ctx: StepContext, calls: list[ToolCall], node_id: str, rejected: dict[str, ToolResult]
 ) -> list[_Timed]:
     async def one(call: ToolCall) -> _Timed:
-        async with loop._tool_slots:
+        async with ctx.tool_slots:
             started_at, started = _iso_now(), time.monotonic()
-            loop.events.emit(
-                loop._event(
+            ctx.events.emit(
+                ctx.event(
                     RunToolStarted,
                     tool_call_id=call.id,
                     name=call.name,
@@ -142,7 +140,7 @@ async def _run_tools(
             )
             if call.id in rejected:
                 result = rejected[call.id]
-            elif loop.tools is None:
+            elif ctx.tools is None:
                 result = ToolResult(
                     tool_call_id=call.id,
                     content=[TextBlock(text=f"No tools are available; {call.name!r} was not run.")],
@@ -150,9 +148,9 @@ async def _run_tools(
                     metadata={"error_code": "unknown_tool"},
                 )
             else:
-                result = await loop.tools.execute(call, node_id=node_id)
-            loop.events.emit(
-                loop._event(
+                result = await ctx.tools.execute(call, node_id=node_id)
+            ctx.events.emit(
+                ctx.event(
                     RunToolResult,
                     tool_call_id=call.id,
                     name=call.name,
@@ -169,7 +167,7 @@ async def _run_tools(
 
 
 async def _record_task_changes(
-    loop: AgentLoop, nodes: list[Node], calls: list[ToolCall], results: list[ToolResult]
+    ctx: StepContext, nodes: list[Node], calls: list[ToolCall], results: list[ToolResult]
 ) -> None:
     """Task tools report changes in their metadata: a runtime + timeline event per change,
     and one ``task_board`` node with the newest board after the tool node."""
@@ -177,8 +175,8 @@ async def _record_task_changes(
     for call, result in zip(calls, results, strict=True):
         change = result.metadata.get("task_event")
         if isinstance(change, dict):
-            loop.events.emit(
-                loop._event(
+            ctx.events.emit(
+                ctx.event(
                     RunTaskChanged,
                     list_name=str(change.get("list", "")),
                     change=str(change.get("change", "")),
@@ -186,12 +184,10 @@ async def _record_task_changes(
                     tool_call_id=call.id,
                 )
             )
-            await loop.store.append_event(
+            await ctx.store.append_event(
                 EventType.TASK_CHANGED, tool_call_id=call.id, payload=dict(change)
             )
         if isinstance(result.metadata.get("task_board"), str):
             board = result.metadata["task_board"]
     if board:
-        await loop._append(
-            nodes, Role.SYSTEM, [TextBlock(text=board)], node_type=NodeType.TASK_BOARD
-        )
+        await ctx.append(nodes, Role.SYSTEM, [TextBlock(text=board)], node_type=NodeType.TASK_BOARD)
