@@ -20,8 +20,7 @@ from typing import Any, cast
 import pytest
 from redis.asyncio import Redis, RedisCluster
 
-from agent_core.bus import BusNames, Delivery, RpcClient
-from agent_core.bus.calls import close_lean
+from agent_core.bus import Bus, BusNames, Delivery, RpcClient
 from agent_core.bus.contracts.health import HEALTH_MESSAGE, HealthPing, HealthReply
 from agent_core.bus.delivery import decode_reply
 from agent_core.config import load_settings
@@ -48,12 +47,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
 
 
 @pytest.fixture
-async def cluster_redis(cluster: Topology) -> AsyncIterator[Redis]:
-    """The services' client of the Cluster (from its ``[bus]`` settings)."""
-    client = bus_client(BusSettings.model_validate(cluster.bus_settings()))
-    yield client
-    await close_lean(client)
-    await client.aclose()
+async def cluster_bus(cluster: Topology) -> AsyncIterator[Bus]:
+    """The services' bus client of the Cluster (from its ``[bus]`` settings)."""
+    bus = Bus(bus_client(BusSettings.model_validate(cluster.bus_settings())))
+    yield bus
+    await bus.aclose()
+
+
+@pytest.fixture
+def cluster_redis(cluster_bus: Bus) -> Redis:
+    """The redis-py client of :func:`cluster_bus`."""
+    return cluster_bus.redis
 
 
 async def _shard_subscribers(redis: Redis, channel: str) -> int:
@@ -101,15 +105,15 @@ class _ShardListener:
 
 
 async def test_an_rpc_reply_on_a_cluster_travels_on_its_shard(
-    cluster: Topology, cluster_redis: Redis, names: BusNames
+    cluster: Topology, cluster_bus: Bus, cluster_redis: Redis, names: BusNames
 ) -> None:
     async def handler(message: Any, _: Delivery) -> HealthReply:
         return HealthReply(service="svc", instance="0", ok=True, nonce=message.nonce)
 
     stream = names.health("svc")
     channel = names.reply_channel(f"tester-{secrets.token_hex(3)}")
-    consumer = make_consumer(cluster_redis, names, stream, HEALTH_MESSAGE, handler)
-    rpc = RpcClient(cluster_redis, channel)
+    consumer = make_consumer(cluster_bus, names, stream, HEALTH_MESSAGE, handler)
+    rpc = RpcClient(cluster_bus, channel)
     await rpc.start()
     try:
         # The requester's subscription is a sharded one, on the channel's shard.
@@ -139,7 +143,7 @@ async def _worker(redis_url: str, names: BusNames, home: Path, config: str) -> R
         }
     )
     ctx = ServiceContext(settings, "run_worker", f"t-{secrets.token_hex(3)}")
-    queue = SessionQueue(ctx.redis, ctx.names)
+    queue = SessionQueue(ctx.bus, ctx.names)
     runs = RunningRuns()
     executor: Any = type("Runs", (), {"runs": runs, "cancel": staticmethod(runs.cancel)})()
     return RunWorker(ctx, queue, executor)
@@ -187,6 +191,7 @@ async def _cancelled_by_signal(
 
 async def test_a_cancel_on_a_cluster_reaches_the_worker_on_the_run_shard(
     cluster: Topology,
+    cluster_bus: Bus,
     cluster_redis: Redis,
     names: BusNames,
     tmp_path: Path,
@@ -194,7 +199,7 @@ async def test_a_cancel_on_a_cluster_reaches_the_worker_on_the_run_shard(
 ) -> None:
     monkeypatch.setattr(worker_module, "_CANCEL_POLL_S", 3600.0)  # the signal only
     worker = await _worker(cluster.url, names, tmp_path, '[bus]\ntopology = "cluster"\n')
-    queue = SessionQueue(cluster_redis, names)
+    queue = SessionQueue(cluster_bus, names)
     run_id = new_id("run")
     channel = names.run_control(run_id)
     # The control channel shares the slot of the run's cancel flag (one node, in order).
@@ -219,19 +224,19 @@ async def test_a_cancel_on_a_cluster_reaches_the_worker_on_the_run_shard(
             message = await heard.next()
         assert (message["type"], message["data"]) == ("smessage", b"cancel")
     finally:
-        await worker.ctx.redis.aclose()
+        await worker.ctx.bus.aclose()
 
 
 async def test_a_cancel_on_one_node_reaches_the_worker_through_its_pattern(
     redis_url: str,
-    redis: Redis,
+    bus: Bus,
     names: BusNames,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(worker_module, "_CANCEL_POLL_S", 3600.0)  # the signal only
     worker = await _worker(redis_url, names, tmp_path, "")
-    queue = SessionQueue(redis, names)
+    queue = SessionQueue(bus, names)
 
     async def subscribed() -> bool:  # a pattern subscription has no count of its own
         return True
@@ -239,4 +244,4 @@ async def test_a_cancel_on_one_node_reaches_the_worker_through_its_pattern(
     try:
         await _cancelled_by_signal(worker, queue, new_id("run"), subscribed=subscribed)
     finally:
-        await worker.ctx.redis.aclose()
+        await worker.ctx.bus.aclose()
