@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run demo install axe test test-multinode test-under-load test-local-model lint bench bench-compare soak fuzz compose-config asyncapi console-screenshots console-vendor clean
+.PHONY: run demo install axe test test-multinode test-under-load test-local-model lint bench bench-compare soak fuzz properties compose-config asyncapi console-screenshots console-vendor clean
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -114,6 +114,10 @@ bench-compare: install
 # The schema fuzz run with more examples and a new seed each time (test_fuzz.py runs a short one).
 fuzz: install
 	SOONG_FUZZ_EXAMPLES=100 $(PY) -m pytest -q -p no:cacheprovider tests/e2e/gateway/test_fuzz.py
+
+# The heaviest property tests with their full example counts (`make test` draws a third).
+properties: install
+	SOONG_DEEP_PROPERTIES=1 $(PY) -m pytest -q -p no:cacheprovider tests/unit/tools/test_paths.py tests/unit/tools/test_fsaccess.py
 
 # 1,000 runs under injected cancels, worker SIGKILLs and provider errors (minutes; not in `test`).
 soak: install

@@ -64,7 +64,7 @@ _LONGEST = (
     "tests/unit/memory/test_linear_patterns.py",
     "tests/e2e/test_one_stack_per_home.py",
     "tests/e2e/test_faults.py",
-    "tests/unit/tools/test_paths.py",  # 9,000 property examples: a minute, unit or not
+    "tests/unit/tools/test_paths.py",  # 3,000 property examples: half a minute, unit or not
     "tests/e2e/test_supervisor.py",
     "tests/e2e/sdk/test_local_home.py",
 )

@@ -1,5 +1,5 @@
 """``soong-agent backup`` under load (sessions × turns each and on until the backup is taken:
-20 × 6 in ``make test``; ``SOONG_BACKUP_LOAD=50x10`` for the issue's full 50 × 10), ``restore``
+8 × 4 in ``make test``; ``SOONG_BACKUP_LOAD=50x10`` for the issue's full 50 × 10), ``restore``
 into a new home: the new home answers for every session as the old one did at
 the backup.
 
@@ -30,7 +30,7 @@ from tests.conftest import REPO, Stack, start_stack, stop_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
-SESSIONS, TURNS = (int(n) for n in os.environ.get("SOONG_BACKUP_LOAD", "20x6").split("x"))
+SESSIONS, TURNS = (int(n) for n in os.environ.get("SOONG_BACKUP_LOAD", "8x4").split("x"))
 BACKUP_AFTER = SESSIONS * TURNS // 2  # turns finished when the backup starts: mid-load
 TERMINAL = {"completed", "failed", "cancelled", "aborted"}
 
@@ -93,7 +93,7 @@ def test_a_backup_under_load_restores_into_a_new_home_that_answers_the_same(
     tmp_path: Path,
 ) -> None:
     fake = {"SOONG_MODEL_PROVIDER": "fake"}
-    for home in (tmp_path / "old", tmp_path / "new"):  # 20 clients on one key: no rate limit
+    for home in (tmp_path / "old", tmp_path / "new"):  # many clients on one key: no rate limit
         home.mkdir()
         (home / "config.toml").write_text(
             "[gateway]\nrate_limit_per_s = 5000.0\nrate_limit_burst = 5000\n"

@@ -23,6 +23,7 @@ from agent_core.tools.paths import (
     WriteProtectedError,
 )
 from agent_core.tools.workspace import Workspace
+from tests.properties import examples
 
 SECRET = b"TOP-SECRET-OUTSIDE"
 
@@ -331,7 +332,7 @@ def _protected(ws: Workspace, home: Path) -> dict[str, bytes]:
 
 
 @settings(
-    max_examples=3000,
+    max_examples=examples(3000),
     deadline=None,
     suppress_health_check=[
         HealthCheck.too_slow,

@@ -27,6 +27,7 @@ from agent_core.tools.paths import (
     ensure_writable,
     resolve_logical,
 )
+from tests.properties import examples
 
 ROOT = "/home/x/accounts/acct_1/sessions/sess_1"
 CWD = SessionPath(("scratchpad",))
@@ -153,7 +154,7 @@ def _inside(parts: tuple[str, ...]) -> bool:
     return joined == ROOT or joined.startswith(ROOT + "/")
 
 
-@settings(max_examples=6000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(6000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_RAW_PATHS)
 def test_property_nothing_resolves_outside_the_session(raw: str) -> None:
     try:
@@ -164,7 +165,7 @@ def test_property_nothing_resolves_outside_the_session(raw: str) -> None:
     assert _inside(path.parts)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(_RAW_PATHS, st.booleans())
 def test_property_no_write_into_input_or_platform(raw: str, allow: bool) -> None:
     try:
