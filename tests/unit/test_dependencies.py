@@ -9,6 +9,7 @@ Module names map to distributions through the installed metadata
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata as metadata
 import re
 import sys
@@ -75,6 +76,7 @@ def _imports(files: Iterable[Path], root: Path = ROOT) -> dict[str, list[str]]:
     return found
 
 
+@functools.cache  # one scan of every module for the tests below (seconds on a slow machine)
 def _third_party() -> dict[str, list[str]]:
     return _imports(p for top in ("shared", "services") for p in (ROOT / top).rglob("*.py"))
 
