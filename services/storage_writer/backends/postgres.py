@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import socket
 from collections.abc import Mapping
 from concurrent.futures import Executor
@@ -142,11 +143,22 @@ _SERVER_SIDE: Final = {  # the server's settings and the client parameter they m
 }
 
 
+# A server setting in libpq's ``options``: ``-c name=value``, ``-cname=value`` or
+# ``--name=value`` (the server reads ``-`` in a name as ``_``).
+_OPTION_SETTING = re.compile(r"(?:^|\s)(?:-c\s*|--)([A-Za-z0-9_.-]+)=")
+
+
+def settings_named(options: str) -> set[str]:
+    """The server settings a libpq ``options`` string sets, in the server's spelling (pure)."""
+    return {m.group(1).replace("-", "_").lower() for m in _OPTION_SETTING.finditer(options)}
+
+
 def connection_defaults(parts: Mapping[str, object]) -> dict[str, str | int]:
     """The parameters the writer adds to a DSN's ``parts`` (pure): a connect timeout, its
     application name, and keepalives on both ends (see ``_KEEPALIVE``). What the DSN sets wins,
-    on either end: a client parameter it names is kept and mirrored to the server, a ``-c``
-    setting its ``options`` already has is not added again, and ``keepalives=0`` turns both off.
+    on either end: a client parameter it names is kept and mirrored to the server, a server
+    setting its ``options`` already names (in any of libpq's spellings, :func:`settings_named`)
+    is not added again, and ``keepalives=0`` turns both off.
     """
     off = str(parts.get("keepalives", "1")).strip() == "0"
     out: dict[str, str | int] = {
@@ -159,10 +171,9 @@ def connection_defaults(parts: Mapping[str, object]) -> dict[str, str | int]:
         return out
     client = {**_KEEPALIVE, **{k: str(v) for k, v in parts.items() if k in _KEEPALIVE}}
     options = str(parts.get("options") or "")
+    named = settings_named(options)
     extra = [
-        f"-c {name}={client[param]}"
-        for name, param in _SERVER_SIDE.items()
-        if f"{name}=" not in options
+        f"-c {name}={client[param]}" for name, param in _SERVER_SIDE.items() if name not in named
     ]
     if extra:
         out["options"] = " ".join([options, *extra]).strip()
