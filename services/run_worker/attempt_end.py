@@ -13,47 +13,24 @@ import dataclasses
 import functools
 import logging
 
-from agent_core.runqueue import QueuedRun, SessionQueue
+from agent_core.runqueue import QueuedRun
 from agent_core.runtime import Ending, Fenced, RunProgress
-from agent_core.service import ServiceContext
 from agent_core.skills import SkillCatalog
-from agent_core.storage_client import StorageClient
 from agent_core.tools import Workspace
 from agent_core.types.enums import RunStatus
-from services.run_worker.agent_setup import AgentSetup
+from services.run_worker.child_endings import end_lost_children
 from services.run_worker.claim import Claimed
 from services.run_worker.endings import announce, end_run
 from services.run_worker.memory_link import hand_off
-from services.run_worker.prepare import end_lost_children
-from services.run_worker.reads import RunReads
-from services.run_worker.skills_link import SkillLink
-from services.run_worker.workspaces import WorkspaceMirrors
+from services.run_worker.ports import AttemptStage
 
 __all__ = ["AttemptEnd"]
 
 log = logging.getLogger("soong.run_worker")
 
 
-class AttemptEnd:
+class AttemptEnd(AttemptStage):
     """Ends the claimed attempts of one worker process."""
-
-    def __init__(
-        self,
-        ctx: ServiceContext,
-        storage: StorageClient,
-        queue: SessionQueue,
-        reads: RunReads,
-        setup: AgentSetup,
-        skills: SkillLink,
-        mirrors: WorkspaceMirrors,
-    ) -> None:
-        self.ctx = ctx
-        self.storage = storage
-        self.queue = queue
-        self.reads = reads
-        self.setup = setup
-        self.skills = skills
-        self.mirrors = mirrors
 
     async def write(self, c: Claimed, p: RunProgress, ending: Ending) -> Ending:
         """Write ``ending`` as the run's one end; return the end as recorded (the stored one when

@@ -29,10 +29,11 @@ from agent_core.types.runtime import (
     RunStatusChanged,
 )
 from services.run_worker.adapters import BusRunStore
+from services.run_worker.claim import Claimed
 from services.run_worker.endings import announce, end_run
 from services.run_worker.reads import RunReads
 
-__all__ = ["announce_end", "claim_next_attempt", "end_child", "end_orphans"]
+__all__ = ["announce_end", "claim_next_attempt", "end_child", "end_lost_children", "end_orphans"]
 
 _ACTIVE = (RunStatus.QUEUED.value, RunStatus.PENDING.value, RunStatus.RUNNING.value)
 
@@ -228,4 +229,15 @@ def _child_ended(child: RunHandle, end: RunEnd) -> RunStatusChanged:
         status=end.status,
         previous=RunStatus.RUNNING,
         attempt=child.attempt,
+    )
+
+
+async def end_lost_children(
+    storage: StorageClient, queue: SessionQueue, reads: RunReads, c: Claimed
+) -> None:
+    """End the child runs a recovered run's lost attempt left in flight (they ran in the process
+    that is gone, or stopped)."""
+    run = c.run
+    await end_orphans(
+        storage, queue, reads, run.session_id, run.run_id, events=c.events, parent=c.store
     )

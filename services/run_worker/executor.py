@@ -41,6 +41,7 @@ from services.run_worker.budgets import AccountBudgets
 from services.run_worker.claim import Claimed, Claimer
 from services.run_worker.hook_setup import HookSetup
 from services.run_worker.loop_setup import LoopSetup
+from services.run_worker.ports import AttemptPorts
 from services.run_worker.prepare import Preparer
 from services.run_worker.reads import RunReads
 from services.run_worker.skills_link import SkillLink
@@ -75,33 +76,17 @@ class RunExecutor:
         reads = RunReads(storage)
         task_client = TaskClient(ctx.rpc, ctx.names, timeout_s=settings.bus.request_timeout_s)
         self.setup = setup = AgentSetup(settings, providers, tools, task_client)
-        skills = SkillLink(ctx)
-        self.loops = LoopSetup(
-            ctx,
-            storage,
-            queue,
-            reads,
-            setup,
-            self.runs,
-            self.mirrors,
-            HookSetup(settings, os.environ),
-            skills,
-            mcp,
-        )
+        ports = AttemptPorts(ctx, storage, queue, reads, setup, SkillLink(ctx), self.mirrors)
+        self.loops = LoopSetup(ports, self.runs, HookSetup(settings, os.environ), mcp)
         self.claimer = Claimer(ctx, storage, queue, reads)
         self.preparer = Preparer(
-            storage,
-            queue,
-            reads,
-            setup,
+            ports,
             self.loops,
-            skills,
             AccountBudgets(settings, reads),
-            self.mirrors,
             max_attempts=settings.run_worker.max_attempts,
             skills_enabled=settings.skills.enabled,
         )
-        self.end = AttemptEnd(ctx, storage, queue, reads, setup, skills, self.mirrors)
+        self.end = AttemptEnd(ports)
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a run this process is executing; ``False`` if it is not here (yet)."""

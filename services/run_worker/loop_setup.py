@@ -9,17 +9,13 @@ from typing import TYPE_CHECKING, Any
 from agent_core.context import ContextBuilder
 from agent_core.context.compaction import Compactor
 from agent_core.hooks import AgentKind, HookSet, RunHooks
-from agent_core.runqueue import SessionQueue
 from agent_core.runtime import AgentLoop, RunningRuns
 from agent_core.runtime.budget import AccountBudget
-from agent_core.service import ServiceContext
 from agent_core.skills import LoadSkillTool, RunSkills
-from agent_core.storage_client import StorageClient
 from agent_core.tools import PermissionGate, Tool, ToolExecutor, Workspace
 from agent_core.types.enums import AgentType
 from agent_core.types.runtime import AgentConfig
 from services.run_worker.adapters import BusRunStore, StorageArtifactSink, WorkerToolRunner
-from services.run_worker.agent_setup import AgentSetup
 from services.run_worker.child_tools import child_tools, orchestrator_config
 from services.run_worker.children import ChildRunner
 from services.run_worker.claim import Claimed
@@ -28,9 +24,7 @@ from services.run_worker.hook_setup import HookSetup
 from services.run_worker.media import with_media
 from services.run_worker.named_workers import named_setup
 from services.run_worker.permissions import RedisPermissionBroker
-from services.run_worker.reads import RunReads
-from services.run_worker.skills_link import SkillLink
-from services.run_worker.workspaces import WorkspaceMirrors
+from services.run_worker.ports import AttemptPorts, AttemptStage
 
 if TYPE_CHECKING:  # the MCP SDK is imported only where servers are configured
     from agent_core.mcp.tools import McpServers
@@ -38,31 +32,19 @@ if TYPE_CHECKING:  # the MCP SDK is imported only where servers are configured
 __all__ = ["LoopSetup"]
 
 
-class LoopSetup:
+class LoopSetup(AttemptStage):
     """Builds the loops of one worker process's attempts (and the tools of their child runs)."""
 
     def __init__(
         self,
-        ctx: ServiceContext,
-        storage: StorageClient,
-        queue: SessionQueue,
-        reads: RunReads,
-        setup: AgentSetup,
+        ports: AttemptPorts,
         runs: RunningRuns,
-        mirrors: WorkspaceMirrors,
         hooks: HookSetup,
-        skills: SkillLink,
         mcp: McpServers | None = None,
     ) -> None:
-        self.ctx = ctx
-        self.storage = storage
-        self.queue = queue
-        self.reads = reads
-        self.setup = setup
+        super().__init__(ports)
         self.runs = runs
-        self.mirrors = mirrors
         self.hooks = hooks
-        self.skills = skills
         self.mcp = mcp
 
     async def mcp_tools(self, config: AgentConfig) -> Sequence[Tool[Any]]:

@@ -15,22 +15,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent_core.runqueue import SessionQueue
 from agent_core.runtime import AgentLoop, Ending, RunFailure, RunProgress, resume_point
-from agent_core.storage_client import StorageClient
 from agent_core.types.enums import EndReason, RunStatus
 from agent_core.types.runtime import Node, RunEnd, RunNodeCreated
 from services.run_worker.adapters import WorkerToolRunner
-from services.run_worker.agent_setup import AgentSetup
 from services.run_worker.budgets import AccountBudgets
-from services.run_worker.child_endings import end_orphans
+from services.run_worker.child_endings import end_lost_children
 from services.run_worker.claim import Claimed, message_node, placed_path
 from services.run_worker.loop_setup import LoopSetup
-from services.run_worker.reads import RunReads
-from services.run_worker.skills_link import SkillLink
-from services.run_worker.workspaces import WorkspaceMirrors
+from services.run_worker.ports import AttemptPorts, AttemptStage
 
-__all__ = ["Preparer", "Ready", "end_lost_children"]
+__all__ = ["Preparer", "Ready"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,42 +38,21 @@ class Ready:
     timeout_s: float | None  # the run's wall-clock budget
 
 
-async def end_lost_children(
-    storage: StorageClient, queue: SessionQueue, reads: RunReads, c: Claimed
-) -> None:
-    """End the child runs a recovered run's lost attempt left in flight (they ran in the process
-    that is gone, or stopped)."""
-    run = c.run
-    await end_orphans(
-        storage, queue, reads, run.session_id, run.run_id, events=c.events, parent=c.store
-    )
-
-
-class Preparer:
+class Preparer(AttemptStage):
     """Prepares the claimed attempts of one worker process."""
 
     def __init__(
         self,
-        storage: StorageClient,
-        queue: SessionQueue,
-        reads: RunReads,
-        setup: AgentSetup,
+        ports: AttemptPorts,
         loops: LoopSetup,
-        skills: SkillLink,
         budgets: AccountBudgets,
-        mirrors: WorkspaceMirrors,
         *,
         max_attempts: int,
         skills_enabled: bool,
     ) -> None:
-        self.storage = storage
-        self.queue = queue
-        self.reads = reads
-        self.setup = setup
+        super().__init__(ports)
         self.loops = loops
-        self.skills = skills
         self.budgets = budgets
-        self.mirrors = mirrors
         self.max_attempts = max_attempts
         self.skills_enabled = skills_enabled
 
