@@ -32,7 +32,6 @@ from agent_core.context import ContextBuilder
 from agent_core.context.compaction import Compactor
 from agent_core.errors import ErrorPayload
 from agent_core.hooks.run import RunHooks
-from agent_core.ids import new_id
 from agent_core.provider.base import ProviderAdapter
 from agent_core.provider.errors import ProviderErrorCode
 from agent_core.runtime import hook_steps
@@ -48,6 +47,7 @@ from agent_core.runtime.steps import (
     NextStep,
     Overflow,
     StepContext,
+    child_node,
 )
 from agent_core.runtime.tool_turn import run_tool_turn
 from agent_core.types.enums import (
@@ -313,15 +313,8 @@ class AgentLoop:
         metadata: dict[str, Any] | None = None,
         events: Sequence[TimelineEvent] = (),
     ) -> Node:
-        node = Node(
-            node_id=new_id("node"),
-            parent_id=nodes[-1].node_id,
-            agent_id=self.handle.agent_id,
-            run_id=self.handle.run_id,
-            role=role,
-            node_type=node_type,
-            content=blocks,
-            metadata=metadata or {},
+        node = child_node(
+            self.handle, nodes[-1], role, blocks, node_type=node_type, metadata=metadata
         )
         write = asyncio.ensure_future(self.store.append_node(node, events=events))
         try:

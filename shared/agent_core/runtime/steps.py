@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from agent_core.errors import ErrorPayload
 from agent_core.hooks.run import RunHooks
+from agent_core.ids import new_id
 from agent_core.provider.base import ProviderAdapter
 from agent_core.runtime.ending import Ending
 from agent_core.runtime.ports import EventSink, RunStore, ToolRunner
@@ -48,6 +49,7 @@ __all__ = [
     "NextStep",
     "Overflow",
     "StepContext",
+    "child_node",
 ]
 
 # What the loop is doing, for the end a cancel gets (``tools``: ``aborted_tools``).
@@ -84,6 +86,29 @@ class AppendNode(Protocol):
         metadata: dict[str, Any] | None = None,
         events: Sequence[TimelineEvent] = (),
     ) -> Node: ...
+
+
+def child_node(
+    handle: RunHandle,
+    parent: Node,
+    role: Role,
+    blocks: list[ContentBlock],
+    *,
+    node_type: NodeType = NodeType.MESSAGE,
+    metadata: dict[str, Any] | None = None,
+) -> Node:
+    """The node a run appends under ``parent``, not yet stored: a new id, the run's agent and
+    run ids (what :class:`AppendNode` stores)."""
+    return Node(
+        node_id=new_id("node"),
+        parent_id=parent.node_id,
+        agent_id=handle.agent_id,
+        run_id=handle.run_id,
+        role=role,
+        node_type=node_type,
+        content=blocks,
+        metadata=metadata or {},
+    )
 
 
 class AnnouncePhase(Protocol):

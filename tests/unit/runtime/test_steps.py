@@ -16,7 +16,7 @@ from agent_core.errors import ErrorPayload
 from agent_core.ids import new_id
 from agent_core.runtime import Ending, ScriptedModel, ScriptedReply
 from agent_core.runtime.model_stream import stream_response
-from agent_core.runtime.steps import AnnouncedPhase, LoopPhase, StepContext
+from agent_core.runtime.steps import AnnouncedPhase, LoopPhase, StepContext, child_node
 from agent_core.runtime.tool_turn import run_tool_turn
 from agent_core.types.enums import EndReason, NodeType, Role, RunStatus
 from agent_core.types.protocol import ContentBlock, ModelRequest, TextBlock, ToolCall
@@ -87,15 +87,8 @@ class _Recorder:
         metadata: dict[str, Any] | None = None,
         events: Sequence[TimelineEvent] = (),
     ) -> Node:
-        node = Node(
-            node_id=new_id("node"),
-            parent_id=nodes[-1].node_id,
-            agent_id=self.handle.agent_id,
-            run_id=self.handle.run_id,
-            role=role,
-            node_type=node_type,
-            content=blocks,
-            metadata=metadata or {},
+        node = child_node(
+            self.handle, nodes[-1], role, blocks, node_type=node_type, metadata=metadata
         )
         nodes.append(node)
         return node
