@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from agent_core.bus import BusNames
-from agent_core.bus.calls import Bus
+from agent_core.bus.calls import Bus, LeanScript
 from agent_core.bus.contracts.runs import RunNudge
 from agent_core.bus.names import BusTtl
 from agent_core.bus.pubsub import publish_command
@@ -130,14 +130,17 @@ class SessionQueue:
 
     def __init__(self, bus: Bus, names: BusNames) -> None:
         self.bus = bus
-        self.redis = redis = bus.redis
+        self.redis = bus.redis
         self.names = names
-        self._renew = redis.register_script(_RENEW)
-        self._release_if_idle = redis.register_script(_RELEASE_IF_IDLE)
-        self._release = redis.register_script(_RELEASE)
-        self._start_drain = redis.register_script(_START_DRAIN)
-        self._take_next = redis.register_script(_TAKE_NEXT)
-        self._take_due = redis.register_script(_TAKE_DUE)
+        # A turn's lane steps (lease, take, finish, release, flags, attempt numbers) go through
+        # the bus's request/reply calls: the lean socket on a plain node (a fraction of
+        # redis-py's cost per command), redis-py's own elsewhere (docs/architecture.md, "Bus").
+        self._renew = LeanScript(bus, _RENEW)
+        self._release_if_idle = LeanScript(bus, _RELEASE_IF_IDLE)
+        self._release = LeanScript(bus, _RELEASE)
+        self._start_drain = LeanScript(bus, _START_DRAIN)
+        self._take_next = LeanScript(bus, _TAKE_NEXT)
+        self._take_due = LeanScript(bus, _TAKE_DUE)
 
     def _lane_keys(self, lane: str) -> list[str]:
         """The keys the lane scripts take, in their order: lease, FIFO, processing list."""
@@ -252,7 +255,9 @@ class SessionQueue:
 
     async def finish(self, item: InFlight) -> None:
         """Drop a run from the processing list once it is terminal in storage."""
-        await self.redis.lrem(self.names.session_processing(item.run.lane), 0, item.raw)
+        await self.bus.calls.execute(
+            "LREM", self.names.session_processing(item.run.lane), 0, item.raw
+        )
 
     async def release_if_idle(self, session_id: str, token: str) -> int:
         """1: released; 0: more work arrived, keep draining; -1: the lease was not ours."""
@@ -406,38 +411,38 @@ class SessionQueue:
 
     async def interrupted(self, run_id: str) -> bool:
         """Whether ``run_id`` was stopped by an interrupt (a later plain cancel overrides it)."""
-        return bool(await self.redis.get(self._cancel_key(run_id)) == b"interrupt")
+        return bool(await self.bus.calls.execute("GET", self._cancel_key(run_id)) == b"interrupt")
 
     async def is_cancelled(self, run_id: str) -> bool:
         """Whether a cancel was requested for ``run_id``."""
-        return bool(await self.redis.exists(self._cancel_key(run_id)))
+        return bool(await self.bus.calls.execute("EXISTS", self._cancel_key(run_id)))
 
     async def cancelled_among(self, run_ids: Sequence[str]) -> set[str]:
         """The runs of ``run_ids`` a cancel was requested for (one round trip)."""
         if not run_ids:
             return set()
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for run_id in run_ids:
-                pipe.exists(self._cancel_key(run_id))
-            flags = await pipe.execute()
+        flags = await self.bus.calls.execute_many(
+            [("EXISTS", self._cancel_key(run_id)) for run_id in run_ids]
+        )
         return {run_id for run_id, flag in zip(run_ids, flags, strict=True) if flag}
 
     async def claim_prelude(self, run_id: str) -> tuple[bool, int]:
         """:meth:`is_cancelled` and :meth:`next_attempt` in one round trip (an attempt number
         taken for a cancelled run is never used: numbers only have to grow)."""
         key = self._attempt_key(run_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.exists(self._cancel_key(run_id))
-            pipe.incr(key)
-            pipe.expire(key, BusTtl.RUN_ATTEMPT_S)
-            cancelled, value, _ = await pipe.execute()
+        cancelled, value, _ = await self.bus.calls.transaction(
+            [
+                ("EXISTS", self._cancel_key(run_id)),
+                ("INCR", key),
+                ("EXPIRE", key, BusTtl.RUN_ATTEMPT_S),
+            ]
+        )
         return bool(cancelled), int(value)
 
     async def next_attempt(self, run_id: str) -> int:
         """A new, strictly larger attempt number for ``run_id`` (the fencing token)."""
         key = self._attempt_key(run_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.incr(key)
-            pipe.expire(key, BusTtl.RUN_ATTEMPT_S)
-            value, _ = await pipe.execute()
+        value, _ = await self.bus.calls.transaction(
+            [("INCR", key), ("EXPIRE", key, BusTtl.RUN_ATTEMPT_S)]
+        )
         return int(value)

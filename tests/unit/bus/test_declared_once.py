@@ -64,13 +64,12 @@ def test_key_lifetimes_come_from_bus_ttl() -> None:
     declared = 0
     for path, tree in _sources():
         for node in ast.walk(tree):
-            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
-                continue
-            values: list[ast.expr] = []
-            if node.func.attr == "set":
-                values = [k.value for k in node.keywords if k.arg in {"ex", "px"}]
-            elif node.func.attr in {"expire", "pexpire"} and len(node.args) >= 2:
-                values = [node.args[1]]
+            values: list[ast.expr] = _command_lifetimes(node)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr == "set":
+                    values = [k.value for k in node.keywords if k.arg in {"ex", "px"}]
+                elif node.func.attr in {"expire", "pexpire"} and len(node.args) >= 2:
+                    values = [node.args[1]]
             for value in values:
                 if _constant(value):
                     literal.append(_where(path, node))
@@ -78,6 +77,29 @@ def test_key_lifetimes_come_from_bus_ttl() -> None:
                     declared += 1
     assert literal == []
     assert declared >= 10  # the scan sees the uses it guards
+
+
+def _command_lifetimes(node: ast.AST) -> list[ast.expr]:
+    """The lifetimes in a command spelled as its words: ``("EXPIRE", key, ttl)``,
+    ``execute("PEXPIRE", key, ttl)``, ``("SET", key, value, "EX", ttl)``."""
+    if isinstance(node, ast.Tuple | ast.List):
+        words = node.elts
+    elif isinstance(node, ast.Call):
+        words = node.args
+    else:
+        return []
+    if not words or not isinstance(words[0], ast.Constant) or not isinstance(words[0].value, str):
+        return []
+    command = words[0].value.upper()
+    if command in {"EXPIRE", "PEXPIRE"} and len(words) >= 3:
+        return [words[2]]
+    if command == "SET":
+        return [
+            after
+            for word, after in zip(words, words[1:], strict=False)
+            if isinstance(word, ast.Constant) and str(word.value).upper() in {"EX", "PX"}
+        ]
+    return []
 
 
 def test_no_module_declares_a_lifetime_of_its_own() -> None:
