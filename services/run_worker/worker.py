@@ -12,7 +12,14 @@ from typing import cast
 
 from redis.asyncio import RedisCluster
 from redis.asyncio.cluster import ClusterPubSub
-from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import (
+    ClusterDownError,
+    RedisClusterException,
+    RedisError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_core.bus import Delivery
 from agent_core.bus.contracts.runs import RunsMessage
@@ -32,6 +39,23 @@ _CANCEL_POLL_S = 1.0  # how late a cancel whose signal was lost can be
 # On a Cluster, how long the cancel listener waits for a message on one shard before it reads
 # the next one (redis-py reads the shards in turn) and brings its subscriptions up to date.
 _READ_SHARD_S = 0.1
+
+# What the cancel listener subscribes again after: the bus (or one shard) away or slow. A lost or
+# refused connection and an authentication failure are redis-py's ``ConnectionError`` (its
+# subclasses included), a socket left unanswered its ``TimeoutError`` or the built-in one (an
+# ``asyncio.timeout``); a raw socket error can still escape as ``OSError``. On a Cluster a shard
+# failing over answers ``CLUSTERDOWN``/``TRYAGAIN``, and a slot map that cannot be read or does
+# not cover every slot yet is a ``RedisClusterException``. Anything else is a bug and ends the
+# listener, and with it the worker (the supervisor restarts it), rather than looping silently.
+_BUS_AWAY: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    TimeoutError,
+    OSError,
+    ClusterDownError,
+    TryAgainError,
+    RedisClusterException,
+)
 
 
 def _text(raw: bytes | str) -> str:
@@ -186,7 +210,8 @@ class RunWorker:
         """Cancel signals for runs executing here arrive on their control channels
         (``control:{<run_id>}``).
 
-        A dropped connection (the bus restarting) subscribes again. Pub/sub drops what is
+        A dropped connection (the bus restarting, a shard failing over: ``_BUS_AWAY``) subscribes
+        again; any other exception is a bug and is raised. Pub/sub drops what is
         published meanwhile, so the cancel flags of the runs executing here are also read every
         ``_CANCEL_POLL_S``: a lost signal delays a cancel by that much at most, never forever.
         """
@@ -194,7 +219,7 @@ class RunWorker:
         while not stop.is_set():
             try:
                 await listen(stop)
-            except Exception as exc:  # whatever broke (the bus, a Pub/Sub object): start over
+            except _BUS_AWAY as exc:  # a fresh Pub/Sub object subscribes everything again
                 log.warning(
                     "cancel listener lost the bus (%s: %s); subscribing again",
                     type(exc).__name__,
