@@ -12,7 +12,14 @@ from typing import cast
 
 from redis.asyncio import RedisCluster
 from redis.asyncio.cluster import ClusterPubSub
-from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import (
+    ClusterDownError,
+    RedisClusterException,
+    RedisError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_core.bus import Delivery
 from agent_core.bus.contracts.runs import RunsMessage
@@ -29,13 +36,40 @@ __all__ = ["RunWorker"]
 log = logging.getLogger("soong.run_worker")
 
 _CANCEL_POLL_S = 1.0  # how late a cancel whose signal was lost can be
-# On a Cluster, how often the cancel listener looks for runs that started or ended here (to
-# subscribe to their control channels), and so how long it reads one shard at a time.
-_FOLLOW_RUNS_S = 0.1
+# On a Cluster, how long the cancel listener waits for a message on one shard before it reads
+# the next one (redis-py reads the shards in turn) and brings its subscriptions up to date.
+_READ_SHARD_S = 0.1
+
+# What the cancel listener subscribes again after: the bus (or one shard) away or slow. A lost or
+# refused connection and an authentication failure are redis-py's ``ConnectionError`` (its
+# subclasses included), a socket left unanswered its ``TimeoutError`` or the built-in one (an
+# ``asyncio.timeout``); a raw socket error can still escape as ``OSError``. On a Cluster a shard
+# failing over answers ``CLUSTERDOWN``/``TRYAGAIN``, and a slot map that cannot be read or does
+# not cover every slot yet is a ``RedisClusterException``. Anything else is a bug and ends the
+# listener, and with it the worker (the supervisor restarts it), rather than looping silently.
+_BUS_AWAY: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    TimeoutError,
+    OSError,
+    ClusterDownError,
+    TryAgainError,
+    RedisClusterException,
+)
 
 
 def _text(raw: bytes | str) -> str:
     return raw.decode() if isinstance(raw, bytes) else raw
+
+
+async def _first_of(*events: asyncio.Event, timeout_s: float) -> None:
+    """Return when one of ``events`` is set, or after ``timeout_s``."""
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
 
 
 class RunWorker:
@@ -176,7 +210,8 @@ class RunWorker:
         """Cancel signals for runs executing here arrive on their control channels
         (``control:{<run_id>}``).
 
-        A dropped connection (the bus restarting) subscribes again. Pub/sub drops what is
+        A dropped connection (the bus restarting, a shard failing over: ``_BUS_AWAY``) subscribes
+        again; any other exception is a bug and is raised. Pub/sub drops what is
         published meanwhile, so the cancel flags of the runs executing here are also read every
         ``_CANCEL_POLL_S``: a lost signal delays a cancel by that much at most, never forever.
         """
@@ -184,7 +219,7 @@ class RunWorker:
         while not stop.is_set():
             try:
                 await listen(stop)
-            except Exception as exc:  # whatever broke (the bus, a Pub/Sub object): start over
+            except _BUS_AWAY as exc:  # a fresh Pub/Sub object subscribes everything again
                 log.warning(
                     "cancel listener lost the bus (%s: %s); subscribing again",
                     type(exc).__name__,
@@ -217,46 +252,71 @@ class RunWorker:
 
     async def _listen_sharded(self, stop: asyncio.Event) -> None:
         """A Cluster: the control channel of each run executing here (main and child runs
-        alike), subscribed on its shard (``SSUBSCRIBE``) when the run starts here and dropped
-        when it ends. A pattern has no sharded form, and a classic subscription would hear only
-        a classic ``PUBLISH``, which the Cluster forwards to every node."""
+        alike), subscribed on its shard (``SSUBSCRIBE``) when the run registers here and dropped
+        when it leaves (:meth:`RunningRuns.watch`). A pattern has no sharded form, and a classic
+        subscription would hear only a classic ``PUBLISH``, which the Cluster forwards to every
+        node."""
         cluster = cast("RedisCluster", self.ctx.redis)
         await cluster.initialize()  # the slot map: a client that sent nothing yet knows no node
         pubsub = cluster.pubsub()
+        registry = self.executor.runs
+        # Runs that registered (True) or left (False) since the subscriptions were last brought
+        # up to date; the runs registered already come first, read in the same step as the
+        # watch begins, so none is missed.
+        changes: dict[str, bool] = dict.fromkeys(registry.run_ids, True)
+        changed = asyncio.Event()
+        changed.set()
+
+        def follow(run_id: str, running: bool) -> None:
+            changes[run_id] = running
+            changed.set()
+
+        unwatch = registry.watch(follow)
         runs: dict[bytes, str] = {}  # subscribed channel -> its run
         polled = time.monotonic()
         try:
             while not stop.is_set():
-                await self._follow_runs(pubsub, runs)
+                if changed.is_set():
+                    changed.clear()
+                    await self._follow_runs(pubsub, runs, changes)
                 if time.monotonic() - polled >= _CANCEL_POLL_S:
                     polled = time.monotonic()
                     await self._cancel_flagged()
-                if not pubsub.node_pubsub_mapping:  # nothing subscribed: nothing to read
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(_FOLLOW_RUNS_S):
-                            await stop.wait()
+                # Nothing subscribed (and every unsubscription's reply read, which lets redis-py
+                # close that shard's connection): nothing to read until a run registers.
+                if not pubsub.node_pubsub_mapping:
+                    await _first_of(stop, changed, timeout_s=_CANCEL_POLL_S)
                     continue
                 msg = await pubsub.get_sharded_message(
-                    ignore_subscribe_messages=True, timeout=_FOLLOW_RUNS_S
+                    ignore_subscribe_messages=True, timeout=_READ_SHARD_S
                 )
                 if msg is None or msg.get("type") != "smessage":
                     continue
                 if (run_id := runs.get(msg["channel"])) is not None:
                     self._signalled(run_id)
         finally:
+            unwatch()
             with contextlib.suppress(RedisError):
                 await pubsub.aclose()
 
-    async def _follow_runs(self, pubsub: ClusterPubSub, runs: dict[bytes, str]) -> None:
-        """Subscribe to the control channels of the runs that started here since the last call
-        and unsubscribe from those of the runs that ended (``runs``: channel -> run, updated)."""
-        running = {self.ctx.names.run_control(r).encode(): r for r in self.executor.runs.run_ids}
-        if started := [c for c in running if c not in runs]:
+    async def _follow_runs(
+        self, pubsub: ClusterPubSub, runs: dict[bytes, str], changes: dict[str, bool]
+    ) -> None:
+        """Subscribe to the control channels of the runs in ``changes`` that registered and
+        unsubscribe from those of the runs that left; ``runs`` (channel -> run) is updated and
+        ``changes`` emptied. A run that registered and left in between is neither."""
+        pending = dict(changes)
+        changes.clear()
+        wanted = {self.ctx.names.run_control(r).encode(): (r, on) for r, on in pending.items()}
+        started = {c: r for c, (r, on) in wanted.items() if on and c not in runs}
+        ended = [c for c, (_, on) in wanted.items() if not on and c in runs]
+        if started:
             await pubsub.ssubscribe(*started)
-        if ended := [c for c in runs if c not in running]:
+            runs.update(started)
+        if ended:
             await pubsub.sunsubscribe(*ended)  # never with no channel: that drops them all
-        runs.clear()
-        runs.update(running)
+            for channel in ended:
+                del runs[channel]
 
     def _signalled(self, run_id: str) -> None:
         if self.executor.cancel(run_id):

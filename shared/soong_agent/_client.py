@@ -10,7 +10,7 @@ from typing import Any, Literal, Self
 
 import httpx
 
-from agent_core.memory.client import MemoryFile, MemoryFiles, MemoryHistoryView
+from agent_core.memory.views import MemoryFile, MemoryFiles, MemoryHistoryView
 from agent_core.types.api import AuditList, Health, Readiness, SessionList, UsageReport
 from agent_core.types.enums import SessionStatus
 from agent_core.types.runtime import AgentConfigOverrides, SessionState

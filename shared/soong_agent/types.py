@@ -7,7 +7,7 @@ agent_core.types.runtime.RunFinished``.
 """
 
 from agent_core.bus.contracts.tasks import TaskDagView, TaskListsView
-from agent_core.memory.client import MemoryFile
+from agent_core.memory.views import MemoryFile
 from agent_core.skills.model import SkillList, SkillProblem, SkillView
 from agent_core.types.api import (
     Assistant,

@@ -77,6 +77,40 @@ def test_the_sdk_client_loads_no_broker_library() -> None:
     assert done.stdout.split() == ["True", "False"], done.stderr
 
 
+_USE_THE_CLIENT = """
+import asyncio, sys
+import httpx
+import soong_agent
+
+def answer(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, json={"scope": "user", "content": "- likes tea", "etag": "e1"})
+
+async def main() -> None:
+    client = soong_agent.AsyncClient(
+        "http://gateway.test", "key", transport=httpx.MockTransport(answer)
+    )
+    memory = await client.memory.read()
+    assert memory.etag == "e1", memory
+    await client.aclose()
+
+asyncio.run(main())
+print(sorted(m for m in ("redis", "faststream", "hiredis") if m in sys.modules))
+"""
+
+
+def test_using_the_sdk_client_loads_no_bus_client_nor_broker() -> None:
+    # Its models (the memory files' among them) load, never the bus client they sit beside.
+    done = subprocess.run(
+        [sys.executable, "-c", _USE_THE_CLIENT],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 def test_serve_offers_every_service() -> None:
     assert SERVICES == SERVICE_NAMES
 

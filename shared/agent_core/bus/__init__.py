@@ -4,8 +4,9 @@ See ``docs/architecture.md`` ("Bus") for why it is built this way: each consumer
 stream with its own loop; pending entries are recovered here; replies travel over one Pub/Sub
 channel per process. FastStream (``agent_core.bus.broker``) only describes the bus.
 
-Only the names are imported eagerly: the rest loads on first use, so a command that needs a
-stream's name (``soong-agent keys``) does not pay for the broker library's import.
+Only the names are imported eagerly: the rest (``publish`` included) loads on first use, so a
+command that needs a stream's name (``soong-agent keys``) and the HTTP SDK, which reaches the
+names through the memory types, do not pay for importing redis-py, hiredis or the broker.
 """
 
 from __future__ import annotations
@@ -22,10 +23,6 @@ from agent_core.bus.names import (
     BusNames,
 )
 
-# Eager: the function shares its submodule's name, and importing ``agent_core.bus.publish``
-# anywhere would otherwise leave the package attribute bound to the module, not the function.
-from agent_core.bus.publish import publish
-
 if TYPE_CHECKING:
     from agent_core.bus.calls import Bus
     from agent_core.bus.codec import DecodeError, decode_fields, validate_body
@@ -33,6 +30,7 @@ if TYPE_CHECKING:
     from agent_core.bus.consumer import ConsumerOptions, RawEntry, StreamConsumer
     from agent_core.bus.dead_letters import DeadLetterSink
     from agent_core.bus.delivery import Delivery
+    from agent_core.bus.publishing import publish
     from agent_core.bus.recovery import drain_own, hand_back, reclaim_idle, reclaim_loop
     from agent_core.bus.rpc import RpcClient
 
@@ -53,6 +51,10 @@ _LAZY = {
     "reclaim_idle": "recovery",
     "reclaim_loop": "recovery",
     "RpcClient": "rpc",
+    # Its module is not named ``publish``: importing it would bind the package attribute to
+    # the module. Lazy like the rest, so a user of the names (the HTTP SDK through the memory
+    # types) loads no redis-py nor hiredis.
+    "publish": "publishing",
 }
 
 

@@ -7,7 +7,8 @@ no context makes its own) and passed to whatever calls the bus: nothing finds it
 client does (one plain node, where the lean client's saving was measured), or
 :class:`RedisPyCalls`, the same calls made through the redis-py client itself (Sentinel, Cluster,
 TLS: redis-py finds the primary again, follows ``MOVED``/``ASK`` and speaks TLS).
-:class:`LeanScript` calls a Lua script through it.
+:class:`LeanScript` calls a Lua script through it. :attr:`Bus.rounds` (:class:`WriteRounds`)
+writes what many writers of the process queue (the runs' events) in one batch per round.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ __all__ = [
     "BusCalls",
     "LeanScript",
     "RedisPyCalls",
+    "RoundSource",
+    "WriteRounds",
     "speaks_plain_resp",
 ]
 
@@ -115,6 +118,72 @@ def speaks_plain_resp(redis: Any) -> bool:
     )
 
 
+class RoundSource(Protocol):
+    """A writer whose queued commands :class:`WriteRounds` writes (a run's event stream)."""
+
+    def take(self) -> list[Command]:
+        """The commands queued since the last call (none is fine), in the order to write them;
+        from now on they are the round's."""
+        ...
+
+    def written(self, error: BaseException | None) -> None:
+        """The round that held what :meth:`take` returned is over: written, or failed with
+        ``error``."""
+        ...
+
+
+class WriteRounds:
+    """Writes the commands many writers queue in one batch per round, on one bus's calls.
+
+    Idle, a writer's commands are written at once (a round starts when it wakes the rounds);
+    busy, whatever queued up during a round — from any number of writers — goes out in the next
+    one, so 50 streaming runs cost a few round trips per tick, not 50. A writer's commands keep
+    their order (each round takes them in the order it queued them). Made by :attr:`Bus.rounds`
+    for one event loop; its task runs on that loop.
+    """
+
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
+        self._ready: dict[RoundSource, None] = {}  # writers with work, in the order they woke
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def wake(self, source: RoundSource) -> None:
+        """``source`` has work: it is taken in the next round (needs the running loop)."""
+        self._ready[source] = None
+        self._wake.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="bus-write-rounds")
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._ready:
+                sources = list(self._ready)
+                self._ready.clear()
+                await self._write_round(sources)
+
+    async def _write_round(self, sources: list[RoundSource]) -> None:
+        commands: list[Command] = []
+        taken: list[RoundSource] = []
+        for source in sources:
+            try:
+                commands += source.take()
+            except Exception as exc:  # that writer's round failed; the others' goes on
+                source.written(exc)
+            else:
+                taken.append(source)
+        error: BaseException | None = None
+        try:
+            await self._bus.calls.execute_many(commands)  # one write on the lean socket
+        except Exception as exc:  # every writer of the round hears of it
+            error = exc
+        finally:  # however the round ended, its writers never wait for it again
+            for source in taken:
+                source.written(error)
+
+
 class Bus:
     """One process's bus client: the redis-py client (blocking reads, scripts it registers,
     admin) and :attr:`calls`, its request/reply calls on the lean socket where that speaks the
@@ -132,6 +201,8 @@ class Bus:
         self._loop: asyncio.AbstractEventLoop | None = None
         # Sentinel, Cluster, TLS: redis-py's own connections, loop-bound by redis-py itself
         self._redis_py: RedisPyCalls | None = None if self.plain else RedisPyCalls(redis)
+        self._rounds: WriteRounds | None = None
+        self._rounds_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def calls(self) -> BusCalls:
@@ -143,6 +214,16 @@ class Bus:
             self._lean = LeanRedis(RedisAddress.of(self.redis))
             self._loop = loop
         return self._lean
+
+    @property
+    def rounds(self) -> WriteRounds:
+        """The batched writes of this bus for the running event loop (made on first use, and
+        again for another loop, as :attr:`calls` is)."""
+        loop = asyncio.get_running_loop()
+        if self._rounds is None or self._rounds_loop is not loop:
+            self._rounds = WriteRounds(self)
+            self._rounds_loop = loop
+        return self._rounds
 
     async def aclose(self) -> None:
         """Close the lean socket, then the redis-py client (idempotent).

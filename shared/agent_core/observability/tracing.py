@@ -7,7 +7,7 @@ OTLP/HTTP from its own thread, see :mod:`agent_core.observability.otlp`). Withou
 no-op tracer costs a few attribute reads per span and nothing leaves the machine.
 
 A trace crosses services in two ways: every bus entry we publish carries the current context's
-``traceparent`` header (:func:`trace_headers`, used by :func:`agent_core.bus.publish`), and a
+``traceparent`` header (:func:`trace_headers`, used by :func:`agent_core.bus.publishing.publish`), and a
 queued run carries its gateway request's context in ``QueuedRun.trace_parent``. The receiving side
 continues from :func:`context_from`. Even in a process that records nothing, the context passes
 through unchanged, so one trace id spans the run wherever it is exported.

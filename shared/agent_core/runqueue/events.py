@@ -2,9 +2,10 @@
 
 Each event is one stream entry with a single ``data`` field (the event's JSON); the entry id is
 the SSE event id, so a client resumes with ``Last-Event-ID`` by reading after it. Writes go
-through one writer task per run: whatever queued up while the previous write was in flight is
-sent in one pipeline, and consecutive text deltas of a turn are merged — coalescing costs no
-latency when the stream is idle and saves round trips when it is busy. After the terminal event
+through the bus's write rounds (:attr:`Bus.rounds`, one task per bus client and event loop):
+whatever queued up while the previous write was in flight is sent in one pipeline, and
+consecutive text deltas of a turn are merged — coalescing costs no latency when the stream is
+idle and saves round trips when it is busy. After the terminal event
 the stream is trimmed and expires; late readers fall back to the durable timeline in SQLite.
 """
 
@@ -13,8 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import weakref
-from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
@@ -22,10 +21,10 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames
-from agent_core.bus.calls import Bus
+from agent_core.bus.calls import Bus, WriteRounds
 from agent_core.bus.connection import MAX_BLOCK_MS
 from agent_core.bus.names import BusTtl
-from agent_core.bus.resp import Arg, xadd
+from agent_core.bus.resp import Command, xadd
 from agent_core.types._fields import RunId, SessionId
 from agent_core.types.runtime import (
     RUNTIME_EVENT,
@@ -87,86 +86,23 @@ def forwardable(raw: bytes) -> tuple[str, bytes]:
 _MAXLEN = 50_000
 
 
-class _Batcher:
-    """Writes the queued events of every run of the process in one batch per round.
-
-    One per bus client and event loop. Idle, a queued event is written at once (the round
-    starts when it is queued); busy, whatever queued up during a round — from any number of runs —
-    goes out in the next one, so 50 streaming runs cost a few round trips per tick, not 50.
-    Events of one run keep their order (one FIFO); consecutive text deltas of a run are merged.
-    """
-
-    def __init__(self, bus: Bus) -> None:
-        self._bus = bus
-        self._queue: deque[tuple[RunEventWriter, RuntimeEvent | None]] = deque()
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self.loop = asyncio.get_running_loop()
-
-    def put(self, writer: RunEventWriter, event: RuntimeEvent | None) -> None:
-        self._queue.append((writer, event))
-        self._wake.set()
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="run-events")
-
-    async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._queue:
-                items = list(self._queue)
-                self._queue.clear()
-                await self._write_round(items)
-
-    async def _write_round(self, items: list[tuple[RunEventWriter, RuntimeEvent | None]]) -> None:
-        per_writer: dict[RunEventWriter, list[RuntimeEvent | None]] = {}
-        for writer, event in items:
-            per_writer.setdefault(writer, []).append(event)
-        writing: list[RunEventWriter] = []
-        commands: list[list[Arg]] = []
-        try:
-            for writer, queued in per_writer.items():
-                if writer.aborted:
-                    continue
-                writing.append(writer)
-                events = _coalesce([e for e in queued if e is not None])
-                for event in events:
-                    fields = {"data": event.model_dump_json()}
-                    commands.append(xadd(writer.stream, fields, maxlen=_MAXLEN))
-                if events and isinstance(events[-1], RunFinished):
-                    commands.append(["EXPIRE", writer.stream, BusTtl.RUN_EVENTS_AFTER_FINISH_S])
-            # One write on the lean client's socket (agent_core.bus.resp), not a pooled pipeline.
-            await self._bus.calls.execute_many(commands)
-        except Exception as exc:  # every run of the round hears of it at close()
-            for writer in writing:
-                writer.failure = exc
-        finally:  # a close() must never wait for a round that is over, however it ended
-            for writer, queued in per_writer.items():
-                if None in queued:
-                    writer.closed.set()
-
-
-_BATCHERS: weakref.WeakKeyDictionary[Bus, _Batcher] = weakref.WeakKeyDictionary()
-
-
-def _batcher(bus: Bus) -> _Batcher:
-    batcher = _BATCHERS.get(bus)
-    if batcher is None or batcher.loop is not asyncio.get_running_loop():
-        batcher = _BATCHERS[bus] = _Batcher(bus)
-    return batcher
-
-
 class RunEventWriter:
     """Appends one run's events to its stream in order; start it, emit, then ``close()``.
 
-    Writes go through the process's :class:`_Batcher` for the bus client.
+    Writes go through the write rounds of the bus it is given (:attr:`Bus.rounds`, whose
+    :class:`~agent_core.bus.calls.RoundSource` it is): the events every run of the process
+    queued meanwhile share one write. Consecutive text deltas of a turn queued for the same
+    round are merged.
     """
 
     def __init__(self, bus: Bus, names: BusNames, session_id: str, run_id: str) -> None:
         self._bus = bus
         self._redis = bus.redis
         self.stream = names.run_events(session_id, run_id)
-        self._batcher: _Batcher | None = None
+        self._rounds: WriteRounds | None = None
+        self._queued: list[RuntimeEvent] = []
+        self._closing = False  # close() was called: the next round taken is the last
+        self._last_taken = False  # the round under way holds the last of the events
         self.closed = asyncio.Event()
         self.failure: BaseException | None = None
         self.aborted = False
@@ -179,8 +115,8 @@ class RunEventWriter:
         return str(json.loads(entries[0][1][b"data"]).get("type"))
 
     def start(self) -> None:
-        """Attach to the process's batcher (needs a running loop)."""
-        self._batcher = _batcher(self._bus)
+        """Join the bus's write rounds (needs a running loop)."""
+        self._rounds = self._bus.rounds
 
     def emit(self, event: RuntimeEvent) -> None:
         """Queue ``event``; it is written after every event queued before it.
@@ -188,15 +124,17 @@ class RunEventWriter:
         Before ``start()`` and after ``close()`` or ``abort()`` an event is dropped: a run's
         stream ends with its terminal event, and a superseded attempt must not write at all.
         """
-        if self._batcher is not None:
-            self._batcher.put(self, event)
+        if self._rounds is not None:
+            self._queued.append(event)
+            self._rounds.wake(self)
 
     async def close(self) -> None:
         """Write everything queued, then stop; re-raises a write failure."""
-        if self._batcher is None:
+        rounds, self._rounds = self._rounds, None
+        if rounds is None:
             return
-        self._batcher.put(self, None)
-        self._batcher = None
+        self._closing = True
+        rounds.wake(self)
         await self.closed.wait()
         if self.failure is not None:
             raise self.failure
@@ -204,7 +142,30 @@ class RunEventWriter:
     async def abort(self) -> None:
         """Stop without waiting for queued events (the run was taken over): they are dropped."""
         self.aborted = True
-        self._batcher = None
+        self._rounds = None
+        self._queued.clear()
+
+    def take(self) -> list[Command]:
+        """The commands of the events queued since the last round (for :attr:`Bus.rounds`)."""
+        self._last_taken = self._closing
+        queued, self._queued = self._queued, []
+        events = _coalesce(queued)
+        if self.aborted:
+            return []
+        commands: list[Command] = [
+            xadd(self.stream, {"data": event.model_dump_json()}, maxlen=_MAXLEN) for event in events
+        ]
+        if events and isinstance(events[-1], RunFinished):
+            commands.append(["EXPIRE", self.stream, BusTtl.RUN_EVENTS_AFTER_FINISH_S])
+        return commands
+
+    def written(self, error: BaseException | None) -> None:
+        """The round is over (for :attr:`Bus.rounds`): a failure is kept for ``close()``, which
+        the round that took the last events releases."""
+        if error is not None and not self.aborted:
+            self.failure = error
+        if self._last_taken:
+            self.closed.set()
 
 
 def _coalesce(events: list[RuntimeEvent]) -> list[RuntimeEvent]:

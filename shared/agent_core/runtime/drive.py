@@ -29,7 +29,15 @@ from agent_core.types.enums import EndReason, Role, RunStatus
 from agent_core.types.protocol import ToolCallBlock
 from agent_core.types.runtime import Node, RunHandle
 
-__all__ = ["Fenced", "RunFailure", "RunProgress", "RunningRuns", "drive", "failure_payload"]
+__all__ = [
+    "Fenced",
+    "RunFailure",
+    "RunProgress",
+    "RunWatcher",
+    "RunningRuns",
+    "drive",
+    "failure_payload",
+]
 
 # How long a cancel request for a run that has no task here yet is remembered.
 _EARLY_CANCEL_TTL_S = 60.0
@@ -140,16 +148,23 @@ def _ends_on_calls(path: Sequence[Node]) -> bool:
     )
 
 
+# Told ``(run_id, True)`` when a run's task registers and ``(run_id, False)`` when it leaves.
+RunWatcher = Callable[[str, bool], None]
+
+
 class RunningRuns:
     """The run tasks of one worker process, where a cancel request finds them.
 
     A cancel that arrives before its run's task is registered (the run is being claimed, a child
     run is being created) is remembered for a while and applied when the task registers.
+    Watchers (:meth:`watch`) are told of each run that registers or leaves, as it happens: what
+    follows the running runs (the cancel listener's sharded subscriptions) need not rescan them.
     """
 
     def __init__(self) -> None:
         self._tasks: dict[str, asyncio.Task[Ending]] = {}
         self._early: dict[str, float] = {}
+        self._watchers: list[RunWatcher] = []
 
     def __contains__(self, run_id: object) -> bool:
         return run_id in self._tasks
@@ -176,14 +191,34 @@ class RunningRuns:
         return True
 
     def register(self, run_id: str, task: asyncio.Task[Ending]) -> None:
-        """Make ``task`` cancellable by ``run_id`` (at once, if a cancel came before it)."""
+        """Make ``task`` cancellable by ``run_id`` (at once, if a cancel came before it) and
+        tell the watchers it runs."""
         self._tasks[run_id] = task
         if self._early.pop(run_id, None) is not None:
             task.cancel()
+        self._tell(run_id, running=True)
 
     def unregister(self, run_id: str) -> None:
-        """From now on a cancel of ``run_id`` finds nothing (its end is being written)."""
-        self._tasks.pop(run_id, None)
+        """From now on a cancel of ``run_id`` finds nothing (its end is being written); the
+        watchers are told, once, if it was registered."""
+        if self._tasks.pop(run_id, None) is not None:
+            self._tell(run_id, running=False)
+
+    def watch(self, watcher: RunWatcher) -> Callable[[], None]:
+        """Tell ``watcher`` of every run that registers or leaves from now on, synchronously,
+        until the returned function is called. With :attr:`run_ids` read in the same step (no
+        ``await`` between), the watcher misses no run."""
+        self._watchers.append(watcher)
+
+        def unwatch() -> None:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+
+        return unwatch
+
+    def _tell(self, run_id: str, *, running: bool) -> None:
+        for watcher in list(self._watchers):  # a watcher may unwatch while told
+            watcher(run_id, running)
 
 
 async def drive(

@@ -132,7 +132,9 @@ async def test_an_rpc_reply_on_a_cluster_travels_on_its_shard(
         await rpc.stop()
 
 
-async def _worker(redis_url: str, names: BusNames, home: Path, config: str) -> RunWorker:
+async def _worker(
+    redis_url: str, names: BusNames, home: Path, config: str, runs: RunningRuns | None = None
+) -> RunWorker:
     """A run-worker whose executor is only its runs' registry (what a cancel reaches)."""
     (home / "config.toml").write_text(config)
     settings = load_settings(
@@ -144,7 +146,7 @@ async def _worker(redis_url: str, names: BusNames, home: Path, config: str) -> R
     )
     ctx = ServiceContext(settings, "run_worker", f"t-{secrets.token_hex(3)}")
     queue = SessionQueue(ctx.bus, ctx.names)
-    runs = RunningRuns()
+    runs = runs if runs is not None else RunningRuns()
     executor: Any = type("Runs", (), {"runs": runs, "cancel": staticmethod(runs.cancel)})()
     return RunWorker(ctx, queue, executor)
 
@@ -224,6 +226,94 @@ async def test_a_cancel_on_a_cluster_reaches_the_worker_on_the_run_shard(
             message = await heard.next()
         assert (message["type"], message["data"]) == ("smessage", b"cancel")
     finally:
+        await worker.ctx.bus.aclose()
+
+
+class _CountedRuns(RunningRuns):
+    """A registry that counts how often the list of its runs is read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    @property
+    def run_ids(self) -> list[str]:
+        self.reads += 1
+        return super().run_ids
+
+
+async def test_the_cluster_listener_follows_runs_as_they_register_and_leave(
+    cluster: Topology,
+    cluster_bus: Bus,
+    cluster_redis: Redis,
+    names: BusNames,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Runs that register while the listener runs, on two shards: each control channel is
+    subscribed when its run registers and dropped when it leaves, the other's staying; a run
+    that registers and leaves at once ends with no subscription; and the listener never
+    rescans the running runs (it reads their list once, when it starts)."""
+    monkeypatch.setattr(worker_module, "_CANCEL_POLL_S", 3600.0)  # the signal only
+    runs = _CountedRuns()
+    worker = await _worker(cluster.url, names, tmp_path, '[bus]\ntopology = "cluster"\n', runs)
+    queue = SessionQueue(cluster_bus, names)
+    cluster_client = cast(RedisCluster, cluster_redis)
+    await cluster_client.initialize()
+
+    def node_of(run_id: str) -> str:
+        return str(cluster_client.get_node_from_key(names.run_control(run_id)).name)
+
+    first = new_id("run")
+    second = new_id("run")
+    while node_of(second) == node_of(first):  # the two runs' channels on two shards
+        second = new_id("run")
+
+    def subscribers(run_id: str, expected: int) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            return await _shard_subscribers(cluster_redis, names.run_control(run_id)) == expected
+
+        return check
+
+    async def started_up() -> bool:
+        return runs.reads > 0
+
+    tasks = {run_id: asyncio.create_task(_forever()) for run_id in (first, second)}
+    stop = asyncio.Event()
+    listener = asyncio.create_task(worker.listen_for_cancels(stop))
+    try:
+        await _until(started_up, "the listener to read the runs registered when it starts")
+        reads_at_start = runs.reads
+        runs.register(first, tasks[first])
+        await _until(subscribers(first, 1), f"the subscription for {first}")
+        runs.register(second, tasks[second])
+        await _until(subscribers(second, 1), f"the subscription for {second}")
+
+        await queue.request_cancel(second)
+        await asyncio.wait({tasks[second]}, timeout=_GUARD_S)
+        assert tasks[second].cancelled()
+        assert not tasks[first].done()
+        runs.unregister(second)
+        await _until(subscribers(second, 0), f"the worker to drop the channel of {second}")
+        assert await subscribers(first, 1)()
+
+        brief = new_id("run")  # registers and leaves before the listener can act on it
+        runs.register(brief, asyncio.create_task(_forever()))
+        runs.cancel(brief)
+        runs.unregister(brief)
+        await queue.request_cancel(first)
+        await asyncio.wait({tasks[first]}, timeout=_GUARD_S)
+        assert tasks[first].cancelled()
+        runs.unregister(first)
+        await _until(subscribers(first, 0), f"the worker to drop the channel of {first}")
+        assert await subscribers(brief, 0)()
+
+        assert runs.reads == reads_at_start  # followed through the watch, never rescanned
+    finally:
+        for task in tasks.values():
+            task.cancel()
+        stop.set()
+        await listener
         await worker.ctx.bus.aclose()
 
 

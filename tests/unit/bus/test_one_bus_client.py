@@ -9,6 +9,8 @@ behind the owner's back and outlive its close; these tests keep it from coming b
 from __future__ import annotations
 
 import ast
+import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,9 @@ from pydantic import TypeAdapter
 
 from agent_core.bus.calls import Bus, RedisPyCalls
 from agent_core.bus.connection import make_redis
+from agent_core.bus.names import BusNames
 from agent_core.config import load_settings
+from agent_core.runqueue import RunEventWriter
 from agent_core.service import ServiceContext
 from services.gateway.state import Gateway
 
@@ -48,6 +52,48 @@ def test_the_calls_module_keeps_no_table_of_clients() -> None:
     functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
     assert tables == []
     assert not functions & {"lean_for", "close_lean"}
+
+
+# A module-level table whose keys are bus clients: what the run-events batchers were kept in.
+_CLIENT_KEYED = re.compile(r"\[\s*(Bus|Redis|RedisCluster|LeanRedis|BusCalls)\b")
+
+
+def test_no_module_keeps_a_table_keyed_by_a_bus_client() -> None:
+    tables = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}"
+        for tree_root in (ROOT / "shared", ROOT / "services")
+        for path in tree_root.rglob("*.py")
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.AnnAssign)
+        and _builder(node.value) in _TABLES
+        and _CLIENT_KEYED.search(ast.unparse(node.annotation))
+    ]
+    assert tables == []
+
+
+async def test_the_bus_owns_the_write_rounds_its_event_writers_share() -> None:
+    names = BusNames("t")
+    buses = [Bus(make_redis("redis://127.0.0.1:1")) for _ in range(2)]  # never connected
+    writers = [RunEventWriter(bus, names, "sess_1", f"run_{i}") for i, bus in enumerate(buses)]
+    for writer in writers:
+        writer.start()
+    same_bus = RunEventWriter(buses[0], names, "sess_1", "run_2")
+    same_bus.start()
+    assert writers[0]._rounds is buses[0].rounds is same_bus._rounds
+    assert writers[1]._rounds is buses[1].rounds
+    assert buses[0].rounds is not buses[1].rounds
+    for writer in [*writers, same_bus]:
+        await writer.abort()
+
+
+def test_a_bus_used_from_another_loop_gets_write_rounds_of_that_loop() -> None:
+    bus = Bus(make_redis("redis://127.0.0.1:1"))  # never connected
+
+    async def rounds() -> object:
+        return bus.rounds
+
+    first, second = asyncio.run(rounds()), asyncio.run(rounds())
+    assert first is not second
 
 
 def test_no_module_looks_a_client_up_by_its_redis_py_client() -> None:
