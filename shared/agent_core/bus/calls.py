@@ -4,9 +4,10 @@ calls, through the lean client where it speaks the topology and through redis-py
 :class:`Bus` is made once per process (the service context owns it; a command or test that has
 no context makes its own) and passed to whatever calls the bus: nothing finds it by lookup. Its
 :attr:`Bus.calls` is the :class:`~agent_core.bus.resp.LeanRedis` connecting where the redis-py
-client does (one plain node, where the lean client's saving was measured), or
-:class:`RedisPyCalls`, the same calls made through the redis-py client itself (Sentinel, Cluster,
-TLS: redis-py finds the primary again, follows ``MOVED``/``ASK`` and speaks TLS).
+client does (one plain node, where the lean client's saving was measured), on a plain-TCP
+Cluster :class:`~agent_core.bus.cluster_calls.ClusterCalls` (one lean socket per primary, routed
+by slot), or :class:`RedisPyCalls`, the same calls made through the redis-py client itself
+(Sentinel, TLS: redis-py finds the primary again and speaks TLS).
 :class:`LeanScript` calls a Lua script through it. :attr:`Bus.rounds` (:class:`WriteRounds`)
 writes what many writers of the process queue (the runs' events) in one batch per round.
 """
@@ -22,6 +23,7 @@ import hiredis
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
+from agent_core.bus.cluster_calls import ClusterCalls
 from agent_core.bus.resp import Arg, Command, LeanRedis, RedisAddress
 
 __all__ = [
@@ -31,12 +33,14 @@ __all__ = [
     "RedisPyCalls",
     "RoundSource",
     "WriteRounds",
+    "plain_cluster_seeds",
     "speaks_plain_resp",
 ]
 
 
 class BusCalls(Protocol):
-    """The calls :attr:`Bus.calls` gives: :class:`LeanRedis` or :class:`RedisPyCalls`."""
+    """The calls :attr:`Bus.calls` gives: :class:`LeanRedis`, ``ClusterCalls`` or
+    :class:`RedisPyCalls`."""
 
     async def execute(self, *args: Arg) -> Any: ...
     async def execute_packed(self, payload: bytes) -> Any: ...
@@ -102,6 +106,21 @@ def _unpack(payload: bytes) -> list[bytes]:
     if not isinstance(parts, list):
         raise ValueError("not a RESP array")
     return [bytes(p) for p in parts]
+
+
+def plain_cluster_seeds(redis: Any) -> list[RedisAddress] | None:
+    """The nodes a plain-TCP ``RedisCluster`` starts from (with its credentials), or ``None``
+    for anything else (a single node, Sentinel, a Cluster on TLS)."""
+    if isinstance(redis, Redis) or not hasattr(redis, "nodes_manager"):
+        return None
+    kw = redis.connection_kwargs
+    connection_class = getattr(kw.get("connection_class"), "__name__", "")
+    if kw.get("ssl") or "SSL" in connection_class or "Unix" in connection_class:
+        return None
+    return [
+        RedisAddress(node.host, int(node.port), 0, kw.get("username"), kw.get("password"))
+        for node in redis.nodes_manager.startup_nodes.values()
+    ]
 
 
 def speaks_plain_resp(redis: Any) -> bool:
@@ -197,10 +216,13 @@ class Bus:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
         self.plain = speaks_plain_resp(redis)
-        self._lean: LeanRedis | None = None
+        self._lean: LeanRedis | ClusterCalls | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Sentinel, Cluster, TLS: redis-py's own connections, loop-bound by redis-py itself
-        self._redis_py: RedisPyCalls | None = None if self.plain else RedisPyCalls(redis)
+        # A plain-TCP Cluster: lean sockets per primary, redis-py for what they leave out.
+        self._seeds = plain_cluster_seeds(redis)
+        # Sentinel, TLS: redis-py's own connections, loop-bound by redis-py itself
+        lean = self.plain or self._seeds is not None
+        self._redis_py: RedisPyCalls | None = None if lean else RedisPyCalls(redis)
         self._rounds: WriteRounds | None = None
         self._rounds_loop: asyncio.AbstractEventLoop | None = None
 
@@ -211,7 +233,10 @@ class Bus:
             return self._redis_py
         loop = asyncio.get_running_loop()
         if self._lean is None or self._loop is not loop:
-            self._lean = LeanRedis(RedisAddress.of(self.redis))
+            if self._seeds is not None:
+                self._lean = ClusterCalls(self._seeds, RedisPyCalls(self.redis))
+            else:
+                self._lean = LeanRedis(RedisAddress.of(self.redis))
             self._loop = loop
         return self._lean
 

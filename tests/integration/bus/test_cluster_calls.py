@@ -1,0 +1,177 @@
+"""The lean Cluster calls (``agent_core.bus.cluster_calls``) on a real three-primary Cluster:
+routing by slot, ``MOVED`` after a slot migrated, ``ASK`` during a migration, and a primary's
+failover. The suites of ``test_topologies.py`` run the services' calls through it as well."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis as sync_redis
+from redis.crc import key_slot
+
+from agent_core.bus import Bus
+from agent_core.bus.cluster_calls import ClusterCalls
+from agent_core.bus.connection import connect_bus
+from tests.engines.valkey_topologies import ClusterSet, Server, start_topology
+
+
+def _start(tmp_path_factory: pytest.TempPathFactory) -> ClusterSet:
+    cluster = start_topology("cluster", Path(tmp_path_factory.mktemp("cluster")))
+    assert isinstance(cluster, ClusterSet)
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterSet]:
+    started = _start(tmp_path_factory)
+    yield started
+    started.stop()
+
+
+async def _bus(cluster: ClusterSet) -> Bus:
+    return Bus(connect_bus(cluster.url, topology="cluster"))
+
+
+@pytest.fixture
+async def bus(cluster: ClusterSet) -> AsyncIterator[Bus]:
+    made = await _bus(cluster)
+    yield made
+    await made.aclose()
+
+
+def _lean(bus: Bus) -> ClusterCalls:
+    calls = bus.calls
+    assert isinstance(calls, ClusterCalls), "a plain Cluster must get the lean calls"
+    return calls
+
+
+def _owner(cluster: ClusterSet, slot: int) -> Server:
+    """The primary that serves ``slot`` now, as the cluster says."""
+    with cluster.servers[0].client() as client:
+        for start, end, primary, *_ in client.execute_command("CLUSTER", "SLOTS"):
+            if int(start) <= slot <= int(end):
+                return next(s for s in cluster.servers if s.port == int(primary[1]))
+    raise AssertionError(f"slot {slot} unserved")
+
+
+def _primaries(cluster: ClusterSet) -> list[Server]:
+    with cluster.servers[0].client() as client:
+        ports = {int(p[1]) for _, _, p, *_ in client.execute_command("CLUSTER", "SLOTS")}
+    return [s for s in cluster.servers if s.port in ports]
+
+
+def _id(server: Server) -> str:
+    with server.client() as client:
+        return str(client.execute_command("CLUSTER", "MYID").decode())
+
+
+async def test_commands_go_to_their_slots_node_and_replies_keep_their_order(
+    cluster: ClusterSet, bus: Bus
+) -> None:
+    calls = _lean(bus)
+    keys = [f"route:{{t{i}}}" for i in range(12)]
+    assert len({_owner(cluster, key_slot(k.encode())).port for k in keys}) == 3
+    for i, key in enumerate(keys):
+        await calls.execute("SET", key, f"v{i}")
+    replies = await calls.execute_many([["GET", k] for k in keys])
+    assert replies == [f"v{i}".encode() for i in range(len(keys))]
+    for i, key in enumerate(keys):  # each key lives on its slot's primary
+        with _owner(cluster, key_slot(key.encode())).client() as node:
+            assert node.execute_command("GET", key) == f"v{i}".encode()
+    assert len(calls._nodes) >= 3 and calls.moved == 0 and calls.asked == 0
+    await calls.transaction(
+        [["SET", "route:{tx}:a", "1"], ["SET", "route:{tx}:b", "2"]],
+        then=[["SET", "route:{other}", "3"]],
+    )
+    assert await calls.execute_many([["GET", "route:{tx}:b"], ["GET", "route:{other}"]]) == [
+        b"2",
+        b"3",
+    ]
+
+
+def _migrating(cluster: ClusterSet, key: str) -> tuple[int, Server, Server]:
+    """Mark ``key``'s slot as migrating from its owner to another primary; move ``key``."""
+    slot = key_slot(key.encode())
+    source = _owner(cluster, slot)
+    target = next(s for s in _primaries(cluster) if s.port != source.port)
+    with target.client() as t, source.client() as s:
+        t.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", _id(source))
+        s.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", _id(target))
+        s.execute_command("MIGRATE", target.host, target.port, key, 0, 5000)
+    return slot, source, target
+
+
+def _finish(cluster: ClusterSet, slot: int, target: Server) -> None:
+    """Give ``slot`` to ``target`` on every primary (the end of a migration)."""
+    target_id = _id(target)
+    for server in [target, *(s for s in _primaries(cluster) if s.port != target.port)]:
+        with server.client() as client:
+            client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+
+
+async def test_a_slot_migrated_is_followed_after_moved(cluster: ClusterSet, bus: Bus) -> None:
+    calls = _lean(bus)
+    key = "moved:{m1}"
+    await calls.execute("SET", key, "before")  # the map is read: the slot's old owner
+    slot, _, target = _migrating(cluster, key)
+    _finish(cluster, slot, target)
+    assert await calls.execute("GET", key) == b"before"
+    assert calls.moved >= 1
+    await calls.execute_many([["SET", key, "after"], ["SET", "moved:{other}", "x"]])
+    with target.client() as node:
+        assert node.execute_command("GET", key) == b"after"
+
+
+async def test_a_slot_being_migrated_is_asked_on_the_importing_node(
+    cluster: ClusterSet, bus: Bus
+) -> None:
+    calls = _lean(bus)
+    key, new = "ask:{a1}", "ask:{a1}:new"
+    await calls.execute("SET", key, "moving")
+    slot, source, target = _migrating(cluster, key)
+    try:
+        # The source still owns the slot: it answers ASK for keys it no longer holds.
+        assert await calls.execute("GET", key) == b"moving"
+        await calls.execute("SET", new, "made")
+        assert calls.asked >= 2 and calls.moved == 0
+        with target.client() as node:  # both live on the importing node
+            assert node.execute_command("ASKING") and node.execute_command("GET", new) == b"made"
+    finally:
+        _finish(cluster, slot, target)
+    assert await calls.execute_many([["GET", key], ["GET", new]]) == [b"moving", b"made"]
+
+
+async def test_calls_succeed_again_after_a_primary_fails_over(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    cluster = _start(tmp_path_factory)
+    bus = await _bus(cluster)
+    try:
+        calls = _lean(bus)
+        key = "failover:{f1}"
+        await calls.execute("SET", key, "kept")
+        primary = _owner(cluster, key_slot(key.encode()))
+        with primary.client() as node:  # the replica has the key before its primary dies
+            assert int(node.execute_command("WAIT", 1, 5000)) == 1
+        primary.kill()
+        # Each call tries for ~3.5 s (redirections, reconnects, the map read again); the
+        # replica is promoted within a few node timeouts (one second each here).
+        reply: object = None
+        seen: list[str] = []
+        for _ in range(5):
+            try:
+                reply = await calls.execute("GET", key)
+                break
+            except (sync_redis.ConnectionError, sync_redis.exceptions.ClusterDownError):
+                await asyncio.sleep(0)
+        assert reply == b"kept", seen
+        owner = calls._slots[key_slot(key.encode())]
+        assert owner is not None and owner[1] != primary.port
+        await calls.execute_many([["SET", key, "again"], ["SET", "failover:{g}", "1"]])
+        assert await calls.execute("GET", key) == b"again"
+    finally:
+        await bus.aclose()
+        cluster.stop()
