@@ -106,6 +106,7 @@ class _ChunkState:
         if not self.started:
             self.started = True
             out.append(MessageStartEvent(model=chunk.get("model"), response_id=chunk.get("id")))
+        opened = len(out)
         for choice in chunk.get("choices") or ():
             if choice.get("index", 0) != 0:
                 continue  # n > 1 is never requested; ignore stray choices from odd servers
@@ -120,7 +121,9 @@ class _ChunkState:
             if (finish := choice.get("finish_reason")) is not None:
                 self.finish_reason = str(finish)
                 out.extend(self.calls.finish_all(cut=self.finish_reason == "length"))
-        self.produced = self.produced or any(not isinstance(e, MessageStartEvent) for e in out)
+        # A length check, not a scan of the events: this runs once per streamed chunk.
+        if len(out) > opened:
+            self.produced = True
         if usage := chunk.get("usage"):
             details = usage.get("prompt_tokens_details") or {}
             normalized = Usage(
