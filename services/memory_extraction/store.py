@@ -194,8 +194,9 @@ class MemoryStore:
         """A snapshot of ``scopes`` (default: every file of the account)."""
         snap = Snapshot()
         wanted = await self.scopes(account_id) if scopes is None else list(scopes)
-        read = await asyncio.gather(*(self.read(account_id, s) for s in wanted))
-        for scope, (data, version) in zip(wanted, read, strict=True):
+        found = await self.files.get_many([self.key(account_id, s) for s in wanted])
+        for scope, got in zip(wanted, found, strict=True):
+            data, version = got if got is not None else (None, None)
             snap.etags[scope], snap.versions[scope] = etag_of(data), version
             if data is None:
                 continue

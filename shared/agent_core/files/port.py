@@ -21,7 +21,7 @@ Contract every engine keeps:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal, Protocol
@@ -156,6 +156,12 @@ class FileStore(Protocol):
 
     async def get(self, key: str) -> tuple[bytes, str | None]:
         """The whole object at ``key`` and its ETag."""
+        ...
+
+    async def get_many(self, keys: Sequence[str]) -> list[tuple[bytes, str | None] | None]:
+        """Each of ``keys``' whole object and ETag, in order; ``None`` for a key with no object.
+        One call for a handful of small objects read together (a run's memory files): the local
+        engine reads them in one trip to its thread, the S3 engine concurrently."""
         ...
 
     async def open(self, key: str) -> Download:

@@ -10,9 +10,10 @@ seconds by the client; past that the store counts as unavailable (``file_store_u
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
@@ -205,6 +206,17 @@ class S3FileStore:
         except _ERRORS as exc:
             raise self._failed(exc, key) from None
         return bytes(data), result.meta["e_tag"]
+
+    async def get_many(self, keys: Sequence[str]) -> list[tuple[bytes, str | None] | None]:
+        return list(await asyncio.gather(*(self._get_or_none(key) for key in keys)))
+
+    async def _get_or_none(self, key: str) -> tuple[bytes, str | None] | None:
+        try:
+            return await self.get(key)
+        except FileStoreError as exc:
+            if exc.code == "file_not_found":
+                return None
+            raise
 
     async def open(self, key: str) -> Download:
         try:

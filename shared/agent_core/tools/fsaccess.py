@@ -148,6 +148,18 @@ class SessionFS:
                     names.pop()
                     continue
                 last = not pending
+                if not last:
+                    # The common case first: a plain directory opens with O_NOFOLLOW in one
+                    # call. A symlink (ELOOP), a file (ENOTDIR) or a missing name fails here and
+                    # is looked at below, exactly as before.
+                    try:
+                        stack.append(os.open(name, _DIR_FLAGS, dir_fd=stack[-1]))
+                    except OSError as exc:
+                        if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+                            raise
+                    else:
+                        names.append(name)
+                        continue
                 try:
                     st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
                 except FileNotFoundError:

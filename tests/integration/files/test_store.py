@@ -95,6 +95,26 @@ async def test_conditional_writes(store: FileStore) -> None:
     assert (await store.get(key))[0] == b"two"
 
 
+async def test_get_many_reads_in_order_and_names_the_missing(store: FileStore) -> None:
+    base = "accounts/acct_a/memory"
+    user = await store.put(f"{base}/user.md", b"- dates as YYYY-MM-DD\n")
+    skill = await store.put(f"{base}/skills/report.md", b"- one page\n")
+    keys = [f"{base}/skills/report.md", f"{base}/skills/chart.md", f"{base}/user.md"]
+    assert await store.get_many(keys) == [
+        (b"- one page\n", skill),
+        None,
+        (b"- dates as YYYY-MM-DD\n", user),
+    ]
+    assert await store.get_many([f"accounts/acct_b/memory/{n}" for n in ("a.md", "b.md")]) == [
+        None,
+        None,
+    ]
+    assert await store.get_many([]) == []
+    with pytest.raises(FileStoreError) as bad:  # a bad key is refused, not read as missing
+        await store.get_many([f"{base}/user.md", "../x"])
+    assert bad.value.code == "invalid_key"
+
+
 async def test_put_if_is_a_typed_compare_and_swap(store: FileStore) -> None:
     key = f"{SESSION}/memory/notes.md"
     assert await read_versioned(store, key) == (None, None)
