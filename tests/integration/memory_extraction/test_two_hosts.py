@@ -6,7 +6,7 @@ the race the conditional write exists for."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 
 from agent_core.bus import Delivery
 from agent_core.bus.contracts.memory import ReadMemory, WriteMemory
@@ -55,6 +55,9 @@ class Gate:
 
     async def get(self, key: str) -> tuple[bytes, str | None]:
         return await self.inner.get(key)
+
+    async def get_many(self, keys: Sequence[str]) -> list[tuple[bytes, str | None] | None]:
+        return await self.inner.get_many(keys)
 
     async def open(self, key: str) -> Download:
         return await self.inner.open(key)
