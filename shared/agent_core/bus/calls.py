@@ -166,6 +166,7 @@ class WriteRounds:
         self._ready: dict[RoundSource, None] = {}  # writers with work, in the order they woke
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
 
     def wake(self, source: RoundSource) -> None:
         """``source`` has work: it is taken in the next round (needs the running loop)."""
@@ -173,6 +174,14 @@ class WriteRounds:
         self._wake.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="bus-write-rounds")
+
+    async def aclose(self) -> None:
+        """Write what is queued, then end the rounds' task (a task left pending when its loop
+        closes is destroyed mid-wait, and asyncio says so)."""
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
 
     async def _run(self) -> None:
         while True:
@@ -182,6 +191,8 @@ class WriteRounds:
                 sources = list(self._ready)
                 self._ready.clear()
                 await self._write_round(sources)
+            if self._closing:
+                return
 
     async def _write_round(self, sources: list[RoundSource]) -> None:
         commands: list[Command] = []
@@ -251,10 +262,14 @@ class Bus:
         return self._rounds
 
     async def aclose(self) -> None:
-        """Close the lean socket, then the redis-py client (idempotent).
+        """Write the batched writes still queued, close the lean socket, then the redis-py
+        client (idempotent).
 
         A lean socket of another loop is left alone: that loop's transports cannot be touched
         from this one (and once it is closed they are of no use to anyone)."""
+        rounds, self._rounds = self._rounds, None
+        if rounds is not None and self._rounds_loop is asyncio.get_running_loop():
+            await rounds.aclose()
         lean, self._lean = self._lean, None
         if lean is not None and self._loop is asyncio.get_running_loop():
             await lean.aclose()

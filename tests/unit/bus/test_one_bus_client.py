@@ -12,11 +12,13 @@ import ast
 import asyncio
 import re
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from pydantic import TypeAdapter
 
-from agent_core.bus.calls import Bus, RedisPyCalls
+from agent_core.bus.calls import Bus, RedisPyCalls, WriteRounds
 from agent_core.bus.connection import make_redis
 from agent_core.bus.names import BusNames
 from agent_core.config import load_settings
@@ -139,3 +141,41 @@ def test_a_topology_the_lean_client_does_not_speak_gets_redis_py_calls_at_once()
     assert not bus.plain
     assert isinstance(bus.calls, RedisPyCalls)
     assert bus.calls is bus.calls
+
+
+class _Recorded:
+    """The calls of a bus that only records the batches it is asked to write."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[object, ...]]] = []
+
+    async def execute_many(self, commands: list[tuple[object, ...]]) -> list[object]:
+        await asyncio.sleep(0)  # a real write yields to the loop
+        self.batches.append(list(commands))
+        return [b"OK"] * len(commands)
+
+
+class _Source:
+    def __init__(self, commands: list[tuple[object, ...]]) -> None:
+        self.commands, self.errors = commands, list[BaseException | None]()
+
+    def take(self) -> list[tuple[object, ...]]:
+        taken, self.commands = self.commands, []
+        return taken
+
+    def written(self, error: BaseException | None) -> None:
+        self.errors.append(error)
+
+
+async def test_closing_the_rounds_writes_what_is_queued_and_ends_their_task() -> None:
+    calls = _Recorded()
+    bus = cast(Bus, SimpleNamespace(calls=calls))
+    rounds = WriteRounds(bus)
+    first, second = _Source([("XADD", "a", "1")]), _Source([("XADD", "b", "2")])
+    rounds.wake(first)
+    rounds.wake(second)
+    await rounds.aclose()
+    assert calls.batches == [[("XADD", "a", "1"), ("XADD", "b", "2")]]
+    assert first.errors == second.errors == [None]
+    pending = [t for t in asyncio.all_tasks() if t.get_name() == "bus-write-rounds"]
+    assert pending == []
