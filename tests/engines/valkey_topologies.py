@@ -45,6 +45,7 @@ __all__ = [
 
 SENTINEL_MASTER = "soong"
 _READY_S = 20.0
+_CLUSTER_READY_S = 60.0
 
 
 def _free(port: int, host: str = "127.0.0.1") -> bool:
@@ -267,10 +268,13 @@ class ClusterSet(Topology):
             capture_output=True,
             timeout=60,
         )
-        deadline = time.monotonic() + _READY_S
+        # It settles in about 2 s here, but with a 1 s node timeout a starved machine (three
+        # test workers on two cores) can mark a node failed and run a failover or two first:
+        # wait long enough for that, and say what each node saw if it still does not settle.
+        deadline = time.monotonic() + _CLUSTER_READY_S
         while not self._ready():
             if time.monotonic() > deadline:
-                raise RuntimeError("the cluster did not settle")
+                raise RuntimeError(f"the cluster did not settle: {self._states()}")
             time.sleep(0.1)
 
     def _ready(self) -> bool:
@@ -282,6 +286,23 @@ class ClusterSet(Topology):
                     continue
             return False
         return True
+
+    def _states(self) -> str:
+        """Each node's state, known nodes and epoch, and the last lines of its log."""
+        wanted = ("cluster_state", "cluster_known_nodes", "cluster_current_epoch", "cluster_slots_")
+        lines: list[str] = []
+        for server in self.servers:
+            try:
+                with server.client() as client:
+                    info = client.execute_command("CLUSTER", "INFO")
+                text = info.decode() if isinstance(info, bytes) else str(info)
+                seen = ",".join(ln for ln in text.splitlines() if ln.startswith(wanted))
+            except redis.RedisError as exc:
+                seen = f"unreachable ({type(exc).__name__})"
+            log = server.data_dir / "valkey.log"
+            tail = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
+            lines.append(f"{server.port}: {seen}; log: {' | '.join(tail)}")
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
