@@ -14,7 +14,7 @@ __all__ = ["examples"]
 
 
 def examples(full: int) -> int:
-    """``full`` under ``SOONG_DEEP_PROPERTIES=1``, else a third of it (at least 100)."""
+    """``full`` under ``SOONG_DEEP_PROPERTIES=1``, else a third of it (at least 30)."""
     if os.environ.get("SOONG_DEEP_PROPERTIES") == "1":
         return full
-    return max(full // 3, 100)
+    return max(full // 3, 30)

@@ -28,6 +28,7 @@ from agent_core.types.task_commands import (
     UpdateTask,
 )
 from agent_core.types.tasks import Task, TaskDAG, TaskStatus, TaskWalEvent
+from tests.properties import examples
 from tests.unit.tasks.support import ALICE, BOB, LIST, SESSION, T0, assert_invariants
 
 TASKS = [f"task_{c}" for c in "abcdef"]
@@ -176,7 +177,7 @@ def run(script: list[TaskCommand], create_first: bool) -> tuple[TaskDAG | None, 
     return dag, events
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scripts(), st.booleans())
 def test_replaying_the_wal_yields_exactly_the_memory_dag(
     script: list[TaskCommand], create_first: bool
@@ -250,7 +251,7 @@ def _long_script(rng: random.Random) -> list[TaskCommand]:
     return script
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(scripts(max_steps=30), st.data())
 def test_random_truncation_of_random_wals(script: list[TaskCommand], data: st.DataObject) -> None:
     _, events = run(script, create_first=True)
@@ -263,7 +264,7 @@ def test_random_truncation_of_random_wals(script: list[TaskCommand], data: st.Da
     _check_cut(wal, ends, _states(events), cut)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(scripts(max_steps=20), st.data())
 def test_a_damaged_byte_is_never_silently_accepted(
     script: list[TaskCommand], data: st.DataObject
