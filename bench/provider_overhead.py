@@ -14,7 +14,7 @@ time (time stolen by other processes does not count; server, client and kernel t
 The fake servers run on the same event loop as the client, so their cost per chunk is part of
 both figures; ``<provider>_added_us_per_chunk`` (the median per-pair difference, adapter minus
 bare) is the adapter's own cost. ``bare_us_per_chunk`` is the mean of the three bare figures.
-The last line printed is one JSON object. Goal: every ``<provider>_ratio`` ≤ 1.5.
+The last line printed is one JSON object. Goal: every ``<provider>_ratio`` ≤ 1.25.
 """
 
 from __future__ import annotations
