@@ -56,7 +56,7 @@ def test_install_compiles_the_packages_and_our_sources(tmp_path: Path) -> None:
     assert len(compiles) == 2
     site, ours = (lines[i] for i in compiles)
     # site-packages, right after they are installed, but for what nothing here imports
-    assert compiles[0] == locked + 1 and "get_path(\"purelib\")" in site
+    assert compiles[0] == locked + 1 and 'get_path("purelib")' in site
     assert "-x '/(sympy|networkx|cfnlint)/'" in site
     assert {"shared", "services", "tests"} <= set(ours.split())
 
