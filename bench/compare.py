@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -39,6 +40,9 @@ _SKIP = {"compare.py"}
 _COSTS = ("_ms", "_us", "cpu", "bytes", "cmds", "overhead", "latency")
 _HIGHER = ("per_s", "efficiency", "ratio_fsync", "speedup", "throughput", "hit_rate")
 _MIN_FLAG = 0.02  # below this a move is noise whatever the spread says
+# The slowest bench takes about 6 minutes here; one that hangs (a service of an old revision that
+# dies at start with the bench waiting on it) must not stall the sitting.
+_BENCH_TIMEOUT_S = float(os.environ.get("SOONG_BENCH_TIMEOUT_S", "1200"))
 
 
 def better_when(key: str) -> str | None:
@@ -102,11 +106,27 @@ def run_bench(tree: Path, bench: str) -> dict[str, float] | str:
     """The bench's figures, or why it failed (its last lines)."""
     env = {**os.environ, "PYTHONPATH": f"{tree}:{tree / 'shared'}"}
     argv = [str(PYTHON), *bench.split()]
-    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        return f"exit {done.returncode}: " + " | ".join(done.stderr.strip().splitlines()[-3:])
+    # A session of its own, so that a bench that overruns is stopped with every process it
+    # started (its services, its Valkey).
+    with subprocess.Popen(
+        argv,
+        cwd=tree,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=_BENCH_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return f"timed out after {_BENCH_TIMEOUT_S:.0f} s"
+    if proc.returncode != 0:
+        return f"exit {proc.returncode}: " + " | ".join(stderr.strip().splitlines()[-3:])
     try:
-        return last_json(done.stdout)
+        return last_json(stdout)
     except (ValueError, json.JSONDecodeError):
         return "printed no JSON line"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -63,3 +64,33 @@ def test_the_last_json_line_gives_the_numeric_keys(tmp_path: Path) -> None:
     assert compare.last_json(printed) == {"a": 1.0, "b": 2.5}
     with pytest.raises(ValueError):
         compare.last_json("no figures here\n")
+
+
+def test_a_bench_that_overruns_is_stopped_with_what_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The bench starts a child that outlives it unless its whole session is killed.
+    pid_file = tmp_path / "child.pid"
+    (tmp_path / "hang.py").write_text(
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(600)\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(compare, "_BENCH_TIMEOUT_S", 3.0)
+    assert compare.run_bench(tmp_path, "hang.py") == "timed out after 3 s"
+    child = int(pid_file.read_text(encoding="utf-8"))
+    deadline = time.monotonic() + 10  # SIGKILL is sent; wait for the kernel to act on it
+    while _state(child) not in {"Z", "gone"} and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _state(child) in {"Z", "gone"}
+
+
+def _state(pid: int) -> str:
+    """The process's state letter from ``/proc`` (``Z`` a zombie), or ``gone``."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except FileNotFoundError:
+        return "gone"
+    return text.rsplit(")", 1)[1].split()[0]
