@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,6 +142,32 @@ def export(rev: str, into: Path) -> None:
         tmp.seek(0)
         with tarfile.open(fileobj=tmp) as tar:
             tar.extractall(into, filter="data")
+    write_entry_points(into)
+
+
+def write_entry_points(tree: Path) -> None:
+    """Give an exported tree the entry points its own ``pyproject.toml`` declares.
+
+    The virtualenv's metadata is the working tree's: its CLI commands name modules an older
+    revision may not have (the CLI imports every one and dies at the first it cannot). A
+    ``.dist-info`` at the top of the tree, first on ``PYTHONPATH``, is found before the installed
+    one, and ``importlib.metadata`` keeps the first distribution of a name.
+    """
+    project = tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    sections = {"console_scripts": project.get("scripts", {}), **project.get("entry-points", {})}
+    info = tree / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n",
+        encoding="utf-8",
+    )
+    (info / "entry_points.txt").write_text(
+        "".join(
+            f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in points.items())
+            for group, points in sections.items()
+        ),
+        encoding="utf-8",
+    )
 
 
 def table(name: str, base: Side, tree: Side) -> tuple[list[str], int]:

@@ -4,6 +4,8 @@ reading a bench's last JSON line."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -94,3 +96,27 @@ def _state(pid: int) -> str:
     except FileNotFoundError:
         return "gone"
     return text.rsplit(")", 1)[1].split()[0]
+
+
+def test_an_exported_tree_gets_the_entry_points_of_its_own_pyproject(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "soong-agent"\nversion = "0.0.1"\n'
+        '[project.scripts]\nsoong-agent = "agent_core.cli:main"\n'
+        '[project.entry-points."soong_agent.commands"]\nstack = "services.stack.old_cli"\n',
+        encoding="utf-8",
+    )
+    compare.write_entry_points(tmp_path)
+    found = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from importlib.metadata import entry_points as e; "
+            "print(sorted(p.value for p in e(group='soong_agent.commands')))",
+        ],
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    # the tree's own command, not the installed package's (memory, chat, assistants …)
+    assert found.strip() == "['services.stack.old_cli']"
