@@ -4,7 +4,9 @@ loudly. The trial call is real: a real bubblewrap, or a stand-in that fails as a
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -114,8 +116,44 @@ async def test_a_root_worker_runs_code_for_a_home_only_root_may_enter(
         "import pathlib; print(pathlib.Path('/workspace/input/in.txt').read_text()); "
         "pathlib.Path('/workspace/output/out.txt').write_text('made')"
     )
+    stages = _count_stagings(monkeypatch)
     result = await sandbox.runner.run(["python3", "-c", code], workspace, sandbox.limits)
     assert result.ok, result.stderr
     assert result.stdout.strip() == "from input"
     assert (workspace.area_dir(Area.OUTPUT) / "out.txt").read_text() == "made"
     assert list(tmp_root.iterdir()) == [], "a staging folder was left behind"
+    assert stages == ([1] if os.geteuid() == 0 else [])
+
+
+async def test_a_home_the_sandbox_user_may_reach_is_bound_without_staging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """Staging costs a process per call: a home whose path uid 65534 may pass through is bound
+    straight from its descriptors, and code sees the same areas."""
+    open_root = Path(tempfile.mkdtemp(prefix="soong-test-open-"))
+    open_root.chmod(0o711)
+    request.addfinalizer(lambda: shutil.rmtree(open_root, ignore_errors=True))
+    sandbox = await prepare_sandbox(_settings(open_root / "home"))
+    assert sandbox.status == "bwrap" and sandbox.runner is not None, sandbox.status
+    workspace = Workspace(open_root / "home", "acct_1", "sess_1")
+    workspace.ensure()
+    (workspace.area_dir(Area.INPUT) / "in.txt").write_text("from input")
+    stages = _count_stagings(monkeypatch)
+    code = "import pathlib; print(pathlib.Path('/workspace/input/in.txt').read_text())"
+    result = await sandbox.runner.run(["python3", "-c", code], workspace, sandbox.limits)
+    assert result.ok, result.stderr
+    assert result.stdout.strip() == "from input"
+    assert stages == []
+
+
+def _count_stagings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets an entry each time a call stages its areas (the real staging runs)."""
+    made: list[int] = []
+    real = runners._staging
+
+    def counted() -> contextlib.AbstractContextManager[str]:
+        made.append(1)
+        return real()
+
+    monkeypatch.setattr(runners, "_staging", counted)
+    return made
