@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-from typing import Literal
+from typing import Final, Literal
 
 __all__ = [
     "Language",
@@ -96,6 +97,12 @@ _EN_STOP = frozenset(
 )
 
 
+# normalize and feature_set are pure and their results immutable: each consolidation and render
+# asks again for the same entries' keys (every entry's hash at every render), so they are kept.
+_CACHED: Final = 4096
+
+
+@functools.lru_cache(maxsize=_CACHED)
 def normalize(text: str) -> str:
     """NFKC, casefold, and drop whitespace and punctuation: the dedup and matching key.
 
@@ -126,6 +133,7 @@ def split_clauses(sentence: str) -> list[str]:
     return [c.strip(" 。.!?！？") for c in _CLAUSE_SEP.split(sentence) if c.strip(" 。.!?！？")]
 
 
+@functools.lru_cache(maxsize=_CACHED)
 def feature_set(text: str) -> frozenset[str]:
     """Content features for overlap: CJK character bigrams plus Latin/number words minus stopwords."""
     text = unicodedata.normalize("NFKC", text).casefold()

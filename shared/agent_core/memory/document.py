@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -156,27 +156,33 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(normalize(text).encode()).hexdigest()[:10]
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """A safe loader that refuses anchors and aliases (a few bytes could expand exponentially)
-    and nesting past :data:`MAX_FRONTMATTER_DEPTH` (the composer and constructor recurse per
-    level: a few thousand brackets would end in a ``RecursionError``, not a schema error)."""
+# libyaml's parser and emitter where PyYAML was built with it (its wheels are): a memory file is
+# parsed and written on every consolidation, and the pure-Python ones were most of its time.
+_LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER: Final[Any] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
-    _depth = 0
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()  # type: ignore[no-untyped-call]
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            raise SchemaError("memory_frontmatter", "memory frontmatter may not use YAML aliases")
-        if self._depth >= MAX_FRONTMATTER_DEPTH:
-            raise SchemaError(
-                "memory_frontmatter",
-                f"memory frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels",
-            )
-        self._depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+def _check_events(front: str) -> None:
+    """Refuse anchors and aliases (a few bytes could expand exponentially) and nodes nested past
+    :data:`MAX_FRONTMATTER_DEPTH` (the constructor recurses per level: a few thousand brackets
+    would end in a ``RecursionError``, not a schema error) — read from the parser's events,
+    before anything is composed. A YAML error is the caller's to report."""
+    depth = 0  # the collections open around the next node
+    for event in yaml.parse(front, Loader=_LOADER):
+        if isinstance(event, yaml.NodeEvent):
+            if isinstance(event, yaml.AliasEvent) or event.anchor is not None:
+                raise SchemaError(
+                    "memory_frontmatter", "memory frontmatter may not use YAML aliases"
+                )
+            if depth >= MAX_FRONTMATTER_DEPTH:
+                raise SchemaError(
+                    "memory_frontmatter",
+                    f"memory frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels",
+                )
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def _check_flow_depth(front: str) -> None:
@@ -211,7 +217,8 @@ def _split(text: str) -> tuple[dict[str, Any], str]:
     front = text[opened.end() : closed.start()]
     _check_flow_depth(front)
     try:
-        loaded = yaml.load(front, Loader=_NoAliasLoader) or {}
+        _check_events(front)
+        loaded = yaml.load(front, Loader=_LOADER) or {}
     except yaml.YAMLError as exc:
         raise SchemaError(
             "memory_frontmatter", "memory file frontmatter is not YAML", cause=exc
@@ -369,7 +376,9 @@ def render_document(doc: MemoryDocument) -> str:
         **doc.extra,
         "ids": ids,
     }
-    dumped = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, default_flow_style=None)
+    dumped = yaml.dump(
+        front, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, default_flow_style=None
+    )
     lines = ["---", dumped.strip(), "---"]
     for entry in doc.entries:
         lines.extend(entry.before)

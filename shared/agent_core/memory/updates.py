@@ -150,13 +150,20 @@ def apply_updates(
     """Apply ``batch`` in order to copies of ``documents`` (keyed by scope); inputs are not mutated.
 
     A scope without a document gets a new one. ``updated_at`` is set to ``now`` on every document
-    that changed. Refused updates are returned in ``rejected`` with a note, never raised.
+    that changed. Refused updates are returned in ``rejected`` with a note, never raised. A
+    document no update names is returned as it came (the same object, not a copy): the caller
+    may keep it, never change it in place.
     """
-    docs = {scope: doc.model_copy(deep=True) for scope, doc in documents.items()}
+    docs = dict(documents)
+    copied: set[str] = set()  # copied on the first update that names their scope
     applied: list[AppliedChange] = []
     rejected: list[AppliedChange] = []
     for update in batch.updates:
-        doc = docs.get(update.scope) or new_document(update.scope)
+        doc = docs.get(update.scope)
+        if doc is not None and update.scope not in copied:
+            doc = docs[update.scope] = doc.model_copy(deep=True)
+            copied.add(update.scope)
+        doc = doc or new_document(update.scope)
         change = _apply_one(doc, update)
         refused = change.note in ("contains pii", "unknown entry")
         (rejected if refused else applied).append(change)

@@ -18,6 +18,7 @@ from agent_core.memory import (
     render_document,
     render_injection,
 )
+from agent_core.memory.document import MAX_FRONTMATTER_DEPTH
 
 
 def _doc(scope: str, *texts: str, budget: int = 3000) -> MemoryDocument:
@@ -184,3 +185,18 @@ def test_injection_heading_follows_the_users_language_english_by_default() -> No
     doc = _doc("user", "Reply language: zh")
     doc.entries[0].slot = "reply_language=zh"
     assert render_injection(doc, []).startswith("# 个性化记忆")
+
+
+def test_frontmatter_may_nest_up_to_its_limit_and_no_further() -> None:
+    """Counted in nodes from the root mapping (level 1) down to the innermost scalar: ``a: [[x]]``
+    puts ``x`` at level 4. The limit is on what is read, before anything is composed."""
+
+    def nested(lists: int) -> str:
+        return "---\na: " + "[" * lists + "x" + "]" * lists + "\n---\n- a\n"
+
+    deepest = MAX_FRONTMATTER_DEPTH - 2  # the lists that keep ``x`` at the limit
+    assert parse_document(nested(deepest), scope="user").extra["a"] is not None
+    with pytest.raises(SchemaError, match="nests deeper"):
+        parse_document(nested(deepest + 1), scope="user")
+    with pytest.raises(SchemaError, match="aliases"):
+        parse_document("---\na: &x 1\n---\n- a\n", scope="user")  # an anchor alone is refused
