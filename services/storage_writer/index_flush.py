@@ -26,8 +26,11 @@ log = logging.getLogger("soong.storage_writer")
 FLUSH_DELAY_S: Final = 0.25
 # Pending rows that start a flush without waiting; also what one timed flush moves at most
 # (~50 µs a row: the node read back, then FTS5), so that a batch queued behind it on the
-# writer's thread waits ~10 ms at most. 256-row transactions get most of FTS5's gain.
-FLUSH_ROWS: Final = 256
+# writer's thread waits ~3 ms at most. FTS5's cost per transaction (~100 µs) is already small
+# beside 64 rows; 256 made the writer's receipt p99 at 16 producers 33-44 ms against 26-27
+# here, and its CPU per command under a backlog 370-377 µs against 311-328
+# (``bench/storage_writer.py``, alternated in one sitting; 32 and 128 were no better).
+FLUSH_ROWS: Final = 64
 
 
 class OutboxWriter(Protocol):
