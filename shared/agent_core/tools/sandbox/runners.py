@@ -17,13 +17,14 @@ opened without following links, so a path swapped for a link cannot redirect a b
 A worker running as root starts the sandbox as uid 65534 (see :class:`BwrapRunner`), and
 bubblewrap resolves every bind source as that user: a home below a folder only root may enter
 (``/root``, any ``mktemp -d``) would be out of its reach. So a root worker first binds the three
-areas onto an empty staging folder under ``/tmp`` in a mount namespace of the call's own, and
-bubblewrap binds them from there. That namespace is made by a first bubblewrap, run as root with
-only a mount namespace: it sees the host's whole tree (``--dev-bind / /``), binds the descriptors
-onto the staging folder (the host never sees these mounts, and they die with the call), then
-becomes the sandbox (``setpriv``, ``nice``, the second bubblewrap). One short-lived setup
-process, where ``unshare`` with a shell and a ``mount`` per area took about twice as long
-(``bench/sandbox.py``).
+areas onto an empty staging folder under ``/tmp`` in a mount namespace of the call's own
+(``unshare --mount``, private propagation: the host never sees these mounts, and they die with
+the call), and bubblewrap binds them from there. That costs processes (``unshare``, a shell, a
+``mount`` per area: about 9 ms a call here), so it is done only where the sandbox's user may not
+pass through the folders down to an area (:func:`_passable`); elsewhere bubblewrap binds the
+descriptors itself. The staging keeps one process all along (each step replaces itself with the next):
+a first bubblewrap as root would do the mounts for less, but it forks a monitor that outlives a
+SIGKILLed worker, and the sandbox's bubblewrap, its child, would not notice the worker's death.
 
 :class:`DirectRunner` is ``sandbox.mode = "off"``: the same limits and scrubbed environment, but
 the code runs as the worker's user and can read whatever that user can. It is for a single-user
@@ -66,6 +67,14 @@ __all__ = [
 
 SANDBOX_UID: Final = 65534  # "nobody": no file on the host belongs to it
 _STAGED: Final = (Area.INPUT, Area.SCRATCHPAD, Area.OUTPUT)
+# Run as root in the call's own mount namespace: bind each area's descriptor onto the staging
+# folder, then become the sandbox (setpriv, nice, bwrap: one process all along, so the worker's
+# kill and limits reach it, and bwrap's --die-with-parent watches the worker itself). Paths and
+# descriptors arrive as arguments, never spliced into code.
+_STAGE_SCRIPT: Final = (
+    "set -e; stage=$1; areas=$2; shift 2; for area in $areas; do "
+    'mount --bind "/proc/self/fd/$1" "$stage/$area"; shift; done; exec "$@"'
+)
 # The session's project folder, when it has one: at /workspace/project (see ``Workspace``).
 _PROJECT: Final = "project"
 _STAGE_NAMES: Final = (*(a.value for a in _STAGED), _PROJECT)
@@ -354,14 +363,12 @@ class BwrapRunner(CodeRunner):
             staged: list[Area | str] = [*_STAGED, *([_PROJECT] if project else [])]
             if project:
                 binds += [project[0], f"{stage}/{_PROJECT}", f"{ws}/{_PROJECT}"]
-            # Root, a mount namespace only: the host's tree plus the staged areas. Its child
-            # stays in the worker's process group (no --new-session), so the worker's kill of the
-            # group reaches the sandbox's bubblewrap too, and --die-with-parent covers the rest.
-            prelude = [self.bwrap, "--dev-bind", "/", "/", "--die-with-parent"]
-            for area in staged:
-                name = area.value if isinstance(area, Area) else area
-                prelude += ["--bind-fd", str(fds[area]), f"{stage}/{name}"]
-            prelude.append("--")
+            prelude = [
+                _tool("unshare"), "--mount", "--propagation", "private", "--",
+                _tool("sh"), "-c", _STAGE_SCRIPT, "sh", stage,
+                " ".join(a.value if isinstance(a, Area) else a for a in staged),
+                *(str(fds[area]) for area in staged),
+            ]  # fmt: skip
         return [
             *prelude,
             *drop,
