@@ -65,8 +65,8 @@ SLOTS = 16384
 KEY_POSITION: dict[bytes, int] = {
     name: 1
     for name in (
-        b"XADD", b"XACK", b"SET", b"GET", b"DEL", b"EXPIRE", b"PEXPIRE", b"RPUSH", b"LRANGE",
-        b"ZADD", b"HSET", b"HGET", b"SPUBLISH",
+        b"XADD", b"XACK", b"SET", b"GET", b"DEL", b"EXISTS", b"EXPIRE", b"PEXPIRE", b"RPUSH",
+        b"LRANGE", b"LREM", b"ZADD", b"HSET", b"HGET", b"SPUBLISH",
     )
 }  # fmt: skip
 

@@ -92,6 +92,28 @@ async def test_commands_go_to_their_slots_node_and_replies_keep_their_order(
     ]
 
 
+class _Refuse:
+    """A stand-in for the redis-py cluster client that fails the test if a call reaches it."""
+
+    async def execute(self, *args: object) -> object:
+        raise AssertionError(f"sent to the redis-py cluster client: {args!r}")
+
+
+async def test_the_services_commands_are_routed_by_their_key(bus: Bus) -> None:
+    """Every command the services send through ``Bus.calls`` by name is in the key table, so
+    it goes on the lean sockets, which retry through a failover. The run queue's ``LREM`` (a
+    run's end) once went to redis-py's client instead, and failed there during a failover."""
+    calls = _lean(bus)
+    fallback, calls.fallback = calls.fallback, _Refuse()
+    try:
+        await calls.execute("RPUSH", "lane:{k1}", "a", "b")
+        assert await calls.execute("LREM", "lane:{k1}", 0, "a") == 1
+        assert await calls.execute("EXISTS", "lane:{k1}") == 1
+        assert await calls.execute("LRANGE", "lane:{k1}", 0, -1) == [b"b"]
+    finally:
+        calls.fallback = fallback
+
+
 def _migrating(cluster: ClusterSet, key: str) -> tuple[int, Server, Server]:
     """Mark ``key``'s slot as migrating from its owner to another primary; move ``key``."""
     slot = key_slot(key.encode())
