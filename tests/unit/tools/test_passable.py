@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.tools.sandbox.runners import SANDBOX_UID, _passable
+from agent_core.tools.sandbox.staging import SANDBOX_UID, _passable
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="chown to uid 65534 needs root")
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent_core.tools.sandbox.runners import sweep_stale_stages
+from agent_core.tools.sandbox.staging import sweep_stale_stages
 
 
 def _stage(tmp: Path, pid: int, name: str = "x") -> Path:

@@ -14,17 +14,9 @@ Valkey on the worker's loopback, is reachable — except, with ``allowed_hosts``
 through the worker's proxy (:mod:`.proxy`). The areas are bound from directory descriptors
 opened without following links, so a path swapped for a link cannot redirect a bind.
 
-A worker running as root starts the sandbox as uid 65534 (see :class:`BwrapRunner`), and
-bubblewrap resolves every bind source as that user: a home below a folder only root may enter
-(``/root``, any ``mktemp -d``) would be out of its reach. So a root worker first binds the three
-areas onto an empty staging folder under ``/tmp`` in a mount namespace of the call's own
-(``unshare --mount``, private propagation: the host never sees these mounts, and they die with
-the call), and bubblewrap binds them from there. That costs processes (``unshare``, a shell, a
-``mount`` per area: about 9 ms a call here), so it is done only where the sandbox's user may not
-pass through the folders down to an area (:func:`_passable`); elsewhere bubblewrap binds the
-descriptors itself. The staging keeps one process all along (each step replaces itself with the next):
-a first bubblewrap as root would do the mounts for less, but it forks a monitor that outlives a
-SIGKILLed worker, and the sandbox's bubblewrap, its child, would not notice the worker's death.
+A worker running as root starts the sandbox as uid 65534 (see :class:`BwrapRunner`); where that
+user may not pass through the folders down to an area, the areas reach bubblewrap through a
+staging folder (:mod:`.staging`).
 
 :class:`DirectRunner` is ``sandbox.mode = "off"``: the same limits and scrubbed environment, but
 the code runs as the worker's user and can read whatever that user can. It is for a single-user
@@ -36,8 +28,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import stat
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -53,6 +43,15 @@ from agent_core.tools.sandbox.proxy import (
     HostRules,
     proxy_environment,
 )
+from agent_core.tools.sandbox.staging import (
+    _PROJECT,
+    _STAGE_SCRIPT,
+    _STAGED,
+    SANDBOX_UID,
+    _passable,
+    _staging,
+    sweep_stale_stages,
+)
 from agent_core.tools.workspace import Workspace
 
 __all__ = [
@@ -65,19 +64,6 @@ __all__ = [
     "sweep_stale_stages",
 ]
 
-SANDBOX_UID: Final = 65534  # "nobody": no file on the host belongs to it
-_STAGED: Final = (Area.INPUT, Area.SCRATCHPAD, Area.OUTPUT)
-# Run as root in the call's own mount namespace: bind each area's descriptor onto the staging
-# folder, then become the sandbox (setpriv, nice, bwrap: one process all along, so the worker's
-# kill and limits reach it, and bwrap's --die-with-parent watches the worker itself). Paths and
-# descriptors arrive as arguments, never spliced into code.
-_STAGE_SCRIPT: Final = (
-    "set -e; stage=$1; areas=$2; shift 2; for area in $areas; do "
-    'mount --bind "/proc/self/fd/$1" "$stage/$area"; shift; done; exec "$@"'
-)
-# The session's project folder, when it has one: at /workspace/project (see ``Workspace``).
-_PROJECT: Final = "project"
-_STAGE_NAMES: Final = (*(a.value for a in _STAGED), _PROJECT)
 SANDBOX_WORKSPACE: Final = "/workspace"
 
 # Read-only views of the host system (a link, as in a merged-/usr layout, is recreated as a link).
@@ -199,93 +185,15 @@ def _give_areas(workspace: Workspace) -> None:
             os.lchown(path, SANDBOX_UID, SANDBOX_UID)
 
 
-def _passable(fd: int) -> bool:
-    """Whether the sandbox's user (uid and gid 65534, no other group) may pass through every
-    folder from ``/`` down to the one ``fd`` names, by the mode bits that apply to it (owner,
-    then group, then others, as the kernel reads them). A folder with an access ACL counts as
-    not passable, its entries unread: the answer errs only towards staging, which always works.
-    bubblewrap resolves a ``--bind-fd`` through the folder's path (``/proc/self/fd``), as the
-    user it runs as; a folder that answers yes needs no staging."""
-    path = os.readlink(f"/proc/self/fd/{fd}")
-    folder = "/"
-    for part in ("", *path.strip("/").split("/")):
-        folder = os.path.join(folder, part)
-        try:
-            st = os.stat(folder)
-        except OSError:  # e.g. removed while open ("... (deleted)"): staging will report it
-            return False
-        if st.st_uid == SANDBOX_UID:
-            bit = stat.S_IXUSR
-        elif st.st_gid == SANDBOX_UID:
-            bit = stat.S_IXGRP
-        else:
-            bit = stat.S_IXOTH
-        if not st.st_mode & bit or _has_acl(folder):
-            return False
-    return True
-
-
-def _has_acl(folder: str) -> bool:
-    try:
-        os.getxattr(folder, "system.posix_acl_access")
-    except OSError:  # ENODATA: none; ENOTSUP: the file system keeps none
-        return False
-    return True
-
-
-_STAGE_PREFIX: Final = "soong-stage-"
-
-
-def sweep_stale_stages(tmp: str | None = None) -> int:
-    """Remove the staging folders of workers that died mid-call (a SIGKILL skips the cleanup);
-    how many. A folder's name carries its worker's pid; only empty mount points are removed
-    (the mounts themselves died with the call's namespace), never anything with content."""
-    root = tmp or tempfile.gettempdir()
-    removed = 0
-    with contextlib.suppress(OSError):
-        for name in os.listdir(root):
-            if not name.startswith(_STAGE_PREFIX):
-                continue
-            pid = name[len(_STAGE_PREFIX) :].split("-", 1)[0]
-            if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
-                continue  # a live worker's (or a name of an older version: left as it is)
-            stage = os.path.join(root, name)
-            with contextlib.suppress(OSError):
-                for name in _STAGE_NAMES:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.rmdir(os.path.join(stage, name))
-                os.rmdir(stage)
-                removed += 1
-    return removed
-
-
-@contextlib.contextmanager
-def _staging() -> Iterator[str]:
-    """An empty folder per call under ``/tmp`` (which every user may pass through) with an
-    empty mount point per area, removed afterwards; only the call's namespace mounts onto it.
-    Its name carries this worker's pid (see :func:`sweep_stale_stages`)."""
-    stage = tempfile.mkdtemp(prefix=f"{_STAGE_PREFIX}{os.getpid()}-")
-    try:
-        os.chmod(stage, 0o755)
-        for name in _STAGE_NAMES:
-            os.mkdir(os.path.join(stage, name), 0o755)
-        yield stage
-    finally:
-        for name in _STAGE_NAMES:
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(stage, name))
-        with contextlib.suppress(OSError):
-            os.rmdir(stage)
-
-
 class BwrapRunner(CodeRunner):
     """A bubblewrap sandbox per call (see the module docstring).
 
     A worker running as root starts bubblewrap as uid 65534: the kernel counts a process limit
     only for a non-root user, so the sandbox must not be root even outside its namespace. The
     writable areas then belong to that user (and what the worker's file tools create there too,
-    see ``fsaccess``); they reach bubblewrap through a staging folder (see the module docstring),
-    so the home may lie anywhere, also below a ``/root`` of mode 0700.
+    see ``fsaccess``); where that user could not reach them by their path, they reach
+    bubblewrap through a staging folder (see :mod:`.staging`), so the home may lie anywhere,
+    also below a ``/root`` of mode 0700.
     """
 
     mode = "bwrap"

@@ -17,13 +17,8 @@ from typing import Final
 
 from agent_core.config import SandboxSettings, Settings
 from agent_core.tools.sandbox.limits import SandboxLimits
-from agent_core.tools.sandbox.runners import (
-    BwrapRunner,
-    CodeRunner,
-    DirectRunner,
-    SandboxConfig,
-    sweep_stale_stages,
-)
+from agent_core.tools.sandbox.runners import BwrapRunner, CodeRunner, DirectRunner, SandboxConfig
+from agent_core.tools.sandbox.staging import sweep_stale_stages
 from agent_core.tools.workspace import Workspace
 
 __all__ = ["CodeSandbox", "diagnose", "limits_from", "prepare_sandbox", "sandbox_config"]
