@@ -1,7 +1,8 @@
 """Which session folders the sandbox's user (uid and gid 65534) may reach by their path: the mode
 bits that apply to that user, folder by folder from ``/``, as the kernel reads them; an access
 ACL anywhere means "stage" (its entries are not read). A wrong yes would fail the call, a wrong
-no only costs the staging, so every doubt answers no."""
+no only costs the staging, so every doubt answers no. One call's areas share their ancestors:
+each folder is read once per call, with the answers of each area checked alone."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import os
 import shutil
 import struct
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agent_core.tools.sandbox.staging import SANDBOX_UID, _passable
+from agent_core.tools.sandbox.staging import SANDBOX_UID, _all_passable, _passable
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="chown to uid 65534 needs root")
 
@@ -104,3 +107,54 @@ def test_a_folder_removed_while_open_is_not_passable(base: Path) -> None:
     with _fd(folder) as fd:
         folder.rmdir()
         assert _passable(fd) is False
+
+
+def _count_stats(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often each path is stat-ed from now on (the real ``os.stat`` answers)."""
+    counted: Counter[str] = Counter()
+    real = os.stat
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        counted[os.fsdecode(path)] += 1
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    return counted
+
+
+def test_one_call_reads_each_folder_once_and_answers_as_each_area_alone(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = _folder(base, 0o711)
+    areas = [home / "input", home / "scratchpad", home / "output"]
+    for area, mode in zip(areas, (0o755, 0o700, 0o711), strict=True):
+        area.mkdir()
+        area.chmod(mode)
+    closed = _folder(base, 0o700)
+    project = _folder(closed, 0o777)  # outside the home, below a folder closed to the sandbox
+    shared = os.path.realpath(home)  # an ancestor of the three areas: read 3 times alone
+    with contextlib.ExitStack() as held:
+        fds = [held.enter_context(_fd(p)) for p in (*areas, project)]
+        stats = _count_stats(monkeypatch)
+        alone = [_passable(fd) for fd in fds]
+        assert alone == [True, False, True, False]
+        assert stats["/"] == 4 and stats[shared] == 3
+
+        stats.clear()
+        seen: dict[str, bool] = {}
+        assert [_passable(fd, seen) for fd in fds] == alone
+        assert stats["/"] == 1 and stats[shared] == 1
+        assert set(stats.values()) == {1}
+
+        stats.clear()
+        assert _all_passable(fds) is False  # stops at the closed scratchpad
+        assert set(stats.values()) == {1}
+
+        areas[1].chmod(0o711)
+        closed.chmod(0o701)
+        stats.clear()
+        assert [_passable(fd) for fd in fds] == [True] * 4
+        stats.clear()
+        assert _all_passable(fds) is True
+        assert set(stats.values()) == {1}
+        assert set(stats) >= {"/", shared, *(os.path.realpath(p) for p in (*areas, project))}

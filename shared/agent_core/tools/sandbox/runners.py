@@ -48,7 +48,7 @@ from agent_core.tools.sandbox.staging import (
     _STAGE_SCRIPT,
     _STAGED,
     SANDBOX_UID,
-    _passable,
+    _all_passable,
     _staging,
     sweep_stale_stages,
 )
@@ -315,7 +315,7 @@ class BwrapRunner(CodeRunner):
         with contextlib.ExitStack() as held:
             fds = held.enter_context(_area_fds(workspace))
             stage = None
-            if root and not all(_passable(fd) for fd in fds.values()):
+            if root and not _all_passable(fds.values()):
                 stage = held.enter_context(_staging())
             result = await run_limited(
                 self.argv(

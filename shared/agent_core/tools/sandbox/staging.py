@@ -8,7 +8,8 @@ folder from ``/`` down to an area; a home below a folder only root may enter (``
 (owner, then group, then others, as the kernel reads them); a folder with any access ACL counts
 as not passable (its entries are not read), and so does one ``os.stat`` fails on (e.g. gone).
 A wrong "yes" would fail the call, a wrong "no" only costs a staging, which always works: every
-doubt answers no.
+doubt answers no. The areas of a call share the workspace root's ancestors, so a call reads
+each folder once (:func:`_all_passable`).
 
 Where an area is not passable, the root worker stages: it binds the areas onto an empty folder
 under ``/tmp`` (:func:`_staging`) in a mount namespace of the call's own (``unshare --mount``,
@@ -30,7 +31,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 from agent_core.tools.paths import Area
@@ -53,30 +54,50 @@ _STAGE_NAMES: Final = (*(a.value for a in _STAGED), _PROJECT)
 _STAGE_PREFIX: Final = "soong-stage-"
 
 
-def _passable(fd: int) -> bool:
+def _all_passable(fds: Iterable[int]) -> bool:
+    """Whether every folder ``fds`` name is passable (:func:`_passable`): one call's areas, whose
+    paths share the workspace root's ancestors, each folder read once."""
+    seen: dict[str, bool] = {}
+    return all(_passable(fd, seen) for fd in fds)
+
+
+def _passable(fd: int, seen: dict[str, bool] | None = None) -> bool:
     """Whether the sandbox's user (uid and gid 65534, no other group) may pass through every
     folder from ``/`` down to the one ``fd`` names, by the mode bits that apply to it (owner,
     then group, then others, as the kernel reads them). A folder with an access ACL counts as
     not passable, its entries unread: the answer errs only towards staging, which always works.
     bubblewrap resolves a ``--bind-fd`` through the folder's path (``/proc/self/fd``), as the
-    user it runs as; a folder that answers yes needs no staging."""
+    user it runs as; a folder that answers yes needs no staging.
+
+    ``seen`` holds each folder's own answer by path, read on first need and reused after: one
+    dict for the areas of one call (the answers are the same as for each area alone), a fresh
+    one for each call, since a folder's mode or ACL may change between calls."""
+    answers: dict[str, bool] = {} if seen is None else seen
     path = os.readlink(f"/proc/self/fd/{fd}")
     folder = "/"
     for part in ("", *path.strip("/").split("/")):
         folder = os.path.join(folder, part)
-        try:
-            st = os.stat(folder)
-        except OSError:  # e.g. removed while open ("... (deleted)"): staging will report it
-            return False
-        if st.st_uid == SANDBOX_UID:
-            bit = stat.S_IXUSR
-        elif st.st_gid == SANDBOX_UID:
-            bit = stat.S_IXGRP
-        else:
-            bit = stat.S_IXOTH
-        if not st.st_mode & bit or _has_acl(folder):
+        searchable = answers.get(folder)
+        if searchable is None:
+            searchable = answers[folder] = _searchable(folder)
+        if not searchable:
             return False
     return True
+
+
+def _searchable(folder: str) -> bool:
+    """Whether the sandbox's user may search ``folder`` itself (see :func:`_passable`)."""
+    try:
+        st = os.stat(folder)
+    except OSError:  # e.g. removed while open ("... (deleted)"): staging will report it
+        return False
+    if st.st_uid == SANDBOX_UID:
+        bit = stat.S_IXUSR
+    elif st.st_gid == SANDBOX_UID:
+        bit = stat.S_IXGRP
+    else:
+        bit = stat.S_IXOTH
+    return bool(st.st_mode & bit) and not _has_acl(folder)
 
 
 def _has_acl(folder: str) -> bool:
