@@ -123,9 +123,9 @@ def sweep_stale_stages(tmp: str | None = None) -> int:
                 continue  # a live worker's (or a name of an older version: left as it is)
             stage = os.path.join(root, name)
             with contextlib.suppress(OSError):
-                for name in _STAGE_NAMES:
+                for area in _STAGE_NAMES:
                     with contextlib.suppress(FileNotFoundError):
-                        os.rmdir(os.path.join(stage, name))
+                        os.rmdir(os.path.join(stage, area))
                 os.rmdir(stage)
                 removed += 1
     return removed
