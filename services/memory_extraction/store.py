@@ -180,9 +180,12 @@ class MemoryStore:
         """The file's bytes, or ``None`` when it does not exist."""
         return (await self.read(account_id, scope))[0]
 
-    def document(self, account_id: str, scope: str, data: bytes) -> MemoryDocument:
-        """``data`` parsed (cached by content hash: renders re-read files on every run)."""
-        tag = etag_of(data) or ""
+    def document(
+        self, account_id: str, scope: str, data: bytes, tag: str | None = None
+    ) -> MemoryDocument:
+        """``data`` parsed (cached by content hash: renders re-read files on every run);
+        ``tag``, when the caller has it already, is ``etag_of(data)``."""
+        tag = tag or etag_of(data) or ""
         cached = self._parsed.get((account_id, scope))
         if cached is not None and cached[0] == tag:
             return cached[1]
@@ -197,11 +200,12 @@ class MemoryStore:
         found = await self.files.get_many([self.key(account_id, s) for s in wanted])
         for scope, got in zip(wanted, found, strict=True):
             data, version = got if got is not None else (None, None)
-            snap.etags[scope], snap.versions[scope] = etag_of(data), version
+            tag = snap.etags[scope] = etag_of(data)
+            snap.versions[scope] = version
             if data is None:
                 continue
             try:
-                snap.documents[scope] = self.document(account_id, scope, data)
+                snap.documents[scope] = self.document(account_id, scope, data, tag)
             except (SchemaError, UnicodeDecodeError, ValueError) as exc:
                 log.warning("memory file %s of %s unreadable: %s", scope, account_id, exc)
                 snap.broken.add(scope)

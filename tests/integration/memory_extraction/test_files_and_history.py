@@ -3,6 +3,10 @@ engine of the file store (the home's folders and a real S3-compatible server).""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from agent_core.bus import Delivery
 from agent_core.bus.contracts.memory import (
     ListMemory,
@@ -10,12 +14,16 @@ from agent_core.bus.contracts.memory import (
     MemoryQuery,
     MemoryReply,
     ReadMemory,
+    RenderMemory,
     RestoreMemory,
     WriteMemory,
 )
 from agent_core.files import FileStore
 from agent_core.memory import Interaction
 from agent_core.memory.client import MemoryFiles, MemoryHistoryView
+from agent_core.memory.injection import render_injection
+from agent_core.memory.views import RenderedMemory
+from services.memory_extraction import queries as queries_module
 from services.memory_extraction.consolidate import BatchItem, Consolidator
 from services.memory_extraction.queries import MemoryQueries
 from services.memory_extraction.store import MemoryStore, Source
@@ -116,3 +124,34 @@ async def test_restore_refuses_a_stale_etag_and_an_unknown_version(files: FileSt
     )
     assert not unknown.ok and unknown.error is not None
     assert unknown.error.code == "memory_version_not_found"
+
+
+async def test_a_render_is_made_again_only_when_a_file_changed(
+    files: FileStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MemoryStore(files)
+    queries = MemoryQueries(store)
+    made: list[str] = []
+
+    def counted(user: Any, skills: Any, language: Any = None) -> str:
+        text = render_injection(user, skills, language)
+        made.append(text)
+        return text
+
+    monkeypatch.setattr(queries_module, "render_injection", counted)
+    await consolidate(store, "Always use bar charts by default.", ["chart"])
+    render = RenderMemory(account_id=ACCOUNT, skills=["chart"])
+    first = RenderedMemory.model_validate(await ask(queries, render))
+    again = RenderedMemory.model_validate(await ask(queries, render))
+    assert again.text == first.text and "bar charts" in first.text and len(made) == 1
+    # Another set of skills is another block.
+    bare = RenderedMemory.model_validate(
+        await ask(queries, RenderMemory(account_id=ACCOUNT, skills=[]))
+    )
+    assert "bar charts" not in bare.text and len(made) == 2
+    # A user's edit changes the file's ETag: the next render shows it.
+    await ask(queries, WriteMemory(account_id=ACCOUNT, scope="user",
+                                   content=USER_TEXT, if_match=None))  # fmt: skip
+    edited = RenderedMemory.model_validate(await ask(queries, render))
+    assert "Short answers please." in edited.text and "bar charts" in edited.text
+    assert len(made) == 3
