@@ -118,7 +118,9 @@ class RunStream:
         self._received = last_event_id
         self._received_end = False
         self._answer: str | None = None
-        self._deltas: dict[int, str] = {}  # each turn's streamed text
+        # Each turn's streamed text, as its pieces (joined when asked: appending to one string
+        # would copy the whole answer at every delta) and their length.
+        self._deltas: dict[int, tuple[list[str], int]] = {}
         self._tools: dict[str, ToolUse] = {}
         self._closing: asyncio.Future[None] | None = None
         self._abandoned = False
@@ -234,29 +236,39 @@ class RunStream:
             self._closing = None  # iterated again after a close: this loop's close is its own
         left_early = True
         try:
+            # The events of a batch straight from here: no coroutine of __anext__ per event.
             while True:
-                try:
-                    event = await self.__anext__()
-                except StopAsyncIteration:
+                while self._pending:
+                    yield self._take()
+                if not await self._fill():
                     left_early = False
                     return
-                yield event
         finally:
             if self.cancel_on_exit or not left_early:
                 await self.aclose()
 
     async def __anext__(self) -> StreamEvent:
         while not self._pending:
-            if self._received_end:
-                await self._close_reader()  # suspended after the last batch: close it now
+            if not await self._fill():
                 raise StopAsyncIteration
-            if self._batches is None:
-                self._batches = self._read_all()
-            try:
-                self._pending.extend(await anext(self._batches))
-            except asyncio.CancelledError:
-                await self._abandon()
-                raise
+        return self._take()
+
+    async def _fill(self) -> bool:
+        """Read the next batch of frames into ``_pending``; ``False`` once the run ended."""
+        if self._received_end:
+            await self._close_reader()  # suspended after the last batch: close it now
+            return False
+        if self._batches is None:
+            self._batches = self._read_all()
+        try:
+            self._pending.extend(await anext(self._batches))
+        except asyncio.CancelledError:
+            await self._abandon()
+            raise
+        return True
+
+    def _take(self) -> StreamEvent:
+        """The next pending frame as its event, with what the helpers keep of it."""
         frame = self._pending.popleft()
         event = decode_event(frame)
         if frame.id is not None:
@@ -341,9 +353,12 @@ class RunStream:
         """Keep what the helpers answer from one of this run's own events."""
         if type(event) is RunTextDelta:
             # At its offset: a taken-over run's new attempt streams the turn again from there.
-            held = self._deltas.get(event.turn, "")
-            at = len(held) if event.offset is None else event.offset
-            self._deltas[event.turn] = held[:at] + event.text
+            pieces, length = self._deltas.get(event.turn) or ([], 0)
+            if event.offset is not None and event.offset < length:
+                held = "".join(pieces)[: event.offset]
+                pieces, length = [held], len(held)
+            pieces.append(event.text)
+            self._deltas[event.turn] = (pieces, length + len(event.text))
         elif type(event) is RunFinished:
             self.finished = event
         elif type(event) is RunNodeCreated:
@@ -363,7 +378,7 @@ class RunStream:
             return self._answer
         if not self._deltas:
             return ""
-        return self._deltas[max(self._deltas)]
+        return "".join(self._deltas[max(self._deltas)][0])
 
     @property
     def tool_uses(self) -> list[ToolUse]:

@@ -245,3 +245,21 @@ def _run_state(update: dict[str, object]) -> dict[str, object]:
         "updated_at": "2026-01-01T12:00:00Z",
         **update,
     }
+
+
+async def test_a_turn_streamed_again_from_an_offset_replaces_what_followed_it() -> None:
+    """A taken-over run's new attempt streams its turn again from an offset: the text is the
+    first attempt's up to there, then the new deltas (an offset past the end appends)."""
+    common = {"run_id": RID, "session_id": SID}
+    deltas = [("Hel", None), ("lo wor", None), ("ld", None), ("p", 3), (" me", None),
+              ("!", 99), (" Bye", None)]  # fmt: skip
+    events = [(f"{i + 1}-0", RunTextDelta(turn=1, text=t, offset=o, **common))
+              for i, (t, o) in enumerate(deltas)]  # fmt: skip
+    events.append(("9-0", RunFinished(status=RunStatus.COMPLETED, **common)))
+    body = b"".join(frame(i, e) for i, e in events)
+
+    async with client(lambda _: sse(body)) as c:
+        stream = c.session(SID).run(RID).events()
+        seen = [e async for e in stream]
+    assert len(seen) == len(events)
+    assert stream.text == "Help me! Bye"
