@@ -253,11 +253,16 @@ class McpEndpoint:
         await gw.slots.acquire(caller.key_id)
         try:
             async for step in agent_calls.follow(gw, caller, call):
+                # A no-op unless the client sent a progressToken. The batch that ends the run
+                # may carry the answer's last text too (all of it, and the steps before it,
+                # when the run outpaced this reader): the steps are told first, one count
+                # into the batch (a batch with both holds two events at least), then the text.
+                steps = "; ".join(step.notes)
+                if steps and step.text:
+                    await ctx.session.report_progress(float(count + 1), None, steps)
                 count += step.events
-                # The batch that ends the run may carry the answer's last text too (all of it
-                # when the run outpaced this reader): tell it before the result.
-                note = step.text or "; ".join(step.notes)
-                if note or step.restart:  # a no-op unless the client sent a progressToken
+                note = step.text or steps
+                if note or step.restart:
                     await ctx.session.report_progress(float(count), None, note)
                 if step.finished is not None:
                     finished = step.finished

@@ -127,6 +127,36 @@ async def test_the_batch_that_ends_a_run_still_tells_its_text(
     assert session.told == [(2.0, "tool lookup"), (7.0, "the whole answer")]
 
 
+async def test_one_batch_with_the_steps_and_the_answer_tells_both_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """All of a run in one read (it finished before the reader's first): its steps are told,
+    then its text, with counts that increase (a CI run caught the steps dropped)."""
+
+    async def follow(gw: Any, caller: Caller, call: Call) -> Any:
+        yield Progress(
+            text="the answer",
+            notes=["tool lookup", "waiting for permission to run shell"],
+            finished={"status": "completed"},
+            events=14,
+        )
+
+    async def outcome(gw: Any, caller: Caller, call: Call, finished: Any, base: str) -> Outcome:
+        return Outcome(status=RunStatus(finished["status"]), text="the answer", files=[])
+
+    monkeypatch.setattr(agent_calls, "follow", follow)
+    monkeypatch.setattr(agent_calls, "outcome", outcome)
+    gw: Any = type("Gw", (), {"slots": _Slots()})()
+    session = _Session()
+    ctx: Any = type("Ctx", (), {"session": session, "request": None})()
+    call = Call(assistant=_assistant(), session_id="sess_x", run_id=RUN)
+    await McpEndpoint(gw)._watch(ctx, Caller(account_id="acct", key_id="key"), call)
+    assert session.told == [
+        (1.0, "tool lookup; waiting for permission to run shell"),
+        (14.0, "the answer"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("status", "state"),
     [
