@@ -99,6 +99,29 @@ class _Session:
         self.told.append((progress, message))
 
 
+async def _watched(
+    monkeypatch: pytest.MonkeyPatch, steps: list[Progress], answer: str
+) -> tuple[Outcome, list[tuple[float, str | None]]]:
+    """``McpEndpoint._watch`` over ``steps`` (the reads of a run's stream): its outcome and the
+    progress it told."""
+
+    async def follow(gw: Any, caller: Caller, call: Call) -> Any:
+        for step in steps:
+            yield step
+
+    async def outcome(gw: Any, caller: Caller, call: Call, finished: Any, base: str) -> Outcome:
+        return Outcome(status=RunStatus(finished["status"]), text=answer, files=[])
+
+    monkeypatch.setattr(agent_calls, "follow", follow)
+    monkeypatch.setattr(agent_calls, "outcome", outcome)
+    gw: Any = type("Gw", (), {"slots": _Slots()})()
+    session = _Session()
+    ctx: Any = type("Ctx", (), {"session": session, "request": None})()
+    call = Call(assistant=_assistant(), session_id="sess_x", run_id=RUN)
+    got = await McpEndpoint(gw)._watch(ctx, Caller(account_id="acct", key_id="key"), call)
+    return got, session.told
+
+
 async def test_the_batch_that_ends_a_run_still_tells_its_text(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -108,23 +131,9 @@ async def test_the_batch_that_ends_a_run_still_tells_its_text(
         Progress(notes=["tool lookup"], events=2),
         Progress(text="the whole answer", finished={"status": "completed"}, events=5),
     ]
-
-    async def follow(gw: Any, caller: Caller, call: Call) -> Any:
-        for step in steps:
-            yield step
-
-    async def outcome(gw: Any, caller: Caller, call: Call, finished: Any, base: str) -> Outcome:
-        return Outcome(status=RunStatus(finished["status"]), text="the whole answer", files=[])
-
-    monkeypatch.setattr(agent_calls, "follow", follow)
-    monkeypatch.setattr(agent_calls, "outcome", outcome)
-    gw: Any = type("Gw", (), {"slots": _Slots()})()
-    session = _Session()
-    ctx: Any = type("Ctx", (), {"session": session, "request": None})()
-    call = Call(assistant=_assistant(), session_id="sess_x", run_id=RUN)
-    got = await McpEndpoint(gw)._watch(ctx, Caller(account_id="acct", key_id="key"), call)
+    got, told = await _watched(monkeypatch, steps, "the whole answer")
     assert got.status is RunStatus.COMPLETED
-    assert session.told == [(2.0, "tool lookup"), (7.0, "the whole answer")]
+    assert told == [(2.0, "tool lookup"), (7.0, "the whole answer")]
 
 
 async def test_one_batch_with_the_steps_and_the_answer_tells_both_in_order(
@@ -132,26 +141,14 @@ async def test_one_batch_with_the_steps_and_the_answer_tells_both_in_order(
 ) -> None:
     """All of a run in one read (it finished before the reader's first): its steps are told,
     then its text, with counts that increase (a CI run caught the steps dropped)."""
-
-    async def follow(gw: Any, caller: Caller, call: Call) -> Any:
-        yield Progress(
-            text="the answer",
-            notes=["tool lookup", "waiting for permission to run shell"],
-            finished={"status": "completed"},
-            events=14,
-        )
-
-    async def outcome(gw: Any, caller: Caller, call: Call, finished: Any, base: str) -> Outcome:
-        return Outcome(status=RunStatus(finished["status"]), text="the answer", files=[])
-
-    monkeypatch.setattr(agent_calls, "follow", follow)
-    monkeypatch.setattr(agent_calls, "outcome", outcome)
-    gw: Any = type("Gw", (), {"slots": _Slots()})()
-    session = _Session()
-    ctx: Any = type("Ctx", (), {"session": session, "request": None})()
-    call = Call(assistant=_assistant(), session_id="sess_x", run_id=RUN)
-    await McpEndpoint(gw)._watch(ctx, Caller(account_id="acct", key_id="key"), call)
-    assert session.told == [
+    step = Progress(
+        text="the answer",
+        notes=["tool lookup", "waiting for permission to run shell"],
+        finished={"status": "completed"},
+        events=14,
+    )
+    _, told = await _watched(monkeypatch, [step], "the answer")
+    assert told == [
         (1.0, "tool lookup; waiting for permission to run shell"),
         (14.0, "the answer"),
     ]
