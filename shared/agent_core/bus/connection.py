@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 from urllib.parse import unquote, urlsplit
 
+from redis._parsers.commands import AsyncCommandsParser
 from redis.asyncio import BlockingConnectionPool, Connection, Redis, RedisCluster, Sentinel
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -26,6 +27,7 @@ __all__ = [
     "SOCKET_TIMEOUT_S",
     "BusTls",
     "CancelSafeConnection",
+    "StreamReadKeys",
     "connect_bus",
     "make_redis",
 ]
@@ -169,4 +171,56 @@ def connect_bus(
     cluster = RedisCluster.from_url(
         url, max_connections=MAX_CONNECTIONS, **common, **tls_kw, require_full_coverage=True
     )
+    cluster.commands_parser = StreamReadKeys()
     return cast("Redis", cluster)
+
+
+class StreamReadKeys(AsyncCommandsParser):
+    """redis-py's Cluster command parser, with the keys of ``XREAD`` and ``XREADGROUP`` read
+    from the command itself.
+
+    Their keys "move" (they follow ``STREAMS``), and for such a command redis-py's Cluster client
+    asks a node ``COMMAND GETKEYS`` before sending it, twice (once to choose the command's
+    policy, once its node): every blocking read of every consumer and SSE follower cost three
+    round trips, and the Cluster's background commands doubled (docs/performance.md, "On a
+    Valkey Cluster"). The keys are the first half of the arguments after ``STREAMS``; a
+    command this cannot read (no ``STREAMS``, an odd count) goes to redis-py's parser as before.
+    """
+
+    async def get_keys(self, *args: Any) -> tuple[Any, ...] | None:
+        keys = stream_read_keys(args)
+        if keys is not None:
+            return keys
+        return await super().get_keys(*args)
+
+
+def stream_read_keys(args: Sequence[Any]) -> tuple[Any, ...] | None:
+    """The stream keys of an ``XREAD``/``XREADGROUP`` command (its arguments, name first), or
+    ``None`` when ``args`` is not one of those or names no keys in a readable form."""
+    if not args or _upper(args[0]) not in (b"XREAD", b"XREADGROUP"):
+        return None
+    i = 1
+    while i < len(args):  # the options before STREAMS, skipped with their values: a group
+        word = _upper(args[i])  # or a consumer may be named "streams"
+        if word == b"STREAMS":
+            rest = args[i + 1 :]
+            if not rest or len(rest) % 2:
+                return None
+            return tuple(rest[: len(rest) // 2])
+        width = _OPTION_WIDTH.get(word)
+        if width is None:
+            return None
+        i += width
+    return None
+
+
+# XREAD [COUNT n] [BLOCK ms] STREAMS …; XREADGROUP GROUP g c [COUNT n] [BLOCK ms] [NOACK] STREAMS …
+_OPTION_WIDTH = {b"GROUP": 3, b"COUNT": 2, b"BLOCK": 2, b"NOACK": 1}
+
+
+def _upper(arg: Any) -> bytes:
+    if isinstance(arg, str):
+        return arg.upper().encode()
+    if isinstance(arg, bytes):
+        return arg.upper()
+    return b""

@@ -114,6 +114,38 @@ async def test_the_services_commands_are_routed_by_their_key(bus: Bus) -> None:
         calls.fallback = fallback
 
 
+def _getkeys_calls(cluster: ClusterSet) -> int:
+    """``COMMAND GETKEYS`` calls every node of the cluster has served so far."""
+    calls = 0
+    for server in cluster.servers:
+        with server.client() as node:
+            stats = node.info("commandstats")
+            calls += int(stats.get("cmdstat_command|getkeys", {}).get("calls", 0))
+    return calls
+
+
+async def test_stream_reads_on_redis_pys_cluster_client_ask_no_node_for_their_keys(
+    cluster: ClusterSet, bus: Bus
+) -> None:
+    """A consumer's ``XREADGROUP`` and a follower's ``XREAD`` go through redis-py's cluster
+    client; their keys come from the command, not from ``COMMAND GETKEYS`` on a node (two round
+    trips before every read, which redis-py makes for keys that follow ``STREAMS``)."""
+    redis = bus.redis
+    streams = [f"reads:{{r{i}}}" for i in range(6)]
+    assert len({_owner(cluster, key_slot(k.encode())).port for k in streams}) == 3
+    for stream in streams:
+        await redis.xgroup_create(stream, "g", id="0", mkstream=True)
+        await redis.xadd(stream, {"data": stream})
+    before = _getkeys_calls(cluster)
+    for stream in streams:
+        read = await redis.xreadgroup("g", "c", {stream: ">"}, count=10, block=10)
+        assert read[0][1][0][1] == {b"data": stream.encode()}
+        tail = await redis.xread({stream: "0-0"}, count=10, block=10)
+        assert tail[0][1][0][1] == {b"data": stream.encode()}
+    assert await redis.xreadgroup("g", "c", {streams[0]: ">"}, count=10, block=10) in ([], None)
+    assert _getkeys_calls(cluster) == before
+
+
 def _migrating(cluster: ClusterSet, key: str) -> tuple[int, Server, Server]:
     """Mark ``key``'s slot as migrating from its owner to another primary; move ``key``."""
     slot = key_slot(key.encode())
