@@ -75,7 +75,7 @@ class PendingQueue:
         max_wait_s: float | None = None,
         max_batch: int = 32,
         lock_ttl_s: float = 300.0,
-        poll_s: float = 0.2,
+        poll_s: float | None = None,
         max_attempts: int = 3,
     ) -> None:
         self.bus = bus
@@ -85,7 +85,10 @@ class PendingQueue:
         self.max_wait_s = max_wait_s if max_wait_s is not None else max(10 * debounce_s, 1.0)
         self.max_batch = max_batch
         self.lock_ttl_ms = int(lock_ttl_s * 1000)
-        self.poll_s = poll_s
+        # How often the flush loop looks for due batches (sixteen reads each time): a batch
+        # waits its debounce anyway, so a look every half debounce, within [0.2 s, 1 s], adds
+        # at most half of it; idle, the loop is what memory extraction spends its time on.
+        self.poll_s = poll_s if poll_s is not None else min(1.0, max(0.2, debounce_s / 2))
         self.max_attempts = max_attempts
         self._attempts: dict[str, int] = {}
         # EVALSHA with a fallback to EVAL: the script text is not sent on every call.

@@ -47,4 +47,6 @@ def test_killed_service_is_restarted_and_stack_is_ready_again(stack: Stack) -> N
     else:
         raise AssertionError("stack not ready again after the restart")
     assert httpx.get(f"{stack.gateway_url}/healthz", timeout=3).json() == {"status": "ok"}
-    assert httpx.get(f"{stack.gateway_url}/openapi.json", timeout=3).status_code == 200
+    # The gateway builds its OpenAPI document on the first request for it (a second of CPU on
+    # a quiet machine, several with every core busy): the answer is what is checked, not its time.
+    assert httpx.get(f"{stack.gateway_url}/openapi.json", timeout=30).status_code == 200
