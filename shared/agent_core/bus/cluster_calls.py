@@ -59,14 +59,23 @@ ATTEMPTS = 7
 _MAX_BACKOFF_S = 1.0
 SLOTS = 16384
 
-# Where the key is, for the commands the services send through ``Bus.calls`` (grep the callers:
-# publish, the consumer's replies and XACK, the run-events batcher, the run queue, the gateway's
-# wake-ups, the memory queue). EVAL/EVALSHA are read from their numkeys.
+# Where the key is: the first argument, for the commands the services send through
+# ``Bus.calls`` (grep the callers: publish, the consumer's replies and XACK, the run-events
+# batcher, the run queue and its claim prelude, the gateway's wake-ups, the memory queue) and
+# the other commands of one key the bus's data types have. EVAL/EVALSHA are read from their
+# numkeys. A command left out goes to redis-py's cluster client, whose transactions start a
+# thread per call: the claim prelude's INCR, missing here, made every claim take that path.
 KEY_POSITION: dict[bytes, int] = {
     name: 1
     for name in (
-        b"XADD", b"XACK", b"SET", b"GET", b"DEL", b"EXISTS", b"EXPIRE", b"PEXPIRE", b"RPUSH",
-        b"LRANGE", b"LREM", b"ZADD", b"HSET", b"HGET", b"SPUBLISH",
+        b"XADD", b"XACK", b"XLEN", b"XRANGE", b"XREVRANGE", b"XTRIM", b"XDEL",
+        b"SET", b"GET", b"GETDEL", b"INCR", b"INCRBY", b"DECR", b"DEL", b"UNLINK", b"EXISTS",
+        b"TYPE", b"EXPIRE", b"PEXPIRE", b"TTL", b"PTTL", b"PERSIST",
+        b"RPUSH", b"LPUSH", b"LPOP", b"RPOP", b"LLEN", b"LINDEX", b"LRANGE", b"LREM", b"LTRIM",
+        b"ZADD", b"ZREM", b"ZSCORE", b"ZCARD", b"ZRANGE", b"ZRANGEBYSCORE",
+        b"HSET", b"HGET", b"HMGET", b"HGETALL", b"HDEL", b"HINCRBY", b"HEXISTS", b"HLEN",
+        b"SADD", b"SREM", b"SMEMBERS", b"SISMEMBER", b"SCARD",
+        b"SPUBLISH",
     )
 }  # fmt: skip
 

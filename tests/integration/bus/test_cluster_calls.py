@@ -12,9 +12,10 @@ import pytest
 import redis as sync_redis
 from redis.crc import key_slot
 
-from agent_core.bus import Bus
+from agent_core.bus import Bus, BusNames
 from agent_core.bus.cluster_calls import ClusterCalls
 from agent_core.bus.connection import connect_bus
+from agent_core.runqueue import SessionQueue
 from tests.engines.valkey_topologies import ClusterSet, Server, start_topology
 
 
@@ -98,6 +99,12 @@ class _Refuse:
     async def execute(self, *args: object) -> object:
         raise AssertionError(f"sent to the redis-py cluster client: {args!r}")
 
+    async def execute_many(self, commands: object, **_: object) -> object:
+        raise AssertionError(f"sent to the redis-py cluster client: {commands!r}")
+
+    async def transaction(self, commands: object, **_: object) -> object:
+        raise AssertionError(f"a transaction sent to the redis-py cluster client: {commands!r}")
+
 
 async def test_the_services_commands_are_routed_by_their_key(bus: Bus) -> None:
     """Every command the services send through ``Bus.calls`` by name is in the key table, so
@@ -110,6 +117,12 @@ async def test_the_services_commands_are_routed_by_their_key(bus: Bus) -> None:
         assert await calls.execute("LREM", "lane:{k1}", 0, "a") == 1
         assert await calls.execute("EXISTS", "lane:{k1}") == 1
         assert await calls.execute("LRANGE", "lane:{k1}", 0, -1) == [b"b"]
+        # a claim's prelude: a transaction of EXISTS, INCR and EXPIRE on one run's keys (its
+        # INCR once sent every claim to redis-py's cluster transactions, a thread per call)
+        queue = SessionQueue(bus, BusNames("routed"))
+        assert await queue.claim_prelude("run_routed") == (False, 1)
+        await queue.request_cancel("run_routed")
+        assert await queue.claim_prelude("run_routed") == (True, 2)
     finally:
         calls.fallback = fallback
 
