@@ -269,11 +269,11 @@ class SessionQueue:
         await self._release(keys=[self.names.session_lease(session_id)], args=[token])
 
     async def _each_bucket(self, command: str, *args: Arg) -> list[list[bytes | str]]:
-        """``command key *args`` on every bucket's due set (one pipeline), replies in order."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for key in self.names.all_lanes_due:
-                pipe.execute_command(command, key, *args)
-            replies: list[list[bytes | str]] = await pipe.execute()
+        """``command key *args`` on every bucket's due set (one write per node), replies in
+        order. Through :attr:`Bus.calls`: a sweep runs twice a second on every worker."""
+        replies: list[list[bytes | str]] = await self.bus.calls.execute_many(
+            [[command, key, *args] for key in self.names.all_lanes_due]
+        )
         return replies
 
     async def pending_lanes(self) -> list[str]:
@@ -317,10 +317,9 @@ class SessionQueue:
         meanwhile. Two round trips, for the lanes a sweep could not take only."""
         if not lanes:
             return
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for lane in lanes:
-                pipe.pttl(self.names.session_lease(lane))
-            left = await pipe.execute()
+        left = await self.bus.calls.execute_many(
+            [["PTTL", self.names.session_lease(lane)] for lane in lanes]
+        )
         now = int(time.time() * 1000)
         # A lease gone meanwhile (-2) or without expiry (-1): the horizon already set stands.
         later: dict[str, dict[str, int]] = {}
@@ -328,16 +327,17 @@ class SessionQueue:
             if ms > at_least_ms:
                 later.setdefault(self.due_key(lane), {})[lane] = now + ms
         if later:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for key, scores in later.items():
-                    pipe.zadd(key, scores, xx=True)
-                await pipe.execute()
+            await self.bus.calls.execute_many(
+                [
+                    ["ZADD", key, "XX", *(x for lane, at in scores.items() for x in (at, lane))]
+                    for key, scores in later.items()
+                ]
+            )
 
     async def _list_due_now(self, lanes: Sequence[str]) -> None:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for lane in lanes:
-                pipe.zadd(self.due_key(lane), {lane: 0}, nx=True)
-            await pipe.execute()
+        await self.bus.calls.execute_many(
+            [["ZADD", self.due_key(lane), "NX", 0, lane] for lane in lanes]
+        )
 
     async def adopt_pending_set(self) -> int:
         """Move the lanes of the plain set older versions kept (``sessions:pending``) into the
