@@ -15,6 +15,13 @@ its own, and the hub serves the clients that come later. The hub is a shortcut, 
 way. Batches are queued
 without bound; a run's stream is itself bounded (see :mod:`agent_core.runqueue.events`).
 
+On a Cluster one read cannot name streams of two slots, and run streams are tagged by session,
+so the hub is off: each client reads its own stream, on a lean socket to the primary of its slot
+(taken from a few kept per node, and kept again once its run ended cleanly) rather than through
+redis-py's Cluster client, whose cost per read was the gateway's extra CPU on a Cluster. A read
+that fails or is redirected there (``MOVED`` after a failover) goes on through redis-py's client
+from the same position.
+
 What a streamed event costs the gateway is what this module spends per event, so the path is
 kept short: the read goes through a lean client of its own (one command naming every followed
 stream, built and parsed without redis-py's pool and retry machinery); an event is checked, not
@@ -41,6 +48,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent_core.bus import BusNames
 from agent_core.bus.calls import Bus
+from agent_core.bus.cluster_calls import ClusterCalls
 from agent_core.bus.connection import MAX_BLOCK_MS, SOCKET_TIMEOUT_S
 from agent_core.bus.names import BusTtl
 from agent_core.bus.resp import LeanRedis, RedisAddress, bulk
@@ -111,9 +119,11 @@ class EventHub:
         self._task: asyncio.Task[None] | None = None
         self._conn: LeanRedis | None = None
         self._closed = False
-        # The one read names streams of any slot and runs on the lean socket: on a Cluster,
-        # behind Sentinel or TLS every follower reads its own stream through redis-py instead.
+        # The one read names streams of any slot and runs on the lean socket: on a Cluster each
+        # follower reads its own stream on a lean socket of the cluster's calls (see the module
+        # docstring), behind Sentinel or TLS through redis-py.
         self._shared_read = bus.plain
+        self._spare: dict[tuple[str, int], list[LeanRedis]] = {}
 
     async def exists(self, session_id: str, run_id: str) -> bool:
         """Whether the run's Redis stream still exists (it expires after the run ends)."""
@@ -125,6 +135,13 @@ class EventHub:
         """Batches of ``(entry_id, event, json)`` after ``after``; ``None`` after ``block_ms``
         idle (at most ``MAX_BLOCK_MS``); ends after the terminal ``RunFinished``."""
         key = self._names.run_events(session_id, run_id).encode()
+        calls = self._bus.calls
+        if isinstance(calls, ClusterCalls):
+            async for batch in self._follow_on_node(
+                calls, session_id, run_id, key, after, block_ms
+            ):
+                yield batch
+            return
         if (
             not self._shared_read
             or key in self._followers
@@ -162,9 +179,79 @@ class EventHub:
         ):
             yield batch
 
+    async def _follow_on_node(
+        self,
+        cluster: ClusterCalls,
+        session_id: str,
+        run_id: str,
+        key: bytes,
+        after: str,
+        block_ms: int,
+    ) -> AsyncIterator[Batch | None]:
+        """One run's stream on a lean socket to its slot's primary (a Cluster); from where that
+        fails, through redis-py's client."""
+        last = after
+        try:
+            address = await cluster.address_of(key)
+        except RedisConnectionError:
+            address = None
+        if address is not None:
+            node = (address.host, address.port)
+            spare = self._spare.get(node)
+            conn = spare.pop() if spare else None
+            if conn is None:
+                block_s = min(block_ms, MAX_BLOCK_MS) / 1000
+                conn = LeanRedis(address, socket_timeout=block_s + SOCKET_TIMEOUT_S, retries=0)
+            fixed = (b"XREAD", b"COUNT", b"500", b"BLOCK", b"%d" % min(block_ms, MAX_BLOCK_MS))
+            head = b"*8\r\n" + b"".join(bulk(arg) for arg in (*fixed, b"STREAMS", key))
+            ended = False
+            try:
+                while True:
+                    reply: Any = await conn.execute_packed(head + bulk(last.encode()))
+                    if not reply:
+                        yield None
+                        continue
+                    batch: Batch = []
+                    try:
+                        for entry_id, fields in reply[0][1]:
+                            kind, raw = forwardable(fields[fields.index(b"data") + 1])
+                            last = _text(entry_id)
+                            batch.append((last, kind, raw))
+                            if kind == "run_finished":
+                                ended = True
+                                break
+                    except ValueError:  # redis-py's reader below meets it again and reports it
+                        if batch:
+                            yield batch
+                        break
+                    yield batch
+                    if ended:
+                        return
+            except (RedisConnectionError, RedisTimeoutError, ResponseError) as exc:
+                log.info(
+                    "SSE read on the stream's node failed (%s): going on through redis-py", exc
+                )
+                if isinstance(exc, ResponseError):  # MOVED: the map changed
+                    with contextlib.suppress(RedisConnectionError):
+                        await cluster.refresh()
+            finally:
+                # Kept only after a clean end: a read abandoned mid-way has its reply to come.
+                if ended and not self._closed and len(self._spare.setdefault(node, [])) < 32:
+                    self._spare[node].append(conn)
+                else:
+                    await conn.aclose()
+        async for item in self._reader.follow_raw(
+            session_id, run_id, after=last, block_ms=block_ms
+        ):
+            yield item
+
     async def close(self) -> None:
         """Stop the read (followers still waiting see the stream end with an error)."""
         self._closed = True
+        for spare in self._spare.values():
+            for conn in spare:
+                await conn.aclose()
+        self._spare.clear()
         if self._conn is not None:  # fails a blocked read at once
             await self._conn.aclose()
         if self._task is not None:

@@ -187,6 +187,15 @@ class ClusterCalls:
             await self.refresh()
         return self._slots[slot]
 
+    async def address_of(self, key: bytes) -> RedisAddress | None:
+        """The primary serving ``key``'s slot by the map, as whom the calls connect (``None``
+        while no node serves it); a caller that meets ``MOVED`` there calls :meth:`refresh`."""
+        owner = await self._owner(key_slot(key))
+        if owner is None:
+            return None
+        c = self._credentials
+        return RedisAddress(owner[0], owner[1], 0, c.username, c.password)
+
     async def _recover(self, failures: int, reply: Exception) -> None:
         """After a failed try: wait (except after a redirection) and read the map again."""
         if isinstance(reply, MovedError):
