@@ -193,11 +193,6 @@ class _Protocol(asyncio.Protocol):
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # Subscribe mode: ``message`` frames go here, everything else answers a pending call.
         self.on_push = on_push
-        # Payloads sent in this turn of the loop, written together at its end: the callers of
-        # one socket (a worker's runs, leases, events and publishes) then cost one write system
-        # call per turn, not one each; on a Cluster a round's commands split over the nodes and
-        # the writes per turn were the run-workers' largest cost there.
-        self._out: list[bytes] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without deriving from it
@@ -233,20 +228,10 @@ class _Protocol(asyncio.Protocol):
         """Write ``payload`` (``count`` commands); the future gets their ``count`` replies."""
         if self.closed or self.transport is None:
             raise ConnectionError("connection to the bus is closed")
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[Any]] = loop.create_future()
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         self.pending.append(_Pending(future, count, time.monotonic()))
-        if self._out is None:
-            self._out = [payload]
-            loop.call_soon(self._flush)
-        else:
-            self._out.append(payload)
+        self.transport.write(payload)
         return future
-
-    def _flush(self) -> None:
-        out, self._out = self._out, None
-        if out and not self.closed and self.transport is not None:
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     def fail(self, exc: Exception) -> None:
         """Close the socket and fail every pending call with ``exc`` (idempotent)."""
