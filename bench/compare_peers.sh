@@ -11,7 +11,7 @@
 # (<peer>_cpu_ms_per_turn_50x10, <peer>_turns_per_s_50x10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PEERS_DIR=${SOONG_PEERS_DIR:-../shared/peers}
+PEERS_DIR=${SOONG_PEERS_DIR:?set SOONG_PEERS_DIR to the folder of the peer scripts}
 VENV=${SOONG_PEERS_VENV:-.peers-venv}
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
