@@ -118,11 +118,23 @@ class PostgresCluster:
         self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop", check=False)
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def kill(self) -> None:
+    def kill(self, timeout_s: float = 30) -> None:
         """SIGKILL the postmaster, as a crash would: no shutdown checkpoint, no goodbye to the
-        clients or the standby (its backends notice the postmaster's death and exit)."""
+        clients or the standby. Returns once it and every process it had started are gone.
+
+        Its backends notice the postmaster's death and exit, but in their own time: a backend
+        that had not yet noticed took a command sent just after the kill, committed it (its
+        walsender still streaming to the standby) and acknowledged it, which a test that means
+        "the server is gone" must not see (a CI flake).
+        """
         pid = int((self.data_dir / "postmaster.pid").read_text().split()[0])
+        children = _children(pid)
         os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + timeout_s
+        while live := [p for p in (pid, *children) if _alive(p)]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"PostgreSQL processes {live} outlived their postmaster")
+            time.sleep(0.01)
 
     def promote(self) -> None:
         """Promote this standby to a primary (``pg_ctl promote``, waiting until it is one)."""
@@ -332,3 +344,25 @@ def postgres_dsn(postgres_cluster: PostgresCluster) -> Iterator[str]:
         yield dsn
     finally:
         postgres_cluster.drop_database(name)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from ``/proc``)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended while listed
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended (a zombie has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
