@@ -29,12 +29,21 @@ Printed last, one JSON line:
 * ``cross_host_added_p50_ms``: a quick turn's p50 latency with the gateway on another host than
   the worker (core's gateway, ``w1``'s worker) minus the same through ``w1``'s own gateway,
   ``--latency-turns`` of each, alternated.
+
+``--interleave R`` with two topologies (``--bus standalone,cluster``) measures instead only the
+4-host load, with both stacks up at once (each on its own fabric) and their rounds alternated,
+R of each, the order flipped every round: this machine's speed drifts by a quarter between runs
+minutes apart, which one topology measured after the other reads as a difference between them.
+Keys: ``interleaved_<bus>_cpu_ms_per_turn_4`` (median of the rounds), ``..._rounds`` spread
+(max ÷ min − 1), and ``interleaved_<second>_cpu_ms_per_turn_4_ratio`` (median of the per-round
+ratios, each round's second ÷ the first's measured beside it).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -370,6 +379,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20, help="turns per session per phase")
     parser.add_argument("--model-wait-s", type=float, default=1.0)
     parser.add_argument("--latency-turns", type=int, default=150)
+    parser.add_argument("--interleave", type=int, default=0, metavar="R")
     parser.add_argument(
         "--bus",
         default="standalone",
@@ -382,6 +392,12 @@ def main() -> None:
         sys.exit("bench/scale.py needs root (namespaces, mounts, links)")
     out: dict[str, float] = {}
     topologies = args.bus.split(",")
+    if args.interleave:
+        if len(topologies) != 2:
+            sys.exit("--interleave compares two topologies: --bus <first>,<second>")
+        out = run_interleaved(topologies, args)
+        print(json.dumps({"bench": "scale", **{k: round(v, 4) for k, v in out.items()}}))
+        return
     for topology in topologies:
         figures = run_on(topology, args)
         if topology == topologies[0]:
@@ -391,6 +407,62 @@ def main() -> None:
         for key in ("cpu_ms_per_turn_4", "cpu_ms_per_turn_1", "valkey_cmds_per_turn_4"):
             out[f"{topology}_{key}_ratio"] = figures[key] / out[key]
     print(json.dumps({"bench": "scale", **{k: round(v, 4) for k, v in out.items()}}))
+
+
+def run_interleaved(topologies: list[str], args: argparse.Namespace) -> dict[str, float]:
+    """Both topologies' stacks up at once (core and four worker hosts each), their 4-host loads
+    alternated (see the module)."""
+    with contextlib.ExitStack() as stack:
+        stacks = []
+        for second, bus in enumerate(topologies):
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="soong-scale-"))
+            model = _model(args.model_wait_s)
+            kwargs: dict[str, Any] = {} if bus == "standalone" else {"bus": bus}
+            cl = stack.enter_context(cluster(Path(tmp), config=CONFIG, second=second, **kwargs))
+            model.host = cl.fabric.engine_ip
+            model.start_in_thread()
+            stack.callback(model.stop_thread)
+            cl.env.update(
+                {
+                    "SOONG_MODEL_PROVIDER": "openai",
+                    "SOONG_MODEL_NAME": "fake-model",
+                    "SOONG_MODEL_BASE_URL": model.sdk_base_url,
+                    "OPENAI_API_KEY": "sk-test-not-a-real-key-000000",
+                }
+            )
+            started = [cl.add_host("core", CORE, wait=False), _worker_host(cl, 1, wait=False)]
+            for host in started:
+                host.wait_ready()
+            for n in (2, 3, 4):
+                _worker_host(cl, n)
+            stacks.append(cl)
+        return asyncio.run(interleave(dict(zip(topologies, stacks, strict=True)), args))
+
+
+async def interleave(stacks: dict[str, Cluster], args: argparse.Namespace) -> dict[str, float]:
+    meters = {bus: Meter(cl) for bus, cl in stacks.items()}
+    first, second = stacks
+    seen: dict[str, list[float]] = {bus: [] for bus in stacks}
+    ratios: list[float] = []
+    for bus, cl in stacks.items():  # a warm-up round each, not counted
+        await load(cl, meters[bus], args.per_host * 4, 2)
+    for r in range(args.interleave):
+        order = [first, second] if r % 2 == 0 else [second, first]
+        for bus in order:
+            figures = await load(stacks[bus], meters[bus], args.per_host * 4, args.turns)
+            seen[bus].append(figures["cpu_ms_per_turn"])
+            print(f"# round {r} {bus}: {json.dumps(figures)}", file=sys.stderr)
+        ratios.append(seen[second][-1] / seen[first][-1])
+    for meter in meters.values():
+        await meter.redis.aclose()
+    out: dict[str, float] = {}
+    for bus, values in seen.items():
+        out[f"interleaved_{bus}_cpu_ms_per_turn_4"] = statistics.median(values)
+        out[f"interleaved_{bus}_cpu_ms_per_turn_4_rounds_spread"] = max(values) / min(values) - 1
+    out[f"interleaved_{second}_cpu_ms_per_turn_4_ratio"] = statistics.median(ratios)
+    out[f"interleaved_{second}_cpu_ms_per_turn_4_ratio_min"] = min(ratios)
+    out[f"interleaved_{second}_cpu_ms_per_turn_4_ratio_max"] = max(ratios)
+    return out
 
 
 def run_on(bus: str, args: argparse.Namespace) -> dict[str, float]:

@@ -95,12 +95,14 @@ class Fabric:
     Links and rules carry this process's pid, so :meth:`up` can clear those of a dead run first.
     """
 
-    def __init__(self) -> None:
-        self.tag = os.getpid()
+    def __init__(self, second: int = 0) -> None:
+        # The tag starts with this process's pid (how a later run tells a dead run's links);
+        # ``second`` numbers further fabrics of one process, up at once.
+        pid = os.getpid()
+        self.tag = f"{pid}" if not second else f"{pid}i{second}"
         self.bridge = f"mnb{self.tag}"
-        self.network = ipaddress.IPv4Network(
-            f"10.{200 + self.tag % 50}.{(self.tag // 50) % 250}.0/24"
-        )
+        slot = pid + 7919 * second
+        self.network = ipaddress.IPv4Network(f"10.{200 + slot % 50}.{(slot // 50) % 250}.0/24")
         self.engine_ip = str(self.network.network_address + 1)
         self._cut: set[str] = set()
         self._veths: set[str] = set()
@@ -174,12 +176,13 @@ def _clear_stale() -> None:
     """Bridges and iptables rules of harness runs whose process is gone."""
     for line in _run("ip", "-o", "link", "show", "type", "bridge").stdout.splitlines():
         name = line.split(":")[1].strip().split("@")[0]
-        if name.startswith("mnb") and name[3:].isdigit() and not _alive(int(name[3:])):
+        owner = name[3:].split("i")[0]
+        if name.startswith("mnb") and owner.isdigit() and not _alive(int(owner)):
             _run("ip", "link", "del", name, check=False)
     for line in _run("iptables", "-S").stdout.splitlines():
         if f"{_COMMENT}-" not in line or not line.startswith("-A "):
             continue
-        owner = line.split(f"{_COMMENT}-")[1].split()[0].strip('"')
+        owner = line.split(f"{_COMMENT}-")[1].split()[0].strip('"').split("i")[0]
         if owner.isdigit() and not _alive(int(owner)):
             _run("iptables", *shlex.split("-D " + line[3:]), check=False)
 
@@ -455,12 +458,14 @@ class Cluster:
         env: dict[str, str] | None = None,
         config: str = "",
         bus: str = "standalone",
+        second: int = 0,
     ) -> Cluster:
         """The fabric, the bus on it, and an API key; no hosts yet (see :meth:`add_host`).
         ``config``: the ``config.toml`` every host's services read (``SOONG_CONFIG``); ``bus``:
         ``standalone`` (one Valkey), ``sentinel`` or ``cluster`` (``tests/engines``' topologies,
-        listening on the fabric; their ``[bus]`` fields are added to ``config``)."""
-        fabric = Fabric()
+        listening on the fabric; their ``[bus]`` fields are added to ``config``); ``second``:
+        numbers a cluster up beside another of this process (its own links and subnet)."""
+        fabric = Fabric(second)
         fabric.up()
         valkey: HostValkey | None = None
         topology: Topology | None = None
@@ -591,10 +596,14 @@ def _free_port(host: str) -> int:
 
 @contextlib.contextmanager
 def cluster(
-    base: Path, env: dict[str, str] | None = None, config: str = "", bus: str = "standalone"
+    base: Path,
+    env: dict[str, str] | None = None,
+    config: str = "",
+    bus: str = "standalone",
+    second: int = 0,
 ) -> Iterator[Cluster]:
-    """A :class:`Cluster` for the ``with`` block."""
-    started = Cluster.start(base, env, config, bus)
+    """A :class:`Cluster` for the ``with`` block (``second``: see :meth:`Cluster.start`)."""
+    started = Cluster.start(base, env, config, bus, second)
     try:
         yield started
     finally:
