@@ -198,10 +198,14 @@ class EventHub:
         if address is not None:
             node = (address.host, address.port)
             spare = self._spare.get(node)
-            conn = spare.pop() if spare else None
-            if conn is None:
-                block_s = min(block_ms, MAX_BLOCK_MS) / 1000
-                conn = LeanRedis(address, socket_timeout=block_s + SOCKET_TIMEOUT_S, retries=0)
+            # Every socket's timeout covers the longest block: a kept one serves any follower.
+            conn = (
+                spare.pop()
+                if spare
+                else LeanRedis(
+                    address, socket_timeout=MAX_BLOCK_MS / 1000 + SOCKET_TIMEOUT_S, retries=0
+                )
+            )
             fixed = (b"XREAD", b"COUNT", b"500", b"BLOCK", b"%d" % min(block_ms, MAX_BLOCK_MS))
             head = b"*8\r\n" + b"".join(bulk(arg) for arg in (*fixed, b"STREAMS", key))
             ended = False
@@ -211,20 +215,12 @@ class EventHub:
                     if not reply:
                         yield None
                         continue
-                    batch: Batch = []
-                    try:
-                        for entry_id, fields in reply[0][1]:
-                            kind, raw = forwardable(fields[fields.index(b"data") + 1])
-                            last = _text(entry_id)
-                            batch.append((last, kind, raw))
-                            if kind == "run_finished":
-                                ended = True
-                                break
-                    except ValueError:  # redis-py's reader below meets it again and reports it
-                        if batch:
-                            yield batch
+                    batch, ended, unreadable = _batch(reply[0][1])
+                    if batch:
+                        last = batch[-1][0]
+                        yield batch
+                    if unreadable:  # redis-py's reader below meets it again and reports it
                         break
-                    yield batch
                     if ended:
                         return
             except (RedisConnectionError, RedisTimeoutError, ResponseError) as exc:
@@ -360,24 +356,35 @@ class EventHub:
                     self._deliver(key, follower, entries)
 
     def _deliver(self, key: bytes, follower: _Follower, entries: list[Any]) -> None:
-        batch: Batch = []
-        for entry_id, fields in entries:
-            try:
-                # An entry is [id, [field, value, ...]] with the one field "data".
-                kind, raw = forwardable(fields[fields.index(b"data") + 1])
-            except ValueError:  # the follower's own reader meets it again and reports it
-                del self._followers[key]
-                if batch:
-                    follower.queue.put_nowait(batch)
-                follower.queue.put_nowait(None)
-                return
-            follower.last = _text(entry_id)
-            batch.append((follower.last, kind, raw))
-            if kind == "run_finished":
-                del self._followers[key]  # nothing follows the end
-                break
+        batch, ended, unreadable = _batch(entries)
+        if batch:
+            follower.last = batch[-1][0]
+        if unreadable:  # the follower's own reader meets it again and reports it
+            del self._followers[key]
+            if batch:
+                follower.queue.put_nowait(batch)
+            follower.queue.put_nowait(None)
+            return
+        if ended:
+            del self._followers[key]  # nothing follows the end
         follower.fed_at = asyncio.get_running_loop().time()
         follower.queue.put_nowait(batch)
+
+
+def _batch(entries: list[Any]) -> tuple[Batch, bool, bool]:
+    """The events of a read's ``entries`` (each ``[id, [field, value, ...]]`` with the one
+    field "data"), in order, up to an entry that cannot be forwarded or through the terminal
+    ``RunFinished``: ``(batch, ended, unreadable)``."""
+    batch: Batch = []
+    for entry_id, fields in entries:
+        try:
+            kind, raw = forwardable(fields[fields.index(b"data") + 1])
+        except ValueError:
+            return batch, False, True
+        batch.append((_text(entry_id), kind, raw))
+        if kind == "run_finished":
+            return batch, True, False
+    return batch, False, False
 
 
 def _text(value: bytes | str) -> str:
