@@ -412,31 +412,13 @@ def main() -> None:
 def run_interleaved(topologies: list[str], args: argparse.Namespace) -> dict[str, float]:
     """Both topologies' stacks up at once (core and four worker hosts each), their 4-host loads
     alternated (see the module)."""
-    with contextlib.ExitStack() as stack:
-        stacks = []
+    with contextlib.ExitStack() as held:
+        stacks: dict[str, Cluster] = {}
         for second, bus in enumerate(topologies):
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="soong-scale-"))
-            model = _model(args.model_wait_s)
-            kwargs: dict[str, Any] = {} if bus == "standalone" else {"bus": bus}
-            cl = stack.enter_context(cluster(Path(tmp), config=CONFIG, second=second, **kwargs))
-            model.host = cl.fabric.engine_ip
-            model.start_in_thread()
-            stack.callback(model.stop_thread)
-            cl.env.update(
-                {
-                    "SOONG_MODEL_PROVIDER": "openai",
-                    "SOONG_MODEL_NAME": "fake-model",
-                    "SOONG_MODEL_BASE_URL": model.sdk_base_url,
-                    "OPENAI_API_KEY": "sk-test-not-a-real-key-000000",
-                }
-            )
-            started = [cl.add_host("core", CORE, wait=False), _worker_host(cl, 1, wait=False)]
-            for host in started:
-                host.wait_ready()
+            stacks[bus] = _stack(held, bus, args, second)
             for n in (2, 3, 4):
-                _worker_host(cl, n)
-            stacks.append(cl)
-        return asyncio.run(interleave(dict(zip(topologies, stacks, strict=True)), args))
+                _worker_host(stacks[bus], n)
+        return asyncio.run(interleave(stacks, args))
 
 
 async def interleave(stacks: dict[str, Cluster], args: argparse.Namespace) -> dict[str, float]:
@@ -467,27 +449,37 @@ async def interleave(stacks: dict[str, Cluster], args: argparse.Namespace) -> di
 
 def run_on(bus: str, args: argparse.Namespace) -> dict[str, float]:
     """Every phase on a bus of topology ``bus``."""
-    with tempfile.TemporaryDirectory(prefix="soong-scale-") as tmp:
-        model = _model(args.model_wait_s)
-        kwargs: dict[str, Any] = {} if bus == "standalone" else {"bus": bus}  # older harnesses: one
-        with cluster(Path(tmp), config=CONFIG, **kwargs) as cl:
-            model.host = cl.fabric.engine_ip
-            model.start_in_thread()
-            cl.env.update(
-                {
-                    "SOONG_MODEL_PROVIDER": "openai",
-                    "SOONG_MODEL_NAME": "fake-model",
-                    "SOONG_MODEL_BASE_URL": model.sdk_base_url,
-                    "OPENAI_API_KEY": "sk-test-not-a-real-key-000000",
-                }
-            )
-            try:
-                started = [cl.add_host("core", CORE, wait=False), _worker_host(cl, 1, wait=False)]
-                for host in started:
-                    host.wait_ready()
-                return asyncio.run(measure(cl, args))
-            finally:
-                model.stop_thread()
+    with contextlib.ExitStack() as held:
+        return asyncio.run(measure(_stack(held, bus, args), args))
+
+
+def _stack(
+    held: contextlib.ExitStack, bus: str, args: argparse.Namespace, second: int = 0
+) -> Cluster:
+    """A harness cluster on a bus of topology ``bus``, the scripted model on its fabric, its
+    core host and ``w1`` ready; all of it ends with ``held`` (``second``: a second cluster of
+    this process, see ``Cluster.start``)."""
+    tmp = held.enter_context(tempfile.TemporaryDirectory(prefix="soong-scale-"))
+    model = _model(args.model_wait_s)
+    kwargs: dict[str, Any] = {} if bus == "standalone" else {"bus": bus}  # older harnesses: one
+    if second:
+        kwargs["second"] = second
+    cl = held.enter_context(cluster(Path(tmp), config=CONFIG, **kwargs))
+    model.host = cl.fabric.engine_ip
+    model.start_in_thread()
+    held.callback(model.stop_thread)
+    cl.env.update(
+        {
+            "SOONG_MODEL_PROVIDER": "openai",
+            "SOONG_MODEL_NAME": "fake-model",
+            "SOONG_MODEL_BASE_URL": model.sdk_base_url,
+            "OPENAI_API_KEY": "sk-test-not-a-real-key-000000",
+        }
+    )
+    started = [cl.add_host("core", CORE, wait=False), _worker_host(cl, 1, wait=False)]
+    for host in started:
+        host.wait_ready()
+    return cl
 
 
 if __name__ == "__main__":
