@@ -9,6 +9,7 @@ PreToolUse hook runs inside a child worker agent. Every execution is on the time
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -171,7 +172,11 @@ async def test_a_hooks_ask_goes_through_the_permission_flow(
     assert asked is not None, cluster.log_text()
     request = asked["request"]
     assert request["reason"] == "hook policy asks: globbing needs a person"
-    assert (await client.run(sent.run_id))["status"] == "pending"
+    # The request is streamed before the run's status is stored (the prompt should not wait
+    # for the writer): the status turns pending just after.
+    async with asyncio.timeout(30):
+        while (await client.run(sent.run_id))["status"] != "pending":
+            await asyncio.sleep(0.02)
     # A person allows it, as POST …/permissions/{id} does.
     names, redis = client.ctx.names, client.ctx.redis
     decision = PermissionDecision(
