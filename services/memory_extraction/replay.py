@@ -24,13 +24,13 @@ from agent_core.config import load_settings
 from agent_core.errors import SchemaError
 from agent_core.files import read_versioned
 from agent_core.memory import Interaction, UpdateOp
-from agent_core.memory.evaluation import EpisodeLabels, Score, score_episode
+from agent_core.memory.evaluation import EpisodeLabels, Score, leaked, score_episode
 from agent_core.provider import aclose_adapter
 
 from .consolidate import BatchItem, Consolidator
 from .llm import LLMProposer
 from .service import make_proposer
-from .store import CHANGE_LOG, MemoryStore, Source
+from .store import CHANGE_LOG, ChangeRecord, MemoryStore, Source
 
 __all__ = ["ReplayResult", "read_items", "replay", "replay_episode", "run"]
 
@@ -102,13 +102,31 @@ async def replay_episode(
     score = score_episode(labels, (await store.load(account)).documents, changed)
     score.touched = [f"{path.stem}:{t}" for t in score.touched]
     log = (await read_versioned(store.files, f"{store.memory_key(account)}/{CHANGE_LOG}"))[0]
-    text = _squash(log.decode("utf-8")) if log is not None else ""
-    score.secrets_leaked += [s for s in labels.secrets if _squash(s) in text]
+    texts = _logged_texts(log.decode("utf-8")) if log is not None else []
+    score.secrets_leaked += leaked(labels.secrets, texts)
     return score
 
 
-def _squash(text: str) -> str:
-    return "".join(c for c in text.casefold() if not c.isspace() and c != "-")
+def _logged_texts(log: str) -> list[str]:
+    """The change log's texts, without its timestamps and ETags (see ``said``).
+
+    A line that is not a change record is taken whole: what it holds cannot be told apart.
+    """
+    texts: list[str] = []
+    for line in filter(None, log.splitlines()):
+        try:
+            rec = ChangeRecord.model_validate_json(line)
+        except ValidationError:
+            texts.append(line)
+            continue
+        texts += [
+            rec.scope,
+            rec.entry_id or "",
+            rec.old_text or "",
+            rec.new_text or "",
+            rec.note or "",
+        ]
+    return texts
 
 
 def _labels(path: Path, episode: str) -> EpisodeLabels:
