@@ -2,7 +2,9 @@
 
 One batch at a time (a lock: the consumer's reader and its recovery sweeps share this one writer).
 For each command in arrival order the domain's :func:`~agent_core.tasks.apply` runs against the
-list's *staged* DAG, so later commands of the batch see earlier ones. Then, in one worker-thread
+list's *staged* DAG, so later commands of the batch see earlier ones; the staged DAG is a copy
+made once a batch and changed in place (a copy a command would cost time that grows with the
+list). Then, in one worker-thread
 call, every touched list gets its records written and (if configured) fsynced. Only a list whose
 write succeeded has its staged DAG installed and its commands acknowledged; a list whose write
 failed is rolled back, dropped from memory (its next use replays the file) and its commands get a
@@ -121,7 +123,7 @@ class TaskWalHandler:
             return
         group = groups.get(loc.wal)
         if group is None:
-            group = groups[loc.wal] = _Group(state, state.dag)
+            group = groups[loc.wal] = _Group(state, state.dag and _private(state.dag))
         group.replies.append((i, _apply(group, message, now)))
 
     def _location(self, session_id: str, scope: TaskScope, list_name: str) -> ListLocation:
@@ -194,7 +196,7 @@ def _apply(group: _Group, message: TaskCommandMessage, now: datetime) -> TaskRep
     try:
         if known is not None and group.dag is not None:
             return _ok(_result(message, group.dag, changed=False, duplicate=True))
-        applied = apply(group.dag, command, now=now)
+        applied = apply(group.dag, command, now=now, in_place=True)
     except AgentCoreError as exc:
         return _failed(exc.to_payload())
     except Exception as exc:  # a bug must cost one reply, not the whole batch
@@ -228,8 +230,14 @@ def _result(
         duplicate=duplicate,
         events=events,
         task=dag.tasks.get(task_id) if isinstance(task_id, str) else None,
-        dag=dag_view(dag) if message.include_dag else None,
+        # A copy: later commands of the batch go on changing the staged DAG's tasks in place.
+        dag=dag_view(_private(dag)) if message.include_dag else None,
     )
+
+
+def _private(dag: TaskDAG) -> TaskDAG:
+    """``dag`` with a tasks dict of its own, for staging changes in place."""
+    return dag.model_copy(update={"tasks": dict(dag.tasks)})
 
 
 def _info(state: ListState) -> TaskListInfo:

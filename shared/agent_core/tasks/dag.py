@@ -2,8 +2,9 @@
 
 :func:`apply` is pure: given the current DAG (``None`` before the list exists), a command and the
 time, it returns the new DAG and the sealed WAL records to append, or raises
-:class:`~agent_core.tasks.errors.TaskRuleError` and changes nothing. The task-wal service appends
-the records, flushes them, and only then replaces its DAG with ``Applied.dag``.
+:class:`~agent_core.tasks.errors.TaskRuleError` and changes nothing. The task-wal service stages
+a batch's commands on a private copy of the list (``in_place``, one copy a batch rather than one
+a command), appends the records, flushes them, and only then replaces its DAG with the staged one.
 
 A command whose effect already holds (claiming a task one already holds, completing or failing a
 task one already finished that way, cancelling a cancelled task, re-adding an identical task,
@@ -66,13 +67,18 @@ class Applied:
         return bool(self.events)
 
 
-def apply(dag: TaskDAG | None, command: TaskCommand, *, now: datetime) -> Applied:
-    """Apply ``command`` at time ``now`` (timezone-aware); raise ``TaskRuleError`` if refused."""
+def apply(
+    dag: TaskDAG | None, command: TaskCommand, *, now: datetime, in_place: bool = False
+) -> Applied:
+    """Apply ``command`` at time ``now`` (timezone-aware); raise ``TaskRuleError`` if refused.
+
+    ``in_place`` is :func:`~agent_core.tasks.rules.evolve`'s: the caller owns ``dag.tasks``.
+    """
     dag = _addressed(dag, command)
     if dag is not None and _already_holds(dag, command):
         return Applied(dag, ())
     event = seal(1 if dag is None else dag.seq + 1, now, to_change(command))
-    return Applied(evolve(dag, event), (event,))
+    return Applied(evolve(dag, event, in_place=in_place), (event,))
 
 
 def ready_ids(dag: TaskDAG) -> tuple[str, ...]:

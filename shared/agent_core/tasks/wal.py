@@ -83,7 +83,7 @@ def replay(data: bytes) -> ReplayResult:
             reason = f"seq {event.seq} where {expected} was expected"
             return _corrupt(records, pos, line_no, WalFault.SEQ_GAP, reason)
         try:
-            dag = evolve(dag, event)
+            dag = evolve(dag, event, in_place=True)  # the replay's own DAG: no copy a record
         except TaskRuleError as exc:
             return _corrupt(records, pos, line_no, WalFault.RULE_VIOLATION, exc.message)
         records += 1

@@ -132,3 +132,27 @@ async def test_a_duplicate_inside_one_batch_is_applied_once(tmp_path: Path) -> N
     ]
     task = results[-1].task
     assert task is not None and [n.text for n in task.notes] == ["n"]
+
+
+async def test_a_reply_shows_its_own_commands_dag_not_the_batchs_later_ones(
+    tmp_path: Path,
+) -> None:
+    """The batch stages its changes in place on one copy: a reply's DAG must not move on."""
+    sid = new_session_id()
+    create, add_a, add_b = ops(sid)
+    handler = TaskWalHandler(TaskStore(fsync=True), projects(tmp_path), clock=lambda: T0)
+    await handler.handle([command(sid, tmp_path, create)])
+    [query] = await handler.handle([TaskQueryMessage(session_id=sid, scope=SCOPE, list_name="l")])
+    committed = query.data
+    assert isinstance(committed, TaskDagView) and committed.dag.tasks == {}
+    first = command(sid, tmp_path, add_a)
+    assert isinstance(first, TaskCommandMessage)
+    first = first.model_copy(update={"include_dag": True})
+    replies = await handler.handle([first, command(sid, tmp_path, add_b)])
+    shown = replies[0].data
+    assert isinstance(shown, TaskChangeResult) and shown.dag is not None
+    assert list(shown.dag.dag.tasks) == ["task_a"] and shown.dag.ready == ("task_a",)
+    assert committed.dag.tasks == {}  # what a query answered before is not changed either
+    [after] = await handler.handle([TaskQueryMessage(session_id=sid, scope=SCOPE, list_name="l")])
+    assert isinstance(after.data, TaskDagView)
+    assert list(after.data.dag.tasks) == ["task_a", "task_b"]

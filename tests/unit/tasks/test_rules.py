@@ -68,3 +68,17 @@ def test_depends_transitively_follows_chains_only_forward() -> None:
     assert depends_transitively(dag, "task_c", "task_a")
     assert not depends_transitively(dag, "task_a", "task_c")
     assert not depends_transitively(dag, "task_a", "task_a")
+
+
+def test_a_record_copies_the_tasks_unless_the_caller_owns_them() -> None:
+    dag = evolve(created(), seal(2, T0, TaskAdded(task_id="task_a", title="a", agent_id=ALICE)))
+    copied = evolve(dag, seal(3, T0, TaskAdded(task_id="task_b", title="b", agent_id=ALICE)))
+    assert list(dag.tasks) == ["task_a"] and list(copied.tasks) == ["task_a", "task_b"]
+    claim = seal(3, T0, TaskClaimed(task_id="task_a", agent_id=ALICE))
+    owned = evolve(dag, claim, in_place=True)
+    assert owned.tasks is dag.tasks and owned.seq == 3 and dag.seq == 2
+    assert owned.tasks["task_a"].claimant == ALICE
+    refused = seal(4, T0, TaskClaimed(task_id="task_x", agent_id=ALICE))
+    with pytest.raises(TaskRuleError):
+        evolve(owned, refused, in_place=True)
+    assert list(owned.tasks) == ["task_a"] and owned.seq == 3  # a refusal changes nothing
