@@ -43,7 +43,7 @@ def test_stored_json_is_compact_keeps_unicode_and_reads_back(
     assert _FIXED_WIDTH_UTC.fullmatch(row.created_at), row.created_at
     node = to_node(row)
     assert (node.content, node.metadata) == (content, {"k": "é"})
-    assert node.created_at.tzinfo is UTC
+    assert node.created_at.tzinfo == UTC  # datetime.UTC or TzInfo(0)
     empty = engine.answer(GetNode(session_id=s.session_id, node_id=plain.node.node_id)).data
     assert empty["metadata_json"] is None  # an empty dict is NULL, read back as {}
     assert to_node(NodeRecord.model_validate(empty)).metadata == {}

@@ -153,7 +153,7 @@ def _assert_maps_field_by_field(name: str, record: BaseModel) -> None:
         assert got == want, (name, field, column)
     for field in ("created_at", "updated_at"):
         if field in runtime_cls.model_fields:
-            assert getattr(value, field).tzinfo is UTC
+            assert getattr(value, field).tzinfo == UTC  # datetime.UTC or TzInfo(0)
 
 
 @pytest.mark.parametrize("name", sorted(ROWS))
@@ -353,12 +353,12 @@ def test_non_canonical_json_reads_the_same() -> None:
 def test_timestamps_are_aware_utc() -> None:
     state = mappers.to_session_state(CANONICAL["session"])  # type: ignore[arg-type]
     assert state.created_at == datetime(2026, 6, 12, 15, 30, 22, 123456, tzinfo=UTC)
-    assert state.created_at.tzinfo is UTC
+    assert state.created_at.tzinfo == UTC  # datetime.UTC or TzInfo(0)
     # An offset other than UTC (model_copy does not normalise it) reads as the same instant.
     shifted = CANONICAL["session"].model_copy(update={"updated_at": "2026-06-12T17:30:22+02:00"})
     later = mappers.to_session_state(shifted)  # type: ignore[arg-type]
     assert later.updated_at == datetime(2026, 6, 12, 15, 30, 22, tzinfo=UTC)
-    assert later.updated_at.tzinfo is UTC
+    assert later.updated_at.tzinfo == UTC  # datetime.UTC or TzInfo(0)
 
 
 # ---------------------------------------------------------------------------- failures
