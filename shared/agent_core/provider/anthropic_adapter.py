@@ -26,14 +26,13 @@ from agent_core.provider.errors import (
 )
 from agent_core.provider.retry import RetryPolicy, stream_with_retries
 from agent_core.provider.toolcalls import ToolCallAssembler
-from agent_core.provider.wire import SSEDecoder, loads
+from agent_core.provider.wire import SSEDecoder, loads, text_delta
 from agent_core.types.enums import StopReason
 from agent_core.types.protocol import (
     MessageEndEvent,
     MessageStartEvent,
     ModelEvent,
     ModelRequest,
-    TextDeltaEvent,
     Usage,
     UsageEvent,
 )
@@ -115,7 +114,7 @@ class _EventState:
         if kind == "content_block_delta":
             delta = event["delta"]
             if delta["type"] == "text_delta":
-                return [TextDeltaEvent(text=delta["text"])] if delta["text"] else []
+                return [text_delta(delta["text"])] if delta["text"] else []
             if delta["type"] == "input_json_delta" and delta["partial_json"]:
                 return [self.calls.add(event["index"], delta["partial_json"])]
             return []  # thinking, signature and citation deltas are not part of the protocol
@@ -125,7 +124,7 @@ class _EventState:
             if block["type"] == "tool_use":
                 out.append(self.calls.start(event["index"], block["id"], block["name"]))
             elif block["type"] == "text" and block.get("text"):
-                out.append(TextDeltaEvent(text=block["text"]))
+                out.append(text_delta(block["text"]))
             return out
         if kind == "content_block_stop":
             index = event["index"]

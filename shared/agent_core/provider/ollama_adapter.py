@@ -38,14 +38,13 @@ from agent_core.provider.errors import (
 from agent_core.provider.ollama_mapping import build_body, needs_tools
 from agent_core.provider.retry import RetryPolicy, stream_with_retries
 from agent_core.provider.toolcalls import ToolCallAssembler
-from agent_core.provider.wire import LineSplitter, loads
+from agent_core.provider.wire import LineSplitter, loads, text_delta
 from agent_core.types.enums import StopReason
 from agent_core.types.protocol import (
     MessageEndEvent,
     MessageStartEvent,
     ModelEvent,
     ModelRequest,
-    TextDeltaEvent,
     Usage,
     UsageEvent,
 )
@@ -87,7 +86,7 @@ class _LineState:
             out.append(MessageStartEvent(model=obj.get("model")))
         message = obj.get("message") or {}
         if content := message.get("content"):
-            out.append(TextDeltaEvent(text=content))
+            out.append(text_delta(content))
         for call in message.get("tool_calls") or ():
             out.extend(self._tool_call(call))
         if obj.get("done"):

@@ -26,14 +26,13 @@ from agent_core.provider.errors import (
 from agent_core.provider.openai_mapping import build_params
 from agent_core.provider.retry import RetryPolicy, stream_with_retries
 from agent_core.provider.toolcalls import ToolCallAssembler
-from agent_core.provider.wire import SSEDecoder, loads
+from agent_core.provider.wire import SSEDecoder, loads, text_delta
 from agent_core.types.enums import StopReason
 from agent_core.types.protocol import (
     MessageEndEvent,
     MessageStartEvent,
     ModelEvent,
     ModelRequest,
-    TextDeltaEvent,
     Usage,
     UsageEvent,
 )
@@ -112,10 +111,10 @@ class _ChunkState:
                 continue  # n > 1 is never requested; ignore stray choices from odd servers
             delta = choice.get("delta") or {}
             if content := delta.get("content"):
-                out.append(TextDeltaEvent(text=content))
+                out.append(text_delta(content))
             if refusal := delta.get("refusal"):
                 self.refused = True
-                out.append(TextDeltaEvent(text=refusal))
+                out.append(text_delta(refusal))
             for tc in delta.get("tool_calls") or ():
                 out.extend(self._tool_call(tc))
             if (finish := choice.get("finish_reason")) is not None:

@@ -14,7 +14,9 @@ from typing import Any
 
 import orjson
 
-__all__ = ["MAX_LINE_BYTES", "LineSplitter", "SSEDecoder", "loads"]
+from agent_core.types.protocol import TextDeltaEvent
+
+__all__ = ["MAX_LINE_BYTES", "LineSplitter", "SSEDecoder", "loads", "text_delta"]
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """A line (or SSE event) longer than this is refused: a broken server must not exhaust memory."""
@@ -34,6 +36,18 @@ def loads(payload: bytes) -> Any:
         return orjson.loads(payload)
     except orjson.JSONDecodeError:
         return json.loads(payload.decode())
+
+
+_VALIDATE_TEXT_DELTA = TextDeltaEvent.__pydantic_validator__.validate_python
+
+
+def text_delta(text: str) -> TextDeltaEvent:
+    """``TextDeltaEvent(text=text)``, the same validation called directly on the model's compiled
+    validator: ``BaseModel.__init__`` wraps it in ~0.6 µs of Python, and an adapter makes one of
+    these per streamed chunk (a fifth of its own cost per chunk, ``bench/provider_overhead.py``).
+    """
+    event: TextDeltaEvent = _VALIDATE_TEXT_DELTA({"text": text})
+    return event
 
 
 class LineSplitter:
