@@ -4,10 +4,10 @@ Each actual entry may cover several expected entries (one bullet may hold two pr
 precision = entries covering ≥ 1 expected / all entries; recall = expected covered / all
 expected; false memories = entries covering none; duplicates = extra entries covering an expected
 entry that another entry already covers; conflicts resolved = ``conflict``/``delete`` absents that
-hold; secrets leaked = secrets found in what a document's author wrote (not its timestamps
-or hashes); false-memory rate = interactions
-labelled ``untouched`` that changed memory / interactions labelled ``untouched``; supersession
-failures = old values still present (``conflict``/``delete`` absents violated) + duplicates.
+hold; secrets leaked = secrets found in what a document's authors wrote (not its timestamps or
+hashes); false-memory rate = interactions labelled ``untouched`` that changed memory /
+interactions labelled ``untouched``; supersession failures = old values still present
+(``conflict``/``delete`` absents violated) + duplicates.
 """
 
 from __future__ import annotations
