@@ -2,13 +2,13 @@
 
 One batch at a time (a lock: the consumer's reader and its recovery sweeps share this one writer).
 For each command in arrival order the domain's :func:`~agent_core.tasks.apply` runs against the
-list's *staged* DAG, so later commands of the batch see earlier ones; the staged DAG is a copy
-made once a batch and changed in place (a copy a command would cost time that grows with the
-list). Then, in one worker-thread call, every touched list gets its records written and (if
-configured) fsynced. Only a list whose
-write succeeded has its staged DAG installed and its commands acknowledged; a list whose write
-failed is rolled back, dropped from memory (its next use replays the file) and its commands get a
-retryable error. Queries of the batch are answered after the commit, from acknowledged state.
+list's *staged* DAG, so later commands of the batch see earlier ones; the staged DAG is a copy made
+once a batch and changed in place (a copy a command would cost time that grows with the list).
+Then, in one worker-thread call, every touched list gets its records written and (if configured)
+fsynced. Only a list whose write succeeded has its staged DAG installed and its commands
+acknowledged; a list whose write failed is rolled back, dropped from memory (its next use replays
+the file) and its commands get a retryable error. Queries of the batch are answered after the
+commit, from acknowledged state.
 """
 
 from __future__ import annotations
