@@ -149,11 +149,11 @@ async def test_a_home_the_sandbox_user_may_reach_is_bound_without_staging(
 def _count_stagings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """A list that gets an entry each time a call stages its areas (the real staging runs)."""
     made: list[int] = []
-    real = runners._staging
+    real = runners.stage_folder
 
     def counted() -> contextlib.AbstractContextManager[str]:
         made.append(1)
         return real()
 
-    monkeypatch.setattr(runners, "_staging", counted)
+    monkeypatch.setattr(runners, "stage_folder", counted)
     return made

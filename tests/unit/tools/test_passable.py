@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agent_core.tools.sandbox.staging import SANDBOX_UID, _all_passable, _passable
+from agent_core.tools.sandbox.staging import SANDBOX_UID, _passable, all_passable
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="chown to uid 65534 needs root")
 
@@ -147,7 +147,7 @@ def test_one_call_reads_each_folder_once_and_answers_as_each_area_alone(
         assert set(stats.values()) == {1}
 
         stats.clear()
-        assert _all_passable(fds) is False  # stops at the closed scratchpad
+        assert all_passable(fds) is False  # stops at the closed scratchpad
         assert set(stats.values()) == {1}
 
         areas[1].chmod(0o711)
@@ -155,6 +155,6 @@ def test_one_call_reads_each_folder_once_and_answers_as_each_area_alone(
         stats.clear()
         assert [_passable(fd) for fd in fds] == [True] * 4
         stats.clear()
-        assert _all_passable(fds) is True
+        assert all_passable(fds) is True
         assert set(stats.values()) == {1}
         assert set(stats) >= {"/", shared, *(os.path.realpath(p) for p in (*areas, project))}

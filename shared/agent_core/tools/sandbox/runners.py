@@ -44,12 +44,12 @@ from agent_core.tools.sandbox.proxy import (
     proxy_environment,
 )
 from agent_core.tools.sandbox.staging import (
-    _PROJECT,
-    _STAGE_SCRIPT,
-    _STAGED,
+    PROJECT,
     SANDBOX_UID,
-    _all_passable,
-    _staging,
+    STAGE_SCRIPT,
+    STAGED_AREAS,
+    all_passable,
+    stage_folder,
     sweep_stale_stages,
 )
 from agent_core.tools.workspace import Workspace
@@ -169,7 +169,7 @@ def _area_fds(workspace: Workspace) -> Iterator[dict[Area | str, int]]:
         for area in Area:
             fds[area] = os.open(area.value, flags | os.O_NOFOLLOW, dir_fd=root)
         if workspace.project is not None:
-            fds[_PROJECT] = os.open(workspace.project, flags | os.O_NOFOLLOW)
+            fds[PROJECT] = os.open(workspace.project, flags | os.O_NOFOLLOW)
         yield fds
     finally:
         os.close(root)
@@ -252,7 +252,7 @@ class BwrapRunner(CodeRunner):
         )
         # The project is read-only unless the session asked for work on it (as for the file
         # tools, ``paths.ensure_writable``).
-        project = ["--bind" if project_writable else "--ro-bind"] if _PROJECT in fds else []
+        project = ["--bind" if project_writable else "--ro-bind"] if PROJECT in fds else []
         if stage is None:
             binds = [
                 "--ro-bind-fd", str(fds[Area.INPUT]), f"{ws}/input",
@@ -260,7 +260,7 @@ class BwrapRunner(CodeRunner):
                 "--bind-fd", str(fds[Area.OUTPUT]), f"{ws}/output",
             ]  # fmt: skip
             if project:
-                binds += [f"{project[0]}-fd", str(fds[_PROJECT]), f"{ws}/{_PROJECT}"]
+                binds += [f"{project[0]}-fd", str(fds[PROJECT]), f"{ws}/{PROJECT}"]
             prelude: list[str] = []
         else:
             binds = [
@@ -268,12 +268,12 @@ class BwrapRunner(CodeRunner):
                 "--bind", f"{stage}/scratchpad", f"{ws}/scratchpad",
                 "--bind", f"{stage}/output", f"{ws}/output",
             ]  # fmt: skip
-            staged: list[Area | str] = [*_STAGED, *([_PROJECT] if project else [])]
+            staged: list[Area | str] = [*STAGED_AREAS, *([PROJECT] if project else [])]
             if project:
-                binds += [project[0], f"{stage}/{_PROJECT}", f"{ws}/{_PROJECT}"]
+                binds += [project[0], f"{stage}/{PROJECT}", f"{ws}/{PROJECT}"]
             prelude = [
                 _tool("unshare"), "--mount", "--propagation", "private", "--",
-                _tool("sh"), "-c", _STAGE_SCRIPT, "sh", stage,
+                _tool("sh"), "-c", STAGE_SCRIPT, "sh", stage,
                 " ".join(a.value if isinstance(a, Area) else a for a in staged),
                 *(str(fds[area]) for area in staged),
             ]  # fmt: skip
@@ -315,8 +315,8 @@ class BwrapRunner(CodeRunner):
         with contextlib.ExitStack() as held:
             fds = held.enter_context(_area_fds(workspace))
             stage = None
-            if root and not _all_passable(fds.values()):
-                stage = held.enter_context(_staging())
+            if root and not all_passable(fds.values()):
+                stage = held.enter_context(stage_folder())
             result = await run_limited(
                 self.argv(
                     command,

@@ -9,15 +9,15 @@ folder from ``/`` down to an area; a home below a folder only root may enter (``
 as not passable (its entries are not read), and so does one ``os.stat`` fails on (e.g. gone).
 A wrong "yes" would fail the call, a wrong "no" only costs a staging, which always works: every
 doubt answers no. The areas of a call share the workspace root's ancestors, so a call reads
-each folder once (:func:`_all_passable`).
+each folder once (:func:`all_passable`).
 
 Where an area is not passable, the root worker stages: it binds the areas onto an empty folder
-under ``/tmp`` (:func:`_staging`) in a mount namespace of the call's own (``unshare --mount``,
+under ``/tmp`` (:func:`stage_folder`) in a mount namespace of the call's own (``unshare --mount``,
 private propagation: the host never sees these mounts, and they die with the call), and
 bubblewrap binds them from there, so the home may lie anywhere. That costs processes
 (``unshare``, a shell, a ``mount`` per area: about 9 ms a call here), so it is done only where
 needed; elsewhere bubblewrap binds the descriptors itself. The staging stays one process all
-along (:data:`_STAGE_SCRIPT`: each step replaces itself with the next): a first bubblewrap run
+along (:data:`STAGE_SCRIPT`: each step replaces itself with the next): a first bubblewrap run
 as root would do the mounts for less, but it forks a monitor that outlives a SIGKILLed worker,
 and the sandbox's bubblewrap, its child, would not notice the worker's death.
 
@@ -36,25 +36,33 @@ from typing import Final
 
 from agent_core.tools.paths import Area
 
-__all__ = ["SANDBOX_UID", "sweep_stale_stages"]
+__all__ = [
+    "PROJECT",
+    "SANDBOX_UID",
+    "STAGED_AREAS",
+    "STAGE_SCRIPT",
+    "all_passable",
+    "stage_folder",
+    "sweep_stale_stages",
+]
 
 SANDBOX_UID: Final = 65534  # "nobody": no file on the host belongs to it
-_STAGED: Final = (Area.INPUT, Area.SCRATCHPAD, Area.OUTPUT)
+STAGED_AREAS: Final = (Area.INPUT, Area.SCRATCHPAD, Area.OUTPUT)
 # Run as root in the call's own mount namespace: bind each area's descriptor onto the staging
 # folder, then become the sandbox (setpriv, nice, bwrap: one process all along, so the worker's
 # kill and limits reach it, and bwrap's --die-with-parent watches the worker itself). Paths and
 # descriptors arrive as arguments, never spliced into code.
-_STAGE_SCRIPT: Final = (
+STAGE_SCRIPT: Final = (
     "set -e; stage=$1; areas=$2; shift 2; for area in $areas; do "
     'mount --bind "/proc/self/fd/$1" "$stage/$area"; shift; done; exec "$@"'
 )
 # The session's project folder, when it has one: at /workspace/project (see ``Workspace``).
-_PROJECT: Final = "project"
-_STAGE_NAMES: Final = (*(a.value for a in _STAGED), _PROJECT)
+PROJECT: Final = "project"
+_STAGE_NAMES: Final = (*(a.value for a in STAGED_AREAS), PROJECT)
 _STAGE_PREFIX: Final = "soong-stage-"
 
 
-def _all_passable(fds: Iterable[int]) -> bool:
+def all_passable(fds: Iterable[int]) -> bool:
     """Whether every folder ``fds`` name is passable (:func:`_passable`): one call's areas, whose
     paths share the workspace root's ancestors, each folder read once."""
     seen: dict[str, bool] = {}
@@ -132,7 +140,7 @@ def sweep_stale_stages(tmp: str | None = None) -> int:
 
 
 @contextlib.contextmanager
-def _staging() -> Iterator[str]:
+def stage_folder() -> Iterator[str]:
     """An empty folder per call under ``/tmp`` (which every user may pass through) with an
     empty mount point per area, removed afterwards; only the call's namespace mounts onto it.
     Its name carries this worker's pid (see :func:`sweep_stale_stages`)."""
