@@ -77,12 +77,13 @@ _SECRET_KEY = re.compile(
 )
 
 
-# For ASCII text, what each pattern above cannot match without (in the same order): a
-# substring that every match contains, looked up in the lowercased text — a cheap test that lets
-# most texts skip most patterns. Non-ASCII text runs every pattern: case-insensitive matching of
-# non-ASCII letters is not plain lowercasing.
-_NEEDLES: Final[tuple[tuple[tuple[str, ...], ...], ...]] = (
-    (("://",), ("@",)),  # all of these groups, each: any of its strings
+# For ASCII text, what each pattern above cannot match without (in the same order), looked up in
+# the lowercased text: groups that must all hold, each a few strings of which one must occur, or
+# a pattern that must match — a cheap test that lets most texts skip most patterns. Non-ASCII text
+# runs every pattern: case-insensitive matching of non-ASCII letters is not plain lowercasing.
+_Group = tuple[str, ...] | re.Pattern[str]
+_NEEDLES: Final[tuple[tuple[_Group, ...], ...]] = (
+    (("://",), ("@",)),
     (("bearer", "basic"),),
     (("sk-",),),
     (("sa_",),),
@@ -90,23 +91,31 @@ _NEEDLES: Final[tuple[tuple[tuple[str, ...], ...], ...]] = (
     (("xox",),),
     (("akia",),),
     (("aiza",),),
-    ((":", "="),),  # and _SECRET_WORD: the last pattern tries every word of a text
+    # The secret-naming words of the last pattern as a pattern of their own: a plain substring
+    # ("token") would send every log line that counts tokens (input_tokens=…) through the last
+    # pattern, which tries every word of a text (~40 µs a line); this scan costs a few.
+    (
+        (":", "="),
+        re.compile(
+            r"api[_\-]?key|apikey|passw|pwd|secret|token(?!s|_count)|access[_\-]?key"
+            r"|private[_\-]?key|auth"
+        ),
+    ),
 )
-# The secret-naming words of the last pattern, on lowercased text. A plain substring test
-# ("token") would send every log line that counts tokens (input_tokens=…) through that pattern,
-# ~40 µs a line; this scan costs a few.
-_SECRET_WORD: Final = re.compile(
-    r"api[_\-]?key|apikey|passw|pwd|secret|token(?!s|_count)|access[_\-]?key|private[_\-]?key|auth"
-)
-
-
 # A text holding no pattern's first needle can match none: most texts (ids, names, figures)
 # leave at this one scan.
-_ANY_NEEDLE: Final = re.compile("|".join(re.escape(n) for groups in _NEEDLES for n in groups[0]))
+_ANY_NEEDLE: Final = re.compile(
+    "|".join(re.escape(n) for groups in _NEEDLES if isinstance(groups[0], tuple) for n in groups[0])
+)
 
 
-def _may_match(lowered: str, groups: tuple[tuple[str, ...], ...]) -> bool:
-    return all(any(needle in lowered for needle in group) for group in groups)
+def _may_match(lowered: str, groups: tuple[_Group, ...]) -> bool:
+    return all(
+        any(needle in lowered for needle in group)
+        if isinstance(group, tuple)
+        else group.search(lowered) is not None
+        for group in groups
+    )
 
 
 def redact(text: str) -> str:
@@ -118,11 +127,8 @@ def redact(text: str) -> str:
     lowered = text.lower() if ascii_only else ""
     if ascii_only and _ANY_NEEDLE.search(lowered) is None:
         return text
-    last = len(_PATTERNS) - 1
-    for i, ((pattern, replacement), needles) in enumerate(zip(_PATTERNS, _NEEDLES, strict=True)):
-        if ascii_only and not (
-            _may_match(lowered, needles) and (i < last or _SECRET_WORD.search(lowered))
-        ):
+    for (pattern, replacement), needles in zip(_PATTERNS, _NEEDLES, strict=True):
+        if ascii_only and not _may_match(lowered, needles):
             continue
         replaced = pattern.sub(replacement, text)
         if replaced != text:
