@@ -77,6 +77,12 @@ _SECRET_KEY = re.compile(
 )
 
 
+# The secret-naming words of the last pattern, as its second needle group: a plain substring
+# ("token") would send every log line that counts tokens (input_tokens=…) through the last
+# pattern, which tries every word of a text (~40 µs a line); this scan costs a few.
+_SECRET_WORD: Final = re.compile(
+    r"api[_\-]?key|apikey|passw|pwd|secret|token(?!s|_count)|access[_\-]?key|private[_\-]?key|auth"
+)
 # For ASCII text, what each pattern above cannot match without (in the same order), looked up in
 # the lowercased text: groups that must all hold, each a few strings of which one must occur, or
 # a pattern that must match — a cheap test that lets most texts skip most patterns. Non-ASCII text
@@ -91,16 +97,7 @@ _NEEDLES: Final[tuple[tuple[_Group, ...], ...]] = (
     (("xox",),),
     (("akia",),),
     (("aiza",),),
-    # The secret-naming words of the last pattern as a pattern of their own: a plain substring
-    # ("token") would send every log line that counts tokens (input_tokens=…) through the last
-    # pattern, which tries every word of a text (~40 µs a line); this scan costs a few.
-    (
-        (":", "="),
-        re.compile(
-            r"api[_\-]?key|apikey|passw|pwd|secret|token(?!s|_count)|access[_\-]?key"
-            r"|private[_\-]?key|auth"
-        ),
-    ),
+    ((":", "="), _SECRET_WORD),
 )
 # A text holding no pattern's first needle can match none: most texts (ids, names, figures)
 # leave at this one scan.
