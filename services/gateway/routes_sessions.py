@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
 from agent_core.bus.contracts.storage import (
     CreateSession,
-    GetSessionUsage,
     ListSessions,
     SearchSessions,
     UpdateSession,
@@ -29,14 +27,13 @@ from agent_core.types.api import (
 )
 from agent_core.types.enums import AgentType, SessionStatus
 from agent_core.types.mappers import to_session_state
-from agent_core.types.runtime import SessionState, UsageTotals
+from agent_core.types.runtime import SessionState
 from services.gateway.errors import ApiError, responses
 from services.gateway.routes_assistants import session_config
 from services.gateway.state import (
     CallerDep,
     GatewayDep,
     agent_overrides,
-    fetch_optional,
     fetch_page,
     get_session,
 )
@@ -125,13 +122,7 @@ async def list_sessions(
 @router.get("/{session_id}", response_model=SessionState, responses=responses(404))
 async def read_session(session_id: str, gw: GatewayDep, caller: CallerDep) -> Response:
     """One session, with its usage totals (``usage``: tokens of its runs that ended)."""
-    # Both reads are scoped by the caller's account; the totals are kept counters (one indexed
-    # read), asked for beside the session rather than after it.
-    totals = GetSessionUsage(session_id=session_id, account_id=caller.account_id)
-    session, usage = await asyncio.gather(
-        get_session(gw, caller, session_id), fetch_optional(gw, totals)
-    )
-    session = session.model_copy(update={"usage": usage or UsageTotals()})
+    session = await get_session(gw, caller, session_id, with_usage=True)
     # The hottest read: serialised once here instead of dumped and re-validated by FastAPI.
     return Response(session.model_dump_json(), media_type="application/json")
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypeVar, cast
 from fastapi import Depends, Request
 
 from agent_core.bus.contracts._replies import TypedQuery
-from agent_core.bus.contracts.storage import GetRun, GetSession, StorageQuery
+from agent_core.bus.contracts.storage import GetRun, GetSession, GetSessionWithUsage, StorageQuery
 from agent_core.config import agent_config
 from agent_core.errors import ConfigError
 from agent_core.files import FileStore, build_file_store
@@ -134,14 +134,20 @@ async def fetch(gw: Gateway, query: TypedQuery[R | None], what: str) -> R:
     return data
 
 
-async def get_session(gw: Gateway, caller: Caller, session_id: str) -> SessionState:
-    """The caller's session ``session_id`` or 404."""
+async def get_session(
+    gw: Gateway, caller: Caller, session_id: str, *, with_usage: bool = False
+) -> SessionState:
+    """The caller's session ``session_id`` or 404; ``with_usage``: with its usage totals, read
+    in the same query (two queries side by side cost the bus and the writer twice the round
+    trips)."""
     if not valid_session_id(session_id):
         raise not_found("session")
-    record = await fetch(
-        gw, GetSession(session_id=session_id, account_id=caller.account_id), "session"
-    )
-    return to_session_state(record)
+    if not with_usage:
+        query = GetSession(session_id=session_id, account_id=caller.account_id)
+        return to_session_state(await fetch(gw, query, "session"))
+    both = GetSessionWithUsage(session_id=session_id, account_id=caller.account_id)
+    found = await fetch(gw, both, "session")
+    return to_session_state(found.session).model_copy(update={"usage": found.usage})
 
 
 async def get_run(gw: Gateway, caller: Caller, session_id: str, run_id: str) -> RunState:

@@ -24,6 +24,7 @@ from agent_core.bus.contracts.storage import (
     GetNode,
     GetRun,
     GetSession,
+    GetSessionWithUsage,
     GetTree,
     ListAuditEvents,
     ListEvents,
@@ -145,6 +146,14 @@ def _get_session(e: QueryEngine, q: GetSession) -> tuple[Any, str | None]:
     conn = e._session_conn(q.session_id, q.account_id)
     row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (q.session_id,)).fetchone()
     return dict(row), None
+
+
+def _get_session_with_usage(e: QueryEngine, q: GetSessionWithUsage) -> tuple[Any, str | None]:
+    # One shard connection, two indexed reads: the row and its kept counters.
+    conn = e._session_conn(q.session_id, q.account_id)
+    row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (q.session_id,)).fetchone()
+    usage = usage_queries.session_usage(conn, q.session_id)
+    return {"session": dict(row), "usage": usage}, None
 
 
 def _list_sessions(e: QueryEngine, q: ListSessions) -> tuple[Any, str | None]:
@@ -359,6 +368,7 @@ def _get_artifact(e: QueryEngine, q: GetArtifact) -> tuple[Any, str | None]:
 
 _HANDLERS: dict[str, Handler] = {
     "get_session": _get_session,
+    "get_session_with_usage": _get_session_with_usage,
     "list_sessions": _list_sessions,
     "search_sessions": _search_sessions,
     "list_audit_events": _list_audit,
@@ -375,7 +385,7 @@ _HANDLERS: dict[str, Handler] = {
     "get_artifact": _get_artifact,
     "get_usage": lambda e, q: (usage_queries.account_usage(e._all(), q), None),
     "get_session_usage": lambda e, q: (
-        usage_queries.session_usage(e._session_conn(q.session_id, q.account_id), q),
+        usage_queries.session_usage(e._session_conn(q.session_id, q.account_id), q.session_id),
         None,
     ),
     # An account's named agents (None answers as data=None, like _Missing).

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from agent_core.bus.contracts.storage import GetSessionUsage, GetUsage
+from agent_core.bus.contracts.storage import GetUsage
 
 __all__ = ["account_usage", "session_usage"]
 
@@ -53,9 +53,9 @@ def account_usage(conns: Sequence[sqlite3.Connection], q: GetUsage) -> list[dict
     return [_with_total(merged[k]) for k in sorted(merged)]
 
 
-def session_usage(conn: sqlite3.Connection, q: GetSessionUsage) -> dict[str, Any]:
-    """``q.session_id``'s totals (zeros before its first run ends)."""
+def session_usage(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
+    """``session_id``'s totals (zeros before its first run ends)."""
     row = conn.execute(
-        f"SELECT {_SUMS} FROM usage_totals WHERE session_id = ?", (q.session_id,)
+        f"SELECT {_SUMS} FROM usage_totals WHERE session_id = ?", (session_id,)
     ).fetchone()
     return _with_total(dict(row))

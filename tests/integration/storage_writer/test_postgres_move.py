@@ -21,6 +21,7 @@ from agent_core.bus.contracts.storage import (
     GetActivePath,
     GetSession,
     GetSessionUsage,
+    GetSessionWithUsage,
     GetTree,
     GetUsage,
     ListAgents,
@@ -111,6 +112,7 @@ def _queries(sid: str) -> list[StorageQuery]:
         ListAgents(session_id=sid),
         ListArtifacts(session_id=sid),
         GetSessionUsage(session_id=sid),
+        GetSessionWithUsage(session_id=sid),
     ]
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from agent_core.bus.contracts.storage import GetSessionUsage, GetUsage
+from agent_core.bus.contracts.storage import GetSessionUsage, GetSessionWithUsage, GetUsage
 from agent_core.types.protocol import Usage
+from agent_core.types.runtime import UsageTotals
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.writer import Writer
 from tests.unit.storage_writer.factories import claim_run, create_run, create_session, end_run
@@ -43,6 +44,27 @@ def test_ends_add_to_the_session_and_account_totals_once(
     # Another account's session answers like a missing one.
     hidden = GetSessionUsage(session_id=a.session_id, account_id="acct_b")
     assert engine.answer(hidden).data is None
+
+    # The row and its totals in one query: the same totals, the session's own row.
+    both = GetSessionWithUsage(session_id=a.session_id, account_id="acct_a")
+    found = both.reply_of(engine.answer(both))
+    assert found is not None
+    assert found.session.session_id == a.session_id
+    assert found.usage == totals
+    fresh = GetSessionWithUsage(session_id=create_session().session_id, account_id="acct_a")
+    assert fresh.reply_of(engine.answer(fresh)) is None  # never created: not visible
+    theirs = GetSessionWithUsage(session_id=other.session_id, account_id="acct_b")
+    found = theirs.reply_of(engine.answer(theirs))
+    assert found is not None
+    assert found.usage.total_tokens == 200
+    idle = create_session()
+    writer.apply_batch([idle])  # no run ended yet: zeros
+    zeros = GetSessionWithUsage(session_id=idle.session_id, account_id="acct_a")
+    found = zeros.reply_of(engine.answer(zeros))
+    assert found is not None
+    assert found.usage == UsageTotals()
+    stranger = GetSessionWithUsage(session_id=a.session_id, account_id="acct_b")
+    assert stranger.reply_of(engine.answer(stranger)) is None
 
     today = dt.datetime.now(dt.UTC).date()
     query = GetUsage(account_id="acct_a", since=today, until=today)

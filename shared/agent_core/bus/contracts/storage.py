@@ -42,6 +42,7 @@ from agent_core.bus.contracts.storage_queries import (
     GetRun,
     GetSession,
     GetSessionUsage,
+    GetSessionWithUsage,
     GetTree,
     GetUsage,
     ListAgents,
@@ -55,6 +56,7 @@ from agent_core.bus.contracts.storage_queries import (
     QueryReply,
     SearchSessions,
     SessionMatch,
+    SessionWithUsage,
     StorageQuery,
 )
 from agent_core.bus.contracts.storage_runs import (
@@ -114,6 +116,7 @@ __all__ = [
     "GetActivePath",
     "GetArtifact",
     "GetSessionUsage",
+    "GetSessionWithUsage",
     "GetUsage",
     "GetNode",
     "GetRun",
@@ -134,6 +137,7 @@ __all__ = [
     "RunResult",
     "SearchSessions",
     "SessionMatch",
+    "SessionWithUsage",
     "StorageCommand",
     "StorageQuery",
     "SwitchActiveNode",
