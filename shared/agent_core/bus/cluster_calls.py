@@ -261,10 +261,7 @@ class ClusterCalls:
                     trouble = replies[i] = ClusterDownError(f"slot {slots[i]} is served by no node")
                 else:
                     groups.setdefault(owner, []).append(i)
-            outcomes = await asyncio.gather(
-                *(self._send(address, [commands[i] for i in ix]) for address, ix in groups.items()),
-                return_exceptions=True,
-            )
+            outcomes = await self._send_groups(commands, groups)
             for ix, outcome in zip(groups.values(), outcomes, strict=True):
                 if isinstance(outcome, ConnectionError):
                     again += ix
@@ -290,6 +287,26 @@ class ClusterCalls:
             assert trouble is not None
             await self._recover(failures, trouble)
             todo = sorted(again)
+
+    async def _send_groups(
+        self, commands: Sequence[Command], groups: dict[tuple[str, int], list[int]]
+    ) -> list[Any]:
+        """Each node's replies (or its ``ConnectionError``), in the order of ``groups``.
+
+        Most calls name one node: that one is awaited directly, since a task per call (what
+        ``gather`` makes of each awaitable) costs more than the call's own work on the client.
+        Several nodes are written to at once, each by a task of its own."""
+        if len(groups) == 1:
+            [(address, ix)] = groups.items()
+            try:
+                return [await self._send(address, [commands[i] for i in ix])]
+            except ConnectionError as exc:
+                return [exc]
+        outcomes: list[Any] = await asyncio.gather(
+            *(self._send(address, [commands[i] for i in ix]) for address, ix in groups.items()),
+            return_exceptions=True,
+        )
+        return outcomes
 
     async def _send(self, address: tuple[str, int], commands: list[Command]) -> list[Any]:
         return await self._node(address).execute_many(commands, raise_on_error=False)
