@@ -56,13 +56,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
-from helpers.proc_cpu import cpu_seconds  # noqa: E402
+from helpers.cluster_meter import Meter  # noqa: E402
+from helpers.parked_lanes import park_lanes, unpark_lanes  # noqa: E402
 from helpers.sse_client import RawClient  # noqa: E402
-from redis.asyncio import Redis  # noqa: E402
 
-from agent_core.bus import Bus, BusNames, make_redis  # noqa: E402
-from agent_core.ids import new_id, new_session_id  # noqa: E402
-from agent_core.runqueue import QueuedRun, SessionQueue  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 from tests.fakes.script import Delay, Finish, ScriptedTurn, Text, Usage  # noqa: E402
 from tests.multinode.harness import Cluster, Host, Service, cluster  # noqa: E402
@@ -80,7 +77,6 @@ CORE = (
     Service("gateway", "core"),
 )
 IDLE_LANES = 1000
-PARKED_TOKEN = "parked-worker"
 
 
 def _model(wait_s: float) -> FakeOpenAIServer:
@@ -96,76 +92,6 @@ def _model(wait_s: float) -> FakeOpenAIServer:
 def _pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
-
-
-class Meter:
-    """CPU of the hosts' processes and of Valkey, and Valkey's command count, between marks."""
-
-    def __init__(self, cl: Cluster) -> None:
-        self.cl = cl
-        self.redis = _bus_client(cl)
-
-    async def read(self) -> dict[str, float]:
-        roles: dict[str, float] = {}
-        for host in self.cl.hosts.values():
-            for pid in host.pids():
-                roles[_role(pid)] = roles.get(_role(pid), 0.0) + cpu_seconds(pid)
-        hosts = sum(roles.values())
-        return {
-            "hosts": hosts,
-            "valkey": sum(cpu_seconds(pid) for pid in _bus_pids(self.cl)),
-            "cmds": float(await self._commands()),
-            "all_cpu": _machine_cpu(),
-            **{f"role:{role}": cpu for role, cpu in roles.items()},
-        }
-
-    async def _commands(self) -> int:
-        """Every command the bus's primaries executed so far (scripts' own calls included; a
-        replica's replayed stream is left out, so one node and a Cluster compare)."""
-        topology = getattr(self.cl, "topology", None)
-        if topology is None:
-            stats = await self.redis.info("commandstats")
-            return sum(int(v["calls"]) for v in stats.values())
-        calls = 0
-        for server in topology.servers:
-            if getattr(server, "sentinel", False):
-                continue
-            with server.client() as node:
-                if node.info("replication")["role"] == "master":
-                    calls += sum(int(v["calls"]) for v in node.info("commandstats").values())
-        return calls
-
-
-def _bus_client(cl: Cluster) -> Redis:
-    """A client of the bus (the harness's topology-aware one where it has it)."""
-    if hasattr(cl, "bus_client"):
-        return cl.bus_client()
-    return make_redis(cl.valkey.local_url)  # type: ignore[union-attr]
-
-
-def _bus_pids(cl: Cluster) -> list[int]:
-    if hasattr(cl, "bus_pids"):
-        return list(cl.bus_pids())
-    assert cl.valkey is not None and cl.valkey.process is not None
-    return [cl.valkey.process.pid]
-
-
-def _role(pid: int) -> str:
-    """The service a host's process runs (``serve <name>``), else ``other`` (the host's shell)."""
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return "other"
-    if b"serve" in argv:
-        return argv[argv.index(b"serve") + 1].decode()
-    return "other"
-
-
-def _machine_cpu() -> float:
-    """CPU seconds the whole machine spent (all cores, user + system), from /proc/stat."""
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system = (int(f) for f in fields[:3])
-    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
 
 
 async def _session(client: RawClient) -> str:
@@ -243,73 +169,6 @@ async def load(cl: Cluster, meter: Meter, clients: int, turns: int) -> dict[str,
         "valkey_cmds_per_turn": (after["cmds"] - before["cmds"]) / done,
         "machine_cpu_share": (after["all_cpu"] - before["all_cpu"]) / (elapsed * cores),
     }
-
-
-async def park_lanes(cl: Cluster, n: int) -> list[str]:
-    """``n`` lanes with a run queued, each leased for ten minutes by a worker that is parked
-    (alive, holding them, doing nothing): the sessions a sweep must not keep paying for."""
-    bus = Bus(_bus_client(cl))
-    redis = bus.redis
-    queue = SessionQueue(bus, BusNames(cl.namespace))
-    lanes = [new_session_id() for _ in range(n)]
-    try:
-        for lane in lanes:
-            assert await queue.acquire(lane, PARKED_TOKEN, 600_000)
-            run = QueuedRun(
-                run_id=new_id("run"),
-                session_id=lane,
-                account_id="dev",
-                agent_id=new_id("agent"),
-                start_node_id=new_id("node"),
-            )
-            await queue.enqueue(run)
-        await _settled(redis, BusNames(cl.namespace))
-    finally:
-        await bus.aclose()
-    return lanes
-
-
-async def _settled(redis: Redis, names: BusNames) -> None:
-    """Until the sweeps have met every parked lane once (found it leased, put it off until the
-    lease runs out): what is measured next is the steady state, not that first pass. (Older
-    revisions kept a plain set that every sweep reads whole: no first pass to wait for.)"""
-    # The buckets' due sets (today), or the one due set before them.
-    buckets = list(getattr(names, "all_lanes_due", ()))
-    dues = buckets if buckets else [names.key("sessions", "due")]
-    if not buckets and await redis.type(dues[0]) not in (b"zset", "zset"):
-        await asyncio.sleep(3.0)  # the nudges read, a few sweeps run
-        return
-    deadline = time.monotonic() + 120
-
-    async def due_now() -> int:
-        now = int(time.time() * 1000)
-        return sum([int(await redis.zcount(due, "-inf", now)) for due in dues])
-
-    while await due_now() > 0:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the parked lanes were never all put off")
-        await asyncio.sleep(0.2)
-    await asyncio.sleep(1.0)  # the nudges read
-
-
-async def unpark_lanes(cl: Cluster, lanes: list[str]) -> None:
-    names = BusNames(cl.namespace)
-    redis = _bus_client(cl)
-    try:
-        # Not one transaction: on a Cluster the lanes' keys live on every shard.
-        async with redis.pipeline(transaction=False) as pipe:
-            for lane in lanes:
-                pipe.delete(names.session_fifo(lane))
-                # Whichever list of lanes with work this version keeps (a sorted set, before it
-                # a plain set): the bench also measures older revisions.
-                pipe.zrem(names.key("sessions", "due"), lane)
-                if hasattr(names, "lanes_due"):  # the buckets' due sets
-                    pipe.zrem(names.lanes_due(lane), lane)
-                pipe.srem(names.key("sessions", "pending"), lane)
-                pipe.delete(names.session_lease(lane))
-            await pipe.execute()
-    finally:
-        await redis.aclose()
 
 
 async def cross_host_latency(cl: Cluster, turns: int) -> dict[str, float]:
