@@ -197,15 +197,7 @@ class EventHub:
             address = None
         if address is not None:
             node = (address.host, address.port)
-            spare = self._spare.get(node)
-            # Every socket's timeout covers the longest block: a kept one serves any follower.
-            conn = (
-                spare.pop()
-                if spare
-                else LeanRedis(
-                    address, socket_timeout=MAX_BLOCK_MS / 1000 + SOCKET_TIMEOUT_S, retries=0
-                )
-            )
+            conn = self._node_socket(address)
             fixed = (b"XREAD", b"COUNT", b"500", b"BLOCK", b"%d" % min(block_ms, MAX_BLOCK_MS))
             head = b"*8\r\n" + b"".join(bulk(arg) for arg in (*fixed, b"STREAMS", key))
             ended = False
@@ -231,15 +223,27 @@ class EventHub:
                     with contextlib.suppress(RedisConnectionError):
                         await cluster.refresh()
             finally:
-                # Kept only after a clean end: a read abandoned mid-way has its reply to come.
-                if ended and not self._closed and len(self._spare.setdefault(node, [])) < 32:
-                    self._spare[node].append(conn)
-                else:
-                    await conn.aclose()
+                await self._release(node, conn, clean=ended)
         async for item in self._reader.follow_raw(
             session_id, run_id, after=last, block_ms=block_ms
         ):
             yield item
+
+    def _node_socket(self, address: RedisAddress) -> LeanRedis:
+        """A kept socket to ``address``'s node, or a new one. Every socket's timeout covers the
+        longest block, so a kept one serves any follower."""
+        spare = self._spare.get((address.host, address.port))
+        if spare:
+            return spare.pop()
+        return LeanRedis(address, socket_timeout=MAX_BLOCK_MS / 1000 + SOCKET_TIMEOUT_S, retries=0)
+
+    async def _release(self, node: tuple[str, int], conn: LeanRedis, *, clean: bool) -> None:
+        """Keep ``conn`` for the next follower on ``node`` (at most 32), or close it. Kept only
+        after a clean end: a read abandoned mid-way has its reply still to come."""
+        if clean and not self._closed and len(self._spare.setdefault(node, [])) < 32:
+            self._spare[node].append(conn)
+        else:
+            await conn.aclose()
 
     async def close(self) -> None:
         """Stop the read (followers still waiting see the stream end with an error)."""

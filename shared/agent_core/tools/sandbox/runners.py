@@ -185,6 +185,41 @@ def _give_areas(workspace: Workspace) -> None:
             os.lchown(path, SANDBOX_UID, SANDBOX_UID)
 
 
+def _area_binds(
+    fds: Mapping[Area | str, int], stage: str | None, project: list[str]
+) -> tuple[list[str], list[str]]:
+    """bubblewrap's binds of the call's areas, and what runs before bubblewrap: nothing when it
+    binds them straight from the descriptors ``fds``; with ``stage`` (a root worker), a mount
+    namespace of the call's own that binds them onto ``stage`` first (``STAGE_SCRIPT``).
+    ``project``: ``[]`` when the session has no project, else its bind option."""
+    ws = SANDBOX_WORKSPACE
+    if stage is None:
+        binds = [
+            "--ro-bind-fd", str(fds[Area.INPUT]), f"{ws}/input",
+            "--bind-fd", str(fds[Area.SCRATCHPAD]), f"{ws}/scratchpad",
+            "--bind-fd", str(fds[Area.OUTPUT]), f"{ws}/output",
+        ]  # fmt: skip
+        if project:
+            binds += [f"{project[0]}-fd", str(fds[PROJECT]), f"{ws}/{PROJECT}"]
+        prelude: list[str] = []
+    else:
+        binds = [
+            "--ro-bind", f"{stage}/input", f"{ws}/input",
+            "--bind", f"{stage}/scratchpad", f"{ws}/scratchpad",
+            "--bind", f"{stage}/output", f"{ws}/output",
+        ]  # fmt: skip
+        staged: list[Area | str] = [*STAGED_AREAS, *([PROJECT] if project else [])]
+        if project:
+            binds += [project[0], f"{stage}/{PROJECT}", f"{ws}/{PROJECT}"]
+        prelude = [
+            _tool("unshare"), "--mount", "--propagation", "private", "--",
+            _tool("sh"), "-c", STAGE_SCRIPT, "sh", stage,
+            " ".join(a.value if isinstance(a, Area) else a for a in staged),
+            *(str(fds[area]) for area in staged),
+        ]  # fmt: skip
+    return binds, prelude
+
+
 class BwrapRunner(CodeRunner):
     """A bubblewrap sandbox per call (see the module docstring).
 
@@ -253,30 +288,7 @@ class BwrapRunner(CodeRunner):
         # The project is read-only unless the session asked for work on it (as for the file
         # tools, ``paths.ensure_writable``).
         project = ["--bind" if project_writable else "--ro-bind"] if PROJECT in fds else []
-        if stage is None:
-            binds = [
-                "--ro-bind-fd", str(fds[Area.INPUT]), f"{ws}/input",
-                "--bind-fd", str(fds[Area.SCRATCHPAD]), f"{ws}/scratchpad",
-                "--bind-fd", str(fds[Area.OUTPUT]), f"{ws}/output",
-            ]  # fmt: skip
-            if project:
-                binds += [f"{project[0]}-fd", str(fds[PROJECT]), f"{ws}/{PROJECT}"]
-            prelude: list[str] = []
-        else:
-            binds = [
-                "--ro-bind", f"{stage}/input", f"{ws}/input",
-                "--bind", f"{stage}/scratchpad", f"{ws}/scratchpad",
-                "--bind", f"{stage}/output", f"{ws}/output",
-            ]  # fmt: skip
-            staged: list[Area | str] = [*STAGED_AREAS, *([PROJECT] if project else [])]
-            if project:
-                binds += [project[0], f"{stage}/{PROJECT}", f"{ws}/{PROJECT}"]
-            prelude = [
-                _tool("unshare"), "--mount", "--propagation", "private", "--",
-                _tool("sh"), "-c", STAGE_SCRIPT, "sh", stage,
-                " ".join(a.value if isinstance(a, Area) else a for a in staged),
-                *(str(fds[area]) for area in staged),
-            ]  # fmt: skip
+        binds, prelude = _area_binds(fds, stage, project)
         return [
             *prelude,
             *drop,
