@@ -197,7 +197,7 @@ class EventHub:
             address = None
         if address is not None:
             node = (address.host, address.port)
-            conn = self._node_socket(address)
+            conn = self._node_socket(node, address)
             fixed = (b"XREAD", b"COUNT", b"500", b"BLOCK", b"%d" % min(block_ms, MAX_BLOCK_MS))
             head = b"*8\r\n" + b"".join(bulk(arg) for arg in (*fixed, b"STREAMS", key))
             ended = False
@@ -229,10 +229,11 @@ class EventHub:
         ):
             yield item
 
-    def _node_socket(self, address: RedisAddress) -> LeanRedis:
-        """A kept socket to ``address``'s node, or a new one. Every socket's timeout covers the
-        longest block, so a kept one serves any follower."""
-        spare = self._spare.get((address.host, address.port))
+    def _node_socket(self, node: tuple[str, int], address: RedisAddress) -> LeanRedis:
+        """A kept socket to ``node``, or a new one to it (``address``: the node, with the bus's
+        credentials). Every socket's timeout covers the longest block, so a kept one serves any
+        follower."""
+        spare = self._spare.get(node)
         if spare:
             return spare.pop()
         return LeanRedis(address, socket_timeout=MAX_BLOCK_MS / 1000 + SOCKET_TIMEOUT_S, retries=0)

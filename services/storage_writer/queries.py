@@ -142,18 +142,38 @@ class QueryEngine:
 Handler = Callable[[QueryEngine, Any], tuple[Any, str | None]]
 
 
+def _session_row(e: QueryEngine, session_id: str, account_id: str | None) -> dict[str, Any]:
+    """A visible session's row in one read (the visibility check is the read itself, so a
+    deletion committed meanwhile cannot leave a check passed and the row gone), or
+    :class:`_Missing`."""
+    try:
+        validate_session_id(session_id)
+    except SchemaError:
+        raise _Missing from None
+    conn = e._conn(e.layout.shard_of(session_id))
+    if account_id is None:
+        row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
+    else:
+        row = conn.execute(
+            "SELECT * FROM sessions WHERE session_id = ? AND account_id = ?",
+            (session_id, account_id),
+        )
+    found = row.fetchone()
+    if found is None:
+        raise _Missing
+    return dict(found)
+
+
 def _get_session(e: QueryEngine, q: GetSession) -> tuple[Any, str | None]:
-    conn = e._session_conn(q.session_id, q.account_id)
-    row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (q.session_id,)).fetchone()
-    return dict(row), None
+    return _session_row(e, q.session_id, q.account_id), None
 
 
 def _get_session_with_usage(e: QueryEngine, q: GetSessionWithUsage) -> tuple[Any, str | None]:
-    # One shard connection, two indexed reads: the row and its kept counters.
-    conn = e._session_conn(q.session_id, q.account_id)
-    row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (q.session_id,)).fetchone()
-    usage = usage_queries.session_usage(conn, q.session_id)
-    return {"session": dict(row), "usage": usage}, None
+    # Two indexed reads of one shard: the row (visibility included), then its kept counters
+    # (zeros if the session was deleted in between: the row read first is what is answered).
+    session = _session_row(e, q.session_id, q.account_id)
+    usage = usage_queries.session_usage(e._conn(e.layout.shard_of(q.session_id)), q.session_id)
+    return {"session": session, "usage": usage}, None
 
 
 def _list_sessions(e: QueryEngine, q: ListSessions) -> tuple[Any, str | None]:

@@ -291,7 +291,8 @@ class ClusterCalls:
     async def _send_groups(
         self, commands: Sequence[Command], groups: dict[tuple[str, int], list[int]]
     ) -> list[Any]:
-        """Each node's replies (or its ``ConnectionError``), in the order of ``groups``.
+        """Each node's replies, in the order of ``groups``; a node whose send failed has the
+        exception in their place (on one node only a ``ConnectionError``; any other raises).
 
         Most calls name one node: that one is awaited directly, since a task per call (what
         ``gather`` makes of each awaitable) costs more than the call's own work on the client.
