@@ -9,9 +9,8 @@ test: a Cluster takes a few seconds.
 * :class:`SentinelSet`: a primary, one replica and three sentinels watching the primary under
   the name ``soong`` (quorum 2, a primary is down after 1 s).
 * :class:`ClusterSet`: three primaries, each with one replica, slots split evenly.
-* :class:`TlsStandalone`: one node speaking TLS only, with client certificates required. The
-  embedded binary is built without TLS, so this one is Debian's ``redis-server`` (built with it;
-  ``.ci/run`` installs it), with a CA, a server and a client certificate the tests make.
+* On TLS (``tls``, ``tls_sentinel``, ``tls_cluster``): the same three, on Debian's
+  ``redis-server`` (the embedded binary is built without TLS), in :mod:`tests.engines.valkey_tls`.
 
 :meth:`Topology.bus_settings` gives what the services' ``[bus]`` section would hold for it.
 """
@@ -24,9 +23,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import redis
 
@@ -37,11 +34,8 @@ __all__ = [
     "SentinelSet",
     "Server",
     "Standalone",
-    "TestCa",
-    "TlsStandalone",
     "Topology",
     "cluster_port",
-    "make_test_ca",
     "running_cluster",
     "start_topology",
 ]
@@ -154,19 +148,35 @@ class SentinelSet(Topology):
 
     def __init__(self, root: Path, host: str = "127.0.0.1") -> None:
         self.host = host
-        primary = Server(root / "primary", find_free_port(host), host=host)
-        replica = Server(
-            root / "replica",
-            find_free_port(host),
-            extra=["--replicaof", host, str(primary.port)],
-            host=host,
+        primary = self._server(root / "primary", find_free_port(host))
+        replica = self._server(
+            root / "replica", find_free_port(host), extra=["--replicaof", host, str(primary.port)]
         )
         self.data = [primary, replica]
         self.sentinels = [
-            Server(root / f"sentinel{i}", find_free_port(host), sentinel=True, host=host)
+            self._server(root / f"sentinel{i}", find_free_port(host), sentinel=True)
             for i in range(3)
         ]
         self.servers = [*self.data, *self.sentinels]
+
+    def _server(
+        self, data_dir: Path, port: int, extra: list[str] | None = None, *, sentinel: bool = False
+    ) -> Server:
+        return Server(data_dir, port, extra, sentinel=sentinel, host=self.host)
+
+    def _sentinel_conf(self, sentinel: Server, primary: Server) -> str:
+        """A sentinel's config file (it rewrites it as it learns the set)."""
+        return (
+            f"port {sentinel.port}\n"
+            f"bind {self.host}\n"
+            f"protected-mode {'yes' if self.host == '127.0.0.1' else 'no'}\n"
+            f"dir {sentinel.data_dir}\n"
+            f"logfile {sentinel.data_dir / 'sentinel.log'}\n"
+            f"sentinel monitor {SENTINEL_MASTER} {self.host} {primary.port} 2\n"
+            f"sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n"
+            f"sentinel failover-timeout {SENTINEL_MASTER} 3000\n"
+            f"sentinel parallel-syncs {SENTINEL_MASTER} 1\n"
+        )
 
     @property
     def sentinel_addresses(self) -> list[tuple[str, int]]:
@@ -194,16 +204,7 @@ class SentinelSet(Topology):
         for sentinel in self.sentinels:
             sentinel.data_dir.mkdir(parents=True, exist_ok=True)
             (sentinel.data_dir / "sentinel.conf").write_text(
-                f"port {sentinel.port}\n"
-                f"bind {self.host}\n"
-                f"protected-mode {'yes' if self.host == '127.0.0.1' else 'no'}\n"
-                f"dir {sentinel.data_dir}\n"
-                f"logfile {sentinel.data_dir / 'sentinel.log'}\n"
-                f"sentinel monitor {SENTINEL_MASTER} {self.host} {primary.port} 2\n"
-                f"sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n"
-                f"sentinel failover-timeout {SENTINEL_MASTER} 3000\n"
-                f"sentinel parallel-syncs {SENTINEL_MASTER} 1\n",
-                encoding="utf-8",
+                self._sentinel_conf(sentinel, primary), encoding="utf-8"
             )
             sentinel.start()
         deadline = time.monotonic() + _READY_S
@@ -238,22 +239,21 @@ class ClusterSet(Topology):
     kind = "cluster"
 
     def __init__(self, root: Path, host: str = "127.0.0.1") -> None:
+        flags = [
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", "nodes.conf",
+            "--cluster-node-timeout", "1000",
+        ]  # fmt: skip
         self.servers = [
-            Server(
-                root / f"node{i}",
-                cluster_port(host),
-                host=host,
-                extra=[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "1000",
-                ],
-            )  # fmt: skip
-            for i in range(6)
+            self._server(root / f"node{i}", cluster_port(host), flags, host) for i in range(6)
         ]
+
+    def _server(self, data_dir: Path, port: int, extra: list[str], host: str) -> Server:
+        return Server(data_dir, port, extra, host=host)
+
+    def _cli(self) -> list[str]:
+        """The command line tool that joins the nodes (``--cluster create``)."""
+        return [str(Path(valkey_binary()).with_name("valkey-cli"))]
 
     @property
     def url(self) -> str:
@@ -263,10 +263,17 @@ class ClusterSet(Topology):
         """Start the six nodes, join them into one cluster and wait until it serves."""
         for server in self.servers:
             server.start()
-        cli = str(Path(valkey_binary()).with_name("valkey-cli"))
         nodes = [f"{s.host}:{s.port}" for s in self.servers]
         subprocess.run(
-            [cli, "--cluster", "create", *nodes, "--cluster-replicas", "1", "--cluster-yes"],
+            [
+                *self._cli(),
+                "--cluster",
+                "create",
+                *nodes,
+                "--cluster-replicas",
+                "1",
+                "--cluster-yes",
+            ],
             check=True,
             capture_output=True,
             timeout=60,
@@ -308,180 +315,16 @@ class ClusterSet(Topology):
         return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class TestCa:
-    """A CA made for one test run, with a server certificate for 127.0.0.1 and a client one."""
-
-    ca_file: Path
-    server_cert: Path
-    server_key: Path
-    client_cert: Path
-    client_key: Path
-
-
-def make_test_ca(root: Path) -> TestCa:
-    """Write a fresh CA and the certificates it signs under ``root`` (PEM, keys unencrypted)."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    root.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.UTC)
-
-    def name(common: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
-
-    def write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> Path:
-        path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        return path
-
-    def write_cert(cert: x509.Certificate, path: Path) -> Path:
-        path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        return path
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(name("soong test CA"))
-        .issuer_name(name("soong test CA"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-
-    def issue(common: str, usage: x509.ObjectIdentifier) -> tuple[x509.Certificate, Any]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(name(common))
-            .issuer_name(ca.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        )
-        if usage == ExtendedKeyUsageOID.SERVER_AUTH:
-            san = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
-        return builder.sign(ca_key, hashes.SHA256()), key
-
-    server, server_key = issue("127.0.0.1", ExtendedKeyUsageOID.SERVER_AUTH)
-    client, client_key = issue("soong client", ExtendedKeyUsageOID.CLIENT_AUTH)
-    return TestCa(
-        ca_file=write_cert(ca, root / "ca.pem"),
-        server_cert=write_cert(server, root / "server.pem"),
-        server_key=write_key(server_key, root / "server.key"),
-        client_cert=write_cert(client, root / "client.pem"),
-        client_key=write_key(client_key, root / "client.key"),
-    )
-
-
-class TlsStandalone(Topology):
-    """One node on TLS only (Debian's ``redis-server``), client certificates required."""
-
-    kind = "standalone"
-
-    def __init__(self, root: Path) -> None:
-        self.ca = make_test_ca(root / "ca")
-        self.port = find_free_port()
-        self.data_dir = root / "node"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.servers = []
-
-    @property
-    def url(self) -> str:
-        return f"rediss://127.0.0.1:{self.port}"
-
-    def bus_settings(self) -> dict[str, object]:
-        tls = {
-            "ca_file": str(self.ca.ca_file),
-            "cert_file": str(self.ca.client_cert),
-            "key_file": str(self.ca.client_key),
-        }
-        return {**super().bus_settings(), "tls": tls}
-
-    def start(self) -> None:
-        """Start ``redis-server`` on a TLS port only and wait until a TLS PING answers."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                "0",
-                "--tls-port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--tls-cert-file",
-                str(self.ca.server_cert),
-                "--tls-key-file",
-                str(self.ca.server_key),
-                "--tls-ca-cert-file",
-                str(self.ca.ca_file),
-                "--tls-auth-clients",
-                "yes",
-                "--dir",
-                str(self.data_dir),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--logfile",
-                str(self.data_dir / "redis.log"),
-            ],  # fmt: skip
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        client = redis.Redis(
-            host="127.0.0.1",
-            port=self.port,
-            ssl=True,
-            ssl_ca_certs=str(self.ca.ca_file),
-            ssl_certfile=str(self.ca.client_cert),
-            ssl_keyfile=str(self.ca.client_key),
-            socket_timeout=0.5,
-        )
-        deadline = time.monotonic() + _READY_S
-        try:
-            while True:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"redis-server exited; see {self.data_dir}")
-                with contextlib.suppress(redis.RedisError):
-                    if client.ping():
-                        return
-                if time.monotonic() > deadline:
-                    raise RuntimeError("redis-server (TLS) did not answer")
-                time.sleep(0.05)
-        finally:
-            client.close()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-
 def start_topology(kind: str, root: Path, host: str = "127.0.0.1") -> Topology:
-    """Start a topology of ``kind`` (``standalone``, ``sentinel``, ``cluster`` or ``tls``) under
-    ``root``, listening on ``host`` (loopback; the multi-host harness gives its fabric's address;
-    ``tls`` is on loopback only)."""
+    """Start a topology of ``kind`` (``standalone``, ``sentinel``, ``cluster``, or one of them on
+    TLS: ``tls``, ``tls_sentinel``, ``tls_cluster``) under ``root``, listening on ``host``
+    (loopback; the multi-host harness gives its fabric's address; TLS is on loopback only)."""
     topology: Topology
-    if kind == "tls":
-        topology = TlsStandalone(root)
+    if kind.startswith("tls"):
+        # TLS needs Debian's redis-server (the embedded binary has no TLS): its own module.
+        from tests.engines.valkey_tls import start_tls
+
+        topology = start_tls(kind, root)
     else:
         topologies: dict[str, type[Standalone | SentinelSet | ClusterSet]] = {
             "standalone": Standalone,

@@ -158,7 +158,14 @@ def connect_bus(
         db = int(parts.path.strip("/") or 0)
         watcher = Sentinel(  # type: ignore[no-untyped-call]
             list(sentinels),
-            sentinel_kwargs={"socket_timeout": 5, "socket_connect_timeout": 5, **tls_kw},
+            # The sentinels speak what the data nodes speak: redis-py's Sentinel takes the
+            # scheme of neither from the URL, so TLS is asked for here as for the primary.
+            sentinel_kwargs={
+                "socket_timeout": 5,
+                "socket_connect_timeout": 5,
+                "ssl": secure,
+                **tls_kw,
+            },
             password=password,
             username=username,
             db=db,

@@ -1,11 +1,12 @@
-"""The bus, run queue, gateway limits and memory queue suites on Sentinel, Cluster and TLS.
+"""The bus, run queue, gateway limits and memory queue suites on Sentinel, Cluster, and TLS.
 
 The suites' own files run them on the standalone Valkey every test shares; here the same test
 functions (imported, so they are collected again in this module) get a ``redis`` client (and
 the ``bus`` made over it) of the
 topology this module started, once per topology for the whole module: a Sentinel set (primary,
-replica, three sentinels), a three-primary, three-replica Cluster, and one node on TLS only with
-client certificates (a CA the tests make). On a Cluster every script
+replica, three sentinels), a three-primary, three-replica Cluster, and each of one node, the
+Sentinel set and the Cluster again on TLS only, with client certificates (a CA the tests make;
+replication, the sentinels and the cluster bus on TLS too). On a Cluster every script
 and transaction must keep to one slot (``CROSSSLOT`` otherwise), which the hash tags of
 ``agent_core.bus.names`` see to.
 """
@@ -77,7 +78,9 @@ __all__ = [
 ]
 
 
-@pytest.fixture(scope="module", params=["sentinel", "cluster", "tls"])
+@pytest.fixture(
+    scope="module", params=["sentinel", "cluster", "tls", "tls_sentinel", "tls_cluster"]
+)
 def topology(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Topology]:
