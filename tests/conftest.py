@@ -285,7 +285,40 @@ def start_stack(
 
     ``new_key=False``: the home already has its development key, so none is printed (``api_key``
     is then empty). ``args``: more of ``up``'s options (``--fake-provider``).
+
+    The gateway's port is picked here and bound only once the gateway has started, seconds
+    later; meanwhile another process (another test's stack giving its services ops ports) may
+    be handed the same port by the kernel. Then the /readyz that answers is not the gateway's:
+    the stack is stopped and started again on another port (three tries).
     """
+    log_path = home / "up.log"
+    home.mkdir(parents=True, exist_ok=True)
+    offset = log_path.stat().st_size if log_path.exists() else 0  # a restart appends
+    for _ in range(3):
+        proc, url = _spawn_stack(home, workers, extra_env, args)
+        # Generous: on a loaded 2-core machine six Python services can take a minute to import.
+        try:
+            wait_until_answers(proc, f"{url}/readyz", log_path, timeout_s=120, what="stack")
+        except AssertionError:
+            stop_stack(proc)
+            raise
+        if _is_gateway(url):
+            break
+        stop_stack(proc)
+    else:
+        raise AssertionError(f"another process answered on the gateway's port three times: {url}")
+    printed = log_path.read_bytes()[offset:].decode(errors="replace")
+    match = re.search(r"API key for account 'dev': (sa_live_[\w-]+)", printed)
+    if bool(match) != new_key:
+        stop_stack(proc)
+        raise AssertionError(f"expected {'a' if new_key else 'no'} new key:\n{printed}")
+    return Stack(proc, home, url, match.group(1) if match else "", log_path)
+
+
+def _spawn_stack(
+    home: Path, workers: int, extra_env: dict[str, str] | None, args: Sequence[str]
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``soong-agent up`` on a free port, its output appended to ``home/up.log``."""
     port = find_free_port()
     env = {
         **os.environ,
@@ -295,10 +328,7 @@ def start_stack(
         **(extra_env or {}),
     }
     env.pop("SOONG_REDIS_URL", None)
-    log_path = home / "up.log"
-    home.mkdir(parents=True, exist_ok=True)
-    offset = log_path.stat().st_size if log_path.exists() else 0  # a restart appends
-    with log_path.open("ab") as out:
+    with (home / "up.log").open("ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "agent_core.cli", "up", "--workers", str(workers), *args],
             stdout=out,
@@ -307,19 +337,17 @@ def start_stack(
             cwd=REPO,
             start_new_session=True,
         )
-    url = f"http://127.0.0.1:{port}"
-    # Generous: on a loaded 2-core machine six Python services can take a minute to import.
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _is_gateway(url: str) -> bool:
+    """Whether the /readyz at ``url`` is the gateway's (it names the backend services; a
+    service's ops port answers /readyz too, without them)."""
     try:
-        wait_until_answers(proc, f"{url}/readyz", log_path, timeout_s=120, what="stack")
-    except AssertionError:
-        stop_stack(proc)
-        raise
-    printed = log_path.read_bytes()[offset:].decode(errors="replace")
-    match = re.search(r"API key for account 'dev': (sa_live_[\w-]+)", printed)
-    if bool(match) != new_key:
-        stop_stack(proc)
-        raise AssertionError(f"expected {'a' if new_key else 'no'} new key:\n{printed}")
-    return Stack(proc, home, url, match.group(1) if match else "", log_path)
+        body = httpx.get(f"{url}/readyz", timeout=5).json()
+    except (httpx.HTTPError, ValueError):
+        return False
+    return isinstance(body, dict) and "services" in body
 
 
 def stop_stack(proc: subprocess.Popen[bytes], sig: int = signal.SIGINT) -> int:
