@@ -1,4 +1,5 @@
-"""Losing a primary: behind Sentinel and in a Cluster the bus serves again and loses no run.
+"""Losing a primary: behind Sentinel and in a Cluster, plain or on TLS, the bus serves again
+and loses no run.
 
 Each test starts its own topology (it kills a node of it), once: runs are queued on many lanes,
 the replicas have caught up, the primary (of the Sentinel set; of one Cluster shard) is killed
@@ -25,6 +26,7 @@ from agent_core.ids import new_id, new_session_id
 from agent_core.runqueue import SessionQueue
 from agent_core.service.context import bus_client
 from agent_core.types.queued import QueuedRun
+from tests.engines.valkey_tls import TlsServer
 from tests.engines.valkey_topologies import (
     ClusterSet,
     SentinelSet,
@@ -102,18 +104,29 @@ async def _load(queue: SessionQueue) -> tuple[list[str], list[str]]:
     return lanes, [run.run_id for run in runs]
 
 
-@pytest.fixture(scope="module")
-def sentinel_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSet]:
-    started = start_topology("sentinel", Path(tmp_path_factory.mktemp("sentinel")))
+@pytest.fixture(scope="module", params=["sentinel", "tls_sentinel"])
+def sentinel_set(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SentinelSet]:
+    kind = str(request.param)
+    started = start_topology(kind, Path(tmp_path_factory.mktemp(kind)))
     assert isinstance(started, SentinelSet)
     yield started
     started.stop()
 
 
-@pytest.fixture(scope="module")
-def cluster_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterSet]:
-    with running_cluster(tmp_path_factory.mktemp("cluster")) as started:
-        yield started
+@pytest.fixture(scope="module", params=["cluster", "tls_cluster"])
+def cluster_set(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClusterSet]:
+    if request.param == "cluster":
+        with running_cluster(tmp_path_factory.mktemp("cluster")) as started:
+            yield started
+        return
+    tls = start_topology("tls_cluster", Path(tmp_path_factory.mktemp("tls_cluster")))
+    assert isinstance(tls, ClusterSet)
+    yield tls
+    tls.stop()
 
 
 @contextlib.asynccontextmanager
@@ -153,7 +166,8 @@ async def test_a_cluster_shard_primary_lost_its_replica_serves_and_no_run_is_los
         await _until(lambda: all(_caught_up(p) for p in primaries))
         # The primary of the first lane's slot: the lane's keys must move to its replica.
         seed = cluster_set.servers[0]
-        with sync_redis.RedisCluster(host="127.0.0.1", port=seed.port) as probe:
+        tls = seed.tls_kwargs() if isinstance(seed, TlsServer) else {}
+        with sync_redis.RedisCluster(host="127.0.0.1", port=seed.port, **tls) as probe:
             port = probe.get_node_from_key(names.session_fifo(lanes[0])).port
         lost = next(s for s in cluster_set.servers if s.port == port)
         lost.kill()
