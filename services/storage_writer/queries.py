@@ -101,23 +101,26 @@ class QueryEngine:
 
     def _session_conn(self, session_id: str, account_id: str | None) -> sqlite3.Connection:
         """The connection of a visible session's shard, or :class:`_Missing`."""
+        return self._visible_session(session_id, account_id, "1")[0]
+
+    def _visible_session(
+        self, session_id: str, account_id: str | None, columns: str
+    ) -> tuple[sqlite3.Connection, Any]:
+        """The shard's connection and ``columns`` of a session visible to ``account_id`` (any
+        account when ``None``), read in one statement, or :class:`_Missing`."""
         try:
             validate_session_id(session_id)
         except SchemaError:
             raise _Missing from None
         conn = self._conn(self.layout.shard_of(session_id))
+        sql = f"SELECT {columns} FROM sessions WHERE session_id = ?"
         if account_id is None:
-            row = conn.execute(
-                "SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)
-            ).fetchone()
+            row = conn.execute(sql, (session_id,)).fetchone()
         else:
-            row = conn.execute(
-                "SELECT 1 FROM sessions WHERE session_id = ? AND account_id = ?",
-                (session_id, account_id),
-            ).fetchone()
+            row = conn.execute(f"{sql} AND account_id = ?", (session_id, account_id)).fetchone()
         if row is None:
             raise _Missing
-        return conn
+        return conn, row
 
     def account_conn(self, account_id: str) -> sqlite3.Connection:
         """The read connection of the shard holding an account's named agents."""
@@ -146,22 +149,7 @@ def _session_row(e: QueryEngine, session_id: str, account_id: str | None) -> dic
     """A visible session's row in one read (the visibility check is the read itself, so a
     deletion committed meanwhile cannot leave a check passed and the row gone), or
     :class:`_Missing`."""
-    try:
-        validate_session_id(session_id)
-    except SchemaError:
-        raise _Missing from None
-    conn = e._conn(e.layout.shard_of(session_id))
-    if account_id is None:
-        row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
-    else:
-        row = conn.execute(
-            "SELECT * FROM sessions WHERE session_id = ? AND account_id = ?",
-            (session_id, account_id),
-        )
-    found = row.fetchone()
-    if found is None:
-        raise _Missing
-    return dict(found)
+    return dict(e._visible_session(session_id, account_id, "*")[1])
 
 
 def _get_session(e: QueryEngine, q: GetSession) -> tuple[Any, str | None]:

@@ -157,18 +157,11 @@ class TlsServer(Server):
     def argv(self) -> list[str]:
         if self.sentinel:
             return ["redis-server", str(self.data_dir / "sentinel.conf"), "--sentinel"]
-        return [
-            "redis-server",
-            "--bind", self.host,
-            "--daemonize", "no",
-            "--dir", str(self.data_dir),
-            "--save", "",
-            "--appendonly", "no",
-            "--loglevel", "warning",
-            "--logfile", str(self.data_dir / "valkey.log"),
-            *(arg for name, value in self.tls_lines() for arg in (f"--{name}", value)),
-            *self.extra,
-        ]  # fmt: skip
+        # The embedded server's command line on Debian's binary, its TLS settings last: a
+        # later ``--port 0`` overrides the plain port the line starts with.
+        _, *args = super().argv()
+        tls = (arg for name, value in self.tls_lines() for arg in (f"--{name}", value))
+        return ["redis-server", *args, *tls]
 
     def tls_kwargs(self) -> dict[str, Any]:
         """redis-py's arguments for a client of it."""
