@@ -14,7 +14,7 @@ from agent_core.files.port import artifact_prefix
 from agent_core.types.enums import TERMINAL_RUN_STATUSES
 from services.storage_writer.apply_common import ApplyContext, derived_event_id, refusal
 from services.storage_writer.schema import events_table, nodes_table
-from services.storage_writer.search_index import AuditRow, IndexOp, title_of
+from services.storage_writer.search_index import AuditRow, IndexOp, message_texts, title_of
 
 __all__ = ["delete_session"]
 
@@ -56,6 +56,8 @@ def delete_session(
         ).fetchone()[0]
         for table in ("runs", "artifacts")
     }
+    # The index takes a message's words out only given its text (``search_index._unindex``).
+    texts = dict(message_texts(conn, c.session_id))
     conn.execute(f"DROP TABLE {nodes_table(c.session_id)}")
     conn.execute(f"DROP TABLE {events_table(c.session_id)}")
     for table in _ROWS_OF:
@@ -73,7 +75,7 @@ def delete_session(
         },
         created_at=ctx.now,
     )
-    ctx.index.ops.append(IndexOp(c.session_id, c.account_id, None, audit=audit))
+    ctx.index.ops.append(IndexOp(c.session_id, c.account_id, None, audit=audit, texts=texts))
     # The writer's own files of the session (offloaded JSON): only once the rows are gone.
     files, prefix = ctx.files, artifact_prefix(c.session_id)
     if files is not None:

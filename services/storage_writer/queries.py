@@ -39,7 +39,12 @@ from agent_core.ids import validate_session_id
 from services.storage_writer import assistant_queries, run_queries, usage_queries
 from services.storage_writer.paths import path_rows
 from services.storage_writer.schema import configure, events_table, nodes_table
-from services.storage_writer.search_index import AUDIT_COLUMNS, match_expression, snippet
+from services.storage_writer.search_index import (
+    AUDIT_COLUMNS,
+    indexed_text,
+    match_expression,
+    snippet,
+)
 from services.storage_writer.shards import CATALOG, ShardLayout
 
 __all__ = ["QueryEngine"]
@@ -200,30 +205,32 @@ def _search_sessions(e: QueryEngine, q: SearchSessions) -> tuple[Any, str | None
     expression = match_expression(q.account_id, q.q)
     if expression is None:
         return [], None
-    catalog = e._conn(CATALOG)
     found: list[dict[str, Any]] = []
+    texts: list[tuple[str, str, str | None]] = []
     seen: set[str] = set()
-    rows = catalog.execute(
-        "SELECT rowid, session_id, node_id FROM search WHERE search MATCH ? ORDER BY rowid DESC",
+    # The index keeps no texts: a row is named by ``search_rows`` (which keeps a title's text);
+    # the join keeps FTS5's rowid order (its plan: the FTS5 scan outside, a key lookup inside).
+    rows = e._conn(CATALOG).execute(
+        "SELECT r.session_id, r.node_id, r.title FROM search s "
+        "JOIN search_rows r ON r.row_id = s.rowid WHERE search MATCH ? ORDER BY s.rowid DESC",
         (expression,),
     )
     try:
-        for rowid, session_id, node_id in rows:
+        for session_id, node_id, title in rows:
             if session_id in seen:
                 continue
             seen.add(session_id)
             session = _visible_session(e, session_id, q)
             if session is not None:
-                found.append({"session": session, "rowid": rowid, "node_id": node_id or None})
+                found.append({"session": session, "node_id": node_id or None})
+                texts.append((session_id, node_id, title))
                 if len(found) == q.limit:
                     break
     finally:
         rows.close()  # ends the statement (and the read transaction it holds) at once
-    for item in found:
-        (body,) = catalog.execute(
-            "SELECT body FROM search WHERE rowid = ?", (item.pop("rowid"),)
-        ).fetchone()
-        item["snippet"] = snippet(body, q.q)
+    for item, (session_id, node_id, title) in zip(found, texts, strict=True):
+        shard = e._conn(e.layout.shard_of(session_id))
+        item["snippet"] = snippet(indexed_text(shard, session_id, node_id, title) or "", q.q)
     return found, None
 
 

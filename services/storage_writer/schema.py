@@ -207,6 +207,24 @@ _CATALOG_V2: Final = (
     "CREATE INDEX account_audit_account ON account_audit (account_id, seq)",
 )
 
+# Catalog v3: the index keeps no copy of the texts. A contentless FTS5 table (``content=''``)
+# holds only the tokens; a row's text is read where it lives (a message's node in its shard,
+# which never changes; a title, which does, in ``search_rows.title``). The copy was the largest
+# part of what a turn added to the database. No column sizes either: results are ordered by
+# rowid, never ranked. SQLite before 3.43 removes a row from a contentless table only given its
+# exact text (``search_index._unindex``), which is why the title is kept.
+_CATALOG_V3: Final = (
+    """CREATE VIRTUAL TABLE search_v3 USING fts5(
+        body, scope, content = '', columnsize = 0,
+        tokenize = 'unicode61 remove_diacritics 2')""",
+    "INSERT INTO search_v3 (rowid, body, scope) SELECT rowid, body, scope FROM search",
+    "ALTER TABLE search_rows ADD COLUMN title TEXT",
+    """UPDATE search_rows SET title = (SELECT body FROM search WHERE search.rowid = row_id)
+        WHERE node_id = ''""",
+    "DROP TABLE search",
+    "ALTER TABLE search_v3 RENAME TO search",
+)
+
 # v5: usage totals kept as counters, added to by the transaction that ends a run
 # (``apply_end``): a row per account, day (UTC, of the end), model and session, so an account's
 # usage by day and model (the key's prefix) and a session's totals (its index) are read by index,
@@ -252,6 +270,7 @@ CATALOG_MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
         ),
     ),
     (2, _statements(*_CATALOG_V2)),
+    (3, _statements(*_CATALOG_V3)),
 )
 
 

@@ -4,12 +4,17 @@ Why the catalog: a session's rows live in the shard its id hashes to, so an inde
 shards would make an account-wide search open all 64 files. The catalog is one file the writer
 already owns; it holds
 
-* ``search`` — an FTS5 table, one row per indexed text: a session's title (``node_id`` ``''``)
-  or the text blocks of one user or assistant message node. ``scope`` is a single token derived
-  from the account id (:func:`scope_token`), so the account filter is part of the match and the
-  search of one account never reads another's rows. ``search_rows`` maps ``(session_id,
-  node_id)`` to the FTS rowid, so that a row can be replaced (a new title) or a session's rows
-  removed without a scan.
+* ``search`` — a contentless FTS5 table (the tokens only), one row per indexed text: a session's
+  title (``node_id`` ``''``) or the text blocks of one user or assistant message node. ``scope``
+  is a single token derived from the account id (:func:`scope_token`), so the account filter is
+  part of the match and the search of one account never reads another's rows.
+* ``search_rows`` — maps the FTS rowid to ``(session_id, node_id)`` and back, so that a row can
+  be replaced (a new title) or a session's rows removed without a scan, and keeps a title's text
+  (``title``). A message's text is not kept: it is its node's, which never changes, read from
+  the shard when a result is shown (:func:`indexed_text`). SQLite before 3.43 takes a row out of
+  a contentless table only given the exact text it indexed, so a session's deletion reads its
+  messages' texts before its tables go (:func:`message_texts`). A search returns only rows that
+  ``search_rows`` maps.
 * ``account_audit`` — account-level events that outlive their session (``session_deleted``): the
   session's own timeline is deleted with it.
 
@@ -39,9 +44,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -56,12 +62,16 @@ __all__ = [
     "backfill_shard",
     "defer_ops",
     "flush_outbox",
+    "indexed_text",
     "match_expression",
+    "message_texts",
     "node_text",
     "scope_token",
     "snippet",
     "title_of",
 ]
+
+log = logging.getLogger("soong.storage_writer")
 
 AUDIT_COLUMNS: Final = "seq, event_id, account_id, event_type, session_id, payload_json, created_at"
 
@@ -142,13 +152,15 @@ class AuditRow:
 @dataclass(frozen=True)
 class IndexOp:
     """One change to the catalog: put a text (``text`` set), drop one text (``text`` None and
-    ``node_id`` set), drop a whole session (``node_id`` None), and/or write an audit row."""
+    ``node_id`` set), drop a whole session (``node_id`` None; ``texts`` are its messages' texts
+    by node, :func:`message_texts`), and/or write an audit row."""
 
     session_id: str
     account_id: str
     node_id: str | None
     text: str | None = None
     audit: AuditRow | None = None
+    texts: Mapping[str, str] | None = None
 
 
 @dataclass
@@ -191,31 +203,15 @@ def apply_ops(conn: sqlite3.Connection, ops: list[IndexOp]) -> None:
 
 def _apply(conn: sqlite3.Connection, op: IndexOp) -> None:
     if op.node_id is None:
+        texts = op.texts or {}
         rows = conn.execute(
-            "SELECT row_id FROM search_rows WHERE session_id = ?", (op.session_id,)
+            "SELECT row_id, node_id, title FROM search_rows WHERE session_id = ?", (op.session_id,)
         ).fetchall()
-        conn.executemany("DELETE FROM search WHERE rowid = ?", rows)
+        for row_id, node_id, title in rows:
+            _unindex(conn, row_id, op.account_id, title if node_id == "" else texts.get(node_id))
         conn.execute("DELETE FROM search_rows WHERE session_id = ?", (op.session_id,))
     else:
-        old = conn.execute(
-            "SELECT row_id FROM search_rows WHERE session_id = ? AND node_id = ?",
-            (op.session_id, op.node_id),
-        ).fetchone()
-        if old is not None:
-            conn.execute("DELETE FROM search WHERE rowid = ?", old)
-            conn.execute("DELETE FROM search_rows WHERE row_id = ?", old)
-        if op.text is not None:
-            # A new rowid each time: results come newest first by rowid, so a renamed session
-            # ranks as recently touched.
-            cur = conn.execute(
-                "INSERT INTO search_rows (session_id, node_id) VALUES (?, ?)",
-                (op.session_id, op.node_id),
-            )
-            conn.execute(
-                "INSERT INTO search (rowid, body, scope, session_id, node_id) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (cur.lastrowid, op.text, scope_token(op.account_id), op.session_id, op.node_id),
-            )
+        _put(conn, op, op.node_id)
     if op.audit is not None:
         a = op.audit
         conn.execute(
@@ -230,6 +226,49 @@ def _apply(conn: sqlite3.Connection, op: IndexOp) -> None:
                 a.created_at,
             ),
         )
+
+
+def _put(conn: sqlite3.Connection, op: IndexOp, node_id: str) -> None:
+    """Make the index hold ``op.text`` for the row ``(op.session_id, node_id)``, or none."""
+    title = node_id == ""
+    old = conn.execute(
+        "SELECT row_id, title FROM search_rows WHERE session_id = ? AND node_id = ?",
+        (op.session_id, node_id),
+    ).fetchone()
+    if old is not None:
+        if not title and op.text is not None:
+            return  # a message's text never changes: indexed already (a batch applied again)
+        _unindex(conn, old[0], op.account_id, old[1] if title else None)
+        conn.execute("DELETE FROM search_rows WHERE row_id = ?", (old[0],))
+    if op.text is None:
+        return
+    # A new rowid each time: results come newest first by rowid, so a renamed session ranks as
+    # recently touched.
+    cur = conn.execute(
+        "INSERT INTO search_rows (session_id, node_id, title) VALUES (?, ?, ?)",
+        (op.session_id, node_id, op.text if title else None),
+    )
+    conn.execute(
+        "INSERT INTO search (rowid, body, scope) VALUES (?, ?, ?)",
+        (cur.lastrowid, op.text, scope_token(op.account_id)),
+    )
+
+
+def _unindex(conn: sqlite3.Connection, row_id: int, account_id: str, text: str | None) -> None:
+    """Take row ``row_id``'s words out of the contentless table: FTS5's ``delete`` command, given
+    exactly the values the row was indexed with. The caller drops its ``search_rows`` row.
+
+    Without them (a message whose node is gone, a session whose account is not known: neither
+    happens on the writer's own paths) the words stay, and no search returns them: a search
+    returns only rows ``search_rows`` maps. A wrong text given here would leave the index
+    inconsistent, so none is guessed."""
+    if text is None or not account_id:
+        log.warning("search row %d left unreachable in the index (its text is gone)", row_id)
+        return
+    conn.execute(
+        "INSERT INTO search (search, rowid, body, scope) VALUES ('delete', ?, ?, ?)",
+        (row_id, text, scope_token(account_id)),
+    )
 
 
 def defer_ops(shard: sqlite3.Connection, ops: list[IndexOp]) -> tuple[int, list[IndexOp]]:
@@ -298,19 +337,37 @@ def _current(
     if session is None:  # deleted (its rows go with it; kept here for safety): drop the text
         return IndexOp(session_id, "", node_id, None)
     account_id, metadata_json = session
+    title = None
+    if node_id == "" and metadata_json:
+        title = title_of(json.loads(metadata_json))
+    return IndexOp(session_id, account_id, node_id, indexed_text(shard, session_id, node_id, title))
+
+
+def message_texts(shard: sqlite3.Connection, session_id: str) -> Iterator[tuple[str, str]]:
+    """``(node_id, text)`` of every message of a session that the index holds a text of, in
+    the session's order."""
+    rows = shard.execute(
+        f"SELECT node_id, role, node_type, content_json FROM {nodes_table(session_id)} "
+        "WHERE role IN ('user', 'assistant') ORDER BY node_seq"
+    )
+    for node_id, role, node_type, content_json in rows:
+        text = node_text(role, node_type, json.loads(content_json))
+        if text is not None:
+            yield node_id, text
+
+
+def indexed_text(
+    shard: sqlite3.Connection, session_id: str, node_id: str, title: str | None
+) -> str | None:
+    """The text the index holds for a row: the title it keeps, or its message's, read from the
+    session's shard ``shard`` (``None`` if the node is not there)."""
     if node_id == "":
-        return IndexOp(
-            session_id,
-            account_id,
-            "",
-            title_of(json.loads(metadata_json) if metadata_json else None),
-        )
+        return title
     row = shard.execute(
         f"SELECT role, node_type, content_json FROM {nodes_table(session_id)} WHERE node_id = ?",
         (node_id,),
     ).fetchone()
-    text = None if row is None else node_text(row[0], row[1], json.loads(row[2]))
-    return IndexOp(session_id, account_id, node_id, text)
+    return None if row is None else node_text(row[0], row[1], json.loads(row[2]))
 
 
 def backfill_shard(shard: sqlite3.Connection) -> Iterator[IndexOp]:
@@ -320,11 +377,5 @@ def backfill_shard(shard: sqlite3.Connection) -> Iterator[IndexOp]:
         title = title_of(json.loads(metadata_json) if metadata_json else None)
         if title is not None:
             yield IndexOp(session_id, account_id, "", title)
-        rows = shard.execute(
-            f"SELECT node_id, role, node_type, content_json FROM {nodes_table(session_id)} "
-            "WHERE role IN ('user', 'assistant') ORDER BY node_seq"
-        )
-        for node_id, role, node_type, content_json in rows:
-            text = node_text(role, node_type, json.loads(content_json))
-            if text is not None:
-                yield IndexOp(session_id, account_id, node_id, text)
+        for node_id, text in message_texts(shard, session_id):
+            yield IndexOp(session_id, account_id, node_id, text)

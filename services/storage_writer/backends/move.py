@@ -26,6 +26,7 @@ from typing import Any, Final
 from agent_core.errors import StorageError
 from services.storage_writer.backends.pg_conn import PgConn
 from services.storage_writer.backends.pg_store import fold
+from services.storage_writer.search_index import indexed_text
 from services.storage_writer.shards import ShardLayout, open_catalog
 
 __all__ = ["MoveReport", "TableCheck", "move_home"]
@@ -180,12 +181,11 @@ def _copy(layout: ShardLayout, pg: PgConn) -> None:
             pg.execute("SELECT session_id, account_id FROM sessions").fetchall()
         )
         found = catalog.execute(
-            "SELECT session_id, node_id, body FROM search ORDER BY rowid"
+            "SELECT session_id, node_id, title FROM search_rows ORDER BY row_id"
         ).fetchall()
         docs = [
             (sid, node_id, accounts[sid], body, fold(body))
-            for sid, node_id, body in found
-            if sid in accounts
+            for sid, node_id, body in _indexed_texts(layout, [r for r in found if r[0] in accounts])
         ]
         pg.executemany(
             "INSERT INTO search_docs (session_id, node_id, account_id, body, tsv) "
@@ -194,6 +194,25 @@ def _copy(layout: ShardLayout, pg: PgConn) -> None:
         )
     finally:
         catalog.close()
+
+
+def _indexed_texts(
+    layout: ShardLayout, rows: list[tuple[str, str, str | None]]
+) -> Iterator[tuple[str, str, str]]:
+    """``(session_id, node_id, text)`` of the index's rows, in their order: the catalog keeps
+    no texts but a title's, a message's is read from its session's shard."""
+    shards: dict[int, sqlite3.Connection] = {}
+    try:
+        for sid, node_id, title in rows:
+            shard = layout.shard_of(sid)
+            if shard not in shards:
+                shards[shard] = _sqlite(layout.path(shard))
+            text = indexed_text(shards[shard], sid, node_id, title)
+            if text is not None:
+                yield sid, node_id, text
+    finally:
+        for conn in shards.values():
+            conn.close()
 
 
 def _copy_sessions(shard: sqlite3.Connection, pg: PgConn, sids: list[str]) -> None:
