@@ -212,15 +212,21 @@ _CATALOG_V2: Final = (
 # which never changes; a title, which does, in ``search_rows.title``). The copy was the largest
 # part of what a turn added to the database. No column sizes either: results are ordered by
 # rowid, never ranked. SQLite before 3.43 removes a row from a contentless table only given its
-# exact text (``search_index._unindex``), which is why the title is kept.
+# exact text (``search_index._unindex``), which is why the title is kept; a row whose words could
+# not be removed stays unreachable, and AUTOINCREMENT keeps its rowid from being given to another.
 _CATALOG_V3: Final = (
     """CREATE VIRTUAL TABLE search_v3 USING fts5(
         body, scope, content = '', columnsize = 0,
         tokenize = 'unicode61 remove_diacritics 2')""",
     "INSERT INTO search_v3 (rowid, body, scope) SELECT rowid, body, scope FROM search",
-    "ALTER TABLE search_rows ADD COLUMN title TEXT",
-    """UPDATE search_rows SET title = (SELECT body FROM search WHERE search.rowid = row_id)
-        WHERE node_id = ''""",
+    """CREATE TABLE search_rows_v3 (
+        row_id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,
+        node_id TEXT NOT NULL, title TEXT, UNIQUE (session_id, node_id))""",
+    """INSERT INTO search_rows_v3 (row_id, session_id, node_id, title)
+        SELECT r.row_id, r.session_id, r.node_id, CASE WHEN r.node_id = '' THEN s.body END
+        FROM search_rows AS r LEFT JOIN search AS s ON s.rowid = r.row_id ORDER BY r.row_id""",
+    "DROP TABLE search_rows",
+    "ALTER TABLE search_rows_v3 RENAME TO search_rows",
     "DROP TABLE search",
     "ALTER TABLE search_v3 RENAME TO search",
 )

@@ -124,7 +124,11 @@ def snippet(body: str, query: str) -> str:
 
 
 def node_text(role: str, node_type: str, blocks: list[dict[str, Any]]) -> str | None:
-    """The searchable text of a node: the text blocks of a user or assistant message."""
+    """The searchable text of a node: the text blocks of a user or assistant message.
+
+    The index keeps no copy of it and takes a message's words out given this text again
+    (:func:`message_texts`), so what it returns for a stored node must not change from release
+    to release without a catalog migration that builds the index again."""
     if role not in _INDEXED_ROLES or node_type != "message":
         return None
     text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()

@@ -123,6 +123,11 @@ def test_a_row_whose_text_is_gone_is_never_found(
     assert "left unreachable" in caplog.text
     assert _index_terms(sqlite_writer.layout.db_path)["quince"] == 1  # its words stay ...
     assert _found(sqlite_writer, "quince") == []  # ... and no search returns them
+    # ... nor once its rowid would have been the next one given (AUTOINCREMENT)
+    other = create_session()
+    sqlite_writer.apply_batch([other, append_node(other, content=[TextBlock(text="lemon")])])
+    assert [sid for sid, _ in _found(sqlite_writer, "lemon")] == [other.session_id]
+    assert _found(sqlite_writer, "quince") == []
 
 
 def _back_to_the_copying_layout(db: Path) -> None:
@@ -147,13 +152,20 @@ def _back_to_the_copying_layout(db: Path) -> None:
         CREATE VIRTUAL TABLE search USING fts5(
             body, scope, session_id UNINDEXED, node_id UNINDEXED,
             tokenize = 'unicode61 remove_diacritics 2');
-        ALTER TABLE search_rows DROP COLUMN title;
+        DROP TABLE search_rows;
+        CREATE TABLE search_rows (
+            row_id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, node_id TEXT NOT NULL,
+            UNIQUE (session_id, node_id));
         DELETE FROM schema_migrations WHERE version = 3;
         COMMIT;"""
     )
     conn.executemany(
         "INSERT INTO search (rowid, body, scope, session_id, node_id) VALUES (?, ?, ?, ?, ?)",
         copies,
+    )
+    conn.executemany(
+        "INSERT INTO search_rows (row_id, session_id, node_id) VALUES (?, ?, ?)",
+        [(row_id, sid, node_id) for row_id, _, _, sid, node_id in copies],
     )
     conn.close()
 
