@@ -10,9 +10,10 @@ timeout). Measured in one run:
 * saturated: a backlog of 128 sessions × ``BACKLOG_PAIRS`` commands published faster than the
   writer drains it (pre-encoded, pipelined ``XADD``s, as many in flight as there are), timed
   until the group has read and acknowledged every entry: pairs/s (``saturated_pairs_per_s``)
-  and the writer process's CPU per command (``writer_cpu_us_per_command``, its
-  ``utime + stime`` over the phase ÷ commands; ``writer_busy_saturated`` is that CPU ÷ the
-  phase's wall time, near 1.0 when the writer is the bottleneck). Afterwards every session's
+  and the writer's CPU per command (``writer_cpu_us_per_command``: the ``utime + stime`` of
+  its process and of its search index's process over the phase ÷ commands;
+  ``writer_busy_saturated`` is that CPU ÷ the phase's wall time, near 1.0 when the writer is
+  the bottleneck, up to 2.0 with the index's process busy beside it). Afterwards every session's
   tables are counted: each command wrote its node and its event, and nothing was dead-lettered;
 * closed loop at 128 producers, each waiting for its receipt: pairs/s and the writer's CPU per
   command (``closed_loop_*_128``). On two cores the producers' own client CPU (~200 µs a
@@ -70,7 +71,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
-from helpers.proc_cpu import cpu_seconds, descendants  # noqa: E402
+from helpers.proc_cpu import cpu_seconds, descendants, tree_cpu  # noqa: E402
 
 from agent_core.bus import GROUP_STORAGE, Bus, BusNames, RpcClient, make_redis  # noqa: E402
 from agent_core.bus.contracts.storage import CommandReceipt, ListEvents  # noqa: E402
@@ -221,10 +222,10 @@ async def storm(
                     latencies.append(time.perf_counter() - t0)
                     assert receipt.ok, receipt.error
 
-            cpu0, t0 = cpu_seconds(writer.proc.pid), time.perf_counter()
+            cpu0, t0 = tree_cpu(writer.proc.pid), time.perf_counter()
             await asyncio.gather(*(produce(s) for s in sessions))
             elapsed = time.perf_counter() - t0
-            writer_cpu = cpu_seconds(writer.proc.pid) - cpu0
+            writer_cpu = tree_cpu(writer.proc.pid) - cpu0
     finally:
         writer.stop()
     return {
@@ -300,7 +301,7 @@ async def backlog(
             for w in writers
         }
         server0 = _server_cpu(server_pid)
-        cpu0 = [cpu_seconds(w.proc.pid) for w in writers]
+        cpu0 = [tree_cpu(w.proc.pid) for w in writers]
         t0 = time.perf_counter()
         for start in range(0, len(frames), BACKLOG_CHUNK):
             async with redis.pipeline(transaction=False) as pipe:
@@ -310,7 +311,7 @@ async def backlog(
         while not all([await _drained(redis, stream) for stream in streams]):
             await asyncio.sleep(0.002)
         elapsed = time.perf_counter() - t0
-        writer_cpu = [cpu_seconds(w.proc.pid) - c for w, c in zip(writers, cpu0, strict=True)]
+        writer_cpu = [tree_cpu(w.proc.pid) - c for w, c in zip(writers, cpu0, strict=True)]
         server_cpu = _server_cpu(server_pid) - server0
         dead = await redis.xlen(names.dead_letter)
     finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["ROLES", "cpu_seconds", "descendants", "role_of", "stack_cpu"]
+__all__ = ["ROLES", "cpu_seconds", "descendants", "role_of", "stack_cpu", "tree_cpu"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -74,7 +74,15 @@ def role_of(pid: int, root: int) -> str:
     if "serve" in words:
         name = words[words.index("serve") + 1] if words.index("serve") + 1 < len(words) else ""
         return ROLES.get(name, "other")
-    return "other"
+    # A service's own child (the storage-writer's search index process) counts as the service.
+    fields = _stat(pid)
+    parent = int(fields[1]) if fields is not None else root
+    return "other" if parent in (root, 0, 1) else role_of(parent, root)
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds so far of ``pid`` and every process below it (a service and its children)."""
+    return sum(cpu_seconds(p) for p in descendants(pid))
 
 
 def stack_cpu(root: int) -> dict[int, tuple[str, float]]:

@@ -1,8 +1,10 @@
 """When the writer moves its search outbox into the index: off the receipt path, before a search.
 
 The SQLite writer leaves the texts it indexes in each shard's outbox (``search_index``) so that a
-batch's receipts never wait for FTS5. :class:`IndexFlusher` asks the writer, on the writer's own
-thread, to move them: ``FLUSH_DELAY_S`` after a batch left rows pending (the rows of every batch
+batch's receipts never wait for FTS5. :class:`IndexFlusher` has them moved, one flush at a time:
+planned and recorded on the writer's thread, run in the index's own process
+(``index_process``; on the writer's thread when there is none). It does so ``FLUSH_DELAY_S``
+after a batch left rows pending (the rows of every batch
 in between go in the same catalog transaction), at once when ``FLUSH_ROWS`` are pending, at
 start-up (rows a crashed writer left) and before every search, which is answered only once
 every row pending when it arrived is searchable: a message acknowledged before a search is
@@ -15,7 +17,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import Executor
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
+
+if TYPE_CHECKING:
+    from services.storage_writer.index_process import IndexProcess
+    from services.storage_writer.writer import FlushPlan
 
 __all__ = ["FLUSH_DELAY_S", "FLUSH_ROWS", "IndexFlusher", "OutboxWriter"]
 
@@ -45,6 +51,14 @@ class OutboxWriter(Protocol):
         """Move pending rows into the index (on the writer's thread); return how many."""
         ...
 
+    def plan_flush(self, max_rows: int | None = None) -> FlushPlan | None:
+        """The shards a flush reads and from where (on the writer's thread)."""
+        ...
+
+    def record_flush(self, plan: FlushPlan, last: dict[int, int], moved: int) -> None:
+        """What a flush of ``plan`` did (on the writer's thread)."""
+        ...
+
 
 class IndexFlusher:
     """Schedules the writer's index flushes; one per service, used on the event loop."""
@@ -56,9 +70,13 @@ class IndexFlusher:
         *,
         delay_s: float | None = None,
         rows: int | None = None,
+        indexer: IndexProcess | None = None,
     ) -> None:
         self._writer = writer
         self._write_thread = write_thread
+        # Where a flush runs: the index's own process, or (None) the writer's thread.
+        self._indexer = indexer
+        self._one = asyncio.Lock()  # one flush at a time: each plan starts where the last ended
         # Read at construction, not bound as defaults: a test of the service sets the module's.
         self._delay_s = FLUSH_DELAY_S if delay_s is None else delay_s
         self._rows = FLUSH_ROWS if rows is None else rows
@@ -95,8 +113,16 @@ class IndexFlusher:
 
     async def _flush(self, max_rows: int | None) -> bool:
         loop = asyncio.get_running_loop()
+        writer, thread = self._writer, self._write_thread
         try:
-            await loop.run_in_executor(self._write_thread, self._writer.flush_index, max_rows)
+            async with self._one:
+                if self._indexer is None:
+                    await loop.run_in_executor(thread, writer.flush_index, max_rows)
+                    return True
+                plan = await loop.run_in_executor(thread, writer.plan_flush, max_rows)
+                if plan is not None:
+                    last, moved = await self._indexer.flush(plan.after)
+                    await loop.run_in_executor(thread, writer.record_flush, plan, last, moved)
         except Exception:
             log.exception("flushing the search index failed; its rows stay pending")
             return False

@@ -231,6 +231,14 @@ _CATALOG_V3: Final = (
     "ALTER TABLE search_v3 RENAME TO search",
 )
 
+# Catalog v4: the sessions whose deletion the catalog recorded, by id. The index is flushed by a
+# process of its own (``index_process``), which may have read a session's texts just before the
+# writer deleted it; its transaction skips such a session's texts (``search_index.apply_ops``).
+_CATALOG_V4: Final = (
+    """CREATE INDEX account_audit_deleted ON account_audit (session_id)
+        WHERE event_type = 'session_deleted'""",
+)
+
 # v5: usage totals kept as counters, added to by the transaction that ends a run
 # (``apply_end``): a row per account, day (UTC, of the end), model and session, so an account's
 # usage by day and model (the key's prefix) and a session's totals (its index) are read by index,
@@ -277,6 +285,7 @@ CATALOG_MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
     ),
     (2, _statements(*_CATALOG_V2)),
     (3, _statements(*_CATALOG_V3)),
+    (4, _statements(*_CATALOG_V4)),
 )
 
 

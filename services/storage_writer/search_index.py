@@ -190,12 +190,20 @@ class IndexBuffer:
         return ops
 
 
-def apply_ops(conn: sqlite3.Connection, ops: list[IndexOp]) -> None:
-    """Apply ``ops`` in one transaction of the catalog connection ``conn`` (autocommit mode)."""
+def apply_ops(conn: sqlite3.Connection, ops: list[IndexOp], *, flush: bool = False) -> None:
+    """Apply ``ops`` in one transaction of the catalog connection ``conn`` (autocommit mode).
+
+    ``flush``: the ops index what a flush read from the shards, maybe beside the writer (the
+    index's own process): a session whose deletion the catalog has recorded by the time this
+    transaction holds the catalog's lock gets none of its texts indexed, since the deletion
+    has taken out what the index held of it already and nothing would take these out again."""
     if not ops:
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
+        if flush:
+            gone = _deleted_sessions(conn, sorted({op.session_id for op in ops}))
+            ops = [op for op in ops if op.session_id not in gone] if gone else ops
         for op in ops:
             _apply(conn, op)
         conn.execute("COMMIT")
@@ -203,6 +211,20 @@ def apply_ops(conn: sqlite3.Connection, ops: list[IndexOp]) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _deleted_sessions(conn: sqlite3.Connection, session_ids: list[str]) -> set[str]:
+    gone: set[str] = set()
+    for i in range(0, len(session_ids), 500):
+        chunk = session_ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            "SELECT session_id FROM account_audit WHERE event_type = 'session_deleted' "
+            f"AND session_id IN ({marks})",
+            chunk,
+        )
+        gone.update(r[0] for r in rows)
+    return gone
 
 
 def _apply(conn: sqlite3.Connection, op: IndexOp) -> None:
@@ -322,7 +344,7 @@ def flush_outbox(
             last[shard] = rows[-1][0]
             sessions: dict[str, tuple[str, str | None] | None] = {}
             ops.extend(_current(conn, sessions, sid, node_id) for _, sid, node_id in rows)
-    apply_ops(catalog, ops)
+    apply_ops(catalog, ops, flush=True)
     return last, len(ops)
 
 

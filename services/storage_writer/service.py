@@ -42,6 +42,7 @@ from services.storage_writer.backends import (
     open_backend,
 )
 from services.storage_writer.index_flush import IndexFlusher
+from services.storage_writer.index_process import IndexProcess
 from services.storage_writer.writer import Writer
 
 if TYPE_CHECKING:  # psycopg is imported only when the postgres backend is chosen
@@ -86,8 +87,12 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
     write_thread = ThreadPoolExecutor(1, thread_name_prefix=f"{backend.name}-writer")
     read_thread = ThreadPoolExecutor(1, thread_name_prefix=f"{backend.name}-reader")
     loop = asyncio.get_running_loop()
-    flusher = IndexFlusher(writer, write_thread) if isinstance(writer, Writer) else None
-    if flusher is not None:
+    indexer: IndexProcess | None = None
+    flusher: IndexFlusher | None = None
+    if isinstance(writer, Writer) and writer.has_outbox:  # SQLite's (PostgreSQL indexes inline)
+        indexer = IndexProcess(writer.layout)
+        await indexer.start()
+        flusher = IndexFlusher(writer, write_thread, indexer=indexer)
         flusher.after_batch()  # start-up: rows a crashed writer left pending
 
     async def write_batch(batch: list[tuple[StorageCommand, Delivery]]) -> list[CommandReceipt]:
@@ -134,6 +139,8 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
     async def close() -> None:
         if flusher is not None:
             await flusher.close()
+        if indexer is not None:
+            await indexer.close()
         await backend.close(write_thread, read_thread)
         write_thread.shutdown()
         read_thread.shutdown()

@@ -38,6 +38,7 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -62,12 +63,21 @@ from services.storage_writer.shards import CATALOG, ShardLayout
 
 log = logging.getLogger("soong.storage_writer")
 
-__all__ = ["CATALOG", "Writer"]
+__all__ = ["CATALOG", "FlushPlan", "Writer"]
 
 # Bound parameters per statement stay far below SQLite's limit (32,766 since 3.32).
 _IN_CHUNK = 500
 # Statements are cached per connection; per-session table names make many distinct texts.
 _STATEMENT_CACHE = 1024
+
+
+@dataclass
+class FlushPlan:
+    """One flush of the search outbox (:meth:`Writer.plan_flush`)."""
+
+    after: dict[int, int] = field(default_factory=dict)  # shard -> read its rows after this seq
+    counted: dict[int, int] = field(default_factory=dict)  # shard -> rows pending when planned
+    scans_all: bool = False  # every shard, for rows a previous run left
 
 
 class Writer:
@@ -138,34 +148,65 @@ class Writer:
         self._conns.clear()
 
     @property
+    def has_outbox(self) -> bool:
+        """Whether texts to index wait in the shards' outboxes (SQLite's writer; PostgreSQL's
+        indexes them in the batch's own transaction)."""
+        return self._outbox
+
+    @property
     def index_pending(self) -> int:
         """Texts in the outbox not yet searchable (1 until a first flush has looked for rows a
         previous run left); always 0 without an outbox. Read from any thread (an int)."""
         return self._pending_rows + int(self._unscanned)
 
     def flush_index(self, max_rows: int | None = None) -> int:
-        """Move pending outbox rows into the catalog's FTS5 table in one transaction and return
-        how many moved. With ``max_rows``, stop after the shard that reaches it (the rest stay
-        pending); without, every pending row moves, so a search that follows finds them."""
-        if not self._outbox or not (self._pending or self._unscanned):
+        """Move pending outbox rows into the catalog's FTS5 table in one transaction, on this
+        thread, and return how many moved. With ``max_rows``, stop after the shard that reaches
+        it (the rest stay pending); without, every pending row moves, so a search that follows
+        finds them. (The service runs the same flush in the index's own process:
+        :meth:`plan_flush`, ``index_process``, :meth:`record_flush`.)"""
+        plan = self.plan_flush(max_rows)
+        if plan is None:
             return 0
+        last, moved = flush_outbox(
+            self._conn(CATALOG), {s: (self._conn(s), after) for s, after in plan.after.items()}
+        )
+        self.record_flush(plan, last, moved)
+        return moved
+
+    def plan_flush(self, max_rows: int | None = None) -> FlushPlan | None:
+        """Which shards' outboxes a flush reads, and from which seq (``None``: nothing pending).
+        Call on the writer's thread; one flush at a time, each ended by :meth:`record_flush`."""
+        if not self._outbox or not (self._pending or self._unscanned):
+            return None
         shards = range(self.layout.shard_count) if self._unscanned else sorted(self._pending)
-        todo: dict[int, tuple[sqlite3.Connection, int]] = {}
+        plan = FlushPlan()
         expected = 0
         for shard in shards:
-            if max_rows is not None and todo and expected >= max_rows:
+            if max_rows is not None and plan.after and expected >= max_rows:
                 break
-            todo[shard] = (self._conn(shard), self._flushed.get(shard, 0))
-            expected += self._pending.get(shard, 0)
-        last, moved = flush_outbox(self._conn(CATALOG), todo)
+            plan.after[shard] = self._flushed.get(shard, 0)
+            plan.counted[shard] = self._pending.get(shard, 0)
+            expected += plan.counted[shard]
+        plan.scans_all = self._unscanned and len(plan.after) == len(shards)
+        return plan
+
+    def record_flush(self, plan: FlushPlan, last: dict[int, int], moved: int) -> None:
+        """What a flush of ``plan`` did: shard -> the last seq it indexed (deleted by the
+        shard's next transaction) and the rows moved. Rows written while it ran stay pending:
+        only those counted in the plan are taken off (a row both counted and read again by the
+        next flush is indexed twice, harmlessly)."""
         self._flushed.update(last)
-        for shard in todo:
-            self._pending_rows -= self._pending.pop(shard, 0)
-        if len(todo) == len(shards):
+        for shard, counted in plan.counted.items():
+            pending = self._pending.pop(shard, 0)
+            taken = min(counted, pending)
+            self._pending_rows -= taken
+            if pending > taken:
+                self._pending[shard] = pending - taken
+        if plan.scans_all:
             self._unscanned = False
         if moved:
             self._dirty[CATALOG] = self._dirty.get(CATALOG, 0) + moved
-        return moved
 
     def take_dirty(self) -> dict[int, int]:
         """Shard -> commands applied to it since the last call (call on the writer's thread)."""

@@ -14,6 +14,7 @@ from agent_core.bus.contracts.storage import DeleteSession, SearchSessions, Upda
 from agent_core.ids import new_id
 from agent_core.types.protocol import TextBlock
 from services.storage_writer.queries import QueryEngine
+from services.storage_writer.schema import CATALOG_MIGRATIONS
 from services.storage_writer.search_index import IndexOp, apply_ops, indexed_text, scope_token
 from services.storage_writer.shards import open_catalog
 from services.storage_writer.writer import Writer
@@ -195,6 +196,7 @@ def test_a_catalog_that_copied_its_texts_moves_onto_the_contentless_index(tmp_pa
         w.close()
     conn = sqlite3.connect(db)
     try:
-        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone() == (3,)
+        newest = max(version for version, _ in CATALOG_MIGRATIONS)
+        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone() == (newest,)
     finally:
         conn.close()

@@ -152,7 +152,7 @@ def test_an_older_catalog_gets_its_index_built_from_the_shards(tmp_path: Path) -
     catalog = sqlite3.connect(db)  # back to a catalog without the index
     for table in ("search", "search_rows", "account_audit"):
         catalog.execute(f"DROP TABLE {table}")
-    catalog.execute("DELETE FROM schema_migrations WHERE version IN (2, 3)")
+    catalog.execute("DELETE FROM schema_migrations WHERE version IN (2, 3, 4)")
     catalog.commit()
     catalog.close()
     engine = QueryEngine(open_catalog(db))
