@@ -77,7 +77,6 @@ class FlushPlan:
 
     after: dict[int, int] = field(default_factory=dict)  # shard -> read its rows after this seq
     counted: dict[int, int] = field(default_factory=dict)  # shard -> rows pending when planned
-    scans_all: bool = False  # every shard, for rows a previous run left
 
 
 class Writer:
@@ -177,18 +176,25 @@ class Writer:
     def plan_flush(self, max_rows: int | None = None) -> FlushPlan | None:
         """Which shards' outboxes a flush reads, and from which seq (``None``: nothing pending).
         Call on the writer's thread; one flush at a time, each ended by :meth:`record_flush`."""
-        if not self._outbox or not (self._pending or self._unscanned):
+        if not self._outbox:
             return None
-        shards = range(self.layout.shard_count) if self._unscanned else sorted(self._pending)
+        if self._unscanned:  # the first flush counts what a previous run left in each outbox
+            for shard in range(self.layout.shard_count):
+                (left,) = self._conn(shard).execute("SELECT count(*) FROM search_outbox").fetchone()
+                if left:
+                    self._pending[shard] = self._pending.get(shard, 0) + left
+                    self._pending_rows += left
+            self._unscanned = False
+        if not self._pending:
+            return None
         plan = FlushPlan()
         expected = 0
-        for shard in shards:
+        for shard in sorted(self._pending):
             if max_rows is not None and plan.after and expected >= max_rows:
                 break
             plan.after[shard] = self._flushed.get(shard, 0)
             plan.counted[shard] = self._pending.get(shard, 0)
             expected += plan.counted[shard]
-        plan.scans_all = self._unscanned and len(plan.after) == len(shards)
         return plan
 
     def record_flush(self, plan: FlushPlan, last: dict[int, int], moved: int) -> None:
@@ -203,8 +209,6 @@ class Writer:
             self._pending_rows -= taken
             if pending > taken:
                 self._pending[shard] = pending - taken
-        if plan.scans_all:
-            self._unscanned = False
         if moved:
             self._dirty[CATALOG] = self._dirty.get(CATALOG, 0) + moved
 
