@@ -19,10 +19,11 @@ transactions, and a flush skips the texts of a session whose deletion the catalo
 what the deletion took out. A child that dies (killed, out of memory) fails the flush it was
 running; that flush's rows stay pending and the next flush starts a new child.
 
-The child is ``python -m services.storage_writer.index_process <catalog> <shards>`` (a plain
-subprocess: the service may itself be a daemonic ``multiprocessing`` child, which may not have
-children of its own), one JSON line each way per flush on its standard input and output; its
-log lines go to the service's standard error.
+The child is ``python -m services.storage_writer.index_process <catalog> <shards> <log level>
+<log format> <debug> <instance>`` (a plain subprocess: the service may itself be a daemonic
+``multiprocessing`` child, which may not have children of its own), one JSON line each way per
+flush on its standard input and output; its log lines go to the service's standard error, in the
+service's format, as service ``search_index``.
 """
 
 from __future__ import annotations
@@ -33,20 +34,35 @@ import json
 import logging
 import sqlite3
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from agent_core.observability.logs import configure_logging
 from services.storage_writer.schema import configure
 from services.storage_writer.search_index import flush_outbox
 from services.storage_writer.shards import ShardLayout
 
-__all__ = ["IndexProcess", "IndexProcessError", "main"]
+__all__ = ["IndexProcess", "IndexProcessError", "LogSetup", "main"]
 
 log = logging.getLogger("soong.storage_writer")
 
 # A reply holds a seq per shard flushed: far below this.
 _LINE_LIMIT = 1 << 20
 _CLOSE_S = 10.0
+
+
+@dataclass(frozen=True)
+class LogSetup:
+    """How the child logs: as the service that starts it does."""
+
+    level: str = "INFO"
+    format: Literal["text", "json"] = "text"
+    debug: bool = False
+    instance: str = "0"
+
+    def argv(self) -> list[str]:
+        return [self.level, self.format, "1" if self.debug else "0", self.instance]
 
 
 class IndexProcessError(RuntimeError):
@@ -91,8 +107,11 @@ class _Child:
 
 def main(argv: list[str]) -> int:
     """The child: answer flush requests from standard input until it closes."""
-    logging.basicConfig(level=logging.INFO, format="[search-index] %(levelname)s %(message)s")
-    child = _Child(argv[0], int(argv[1]))
+    db_path, shards, level, fmt, debug, instance = argv
+    configure_logging(
+        level, "search_index", instance, "json" if fmt == "json" else "text", debug=debug == "1"
+    )
+    child = _Child(db_path, int(shards))
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         out.write(json.dumps(child.answer(line), separators=(",", ":")).encode() + b"\n")
@@ -104,8 +123,9 @@ class IndexProcess:
     """The child process, as the service sees it. Used on the event loop, one flush at a time
     (``index_flush.IndexFlusher`` holds its lock around each)."""
 
-    def __init__(self, layout: ShardLayout) -> None:
+    def __init__(self, layout: ShardLayout, log_setup: LogSetup | None = None) -> None:
         self._layout = layout
+        self._log = log_setup or LogSetup()
         self._proc: asyncio.subprocess.Process | None = None
 
     @property
@@ -122,6 +142,7 @@ class IndexProcess:
                 "services.storage_writer.index_process",
                 str(self._layout.db_path),
                 str(self._layout.shard_count),
+                *self._log.argv(),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 limit=_LINE_LIMIT,

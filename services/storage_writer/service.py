@@ -42,7 +42,7 @@ from services.storage_writer.backends import (
     open_backend,
 )
 from services.storage_writer.index_flush import IndexFlusher
-from services.storage_writer.index_process import IndexProcess
+from services.storage_writer.index_process import IndexProcess, LogSetup
 from services.storage_writer.writer import Writer
 
 if TYPE_CHECKING:  # psycopg is imported only when the postgres backend is chosen
@@ -90,7 +90,13 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
     indexer: IndexProcess | None = None
     flusher: IndexFlusher | None = None
     if isinstance(writer, Writer) and writer.has_outbox:  # SQLite's (PostgreSQL indexes inline)
-        indexer = IndexProcess(writer.layout)
+        logs = LogSetup(
+            settings.log_level,
+            settings.observability.log_format,
+            settings.debug,
+            ctx.instance,
+        )
+        indexer = IndexProcess(writer.layout, logs)
         await indexer.start()
         flusher = IndexFlusher(writer, write_thread, indexer=indexer)
         flusher.after_batch()  # start-up: rows a crashed writer left pending

@@ -5,9 +5,12 @@ a flush that read a session just before its deletion puts nothing of it back."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -130,3 +133,22 @@ async def test_a_flush_that_read_a_session_before_its_deletion_adds_nothing_of_i
         assert catalog.execute("SELECT count(*) FROM search_rows").fetchone() == (1,)
     finally:
         catalog.close()
+
+
+def test_a_bad_request_gets_an_error_reply_and_a_log_line_in_the_services_format(
+    tmp_path: Path,
+) -> None:
+    layout = open_catalog(tmp_path / "s.sqlite", shard_count=2)
+    argv = [str(layout.db_path), "2", "INFO", "json", "0", "3"]
+    done = subprocess.run(
+        [sys.executable, "-m", "services.storage_writer.index_process", *argv],
+        input=b'{"after": {"x": 1}}\n{"after": {}}\n',
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    bad, empty = (json.loads(line) for line in done.stdout.splitlines())
+    assert bad["error"].startswith("ValueError") and empty == {"last": {}, "moved": 0}
+    [logged] = [json.loads(line) for line in done.stderr.splitlines()]
+    assert logged["service"] == "search_index" and logged["level"] == "ERROR"
+    assert "search index flush failed" in logged["message"]
