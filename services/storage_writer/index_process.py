@@ -181,7 +181,8 @@ class IndexProcess:
         assert proc.stdin is not None
         proc.stdin.close()
         try:
-            await asyncio.wait_for(proc.wait(), _CLOSE_S)
+            async with asyncio.timeout(_CLOSE_S):
+                await proc.wait()
         except TimeoutError:
             log.warning("the search index process did not stop; killed")
             proc.kill()
