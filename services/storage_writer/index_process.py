@@ -50,6 +50,10 @@ log = logging.getLogger("soong.storage_writer")
 # A reply holds a seq per shard flushed: far below this.
 _LINE_LIMIT = 1 << 20
 _CLOSE_S = 10.0
+# A flush's reply: a flush before a search moves every pending row (~40 µs each), so this allows
+# a backlog of about a million; a child silent for longer is taken for stuck and killed (its
+# rows stay pending), rather than holding every later search behind it.
+_REPLY_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,7 @@ class IndexProcess:
         self._layout = layout
         self._log = log_setup or LogSetup()
         self._proc: asyncio.subprocess.Process | None = None
+        self._closed = False
 
     @property
     def pid(self) -> int | None:
@@ -151,7 +156,10 @@ class IndexProcess:
     async def flush(self, after: dict[int, int]) -> tuple[dict[int, int], int]:
         """Run ``flush_outbox`` over the shards of ``after`` (shard -> read after this seq) in
         the child; return shard -> the last seq indexed, and the rows moved. Raises
-        :class:`IndexProcessError` if the child failed or died (the rows stay pending)."""
+        :class:`IndexProcessError` if the child failed, died or did not answer within
+        ``_REPLY_S``, or once :meth:`close` was called (the rows stay pending)."""
+        if self._closed:
+            raise IndexProcessError("the search index process is closed")
         await self.start()
         proc = self._proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
@@ -159,7 +167,13 @@ class IndexProcess:
         try:
             proc.stdin.write(json.dumps(request, separators=(",", ":")).encode() + b"\n")
             await proc.stdin.drain()
-            line = await proc.stdout.readline()
+            async with asyncio.timeout(_REPLY_S):
+                line = await proc.stdout.readline()
+        except TimeoutError:
+            self._kill()
+            raise IndexProcessError(
+                f"the search index process did not answer in {_REPLY_S:g} s; killed"
+            ) from None
         except BaseException:
             # Cancelled or broken between a request and its reply: the pipe's state is unknown.
             self._kill()
@@ -174,7 +188,9 @@ class IndexProcess:
         return {int(k): int(v) for k, v in reply["last"].items()}, int(reply["moved"])
 
     async def close(self) -> None:
-        """Stop the child: its input closed, it ends after the flush it may be running."""
+        """Stop the child: its input closed, it ends after the flush it may be running. No
+        flush starts another one afterwards."""
+        self._closed = True
         proc, self._proc = self._proc, None
         if proc is None or proc.returncode is not None:
             return

@@ -265,6 +265,19 @@ _V6 = (
         seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL, node_id TEXT NOT NULL)""",
 )
 
+# v7: outbox seqs are never given twice (AUTOINCREMENT). The index's own process reads an outbox
+# beside the writer; the writer then deletes the rows up to the last seq that flush read. With
+# a plain rowid, an outbox emptied meanwhile (a session's deletion drops its rows) gave its next
+# row a seq already read, and that row was deleted without ever being indexed.
+_V7 = (
+    """CREATE TABLE search_outbox_v7 (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, node_id TEXT NOT NULL)""",
+    """INSERT INTO search_outbox_v7 (seq, session_id, node_id)
+        SELECT seq, session_id, node_id FROM search_outbox ORDER BY seq""",
+    "DROP TABLE search_outbox",
+    "ALTER TABLE search_outbox_v7 RENAME TO search_outbox",
+)
+
 # Ordered; a version is never edited once released, only new ones appended.
 MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
     (1, _statements(*_V1)),
@@ -273,6 +286,7 @@ MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
     (4, _statements(*_V4)),
     (5, _statements(*_V5)),
     (6, _statements(*_V6)),
+    (7, _statements(*_V7)),
 )
 # The catalog file (``<db_path>``) only records how sessions are spread over shard files.
 CATALOG_MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (

@@ -336,14 +336,20 @@ def flush_outbox(
     ops: list[IndexOp] = []
     last: dict[int, int] = {}
     for shard, (conn, after) in shards.items():
-        rows = conn.execute(
-            "SELECT seq, session_id, node_id FROM search_outbox WHERE seq > ? ORDER BY seq",
-            (after,),
-        ).fetchall()
-        if rows:
-            last[shard] = rows[-1][0]
-            sessions: dict[str, tuple[str, str | None] | None] = {}
-            ops.extend(_current(conn, sessions, sid, node_id) for _, sid, node_id in rows)
+        # One read transaction a shard: its rows, sessions and nodes as of one moment (read
+        # beside the writer, a session's tables may be dropped between two statements).
+        conn.execute("BEGIN")
+        try:
+            rows = conn.execute(
+                "SELECT seq, session_id, node_id FROM search_outbox WHERE seq > ? ORDER BY seq",
+                (after,),
+            ).fetchall()
+            if rows:
+                last[shard] = rows[-1][0]
+                sessions: dict[str, tuple[str, str | None] | None] = {}
+                ops.extend(_current(conn, sessions, sid, node_id) for _, sid, node_id in rows)
+        finally:
+            conn.execute("COMMIT")
     apply_ops(catalog, ops, flush=True)
     return last, len(ops)
 
@@ -389,10 +395,16 @@ def indexed_text(
     session's shard ``shard`` (``None`` if the node is not there)."""
     if node_id == "":
         return title
-    row = shard.execute(
-        f"SELECT role, node_type, content_json FROM {nodes_table(session_id)} WHERE node_id = ?",
-        (node_id,),
-    ).fetchone()
+    try:
+        row = shard.execute(
+            f"SELECT role, node_type, content_json FROM {nodes_table(session_id)} "
+            "WHERE node_id = ?",
+            (node_id,),
+        ).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        return None  # the session was deleted since its row was read
     return None if row is None else node_text(row[0], row[1], json.loads(row[2]))
 
 

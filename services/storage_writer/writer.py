@@ -309,8 +309,8 @@ class Writer:
                 conn.execute("ROLLBACK")
             raise
         if flushed is not None:
-            # Every row up to ``flushed`` is gone, so any row left has a larger seq: a new row
-            # of an emptied table starts again at 1, hence "none flushed" rather than the seq.
+            # Every row up to ``flushed`` is gone, and seqs are never given twice
+            # (AUTOINCREMENT), so any row left or to come has a larger one.
             del self._flushed[shard]
         if deferred:
             self._pending[shard] = self._pending.get(shard, 0) + deferred

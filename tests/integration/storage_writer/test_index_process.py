@@ -21,7 +21,7 @@ from agent_core.bus.contracts.storage import DeleteSession, SearchSessions
 from agent_core.ids import new_id
 from agent_core.types.protocol import TextBlock
 from services.storage_writer.index_flush import IndexFlusher
-from services.storage_writer.index_process import IndexProcess
+from services.storage_writer.index_process import IndexProcess, IndexProcessError
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.search_index import IndexOp, apply_ops
 from services.storage_writer.shards import open_catalog
@@ -152,3 +152,25 @@ def test_a_bad_request_gets_an_error_reply_and_a_log_line_in_the_services_format
     [logged] = [json.loads(line) for line in done.stderr.splitlines()]
     assert logged["service"] == "search_index" and logged["level"] == "ERROR"
     assert "search index flush failed" in logged["message"]
+
+
+async def test_a_silent_child_is_killed_and_a_closed_process_starts_none(
+    rig: _Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("services.storage_writer.index_process._REPLY_S", 0.5)
+    s = create_session()
+    await rig.apply(s, _text(s, "stuck swift"))
+    stuck = rig.indexer.pid
+    assert stuck is not None
+    os.kill(stuck, signal.SIGSTOP)  # alive, never answering
+    try:
+        with pytest.raises(IndexProcessError):
+            await rig.indexer.flush({rig.writer.layout.shard_of(s.session_id): 0})
+    finally:
+        os.kill(stuck, signal.SIGCONT)
+    assert rig.indexer.pid is None  # killed; the search's flush starts another
+    assert await rig.found("swift") == [s.session_id]
+    await rig.indexer.close()
+    with pytest.raises(IndexProcessError, match="closed"):
+        await rig.indexer.flush({0: 0})
+    assert rig.indexer.pid is None

@@ -200,3 +200,20 @@ def test_a_catalog_that_copied_its_texts_moves_onto_the_contentless_index(tmp_pa
         assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone() == (newest,)
     finally:
         conn.close()
+
+
+def test_the_text_of_a_session_deleted_meanwhile_is_none(sqlite_writer: Writer) -> None:
+    s = create_session()
+    node = append_node(s, content=[TextBlock(text="fleeting")])
+    sqlite_writer.apply_batch([s, node])
+    layout = sqlite_writer.layout
+    shard = sqlite3.connect(layout.path(layout.shard_of(s.session_id)))
+    try:
+        assert indexed_text(shard, s.session_id, node.node.node_id, None) == "fleeting"
+        delete = DeleteSession(
+            command_id=new_id("cmd"), session_id=s.session_id, account_id="acct_a"
+        )
+        assert sqlite_writer.apply_batch([delete])[0].ok
+        assert indexed_text(shard, s.session_id, node.node.node_id, None) is None
+    finally:
+        shard.close()

@@ -16,6 +16,7 @@ from agent_core.types.protocol import TextBlock
 from services.storage_writer.index_flush import IndexFlusher
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.schema import MIGRATIONS, migrate
+from services.storage_writer.search_index import flush_outbox
 from services.storage_writer.shards import open_catalog
 from services.storage_writer.writer import Writer
 from tests.conftest import REPO
@@ -147,9 +148,13 @@ def test_an_existing_shard_gets_the_outbox_by_migration(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "old.sqlite", isolation_level=None)
     try:
         assert migrate(conn, MIGRATIONS[:5]) == [1, 2, 3, 4, 5]  # a home of the version before
-        assert migrate(conn) == [6]
+        assert migrate(conn) == [6, 7]
         columns = [r[1] for r in conn.execute("PRAGMA table_info(search_outbox)")]
         assert columns == ["seq", "session_id", "node_id"]
+        (sql,) = conn.execute(
+            "SELECT sql FROM sqlite_schema WHERE name = 'search_outbox'"
+        ).fetchone()
+        assert "AUTOINCREMENT" in sql  # seqs never given twice (see the next test)
     finally:
         conn.close()
 
@@ -173,3 +178,38 @@ async def test_the_flusher_indexes_pending_rows_after_a_batch_without_a_search(
     finally:
         await flusher.close()
         thread.shutdown()
+
+
+def test_a_flush_beside_the_writer_never_has_an_unindexed_row_deleted(
+    sqlite_writer: Writer,
+) -> None:
+    """A flush reads a shard's outbox on connections of its own (as the index's process does)
+    while the writer deletes a session, which empties that outbox, and queues another session's
+    message. Its seq must be new: the writer then deletes every row up to the last seq the flush
+    read, and a reused seq was deleted without being indexed."""
+    w = sqlite_writer
+    x, y = create_session(), create_session()
+    while w.layout.shard_of(y.session_id) != w.layout.shard_of(x.session_id):
+        y = create_session()
+    w.apply_batch([x, y])
+    w.flush_index()
+    w.apply_batch([_text(x, "beta three")])
+    plan = w.plan_flush()
+    assert plan is not None
+    catalog = sqlite3.connect(w.layout.db_path, isolation_level=None)
+    shards = {s: sqlite3.connect(w.layout.path(s), isolation_level=None) for s in plan.after}
+    try:
+        last, moved = flush_outbox(catalog, {s: (shards[s], a) for s, a in plan.after.items()})
+    finally:
+        for conn in (catalog, *shards.values()):
+            conn.close()
+    delete = DeleteSession(command_id=new_id("cmd"), session_id=x.session_id, account_id="acct_a")
+    assert all(r.ok for r in w.apply_batch([delete, _text(y, "gamma needle")]))
+    w.record_flush(plan, last, moved)
+    w.apply_batch([_text(y, "delta")])  # deletes the rows up to the flush's last seq
+    w.flush_index()
+    engine = QueryEngine(w.layout)
+    try:
+        assert _found(engine, "needle") == [y.session_id]
+    finally:
+        engine.close()
