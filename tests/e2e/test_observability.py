@@ -139,10 +139,17 @@ def test_one_trace_across_services(
         # read has arrived in the run's own trace (the gateway's request span may come after
         # the worker's, the writer's commits after both; another trace — the session's
         # creation — has commits of its own that must not stand in for the run's).
+        # The writer exports its commit spans in batches of its own: the claim's may come in a
+        # later batch than the run's other commits.
         runs = [s for s in spans if s.name == "run" and s.attributes["run.id"] == one_run["run_id"]]
         traces = {s.trace_id for s in runs}
-        names = [s.name for s in spans if s.trace_id in traces]
-        return wanted <= set(names) and names.count("model.call") >= 2
+        mine = [s for s in spans if s.trace_id in traces]
+        names = [s.name for s in mine]
+        claimed = any(
+            s.name == "storage.commit" and s.attributes.get("storage.command") == "claim_run"
+            for s in mine
+        )
+        return wanted <= set(names) and names.count("model.call") >= 2 and claimed
 
     spans = receiver.wait_for(complete)
     run = [s for s in spans if s.name == "run" and s.attributes["run.id"] == one_run["run_id"]]
