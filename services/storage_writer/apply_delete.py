@@ -14,7 +14,8 @@ from agent_core.files.port import artifact_prefix
 from agent_core.types.enums import TERMINAL_RUN_STATUSES
 from services.storage_writer.apply_common import ApplyContext, derived_event_id, refusal
 from services.storage_writer.schema import events_table, nodes_table
-from services.storage_writer.search_index import AuditRow, IndexOp, message_texts, title_of
+from services.storage_writer.search_index import AuditRow, IndexOp
+from services.storage_writer.search_texts import message_texts, title_of
 
 __all__ = ["delete_session"]
 
@@ -34,21 +35,7 @@ def delete_session(
     ).fetchone()
     if row is None:
         raise refusal(RefusalCode.SESSION_NOT_FOUND, "no such session", session_id=c.session_id)
-    marks = ",".join("?" * len(_ENDED))
-    active = [
-        r[0]
-        for r in conn.execute(
-            f"SELECT run_id FROM runs WHERE session_id = ? AND status NOT IN ({marks}) "
-            "ORDER BY created_at",
-            (c.session_id, *_ENDED),
-        )
-    ]
-    if active:
-        raise refusal(
-            RefusalCode.RUNS_ACTIVE,
-            "the session has runs that have not ended: cancel them, then delete it",
-            run_ids=active,
-        )
+    _refuse_while_running(conn, c.session_id)
     (nodes,) = conn.execute(f"SELECT count(*) FROM {nodes_table(c.session_id)}").fetchone()
     counts = {
         table: conn.execute(
@@ -88,6 +75,25 @@ def delete_session(
         runs=counts["runs"],
         artifacts=counts["artifacts"],
     )
+
+
+def _refuse_while_running(conn: sqlite3.Connection, session_id: str) -> None:
+    """Refuse with ``runs_active`` (naming them) while a run of the session has not ended."""
+    marks = ",".join("?" * len(_ENDED))
+    active = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT run_id FROM runs WHERE session_id = ? AND status NOT IN ({marks}) "
+            "ORDER BY created_at",
+            (session_id, *_ENDED),
+        )
+    ]
+    if active:
+        raise refusal(
+            RefusalCode.RUNS_ACTIVE,
+            "the session has runs that have not ended: cancel them, then delete it",
+            run_ids=active,
+        )
 
 
 def _remove_files(files: FileStore, prefix: str) -> None:

@@ -32,7 +32,8 @@ from services.storage_writer.apply_common import (
 )
 from services.storage_writer.artifacts import offload_large_json
 from services.storage_writer.schema import events_table, nodes_table
-from services.storage_writer.search_index import IndexOp, node_text
+from services.storage_writer.search_index import IndexOp
+from services.storage_writer.search_texts import node_text
 
 __all__ = [
     "append_event",

@@ -65,7 +65,8 @@ from services.storage_writer.apply_nodes import (
 from services.storage_writer.apply_runs import claim_run, create_run, update_run
 from services.storage_writer.paths import path_rows
 from services.storage_writer.schema import create_session_tables, nodes_table
-from services.storage_writer.search_index import IndexOp, title_of
+from services.storage_writer.search_index import IndexOp
+from services.storage_writer.search_texts import title_of
 
 __all__ = ["AlreadyApplied", "ApplyContext", "FaultHook", "apply_command", "needs_receipt"]
 

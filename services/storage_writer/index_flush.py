@@ -96,11 +96,14 @@ class IndexFlusher:
             await self._flush(None)
 
     async def close(self) -> None:
-        """Cancel a scheduled flush (the writer flushes what is left when it closes)."""
+        """Cancel a scheduled flush and stop the index's process (the writer flushes what is
+        left when it closes)."""
         if self._timer is not None:
             self._timer.cancel()
             await asyncio.gather(self._timer, return_exceptions=True)
             self._timer = None
+        if self._indexer is not None:
+            await self._indexer.close()
 
     async def _later(self, delay: float) -> None:
         try:

@@ -41,10 +41,10 @@ from services.storage_writer.paths import path_rows
 from services.storage_writer.schema import configure, events_table, nodes_table
 from services.storage_writer.search_index import (
     AUDIT_COLUMNS,
-    indexed_text,
     match_expression,
     snippet,
 )
+from services.storage_writer.search_texts import indexed_text
 from services.storage_writer.shards import CATALOG, ShardLayout
 
 __all__ = ["QueryEngine"]

@@ -11,10 +11,10 @@ already owns; it holds
 * ``search_rows`` — maps the FTS rowid to ``(session_id, node_id)`` and back, so that a row can
   be replaced (a new title) or a session's rows removed without a scan, and keeps a title's text
   (``title``). A message's text is not kept: it is its node's, which never changes, read from
-  the shard when a result is shown (:func:`indexed_text`). SQLite before 3.43 takes a row out of
-  a contentless table only given the exact text it indexed, so a session's deletion reads its
-  messages' texts before its tables go (:func:`message_texts`). A search returns only rows that
-  ``search_rows`` maps.
+  the shard when a result is shown (``search_texts.indexed_text``). SQLite before 3.43 takes a
+  row out of a contentless table only given the exact text it indexed, so a session's deletion
+  reads its messages' texts before its tables go (``search_texts.message_texts``). A search
+  returns only rows that ``search_rows`` maps.
 * ``account_audit`` — account-level events that outlive their session (``session_deleted``): the
   session's own timeline is deleted with it.
 
@@ -51,7 +51,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from services.storage_writer.schema import nodes_table
+from services.storage_writer.search_texts import indexed_text, message_texts, title_of
 
 __all__ = [
     "AUDIT_COLUMNS",
@@ -62,25 +62,17 @@ __all__ = [
     "backfill_shard",
     "defer_ops",
     "flush_outbox",
-    "indexed_text",
     "match_expression",
-    "message_texts",
-    "node_text",
     "scope_token",
     "snippet",
-    "title_of",
 ]
 
 log = logging.getLogger("soong.storage_writer")
 
 AUDIT_COLUMNS: Final = "seq, event_id, account_id, event_type, session_id, payload_json, created_at"
 
-# What a message contributes at most: enough to find it, bounded so that a pasted log does not
-# make one write index megabytes.
-_MAX_BODY_CHARS: Final = 8_000
 # The words of a query that are matched (more add nothing but cost).
 _MAX_TERMS: Final = 12
-_INDEXED_ROLES: Final = frozenset({"user", "assistant"})
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -123,24 +115,6 @@ def snippet(body: str, query: str) -> str:
     return ("…" if start else "") + marked + ("…" if end < len(body) else "")
 
 
-def node_text(role: str, node_type: str, blocks: list[dict[str, Any]]) -> str | None:
-    """The searchable text of a node: the text blocks of a user or assistant message.
-
-    The index keeps no copy of it and takes a message's words out given this text again
-    (:func:`message_texts`), so what it returns for a stored node must not change from release
-    to release without a catalog migration that builds the index again."""
-    if role not in _INDEXED_ROLES or node_type != "message":
-        return None
-    text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()
-    return text[:_MAX_BODY_CHARS] or None
-
-
-def title_of(metadata: dict[str, Any] | None) -> str | None:
-    """A session's title from its metadata (the console and SDK put it in ``title``)."""
-    title = (metadata or {}).get("title")
-    return title.strip()[:_MAX_BODY_CHARS] or None if isinstance(title, str) else None
-
-
 @dataclass(frozen=True)
 class AuditRow:
     """An account-level event; ``event_id`` makes writing it again a no-op."""
@@ -157,7 +131,7 @@ class AuditRow:
 class IndexOp:
     """One change to the catalog: put a text (``text`` set), drop one text (``text`` None and
     ``node_id`` set), drop a whole session (``node_id`` None; ``texts`` are its messages' texts
-    by node, :func:`message_texts`), and/or write an audit row."""
+    by node, ``search_texts.message_texts``), and/or write an audit row."""
 
     session_id: str
     account_id: str
@@ -373,39 +347,6 @@ def _current(
     if node_id == "" and metadata_json:
         title = title_of(json.loads(metadata_json))
     return IndexOp(session_id, account_id, node_id, indexed_text(shard, session_id, node_id, title))
-
-
-def message_texts(shard: sqlite3.Connection, session_id: str) -> Iterator[tuple[str, str]]:
-    """``(node_id, text)`` of every message of a session that the index holds a text of, in
-    the session's order."""
-    rows = shard.execute(
-        f"SELECT node_id, role, node_type, content_json FROM {nodes_table(session_id)} "
-        "WHERE role IN ('user', 'assistant') ORDER BY node_seq"
-    )
-    for node_id, role, node_type, content_json in rows:
-        text = node_text(role, node_type, json.loads(content_json))
-        if text is not None:
-            yield node_id, text
-
-
-def indexed_text(
-    shard: sqlite3.Connection, session_id: str, node_id: str, title: str | None
-) -> str | None:
-    """The text the index holds for a row: the title it keeps, or its message's, read from the
-    session's shard ``shard`` (``None`` if the node is not there)."""
-    if node_id == "":
-        return title
-    try:
-        row = shard.execute(
-            f"SELECT role, node_type, content_json FROM {nodes_table(session_id)} "
-            "WHERE node_id = ?",
-            (node_id,),
-        ).fetchone()
-    except sqlite3.OperationalError as exc:
-        if "no such table" not in str(exc):
-            raise
-        return None  # the session was deleted since its row was read
-    return None if row is None else node_text(row[0], row[1], json.loads(row[2]))
 
 
 def backfill_shard(shard: sqlite3.Connection) -> Iterator[IndexOp]:

@@ -87,19 +87,7 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
     write_thread = ThreadPoolExecutor(1, thread_name_prefix=f"{backend.name}-writer")
     read_thread = ThreadPoolExecutor(1, thread_name_prefix=f"{backend.name}-reader")
     loop = asyncio.get_running_loop()
-    indexer: IndexProcess | None = None
-    flusher: IndexFlusher | None = None
-    if isinstance(writer, Writer) and writer.has_outbox:  # SQLite's (PostgreSQL indexes inline)
-        logs = LogSetup(
-            settings.log_level,
-            settings.observability.log_format,
-            settings.debug,
-            ctx.instance,
-        )
-        indexer = IndexProcess(writer.layout, logs)
-        await indexer.start()
-        flusher = IndexFlusher(writer, write_thread, indexer=indexer)
-        flusher.after_batch()  # start-up: rows a crashed writer left pending
+    flusher = await _index_flusher(ctx, writer, write_thread)
 
     async def write_batch(batch: list[tuple[StorageCommand, Delivery]]) -> list[CommandReceipt]:
         commands = [command for command, _ in batch]
@@ -145,8 +133,6 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
     async def close() -> None:
         if flusher is not None:
             await flusher.close()
-        if indexer is not None:
-            await indexer.close()
         await backend.close(write_thread, read_thread)
         write_thread.shutdown()
         read_thread.shutdown()
@@ -175,6 +161,23 @@ class _PartitionReader:
 
     async def reclaim(self) -> None:
         await reclaim_idle(self.consumer)
+
+
+async def _index_flusher(
+    ctx: ServiceContext, writer: CommandApplier, write_thread: ThreadPoolExecutor
+) -> IndexFlusher | None:
+    """The SQLite writer's search-index flusher, its process started and a first flush due
+    (rows a crashed writer left); ``None`` for a writer that indexes in its batches
+    (PostgreSQL's)."""
+    if not (isinstance(writer, Writer) and writer.has_outbox):
+        return None
+    s = ctx.settings
+    logs = LogSetup(s.log_level, s.observability.log_format, s.debug, ctx.instance)
+    indexer = IndexProcess(writer.layout, logs)
+    await indexer.start()
+    flusher = IndexFlusher(writer, write_thread, indexer=indexer)
+    flusher.after_batch()
+    return flusher
 
 
 async def _open_partition(

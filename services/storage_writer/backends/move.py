@@ -26,7 +26,7 @@ from typing import Any, Final
 from agent_core.errors import StorageError
 from services.storage_writer.backends.pg_conn import PgConn
 from services.storage_writer.backends.pg_store import fold
-from services.storage_writer.search_index import indexed_text
+from services.storage_writer.search_texts import indexed_text
 from services.storage_writer.shards import ShardLayout, open_catalog
 
 __all__ = ["MoveReport", "TableCheck", "move_home"]

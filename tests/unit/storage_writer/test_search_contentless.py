@@ -15,7 +15,8 @@ from agent_core.ids import new_id
 from agent_core.types.protocol import TextBlock
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.schema import CATALOG_MIGRATIONS
-from services.storage_writer.search_index import IndexOp, apply_ops, indexed_text, scope_token
+from services.storage_writer.search_index import IndexOp, apply_ops, scope_token
+from services.storage_writer.search_texts import indexed_text
 from services.storage_writer.shards import open_catalog
 from services.storage_writer.writer import Writer
 from tests.unit.storage_writer.factories import append_node, create_session

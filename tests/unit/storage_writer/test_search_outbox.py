@@ -28,6 +28,16 @@ def _found(engine: QueryEngine, q: str) -> list[str]:
     return [m.session.session_id for m in query.reply_of(engine.answer(query))]
 
 
+def _searched(writer: Writer, q: str) -> list[str]:
+    """What a search finds once every pending row is flushed (a fresh engine)."""
+    writer.flush_index()
+    engine = QueryEngine(writer.layout)
+    try:
+        return _found(engine, q)
+    finally:
+        engine.close()
+
+
 def _outbox(writer: Writer, session_id: str) -> list[str]:
     """The nodes a session has in the outbox (``''``: its title), read from its shard file."""
     layout = writer.layout
@@ -94,12 +104,7 @@ def test_delete_removes_pending_and_indexed_rows(sqlite_writer: Writer) -> None:
     delete = DeleteSession(command_id=new_id("cmd"), session_id=s.session_id, account_id="acct_a")
     assert w.apply_batch([delete])[0].ok
     assert _outbox(w, s.session_id) == [] and _indexed(w, s.session_id) == 0
-    w.flush_index()
-    engine = QueryEngine(w.layout)
-    try:
-        assert _found(engine, "walrus") == [keep.session_id]
-    finally:
-        engine.close()
+    assert _searched(w, "walrus") == [keep.session_id]
 
 
 _CRASH = """
@@ -207,9 +212,4 @@ def test_a_flush_beside_the_writer_never_has_an_unindexed_row_deleted(
     assert all(r.ok for r in w.apply_batch([delete, _text(y, "gamma needle")]))
     w.record_flush(plan, last, moved)
     w.apply_batch([_text(y, "delta")])  # deletes the rows up to the flush's last seq
-    w.flush_index()
-    engine = QueryEngine(w.layout)
-    try:
-        assert _found(engine, "needle") == [y.session_id]
-    finally:
-        engine.close()
+    assert _searched(w, "needle") == [y.session_id]
