@@ -99,6 +99,11 @@ async def test_the_wire_format_is_what_redis_py_sends() -> None:
         assert encode(["EXPIRE", "s", 3600, 1.5, b"\x00"]) == b"".join(
             conn.pack_command("EXPIRE", "s", 3600, 1.5, b"\x00")
         )
+        odd = ("SET", 1e100, 1e-7, -(2**63) - 1, 10**30, float("nan"), -0.0, "", b"", "ü")
+        assert encode(odd) == b"".join(conn.pack_command(*odd))
+        for bad in (True, False, bytearray(b"x"), None, ["a"]):  # redis-py refuses them too
+            with pytest.raises(TypeError):
+                encode(["SET", "k", bad])  # type: ignore[list-item]
     finally:
         await redis.aclose()
 
