@@ -75,6 +75,7 @@ from helpers.proc_cpu import cpu_seconds, descendants, tree_cpu  # noqa: E402
 
 from agent_core.bus import GROUP_STORAGE, Bus, BusNames, RpcClient, make_redis  # noqa: E402
 from agent_core.bus.contracts.storage import CommandReceipt, ListEvents  # noqa: E402
+from agent_core.bus.contracts.storage_queries import SearchSessions  # noqa: E402
 from agent_core.errors import BusTimeoutError  # noqa: E402
 from agent_core.ids import new_id, new_session_id  # noqa: E402
 from agent_core.service.valkey import EmbeddedValkey  # noqa: E402
@@ -257,7 +258,10 @@ async def backlog(
     storage client's request/reply would put the producer's CPU on the same two cores); with
     several writers the clock starts once each owns its share of the partitions. The phase ends
     when every partition's group has read every entry and none is pending, i.e. every batch was
-    committed and acknowledged. What was written is then checked in the database.
+    committed and acknowledged, and a search has been answered: SQLite's writer indexes the texts
+    still in its outbox first, so the phase counts the index's work for the backlog (its process
+    flushes beside the writer and could otherwise still be busy when the commands are acked).
+    What was written is then checked in the database.
     ``server_pid``: PostgreSQL's postmaster, whose processes' CPU over the phase is counted too.
     """
     names = BusNames(f"b{new_id('cmd')[-8:]}", partitions)
@@ -274,6 +278,7 @@ async def backlog(
     streams = [names.storage_partition_stream(p) for p in range(partitions)]
     redis = make_redis(url)
     made = [create_session() for _ in range(sessions)]
+    stack = contextlib.AsyncExitStack()
     try:
         owners = {0: f"pid:{writers[0].proc.pid}"}
         if partitions > 1:
@@ -281,10 +286,10 @@ async def backlog(
             owners = await _shared_out(pg_dsn, partitions, writers)
         for w in writers:
             w.pin()  # the threads started since Popen inherited it; this is belt and braces
-        async with Client(url, names) as client:
-            await _ready(client)
-            for s in made:
-                assert (await client.send(s)).ok
+        client = await stack.enter_async_context(Client(url, names))
+        await _ready(client)
+        for s in made:
+            assert (await client.send(s)).ok
         frames = [
             (
                 names.storage_commands(made[i % sessions].session_id),
@@ -310,14 +315,20 @@ async def backlog(
                 await pipe.execute()
         while not all([await _drained(redis, stream) for stream in streams]):
             await asyncio.sleep(0.002)
+        # Answered once every text queued for the search index is in it (SQLite's writer
+        # flushes its outbox before a search): the phase counts the index's work too.
+        search = SearchSessions(account_id=made[0].account_id, q="hello", limit=1)
+        found = search.reply_of(await client.query(search))
         elapsed = time.perf_counter() - t0
         writer_cpu = [tree_cpu(w.proc.pid) - c for w, c in zip(writers, cpu0, strict=True)]
         server_cpu = _server_cpu(server_pid) - server0
         dead = await redis.xlen(names.dead_letter)
     finally:
+        await stack.aclose()
         for w in writers:
             w.stop()
         await redis.aclose()
+    assert found, "the backlog's texts were not found by a search"
     assert dead == 0, f"{dead} commands were dead-lettered (see {[w.log for w in writers]})"
     if pg_dsn is None:
         _check_written(home / "sessions.sqlite", made, pairs)
