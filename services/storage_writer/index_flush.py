@@ -5,7 +5,8 @@ batch's receipts never wait for FTS5. :class:`IndexFlusher` has them moved, one 
 planned and recorded on the writer's thread, run in the index's own process
 (``index_process``; on the writer's thread when there is none). It does so ``FLUSH_DELAY_S``
 after a batch left rows pending (the rows of every batch
-in between go in the same catalog transaction), at once when ``FLUSH_ROWS`` are pending, at
+in between go in the same catalog transaction), at once when ``FLUSH_ROWS`` are pending
+(``PROCESS_FLUSH_ROWS`` when the index's process runs it), at
 start-up (rows a crashed writer left) and before every search, which is answered only once
 every row pending when it arrived is searchable: a message acknowledged before a search is
 found by it. A writer with nothing pending (PostgreSQL's, which indexes in the batch's own
@@ -23,20 +24,23 @@ if TYPE_CHECKING:
     from services.storage_writer.index_process import IndexProcess
     from services.storage_writer.writer import FlushPlan
 
-__all__ = ["FLUSH_DELAY_S", "FLUSH_ROWS", "IndexFlusher", "OutboxWriter"]
+__all__ = ["FLUSH_DELAY_S", "FLUSH_ROWS", "PROCESS_FLUSH_ROWS", "IndexFlusher", "OutboxWriter"]
 
 log = logging.getLogger("soong.storage_writer")
 
 # Long enough that a busy writer's flush carries hundreds of rows (FTS5 costs ~100 µs a
 # transaction, ~20 µs a row in large ones); short enough that the outbox stays small.
 FLUSH_DELAY_S: Final = 0.25
-# Pending rows that start a flush without waiting; also what one timed flush moves at most
-# (~50 µs a row: the node read back, then FTS5), so that a batch queued behind it on the
-# writer's thread waits ~3 ms at most. FTS5's cost per transaction (~100 µs) is already small
-# beside 64 rows; 256 made the writer's receipt p99 at 16 producers 33-44 ms against 26-27
-# here, and its CPU per command under a backlog 370-377 µs against 311-328
-# (``bench/storage_writer.py``, alternated in one sitting; 32 and 128 were no better).
+# Pending rows that start a flush without waiting; also what one timed flush moves at most.
+# On the writer's thread (no index process: tests, a writer closing) a flush holds up every
+# batch queued behind it (~50 µs a row: the node read back, then FTS5), so there it moves 64
+# (256 made the receipts' p99 at 16 producers 33-44 ms against 26-27). In the index's process
+# it holds up nothing but a session deletion's catalog write, and FTS5 costs less a row in
+# larger transactions (~65 µs a row in 64-row ones, ~31 in 512): 1024 against 64,
+# ``bench/storage_writer.py`` alternated in one sitting, saturated pairs/s 1.167x, the writer's
+# CPU a command (with its index process) 0.933x saturated and 0.859x closed-loop.
 FLUSH_ROWS: Final = 64
+PROCESS_FLUSH_ROWS: Final = 1024
 
 
 class OutboxWriter(Protocol):
@@ -79,7 +83,8 @@ class IndexFlusher:
         self._one = asyncio.Lock()  # one flush at a time: each plan starts where the last ended
         # Read at construction, not bound as defaults: a test of the service sets the module's.
         self._delay_s = FLUSH_DELAY_S if delay_s is None else delay_s
-        self._rows = FLUSH_ROWS if rows is None else rows
+        default_rows = FLUSH_ROWS if indexer is None else PROCESS_FLUSH_ROWS
+        self._rows = default_rows if rows is None else rows
         self._timer: asyncio.Task[None] | None = None
 
     def after_batch(self) -> None:
