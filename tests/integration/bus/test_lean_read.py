@@ -8,7 +8,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from agent_core.bus import Bus, BusNames, ConsumerOptions, Delivery
+from agent_core.bus import Bus, BusNames, ConsumerOptions, Delivery, StreamConsumer
 from agent_core.bus.broker import make_broker
 from agent_core.bus.consumer import _LeanGroupRead
 from agent_core.bus.contracts.runs import RUNS_MESSAGE, RunNudge
@@ -64,14 +64,8 @@ async def test_the_lean_read_returns_what_redis_pys_read_returns(
 async def test_stopping_a_blocked_read_leaves_no_read_on_the_server(
     redis_url: str, bus: Bus, redis: Redis, names: BusNames
 ) -> None:
-    handled: list[str] = []
-
-    async def handle(message: Any, delivery: Delivery) -> None:
-        handled.append(message.session_id)
-
+    consumer, handled = _recording(bus, names)
     before = len(await _blocked_readers(redis))
-    options = ConsumerOptions(max_records=4, polling_interval_ms=20_000, claim_interval_s=0.1)
-    consumer = make_consumer(bus, names, names.runs, RUNS_MESSAGE, handle, options=options)
     await consumer.ensure_group()
     consumer.start_reading()
     try:
@@ -89,14 +83,8 @@ async def test_stopping_a_blocked_read_leaves_no_read_on_the_server(
 async def test_a_read_cut_by_the_server_is_taken_up_again(
     redis_url: str, bus: Bus, redis: Redis, names: BusNames
 ) -> None:
-    handled: list[str] = []
-
-    async def handle(message: Any, delivery: Delivery) -> None:
-        handled.append(message.session_id)
-
+    consumer, handled = _recording(bus, names)
     before = len(await _blocked_readers(redis))
-    options = ConsumerOptions(max_records=4, polling_interval_ms=20_000, claim_interval_s=0.1)
-    consumer = make_consumer(bus, names, names.runs, RUNS_MESSAGE, handle, options=options)
     async with running(redis_url, consumer):
         await wait_for(lambda: _count_above(redis, before))
         for client in await _blocked_readers(redis):
@@ -105,6 +93,17 @@ async def test_a_read_cut_by_the_server_is_taken_up_again(
         await wait_for(lambda: handled == ["after-the-cut"], timeout_s=10)
         assert consumer.running
     assert (await redis.xpending(names.runs, "g"))["pending"] == 0
+
+
+def _recording(bus: Bus, names: BusNames) -> tuple[StreamConsumer[Any], list[str]]:
+    """A consumer of the runs stream whose reads block for 20 s, and the sessions it handled."""
+    handled: list[str] = []
+
+    async def handle(message: Any, delivery: Delivery) -> None:
+        handled.append(message.session_id)
+
+    options = ConsumerOptions(max_records=4, polling_interval_ms=20_000, claim_interval_s=0.1)
+    return make_consumer(bus, names, names.runs, RUNS_MESSAGE, handle, options=options), handled
 
 
 async def _count_above(redis: Redis, n: int) -> bool:
