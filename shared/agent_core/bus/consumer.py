@@ -33,7 +33,7 @@ from agent_core.bus.connection import SOCKET_TIMEOUT_S
 from agent_core.bus.dead_letters import DeadLetterSink
 from agent_core.bus.delivery import Delivery, encode_reply
 from agent_core.bus.pubsub import is_cluster, publish_command
-from agent_core.bus.resp import Arg, LeanRedis, RedisAddress, bulk
+from agent_core.bus.resp import Arg, LeanRedis, RedisAddress, encode
 from agent_core.observability.tracing import attach_context, context_from
 
 __all__ = ["BatchHandler", "ConsumerOptions", "Handler", "RawEntry", "StreamConsumer"]
@@ -146,27 +146,12 @@ class StreamConsumer(Generic[T]):
         """``XREADGROUP >`` in a loop, each read blocking up to ``polling_interval_ms``; entries
         are processed one by one, or as one batch."""
         opts = self.options
-        read = _LeanGroupRead(self) if self.bus.plain else self._read_redis_py
+        lean = _LeanGroupRead(self) if self.bus.plain else None
         try:
             while not self._stopping:
-                self._waiting = True
-                try:
-                    entries = await read()
-                except ResponseError as exc:
-                    # The group is gone (the stream deleted): stop for good; the watchdog sees
-                    # the reader dead and restarts the process, which creates the group again.
-                    if "NOGROUP" in str(exc):
-                        log.critical("reading %s stopped: %s", self.stream, exc)
-                        return
-                    log.warning("reading %s failed: %s", self.stream, exc)
-                    await asyncio.sleep(_READ_RETRY_S)
-                    continue
-                except Exception as exc:  # the bus restarting, a connection cut: read again soon
-                    log.warning("reading %s failed: %s: %s", self.stream, type(exc).__name__, exc)
-                    await asyncio.sleep(_READ_RETRY_S)
-                    continue
-                finally:
-                    self._waiting = False
+                entries = await self._read_once(lean or self._read_redis_py)
+                if entries is None:
+                    return
                 if not entries:
                     continue
                 groups = [entries] if opts.batch else [[e] for e in entries]
@@ -176,8 +161,30 @@ class StreamConsumer(Generic[T]):
                     except Exception:  # the bus failed mid-way: the entries stay pending
                         log.exception("processing %s failed; the entries stay pending", self.stream)
         finally:
-            if isinstance(read, _LeanGroupRead):
-                await read.aclose()
+            if lean is not None:
+                await lean.aclose()
+
+    async def _read_once(
+        self, read: Callable[[], Awaitable[list[RawEntry]]]
+    ) -> list[RawEntry] | None:
+        """One read's entries; none after a failed read (logged, then waited out), ``None``
+        once the group is gone."""
+        self._waiting = True
+        try:
+            return await read()
+        except ResponseError as exc:
+            # The group is gone (the stream deleted): stop for good; the watchdog sees the
+            # reader dead and restarts the process, which creates the group again.
+            if "NOGROUP" in str(exc):
+                log.critical("reading %s stopped: %s", self.stream, exc)
+                return None
+            log.warning("reading %s failed: %s", self.stream, exc)
+        except Exception as exc:  # the bus restarting, a connection cut: read again soon
+            log.warning("reading %s failed: %s: %s", self.stream, type(exc).__name__, exc)
+        finally:
+            self._waiting = False
+        await asyncio.sleep(_READ_RETRY_S)
+        return []
 
     async def _read_redis_py(self) -> list[RawEntry]:
         """One read through redis-py: behind Sentinel, on TLS or a Cluster (its routing)."""
@@ -321,12 +328,13 @@ class _LeanGroupRead:
 
     def __init__(self, consumer: StreamConsumer[Any]) -> None:
         opts = consumer.options
-        args: list[bytes] = [
-            b"XREADGROUP", b"GROUP", consumer.group.encode(), consumer.consumer.encode(),
-            b"COUNT", b"%d" % opts.max_records, b"BLOCK", b"%d" % opts.polling_interval_ms,
-            b"STREAMS", consumer.stream.encode(), b">",
-        ]  # fmt: skip
-        self._command = b"*%d\r\n" % len(args) + b"".join(bulk(a) for a in args)
+        self._command = encode(
+            [
+                b"XREADGROUP", b"GROUP", consumer.group, consumer.consumer,
+                b"COUNT", opts.max_records, b"BLOCK", opts.polling_interval_ms,
+                b"STREAMS", consumer.stream, b">",
+            ]
+        )  # fmt: skip
         self._conn = LeanRedis(
             RedisAddress.of(consumer.redis),
             socket_timeout=opts.polling_interval_ms / 1000 + SOCKET_TIMEOUT_S,
