@@ -40,6 +40,12 @@ __all__ = [
 
 REDACTED = "[REDACTED]"
 
+# The words that make a key name a secret, in the last pattern below and its needle.
+_KEY_WORDS: Final = (
+    r"api[_\-]?key|apikey|passw(?:or)?d|pwd|secret|token(?!s|_count)|access[_\-]?key|"
+    r"private[_\-]?key|auth"
+)
+
 # Order matters: URL credentials first, so the password inside a URL is caught as a whole.
 # Every pattern is linear-time over any input (it runs over user text and tool output): a match
 # starts only where a run begins, and repetitions before something that can fail are bounded.
@@ -61,10 +67,13 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), REDACTED),
     (re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"), REDACTED),
     # key=value / key: value pairs whose key names a secret (api_key, password, token, secret, …).
+    # A key is a whole run of its characters (at most 40 + 11 + 40) just before the separator; the
+    # lookahead finds such a run first, possessively (it never backtracks), so at the start of
+    # every other word the pattern fails at once instead of trying each word of the key in turn.
     (
         re.compile(
-            r"(?i)(?<![A-Za-z0-9_\-])([A-Za-z0-9_\-]{0,40}?(?:api[_\-]?key|apikey|passw(?:or)?d|pwd|"
-            r"secret|token(?!s|_count)|access[_\-]?key|private[_\-]?key|auth)[A-Za-z0-9_\-]{0,40})"
+            r"(?i)(?<![A-Za-z0-9_\-])(?=[A-Za-z0-9_\-]{1,91}+\"?\s{0,8}[:=])"
+            rf"([A-Za-z0-9_\-]{{0,40}}?(?:{_KEY_WORDS})[A-Za-z0-9_\-]{{0,40}})"
             r"(\"?\s{0,8}[:=]\s{0,8}\"?)([^\s\"',;&]+)"
         ),
         r"\1\2" + REDACTED,
@@ -77,12 +86,11 @@ _SECRET_KEY = re.compile(
 )
 
 
-# The secret-naming words of the last pattern, as its second needle group: a plain substring
-# ("token") would send every log line that counts tokens (input_tokens=…) through the last
-# pattern, which tries every word of a text (~40 µs a line); this scan costs a few.
-_SECRET_WORD: Final = re.compile(
-    r"api[_\-]?key|apikey|passw|pwd|secret|token(?!s|_count)|access[_\-]?key|private[_\-]?key|auth"
-)
+# The last pattern's second needle: a secret-naming word, the rest of its key and the separator
+# (what that pattern cannot match without). A plain substring ("token") would send every log line
+# that counts tokens (input_tokens=…) through the last pattern, and the word alone every text that
+# mentions an author; the pattern costs ~40 µs a KiB of text, this scan a few.
+_SECRET_PAIR: Final = re.compile(rf"(?:{_KEY_WORDS})[a-z0-9_\-]{{0,40}}+\"?\s{{0,8}}[:=]")
 # For ASCII text, what each pattern above cannot match without (in the same order), looked up in
 # the lowercased text: groups that must all hold, each a few strings of which one must occur, or
 # a pattern that must match — a cheap test that lets most texts skip most patterns. Non-ASCII text
@@ -93,11 +101,11 @@ _NEEDLES: Final[tuple[tuple[_Group, ...], ...]] = (
     (("bearer", "basic"),),
     (("sk-",),),
     (("sa_",),),
-    (("gh",),),
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),),
     (("xox",),),
     (("akia",),),
     (("aiza",),),
-    ((":", "="), _SECRET_WORD),
+    ((":", "="), _SECRET_PAIR),
 )
 # A text holding no pattern's first needle can match none: most texts (ids, names, figures)
 # leave at this one scan.

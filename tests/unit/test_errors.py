@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import traceback
 
 import pytest
@@ -106,6 +107,7 @@ _PIECES = st.sampled_from(
         "://", "@", ":", "=", '"', " ", "\n", "api_key", "ApiKey", "PASSWORD", "passwd", "pwd",
         "secret", "Token", "tokens", "token_count", "auth", "access-key", "private_key",
         "https://u:p@h", "0123456789abcdefABCDEF", "_-.", "ſ", "K", "é",
+        "gh", "gho_", "GHS_", "author", "x" * 39, "y" * 40,  # near misses, a key's length bounds
     ]
 )  # fmt: skip
 
@@ -114,6 +116,37 @@ _PIECES = st.sampled_from(
 @given(text=st.lists(st.one_of(_PIECES, st.text(max_size=8)), max_size=25).map("".join))
 def test_the_prefilter_never_changes_what_is_redacted(text: str) -> None:
     assert redact(text) == _every_pattern(text)
+
+
+# The key=value pattern as plainly written, without the lookahead that lets other words fail fast.
+_PLAIN_PAIR = re.compile(
+    r"(?i)(?<![A-Za-z0-9_\-])([A-Za-z0-9_\-]{0,40}?(?:api[_\-]?key|apikey|passw(?:or)?d|pwd|"
+    r"secret|token(?!s|_count)|access[_\-]?key|private[_\-]?key|auth)[A-Za-z0-9_\-]{0,40})"
+    r"(\"?\s{0,8}[:=]\s{0,8}\"?)([^\s\"',;&]+)"
+)
+
+
+@settings(max_examples=1000)
+@given(text=st.lists(st.one_of(_PIECES, st.text(max_size=8)), max_size=25).map("".join))
+def test_the_key_value_lookahead_never_changes_a_match(text: str) -> None:
+    pattern, replacement = errors._PATTERNS[-1]
+    assert pattern.sub(replacement, text) == _PLAIN_PAIR.sub(replacement, text)
+
+
+@pytest.mark.parametrize(
+    ("key", "redacted"),
+    [
+        ("x" * 40 + "private_key" + "y" * 40, True),  # the longest key a secret's name allows
+        ("x" * 41 + "private_key" + "y" * 40, False),
+        ("x" * 40 + "private_key" + "y" * 41, False),
+        ("x" * 40 + "passwd" + "y" * 40, True),
+        ("tokens", False),
+    ],
+)
+def test_a_key_is_redacted_within_its_length_bounds(key: str, redacted: bool) -> None:
+    text = f"see {key} = hunter2hunter2; {key}: hunter2hunter2"
+    assert ("hunter2" not in redact(text)) is redacted
+    assert redact(text) == _PLAIN_PAIR.sub(errors._PATTERNS[-1][1], text)
 
 
 def test_redact_obj_walks_nested_details() -> None:
