@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_core.context import tokens
 from agent_core.context.tokens import Calibration, estimate_text, model_limits
 from tests.fakes.tokens import count_text
 
@@ -24,6 +28,31 @@ def test_each_kind_of_text_is_within_twenty_percent_of_the_fakes_count_uncalibra
 def test_cjk_costs_more_per_character_than_latin_text() -> None:
     assert estimate_text("上下文压缩" * 20) > 3 * estimate_text("compaction" * 10)
     assert estimate_text("") == 0 and estimate_text("a") == 1
+
+
+# ASCII text made of the classes the estimate weighs, and their edges: runs of spaces, tabs, line
+# breaks, the \x1c-\x1f separators a str pattern's \s takes, \u escapes.
+_ASCII_PIECES = st.sampled_from(
+    ["word", "A", "z", "7", "12345", ".", "{", "~", "`", " ", "  ", "\t", "\n", "\r\n", "\x1c",
+     "\x1f", "\x0b", "\x0c", "\x00", "\x7f", "\\u00e9", "\\u12", "_", "-"]
+)  # fmt: skip
+
+
+@settings(max_examples=1000)
+@given(
+    text=st.lists(
+        st.one_of(_ASCII_PIECES, st.text(st.characters(max_codepoint=127), max_size=6)),
+        min_size=1,
+        max_size=40,
+    ).map("".join)
+)
+def test_the_ascii_path_counts_as_the_patterns_do(text: str) -> None:
+    assert tokens._estimate_ascii(text.encode("ascii")) == tokens._estimate_any(text)
+
+
+def test_every_sample_is_estimated_as_the_patterns_do() -> None:
+    for kind, text in SAMPLES.items():
+        assert estimate_text(text) == tokens._estimate_any(text), kind
 
 
 def test_limits_come_from_config_then_the_table_then_the_default() -> None:
