@@ -14,6 +14,7 @@ re-parse pays for (see the module docstring of ``shards``).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -82,12 +83,26 @@ def configure(conn: sqlite3.Connection, *, readonly: bool = False) -> None:
 
 def nodes_table(session_id: str) -> str:
     """The quoted name of a session's node table; refuses any id the core could not generate."""
-    return f'"nodes_{validate_session_id(session_id)}"'
+    return _table("nodes_", session_id)
 
 
 def events_table(session_id: str) -> str:
     """The quoted name of a session's event table; refuses any id the core could not generate."""
-    return f'"events_{validate_session_id(session_id)}"'
+    return _table("events_", session_id)
+
+
+def _table(prefix: str, session_id: str) -> str:
+    if not isinstance(session_id, str):  # refused as the id check refuses it (and unhashable)
+        validate_session_id(session_id)
+    return _checked_table(prefix, session_id)
+
+
+# A run's commands name its session's tables some thirty times, and each check of the id runs two
+# regular expressions: the names of recent sessions are kept. A refused id raises every time (an
+# exception is never cached).
+@functools.lru_cache(maxsize=4096)
+def _checked_table(prefix: str, session_id: str) -> str:
+    return f'"{prefix}{validate_session_id(session_id)}"'
 
 
 def create_session_tables(conn: sqlite3.Connection, session_id: str) -> None:

@@ -7,12 +7,20 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agent_core.errors import StorageError
+from agent_core.errors import SchemaError, StorageError
 from services.storage_writer.lock import WriterLock
-from services.storage_writer.schema import MIGRATIONS, PAGE_SIZE, configure, migrate
+from services.storage_writer.schema import (
+    MIGRATIONS,
+    PAGE_SIZE,
+    configure,
+    events_table,
+    migrate,
+    nodes_table,
+)
 from services.storage_writer.shards import open_catalog
 from services.storage_writer.writer import Writer
 from tests.unit.storage_writer.factories import append_node, create_session
@@ -169,3 +177,16 @@ def test_a_database_from_a_newer_writer_is_refused(tmp_path: Path) -> None:
             migrate(conn)
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("table", [nodes_table, events_table])
+def test_table_names_are_kept_but_a_refused_id_is_refused_every_time(table: Any) -> None:
+    good = "sess_20260101_000000_0123456789abcdef"
+    assert table(good) == table(good) and table(good).endswith(f'_{good}"')
+    for hostile in ['sess_20260101_000000_abcd"; DROP TABLE x; --', "nodes_x", good + " "]:
+        for _ in range(2):  # a refusal is never remembered as a name
+            with pytest.raises(SchemaError):
+                table(hostile)
+    for wrong in [None, 7, [good], {good: 1}]:  # not even hashable: the same typed refusal
+        with pytest.raises(SchemaError):
+            table(wrong)
