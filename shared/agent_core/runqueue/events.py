@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
@@ -63,8 +62,15 @@ class _EventHead(BaseModel):
 
 _HEAD = TypeAdapter(_EventHead)
 # Bytes that would end an SSE data line: raw CR/LF (JSON whitespace) and the line breaks many
-# clients split on (U+2028, U+2029, NEL), which JSON leaves unescaped inside strings.
-_BREAK = re.compile(rb"[\r\n]|\xe2\x80[\xa8\xa9]|\xc2\x85")  # CR, LF, U+2028/9, NEL in UTF-8
+# clients split on (U+2028, U+2029, NEL), which JSON leaves unescaped inside strings. Looked for
+# one by one (a C substring search each, ~3x faster than one pattern over the event).
+_LS, _PS, _NEL = "\u2028".encode(), "\u2029".encode(), "\x85".encode()
+
+
+def _has_break(raw: bytes) -> bool:
+    return b"\n" in raw or b"\r" in raw or _LS in raw or _PS in raw or _NEL in raw
+
+
 _ESCAPES = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
 
 
@@ -77,7 +83,7 @@ def forwardable(raw: bytes) -> tuple[str, bytes]:
     line break is rebuilt from the full event (validated then), with those breaks escaped.
     """
     head = _HEAD.validate_json(raw)
-    if _BREAK.search(raw) is not None:
+    if _has_break(raw):
         text = RUNTIME_EVENT.validate_json(raw).model_dump_json()
         raw = text.translate(_ESCAPES).encode()
     return head.type, raw

@@ -30,7 +30,9 @@ def test_a_stored_event_is_forwarded_byte_for_byte() -> None:
     assert forwardable(end.model_dump_json().encode())[0] == "run_finished"
 
 
-@pytest.mark.parametrize("text", ["\u2028\u2029\x85", "a\nb\r\nc", "plain"])
+@pytest.mark.parametrize(
+    "text", ["\u2028", "\u2029", "\x85", "a\nb", "a\rb", "\u2028\u2029\x85\r\n", "plain"]
+)
 def test_json_with_line_breaks_is_rebuilt_on_one_line(text: str) -> None:
     event = RunTextDelta(run_id=RID, session_id=SID, turn=0, text=text)
     # As stored by the writer, and as JSON pretty-printed by someone else: both stay one line.
