@@ -18,6 +18,8 @@ import contextlib
 import json
 import logging
 import sys
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -26,7 +28,13 @@ from typing import Any, Final, Literal, TextIO
 
 from agent_core.errors import redact, redact_obj
 
-__all__ = ["THIRD_PARTY_LOGGERS", "configure_logging", "current_ids", "log_ids"]
+__all__ = [
+    "THIRD_PARTY_LOGGERS",
+    "BatchedStreamHandler",
+    "configure_logging",
+    "current_ids",
+    "log_ids",
+]
 
 _NONE: Final[Mapping[str, str]] = MappingProxyType({})
 _IDS: ContextVar[Mapping[str, str]] = ContextVar("soong_log_ids", default=_NONE)
@@ -124,6 +132,71 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
+class BatchedStreamHandler(logging.StreamHandler[TextIO]):
+    """A stream handler that writes records in batches rather than one write each.
+
+    A record at ``WARNING`` or above writes at once, with everything before it; others wait
+    until ``delay_s`` after the first of them (a flusher thread, started on first use and idle
+    while nothing waits) or until ``max_chars`` wait, whichever comes first; :meth:`flush` (at
+    exit, ``logging.shutdown``) writes what waits. A busy run-worker logs two lines a run, each
+    a write of its own to the pipe its supervisor reads; batched, one write and one wake-up of
+    the reader carry many. What a process killed outright (SIGKILL) had not written yet — at
+    most ``delay_s`` of records below ``WARNING`` — is lost.
+    """
+
+    def __init__(self, stream: TextIO, *, delay_s: float, max_chars: int = 64 * 1024) -> None:
+        super().__init__(stream)
+        self._delay_s = delay_s
+        self._max_chars = max_chars
+        self._waiting: list[str] = []
+        self._chars = 0
+        self._due = threading.Event()
+        self._flusher: threading.Thread | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Queue ``record``'s line (called with the handler's lock held)."""
+        try:
+            line = self.format(record) + self.terminator
+        except Exception:
+            self.handleError(record)
+            return
+        self._waiting.append(line)
+        self._chars += len(line)
+        if record.levelno >= logging.WARNING or self._chars >= self._max_chars:
+            self._write()
+            return
+        if self._flusher is None:
+            self._flusher = threading.Thread(
+                target=self._flush_later, name="log-flush", daemon=True
+            )
+            self._flusher.start()
+        self._due.set()
+
+    def flush(self) -> None:
+        """Write every waiting line now."""
+        with self.lock or contextlib.nullcontext():
+            self._write()
+
+    def _write(self) -> None:
+        if self._waiting:
+            text = "".join(self._waiting)
+            self._waiting.clear()
+            self._chars = 0
+            try:
+                self.stream.write(text)
+                self.stream.flush()
+            except Exception:  # a closed or broken stream: as StreamHandler, never raise here
+                with contextlib.suppress(Exception):
+                    sys.stderr.write(text)
+
+    def _flush_later(self) -> None:
+        while True:
+            self._due.wait()
+            time.sleep(self._delay_s)
+            self._due.clear()  # lines queued from here on set it again; this flush takes the rest
+            self.flush()
+
+
 def configure_logging(
     level: str,
     service: str,
@@ -132,10 +205,16 @@ def configure_logging(
     *,
     debug: bool = False,
     stream: TextIO | None = None,
+    batch_s: float = 0.0,
 ) -> None:
     """One handler on ``stream`` (standard error) for the whole process, in ``fmt``; third
-    parties at DEBUG only; tracebacks only with ``debug``."""
-    handler = logging.StreamHandler(stream or sys.stderr)
+    parties at DEBUG only; tracebacks only with ``debug``. With ``batch_s`` lines below
+    ``WARNING`` are written in batches up to that long after they were logged
+    (:class:`BatchedStreamHandler`)."""
+    out = stream or sys.stderr
+    handler = (
+        BatchedStreamHandler(out, delay_s=batch_s) if batch_s > 0 else logging.StreamHandler(out)
+    )
     formatter: logging.Formatter = (
         _Json(service, instance, debug=debug)
         if fmt == "json"

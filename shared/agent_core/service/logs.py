@@ -13,6 +13,11 @@ from agent_core.observability.logs import configure_logging
 __all__ = ["setup_logging"]
 
 
+# How long a service's line below WARNING may wait to be written with others (one write, and one
+# wake-up of the supervisor that relays it, for many lines of a busy worker).
+LOG_BATCH_S = 0.05
+
+
 def setup_logging(settings: Settings, service: str, instance: str) -> None:
     """Log to stderr as ``observability.log_format`` says; secrets never reach a log line."""
     configure_logging(
@@ -21,4 +26,5 @@ def setup_logging(settings: Settings, service: str, instance: str) -> None:
         instance,
         settings.observability.log_format,
         debug=settings.debug,
+        batch_s=LOG_BATCH_S,
     )
