@@ -187,7 +187,10 @@ class _Protocol(asyncio.Protocol):
         self.pending: deque[_Pending] = deque()
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._loop = asyncio.get_running_loop()
+        self.lost: asyncio.Future[None] = self._loop.create_future()
+        # Commands sent during one turn of the event loop, written together at its end.
+        self._unwritten: list[bytes] = []
         # Subscribe mode: ``message`` frames go here, everything else answers a pending call.
         self.on_push = on_push
 
@@ -222,13 +225,25 @@ class _Protocol(asyncio.Protocol):
         self.fail(ConnectionError(f"connection to the bus lost: {exc or 'closed by the server'}"))
 
     def send(self, payload: bytes, count: int) -> asyncio.Future[list[Any]]:
-        """Write ``payload`` (``count`` commands); the future gets their ``count`` replies."""
+        """Write ``payload`` (``count`` commands); the future gets their ``count`` replies.
+
+        The write happens once the callbacks the event loop is running now are done, with every
+        other command sent meanwhile: calls made together (a ``gather``, the runs of a busy
+        worker) share one system call and one wake-up of the server, in the order sent."""
         if self.closed or self.transport is None:
             raise ConnectionError("connection to the bus is closed")
-        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[list[Any]] = self._loop.create_future()
         self.pending.append(_Pending(future, count, time.monotonic()))
-        self.transport.write(payload)
+        if not self._unwritten:
+            self._loop.call_soon(self._write)
+        self._unwritten.append(payload)
         return future
+
+    def _write(self) -> None:
+        unwritten, self._unwritten = self._unwritten, []
+        if self.closed or self.transport is None:
+            return  # fail() has failed their calls
+        self.transport.write(unwritten[0] if len(unwritten) == 1 else b"".join(unwritten))
 
     def fail(self, exc: Exception) -> None:
         """Close the socket and fail every pending call with ``exc`` (idempotent)."""

@@ -71,6 +71,41 @@ async def test_concurrent_callers_each_get_their_own_reply(lean: LeanRedis) -> N
     assert lean.connects == 1  # all of them on one socket
 
 
+async def test_calls_made_in_one_loop_turn_share_one_write(lean: LeanRedis) -> None:
+    key = _key()
+    await lean.execute("SET", key, "0")  # connected
+    proto = lean._proto
+    assert proto is not None and proto.transport is not None
+    writes: list[bytes] = []
+    real_write = proto.transport.write
+
+    def counted(data: bytes) -> None:
+        writes.append(bytes(data))
+        real_write(data)
+
+    proto.transport.write = counted  # type: ignore[method-assign]
+    replies = await asyncio.gather(*(lean.execute("INCR", key) for _ in range(20)))
+    assert replies == list(range(1, 21))  # each its own reply, in the order sent
+    assert len(writes) == 1 and writes[0] == b"".join(encode(["INCR", key]) for _ in range(20))
+    assert await lean.execute("GET", key) == b"20"  # a later turn: a write of its own
+    assert len(writes) == 2
+
+
+async def test_a_connection_lost_before_its_write_fails_the_calls_sent_on_it(
+    lean: LeanRedis,
+) -> None:
+    key = _key()
+    await lean.execute("SET", key, "kept")
+    proto = lean._proto
+    assert proto is not None
+    sent = [proto.send(encode(["SET", key, "lost"]), 1) for _ in range(3)]
+    proto.fail(ConnectionError("cut before the loop wrote"))  # still in the same loop turn
+    for future in sent:
+        with pytest.raises(ConnectionError):
+            await future
+    assert await lean.execute("GET", key) == b"kept"  # nothing was written; a new socket
+
+
 async def test_error_replies_raise_and_the_connection_stays_usable(lean: LeanRedis) -> None:
     key = _key()
     await lean.execute("SET", key, "text")
