@@ -182,7 +182,9 @@ class _Pending:
 class _Protocol(asyncio.Protocol):
     """One socket: writes commands, matches replies FIFO to the pending calls."""
 
-    def __init__(self, on_push: Callable[[Any], None] | None = None) -> None:
+    def __init__(
+        self, on_push: Callable[[Any], None] | None = None, *, batch_writes: bool = True
+    ) -> None:
         self.reader = hiredis.Reader(replyError=ResponseError)
         self.pending: deque[_Pending] = deque()
         self.transport: asyncio.Transport | None = None
@@ -190,6 +192,7 @@ class _Protocol(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self.lost: asyncio.Future[None] = self._loop.create_future()
         # Commands sent during one turn of the event loop, written together at its end.
+        self._batch_writes = batch_writes
         self._unwritten: list[bytes] = []
         # Subscribe mode: ``message`` frames go here, everything else answers a pending call.
         self.on_push = on_push
@@ -227,13 +230,17 @@ class _Protocol(asyncio.Protocol):
     def send(self, payload: bytes, count: int) -> asyncio.Future[list[Any]]:
         """Write ``payload`` (``count`` commands); the future gets their ``count`` replies.
 
-        The write happens once the callbacks the event loop is running now are done, with every
-        other command sent meanwhile: calls made together (a ``gather``, the runs of a busy
-        worker) share one system call and one wake-up of the server, in the order sent."""
+        With ``batch_writes`` the write happens once the callbacks the event loop is running now
+        are done, with every other command sent meanwhile: calls made together (a ``gather``, the
+        runs of a busy worker) share one system call and one wake-up of the server, in the order
+        sent. Without, it happens now."""
         if self.closed or self.transport is None:
             raise ConnectionError("connection to the bus is closed")
         future: asyncio.Future[list[Any]] = self._loop.create_future()
         self.pending.append(_Pending(future, count, time.monotonic()))
+        if not self._batch_writes:
+            self.transport.write(payload)
+            return future
         if not self._unwritten:
             self._loop.call_soon(self._write)
         self._unwritten.append(payload)
@@ -259,14 +266,21 @@ class _Protocol(asyncio.Protocol):
                 call.future.exception()  # a caller gone (cancelled) must not log "never retrieved"
 
 
-async def _open(address: RedisAddress, on_push: Callable[[Any], None] | None = None) -> _Protocol:
+async def _open(
+    address: RedisAddress,
+    on_push: Callable[[Any], None] | None = None,
+    *,
+    batch_writes: bool = True,
+) -> _Protocol:
     """Connect and authenticate; raises ``ConnectionError``/``AuthenticationError``."""
     loop = asyncio.get_running_loop()
     try:
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel that lands as
         # the connect completes.
         async with asyncio.timeout(_CONNECT_TIMEOUT_S):
-            _, proto = await loop.create_connection(lambda: _Protocol(), address.host, address.port)
+            _, proto = await loop.create_connection(
+                lambda: _Protocol(batch_writes=batch_writes), address.host, address.port
+            )
     except (OSError, builtins.TimeoutError) as exc:  # the builtin: a connect that hung
         raise ConnectionError(
             f"cannot connect to the bus at {address.host}:{address.port}: {exc}"
@@ -287,7 +301,11 @@ async def _open(address: RedisAddress, on_push: Callable[[Any], None] | None = N
 
 class LeanRedis:
     """Commands over one lazily (re)connected socket; safe for any number of concurrent callers
-    on one event loop. ``aclose()`` closes the socket; a later call connects again."""
+    on one event loop. ``aclose()`` closes the socket; a later call connects again.
+
+    The calls of one turn of the event loop are written together (see ``_Protocol.send``);
+    ``batch_writes=False`` writes each at once, for a socket that carries one blocking read at
+    a time: there is nothing to share its write with, and deferring it holds the read back."""
 
     def __init__(
         self,
@@ -295,10 +313,12 @@ class LeanRedis:
         *,
         socket_timeout: float = SOCKET_TIMEOUT_S,
         retries: int = _RETRIES,
+        batch_writes: bool = True,
     ) -> None:
         self.address = address
         self.socket_timeout = socket_timeout
         self.retries = retries
+        self.batch_writes = batch_writes
         self._proto: _Protocol | None = None
         self._connecting: asyncio.Future[_Protocol] | None = None
         self._watchdog: asyncio.TimerHandle | None = None
@@ -403,7 +423,7 @@ class LeanRedis:
                 self._connecting = None
 
     async def _open(self) -> _Protocol:
-        proto = await _open(self.address)
+        proto = await _open(self.address, batch_writes=self.batch_writes)
         self._proto = proto
         self.connects += 1
         return proto

@@ -71,10 +71,9 @@ async def test_concurrent_callers_each_get_their_own_reply(lean: LeanRedis) -> N
     assert lean.connects == 1  # all of them on one socket
 
 
-async def test_calls_made_in_one_loop_turn_share_one_write(lean: LeanRedis) -> None:
-    key = _key()
-    await lean.execute("SET", key, "0")  # connected
-    proto = lean._proto
+def _count_writes(client: LeanRedis) -> list[bytes]:
+    """The writes on ``client``'s (connected) socket from now on."""
+    proto = client._proto
     assert proto is not None and proto.transport is not None
     writes: list[bytes] = []
     real_write = proto.transport.write
@@ -84,11 +83,30 @@ async def test_calls_made_in_one_loop_turn_share_one_write(lean: LeanRedis) -> N
         real_write(data)
 
     proto.transport.write = counted  # type: ignore[method-assign]
+    return writes
+
+
+async def test_calls_made_in_one_loop_turn_share_one_write(lean: LeanRedis) -> None:
+    key = _key()
+    await lean.execute("SET", key, "0")  # connected
+    writes = _count_writes(lean)
     replies = await asyncio.gather(*(lean.execute("INCR", key) for _ in range(20)))
     assert replies == list(range(1, 21))  # each its own reply, in the order sent
     assert len(writes) == 1 and writes[0] == b"".join(encode(["INCR", key]) for _ in range(20))
     assert await lean.execute("GET", key) == b"20"  # a later turn: a write of its own
     assert len(writes) == 2
+
+
+async def test_a_socket_for_blocking_reads_writes_each_call_at_once(redis_url: str) -> None:
+    client = LeanRedis.from_url(redis_url, batch_writes=False)
+    try:
+        key = _key()
+        await client.execute("SET", key, "0")
+        writes = _count_writes(client)
+        assert await asyncio.gather(*(client.execute("INCR", key) for _ in range(3))) == [1, 2, 3]
+        assert writes == [encode(["INCR", key])] * 3
+    finally:
+        await client.aclose()
 
 
 async def test_a_connection_lost_before_its_write_fails_the_calls_sent_on_it(
