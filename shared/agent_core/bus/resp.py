@@ -230,15 +230,20 @@ class _Protocol(asyncio.Protocol):
     def send(self, payload: bytes, count: int) -> asyncio.Future[list[Any]]:
         """Write ``payload`` (``count`` commands); the future gets their ``count`` replies.
 
-        With ``batch_writes`` the write happens once the callbacks the event loop is running now
-        are done, with every other command sent meanwhile: calls made together (a ``gather``, the
-        runs of a busy worker) share one system call and one wake-up of the server, in the order
-        sent. Without, it happens now."""
+        With ``batch_writes`` one command is written once the callbacks the event loop is running
+        now are done, with every other command sent meanwhile: calls made together (a ``gather``,
+        the runs of a busy worker woken by one read) share one system call and one wake-up of the
+        server. A batch (``count`` > 1: its caller gathered it already, as the run events' write
+        rounds do) is written at once, after what waits; so is everything without
+        ``batch_writes``. Either way in the order sent."""
         if self.closed or self.transport is None:
             raise ConnectionError("connection to the bus is closed")
         future: asyncio.Future[list[Any]] = self._loop.create_future()
         self.pending.append(_Pending(future, count, time.monotonic()))
-        if not self._batch_writes:
+        if count > 1 or not self._batch_writes:
+            if self._unwritten:  # sent before this one: written first (the next _write is idle)
+                payload = b"".join([*self._unwritten, payload])
+                self._unwritten = []
             self.transport.write(payload)
             return future
         if not self._unwritten:
@@ -248,8 +253,8 @@ class _Protocol(asyncio.Protocol):
 
     def _write(self) -> None:
         unwritten, self._unwritten = self._unwritten, []
-        if self.closed or self.transport is None:
-            return  # fail() has failed their calls
+        if not unwritten or self.closed or self.transport is None:
+            return  # a batch wrote them already, or fail() has failed their calls
         self.transport.write(unwritten[0] if len(unwritten) == 1 else b"".join(unwritten))
 
     def fail(self, exc: Exception) -> None:

@@ -97,6 +97,22 @@ async def test_calls_made_in_one_loop_turn_share_one_write(lean: LeanRedis) -> N
     assert len(writes) == 2
 
 
+async def test_a_batch_is_written_at_once_after_the_single_calls_before_it(
+    lean: LeanRedis,
+) -> None:
+    key = _key()
+    await lean.execute("SET", key, "0")
+    writes = _count_writes(lean)
+    proto = lean._proto
+    assert proto is not None
+    single = proto.send(encode(["INCR", key]), 1)
+    assert writes == []  # waits for the end of this loop turn
+    batch = proto.send(encode(["INCR", key]) * 2, 2)
+    assert writes == [encode(["INCR", key]) * 3]  # the batch at once, after the single call
+    assert await single == [1] and await batch == [2, 3]  # replies in the order sent
+    assert len(writes) == 1  # the turn's end found nothing left to write
+
+
 async def test_a_socket_for_blocking_reads_writes_each_call_at_once(redis_url: str) -> None:
     client = LeanRedis.from_url(redis_url, batch_writes=False)
     try:
