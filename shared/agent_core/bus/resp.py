@@ -230,17 +230,19 @@ class _Protocol(asyncio.Protocol):
     def send(self, payload: bytes, count: int) -> asyncio.Future[list[Any]]:
         """Write ``payload`` (``count`` commands); the future gets their ``count`` replies.
 
-        With ``batch_writes`` one command is written once the callbacks the event loop is running
-        now are done, with every other command sent meanwhile: calls made together (a ``gather``,
-        the runs of a busy worker woken by one read) share one system call and one wake-up of the
-        server. A batch (``count`` > 1: its caller gathered it already, as the run events' write
-        rounds do) is written at once, after what waits; so is everything without
+        With ``batch_writes``, a command sent while others await their replies is written once
+        the callbacks the event loop is running now are done, with every other command sent
+        meanwhile: calls made together on a busy socket (a ``gather``, the runs of a busy worker
+        woken by one read) share one system call and one wake-up of the server. A command on an
+        idle socket (nothing else awaited: a client's serial requests) would only wait, and is
+        written at once, as is a batch (``count`` > 1: its caller gathered it already, as the
+        run events' write rounds do), after what waits, and everything without
         ``batch_writes``. Either way in the order sent."""
         if self.closed or self.transport is None:
             raise ConnectionError("connection to the bus is closed")
         future: asyncio.Future[list[Any]] = self._loop.create_future()
         self.pending.append(_Pending(future, count, time.monotonic()))
-        if count > 1 or not self._batch_writes:
+        if count > 1 or not self._batch_writes or len(self.pending) == 1:
             if self._unwritten:  # sent before this one: written first (the next _write is idle)
                 payload = b"".join([*self._unwritten, payload])
                 self._unwritten = []

@@ -92,9 +92,10 @@ async def test_calls_made_in_one_loop_turn_share_one_write(lean: LeanRedis) -> N
     writes = _count_writes(lean)
     replies = await asyncio.gather(*(lean.execute("INCR", key) for _ in range(20)))
     assert replies == list(range(1, 21))  # each its own reply, in the order sent
-    assert len(writes) == 1 and writes[0] == b"".join(encode(["INCR", key]) for _ in range(20))
-    assert await lean.execute("GET", key) == b"20"  # a later turn: a write of its own
-    assert len(writes) == 2
+    # The first on an idle socket at once; the 19 sent while it was awaited together.
+    assert writes == [encode(["INCR", key]), encode(["INCR", key]) * 19]
+    assert await lean.execute("GET", key) == b"20"  # idle again: a write of its own, at once
+    assert len(writes) == 3
 
 
 async def test_a_batch_is_written_at_once_after_the_single_calls_before_it(
@@ -105,12 +106,14 @@ async def test_a_batch_is_written_at_once_after_the_single_calls_before_it(
     writes = _count_writes(lean)
     proto = lean._proto
     assert proto is not None
+    first = proto.send(encode(["INCR", key]), 1)
+    assert writes == [encode(["INCR", key])]  # an idle socket: at once
     single = proto.send(encode(["INCR", key]), 1)
-    assert writes == []  # waits for the end of this loop turn
+    assert len(writes) == 1  # a busy one: waits for the end of this loop turn
     batch = proto.send(encode(["INCR", key]) * 2, 2)
-    assert writes == [encode(["INCR", key]) * 3]  # the batch at once, after the single call
-    assert await single == [1] and await batch == [2, 3]  # replies in the order sent
-    assert len(writes) == 1  # the turn's end found nothing left to write
+    assert writes[1:] == [encode(["INCR", key]) * 3]  # the batch at once, after the single call
+    assert await first == [1] and await single == [2] and await batch == [3, 4]  # in order
+    assert len(writes) == 2  # the turn's end found nothing left to write
 
 
 async def test_a_socket_for_blocking_reads_writes_each_call_at_once(redis_url: str) -> None:
@@ -132,8 +135,13 @@ async def test_a_connection_lost_before_its_write_fails_the_calls_sent_on_it(
     await lean.execute("SET", key, "kept")
     proto = lean._proto
     assert proto is not None
+    writes = _count_writes(lean)
+    blocked = proto.send(encode(["BLPOP", f"{key}:empty", 5]), 1)  # the socket is busy
     sent = [proto.send(encode(["SET", key, "lost"]), 1) for _ in range(3)]
     proto.fail(ConnectionError("cut before the loop wrote"))  # still in the same loop turn
+    assert len(writes) == 1  # the BLPOP only
+    with pytest.raises(ConnectionError):
+        await blocked
     for future in sent:
         with pytest.raises(ConnectionError):
             await future
