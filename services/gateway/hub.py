@@ -236,12 +236,7 @@ class EventHub:
         spare = self._spare.get(node)
         if spare:
             return spare.pop()
-        return LeanRedis(
-            address,
-            socket_timeout=MAX_BLOCK_MS / 1000 + SOCKET_TIMEOUT_S,
-            retries=0,
-            batch_writes=False,
-        )
+        return LeanRedis(address, socket_timeout=MAX_BLOCK_MS / 1000 + SOCKET_TIMEOUT_S, retries=0)
 
     async def _release(self, node: tuple[str, int], conn: LeanRedis, *, clean: bool) -> None:
         """Keep ``conn`` for the next follower on ``node`` (at most 32), or close it. Kept only
@@ -278,7 +273,6 @@ class EventHub:
                 RedisAddress.of(self._redis),
                 socket_timeout=self._block_ms / 1000 + SOCKET_TIMEOUT_S,
                 retries=0,
-                batch_writes=False,
             )
             self._task = asyncio.create_task(self._run(), name="sse-hub")
 

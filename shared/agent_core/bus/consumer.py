@@ -339,7 +339,6 @@ class _LeanGroupRead:
             RedisAddress.of(consumer.redis),
             socket_timeout=opts.polling_interval_ms / 1000 + SOCKET_TIMEOUT_S,
             retries=0,
-            batch_writes=False,
         )
 
     async def __call__(self) -> list[RawEntry]:

@@ -182,18 +182,12 @@ class _Pending:
 class _Protocol(asyncio.Protocol):
     """One socket: writes commands, matches replies FIFO to the pending calls."""
 
-    def __init__(
-        self, on_push: Callable[[Any], None] | None = None, *, batch_writes: bool = True
-    ) -> None:
+    def __init__(self, on_push: Callable[[Any], None] | None = None) -> None:
         self.reader = hiredis.Reader(replyError=ResponseError)
         self.pending: deque[_Pending] = deque()
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self._loop = asyncio.get_running_loop()
-        self.lost: asyncio.Future[None] = self._loop.create_future()
-        # Commands sent during one turn of the event loop, written together at its end.
-        self._batch_writes = batch_writes
-        self._unwritten: list[bytes] = []
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # Subscribe mode: ``message`` frames go here, everything else answers a pending call.
         self.on_push = on_push
 
@@ -228,36 +222,13 @@ class _Protocol(asyncio.Protocol):
         self.fail(ConnectionError(f"connection to the bus lost: {exc or 'closed by the server'}"))
 
     def send(self, payload: bytes, count: int) -> asyncio.Future[list[Any]]:
-        """Write ``payload`` (``count`` commands); the future gets their ``count`` replies.
-
-        With ``batch_writes``, a command sent while others await their replies is written once
-        the callbacks the event loop is running now are done, with every other command sent
-        meanwhile: calls made together on a busy socket (a ``gather``, the runs of a busy worker
-        woken by one read) share one system call and one wake-up of the server. A command on an
-        idle socket (nothing else awaited: a client's serial requests) would only wait, and is
-        written at once, as is a batch (``count`` > 1: its caller gathered it already, as the
-        run events' write rounds do), after what waits, and everything without
-        ``batch_writes``. Either way in the order sent."""
+        """Write ``payload`` (``count`` commands); the future gets their ``count`` replies."""
         if self.closed or self.transport is None:
             raise ConnectionError("connection to the bus is closed")
-        future: asyncio.Future[list[Any]] = self._loop.create_future()
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         self.pending.append(_Pending(future, count, time.monotonic()))
-        if count > 1 or not self._batch_writes or len(self.pending) == 1:
-            if self._unwritten:  # sent before this one: written first (the next _write is idle)
-                payload = b"".join([*self._unwritten, payload])
-                self._unwritten = []
-            self.transport.write(payload)
-            return future
-        if not self._unwritten:
-            self._loop.call_soon(self._write)
-        self._unwritten.append(payload)
+        self.transport.write(payload)
         return future
-
-    def _write(self) -> None:
-        unwritten, self._unwritten = self._unwritten, []
-        if not unwritten or self.closed or self.transport is None:
-            return  # a batch wrote them already, or fail() has failed their calls
-        self.transport.write(unwritten[0] if len(unwritten) == 1 else b"".join(unwritten))
 
     def fail(self, exc: Exception) -> None:
         """Close the socket and fail every pending call with ``exc`` (idempotent)."""
@@ -273,21 +244,14 @@ class _Protocol(asyncio.Protocol):
                 call.future.exception()  # a caller gone (cancelled) must not log "never retrieved"
 
 
-async def _open(
-    address: RedisAddress,
-    on_push: Callable[[Any], None] | None = None,
-    *,
-    batch_writes: bool = True,
-) -> _Protocol:
+async def _open(address: RedisAddress, on_push: Callable[[Any], None] | None = None) -> _Protocol:
     """Connect and authenticate; raises ``ConnectionError``/``AuthenticationError``."""
     loop = asyncio.get_running_loop()
     try:
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel that lands as
         # the connect completes.
         async with asyncio.timeout(_CONNECT_TIMEOUT_S):
-            _, proto = await loop.create_connection(
-                lambda: _Protocol(batch_writes=batch_writes), address.host, address.port
-            )
+            _, proto = await loop.create_connection(lambda: _Protocol(), address.host, address.port)
     except (OSError, builtins.TimeoutError) as exc:  # the builtin: a connect that hung
         raise ConnectionError(
             f"cannot connect to the bus at {address.host}:{address.port}: {exc}"
@@ -308,11 +272,7 @@ async def _open(
 
 class LeanRedis:
     """Commands over one lazily (re)connected socket; safe for any number of concurrent callers
-    on one event loop. ``aclose()`` closes the socket; a later call connects again.
-
-    The calls of one turn of the event loop are written together (see ``_Protocol.send``);
-    ``batch_writes=False`` writes each at once, for a socket that carries one blocking read at
-    a time: there is nothing to share its write with, and deferring it holds the read back."""
+    on one event loop. ``aclose()`` closes the socket; a later call connects again."""
 
     def __init__(
         self,
@@ -320,12 +280,10 @@ class LeanRedis:
         *,
         socket_timeout: float = SOCKET_TIMEOUT_S,
         retries: int = _RETRIES,
-        batch_writes: bool = True,
     ) -> None:
         self.address = address
         self.socket_timeout = socket_timeout
         self.retries = retries
-        self.batch_writes = batch_writes
         self._proto: _Protocol | None = None
         self._connecting: asyncio.Future[_Protocol] | None = None
         self._watchdog: asyncio.TimerHandle | None = None
@@ -430,7 +388,7 @@ class LeanRedis:
                 self._connecting = None
 
     async def _open(self) -> _Protocol:
-        proto = await _open(self.address, batch_writes=self.batch_writes)
+        proto = await _open(self.address)
         self._proto = proto
         self.connects += 1
         return proto
