@@ -18,6 +18,7 @@ import contextlib
 import json
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -278,10 +279,13 @@ class FakeHTTPServer:
         writer: asyncio.StreamWriter,
     ) -> bool:
         req.status = 200
+        # gzip (wbits 31), each write flushed whole: the client can decode every frame on arrival.
+        gzip = zlib.compressobj(wbits=31) if turn.gzip else None
         head = (
             "HTTP/1.1 200 OK\r\n"
             f"content-type: {self.content_type}\r\n"
-            "transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n"
+            + ("content-encoding: gzip\r\n" if gzip else "")
+            + "transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n"
         )
         writer.write(head.encode())
         await writer.drain()
@@ -313,12 +317,17 @@ class FakeHTTPServer:
                 if i and await _sleep_unless_gone(turn.split_pause, reader, writer):
                     req.client_closed = True
                     return False
+                if gzip is not None:
+                    piece = gzip.compress(piece) + gzip.flush(zlib.Z_SYNC_FLUSH)
                 writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                 await writer.drain()
         if cut is not None and cut.drop:
             req.dropped = True
             writer.transport.abort()
             return False
+        if gzip is not None:
+            end = gzip.flush()
+            writer.write(b"%x\r\n%s\r\n" % (len(end), end))
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         req.completed = True

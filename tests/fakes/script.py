@@ -192,7 +192,8 @@ class ScriptedTurn(BaseModel):
     ``split_multibyte`` writes every frame that contains a multi-byte UTF-8 character in two
     writes split inside that character's bytes (with ``split_pause`` between them), so a client
     decoder sees half a character. ``write_size`` instead slices every frame into writes of at
-    most that many bytes.
+    most that many bytes. ``gzip`` sends the body with ``content-encoding: gzip``, each frame
+    flushed through the compressor as it is written (a proxy compressing a stream).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -207,6 +208,7 @@ class ScriptedTurn(BaseModel):
     split_multibyte: bool = False
     write_size: int | None = None
     split_pause: float = 0.005
+    gzip: bool = False
 
 
 class ScriptedStatus(BaseModel):

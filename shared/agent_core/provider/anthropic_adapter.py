@@ -12,6 +12,7 @@ from typing import Any
 
 import anthropic
 import httpx2
+import msgspec
 
 from agent_core.errors import ProviderError
 from agent_core.provider.anthropic_mapping import build_params
@@ -26,7 +27,7 @@ from agent_core.provider.errors import (
 )
 from agent_core.provider.retry import RetryPolicy, stream_with_retries
 from agent_core.provider.toolcalls import ToolCallAssembler
-from agent_core.provider.wire import SSEDecoder, loads, text_delta
+from agent_core.provider.wire import SSEDecoder, body_chunks, loads, struct_loads, text_delta
 from agent_core.types.enums import StopReason
 from agent_core.types.protocol import (
     MessageEndEvent,
@@ -90,15 +91,40 @@ def _event_error(provider: str, data: bytes) -> ProviderError:
     )
 
 
-class _EventState:
-    """Turns raw Messages stream events (JSON objects) into normalized events.
+class _Event(msgspec.Struct, gc=False):
+    """One Messages stream event, as far as it is read; the rest of it is skipped unbuilt.
 
-    Events stay plain dicts: the SDK's typed event models cost more to build than everything
-    else per event, and nothing here needs them. Usage is reported as it arrives: the input
-    tokens with ``message_start`` (so a stream that fails later still counts them), the rest
-    with ``message_delta``. The API closes a tool call's block before it says why the message
-    stopped, so a call whose arguments do not parse waits for ``message_delta``: ``max_tokens``
-    means the limit cut it off.
+    ``type`` is required; the others belong to some kinds only, so an absent one is ``None`` and
+    :meth:`_EventState.feed` refuses it where its kind needs it (as a missing key did).
+    """
+
+    type: Any
+    index: Any = None
+    delta: Any = None
+    content_block: Any = None
+    message: Any = None
+    usage: Any = None
+
+
+_parse_event = struct_loads(_Event)
+
+
+def _index(event: _Event) -> Any:
+    """The event's block index, which its kind requires."""
+    if event.index is None:
+        raise KeyError("index")
+    return event.index
+
+
+class _EventState:
+    """Turns raw Messages stream events into normalized events.
+
+    Events are parsed into :class:`_Event`, not the SDK's typed event models: those cost more
+    to build than everything else per event, and check fields nothing here reads. Usage is
+    reported as it arrives: the input tokens with ``message_start`` (so a stream that fails
+    later still counts them), the rest with ``message_delta``. The API closes a tool call's
+    block before it says why the message stopped, so a call whose arguments do not parse waits
+    for ``message_delta``: ``max_tokens`` means the limit cut it off.
     """
 
     def __init__(self, provider: str) -> None:
@@ -109,37 +135,39 @@ class _EventState:
         self.stop_reason: str | None = None
         self.stopped = False
 
-    def feed(self, event: Any) -> list[ModelEvent]:
-        kind = event["type"]
+    def feed(self, event: _Event) -> list[ModelEvent]:
+        """The normalized events of one; a field its kind needs is missing: ``KeyError`` or
+        ``TypeError`` (the adapter reports either as a malformed stream)."""
+        kind = event.type
         if kind == "content_block_delta":
-            delta = event["delta"]
+            delta = event.delta
             if delta["type"] == "text_delta":
                 return [text_delta(delta["text"])] if delta["text"] else []
             if delta["type"] == "input_json_delta" and delta["partial_json"]:
-                return [self.calls.add(event["index"], delta["partial_json"])]
+                return [self.calls.add(_index(event), delta["partial_json"])]
             return []  # thinking, signature and citation deltas are not part of the protocol
         if kind == "content_block_start":
             out: list[ModelEvent] = list(self.calls.settle(cut=False))  # a block followed
-            block = event["content_block"]
+            block = event.content_block
             if block["type"] == "tool_use":
-                out.append(self.calls.start(event["index"], block["id"], block["name"]))
+                out.append(self.calls.start(_index(event), block["id"], block["name"]))
             elif block["type"] == "text" and block.get("text"):
                 out.append(text_delta(block["text"]))
             return out
         if kind == "content_block_stop":
-            index = event["index"]
+            index = _index(event)
             end = self.calls.close(index) if self.calls.is_open(index) else None
             return [end] if end is not None else []
         if kind == "message_start":
-            msg = event["message"]
+            msg = event.message
             self.usage = _usage(msg.get("usage"), self.usage)
             return [
                 MessageStartEvent(model=msg.get("model"), response_id=msg.get("id")),
                 self._report(),
             ]
         if kind == "message_delta":
-            self.stop_reason = (event.get("delta") or {}).get("stop_reason")
-            self.usage = _usage(event.get("usage"), self.usage)
+            self.stop_reason = (event.delta or {}).get("stop_reason")
+            self.usage = _usage(event.usage, self.usage)
             cut = _STOP_REASONS.get(self.stop_reason or "") is StopReason.MAX_TOKENS
             return [*self.calls.settle(cut=cut), self._report()]
         if kind == "message_stop":
@@ -226,14 +254,14 @@ class AnthropicProviderAdapter:
         state = _EventState(self.provider)
         decoder = SSEDecoder()
         try:
-            async for raw in response.aiter_bytes():
+            async for raw in body_chunks(response):
                 for name, data in decoder.feed(raw):
                     # As the SDK reads the stream: unnamed events and pings are skipped.
                     if name is None or name == b"ping" or not data:
                         continue
                     if name == b"error":
                         raise _event_error(self.provider, data)
-                    for normalized in state.feed(loads(data)):
+                    for normalized in state.feed(_parse_event(data)):
                         yield normalized
         except httpx2.TimeoutException as err:
             raise timeout_error(self.provider, err) from err

@@ -38,7 +38,7 @@ from agent_core.provider.errors import (
 from agent_core.provider.ollama_mapping import build_body, needs_tools
 from agent_core.provider.retry import RetryPolicy, stream_with_retries
 from agent_core.provider.toolcalls import ToolCallAssembler
-from agent_core.provider.wire import LineSplitter, loads, text_delta
+from agent_core.provider.wire import LineSplitter, body_chunks, loads, text_delta
 from agent_core.types.enums import StopReason
 from agent_core.types.protocol import (
     MessageEndEvent,
@@ -212,7 +212,7 @@ class OllamaProviderAdapter:
                     raise self._status_error(resp, message, request)
                 # NDJSON split as bytes (see agent_core.provider.wire), one json parse a line.
                 lines = LineSplitter()
-                async for raw in resp.aiter_bytes():
+                async for raw in body_chunks(resp):
                     for line in lines.feed(raw):
                         for event in state.feed_line(line):
                             yield event

@@ -11,6 +11,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import httpx2
+import msgspec
 import openai
 
 from agent_core.errors import ProviderError
@@ -26,7 +27,7 @@ from agent_core.provider.errors import (
 from agent_core.provider.openai_mapping import build_params
 from agent_core.provider.retry import RetryPolicy, stream_with_retries
 from agent_core.provider.toolcalls import ToolCallAssembler
-from agent_core.provider.wire import SSEDecoder, loads, text_delta
+from agent_core.provider.wire import SSEDecoder, body_chunks, struct_loads, text_delta
 from agent_core.types.enums import StopReason
 from agent_core.types.protocol import (
     MessageEndEvent,
@@ -81,13 +82,41 @@ def _stream_error(provider: str, error: Any) -> ProviderError:
     return stream_error(provider, error_type if isinstance(error_type, str) else None, message)
 
 
-class _ChunkState:
-    """Turns Chat Completions chunks (JSON objects) into normalized events.
+class _Delta(msgspec.Struct, gc=False):
+    """``choices[].delta``: the fields read (any more a server sends are skipped unbuilt)."""
 
-    Chunks stay plain dicts: the SDK's typed chunk models cost ~70 µs each to build, several
-    times the cost of everything else per chunk, and nothing here needs them. A refusal
-    (``delta.refusal``) is delivered as text and ends the response as ``refusal``; tool calls
-    still open at ``finish_reason: "length"`` were cut by the output limit.
+    content: Any = None
+    refusal: Any = None
+    tool_calls: Any = None  # a list of dicts: the tool-call assembler reads them
+
+
+class _Choice(msgspec.Struct, gc=False):
+    index: Any = 0
+    delta: _Delta | None = None
+    finish_reason: Any = None
+
+
+class _Chunk(msgspec.Struct, gc=False):
+    """One streamed Chat Completions chunk, as far as it is read (``Any`` where servers vary)."""
+
+    id: Any = None
+    model: Any = None
+    choices: list[_Choice] | None = None
+    usage: Any = None
+    error: Any = None  # {"error": {...}} inside a 200 stream
+
+
+_parse_chunk = struct_loads(_Chunk)
+
+
+class _ChunkState:
+    """Turns Chat Completions chunks into normalized events.
+
+    Chunks are parsed into the small structs above, not the SDK's typed chunk models: those cost
+    ~70 µs each to build, several times the cost of everything else per chunk, and check fields
+    nothing here reads. A refusal (``delta.refusal``) is delivered as text and ends the response
+    as ``refusal``; tool calls still open at ``finish_reason: "length"`` were cut by the output
+    limit.
     """
 
     def __init__(self, provider: str) -> None:
@@ -98,32 +127,32 @@ class _ChunkState:
         self.calls = ToolCallAssembler()
         self.finish_reason: str | None = None
 
-    def feed(self, chunk: Any) -> list[ModelEvent]:
-        if error := chunk.get("error"):  # {"error": {...}} inside a 200 stream
-            raise _stream_error(self.provider, error)
+    def feed(self, chunk: _Chunk) -> list[ModelEvent]:
+        if chunk.error:
+            raise _stream_error(self.provider, chunk.error)
         out: list[ModelEvent] = []
         if not self.started:
             self.started = True
-            out.append(MessageStartEvent(model=chunk.get("model"), response_id=chunk.get("id")))
+            out.append(MessageStartEvent(model=chunk.model, response_id=chunk.id))
         opened = len(out)
-        for choice in chunk.get("choices") or ():
-            if choice.get("index", 0) != 0:
+        for choice in chunk.choices or ():
+            if choice.index != 0:
                 continue  # n > 1 is never requested; ignore stray choices from odd servers
-            delta = choice.get("delta") or {}
-            if content := delta.get("content"):
-                out.append(text_delta(content))
-            if refusal := delta.get("refusal"):
-                self.refused = True
-                out.append(text_delta(refusal))
-            for tc in delta.get("tool_calls") or ():
-                out.extend(self._tool_call(tc))
-            if (finish := choice.get("finish_reason")) is not None:
+            if (delta := choice.delta) is not None:
+                if content := delta.content:
+                    out.append(text_delta(content))
+                if refusal := delta.refusal:
+                    self.refused = True
+                    out.append(text_delta(refusal))
+                for tc in delta.tool_calls or ():
+                    out.extend(self._tool_call(tc))
+            if (finish := choice.finish_reason) is not None:
                 self.finish_reason = str(finish)
                 out.extend(self.calls.finish_all(cut=self.finish_reason == "length"))
         # A length check, not a scan of the events: this runs once per streamed chunk.
         if len(out) > opened:
             self.produced = True
-        if usage := chunk.get("usage"):
+        if usage := chunk.usage:
             details = usage.get("prompt_tokens_details") or {}
             normalized = Usage(
                 input_tokens=usage.get("prompt_tokens") or 0,
@@ -198,7 +227,7 @@ class OpenAIProviderAdapter:
         state = _ChunkState(self.provider)
         decoder = SSEDecoder()
         try:
-            chunks = response.aiter_bytes()
+            chunks = body_chunks(response)
             async for raw in chunks:
                 for _name, data in decoder.feed(raw):
                     if data.startswith(b"[DONE]"):
@@ -208,7 +237,7 @@ class OpenAIProviderAdapter:
                             pass
                         break
                     if data:
-                        for event in state.feed(loads(data)):
+                        for event in state.feed(_parse_chunk(data)):
                             yield event
         except httpx2.TimeoutException as err:
             raise timeout_error(self.provider, err) from err

@@ -4,22 +4,61 @@ The adapters read the raw body (the SDKs still own auth, base URL, timeouts and 
 and decode it here instead of through the SDKs' stream classes: those spend more per chunk
 than the transport itself (a text decode, line objects, several generator layers per event).
 Lines are split as bytes, so a multi-byte character split across chunks is never decoded in
-halves; each complete payload is parsed once, by orjson (see :func:`loads`).
+halves; each complete payload is parsed once: into a msgspec ``Struct`` that names only the
+fields an adapter reads where one is declared (:func:`struct_loads`), else by orjson (:func:`loads`).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Protocol, TypeVar
 
+import msgspec
 import orjson
 
 from agent_core.types.protocol import TextDeltaEvent
 
-__all__ = ["MAX_LINE_BYTES", "LineSplitter", "SSEDecoder", "loads", "text_delta"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "LineSplitter",
+    "SSEDecoder",
+    "body_chunks",
+    "loads",
+    "struct_loads",
+    "text_delta",
+]
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """A line (or SSE event) longer than this is refused: a broken server must not exhaust memory."""
+
+
+class StreamedResponse(Protocol):
+    """What :func:`body_chunks` needs of an ``httpx`` (or the SDKs' ``httpx2``) response."""
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    def aiter_raw(self) -> AsyncIterator[bytes]: ...
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+
+
+_IDENTITY = frozenset({"", "identity"})
+
+
+def body_chunks(response: StreamedResponse) -> AsyncIterator[bytes]:
+    """The body's reads, content-decoded: ``aiter_raw()`` when the body has no content coding
+    (a streamed response from every provider we speak to), else ``aiter_bytes()``.
+
+    ``aiter_bytes`` wraps ``aiter_raw`` in one more generator and passes every read through an
+    identity decoder and a chunker even when there is nothing to decode: ~0.3 µs a read, a
+    tenth of an adapter's own cost per chunk (``bench/provider_overhead.py``). A body that is
+    gzip- (or otherwise) encoded still goes through the decoders.
+    """
+    if response.headers.get("content-encoding", "").strip().lower() in _IDENTITY:
+        return response.aiter_raw()
+    return response.aiter_bytes()
 
 
 def loads(payload: bytes) -> Any:
@@ -36,6 +75,34 @@ def loads(payload: bytes) -> Any:
         return orjson.loads(payload)
     except orjson.JSONDecodeError:
         return json.loads(payload.decode())
+
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def struct_loads(kind: type[S]) -> Callable[[bytes], S]:
+    """A parser of one JSON payload into ``kind``, a ``msgspec.Struct`` naming the fields read.
+
+    The fields not named are skipped without building a Python object for them (a chunk of
+    Chat Completions carries five an adapter never reads), and the ones read are attributes, not
+    dict lookups: 0.45 µs less a chunk than :func:`loads` and ``dict.get`` (a tenth of the
+    OpenAI adapter's own cost, ``bench/provider_overhead.py``). Declare fields ``Any`` (with the
+    default an absent key means) unless the wire shape is certain: a value of another type is
+    refused (``msgspec.ValidationError``, a ``ValueError``). The accepted JSON is exactly
+    ``json``'s: what msgspec refuses and ``json`` accepts (``NaN``, ``Infinity``, lone
+    surrogates) is parsed by ``json.loads`` and converted to ``kind`` the same way.
+    """
+    decode = msgspec.json.Decoder(kind).decode
+
+    def parse(payload: bytes) -> S:
+        try:
+            return decode(payload)
+        except msgspec.ValidationError:
+            raise
+        except msgspec.DecodeError:
+            return msgspec.convert(json.loads(payload.decode()), kind)
+
+    return parse
 
 
 _VALIDATE_TEXT_DELTA = TextDeltaEvent.__pydantic_validator__.validate_python

@@ -155,3 +155,55 @@ async def test_an_empty_openai_stream_whose_plain_answer_is_fine_is_retried_as_i
         events = await collect(adapter, request())
     assert text_of(events) == "streamed"
     assert [r.json["stream"] for r in server.requests] == [True, False, True]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_gzip_encoded_stream_gives_the_events_a_plain_one_gives(provider: str) -> None:
+    """The adapters read an unencoded body raw (no decoder pass): one that is content-encoded
+    must still go through the decoder, frame by frame."""
+
+    def turn(gzip: bool) -> s.ScriptedTurn:
+        steps = [s.Text(text="Grüße, "), s.Text(text="日本")]
+        steps += s.tool_call(0, "call_a", "get_weather", ['{"ci', 'ty": "Paris"}'])
+        return s.ScriptedTurn(steps=[*steps, s.Finish(reason="tool_use")], gzip=gzip)
+
+    async with running(provider, [turn(False), turn(True)]) as (server, adapter):
+        plain = await collect(adapter, request())
+        encoded = await collect(adapter, request())
+        server.assert_script_consumed()
+    assert text_of(encoded) == "Grüße, 日本"
+    assert [e.model_dump() for e in encoded] == [e.model_dump() for e in plain]
+    assert any(isinstance(e, ToolCallEndEvent) for e in encoded)
+
+
+# Valid JSON of the wrong shape: what each adapter reads is typed or required, never guessed.
+_WRONG_SHAPES = {
+    "openai": [
+        b'{"choices": "x"}',
+        b'{"choices": [{"index": 0, "delta": "x"}]}',
+        b'{"choices": [{"index": 0, "delta": {"content": 5}}]}',
+    ],
+    "anthropic": [
+        b'{"index": 0, "delta": {"type": "text_delta", "text": "x"}}',  # no type
+        b'{"type": "content_block_delta", "index": 0}',  # no delta
+        b'{"type": "content_block_delta", "delta": {"type": "input_json_delta", "partial_json": "{"}}',
+        b'{"type": "content_block_stop"}',  # no index
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("provider", "payload"), [(p, d) for p, shapes in _WRONG_SHAPES.items() for d in shapes]
+)
+async def test_a_chunk_of_the_wrong_shape_is_malformed(provider: str, payload: bytes) -> None:
+    frame = b"data: " + payload + b"\n\n"
+    if provider == "anthropic":
+        frame = b"event: content_block_delta\n" + frame
+    turn = s.ScriptedTurn(steps=[s.Text(text="fine "), s.Raw(data=frame), s.Finish()])
+    async with running(provider, [turn]) as (server, adapter):
+        events = await collect(adapter, request())
+    assert text_of(events) == "fine "
+    last = events[-1]
+    assert isinstance(last, ErrorEvent)
+    assert last.error.code == "malformed_response"
+    assert len(server.requests) == 1

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
+import msgspec
 import pytest
 
-from agent_core.provider.wire import MAX_LINE_BYTES, LineSplitter, SSEDecoder, loads
+from agent_core.provider.wire import MAX_LINE_BYTES, LineSplitter, SSEDecoder, loads, struct_loads
 
 Event = tuple[bytes | None, bytes]
 
@@ -130,3 +132,53 @@ def test_loads_reads_an_integer_beyond_64_bits_as_a_float() -> None:
 def test_loads_refuses_what_json_loads_refuses(payload: bytes) -> None:
     with pytest.raises(ValueError):
         loads(payload)
+
+
+class _Shape(msgspec.Struct):
+    a: Any = None
+    b: Any = "absent"
+    items: list[int] | None = None
+
+
+_parse_shape = struct_loads(_Shape)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        '{"a": [1, 2.5, null, true], "b": "x", "items": [1, 2]}',
+        ' {"a": 1} ',
+        '{"a": {"nested": "日本"}, "unread": {"deep": [1, {"x": null}]}}',
+        '{"a": "\\u00e9", "b": null}',
+        '{"a": 123456789012345678901234567890}',
+        # refused by msgspec, accepted by json: parsed by json, converted the same way
+        '{"a": NaN, "b": -Infinity}',
+        '{"a": "\\ud800"}',
+    ],
+)
+def test_struct_loads_reads_what_json_reads_into_the_struct(payload: str) -> None:
+    raw = json.loads(payload)
+    got = _parse_shape(payload.encode())
+    # repr: NaN is not equal to itself; fields not named are skipped, absent ones default
+    assert repr((got.a, got.b, got.items)) == repr(
+        (raw.get("a"), raw.get("b", "absent"), raw.get("items"))
+    )
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"broken": ',
+        b'{"a": 1} x',
+        b"",
+        b"[DONE]",
+        b'"\xff"',
+        b"NaNx",
+        b"[1, 2]",  # JSON, but not an object
+        b'{"items": "x"}',  # a typed field of another type
+        b'{"items": [1, NaN]}',  # the same on the json path
+    ],
+)
+def test_struct_loads_refuses_bad_json_and_wrong_shapes_as_value_errors(payload: bytes) -> None:
+    with pytest.raises(ValueError):
+        _parse_shape(payload)
