@@ -237,7 +237,9 @@ async def test_oversized_output_is_cut_and_saved_whole(ws: Workspace) -> None:
     assert text.startswith("ab" * 500)
     assert "[truncated 9000 bytes]" in text
     assert [o.text for o in sink.outputs] == ["ab" * 5000]
-    assert isinstance(result.content[1], ArtifactRefBlock)
+    ref = result.content[1]
+    assert isinstance(ref, ArtifactRefBlock) and len(result.content) == 2
+    assert text.endswith(f"(full output saved as artifact {ref.artifact_id})")
     assert result.metadata["truncated_bytes"] == 9000
 
 
