@@ -62,7 +62,7 @@ log = logging.getLogger("soong.gateway")
 Batch = list[RawEvent]
 _RETRY_S = 0.2
 # While more than one run streams, reads start at least this far apart (see the docstring).
-_GATHER_S = 0.002
+_GATHER_S = 0.001
 # Put in a follower's queue when it has been idle for its idle period (a batch is never empty).
 _IDLE: Batch = []
 
