@@ -5,7 +5,8 @@ and decode it here instead of through the SDKs' stream classes: those spend more
 than the transport itself (a text decode, line objects, several generator layers per event).
 Lines are split as bytes, so a multi-byte character split across chunks is never decoded in
 halves; each complete payload is parsed once: into a msgspec ``Struct`` that names only the
-fields an adapter reads where one is declared (:func:`struct_loads`), else by orjson (:func:`loads`).
+fields an adapter reads where one is declared (:func:`struct_loads`), else by orjson
+(:func:`loads`).
 """
 
 from __future__ import annotations

@@ -186,7 +186,8 @@ _WRONG_SHAPES = {
     "anthropic": [
         b'{"index": 0, "delta": {"type": "text_delta", "text": "x"}}',  # no type
         b'{"type": "content_block_delta", "index": 0}',  # no delta
-        b'{"type": "content_block_delta", "delta": {"type": "input_json_delta", "partial_json": "{"}}',
+        b'{"type": "content_block_delta", '  # no index
+        b'"delta": {"type": "input_json_delta", "partial_json": "{"}}',
         b'{"type": "content_block_stop"}',  # no index
     ],
 }
