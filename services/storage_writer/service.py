@@ -167,8 +167,8 @@ async def _index_flusher(
     ctx: ServiceContext, writer: CommandApplier, write_thread: ThreadPoolExecutor
 ) -> IndexFlusher | None:
     """The SQLite writer's search-index flusher, its process started and a first flush due
-    (rows a crashed writer left); ``None`` for a writer that indexes in its batches
-    (PostgreSQL's)."""
+    when rows wait (those a crashed writer left, counted when the files were opened); ``None``
+    for a writer that indexes in its batches (PostgreSQL's)."""
     if not (isinstance(writer, Writer) and writer.has_outbox):
         return None
     s = ctx.settings

@@ -25,13 +25,21 @@ from __future__ import annotations
 
 import sqlite3
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from services.storage_writer.schema import CATALOG_MIGRATIONS, configure, migrate
 from services.storage_writer.search_index import apply_ops, backfill_shard
 
-__all__ = ["CATALOG", "DEFAULT_SHARD_COUNT", "ShardLayout", "open_catalog"]
+__all__ = [
+    "CATALOG",
+    "DEFAULT_SHARD_COUNT",
+    "OpenedCatalog",
+    "ShardLayout",
+    "open_catalog",
+    "open_shards",
+]
 
 # The catalog's number among the shards, where the writer and the reader keep connections (and
 # dirty counts) by shard: its search index and audit log are written and checkpointed like one.
@@ -73,13 +81,33 @@ class ShardLayout:
         return [self.path(i) for i in range(self.shard_count)]
 
 
+@dataclass(frozen=True)
+class OpenedCatalog:
+    """What :func:`open_shards` found: the layout, and the search-outbox rows a previous writer
+    left unflushed (a crash), by shard, for the shards that have any."""
+
+    layout: ShardLayout
+    outbox_left: dict[int, int]
+
+
 def open_catalog(db_path: Path, shard_count: int = DEFAULT_SHARD_COUNT) -> ShardLayout:
     """Create or read the catalog and migrate every shard; return the layout.
 
     On an existing database the stored shard count wins over ``shard_count``.
     """
+    return open_shards(db_path, shard_count).layout
+
+
+def open_shards(db_path: Path, shard_count: int = DEFAULT_SHARD_COUNT) -> OpenedCatalog:
+    """:func:`open_catalog`, also counting each shard's search outbox while the shard is open.
+
+    The writer needs those counts before its first flush; counting them here, where every shard
+    is opened anyway before the service takes a command, spares the writer's thread from opening
+    all of them later while receipts wait (64 connections: a ~30 ms stall of every producer).
+    """
     db_path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(db_path, isolation_level=None)
+    left: dict[int, int] = {}
     try:
         configure(conn)
         applied = migrate(conn, CATALOG_MIGRATIONS)
@@ -89,7 +117,7 @@ def open_catalog(db_path: Path, shard_count: int = DEFAULT_SHARD_COUNT) -> Shard
         (stored,) = conn.execute("SELECT shard_count FROM shard_layout WHERE id = 1").fetchone()
         layout = ShardLayout(db_path, int(stored))
         layout.shard_dir.mkdir(exist_ok=True)
-        for path in layout.paths():
+        for number, path in enumerate(layout.paths()):
             shard = sqlite3.connect(path, isolation_level=None)
             try:
                 configure(shard)
@@ -97,8 +125,11 @@ def open_catalog(db_path: Path, shard_count: int = DEFAULT_SHARD_COUNT) -> Shard
                 # A catalog that just got its search index: index what the shards hold already.
                 if 2 in applied and 1 not in applied:
                     apply_ops(conn, list(backfill_shard(shard)))
+                (rows,) = shard.execute("SELECT count(*) FROM search_outbox").fetchone()
+                if rows:
+                    left[number] = int(rows)
             finally:
                 shard.close()
     finally:
         conn.close()
-    return layout
+    return OpenedCatalog(layout, left)

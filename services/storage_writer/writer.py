@@ -37,7 +37,7 @@ import logging
 import shutil
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -90,7 +90,10 @@ class Writer:
         *,
         fault: FaultHook | None = None,
         files: FileStore | None = None,
+        outbox_left: Mapping[int, int] | None = None,
     ) -> None:
+        """``outbox_left``: the outbox rows a previous run left, by shard, as counted when the
+        files were opened (``shards.open_shards``); ``None`` has the first flush count them."""
         self.layout = layout
         self.data_dir = data_dir
         # Where offloaded JSON goes, by key ``artifacts/<session>/<id>.json``: the configured
@@ -107,8 +110,12 @@ class Writer:
         self._pending: dict[int, int] = {}  # shard -> outbox rows written, not yet flushed
         self._pending_rows = 0  # their sum, a plain int that other threads may read
         self._flushed: dict[int, int] = {}  # shard -> last outbox seq flushed, not yet deleted
-        # Rows a previous run left pending (a crash) are found by scanning every shard once.
-        self._unscanned = self._outbox
+        # Rows a previous run left pending (a crash): counted at open, or by scanning every shard
+        # once, on the first flush.
+        self._unscanned = self._outbox and outbox_left is None
+        if self._outbox and outbox_left:
+            self._pending = {shard: rows for shard, rows in outbox_left.items() if rows > 0}
+            self._pending_rows = sum(self._pending.values())
 
     def _conn(self, shard: int) -> sqlite3.Connection:
         conn = self._conns.get(shard)

@@ -18,7 +18,7 @@ from agent_core.service import BackgroundTask
 from services.storage_writer.checkpoint import CheckpointLoop
 from services.storage_writer.lock import WriterLock
 from services.storage_writer.queries import QueryEngine
-from services.storage_writer.shards import open_catalog
+from services.storage_writer.shards import open_shards
 from services.storage_writer.writer import Writer
 
 __all__ = ["SqliteBackend"]
@@ -44,17 +44,18 @@ class SqliteBackend:
         else:
             lock.acquire()  # raises StorageError("writer_locked"): the CLI prints it and exits 2
         try:
-            layout = await asyncio.to_thread(open_catalog, settings.db_path)
+            opened = await asyncio.to_thread(open_shards, settings.db_path)
         except BaseException:
             lock.release()
             raise
         writer = Writer(
-            layout,
+            opened.layout,
             settings.db_path.parent / "artifacts",
             settings.storage.json_artifact_threshold_bytes,
             files=await open_file_store(settings),
+            outbox_left=opened.outbox_left,
         )
-        return cls(writer, QueryEngine(layout), lock)
+        return cls(writer, QueryEngine(opened.layout), lock)
 
     def tasks(self, write_thread: Executor) -> list[BackgroundTask]:
         """The WAL checkpoints, asking the writer on its own thread what it wrote."""

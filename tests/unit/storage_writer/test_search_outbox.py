@@ -10,14 +10,18 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from agent_core.bus.contracts.storage import DeleteSession, SearchSessions, UpdateSession
+from agent_core.config import load_settings
 from agent_core.ids import new_id
 from agent_core.types.protocol import TextBlock
+from services.storage_writer.backends.sqlite import SqliteBackend
 from services.storage_writer.index_flush import IndexFlusher
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.schema import MIGRATIONS, migrate
 from services.storage_writer.search_index import flush_outbox
-from services.storage_writer.shards import open_catalog
+from services.storage_writer.shards import open_catalog, open_shards
 from services.storage_writer.writer import Writer
 from tests.conftest import REPO
 from tests.unit.storage_writer.factories import append_node, create_session
@@ -115,7 +119,7 @@ from services.storage_writer.writer import Writer
 from tests.unit.storage_writer.factories import append_node, create_session
 from agent_core.types.protocol import TextBlock
 home = Path(sys.argv[1])
-w = Writer(open_catalog(home / "s.sqlite", shard_count=2), home / "artifacts", 1024)
+w = Writer(open_catalog(home / "sessions.sqlite", shard_count=2), home / "artifacts", 1024)
 s = create_session()
 assert all(r.ok for r in w.apply_batch([s, append_node(s, content=[TextBlock(text="phoenix")])]))
 print(s.session_id, flush=True)
@@ -124,7 +128,10 @@ os._exit(0)  # dies as a killed writer would: no close, no flush
 """
 
 
-def test_pending_rows_survive_a_crash_and_are_drained_at_start(tmp_path: Path) -> None:
+@pytest.mark.parametrize("counted_at_open", [False, True])
+def test_pending_rows_survive_a_crash_and_are_drained_at_start(
+    tmp_path: Path, counted_at_open: bool
+) -> None:
     out = subprocess.run(
         [sys.executable, "-c", _CRASH, str(tmp_path)],
         cwd=REPO,
@@ -134,10 +141,17 @@ def test_pending_rows_survive_a_crash_and_are_drained_at_start(tmp_path: Path) -
         timeout=120,
     )
     sid = out.stdout.strip()
-    w = Writer(open_catalog(tmp_path / "s.sqlite"), tmp_path / "artifacts", 1024)
+    backend = None
+    if counted_at_open:  # as the service opens it: the rows left are counted with the files
+        settings = load_settings(env={"SOONG_AGENT_HOME": str(tmp_path)})
+        backend = asyncio.run(SqliteBackend.open(settings))
+        w = backend.writer
+    else:
+        w = Writer(open_catalog(tmp_path / "sessions.sqlite"), tmp_path / "artifacts", 1024)
     try:
         assert _indexed(w, sid) == 0 and len(_outbox(w, sid)) == 1
-        assert w.index_pending  # unknown until the shards are scanned
+        # Counted: exactly the row left; otherwise unknown until the first flush scans.
+        assert w.index_pending == 1 if counted_at_open else w.index_pending
         assert w.flush_index() == 1 and w.index_pending == 0
         engine = QueryEngine(w.layout)
         try:
@@ -146,7 +160,28 @@ def test_pending_rows_survive_a_crash_and_are_drained_at_start(tmp_path: Path) -
             engine.close()
     finally:
         w.close()
+        if backend is not None:
+            backend.engine.close()
+            backend.lock.release()
     assert _outbox(w, sid) == []  # a clean close deletes what was flushed
+
+
+def test_a_home_opened_with_nothing_left_has_nothing_pending(tmp_path: Path) -> None:
+    """No first flush to scan every shard: the service schedules none at start, so no batch
+    waits behind 64 connections being opened on the writer's thread."""
+    assert open_shards(tmp_path / "s.sqlite").outbox_left == {}
+    settings = load_settings(env={"SOONG_AGENT_HOME": str(tmp_path)})
+    backend = asyncio.run(SqliteBackend.open(settings))
+    w = backend.writer
+    try:
+        assert w.index_pending == 0 and w.plan_flush() is None
+        s = create_session()
+        assert all(r.ok for r in w.apply_batch([s, append_node(s, content=[TextBlock(text="x")])]))
+        assert w.index_pending == 1 and w.flush_index() == 1 and w.index_pending == 0
+    finally:
+        w.close()
+        backend.engine.close()
+        backend.lock.release()
 
 
 def test_an_existing_shard_gets_the_outbox_by_migration(tmp_path: Path) -> None:
