@@ -53,7 +53,10 @@ ACCOUNT_PATTERN = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
 _SCOPE = re.compile(SCOPE_PATTERN)
 CHANGE_LOG = "changes.jsonl"
 VERSIONS = ".versions"
-KEEP_VERSIONS = 50  # per file; the change log itself is kept whole
+KEEP_VERSIONS = 50  # per file, at least; the change log itself is kept whole
+# Versions allowed beyond KEEP_VERSIONS before the oldest are deleted: the folder is listed once
+# per this many writes, not on every write (a LIST request each on an object store).
+PRUNE_SLACK: Final = 10
 _ETAG = re.compile(r"^[0-9a-f]{32}$")
 # Conditional appends to the change log tried before giving up (each lost race means another
 # writer's lines went in: only a stampede of writers on one account exhausts them).
@@ -135,6 +138,10 @@ class MemoryStore:
         )
         self._locks: dict[str, asyncio.Lock] = {}
         self._parsed: dict[tuple[str, str], tuple[str, MemoryDocument]] = {}
+        # Versions folder -> at most how many versions it holds, as this process last listed
+        # it and wrote since (another process's writes make it low: the folder is then listed
+        # and pruned a little later, never wrongly, since what is deleted comes from a listing).
+        self._kept: dict[str, int] = {}
 
     # -- keys --------------------------------------------------------------------------------
 
@@ -243,14 +250,27 @@ class MemoryStore:
         return f"{self.memory_key(account_id)}/{VERSIONS}/{name}"
 
     async def _keep_version(self, account_id: str, scope: str, tag: str, data: bytes) -> None:
-        """Keep the bytes of this version (best effort: a version is an aid, never a failure)."""
+        """Keep the bytes of this version (best effort: a version is an aid, never a failure).
+
+        The newest ``KEEP_VERSIONS`` are always kept. The folder is listed at this process's
+        first write to it and whenever it may hold ``KEEP_VERSIONS + PRUNE_SLACK`` since, and
+        the versions beyond the newest ``KEEP_VERSIONS`` are then deleted."""
         folder = self._versions_key(account_id, scope)
         try:
-            await self.files.put(f"{folder}/{tag}.md", data)
+            key = f"{folder}/{tag}.md"
+            await self.files.put(key, data)
+            known = self._kept.get(folder)
+            if known is not None and known < KEEP_VERSIONS + PRUNE_SLACK:
+                self._kept[folder] = known + 1  # a rewrite of the same bytes adds none: harmless
+                return
             kept = await self.files.list(folder, limit=100_000)
             if len(kept) > KEEP_VERSIONS:
-                kept.sort(key=lambda o: o.modified_at)
+                # Oldest first; the version just written last among those of its time (an object
+                # store's times are whole seconds: several versions may share one).
+                kept.sort(key=lambda o: (o.modified_at, o.key == key))
                 await self.files.delete(o.key for o in kept[:-KEEP_VERSIONS])
+                kept = kept[-KEEP_VERSIONS:]
+            self._kept[folder] = len(kept)
         except FileStoreError as exc:
             log.warning("memory version of %s not kept: %s", scope, exc.code)
 

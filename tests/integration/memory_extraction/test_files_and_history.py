@@ -24,6 +24,7 @@ from agent_core.memory.client import MemoryFiles, MemoryHistoryView
 from agent_core.memory.injection import render_injection
 from agent_core.memory.views import RenderedMemory
 from services.memory_extraction import queries as queries_module
+from services.memory_extraction import store as store_module
 from services.memory_extraction.consolidate import BatchItem, Consolidator
 from services.memory_extraction.queries import MemoryQueries
 from services.memory_extraction.store import MemoryStore, Source
@@ -155,3 +156,36 @@ async def test_a_render_is_made_again_only_when_a_file_changed(
     edited = RenderedMemory.model_validate(await ask(queries, render))
     assert "Short answers please." in edited.text and "bar charts" in edited.text
     assert len(made) == 3
+
+
+async def test_old_versions_are_pruned_in_batches_and_the_newest_kept(
+    open_files: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two stores (two processes) writing one file: the folder of versions never holds more
+    than ``KEEP_VERSIONS + PRUNE_SLACK`` per writer and never fewer than ``KEEP_VERSIONS``, and
+    it is listed once per ``PRUNE_SLACK`` writes, not at every write."""
+    monkeypatch.setattr(store_module, "KEEP_VERSIONS", 4)
+    monkeypatch.setattr(store_module, "PRUNE_SLACK", 3)
+    files = open_files()
+    listed: list[str] = []
+    listing = files.list
+
+    async def counted(prefix: str, **kw: Any) -> Any:
+        listed.append(prefix)
+        return await listing(prefix, **kw)
+
+    monkeypatch.setattr(files, "list", counted)
+    one, other = MemoryStore(files), MemoryStore(open_files())
+    folder = f"{one.memory_key(ACCOUNT)}/.versions/user"
+    tags: list[str] = []
+    version: str | None = None
+    for i in range(20):
+        writer = one if i % 5 else other  # the second process writes now and then
+        tag, version = await writer.write(ACCOUNT, "user", f"* rule {i}\n", version=version)
+        tags.append(tag)
+        held = [o.key for o in await listing(folder, limit=1000)]
+        assert min(i + 1, 4) <= len(held) <= 4 + 2 * 3, (i, len(held))
+        assert f"{folder}/{tag}.md" in held  # the version just written is always kept
+    # One store's writes (16 here) listed the folder on its first write and once per 3 writes
+    # after that: 6 listings, where listing at every write made 16.
+    assert len([p for p in listed if p == folder]) <= 1 + 16 // 3
