@@ -91,9 +91,11 @@ class Writer:
         fault: FaultHook | None = None,
         files: FileStore | None = None,
         outbox_left: Mapping[int, int] | None = None,
+        connections: Mapping[int, sqlite3.Connection] | None = None,
     ) -> None:
         """``outbox_left``: the outbox rows a previous run left, by shard, as counted when the
-        files were opened (``shards.open_shards``); ``None`` has the first flush count them."""
+        files were opened (``shards.open_shards``); ``None`` has the first flush count them.
+        ``connections``: shard connections opened by :meth:`connect`, now the writer's."""
         self.layout = layout
         self.data_dir = data_dir
         # Where offloaded JSON goes, by key ``artifacts/<session>/<id>.json``: the configured
@@ -102,7 +104,7 @@ class Writer:
         self.json_threshold_bytes = json_threshold_bytes
         # Fault injection for tests (e.g. "between_node_and_event"); None in production.
         self.fault = fault
-        self._conns: dict[int, sqlite3.Connection] = {}
+        self._conns: dict[int, sqlite3.Connection] = dict(connections or {})
         self._dirty: dict[int, int] = {}  # shard -> commands applied since take_dirty()
         # The search outbox (module docstring). A subclass that writes its index elsewhere
         # (PostgreSQL's, in the batch's own transaction) has none.
@@ -120,17 +122,21 @@ class Writer:
     def _conn(self, shard: int) -> sqlite3.Connection:
         conn = self._conns.get(shard)
         if conn is None:
-            conn = sqlite3.connect(
-                self.file_of(shard),
-                isolation_level=None,
-                check_same_thread=False,
-                cached_statements=_STATEMENT_CACHE,
-            )
-            configure(conn)
-            # Checkpoints run beside the writer (services.storage_writer.checkpoint), never
-            # inside a COMMIT that receipts wait for.
-            conn.execute("PRAGMA wal_autocheckpoint=0")
-            self._conns[shard] = conn
+            conn = self._conns[shard] = self.connect(self.file_of(shard))
+        return conn
+
+    @staticmethod
+    def connect(path: Path) -> sqlite3.Connection:
+        """A connection as the writer keeps one (``shards.open_shards`` opens them with this so
+        that the writer starts with every shard's schema parsed): usable from the writer's
+        thread, many statements cached, configured, and never checkpointing by itself —
+        checkpoints run beside the writer (services.storage_writer.checkpoint), never inside a
+        COMMIT that receipts wait for."""
+        conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, cached_statements=_STATEMENT_CACHE
+        )
+        configure(conn)
+        conn.execute("PRAGMA wal_autocheckpoint=0")
         return conn
 
     def file_of(self, shard: int) -> Path:

@@ -18,7 +18,7 @@ from agent_core.service import BackgroundTask
 from services.storage_writer.checkpoint import CheckpointLoop
 from services.storage_writer.lock import WriterLock
 from services.storage_writer.queries import QueryEngine
-from services.storage_writer.shards import open_shards
+from services.storage_writer.shards import OpenedCatalog, open_shards
 from services.storage_writer.writer import Writer
 
 __all__ = ["SqliteBackend"]
@@ -43,17 +43,25 @@ class SqliteBackend:
             await lock.acquire_when_free()
         else:
             lock.acquire()  # raises StorageError("writer_locked"): the CLI prints it and exits 2
+        opened: OpenedCatalog | None = None
         try:
-            opened = await asyncio.to_thread(open_shards, settings.db_path)
+            # The writer's own connections, opened while the files are: it starts with every
+            # shard's schema parsed, rather than parsing one on the first command to each.
+            opened = await asyncio.to_thread(open_shards, settings.db_path, connect=Writer.connect)
+            files = await open_file_store(settings)
         except BaseException:
+            if opened is not None:
+                for conn in opened.connections.values():
+                    conn.close()
             lock.release()
             raise
         writer = Writer(
             opened.layout,
             settings.db_path.parent / "artifacts",
             settings.storage.json_artifact_threshold_bytes,
-            files=await open_file_store(settings),
+            files=files,
             outbox_left=opened.outbox_left,
+            connections=opened.connections,
         )
         return cls(writer, QueryEngine(opened.layout), lock)
 

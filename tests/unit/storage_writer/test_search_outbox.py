@@ -166,18 +166,31 @@ def test_pending_rows_survive_a_crash_and_are_drained_at_start(
     assert _outbox(w, sid) == []  # a clean close deletes what was flushed
 
 
-def test_a_home_opened_with_nothing_left_has_nothing_pending(tmp_path: Path) -> None:
-    """No first flush to scan every shard: the service schedules none at start, so no batch
-    waits behind 64 connections being opened on the writer's thread."""
+def test_a_home_opened_with_nothing_left_has_nothing_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No first flush to scan every shard: the service schedules none at start, and the writer
+    has every shard's connection from the start, so no batch waits behind one being opened."""
     assert open_shards(tmp_path / "s.sqlite").outbox_left == {}
     settings = load_settings(env={"SOONG_AGENT_HOME": str(tmp_path)})
     backend = asyncio.run(SqliteBackend.open(settings))
     w = backend.writer
+    opened: list[Path] = []
+    connect = Writer.connect
+
+    def counted(path: Path) -> sqlite3.Connection:
+        opened.append(path)
+        return connect(path)
+
+    monkeypatch.setattr(Writer, "connect", staticmethod(counted))
     try:
         assert w.index_pending == 0 and w.plan_flush() is None
         s = create_session()
         assert all(r.ok for r in w.apply_batch([s, append_node(s, content=[TextBlock(text="x")])]))
         assert w.index_pending == 1 and w.flush_index() == 1 and w.index_pending == 0
+        # The writer started with every shard's connection, opened with the files: the command
+        # opened only the catalog's, for the flush.
+        assert opened == [w.layout.db_path]
     finally:
         w.close()
         backend.engine.close()
