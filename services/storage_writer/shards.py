@@ -94,7 +94,9 @@ class OpenedCatalog:
 
 
 def _plain(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(path, isolation_level=None)
+    conn = sqlite3.connect(path, isolation_level=None)
+    configure(conn)
+    return conn
 
 
 def open_catalog(db_path: Path, shard_count: int = DEFAULT_SHARD_COUNT) -> ShardLayout:
@@ -112,7 +114,7 @@ def open_shards(
     connect: Callable[[Path], sqlite3.Connection] | None = None,
 ) -> OpenedCatalog:
     """:func:`open_catalog`, also counting each shard's search outbox while the shard is open,
-    and with ``connect`` (an autocommit connection to a path) keeping what it opened.
+    and with ``connect`` (an autocommit connection to a path, configured) keeping what it opened.
 
     The writer needs those counts before its first flush, and a connection to each shard whose
     schema is parsed already (~15 ms a shard at 10,000 sessions): both are had here, where every
@@ -135,7 +137,6 @@ def open_shards(
         for number, path in enumerate(layout.paths()):
             shard = (connect or _plain)(path)
             try:
-                configure(shard)
                 migrate(shard)
                 # A catalog that just got its search index: index what the shards hold already.
                 if 2 in applied and 1 not in applied:
