@@ -10,6 +10,7 @@ import asyncio
 import fcntl
 import logging
 import os
+import threading
 from pathlib import Path
 
 from agent_core.errors import StorageError
@@ -17,10 +18,6 @@ from agent_core.errors import StorageError
 __all__ = ["WriterLock"]
 
 log = logging.getLogger("soong.storage_writer")
-
-# How often a standby writer tries the lock: the takeover's delay after the owner dies (which
-# a restarted consumer's own start-up dwarfs), and, at 50 ms, a standby's whole idle CPU.
-_STANDBY_POLL_S = 0.2
 
 
 class WriterLock:
@@ -52,35 +49,100 @@ class WriterLock:
                 "only one writer may own the database",
                 details={"lock": str(self.path), "holder_pid": holder},
             ) from None
+        self._claim(fd)
+
+    def _claim(self, fd: int) -> None:
+        """Make ``fd``, whose flock this process holds, the lock's: the holder's pid written."""
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd
 
     async def acquire_when_free(self) -> None:
-        """Wait until the lock is free and take it (a standby writer); cancellable."""
-        waiting = False
-        while True:
-            try:
-                self.acquire()
-            except StorageError as exc:
-                if exc.code != "writer_locked":
-                    raise
-                if not waiting:
-                    log.info(
-                        "standby: the database is owned by pid %s; taking over when it stops",
-                        exc.details.get("holder_pid"),
-                    )
-                    waiting = True
-                await asyncio.sleep(_STANDBY_POLL_S)
-                continue
-            if waiting:
-                log.warning("standby: took over the database (its previous writer stopped)")
-            else:
-                log.info("active: this writer holds the database")
+        """Take the lock, or wait until it is free and take it (a standby writer); cancellable.
+
+        The wait is a blocking ``flock`` on a daemon thread of its own: the kernel grants it the
+        moment the owner's descriptor closes (its death included), so a takeover costs no poll
+        interval and a waiting standby no CPU. Cancelled, the wait leaves that thread blocked
+        (a ``flock`` cannot be interrupted); a lock granted to it afterwards is released at
+        once, and the thread dies with the process.
+        """
+        try:
+            self.acquire()
+        except StorageError as exc:
+            if exc.code != "writer_locked":
+                raise
+            log.info(
+                "standby: the database is owned by pid %s; taking over when it stops",
+                exc.details.get("holder_pid"),
+            )
+        else:
+            log.info("active: this writer holds the database")
             return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        waiter = _Waiter(fd, asyncio.get_running_loop())
+        try:
+            await waiter.granted
+        except BaseException:
+            waiter.abandon()
+            raise
+        self._claim(fd)
+        log.warning("standby: took over the database (its previous writer stopped)")
 
     def release(self) -> None:
         """Release the lock (closing the descriptor releases the flock)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+class _Waiter:
+    """One blocking ``flock(fd, LOCK_EX)`` on a daemon thread, its outcome in ``granted``.
+
+    A grant nobody takes is released (``fd`` closed) by exactly one of: the thread, granted
+    after being abandoned or with the loop closed; ``_settle``, finding the future cancelled;
+    :meth:`abandon`, finding it settled (the task cancelled after the grant, before it
+    resumed). Only a loop that stops between the grant and ``_settle`` leaves it open: the
+    process is then ending, and its exit frees it.
+    """
+
+    def __init__(self, fd: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.fd = fd
+        self.loop = loop
+        self.granted: asyncio.Future[None] = loop.create_future()
+        self._mutex = threading.Lock()
+        self._abandoned = False
+        threading.Thread(target=self._wait, name="writer-lock-wait", daemon=True).start()
+
+    def _wait(self) -> None:
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            failure: OSError | None = exc
+        else:
+            failure = None
+        with self._mutex:
+            if self._abandoned:
+                os.close(self.fd)
+                return
+            try:
+                self.loop.call_soon_threadsafe(self._settle, failure)
+            except RuntimeError:  # the loop is closed: nobody will take the lock
+                os.close(self.fd)
+
+    def _settle(self, failure: OSError | None) -> None:
+        if self.granted.done():  # cancelled while the grant was on its way
+            os.close(self.fd)
+        elif failure is not None:
+            os.close(self.fd)
+            self.granted.set_exception(failure)
+        else:
+            self.granted.set_result(None)
+
+    def abandon(self) -> None:
+        """The waiting coroutine is gone (on the loop's thread): a grant already settled is
+        released here, a later one by whoever of the thread and ``_settle`` sees it."""
+        with self._mutex:
+            self._abandoned = True
+        granted = self.granted
+        if granted.done() and not granted.cancelled() and granted.exception() is None:
+            os.close(self.fd)  # settled, then the task was cancelled before it resumed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sqlite3
 import subprocess
 import sys
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 
 from agent_core.errors import SchemaError, StorageError
-from services.storage_writer.lock import WriterLock
+from services.storage_writer.lock import WriterLock, _Waiter
 from services.storage_writer.schema import (
     MIGRATIONS,
     PAGE_SIZE,
@@ -24,6 +26,7 @@ from services.storage_writer.schema import (
 from services.storage_writer.shards import open_catalog
 from services.storage_writer.writer import Writer
 from tests.unit.storage_writer.factories import append_node, create_session
+from tests.waiting import HangGuard
 
 
 def _dump(path: Path) -> list[str]:
@@ -140,6 +143,87 @@ def test_lock_in_the_same_process_is_refused_too(tmp_path: Path) -> None:
         WriterLock(tmp_path / "s.sqlite").acquire()
     assert info.value.code == "writer_locked"
     first.release()
+
+
+def _holder(db: Path) -> subprocess.Popen[str]:
+    """Another process owning ``db``'s lock (it says so on stdout) until it is killed."""
+    code = (
+        "import sys; from pathlib import Path; from services.storage_writer.lock import WriterLock\n"
+        f"WriterLock(Path({str(db)!r})).acquire(); print('held', flush=True); sys.stdin.read()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+async def _taken_by_us(lock: Path) -> None:
+    """Return once a fresh :class:`WriterLock` on ``lock``'s database can be taken here (then
+    released): nothing else, an abandoned waiter included, still holds it."""
+    guard = HangGuard(30, "the lock to be free")
+    while True:
+        other = WriterLock(lock.with_name(lock.name.removesuffix(".lock")))
+        try:
+            other.acquire()
+        except StorageError:
+            guard.check()
+            await asyncio.sleep(0.01)
+            continue
+        other.release()
+        return
+
+
+async def test_a_standby_takes_the_lock_the_moment_its_owner_dies(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite"
+    owner = _holder(db)
+    standby = WriterLock(db)
+    waiting = asyncio.create_task(standby.acquire_when_free())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not waiting.done() and not standby.held
+    assert standby.path.read_text() == str(owner.pid)
+    owner.kill()  # SIGKILL: the kernel drops its lock, and the blocked flock is granted
+    owner.wait()
+    async with asyncio.timeout(30):
+        await waiting
+    assert standby.held and standby.path.read_text() == str(os.getpid())
+    standby.release()
+
+
+async def test_a_cancelled_standby_leaves_the_lock_to_the_next(tmp_path: Path) -> None:
+    first = WriterLock(tmp_path / "s.sqlite")
+    first.acquire()
+    standby = WriterLock(tmp_path / "s.sqlite")
+    waiting = asyncio.create_task(standby.acquire_when_free())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    first.release()  # granted now to the abandoned wait, which must let it go
+    await _taken_by_us(first.path)
+    assert not standby.held
+
+
+async def test_a_grant_settled_before_a_cancel_is_released(tmp_path: Path) -> None:
+    """The task was cancelled after the thread's grant reached the loop, before it resumed."""
+    lock = WriterLock(tmp_path / "s.sqlite")
+    lock.path.touch()
+    waiter = _Waiter(os.open(lock.path, os.O_RDWR), asyncio.get_running_loop())
+    async with asyncio.timeout(30):
+        await asyncio.shield(waiter.granted)
+    with pytest.raises(StorageError):
+        WriterLock(tmp_path / "s.sqlite").acquire()  # the waiter holds it
+    waiter.abandon()
+    await _taken_by_us(lock.path)
+
+
+async def test_a_free_lock_is_taken_at_once_by_a_standby(tmp_path: Path) -> None:
+    standby = WriterLock(tmp_path / "s.sqlite")
+    await standby.acquire_when_free()
+    assert standby.held and standby.path.read_text() == str(os.getpid())
+    standby.release()
 
 
 def test_v2_keeps_the_results_of_receipts_stored_by_v1(tmp_path: Path) -> None:
