@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 if TYPE_CHECKING:
     from services.storage_writer.index_process import IndexProcess
-    from services.storage_writer.writer import FlushPlan
+    from services.storage_writer.outbox import FlushPlan
 
 __all__ = ["FLUSH_DELAY_S", "FLUSH_ROWS", "PROCESS_FLUSH_ROWS", "IndexFlusher", "OutboxWriter"]
 

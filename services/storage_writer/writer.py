@@ -27,6 +27,7 @@ the shard's transaction (``search_index.defer_ops``), not to FTS5: :meth:`Writer
 moves them, many shards' rows in one catalog transaction, when the service asks (a timer, many
 rows pending, a search, start-up, close). A shard's flushed rows are deleted by its next
 transaction (no extra commit per shard); until then a restart applies them again, harmlessly.
+The bookkeeping between the two is ``outbox.OutboxLedger``'s.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -57,26 +57,19 @@ from services.storage_writer.commands import (
     apply_command,
     needs_receipt,
 )
+from services.storage_writer.outbox import FlushPlan, OutboxLedger
 from services.storage_writer.schema import configure
 from services.storage_writer.search_index import IndexOp, apply_ops, defer_ops, flush_outbox
 from services.storage_writer.shards import CATALOG, ShardLayout
 
 log = logging.getLogger("soong.storage_writer")
 
-__all__ = ["CATALOG", "FlushPlan", "Writer"]
+__all__ = ["CATALOG", "Writer"]
 
 # Bound parameters per statement stay far below SQLite's limit (32,766 since 3.32).
 _IN_CHUNK = 500
 # Statements are cached per connection; per-session table names make many distinct texts.
 _STATEMENT_CACHE = 1024
-
-
-@dataclass
-class FlushPlan:
-    """One flush of the search outbox (:meth:`Writer.plan_flush`)."""
-
-    after: dict[int, int] = field(default_factory=dict)  # shard -> read its rows after this seq
-    counted: dict[int, int] = field(default_factory=dict)  # shard -> rows pending when planned
 
 
 class Writer:
@@ -108,16 +101,9 @@ class Writer:
         self._dirty: dict[int, int] = {}  # shard -> commands applied since take_dirty()
         # The search outbox (module docstring). A subclass that writes its index elsewhere
         # (PostgreSQL's, in the batch's own transaction) has none.
-        self._outbox = type(self)._write_index is Writer._write_index
-        self._pending: dict[int, int] = {}  # shard -> outbox rows written, not yet flushed
-        self._pending_rows = 0  # their sum, a plain int that other threads may read
-        self._flushed: dict[int, int] = {}  # shard -> last outbox seq flushed, not yet deleted
-        # Rows a previous run left pending (a crash): counted at open, or by scanning every shard
-        # once, on the first flush.
-        self._unscanned = self._outbox and outbox_left is None
-        if self._outbox and outbox_left:
-            self._pending = {shard: rows for shard, rows in outbox_left.items() if rows > 0}
-            self._pending_rows = sum(self._pending.values())
+        self._outbox: OutboxLedger | None = None
+        if type(self)._write_index is Writer._write_index:
+            self._outbox = OutboxLedger(layout.shard_count, outbox_left)
 
     def _conn(self, shard: int) -> sqlite3.Connection:
         conn = self._conns.get(shard)
@@ -148,11 +134,13 @@ class Writer:
         (a checkpoint happens on the last close of each file). A failure to flush leaves the
         rows for the next start; so does a writer that wrote none (no scan of every shard)."""
         try:
-            if self._pending:
-                self.flush_index()
-            for shard, seq in sorted(self._flushed.items()):
-                self._conn(shard).execute("DELETE FROM search_outbox WHERE seq <= ?", (seq,))
-            self._flushed.clear()
+            outbox = self._outbox
+            if outbox is not None:
+                if outbox.pending:
+                    self.flush_index()
+                for shard, seq in sorted(outbox.flushed.items()):
+                    self._conn(shard).execute("DELETE FROM search_outbox WHERE seq <= ?", (seq,))
+                outbox.flushed.clear()
         except sqlite3.Error:
             log.exception("the search index could not be flushed; the next start will")
         for conn in self._conns.values():
@@ -163,13 +151,13 @@ class Writer:
     def has_outbox(self) -> bool:
         """Whether texts to index wait in the shards' outboxes (SQLite's writer; PostgreSQL's
         indexes them in the batch's own transaction)."""
-        return self._outbox
+        return self._outbox is not None
 
     @property
     def index_pending(self) -> int:
         """Texts in the outbox not yet searchable (1 until a first flush has looked for rows a
         previous run left); always 0 without an outbox. Read from any thread (an int)."""
-        return self._pending_rows + int(self._unscanned)
+        return 0 if self._outbox is None else self._outbox.waiting
 
     def flush_index(self, max_rows: int | None = None) -> int:
         """Move pending outbox rows into the catalog's FTS5 table in one transaction, on this
@@ -187,41 +175,16 @@ class Writer:
         return moved
 
     def plan_flush(self, max_rows: int | None = None) -> FlushPlan | None:
-        """Which shards' outboxes a flush reads, and from which seq (``None``: nothing pending).
-        Call on the writer's thread; one flush at a time, each ended by :meth:`record_flush`."""
-        if not self._outbox:
-            return None
-        if self._unscanned:  # the first flush counts what a previous run left in each outbox
-            for shard in range(self.layout.shard_count):
-                (left,) = self._conn(shard).execute("SELECT count(*) FROM search_outbox").fetchone()
-                if left:
-                    self._pending[shard] = self._pending.get(shard, 0) + left
-                    self._pending_rows += left
-            self._unscanned = False
-        if not self._pending:
-            return None
-        plan = FlushPlan()
-        expected = 0
-        for shard in sorted(self._pending):
-            if max_rows is not None and plan.after and expected >= max_rows:
-                break
-            plan.after[shard] = self._flushed.get(shard, 0)
-            plan.counted[shard] = self._pending.get(shard, 0)
-            expected += plan.counted[shard]
-        return plan
+        """Which shards' outboxes a flush reads, and from which seq (``None``: nothing pending;
+        ``OutboxLedger.plan``). Call on the writer's thread; one flush at a time, each ended by
+        :meth:`record_flush`."""
+        return None if self._outbox is None else self._outbox.plan(self._conn, max_rows)
 
     def record_flush(self, plan: FlushPlan, last: dict[int, int], moved: int) -> None:
         """What a flush of ``plan`` did: shard -> the last seq it indexed (deleted by the
-        shard's next transaction) and the rows moved. Rows written while it ran stay pending:
-        only those counted in the plan are taken off (a row both counted and read again by the
-        next flush is indexed twice, harmlessly)."""
-        self._flushed.update(last)
-        for shard, counted in plan.counted.items():
-            pending = self._pending.pop(shard, 0)
-            taken = min(counted, pending)
-            self._pending_rows -= taken
-            if pending > taken:
-                self._pending[shard] = pending - taken
+        shard's next transaction) and the rows moved (``OutboxLedger.record``)."""
+        if self._outbox is not None:
+            self._outbox.record(plan, last)
         if moved:
             self._dirty[CATALOG] = self._dirty.get(CATALOG, 0) + moved
 
@@ -245,7 +208,7 @@ class Writer:
         ctx = ApplyContext(
             now, self.data_dir, self.json_threshold_bytes, self.fault, files=self.files
         )
-        ctx.index.deferred = self._outbox
+        ctx.index.deferred = self._outbox is not None
         for shard, indices in by_shard.items():
             # Counted before applying: a failed batch may have committed part of a shard.
             self._dirty[shard] = self._dirty.get(shard, 0) + len(indices)
@@ -280,7 +243,8 @@ class Writer:
         conn = self._conn(shard)
         conn.execute("BEGIN IMMEDIATE")
         deferred = 0
-        flushed = self._flushed.get(shard)
+        outbox = self._outbox
+        flushed = None if outbox is None else outbox.flushed.get(shard)
         try:
             if flushed is not None:  # in the catalog already: no commit of their own to drop
                 conn.execute("DELETE FROM search_outbox WHERE seq <= ?", (flushed,))
@@ -309,7 +273,7 @@ class Writer:
             # catalog now goes first: its ops are idempotent, so if the shard's COMMIT is lost
             # the redelivered batch writes them again; the reverse order could lose them.
             ops = ctx.index.take()
-            if ops and self._outbox:
+            if ops and outbox is not None:
                 deferred, ops = defer_ops(conn, ops)
             if ops:
                 self._write_index(ops)
@@ -321,13 +285,11 @@ class Writer:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        if flushed is not None:
-            # Every row up to ``flushed`` is gone, and seqs are never given twice
-            # (AUTOINCREMENT), so any row left or to come has a larger one.
-            del self._flushed[shard]
-        if deferred:
-            self._pending[shard] = self._pending.get(shard, 0) + deferred
-            self._pending_rows += deferred
+        if outbox is not None:
+            if flushed is not None:
+                outbox.deleted(shard)
+            if deferred:
+                outbox.deferred(shard, deferred)
         ctx.fault_point("after_commit")
         actions, ctx.after_commit = ctx.after_commit, []
         for action in actions:

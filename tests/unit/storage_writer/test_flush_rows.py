@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from services.storage_writer.index_flush import FLUSH_ROWS, PROCESS_FLUSH_ROWS, IndexFlusher
-from services.storage_writer.writer import FlushPlan
+from services.storage_writer.outbox import FlushPlan
 
 
 class _Outbox:
