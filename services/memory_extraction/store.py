@@ -24,10 +24,12 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable
+import weakref
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -57,6 +59,11 @@ KEEP_VERSIONS = 50  # per file, at least; the change log itself is kept whole
 # Versions allowed beyond KEEP_VERSIONS before the oldest are deleted: the folder is listed once
 # per this many writes, not on every write (a LIST request each on an object store).
 PRUNE_SLACK: Final = 10
+# Files whose parse, and versions folders whose count, one process keeps (least recently used
+# go first): a team's accounts fit, a million of them do not grow the process.
+CACHED_FILES: Final = 1024
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
 _ETAG = re.compile(r"^[0-9a-f]{32}$")
 # Conditional appends to the change log tried before giving up (each lost race means another
 # writer's lines went in: only a stampede of writers on one account exhausts them).
@@ -136,12 +143,17 @@ class MemoryStore:
         self.files: FileStore = (
             LocalFileStore(files) if isinstance(files, str | os.PathLike) else files
         )
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._parsed: dict[tuple[str, str], tuple[str, MemoryDocument]] = {}
+        # An account's lock lives while someone holds or awaits it (they reference it), so the
+        # map never outgrows the accounts at work; a lock nobody references has nobody to
+        # exclude, and the next caller gets a fresh one.
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        # The last CACHED_FILES files parsed, least recently used first (a miss re-parses).
+        self._parsed: OrderedDict[tuple[str, str], tuple[str, MemoryDocument]] = OrderedDict()
         # Versions folder -> at most how many versions it holds, as this process last listed
         # it and wrote since (another process's writes make it low: the folder is then listed
         # and pruned a little later, never wrongly, since what is deleted comes from a listing).
-        self._kept: dict[str, int] = {}
+        # The last CACHED_FILES folders written; one forgotten is listed again at its next write.
+        self._kept: OrderedDict[str, int] = OrderedDict()
 
     # -- keys --------------------------------------------------------------------------------
 
@@ -195,9 +207,10 @@ class MemoryStore:
         tag = tag or etag_of(data) or ""
         cached = self._parsed.get((account_id, scope))
         if cached is not None and cached[0] == tag:
+            self._parsed.move_to_end((account_id, scope))
             return cached[1]
         doc = parse_document(data.decode("utf-8"), scope=scope)
-        self._parsed[(account_id, scope)] = (tag, doc)
+        _remember(self._parsed, (account_id, scope), (tag, doc))
         return doc
 
     async def load(self, account_id: str, scopes: Iterable[str] | None = None) -> Snapshot:
@@ -261,7 +274,8 @@ class MemoryStore:
             await self.files.put(key, data)
             known = self._kept.get(folder)
             if known is not None and known < KEEP_VERSIONS + PRUNE_SLACK:
-                self._kept[folder] = known + 1  # a rewrite of the same bytes adds none: harmless
+                # A rewrite of the same bytes adds none: counted anyway, harmlessly.
+                _remember(self._kept, folder, known + 1)
                 return
             kept = await self.files.list(folder, limit=100_000)
             if len(kept) > KEEP_VERSIONS:
@@ -270,7 +284,7 @@ class MemoryStore:
                 kept.sort(key=lambda o: (o.modified_at, o.key == key))
                 await self.files.delete(o.key for o in kept[:-KEEP_VERSIONS])
                 kept = kept[-KEEP_VERSIONS:]
-            self._kept[folder] = len(kept)
+            _remember(self._kept, folder, len(kept))
         except FileStoreError as exc:
             log.warning("memory version of %s not kept: %s", scope, exc.code)
 
@@ -316,3 +330,11 @@ class MemoryStore:
             except ValueError:
                 continue
         return records
+
+
+def _remember(cache: OrderedDict[_K, _V], key: _K, value: _V) -> None:
+    """Put ``key`` last (most recent) in ``cache``, dropping the oldest past ``CACHED_FILES``."""
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > CACHED_FILES:
+        cache.popitem(last=False)

@@ -3,6 +3,7 @@ engine of the file store (the home's folders and a real S3-compatible server).""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -189,3 +190,31 @@ async def test_old_versions_are_pruned_in_batches_and_the_newest_kept(
     # One store's writes (16 here) listed the folder on its first write and once per 3 writes
     # after that: 6 listings, where listing at every write made 16.
     assert len([p for p in listed if p == folder]) <= 1 + 16 // 3
+
+
+async def test_a_store_keeps_what_it_caches_bounded(
+    files: FileStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parsed files and versions folders: the last ``CACHED_FILES`` used, the oldest dropped
+    (and parsed or listed again when used again); an account's lock lives while referenced."""
+    monkeypatch.setattr(store_module, "CACHED_FILES", 2)
+    store = MemoryStore(files)
+    data = b"* Short answers please.\n"
+    one = store.document("acct_1", "user", data)
+    two = store.document("acct_2", "user", data)
+    assert store.document("acct_1", "user", data) is one  # cached; acct_2 is now the oldest
+    store.document("acct_3", "user", data)
+    assert store.document("acct_1", "user", data) is one
+    assert store.document("acct_2", "user", data) is not two  # dropped, parsed again
+    assert len(store._parsed) == 2
+    for account in ("acct_1", "acct_2", "acct_3"):
+        await store.write(account, "user", "* rule\n", version=None)
+    assert list(store._kept) == [
+        f"{store.memory_key(a)}/.versions/user" for a in ("acct_2", "acct_3")
+    ]
+    lock = store.lock("acct_1")
+    async with lock:
+        assert store.lock("acct_1") is lock and store.lock("acct_1").locked()
+    del lock
+    gc.collect()
+    assert "acct_1" not in store._locks
