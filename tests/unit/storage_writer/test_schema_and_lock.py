@@ -174,7 +174,7 @@ async def _taken_by_us(lock: Path) -> None:
         return
 
 
-async def test_a_standby_takes_the_lock_the_moment_its_owner_dies(tmp_path: Path) -> None:
+async def test_a_standby_takes_the_lock_when_its_owner_dies(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite"
     owner = _holder(db)
     standby = WriterLock(db)
