@@ -158,12 +158,12 @@ def _holder(db: Path) -> subprocess.Popen[str]:
     return proc
 
 
-async def _taken_by_us(lock: Path) -> None:
-    """Return once a fresh :class:`WriterLock` on ``lock``'s database can be taken here (then
-    released): nothing else, an abandoned waiter included, still holds it."""
+async def _taken_by_us(db: Path) -> None:
+    """Return once a fresh :class:`WriterLock` on ``db`` can be taken here (then released):
+    nothing else, an abandoned waiter included, still holds it."""
     guard = HangGuard(30, "the lock to be free")
     while True:
-        other = WriterLock(lock.with_name(lock.name.removesuffix(".lock")))
+        other = WriterLock(db)
         try:
             other.acquire()
         except StorageError:
@@ -202,7 +202,7 @@ async def test_a_cancelled_standby_leaves_the_lock_to_the_next(tmp_path: Path) -
     with pytest.raises(asyncio.CancelledError):
         await waiting
     first.release()  # granted now to the abandoned wait, which must let it go
-    await _taken_by_us(first.path)
+    await _taken_by_us(tmp_path / "s.sqlite")
     assert not standby.held
 
 
@@ -216,7 +216,7 @@ async def test_a_grant_settled_before_a_cancel_is_released(tmp_path: Path) -> No
     with pytest.raises(StorageError):
         WriterLock(tmp_path / "s.sqlite").acquire()  # the waiter holds it
     waiter.abandon()
-    await _taken_by_us(lock.path)
+    await _taken_by_us(tmp_path / "s.sqlite")
 
 
 async def test_a_free_lock_is_taken_at_once_by_a_standby(tmp_path: Path) -> None:
