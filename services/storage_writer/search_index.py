@@ -42,6 +42,7 @@ engine's read-only catalog connection.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -51,7 +52,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from services.storage_writer.search_texts import indexed_text, message_texts, title_of
+from services.storage_writer.search_texts import message_texts, node_texts, title_of
 
 __all__ = [
     "AUDIT_COLUMNS",
@@ -76,6 +77,7 @@ _MAX_TERMS: Final = 12
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
+@functools.lru_cache(maxsize=4096)  # a flush names the same few accounts hundreds of times
 def scope_token(account_id: str) -> str:
     """The one token standing for an account in the ``scope`` column (letters and digits only,
     so the tokenizer keeps it whole)."""
@@ -231,13 +233,20 @@ def _apply(conn: sqlite3.Connection, op: IndexOp) -> None:
 def _put(conn: sqlite3.Connection, op: IndexOp, node_id: str) -> None:
     """Make the index hold ``op.text`` for the row ``(op.session_id, node_id)``, or none."""
     title = node_id == ""
+    if not title and op.text is not None:
+        # A message's text never changes: a row already there is indexed (a batch applied again).
+        cur = conn.execute(
+            "INSERT INTO search_rows (session_id, node_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (op.session_id, node_id),
+        )
+        if cur.rowcount:
+            _index(conn, cur.lastrowid, op.text, op.account_id)
+        return
     old = conn.execute(
         "SELECT row_id, title FROM search_rows WHERE session_id = ? AND node_id = ?",
         (op.session_id, node_id),
     ).fetchone()
     if old is not None:
-        if not title and op.text is not None:
-            return  # a message's text never changes: indexed already (a batch applied again)
         _unindex(conn, old[0], op.account_id, old[1] if title else None)
         conn.execute("DELETE FROM search_rows WHERE row_id = ?", (old[0],))
     if op.text is None:
@@ -248,9 +257,13 @@ def _put(conn: sqlite3.Connection, op: IndexOp, node_id: str) -> None:
         "INSERT INTO search_rows (session_id, node_id, title) VALUES (?, ?, ?)",
         (op.session_id, node_id, op.text if title else None),
     )
+    _index(conn, cur.lastrowid, op.text, op.account_id)
+
+
+def _index(conn: sqlite3.Connection, row_id: int | None, text: str, account_id: str) -> None:
     conn.execute(
         "INSERT INTO search (rowid, body, scope) VALUES (?, ?, ?)",
-        (cur.lastrowid, op.text, scope_token(op.account_id)),
+        (row_id, text, scope_token(account_id)),
     )
 
 
@@ -320,33 +333,45 @@ def flush_outbox(
             ).fetchall()
             if rows:
                 last[shard] = rows[-1][0]
-                sessions: dict[str, tuple[str, str | None] | None] = {}
-                ops.extend(_current(conn, sessions, sid, node_id) for _, sid, node_id in rows)
+                ops.extend(_current(conn, rows))
         finally:
             conn.execute("COMMIT")
     apply_ops(catalog, ops, flush=True)
     return last, len(ops)
 
 
-def _current(
-    shard: sqlite3.Connection,
-    sessions: dict[str, tuple[str, str | None] | None],
-    session_id: str,
-    node_id: str,
-) -> IndexOp:
-    """The op that makes the index hold the current text of an outbox row."""
-    if session_id not in sessions:
-        sessions[session_id] = shard.execute(
-            "SELECT account_id, metadata_json FROM sessions WHERE session_id = ?", (session_id,)
-        ).fetchone()
-    session = sessions[session_id]
-    if session is None:  # deleted (its rows go with it; kept here for safety): drop the text
-        return IndexOp(session_id, "", node_id, None)
-    account_id, metadata_json = session
-    title = None
-    if node_id == "" and metadata_json:
-        title = title_of(json.loads(metadata_json))
-    return IndexOp(session_id, account_id, node_id, indexed_text(shard, session_id, node_id, title))
+def _current(shard: sqlite3.Connection, rows: list[tuple[int, str, str]]) -> list[IndexOp]:
+    """The ops that make the index hold the current text of each outbox row ``(seq, session,
+    node)``, in their order: a session's row and its nodes are read once for all its rows."""
+    nodes: dict[str, list[str]] = {}
+    for _, session_id, node_id in rows:
+        nodes.setdefault(session_id, []).append(node_id)
+    found = {sid: _session_texts(shard, sid, node_ids) for sid, node_ids in nodes.items()}
+    ops: list[IndexOp] = []
+    for _, session_id, node_id in rows:
+        session = found[session_id]
+        if session is None:  # deleted (its rows go with it; kept here for safety): drop the text
+            ops.append(IndexOp(session_id, "", node_id, None))
+        else:
+            ops.append(IndexOp(session_id, session[0], node_id, session[1].get(node_id)))
+    return ops
+
+
+def _session_texts(
+    shard: sqlite3.Connection, session_id: str, node_ids: list[str]
+) -> tuple[str, dict[str, str | None]] | None:
+    """A session's account and the current texts of its rows ``node_ids`` (``''``: its title),
+    or ``None`` if the session is not in ``shard``."""
+    row = shard.execute(
+        "SELECT account_id, metadata_json FROM sessions WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    account_id, metadata_json = row
+    texts = node_texts(shard, session_id, [n for n in node_ids if n])
+    if "" in node_ids:
+        texts[""] = title_of(json.loads(metadata_json)) if metadata_json else None
+    return account_id, texts
 
 
 def backfill_shard(shard: sqlite3.Connection) -> Iterator[IndexOp]:

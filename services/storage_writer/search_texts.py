@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 from services.storage_writer.schema import nodes_table
 
-__all__ = ["indexed_text", "message_texts", "node_text", "title_of"]
+__all__ = ["indexed_text", "message_texts", "node_text", "node_texts", "title_of"]
 
 # What a message contributes at most: enough to find it, bounded so that a pasted log does not
 # make one write index megabytes.
 _MAX_BODY_CHARS: Final = 8_000
 _INDEXED_ROLES: Final = frozenset({"user", "assistant"})
+# Nodes read by one statement at most (SQLite's default bound on a statement's variables is
+# 32,766 since 3.32; a smaller chunk keeps the statement's text short).
+_READ_CHUNK: Final = 256
 
 
 def node_text(role: str, node_type: str, blocks: list[dict[str, Any]]) -> str | None:
@@ -53,6 +56,31 @@ def message_texts(shard: sqlite3.Connection, session_id: str) -> Iterator[tuple[
         text = node_text(role, node_type, json.loads(content_json))
         if text is not None:
             yield node_id, text
+
+
+def node_texts(
+    shard: sqlite3.Connection, session_id: str, node_ids: Sequence[str]
+) -> dict[str, str | None]:
+    """The searchable text (:func:`node_text`) of each of a session's nodes ``node_ids`` that its
+    shard ``shard`` holds, read by few statements (a flush reads hundreds of a session's nodes);
+    a node not there, or a session whose tables are gone, has no entry."""
+    wanted = list(dict.fromkeys(node_ids))
+    texts: dict[str, str | None] = {}
+    for start in range(0, len(wanted), _READ_CHUNK):
+        chunk = wanted[start : start + _READ_CHUNK]
+        try:
+            rows = shard.execute(
+                f"SELECT node_id, role, node_type, content_json FROM {nodes_table(session_id)} "
+                f"WHERE node_id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            return {}  # the session was deleted since its rows were read
+        for node_id, role, node_type, content_json in rows:
+            texts[node_id] = node_text(role, node_type, json.loads(content_json))
+    return texts
 
 
 def indexed_text(
