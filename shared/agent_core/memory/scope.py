@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -61,9 +62,20 @@ def scope_skill(scope: str) -> str | None:
     return scope.split(":", 1)[1] if scope.startswith("skill:") else None
 
 
-def _hits(text: str, words: Iterable[str]) -> int:
+def _hits(text: str, words: Sequence[str]) -> int:
+    """How many of ``words`` occur in ``text`` as words (a plural allowed)."""
     low = text.casefold()
+    if not words or _any_word(tuple(words)).search(low) is None:
+        return 0  # most statements name none of a skill's words: one search says so
     return sum(1 for w in words if re.search(rf"(?<![a-z]){re.escape(w)}(?:e?s)?(?![a-z])", low))
+
+
+@functools.lru_cache(maxsize=256)
+def _any_word(words: tuple[str, ...]) -> re.Pattern[str]:
+    """A pattern that matches where any one of ``words`` matches as :func:`_hits` counts it
+    (an alternation backtracks through every word at every place: none missed)."""
+    alternation = "|".join(re.escape(w) for w in words)
+    return re.compile(rf"(?<![a-z])(?:{alternation})(?:e?s)?(?![a-z])")
 
 
 def _named(text: str, skill: str) -> bool:
@@ -124,6 +136,7 @@ def _stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=256)  # a statement is tested against every skill, each time
 def skill_terms(name: str, description: str = "") -> tuple[frozenset[str], frozenset[str]]:
     """(name terms, description terms) that tie a statement to a skill, in both languages.
 

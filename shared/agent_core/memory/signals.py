@@ -353,11 +353,11 @@ def _without_instance_clauses(sentence: str, lifted: bool) -> tuple[str, bool]:
 def _lends(sentence: str, neighbour: str = "") -> bool:
     """A short sentence that only makes its neighbour durable ("Every time.", "以后都照这个来",
     "Don't make me say it twice."): a durability cue and nothing new of its own."""
-    if len(sentence) > 80 or lx.QUESTION.search(sentence) or _has_slot(sentence):
+    if len(sentence) > 80 or lx.QUESTION.search(sentence):
         return False
     if not (lx.STRONG.search(sentence) or lx.LEND.search(sentence)):
-        return False
-    return _new_content(sentence, neighbour) <= 1
+        return False  # (tested before the slots: two searches against every slot's)
+    return not _has_slot(sentence) and _new_content(sentence, neighbour) <= 1
 
 
 def _complaint(sentence: str) -> bool:

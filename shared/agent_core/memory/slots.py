@@ -7,6 +7,7 @@ describe the same preference; when their values differ, the newer entry replaces
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -330,7 +331,11 @@ MAX_CLAUSE_CHARS = 600
 
 def detect_slots(clause: str) -> list[SlotMatch]:
     """All slots in one clause, in order of appearance, at most one per key."""
-    clause = clause[:MAX_CLAUSE_CHARS]
+    return list(_slots(clause[:MAX_CLAUSE_CHARS]))
+
+
+@functools.lru_cache(maxsize=1024)  # the rules ask about one clause several times
+def _slots(clause: str) -> tuple[SlotMatch, ...]:
     found = sorted(_dates(clause) + _numbers(clause) + _charts(clause) + _outputs(clause))
     seen: set[str] = set()
     unique = []
@@ -338,7 +343,7 @@ def detect_slots(clause: str) -> list[SlotMatch]:
         if match.key not in seen:
             seen.add(match.key)
             unique.append(match)
-    return unique
+    return tuple(unique)
 
 
 def mentions_value(clause: str, key: str, value: str) -> bool:
