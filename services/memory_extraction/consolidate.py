@@ -120,10 +120,12 @@ class Consolidator:
         )
         if not batch:
             return report  # nothing worth an LLM call, nothing to write
-        snap = await self.store.load(account_id)
+        # What a proposal is made from, read before the model is asked (the files may change
+        # meanwhile). The rules read the files only under the lock: their work is quick.
+        snap = None if self.proposer is None else await self.store.load(account_id)
         llm_batch: MemoryUpdateBatch | None = None
         refused: list[AppliedChange] = []
-        if self.proposer is not None:
+        if self.proposer is not None and snap is not None:
             try:
                 docs = _usable(snap)
                 llm_batch = await self.proposer.propose(
@@ -139,6 +141,7 @@ class Consolidator:
         async with self.store.lock(account_id):
             for _ in range(_COMMIT_ATTEMPTS):
                 fresh = await self.store.load(account_id)
+                snap = fresh if snap is None else snap
                 if _etags(fresh) != _etags(snap):
                     report.merged_again = True
                 steps, dropped = self._steps(snap, fresh, batch, llm_batch)
