@@ -44,6 +44,7 @@ from services.storage_writer.backends.pg_partitions import (
     join,
 )
 from services.storage_writer.backends.pg_schema import migrate
+from services.storage_writer.backends.pg_standby import ServerWait
 from services.storage_writer.backends.pg_store import PgQueryEngine, PgWriter
 
 __all__ = [
@@ -225,7 +226,6 @@ def migrate_database(dsn: str, partitions: int) -> list[int]:
 
 # pg_try_advisory_lock(OWNER_LOCK_CLASS, partition): the owner of a partition of the sessions.
 OWNER_LOCK_CLASS: Final = 0x736F6F6E  # "soon"
-_STANDBY_POLL_S: Final = 0.05
 
 
 def try_own(conn: PgConn, partition: int, owner: str) -> bool:
@@ -241,12 +241,17 @@ def try_own(conn: PgConn, partition: int, owner: str) -> bool:
     ).fetchone()
     if row is None or not row[0]:
         return False
+    _record_owner(conn, partition=partition, owner=owner)
+    return True
+
+
+def _record_owner(conn: PgConn, *, partition: int, owner: str) -> None:
+    """Say in ``partition_owners`` that ``owner`` (holding the lock on ``conn``) owns it."""
     conn.execute(
         "INSERT INTO partition_owners (partition, owner, since) VALUES (?, ?, now()) "
         "ON CONFLICT (partition) DO UPDATE SET owner = excluded.owner, since = excluded.since",
         (partition, owner),
     )
-    return True
 
 
 def _holder(conn: PgConn, partition: int) -> str:
@@ -279,22 +284,31 @@ def owned_connection(dsn: str, owner: str, partition: int = 0) -> PgConn:
 
 async def own_when_free(dsn: str, owner: str, *, standby: bool, partition: int = 0) -> PgConn:
     """The first write connection: owning ``partition`` now, or (``standby``) as soon as its
-    owner stops; a second non-standby writer is refused with ``writer_locked``."""
+    owner stops (a wait inside the server, :mod:`.pg_standby`); a second non-standby writer is
+    refused with ``writer_locked``."""
     conn = await asyncio.to_thread(open_connection, dsn)
-    waiting = False
     try:
-        while not await asyncio.to_thread(try_own, conn, partition, owner):
-            if not standby:
-                raise await asyncio.to_thread(_locked, conn, partition)
-            if not waiting:
-                log.info("standby: partition %d is owned; taking over when it stops", partition)
-                waiting = True
-            await asyncio.sleep(_STANDBY_POLL_S)
+        if await asyncio.to_thread(try_own, conn, partition, owner):
+            return conn
+        if not standby:
+            raise await asyncio.to_thread(_locked, conn, partition)
     except BaseException:
         conn.close()
         raise
-    if waiting:
-        log.warning("standby: took over partition %d (its previous writer stopped)", partition)
+    log.info("standby: partition %d is owned; taking over when it stops", partition)
+    wait = ServerWait(
+        conn,
+        (OWNER_LOCK_CLASS, partition),
+        partial(_record_owner, partition=partition, owner=owner),
+        asyncio.get_running_loop(),
+    )
+    try:
+        await wait.taken
+    except BaseException:
+        if not wait.abandon():
+            conn.close()
+        raise
+    log.warning("standby: took over partition %d (its previous writer stopped)", partition)
     return conn
 
 
