@@ -25,11 +25,10 @@ import logging
 import os
 import re
 import weakref
-from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,6 +37,7 @@ from agent_core.files import FileStore, FileStoreError, VersionConflict, put_if,
 from agent_core.files.local import LocalFileStore
 from agent_core.memory import MemoryDocument, parse_document, scrub_text
 from agent_core.memory.scope import SCOPE_PATTERN, USER_SCOPE, scope_skill, skill_scope
+from agent_core.recent import Recent
 
 __all__ = [
     "ACCOUNT_PATTERN",
@@ -62,8 +62,6 @@ PRUNE_SLACK: Final = 10
 # Files whose parse, and versions folders whose count, one process keeps (least recently used
 # go first): a team's accounts fit, a million of them do not grow the process.
 CACHED_FILES: Final = 1024
-_K = TypeVar("_K", bound=Hashable)
-_V = TypeVar("_V")
 _ETAG = re.compile(r"^[0-9a-f]{32}$")
 # Conditional appends to the change log tried before giving up (each lost race means another
 # writer's lines went in: only a stampede of writers on one account exhausts them).
@@ -148,12 +146,12 @@ class MemoryStore:
         # exclude, and the next caller gets a fresh one.
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         # The last CACHED_FILES files parsed, least recently used first (a miss re-parses).
-        self._parsed: OrderedDict[tuple[str, str], tuple[str, MemoryDocument]] = OrderedDict()
+        self._parsed: Recent[tuple[str, str], tuple[str, MemoryDocument]] = Recent(CACHED_FILES)
         # Versions folder -> at most how many versions it holds, as this process last listed
         # it and wrote since (another process's writes make it low: the folder is then listed
         # and pruned a little later, never wrongly, since what is deleted comes from a listing).
         # The last CACHED_FILES folders written; one forgotten is listed again at its next write.
-        self._kept: OrderedDict[str, int] = OrderedDict()
+        self._kept: Recent[str, int] = Recent(CACHED_FILES)
 
     # -- keys --------------------------------------------------------------------------------
 
@@ -207,10 +205,9 @@ class MemoryStore:
         tag = tag or etag_of(data) or ""
         cached = self._parsed.get((account_id, scope))
         if cached is not None and cached[0] == tag:
-            self._parsed.move_to_end((account_id, scope))
             return cached[1]
         doc = parse_document(data.decode("utf-8"), scope=scope)
-        _remember(self._parsed, (account_id, scope), (tag, doc))
+        self._parsed.put((account_id, scope), (tag, doc))
         return doc
 
     async def load(self, account_id: str, scopes: Iterable[str] | None = None) -> Snapshot:
@@ -275,7 +272,7 @@ class MemoryStore:
             known = self._kept.get(folder)
             if known is not None and known < KEEP_VERSIONS + PRUNE_SLACK:
                 # A rewrite of the same bytes adds none: counted anyway, harmlessly.
-                _remember(self._kept, folder, known + 1)
+                self._kept.put(folder, known + 1)
                 return
             kept = await self.files.list(folder, limit=100_000)
             if len(kept) > KEEP_VERSIONS:
@@ -284,7 +281,7 @@ class MemoryStore:
                 kept.sort(key=lambda o: (o.modified_at, o.key == key))
                 await self.files.delete(o.key for o in kept[:-KEEP_VERSIONS])
                 kept = kept[-KEEP_VERSIONS:]
-            _remember(self._kept, folder, len(kept))
+            self._kept.put(folder, len(kept))
         except FileStoreError as exc:
             log.warning("memory version of %s not kept: %s", scope, exc.code)
 
@@ -330,11 +327,3 @@ class MemoryStore:
             except ValueError:
                 continue
         return records
-
-
-def _remember(cache: OrderedDict[_K, _V], key: _K, value: _V) -> None:
-    """Put ``key`` last (most recent) in ``cache``, dropping the oldest past ``CACHED_FILES``."""
-    cache[key] = value
-    cache.move_to_end(key)
-    while len(cache) > CACHED_FILES:
-        cache.popitem(last=False)

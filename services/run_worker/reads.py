@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import TypeVar, cast
 
 from agent_core.bus.contracts._replies import TypedQuery
 from agent_core.bus.contracts.storage import GetActivePath, GetTree, StorageQuery
 from agent_core.errors import StorageError
+from agent_core.recent import Recent
 from agent_core.storage_client import StorageClient
 from agent_core.types.mappers import to_node
 from agent_core.types.runtime import Node
@@ -28,8 +28,7 @@ class RunReads:
 
     def __init__(self, storage: StorageClient, *, cached_paths: int = 128) -> None:
         self.storage = storage
-        self._paths: OrderedDict[str, list[Node]] = OrderedDict()
-        self._cached_paths = cached_paths
+        self._paths: Recent[str, list[Node]] = Recent(cached_paths)
 
     async def read(self, query: TypedQuery[R]) -> R:
         """The reply's data, typed by the query (``None`` when nothing visible matched)."""
@@ -63,10 +62,7 @@ class RunReads:
         extends = bool(held) and (not new or new[0].parent_id == after)
         path = [*held, *new] if extends else new
         if path:
-            self._paths[session_id] = path
-            self._paths.move_to_end(session_id)
-            while len(self._paths) > self._cached_paths:
-                self._paths.popitem(last=False)
+            self._paths.put(session_id, path)
         return list(path)
 
     async def path_or_none(self, session_id: str, node_id: str | None) -> list[Node] | None:

@@ -13,7 +13,6 @@ can be inspected later.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,6 +26,7 @@ from agent_core.context.tokens import (
 )
 from agent_core.context.tool_choice import choose_tools
 from agent_core.errors import ConfigError
+from agent_core.recent import Recent
 from agent_core.skills.active import SkillListing
 from agent_core.types.enums import NodeType, Role
 from agent_core.types.protocol import (
@@ -77,8 +77,7 @@ class _MessageCache:
     """
 
     def __init__(self, size: int) -> None:
-        self._size = size
-        self._entries: OrderedDict[str, tuple[Node, ModelMessage]] = OrderedDict()
+        self._entries: Recent[str, tuple[Node, ModelMessage]] = Recent(size)
 
     def message(self, node: Node) -> ModelMessage:
         entry = self._entries.get(node.node_id)
@@ -87,9 +86,7 @@ class _MessageCache:
         role = node.role
         assert role is not Role.SYSTEM  # system nodes become system blocks, never messages
         message = ModelMessage.model_construct(role=role, content=list(node.content))
-        self._entries[node.node_id] = (node, message)
-        if len(self._entries) > self._size:
-            self._entries.popitem(last=False)
+        self._entries.put(node.node_id, (node, message))
         return message
 
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from agent_core.recent import Recent
 from agent_core.types.protocol import (
     ArtifactRefBlock,
     ContentBlock,
@@ -195,8 +195,7 @@ class _NodeCosts:
     """
 
     def __init__(self, size: int) -> None:
-        self._size = size
-        self._entries: OrderedDict[str, tuple[Node, int]] = OrderedDict()
+        self._entries: Recent[str, tuple[Node, int]] = Recent(size)
 
     def of(self, node: Node) -> int:
         """``node``'s recorded estimate, else its content's (computed once per node object)."""
@@ -206,9 +205,7 @@ class _NodeCosts:
         if entry is not None and entry[0] is node:
             return entry[1]
         cost = estimate_blocks(node.content)
-        self._entries[node.node_id] = (node, cost)
-        if len(self._entries) > self._size:
-            self._entries.popitem(last=False)
+        self._entries.put(node.node_id, (node, cost))
         return cost
 
 

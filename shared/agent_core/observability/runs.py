@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
-from typing import Final, Protocol
+from typing import Protocol
 
 from agent_core.errors import ErrorPayload, redact
 from agent_core.observability.logs import log_ids
 from agent_core.observability.metrics import RUN_DURATION, RUNS_ENDED, RUNS_STARTED
+from agent_core.recent import Recent
 from agent_core.types.enums import EndReason, RunStatus
 from agent_core.types.protocol import Usage
 from agent_core.types.runtime import RunHandle
@@ -42,15 +42,12 @@ class RunEndFigures(Protocol):
     def error(self) -> ErrorPayload | None: ...
 
 
-_STARTS: OrderedDict[str, float] = OrderedDict()
-_MAX_TRACKED: Final = 10_000  # runs in flight in one process stay far below this
+_STARTS: Recent[str, float] = Recent(10_000)  # runs in flight in one process stay far below
 
 
 def run_started(handle: RunHandle, *, kind: str) -> None:
     """Log and count the start of an attempt at a run (``kind``: main, branch, child)."""
-    _STARTS[handle.run_id] = time.monotonic()
-    if len(_STARTS) > _MAX_TRACKED:
-        _STARTS.popitem(last=False)
+    _STARTS.put(handle.run_id, time.monotonic())
     RUNS_STARTED.labels(kind).inc()
     with log_ids(session_id=handle.session_id, run_id=handle.run_id, agent_id=handle.agent_id):
         log.info(
@@ -61,7 +58,7 @@ def run_started(handle: RunHandle, *, kind: str) -> None:
 
 def run_ended(handle: RunHandle, outcome: RunEndFigures) -> None:
     """Log and count a run's end (call once per run, where the end is recorded)."""
-    started = _STARTS.pop(handle.run_id, None)
+    started = _STARTS.pop(handle.run_id)
     duration = None if started is None else time.monotonic() - started
     status, reason = outcome.status.value, outcome.end_reason.value
     RUNS_ENDED.labels(status, reason).inc()

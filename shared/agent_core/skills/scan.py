@@ -18,12 +18,12 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from agent_core.recent import Recent
 from agent_core.skills.frontmatter import parse_skill
 from agent_core.skills.model import (
     Skill,
@@ -135,9 +135,7 @@ def _log_once(folder: SkillFolder, problem: SkillProblem) -> None:
     key = (str(folder.path), problem.path, problem.reason)
     if key in _LOGGED:
         return
-    _LOGGED[key] = None
-    if len(_LOGGED) > _CACHE_SIZE:
-        _LOGGED.popitem(last=False)
+    _LOGGED.put(key, True)
     log.warning(
         "skill skipped: %s/%s (%s): %s [%s]",
         folder.path,
@@ -227,12 +225,9 @@ def _scan_skill(
     stamp = (md_stat.st_ino, md_stat.st_size, md_stat.st_mtime_ns)
     cached = _CACHE.get(key)
     if cached is not None and cached[0] == stamp:
-        _CACHE.move_to_end(key)
         return cached[1]
     result = _read_and_parse(folder, Path(skill_dir), md_stat.st_size)
-    _CACHE[key] = (stamp, result)
-    if len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
+    _CACHE.put(key, (stamp, result))
     return result
 
 
@@ -259,8 +254,8 @@ def _read_and_parse(folder: SkillFolder, skill_dir: Path, size: int) -> Skill | 
     return parse_skill(text, folder=skill_dir, source=folder.source)
 
 
-_LOGGED: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+_LOGGED: Recent[tuple[str, str, str], bool] = Recent(_CACHE_SIZE)
 # (SKILL.md path, source) → ((inode, size, mtime), what it parsed to): a file is parsed once.
-_CACHE: OrderedDict[tuple[str, SkillSource], tuple[tuple[int, int, int], Skill | SkillProblem]] = (
-    OrderedDict()
+_CACHE: Recent[tuple[str, SkillSource], tuple[tuple[int, int, int], Skill | SkillProblem]] = Recent(
+    _CACHE_SIZE
 )
