@@ -82,6 +82,8 @@ def _named(text: str, skill: str) -> bool:
     """The skill's name used as a noun ("in the report", "Excel 里"), not as a verb ("we report")."""
     low = text.casefold()
     for word in _name_words(skill)[:2]:
+        if word not in low:
+            continue  # (the pattern below needs the word itself: a substring test says no first)
         for m in re.finditer(rf"(?<![a-z]){re.escape(word)}(?:e?s)?(?![a-z])", low):
             if not re.search(
                 r"(?:\b(?:we|i|you|they|to|will|should|must|please)\s)$", low[: m.start()]
@@ -161,16 +163,22 @@ def skill_terms(name: str, description: str = "") -> tuple[frozenset[str], froze
     return frozenset(name_terms), frozenset(terms - name_terms)
 
 
-def _term_hits(text: str, terms: Iterable[str]) -> int:
+def _words(text: str) -> tuple[str, frozenset[str]]:
+    """``text`` casefolded and its stemmed words, as :func:`_term_hits` matches terms in them."""
     low = text.casefold()
-    words = {_stem(w) for w in re.findall(r"[a-z][a-z0-9_]{1,}", low)}
-    hits = 0
-    for term in terms:
-        if re.search(r"[\u4e00-\u9fff]", term) or "_" in term:
-            hits += term in low
-        else:
-            hits += term in words
-    return hits
+    return low, frozenset(_stem(w) for w in re.findall(r"[a-z][a-z0-9_]{1,}", low))
+
+
+def _term_hits(text: tuple[str, frozenset[str]], terms: Iterable[str]) -> int:
+    """How many of ``terms`` occur in ``text`` (as :func:`_words` gives it): a Chinese term or a
+    tool name anywhere in it, another term as one of its words."""
+    low, words = text
+    return sum(term in low if _anywhere(term) else term in words for term in terms)
+
+
+@functools.lru_cache(maxsize=4096)
+def _anywhere(term: str) -> bool:
+    return "_" in term or re.search(r"[\u4e00-\u9fff]", term) is not None
 
 
 def resolve_scope(
@@ -214,14 +222,15 @@ def skill_of(
     cross = bool(set(slot_keys) & CROSS_CUTTING_SLOTS)
     descriptions = descriptions or {}
     scores: dict[str, int] = {}
+    words = _words(text)
     for s in skills:
         name_terms, desc_terms = skill_terms(s, descriptions.get(s, ""))
         table = 0 if cross else _hits(text, [*keywords.get(s, ()), *_name_words(s)[2:]])
-        extra = _term_hits(text, name_terms - {s.casefold()}) if len(name_terms) > 1 else 0
+        extra = _term_hits(words, name_terms - {s.casefold()}) if len(name_terms) > 1 else 0
         if re.search(r"[\u4e00-\u9fff]", s) and s in text:
             extra += 2
         # The skill's own words count twice the built-in table's: they say what it is for.
-        scores[s] = table + 2 * extra + 2 * _term_hits(text, desc_terms)
+        scores[s] = table + 2 * extra + 2 * _term_hits(words, desc_terms)
     best = max(scores.values(), default=0)
     if best == 0:
         return None

@@ -8,7 +8,7 @@ import re
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from agent_core.memory.scope import DEFAULT_SKILL_KEYWORDS, _hits
+from agent_core.memory.scope import DEFAULT_SKILL_KEYWORDS, _hits, skill_of
 from agent_core.memory.slots import detect_slots
 
 
@@ -42,3 +42,13 @@ def test_a_clause_asked_again_gives_equal_slots_that_the_caller_may_change() -> 
     first.clear()
     again = detect_slots("dates as YYYY-MM-DD, two decimals")
     assert [m.key for m in again] == ["date_format", "decimals"]
+
+
+def test_a_compound_skill_is_named_by_its_spaced_form_and_not_by_a_verb() -> None:
+    skills = ["ppt_builder", "data_cleaning"]
+    assert skill_of("In the data cleaning step, drop empty rows.", skills) == "data_cleaning"
+    assert skill_of("Every ppt_builder deck gets a title slide.", skills) == "ppt_builder"
+    assert skill_of("Please keep answers short.", skills) is None
+    # Both named: the first enabled one wins, found by the spaced form of its compound name.
+    both = ["data_cleaning", "excel"]
+    assert skill_of("For data cleaning, open the excel workbook first.", both) == "data_cleaning"
