@@ -60,6 +60,12 @@ class OutboxLedger:
         to come has a larger one."""
         self.flushed.pop(shard, None)
 
+    def take_flushed(self) -> list[tuple[int, int]]:
+        """Every shard's last flushed seq not yet deleted, ``(shard, seq)`` in shard order, for
+        a caller that deletes them at once (a writer closing); the ledger forgets them."""
+        flushed, self.flushed = sorted(self.flushed.items()), {}
+        return flushed
+
     def plan(
         self, conn_of: Callable[[int], Connection], max_rows: int | None = None
     ) -> FlushPlan | None:

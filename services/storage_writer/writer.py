@@ -138,9 +138,8 @@ class Writer:
             if outbox is not None:
                 if outbox.pending:
                     self.flush_index()
-                for shard, seq in sorted(outbox.flushed.items()):
+                for shard, seq in outbox.take_flushed():
                     self._conn(shard).execute("DELETE FROM search_outbox WHERE seq <= ?", (seq,))
-                outbox.flushed.clear()
         except sqlite3.Error:
             log.exception("the search index could not be flushed; the next start will")
         for conn in self._conns.values():

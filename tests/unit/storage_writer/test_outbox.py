@@ -52,6 +52,8 @@ def test_rows_written_during_a_flush_stay_pending_and_the_flushed_seq_waits_for_
     assert ledger.flushed == {}
     ledger.record(again, {0: 12})
     assert ledger.pending == {} and ledger.rows == 0 and ledger.waiting == 0
+    assert ledger.take_flushed() == [(0, 12)]  # a closing writer deletes them itself
+    assert ledger.take_flushed() == [] and ledger.plan(_no_connection) is None
 
 
 def _no_connection(shard: int) -> sqlite3.Connection:
