@@ -1,5 +1,5 @@
 """Networks beside loopback that tests may connect to: the multi-host harness's own subnets
-(``tests/multinode/harness.py`` adds each fabric's while it exists). Nothing else is allowed:
+(``tests/multinode/fabric.py`` adds each fabric's while it exists). Nothing else is allowed:
 ``tests/conftest.py`` refuses every other outbound connection."""
 
 from __future__ import annotations
