@@ -39,6 +39,7 @@ from urllib.parse import quote
 
 import httpx
 import psutil
+import redis
 from redis.asyncio import Redis
 
 from agent_core.bus import BusNames, make_redis
@@ -62,6 +63,7 @@ REPO = Path(__file__).resolve().parents[2]
 GATEWAY_PORT = 8720  # every host has its own ports: the same number on each, as on real hosts
 _OPS_PORT_BASE = 9460
 _READY_S = 120.0  # a loaded 2-core machine can take a minute to import a host's services
+_BIND_ATTEMPTS = 5
 
 
 class HostValkey:
@@ -85,6 +87,19 @@ class HostValkey:
         return f"redis://:{quote(self.password, safe='')}@127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        """Start it and wait until it answers. A port found free may be taken by another
+        process before Valkey binds it (on loopback, or on the fabric's address, where the port
+        was checked): Valkey then exits at once, and it is started again on another port."""
+        for attempt in range(_BIND_ATTEMPTS):
+            if self._started():
+                return
+            log = (self.data_dir / "valkey.log").read_text()
+            if "Address already in use" not in log or attempt == _BIND_ATTEMPTS - 1:
+                raise AssertionError(f"valkey did not start:\n{log}")
+            self.port = _free_port(self.bind)
+
+    def _started(self) -> bool:
+        """Whether it came up on ``port``; ``False`` if it exited (its log says why)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         conf = self.data_dir / "secret.conf"
         conf.write_text(f'requirepass "{self.password}"\n')
@@ -99,18 +114,23 @@ class HostValkey:
             "--appendonly", "no",
             "--loglevel", "warning",
         ]  # fmt: skip
-        log = (self.data_dir / "valkey.log").open("ab")
+        log = (self.data_dir / "valkey.log").open("wb")
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + 20
         while True:
+            if self.process.poll() is not None:
+                return False
             try:
-                asyncio.run(_ping(self.local_url))
-                return
-            except Exception:
-                if self.process.poll() is not None or time.monotonic() > deadline:
+                _ping(self.local_url)
+                return True
+            except redis.RedisError:
+                if self.process.poll() is not None:
+                    return False
+                if time.monotonic() > deadline:
+                    self.stop()
                     raise AssertionError(
-                        f"valkey did not start:\n{(self.data_dir / 'valkey.log').read_text()}"
+                        f"valkey did not answer:\n{(self.data_dir / 'valkey.log').read_text()}"
                     ) from None
                 time.sleep(0.05)
 
@@ -120,12 +140,14 @@ class HostValkey:
             self.process.wait(10)
 
 
-async def _ping(url: str) -> None:
-    client = make_redis(url)
+def _ping(url: str) -> None:
+    """One PING, without the bus client's retries: a port another process holds must not keep
+    the start waiting (it times out in a second and the start checks its process again)."""
+    client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
     try:
-        await client.ping()
+        client.ping()
     finally:
-        await client.aclose()
+        client.close()
 
 
 @dataclass(frozen=True)
@@ -464,11 +486,19 @@ def _with_bus_fields(config: str, fields: dict[str, object]) -> str:
 
 
 def _free_port(host: str) -> int:
+    """A port free a moment ago on ``host`` and on loopback (Valkey binds both)."""
     import socket
 
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    while True:
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
 
 
 @contextlib.contextmanager
