@@ -17,9 +17,7 @@ take a session's words out before the shard commits). SQLite's lock on the file 
 transactions, and a flush skips the texts of a session whose deletion the catalog has recorded
 (``apply_ops(flush=True)``): a flush that read a session just before its deletion cannot put back
 what the deletion took out. A child that dies (killed, out of memory) fails the flush it was
-running; that flush's rows stay pending and the next flush starts a new child. The first child
-is started by the first flush too, not when the service starts (a standby taking over then
-serves sooner).
+running; that flush's rows stay pending and the next flush starts a new child.
 
 The child is ``python -m services.storage_writer.index_process <catalog> <shards> <log level>
 <log format> <debug> <instance>`` (a plain subprocess: the service may itself be a daemonic

@@ -166,16 +166,15 @@ class _PartitionReader:
 async def _index_flusher(
     ctx: ServiceContext, writer: CommandApplier, write_thread: ThreadPoolExecutor
 ) -> IndexFlusher | None:
-    """The SQLite writer's search-index flusher, a first flush due (which starts its process)
+    """The SQLite writer's search-index flusher, its process started and a first flush due
     when rows wait (those a crashed writer left, counted when the files were opened); ``None``
     for a writer that indexes in its batches (PostgreSQL's)."""
     if not (isinstance(writer, Writer) and writer.has_outbox):
         return None
     s = ctx.settings
     logs = LogSetup(s.log_level, s.observability.log_format, s.debug, ctx.instance)
-    # Started by its first flush, not here: a standby taking over would otherwise start a Python
-    # process (its imports are ~0.1 s of CPU) while it opens the files and starts serving.
     indexer = IndexProcess(writer.layout, logs)
+    await indexer.start()
     flusher = IndexFlusher(writer, write_thread, indexer=indexer)
     flusher.after_batch()
     return flusher
