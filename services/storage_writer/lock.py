@@ -57,8 +57,9 @@ class WriterLock:
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd
 
-    async def acquire_when_free(self) -> None:
+    async def acquire_when_free(self) -> bool:
         """Take the lock, or wait until it is free and take it (a standby writer); cancellable.
+        ``True`` when it waited: this writer takes over from another.
 
         The wait is a blocking ``flock`` on a daemon thread of its own: the kernel grants it the
         moment the owner's descriptor closes (its death included), so a takeover costs no poll
@@ -77,7 +78,7 @@ class WriterLock:
             )
         else:
             log.info("active: this writer holds the database")
-            return
+            return False
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         waiter = _Waiter(fd, asyncio.get_running_loop())
         try:
@@ -87,6 +88,7 @@ class WriterLock:
             raise
         self._claim(fd)
         log.warning("standby: took over the database (its previous writer stopped)")
+        return True
 
     def release(self) -> None:
         """Release the lock (closing the descriptor releases the flock)."""

@@ -33,14 +33,17 @@ class SqliteBackend:
     engine: QueryEngine
     lock: WriterLock
     name: str = "sqlite"
+    # Whether this writer waited for the lock: a standby taking over from a writer that stopped.
+    took_over: bool = False
     _checkpoints: list[CheckpointLoop] = field(default_factory=list)
 
     @classmethod
     async def open(cls, settings: Settings) -> SqliteBackend:
         """Take the lock (or wait for it as a standby), then create or migrate the files."""
         lock = WriterLock(settings.db_path)
+        took_over = False
         if settings.storage.standby:
-            await lock.acquire_when_free()
+            took_over = await lock.acquire_when_free()
         else:
             lock.acquire()  # raises StorageError("writer_locked"): the CLI prints it and exits 2
         opened: OpenedCatalog | None = None
@@ -63,7 +66,7 @@ class SqliteBackend:
             outbox_left=opened.outbox_left,
             connections=opened.connections,
         )
-        return cls(writer, QueryEngine(opened.layout), lock)
+        return cls(writer, QueryEngine(opened.layout), lock, took_over=took_over)
 
     def tasks(self, write_thread: Executor) -> list[BackgroundTask]:
         """The WAL checkpoints, asking the writer on its own thread what it wrote."""

@@ -15,10 +15,12 @@ import sys
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from agent_core.bus.contracts.storage import DeleteSession, SearchSessions
+from agent_core.config import load_settings
 from agent_core.ids import new_id
 from agent_core.types.protocol import TextBlock
 from services.storage_writer import index_process
@@ -26,6 +28,7 @@ from services.storage_writer.index_flush import IndexFlusher
 from services.storage_writer.index_process import IndexProcess, IndexProcessError
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.search_index import IndexOp, apply_ops
+from services.storage_writer.service import _index_flusher
 from services.storage_writer.shards import open_catalog
 from services.storage_writer.writer import Writer
 from tests.unit.storage_writer.factories import append_node, create_session
@@ -196,3 +199,25 @@ async def test_a_silent_child_is_killed_and_a_closed_process_starts_none(
     with pytest.raises(IndexProcessError, match="closed"):
         await rig.indexer.flush({0: 0})
     assert rig.indexer.pid is None
+
+
+async def test_a_writer_taking_over_starts_its_index_process_at_its_first_flush(
+    tmp_path: Path,
+) -> None:
+    """A standby taking over serves first; a writer starting with the stack starts it at once."""
+    writer = Writer(open_catalog(tmp_path / "sessions.sqlite", shard_count=2), tmp_path / "a", 1024)
+    thread = ThreadPoolExecutor(max_workers=1)
+    # What the flusher reads of the service's context: its settings (for the child's logs).
+    ctx = SimpleNamespace(settings=load_settings(env={}), instance="0")
+    flushers = []
+    try:
+        for start in (False, True):
+            flusher = await _index_flusher(ctx, writer, thread, start=start)  # type: ignore[arg-type]
+            assert flusher is not None and flusher._indexer is not None
+            flushers.append(flusher)
+            assert (flusher._indexer.pid is not None) is start
+    finally:
+        for flusher in flushers:
+            await flusher.close()
+        thread.shutdown()
+        writer.close()

@@ -186,7 +186,8 @@ async def test_a_standby_takes_the_lock_when_its_owner_dies(tmp_path: Path) -> N
     owner.kill()  # SIGKILL: the kernel drops its lock, and the blocked flock is granted
     owner.wait()
     async with asyncio.timeout(30):
-        await waiting
+        took_over = await waiting
+    assert took_over  # it waited: the service starts its index's process later (a takeover)
     assert standby.held and standby.path.read_text() == str(os.getpid())
     standby.release()
 
@@ -221,7 +222,7 @@ async def test_a_grant_settled_before_a_cancel_is_released(tmp_path: Path) -> No
 
 async def test_a_free_lock_is_taken_at_once_by_a_standby(tmp_path: Path) -> None:
     standby = WriterLock(tmp_path / "s.sqlite")
-    await standby.acquire_when_free()
+    assert not await standby.acquire_when_free()  # nobody to take over from
     assert standby.held and standby.path.read_text() == str(os.getpid())
     standby.release()
 
