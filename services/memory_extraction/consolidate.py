@@ -120,12 +120,13 @@ class Consolidator:
         )
         if not batch:
             return report  # nothing worth an LLM call, nothing to write
-        # What a proposal is made from, read before the model is asked (the files may change
-        # meanwhile). The rules read the files only under the lock: their work is quick.
-        snap = None if self.proposer is None else await self.store.load(account_id)
+        # A proposal is made from the files read before the model is asked (they may change
+        # meanwhile); the rules read them only under the lock, their work being quick.
+        snap: Snapshot | None = None
         llm_batch: MemoryUpdateBatch | None = None
         refused: list[AppliedChange] = []
-        if self.proposer is not None and snap is not None:
+        if self.proposer is not None:
+            snap = await self.store.load(account_id)
             try:
                 docs = _usable(snap)
                 llm_batch = await self.proposer.propose(

@@ -88,16 +88,4 @@ def indexed_text(
 ) -> str | None:
     """The text the index holds for a row: the title it keeps, or its message's, read from the
     session's shard ``shard`` (``None`` if the node is not there)."""
-    if node_id == "":
-        return title
-    try:
-        row = shard.execute(
-            f"SELECT role, node_type, content_json FROM {nodes_table(session_id)} "
-            "WHERE node_id = ?",
-            (node_id,),
-        ).fetchone()
-    except sqlite3.OperationalError as exc:
-        if "no such table" not in str(exc):
-            raise
-        return None  # the session was deleted since its row was read
-    return None if row is None else node_text(row[0], row[1], json.loads(row[2]))
+    return title if node_id == "" else node_texts(shard, session_id, [node_id]).get(node_id)
