@@ -19,7 +19,7 @@ transactions, and a flush skips the texts of a session whose deletion the catalo
 what the deletion took out. A child that dies (killed, out of memory) fails the flush it was
 running; that flush's rows stay pending and the next flush starts a new child.
 
-The child is ``python -m services.storage_writer.index_process <catalog> <shards> <log level>
+The child is ``python -m services.storage_writer.index_child <catalog> <shards> <log level>
 <log format> <debug> <instance>`` (a plain subprocess: the service may itself be a daemonic
 ``multiprocessing`` child, which may not have children of its own), one JSON line each way per
 flush on its standard input and output; its log lines go to the service's standard error, in the
@@ -32,18 +32,13 @@ import asyncio
 import contextlib
 import json
 import logging
-import sqlite3
 import sys
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from agent_core.observability.logs import configure_logging
-from services.storage_writer.schema import configure
-from services.storage_writer.search_index import flush_outbox
 from services.storage_writer.shards import ShardLayout
 
-__all__ = ["IndexProcess", "IndexProcessError", "LogSetup", "main"]
+__all__ = ["IndexProcess", "IndexProcessError", "LogSetup"]
 
 log = logging.getLogger("soong.storage_writer")
 
@@ -74,55 +69,6 @@ class IndexProcessError(RuntimeError):
     the flusher, never sent: no command or query waits on it."""
 
 
-class _Child:
-    """The child's connections: the catalog's (to write the index), each shard's read-only."""
-
-    def __init__(self, db_path: str, shard_count: int) -> None:
-        self.layout = ShardLayout(Path(db_path), shard_count)
-        self.catalog = self._open(self.layout.db_path, readonly=False)
-        self.shards: dict[int, sqlite3.Connection] = {}
-
-    @staticmethod
-    def _open(path: Path, *, readonly: bool) -> sqlite3.Connection:
-        conn = sqlite3.connect(path, isolation_level=None)
-        configure(conn, readonly=readonly)
-        if not readonly:  # the writer's checkpointer checkpoints the catalog as it does a shard
-            conn.execute("PRAGMA wal_autocheckpoint=0")
-        return conn
-
-    def flush(self, after: dict[int, int]) -> tuple[dict[int, int], int]:
-        shards: dict[int, tuple[sqlite3.Connection, int]] = {}
-        for shard, seq in after.items():
-            if shard not in self.shards:
-                self.shards[shard] = self._open(self.layout.path(shard), readonly=True)
-            shards[shard] = (self.shards[shard], seq)
-        return flush_outbox(self.catalog, shards)
-
-    def answer(self, line: bytes) -> dict[str, Any]:
-        """The reply to one request line: ``{"after": {shard: seq}}``."""
-        try:
-            after = {int(k): int(v) for k, v in json.loads(line)["after"].items()}
-            last, moved = self.flush(after)
-        except (sqlite3.Error, ValueError, KeyError, TypeError, AttributeError) as exc:
-            log.exception("search index flush failed")
-            return {"error": f"{type(exc).__name__}: {exc}"}
-        return {"last": {str(k): v for k, v in last.items()}, "moved": moved}
-
-
-def main(argv: list[str]) -> int:
-    """The child: answer flush requests from standard input until it closes."""
-    db_path, shards, level, fmt, debug, instance = argv
-    configure_logging(
-        level, "search_index", instance, "json" if fmt == "json" else "text", debug=debug == "1"
-    )
-    child = _Child(db_path, int(shards))
-    out = sys.stdout.buffer
-    for line in sys.stdin.buffer:
-        out.write(json.dumps(child.answer(line), separators=(",", ":")).encode() + b"\n")
-        out.flush()
-    return 0
-
-
 class IndexProcess:
     """The child process, as the service sees it. Used on the event loop, one flush at a time
     (``index_flush.IndexFlusher`` holds its lock around each)."""
@@ -144,7 +90,7 @@ class IndexProcess:
             self._proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "services.storage_writer.index_process",
+                "services.storage_writer.index_child",
                 str(self._layout.db_path),
                 str(self._layout.shard_count),
                 *self._log.argv(),
@@ -209,7 +155,3 @@ class IndexProcess:
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -13,9 +13,10 @@ import hashlib
 import re
 import secrets
 from datetime import UTC, datetime
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from agent_core.errors import SchemaError
+if TYPE_CHECKING:
+    from agent_core.errors import SchemaError
 
 __all__ = [
     "IDENTIFIER_PATTERN",
@@ -83,7 +84,7 @@ def is_valid_id(value: object, prefix: IdPrefix) -> bool:
 def validate_id(value: object, prefix: IdPrefix) -> str:
     """Return ``value`` if it is a valid ``<prefix>_…`` id, else raise :class:`SchemaError`."""
     if not is_valid_id(value, prefix):
-        raise SchemaError(
+        raise _refused(
             "invalid_id",
             f"expected an id starting with {prefix + '_'!r}",
             details={"prefix": prefix, "value": repr(value)[:80]},
@@ -110,9 +111,9 @@ def sanitize_identifier(value: object) -> str:
     so two different inputs can never map to the same table.
     """
     if not isinstance(value, str) or len(value) > _MAX_IDENTIFIER:
-        raise SchemaError("invalid_identifier", "identifier is not a short string")
+        raise _refused("invalid_identifier", "identifier is not a short string")
     if _IDENTIFIER.fullmatch(value) is None:
-        raise SchemaError(
+        raise _refused(
             "invalid_identifier",
             "identifier may contain only ASCII letters, digits and underscores",
             details={"value": repr(value)[:80]},
@@ -125,5 +126,14 @@ def validate_session_id(value: object) -> str:
     sanitize_identifier(value)
     assert isinstance(value, str)
     if _SESSION_ID.fullmatch(value) is None:
-        raise SchemaError("invalid_session_id", "not a session id", details={"value": value[:80]})
+        raise _refused("invalid_session_id", "not a session id", details={"value": value[:80]})
     return value
+
+
+def _refused(code: str, message: str, *, details: dict[str, Any] | None = None) -> SchemaError:
+    # Imported when an id is refused, not with this module: the search index's child names
+    # session tables (their ids checked here) and would otherwise load the error payloads'
+    # pydantic models, most of its start-up.
+    from agent_core.errors import SchemaError
+
+    return SchemaError(code, message, details=details)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent_core import errors
+from agent_core import errors, redaction
 from agent_core.errors import (
     AgentCoreError,
     BusTimeoutError,
@@ -95,7 +95,7 @@ def test_redact_is_idempotent(text: str) -> None:
 
 
 def _every_pattern(text: str) -> str:
-    for pattern, replacement in errors._PATTERNS:
+    for pattern, replacement in redaction._PATTERNS:
         text = pattern.sub(replacement, text)
     return text
 
@@ -129,7 +129,7 @@ _PLAIN_PAIR = re.compile(
 @settings(max_examples=1000)
 @given(text=st.lists(st.one_of(_PIECES, st.text(max_size=8)), max_size=25).map("".join))
 def test_the_key_value_lookahead_never_changes_a_match(text: str) -> None:
-    pattern, replacement = errors._PATTERNS[-1]
+    pattern, replacement = redaction._PATTERNS[-1]
     assert pattern.sub(replacement, text) == _PLAIN_PAIR.sub(replacement, text)
 
 
@@ -146,7 +146,7 @@ def test_the_key_value_lookahead_never_changes_a_match(text: str) -> None:
 def test_a_key_is_redacted_within_its_length_bounds(key: str, redacted: bool) -> None:
     text = f"see {key} = hunter2hunter2; {key}: hunter2hunter2"
     assert ("hunter2" not in redact(text)) is redacted
-    assert redact(text) == _PLAIN_PAIR.sub(errors._PATTERNS[-1][1], text)
+    assert redact(text) == _PLAIN_PAIR.sub(redaction._PATTERNS[-1][1], text)
 
 
 def test_redact_obj_walks_nested_details() -> None:

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Final, Literal, TextIO
 
-from agent_core.errors import redact, redact_obj
+from agent_core.redaction import redact, redact_obj
 
 __all__ = [
     "THIRD_PARTY_LOGGERS",

@@ -22,7 +22,7 @@ from typing import Any
 from agent_core.bus import StreamConsumer, drain_own, reclaim_loop
 from agent_core.config import Settings
 from agent_core.errors import ConfigError
-from agent_core.observability import observe_pending, render_metrics
+from agent_core.observability.metrics import observe_pending, render_metrics
 from agent_core.observability.tracing import setup_tracing
 from agent_core.service.context import ServiceContext, ServiceParts
 from agent_core.service.health import health_consumer, subscribers_running

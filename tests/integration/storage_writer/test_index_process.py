@@ -146,7 +146,7 @@ def test_a_bad_request_gets_an_error_reply_and_a_log_line_in_the_services_format
     layout = open_catalog(tmp_path / "s.sqlite", shard_count=2)
     argv = [str(layout.db_path), "2", "INFO", "json", "0", "3"]
     done = subprocess.run(
-        [sys.executable, "-m", "services.storage_writer.index_process", *argv],
+        [sys.executable, "-m", "services.storage_writer.index_child", *argv],
         input=b'{"after": {"x": 1}}\n{"after": {}}\n',
         capture_output=True,
         timeout=60,

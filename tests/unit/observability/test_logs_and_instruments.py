@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import REGISTRY
 
-from agent_core.observability import configure_logging, log_ids
 from agent_core.observability.instrument import InstrumentedAdapter, tool_call
+from agent_core.observability.logs import configure_logging, log_ids
 from agent_core.runtime.scripted import ScriptedModel, ScriptedReply
 from agent_core.types.protocol import ModelMessage, ModelRequest, Role, TextBlock
 
