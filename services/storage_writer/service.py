@@ -87,9 +87,7 @@ async def assemble(ctx: ServiceContext) -> StorageWriterService:
     write_thread = ThreadPoolExecutor(1, thread_name_prefix=f"{backend.name}-writer")
     read_thread = ThreadPoolExecutor(1, thread_name_prefix=f"{backend.name}-reader")
     loop = asyncio.get_running_loop()
-    flusher = await _index_flusher(
-        ctx, writer, write_thread, start=not getattr(backend, "took_over", False)
-    )
+    flusher = await _index_flusher(ctx, writer, write_thread, start=not backend.took_over)
 
     async def write_batch(batch: list[tuple[StorageCommand, Delivery]]) -> list[CommandReceipt]:
         commands = [command for command, _ in batch]
@@ -171,9 +169,10 @@ async def _index_flusher(
     """The SQLite writer's search-index flusher, a first flush due when rows wait (those a
     crashed writer left, counted when the files were opened); ``None`` for a writer that
     indexes in its batches (PostgreSQL's). Its process is started here with ``start``, else by
-    its first flush: a standby taking over (``start`` false) serves sooner without a Python
-    process's start-up beside it (~0.15 s of CPU; serving again after a SIGKILL 0.11 -> 0.09 s),
-    while a writer starting with the stack pays that start-up before its first work."""
+    its first flush: a standby taking over (``start`` false, ``StorageBackend.took_over``) serves
+    sooner without a Python process's start-up beside it (serving again after a SIGKILL 0.11 ->
+    0.09 s when that start cost ~0.15 s of CPU; ~0.05 s since ``index_child``), while a writer
+    starting with the stack pays that start-up before its first work."""
     if not (isinstance(writer, Writer) and writer.has_outbox):
         return None
     s = ctx.settings

@@ -80,6 +80,13 @@ class StorageBackend(Protocol):
         """The query side (the read thread's)."""
         ...
 
+    @property
+    def took_over(self) -> bool:
+        """Whether this writer waited, as a standby, for the previous one to stop: a takeover,
+        which should serve again before anything else starts (the service then starts the
+        search index's process at its first flush)."""
+        ...
+
     def tasks(self, write_thread: Executor) -> list[BackgroundTask]:
         """Background tasks for the service runner (each runs until its event is set)."""
         ...

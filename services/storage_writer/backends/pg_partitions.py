@@ -127,6 +127,12 @@ class PartitionedPostgres:
         """No single writer: see :attr:`owned`."""
         return _NoSingleWriter()
 
+    @property
+    def took_over(self) -> bool:
+        """Never at its opening: a writer sharing partitions joins the others and takes its
+        share (and a stopped writer's) while it runs."""
+        return False
+
     def tasks(self, write_thread: Executor) -> list[BackgroundTask]:
         """The manager loop (the module's docstring)."""
         return [self._manage]

@@ -282,14 +282,16 @@ def owned_connection(dsn: str, owner: str, partition: int = 0) -> PgConn:
     return conn
 
 
-async def own_when_free(dsn: str, owner: str, *, standby: bool, partition: int = 0) -> PgConn:
+async def own_when_free(
+    dsn: str, owner: str, *, standby: bool, partition: int = 0
+) -> tuple[PgConn, bool]:
     """The first write connection: owning ``partition`` now, or (``standby``) as soon as its
-    owner stops (a wait inside the server, :mod:`.pg_standby`); a second non-standby writer is
-    refused with ``writer_locked``."""
+    owner stops (a wait inside the server, :mod:`.pg_standby`), and whether it waited; a second
+    non-standby writer is refused with ``writer_locked``."""
     conn = await asyncio.to_thread(open_connection, dsn)
     try:
         if await asyncio.to_thread(try_own, conn, partition, owner):
-            return conn
+            return conn, False
         if not standby:
             raise await asyncio.to_thread(_locked, conn, partition)
     except BaseException:
@@ -309,7 +311,7 @@ async def own_when_free(dsn: str, owner: str, *, standby: bool, partition: int =
             conn.close()
         raise
     log.warning("standby: took over partition %d (its previous writer stopped)", partition)
-    return conn
+    return conn, True
 
 
 @dataclass
@@ -319,6 +321,8 @@ class PostgresBackend:
     writer: PgWriter
     engine: PgQueryEngine
     name: str = "postgres"
+    # Whether this writer waited for the partition as a standby (``own_when_free``).
+    took_over: bool = False
 
     def tasks(self, write_thread: Executor) -> list[BackgroundTask]:
         """No checkpoints (PostgreSQL makes its own); one watcher that stops the service when
@@ -393,7 +397,7 @@ async def open_postgres(settings: Settings) -> PostgresBackend | PartitionedPost
             claim_interval_s=settings.bus.claim_interval_s,
         )
     control.close()
-    first = await own_when_free(dsn, owner, standby=settings.storage.standby)
+    first, took_over = await own_when_free(dsn, owner, standby=settings.storage.standby)
     writer = PgWriter(
         partial(owned_connection, dsn, owner),
         settings.db_path.parent / "artifacts",
@@ -401,4 +405,6 @@ async def open_postgres(settings: Settings) -> PostgresBackend | PartitionedPost
         first=first,
         files=await open_file_store(settings),
     )
-    return PostgresBackend(writer, PgQueryEngine(partial(open_connection, dsn)))
+    return PostgresBackend(
+        writer, PgQueryEngine(partial(open_connection, dsn)), took_over=took_over
+    )

@@ -58,7 +58,8 @@ async def test_a_standby_takes_the_partition_when_its_owner_stops(postgres_dsn: 
         assert not standby.done() and _holder(postgres_dsn) == "writer-a"
         owner.close()
         async with asyncio.timeout(60):
-            conn = await standby
+            conn, waited = await standby
+        assert waited  # a takeover, as the service learns it (PostgresBackend.took_over)
         try:
             assert _holder(postgres_dsn) == "writer-b"
             third = open_connection(postgres_dsn)
@@ -71,6 +72,15 @@ async def test_a_standby_takes_the_partition_when_its_owner_stops(postgres_dsn: 
     finally:
         standby.cancel()
         owner.close()
+
+
+async def test_a_writer_owning_a_free_partition_did_not_take_over(postgres_dsn: str) -> None:
+    migrate_database(postgres_dsn, 1)
+    conn, waited = await own_when_free(postgres_dsn, "writer-a", standby=True)
+    try:
+        assert not waited and _holder(postgres_dsn) == "writer-a"
+    finally:
+        conn.close()
 
 
 async def test_a_cancelled_standby_leaves_no_wait_and_no_connection(postgres_dsn: str) -> None:
