@@ -41,7 +41,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 from tests.fakes.script import Delay, Finish, ScriptedTurn, Text, Usage  # noqa: E402
-from tests.multinode.harness import Cluster, Service, cluster  # noqa: E402
+from tests.multinode.cluster import Cluster, cluster  # noqa: E402
+from tests.multinode.harness import Service  # noqa: E402
 from tests.multinode.load import Load, LoadShape  # noqa: E402
 
 CORE = (

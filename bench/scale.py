@@ -62,7 +62,8 @@ from helpers.sse_client import RawClient  # noqa: E402
 
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 from tests.fakes.script import Delay, Finish, ScriptedTurn, Text, Usage  # noqa: E402
-from tests.multinode.harness import Cluster, Host, Service, cluster  # noqa: E402
+from tests.multinode.cluster import Cluster, cluster  # noqa: E402
+from tests.multinode.harness import Host, Service  # noqa: E402
 
 CONFIG = """
 [gateway]

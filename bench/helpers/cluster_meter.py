@@ -1,7 +1,7 @@
 """What the multi-host benches meter on a harness stack: every host's processes' CPU by service,
 the bus's own CPU and its primaries' command count, and the machine's CPU, between two reads.
 
-Used by ``bench/scale.py``; the stack is a :class:`tests.multinode.harness.Cluster` (one Valkey,
+Used by ``bench/scale.py``; the stack is a :class:`tests.multinode.cluster.Cluster` (one Valkey,
 a Sentinel set or a Cluster on its fabric). Older revisions' harnesses have no topology-aware
 client (``bus_client``) or pid list (``bus_pids``): the functions fall back to the one Valkey, so
 ``make bench-compare`` can meter them too.
@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from agent_core.bus import make_redis
 
 if TYPE_CHECKING:
-    from tests.multinode.harness import Cluster
+    from tests.multinode.cluster import Cluster
 
 __all__ = ["Meter", "bus_client", "bus_pids", "machine_cpu", "role_of"]
 

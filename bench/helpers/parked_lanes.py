@@ -19,7 +19,7 @@ from agent_core.ids import new_id, new_session_id
 from agent_core.runqueue import QueuedRun, SessionQueue
 
 if TYPE_CHECKING:
-    from tests.multinode.harness import Cluster
+    from tests.multinode.cluster import Cluster
 
 __all__ = ["PARKED_TOKEN", "park_lanes", "unpark_lanes"]
 

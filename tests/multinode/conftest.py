@@ -15,7 +15,8 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.script import Delay, Finish, ScriptedTurn, Text, Usage
-from tests.multinode.harness import Cluster, Service, cluster
+from tests.multinode.cluster import Cluster, cluster
+from tests.multinode.harness import Service
 
 pytestmark = pytest.mark.multinode
 

@@ -1,4 +1,4 @@
-"""Several hosts on one machine: the instrument the multi-host tests and ``bench/scale.py`` use.
+"""Hosts on one machine, for the multi-host tests and benches: the bus's Valkey and the hosts.
 
 A *host* is a process group in namespaces of its own, started by ``unshare --mount --net``:
 
@@ -17,22 +17,24 @@ is SIGKILL to its process group, as a power cut would (its tmpfs goes with its n
 Every address used is loopback or the harness's own subnet (``10.200.0.0/13``-ish, chosen from
 the pid so that two runs on one machine do not collide); nothing leaves the machine.
 
+Here: :class:`HostValkey` (the bus engine of a one-Valkey run), :class:`Service`, :class:`Host`
+and :func:`stop_hosts`. The engines and the hosts of one run are put together, started and
+stopped by :class:`~tests.multinode.cluster.Cluster` (``tests/multinode/cluster.py``).
+
 Needs root (namespaces, mounts, links, iptables) and iproute2, util-linux and iptables, which
 CI's Debian image has.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
 import os
 import shlex
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -40,23 +42,17 @@ from urllib.parse import quote
 import httpx
 import psutil
 import redis
-from redis.asyncio import Redis
 
-from agent_core.bus import BusNames, make_redis
-from agent_core.bus.topology import bus_client
-from agent_core.config.schema import BusSettings
 from agent_core.service.valkey import valkey_binary
-from services.gateway.keys import ApiKeyStore
-from tests.engines.valkey_topologies import Topology, start_topology
-from tests.fakes.openai_server import FakeOpenAIServer
 from tests.multinode.fabric import Fabric, run
 
 __all__ = [
     "GATEWAY_PORT",
-    "Cluster",
     "Host",
     "HostValkey",
     "Service",
+    "free_port",
+    "stop_hosts",
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,7 +92,7 @@ class HostValkey:
             log = (self.data_dir / "valkey.log").read_text()
             if "Address already in use" not in log or attempt == _BIND_ATTEMPTS - 1:
                 raise AssertionError(f"valkey did not start:\n{log}")
-            self.port = _free_port(self.bind)
+            self.port = free_port(self.bind)
 
     def _started(self) -> bool:
         """Whether it came up on ``port``; ``False`` if it exited (its log says why)."""
@@ -332,160 +328,7 @@ def stop_hosts(hosts: Sequence[Host], timeout_s: float = 20) -> None:
         host.kill()  # what did not stop in time (nothing, when all stopped)
 
 
-@dataclass
-class Cluster:
-    """The engines and the hosts of one harness run."""
-
-    base: Path
-    fabric: Fabric
-    # The bus: one Valkey (``valkey``), or a Sentinel set or a Cluster on the fabric (``topology``).
-    valkey: HostValkey | None
-    env: dict[str, str]
-    hosts: dict[str, Host] = field(default_factory=dict)
-    api_key: str = ""
-    topology: Topology | None = None
-
-    @property
-    def home(self) -> Path:
-        """The home path, the same string on every host (a private tmpfs on each)."""
-        return self.base / "home"
-
-    @classmethod
-    def start(
-        cls,
-        base: Path,
-        env: dict[str, str] | None = None,
-        config: str = "",
-        bus: str = "standalone",
-        second: int = 0,
-    ) -> Cluster:
-        """The fabric, the bus on it, and an API key; no hosts yet (see :meth:`add_host`).
-        ``config``: the ``config.toml`` every host's services read (``SOONG_CONFIG``); ``bus``:
-        ``standalone`` (one Valkey), ``sentinel`` or ``cluster`` (``tests/engines``' topologies,
-        listening on the fabric; their ``[bus]`` fields are added to ``config``); ``second``:
-        numbers a cluster up beside another of this process (its own links and subnet)."""
-        fabric = Fabric(second)
-        fabric.up()
-        valkey: HostValkey | None = None
-        topology: Topology | None = None
-        try:
-            if bus == "standalone":
-                valkey = HostValkey(base / "valkey", fabric.engine_ip, _free_port(fabric.engine_ip))
-                valkey.start()
-                url = valkey.url
-            else:
-                topology = start_topology(bus, base / "bus", fabric.engine_ip)
-                url = topology.url
-                config = _with_bus_fields(config, topology.bus_settings())
-        except BaseException:
-            fabric.down()
-            raise
-        config_file = base / "config.toml"
-        config_file.write_text(config)
-        cluster = cls(
-            base,
-            fabric,
-            valkey,
-            {
-                **os.environ,
-                **(env or {}),
-                "SOONG_REDIS_URL": url,
-                "SOONG_CONFIG": str(config_file),
-            },
-            topology=topology,
-        )
-        cluster.api_key = asyncio.run(cluster._make_key())
-        return cluster
-
-    def bus_client(self) -> Redis:
-        """A client of the bus for the test itself (close it)."""
-        if self.topology is not None:
-            return bus_client(BusSettings.model_validate(self.topology.bus_settings()))
-        assert self.valkey is not None
-        return make_redis(self.valkey.local_url)
-
-    def bus_pids(self) -> list[int]:
-        """The bus's server processes (sentinels included)."""
-        servers = self.topology.servers if self.topology is not None else [self.valkey]
-        return [s.process.pid for s in servers if s is not None and s.process is not None]
-
-    async def _make_key(self) -> str:
-        redis = self.bus_client()
-        try:
-            key, _ = await ApiKeyStore(redis, BusNames(self.namespace)).create("dev")
-            return key
-        finally:
-            await redis.aclose()
-
-    @property
-    def namespace(self) -> str:
-        return self.env.get("SOONG_BUS_NAMESPACE", "soong")
-
-    def add_host(self, name: str, services: Sequence[Service], *, wait: bool = True) -> Host:
-        """Start a host running ``services``."""
-        assert name not in self.hosts, name
-        host = Host(name, len(self.hosts), services, self.home, self.base / "logs", dict(self.env))
-        self.hosts[name] = host
-        host.start(self.fabric)
-        if wait:
-            host.wait_ready()
-        return host
-
-    @contextlib.contextmanager
-    def serving(self, model: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
-        """``model`` (a scripted OpenAI-style server) listening on the fabric for the block,
-        and the hosts added meanwhile pointed at it as their default model."""
-        model.host = self.fabric.engine_ip
-        model.start_in_thread()
-        self.env.update(
-            {
-                "SOONG_MODEL_PROVIDER": "openai",
-                "SOONG_MODEL_NAME": "fake-model",
-                "SOONG_MODEL_BASE_URL": model.sdk_base_url,
-                "OPENAI_API_KEY": "sk-test-not-a-real-key-000000",
-            }
-        )
-        try:
-            yield model
-        finally:
-            model.stop_thread()
-
-    def start_hosts(self, hosts: Sequence[tuple[str, Sequence[Service]]]) -> list[Host]:
-        """Start ``hosts`` (name, services) together; return them once each is ready."""
-        started = [self.add_host(name, services, wait=False) for name, services in hosts]
-        for host in started:
-            host.wait_ready()
-        return started
-
-    def cut(self, host: Host) -> None:
-        self.fabric.cut(host.ip)
-
-    def heal(self, host: Host) -> None:
-        self.fabric.heal(host.ip)
-
-    def logs(self) -> str:
-        return "\n".join(h.log()[-3000:] for h in self.hosts.values())
-
-    def stop(self) -> None:
-        stop_hosts(list(self.hosts.values()))
-        if self.valkey is not None:
-            self.valkey.stop()
-        if self.topology is not None:
-            self.topology.stop()
-        self.fabric.down()
-
-
-def _with_bus_fields(config: str, fields: dict[str, object]) -> str:
-    """``config`` with the topology's ``[bus]`` fields (the URL comes from the environment)."""
-    lines = "".join(
-        f"{key} = {json.dumps(value)}\n" for key, value in fields.items() if key != "redis_url"
-    )
-    if "[bus]\n" in config:
-        return config.replace("[bus]\n", f"[bus]\n{lines}", 1)
-    return f"{config}\n[bus]\n{lines}"
-
-
-def _free_port(host: str) -> int:
+def free_port(host: str) -> int:
     """A port free a moment ago on ``host`` and on loopback (Valkey binds both)."""
     import socket
 
@@ -499,19 +342,3 @@ def _free_port(host: str) -> int:
             except OSError:
                 continue
         return port
-
-
-@contextlib.contextmanager
-def cluster(
-    base: Path,
-    env: dict[str, str] | None = None,
-    config: str = "",
-    bus: str = "standalone",
-    second: int = 0,
-) -> Iterator[Cluster]:
-    """A :class:`Cluster` for the ``with`` block (``second``: see :meth:`Cluster.start`)."""
-    started = Cluster.start(base, env, config, bus, second)
-    try:
-        yield started
-    finally:
-        started.stop()

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from tests.multinode.harness import Cluster
+from tests.multinode.cluster import Cluster
 
 __all__ = ["TERMINAL", "Load", "LoadShape"]
 

@@ -18,8 +18,9 @@ import pytest
 from tests.engines.s3 import MotoS3, start_moto
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.script import Delay, Finish, ScriptedTurn, StopKind, Text, Usage, tool_call
+from tests.multinode.cluster import Cluster, cluster
 from tests.multinode.conftest import HOSTS
-from tests.multinode.harness import Cluster, Host, cluster
+from tests.multinode.harness import Host
 from tests.waiting import HangGuard
 
 pytestmark = pytest.mark.multinode

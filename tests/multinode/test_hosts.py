@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.multinode.harness import Cluster, Host
+from tests.multinode.cluster import Cluster
+from tests.multinode.harness import Host
 from tests.waiting import HangGuard
 
 pytestmark = pytest.mark.multinode

@@ -28,8 +28,9 @@ from tests.engines.postgres import start_cluster
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.script import Delay, Finish, ScriptedTurn, Text, Usage
 from tests.integration.storage_writer.helpers import partition_owners
+from tests.multinode.cluster import Cluster, cluster
 from tests.multinode.conftest import CORE
-from tests.multinode.harness import Cluster, Service, cluster
+from tests.multinode.harness import Service
 from tests.multinode.load import Load, LoadShape
 from tests.waiting import HangGuard
 
