@@ -80,7 +80,7 @@ from agent_core.errors import BusTimeoutError  # noqa: E402
 from agent_core.ids import new_id, new_session_id  # noqa: E402
 from agent_core.service.valkey import EmbeddedValkey  # noqa: E402
 from agent_core.storage_client import StorageClient  # noqa: E402
-from services.storage_writer.backends.postgres import DSN_ENV  # noqa: E402
+from services.storage_writer.backends.pg_connect import DSN_ENV  # noqa: E402
 from services.storage_writer.schema import (  # noqa: E402
     SYNCHRONOUS,
     configure,

@@ -100,7 +100,8 @@ def _backup_or_restore(command: str, folder: Path) -> int:
 def _migrate(settings: Settings) -> int:
     """Apply the storage schema's missing migrations (the writer also does at start-up)."""
     if settings.storage.backend == "postgres":
-        from services.storage_writer.backends.postgres import migrate_database, resolve_dsn
+        from services.storage_writer.backends.pg_connect import resolve_dsn
+        from services.storage_writer.backends.postgres import migrate_database
 
         applied = migrate_database(resolve_dsn(), settings.storage.partitions)
         where = "PostgreSQL"
@@ -118,11 +119,8 @@ def _migrate(settings: Settings) -> int:
 def _migrate_data(settings: Settings, source: Path | None) -> int:
     """Move the SQLite record into PostgreSQL (``services.storage_writer.backends.move``)."""
     from services.storage_writer.backends.move import move_home
-    from services.storage_writer.backends.postgres import (
-        migrate_database,
-        open_connection,
-        resolve_dsn,
-    )
+    from services.storage_writer.backends.pg_connect import resolve_dsn
+    from services.storage_writer.backends.postgres import migrate_database, open_connection
 
     dsn = resolve_dsn()
     migrate_database(dsn, settings.storage.partitions)

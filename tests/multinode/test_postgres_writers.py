@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from services.storage_writer.backends.postgres import DSN_ENV
+from services.storage_writer.backends.pg_connect import DSN_ENV
 from tests.engines.postgres import start_cluster
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.script import Delay, Finish, ScriptedTurn, Text, Usage

@@ -14,13 +14,9 @@ import pytest
 from agent_core.cli import main
 from agent_core.errors import ConfigError, StorageError
 from agent_core.service.valkey import find_free_port
+from services.storage_writer.backends.pg_connect import check_server, connect, resolve_dsn
 from services.storage_writer.backends.pg_schema import MIGRATIONS
-from services.storage_writer.backends.postgres import (
-    check_server,
-    connect,
-    migrate_database,
-    resolve_dsn,
-)
+from services.storage_writer.backends.postgres import migrate_database
 from tests.engines.postgres import PostgresCluster, postgres_cluster, postgres_dsn
 
 __all__ = ["postgres_cluster", "postgres_dsn"]

@@ -8,7 +8,7 @@ import pytest
 
 from agent_core.config import load_settings
 from agent_core.errors import ConfigError, StorageError
-from services.storage_writer.backends.postgres import check_version
+from services.storage_writer.backends.pg_connect import check_version
 
 
 def test_sqlite_stays_the_default(tmp_path: Path) -> None:

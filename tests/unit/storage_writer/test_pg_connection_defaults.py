@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.storage_writer.backends.postgres import connection_defaults, settings_named
+from services.storage_writer.backends.pg_connect import connection_defaults, settings_named
 
 
 @pytest.mark.parametrize(
