@@ -180,8 +180,15 @@ def apply_ops(conn: sqlite3.Connection, ops: list[IndexOp], *, flush: bool = Fal
         if flush:
             gone = _deleted_sessions(conn, sorted({op.session_id for op in ops}))
             ops = [op for op in ops if op.session_id not in gone] if gone else ops
+        messages: list[IndexOp] = []
         for op in ops:
+            if op.node_id and op.text is not None and op.audit is None:
+                messages.append(op)  # most ops: indexed together, before the next other op
+                continue
+            _put_messages(conn, messages)
+            messages = []
             _apply(conn, op)
+        _put_messages(conn, messages)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
@@ -230,17 +237,39 @@ def _apply(conn: sqlite3.Connection, op: IndexOp) -> None:
         )
 
 
+def _put_messages(conn: sqlite3.Connection, ops: list[IndexOp]) -> None:
+    """Index the texts of messages (``ops``: each with its node and text), as :func:`_put` would
+    one by one, in three statements: their ``search_rows`` rows, the rows just added, their words.
+
+    A message's text never changes, so a row already there is indexed already (a batch applied
+    again) and is skipped. Rows just added are those above the highest ``row_id`` before:
+    AUTOINCREMENT never gives a row an id at or below one it gave before."""
+    if not ops:
+        return
+    (before,) = conn.execute("SELECT coalesce(max(row_id), 0) FROM search_rows").fetchone()
+    conn.executemany(
+        "INSERT INTO search_rows (session_id, node_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        [(op.session_id, op.node_id) for op in ops],
+    )
+    added = conn.execute(
+        "SELECT row_id, session_id, node_id FROM search_rows WHERE row_id > ? ORDER BY row_id",
+        (before,),
+    ).fetchall()
+    if not added:
+        return
+    by_key = {(op.session_id, op.node_id): op for op in reversed(ops)}  # the first op of a key
+    rows = []
+    for row_id, session_id, node_id in added:
+        op = by_key[session_id, node_id]
+        rows.append((row_id, op.text, scope_token(op.account_id)))
+    conn.executemany("INSERT INTO search (rowid, body, scope) VALUES (?, ?, ?)", rows)
+
+
 def _put(conn: sqlite3.Connection, op: IndexOp, node_id: str) -> None:
     """Make the index hold ``op.text`` for the row ``(op.session_id, node_id)``, or none."""
     title = node_id == ""
     if not title and op.text is not None:
-        # A message's text never changes: a row already there is indexed (a batch applied again).
-        cur = conn.execute(
-            "INSERT INTO search_rows (session_id, node_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            (op.session_id, node_id),
-        )
-        if cur.rowcount:
-            _index(conn, cur.lastrowid, op.text, op.account_id)
+        _put_messages(conn, [op])
         return
     old = conn.execute(
         "SELECT row_id, title FROM search_rows WHERE session_id = ? AND node_id = ?",
