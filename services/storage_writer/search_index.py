@@ -238,8 +238,8 @@ def _apply(conn: sqlite3.Connection, op: IndexOp) -> None:
 
 
 def _put_messages(conn: sqlite3.Connection, ops: list[IndexOp]) -> None:
-    """Index the texts of messages (``ops``: each with its node and text), as :func:`_put` would
-    one by one, in three statements: their ``search_rows`` rows, the rows just added, their words.
+    """Index the texts of messages (``ops``: each with its node and text) in three statements
+    however many they are: their ``search_rows`` rows, the rows just added, their words.
 
     A message's text never changes, so a row already there is indexed already (a batch applied
     again) and is skipped. Rows just added are those above the highest ``row_id`` before:
