@@ -39,11 +39,8 @@ from agent_core.ids import validate_session_id
 from services.storage_writer import assistant_queries, run_queries, usage_queries
 from services.storage_writer.paths import path_rows
 from services.storage_writer.schema import configure, events_table, nodes_table
-from services.storage_writer.search_index import (
-    AUDIT_COLUMNS,
-    match_expression,
-    snippet,
-)
+from services.storage_writer.search_index import AUDIT_COLUMNS
+from services.storage_writer.search_query import match_expression, snippet
 from services.storage_writer.search_texts import indexed_text
 from services.storage_writer.shards import CATALOG, ShardLayout
 

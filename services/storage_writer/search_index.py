@@ -46,7 +46,6 @@ import functools
 import hashlib
 import json
 import logging
-import re
 import sqlite3
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -63,18 +62,12 @@ __all__ = [
     "backfill_shard",
     "defer_ops",
     "flush_outbox",
-    "match_expression",
     "scope_token",
-    "snippet",
 ]
 
 log = logging.getLogger("soong.storage_writer")
 
 AUDIT_COLUMNS: Final = "seq, event_id, account_id, event_type, session_id, payload_json, created_at"
-
-# The words of a query that are matched (more add nothing but cost).
-_MAX_TERMS: Final = 12
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 @functools.lru_cache(maxsize=4096)  # a flush names the same few accounts hundreds of times
@@ -82,39 +75,6 @@ def scope_token(account_id: str) -> str:
     """The one token standing for an account in the ``scope`` column (letters and digits only,
     so the tokenizer keeps it whole)."""
     return "a" + hashlib.blake2b(account_id.encode(), digest_size=10).hexdigest()
-
-
-def match_expression(account_id: str, query: str) -> str | None:
-    """The FTS5 expression for a user's query within one account, or ``None`` if it has no word.
-
-    Each word is matched as a quoted string (so no user text is ever FTS5 syntax), all words
-    must occur in the same row, and the last word also matches as a prefix once it has three
-    characters (typing "deplo" finds "deploy")."""
-    words = _WORD.findall(query)[:_MAX_TERMS]
-    if not words:
-        return None
-    terms = [f'"{w}"' for w in words]
-    if len(words[-1]) >= 3:
-        terms[-1] += "*"
-    return f"scope : {scope_token(account_id)} AND body : ({' AND '.join(terms)})"
-
-
-_SNIPPET_CHARS: Final = 160
-
-
-def snippet(body: str, query: str) -> str:
-    """Up to ``_SNIPPET_CHARS`` of ``body`` around its first word that a word of ``query``
-    starts, with every such word in ``[``…``]`` (made here, not by FTS5's ``snippet()``, which
-    would evaluate the whole match again for each result)."""
-    wanted = sorted({re.escape(w) for w in _WORD.findall(query)[:_MAX_TERMS]}, key=len)
-    if not wanted:
-        return body[:_SNIPPET_CHARS]
-    pattern = re.compile(r"\b(?:" + "|".join(reversed(wanted)) + r")\w*", re.IGNORECASE)
-    first = pattern.search(body)
-    start = max(0, first.start() - _SNIPPET_CHARS // 3) if first else 0
-    end = min(len(body), start + _SNIPPET_CHARS)
-    marked = pattern.sub(lambda m: f"[{m[0]}]", body[start:end])
-    return ("…" if start else "") + marked + ("…" if end < len(body) else "")
 
 
 @dataclass(frozen=True)

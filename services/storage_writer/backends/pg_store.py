@@ -55,7 +55,8 @@ from agent_core.errors import AgentCoreError, StorageError
 from agent_core.files import FileStore
 from services.storage_writer.backends.pg_conn import PgConn, SavepointNeeded, connection_lost
 from services.storage_writer.queries import QueryEngine, _visible_session
-from services.storage_writer.search_index import IndexOp, snippet
+from services.storage_writer.search_index import IndexOp
+from services.storage_writer.search_query import snippet
 from services.storage_writer.shards import ShardLayout
 from services.storage_writer.writer import Writer
 

@@ -15,7 +15,7 @@ from agent_core.ids import new_id
 from agent_core.types.enums import SessionStatus
 from agent_core.types.protocol import TextBlock
 from services.storage_writer.queries import QueryEngine
-from services.storage_writer.search_index import match_expression
+from services.storage_writer.search_query import match_expression
 from services.storage_writer.shards import open_catalog
 from services.storage_writer.writer import Writer
 from tests.unit.storage_writer.conftest import read_rows
