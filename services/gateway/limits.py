@@ -108,10 +108,13 @@ class BodyLimitMiddleware:
 # field per gateway), and a gateway's counts count only while it lives. Its liveness sits in the
 # same hash (a field ``<gateway>:alive`` holding until when, by the server's clock) so that the
 # script touches its one key only (a Cluster refuses a script reading a key it was not given):
-# acquiring sets it, the heartbeat renews it every second in each hash the gateway holds slots
-# in, it lapses BusTtl.SSE_GATEWAY_ALIVE_S after the gateway dies, and the next acquire drops a
-# dead gateway's counts.
-HEARTBEAT_S = 1.0
+# acquiring sets it, the heartbeat renews it every HEARTBEAT_S in each hash the gateway holds
+# slots in, it lapses BusTtl.SSE_GATEWAY_ALIVE_S after the gateway dies, and the next acquire
+# drops a dead gateway's counts. A dead gateway's slots free that long after its last stamp,
+# and an acquire stamps: a gateway killed just after opening a stream keeps its slots the whole
+# period, so the period is short (2 s) and the beat frequent enough to leave a live gateway's
+# loop 1.5 s of slack.
+HEARTBEAT_S = 0.5
 _ALIVE = ":alive"
 
 # KEYS: the slot hash. ARGV: gateway, limit, alive ms, hash TTL s.

@@ -77,9 +77,11 @@ class BusTtl:
     A2A_TASK_S: Final = 24 * 3600
     # A gateway's SSE hub wake-up stream (renewed on every wake).
     GATEWAY_WAKE_MS: Final = 3_600_000
-    # A gateway's "alive" key for its SSE slots: its heartbeat renews it every second, so the
-    # slots of a gateway that died (SIGKILL included) stop counting this long after.
-    SSE_GATEWAY_ALIVE_S: Final = 3
+    # A gateway's liveness stamp for its SSE slots: its heartbeat renews it every half second,
+    # so the slots of a gateway that died (SIGKILL included) stop counting this long after its
+    # last sign of life, and a live gateway's loop may stall 1.5 s before its slots lapse (a
+    # lapse only lets the key open more streams than its limit for a while).
+    SSE_GATEWAY_ALIVE_S: Final = 2
     # An API key's SSE slot hash, left behind by keys that stopped streaming.
     SSE_SLOTS_S: Final = 24 * 3600
     # The window in which failed authentications of one client address are counted.

@@ -11,10 +11,11 @@ from fastapi import Depends, FastAPI, Request
 from redis.asyncio import Redis
 
 from agent_core.bus import Bus, BusNames
+from agent_core.bus.names import BusTtl
 from services.gateway.auth import Authenticator, Caller
 from services.gateway.errors import ApiError, install_error_handlers
 from services.gateway.keys import ApiKeyStore
-from services.gateway.limits import BodyLimitMiddleware, SseSlots
+from services.gateway.limits import HEARTBEAT_S, BodyLimitMiddleware, SseSlots
 
 
 async def _caller(request: Request) -> Caller:
@@ -118,6 +119,33 @@ async def test_sse_slots_belong_to_a_live_gateway(bus: Bus, redis: Redis, names:
     await a.acquire("k")
     await a.acquire("k")
     assert sorted(await redis.hkeys(names.sse_slots("k"))) == [b"gw-a", b"gw-a:alive"]
+
+
+async def test_the_heartbeat_renews_a_live_gateways_stamp(
+    bus: Bus, redis: Redis, names: BusNames
+) -> None:
+    """A live gateway's beat stamps it alive again, by the server's clock, for
+    BusTtl.SSE_GATEWAY_ALIVE_S: several beats fit in that period, so a late one is not a lapse."""
+    assert HEARTBEAT_S * 3 < BusTtl.SSE_GATEWAY_ALIVE_S
+    a = SseSlots(bus, names, limit=1, gateway_id="gw-a")
+    live = SseSlots(bus, names, limit=1, gateway_id="gw-live")
+    await live.acquire("k")
+    await redis.hset(names.sse_slots("k"), "gw-live:alive", 0)  # as if its stamp had lapsed
+    stop = asyncio.Event()
+    beat = asyncio.create_task(live.heartbeat(stop))
+    try:
+        async with asyncio.timeout(10):  # a generous bound on a beat's wait, not a goal
+            while int(await redis.hget(names.sse_slots("k"), "gw-live:alive") or 0) == 0:
+                await asyncio.sleep(0.01)
+        stamp = int(await redis.hget(names.sse_slots("k"), "gw-live:alive") or 0)
+        seconds, micros = await redis.time()
+        now_ms = seconds * 1000 + micros // 1000
+        assert now_ms < stamp <= now_ms + BusTtl.SSE_GATEWAY_ALIVE_S * 1000
+        with pytest.raises(ApiError):  # renewed: its slot counts again
+            await a.acquire("k")
+    finally:
+        stop.set()
+        await beat
 
 
 async def test_sse_slots_of_a_gateway_that_stopped_beating_lapse(
