@@ -64,6 +64,22 @@ def _any(_: SessionPath) -> None:
     """The store writes anywhere below its scope (the areas' rules are the tools')."""
 
 
+def _cut_torn_tail(fd: int, size: int) -> None:
+    """Truncate the file open at ``fd`` (``size`` bytes) after its last newline, if its last
+    byte is not one: what a writer cut short left of its line."""
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    end = size
+    while end > 0:
+        start = max(0, end - CHUNK)
+        at = os.pread(fd, end - start, start).rfind(b"\n")
+        if at >= 0:
+            os.ftruncate(fd, start + at + 1)
+            return
+        end = start
+    os.ftruncate(fd, 0)
+
+
 class LocalFileStore:
     """Keys as files below ``home`` (module docstring)."""
 
@@ -95,14 +111,52 @@ class LocalFileStore:
         """The home is where the other services already write: nothing more to prove."""
 
     async def put(
-        self, key: str, data: bytes, *, if_match: str | None = None, if_absent: bool = False
+        self,
+        key: str,
+        data: bytes,
+        *,
+        if_match: str | None = None,
+        if_absent: bool = False,
+        sync: bool = True,
     ) -> str | None:
-        return await asyncio.to_thread(self._put, key, data, if_match, if_absent)
+        return await asyncio.to_thread(self._put, key, data, if_match, if_absent, sync)
 
     def put_blocking(self, key: str, data: bytes) -> None:
-        self._put(key, data, None, False)
+        self._put(key, data, None, False, True)
 
-    def _put(self, key: str, data: bytes, if_match: str | None, if_absent: bool) -> str:
+    async def append_lines(self, key: str, data: bytes) -> None:
+        await asyncio.to_thread(self._append_lines, key, data)
+
+    def _append_lines(self, key: str, data: bytes) -> None:
+        """One ``O_APPEND`` write and an fsync, under the folder's lock (so that a torn tail is
+        cut by one writer, and no append lands between the cut and the write)."""
+        fs, path = self._fs(key, create=True)
+        dir_fd, name = fs.open_parent(path, check=_any)
+        try:
+            fcntl.flock(dir_fd, fcntl.LOCK_EX)
+            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(name, flags, 0o644, dir_fd=dir_fd)
+            except IsADirectoryError:
+                raise FileStoreError("file_is_a_directory", f"{name} is a directory") from None
+            try:
+                before = os.fstat(fd)
+                _cut_torn_tail(fd, before.st_size)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+                after = os.fstat(fd)
+                if after.st_size == before.st_size and after.st_mtime_ns <= before.st_mtime_ns:
+                    # A cut tail as long as the lines added, in one clock tick: a newer stamp,
+                    # so the ETag still changes (module docstring).
+                    os.utime(fd, ns=(after.st_atime_ns, before.st_mtime_ns + 1))
+            finally:
+                os.close(fd)
+        finally:
+            os.close(dir_fd)
+
+    def _put(self, key: str, data: bytes, if_match: str | None, if_absent: bool, sync: bool) -> str:
         fs, path = self._fs(key, create=True)
         dir_fd, name = fs.open_parent(path, check=_any)
         try:
@@ -125,8 +179,9 @@ class LocalFileStore:
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
+                    if sync:
+                        fh.flush()
+                        os.fsync(fh.fileno())
                 os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             except BaseException:
                 with contextlib.suppress(FileNotFoundError):

@@ -15,6 +15,8 @@ Contract every engine keeps:
   nothing written). An ETag names one version: a write never gives a file back an ETag it had
   before, so a read-modify-write that passes its ``if_match`` lost no one's edit
   (:func:`read_versioned` and :func:`put_if` are that loop's two halves);
+- ``append_lines`` adds whole lines at an object's end and loses none of several writers'
+  lines: a log grows by what is added, not by a rewrite of all it holds (the local engine);
 - a missing object is :class:`FileStoreError` ``file_not_found``; a store that cannot be reached
   now is ``file_store_unavailable`` (``retryable``: the caller waits and tries again).
 """
@@ -29,12 +31,14 @@ from typing import Final, Literal, Protocol
 from agent_core.errors import AgentCoreError
 
 __all__ = [
+    "APPEND_ATTEMPTS",
     "CHUNK",
     "Download",
     "FileStore",
     "FileStoreError",
     "StoredObject",
     "VersionConflict",
+    "append_by_rewrite",
     "artifact_key",
     "artifact_prefix",
     "check_key",
@@ -44,10 +48,15 @@ __all__ = [
     "read_versioned",
     "session_prefix",
     "unavailable",
+    "whole_lines",
 ]
 
 # One read or write chunk: what a download streams per step.
 CHUNK: Final = 64 * 1024
+# Rewrites an append tries where the engine cannot append in place (:func:`append_by_rewrite`):
+# each lost race means another writer's lines went in, so only a stampede on one key exhausts
+# them.
+APPEND_ATTEMPTS: Final = 20
 
 
 class FileStoreError(AgentCoreError):
@@ -139,9 +148,26 @@ class FileStore(Protocol):
         ...
 
     async def put(
-        self, key: str, data: bytes, *, if_match: str | None = None, if_absent: bool = False
+        self,
+        key: str,
+        data: bytes,
+        *,
+        if_match: str | None = None,
+        if_absent: bool = False,
+        sync: bool = True,
     ) -> str | None:
-        """Write ``data`` at ``key`` atomically (conditions: module docstring); its new ETag."""
+        """Write ``data`` at ``key`` atomically (conditions: module docstring); its new ETag.
+        Durable when it returns, unless ``sync=False``: for a caller that tells a torn object
+        from a whole one itself (its key names its content's hash), the local engine then skips
+        the fsync; an object store's write is durable either way."""
+        ...
+
+    async def append_lines(self, key: str, data: bytes) -> None:
+        """Add ``data`` (whole lines: it ends with a newline) at the end of the object at
+        ``key``, creating it; durable when it returns. A tail that a writer cut short left
+        without its newline is dropped first, so a line is never glued to a torn one. Appends
+        racing on one key all land, in some order (``VersionConflict`` only when an object
+        store's rewrite lost the race :data:`APPEND_ATTEMPTS` times)."""
         ...
 
     def put_blocking(self, key: str, data: bytes) -> None:
@@ -209,3 +235,23 @@ async def put_if(store: FileStore, key: str, data: bytes, expected: str | None) 
     returned it); ``expected=None`` creates the object only where there is none. Raises
     :class:`VersionConflict` when another writer got there first. Returns the new version."""
     return await store.put(key, data, if_match=expected, if_absent=expected is None)
+
+
+def whole_lines(data: bytes) -> bytes:
+    """``data`` up to its last newline: what is left of a log whose last write was cut short."""
+    return data if not data or data.endswith(b"\n") else data[: data.rfind(b"\n") + 1]
+
+
+async def append_by_rewrite(store: FileStore, key: str, data: bytes) -> None:
+    """:meth:`FileStore.append_lines` for an engine that cannot append in place (an object
+    store): the object read, its whole lines and ``data`` written back over that version,
+    again when another writer got there first; :class:`VersionConflict` after
+    :data:`APPEND_ATTEMPTS` tries."""
+    for _ in range(APPEND_ATTEMPTS):
+        old, version = await read_versioned(store, key)
+        try:
+            await put_if(store, key, whole_lines(old or b"") + data, version)
+            return
+        except VersionConflict:
+            continue
+    raise VersionConflict(key)

@@ -37,6 +37,7 @@ from agent_core.files.port import (
     FileStoreError,
     StoredObject,
     VersionConflict,
+    append_by_rewrite,
     check_key,
     not_found,
     unavailable,
@@ -150,8 +151,15 @@ class S3FileStore:
     # -------------------------------------------------------------------------------- port
 
     async def put(
-        self, key: str, data: bytes, *, if_match: str | None = None, if_absent: bool = False
+        self,
+        key: str,
+        data: bytes,
+        *,
+        if_match: str | None = None,
+        if_absent: bool = False,
+        sync: bool = True,
     ) -> str | None:
+        del sync  # an object store's write is durable when it is acknowledged
         mode: PutMode = "overwrite"
         if if_absent:
             mode = "create"
@@ -162,6 +170,10 @@ class S3FileStore:
         except _ERRORS as exc:
             raise self._failed(exc, key) from None
         return result["e_tag"]
+
+    async def append_lines(self, key: str, data: bytes) -> None:
+        # An object cannot grow in place: a conditional rewrite, retried (port docstring).
+        await append_by_rewrite(self, key, data)
 
     def put_blocking(self, key: str, data: bytes) -> None:
         try:

@@ -95,6 +95,34 @@ async def test_conditional_writes(store: FileStore) -> None:
     assert (await store.get(key))[0] == b"two"
 
 
+async def test_append_lines_grows_a_log_and_cuts_a_torn_tail(store: FileStore) -> None:
+    key = "accounts/acct_a/memory/changes.jsonl"
+    await store.append_lines(key, b"1\n")  # creates it
+    first = (await store.get(key))[1]
+    await store.append_lines(key, b"2\n3\n")
+    data, second = await store.get(key)
+    assert data == b"1\n2\n3\n" and second != first
+    await store.put(key, b'1\n2\n{"torn')  # a writer cut short in its line
+    await store.append_lines(key, b"4\n")
+    assert (await store.get(key))[0] == b"1\n2\n4\n"
+    await store.put(key, b"no newline at all")
+    await store.append_lines(key, b"5\n")
+    assert (await store.get(key))[0] == b"5\n"
+    # Appends racing on one key all land, each line whole (on S3, rewrites that lost retry).
+    await asyncio.gather(*(store.append_lines(key, f"r{i}\n".encode()) for i in range(8)))
+    lines = (await store.get(key))[0].decode().splitlines()
+    assert lines[0] == "5" and sorted(lines[1:]) == [f"r{i}" for i in range(8)]
+    if store.engine == "local":  # (an object store has no folders)
+        with pytest.raises(FileStoreError) as folder:
+            await store.append_lines("accounts/acct_a", b"x\n")
+        assert folder.value.code == "file_is_a_directory"
+
+
+async def test_an_unsynced_put_is_read_back(store: FileStore) -> None:
+    tag = await store.put("accounts/acct_a/memory/.versions/user/ab.md", b"v1", sync=False)
+    assert await store.get("accounts/acct_a/memory/.versions/user/ab.md") == (b"v1", tag)
+
+
 async def test_get_many_reads_in_order_and_names_the_missing(store: FileStore) -> None:
     base = "accounts/acct_a/memory"
     user = await store.put(f"{base}/user.md", b"- dates as YYYY-MM-DD\n")

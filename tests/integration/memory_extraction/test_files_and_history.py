@@ -128,6 +128,37 @@ async def test_restore_refuses_a_stale_etag_and_an_unknown_version(files: FileSt
     assert unknown.error.code == "memory_version_not_found"
 
 
+async def test_a_torn_version_copy_is_not_offered_for_restore(files: FileStore) -> None:
+    """Version copies are written without an fsync (their name is their bytes' hash): one that a
+    crash left torn does not match its name, and is neither restorable nor restored."""
+    store = MemoryStore(files)
+    queries = MemoryQueries(store)
+    await consolidate(store, "以后日期都用 YYYY-MM-DD。")
+    await consolidate(store, "以后回复都用中文。")
+    history = MemoryHistoryView.model_validate(
+        await ask(queries, MemoryHistory(account_id=ACCOUNT, scope="user"))
+    )
+    first = history.versions[-1]
+    assert first.version is not None and first.restorable
+    copy = f"{store.memory_key(ACCOUNT)}/{store_module.VERSIONS}/user/{first.version}.md"
+    whole = (await files.get(copy))[0]
+    await files.put(copy, whole[: len(whole) // 2])  # what a crash may leave of it
+    torn = MemoryHistoryView.model_validate(
+        await ask(queries, MemoryHistory(account_id=ACCOUNT, scope="user"))
+    )
+    assert not torn.versions[-1].restorable and torn.versions[0].restorable
+    current = await ask(queries, ReadMemory(account_id=ACCOUNT, scope="user"))
+    assert isinstance(current, dict)
+    refused = await queries.handle(
+        RestoreMemory(
+            account_id=ACCOUNT, scope="user", version=first.version, if_match=current["etag"]
+        ),
+        DELIVERY,
+    )
+    assert not refused.ok and refused.error is not None
+    assert refused.error.code == "memory_version_not_found"
+
+
 async def test_a_render_is_made_again_only_when_a_file_changed(
     files: FileStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -33,16 +33,27 @@ class Gate:
         self.conflicts = 0
 
     async def put(
-        self, key: str, data: bytes, *, if_match: str | None = None, if_absent: bool = False
+        self,
+        key: str,
+        data: bytes,
+        *,
+        if_match: str | None = None,
+        if_absent: bool = False,
+        sync: bool = True,
     ) -> str | None:
         if key.endswith("/user.md") and not self.reached.is_set():
             self.reached.set()
             await self.release.wait()
         try:
-            return await self.inner.put(key, data, if_match=if_match, if_absent=if_absent)
+            return await self.inner.put(
+                key, data, if_match=if_match, if_absent=if_absent, sync=sync
+            )
         except VersionConflict:
             self.conflicts += 1
             raise
+
+    async def append_lines(self, key: str, data: bytes) -> None:
+        await self.inner.append_lines(key, data)
 
     async def check(self) -> None:
         await self.inner.check()
