@@ -168,12 +168,19 @@ class MemoryStore:
 
     async def scopes(self, account_id: str) -> list[str]:
         """The scopes that have a file: ``user`` first, then the skills sorted."""
-        base = self.memory_key(account_id)
-        keys = {o.key for o in await self.files.list(base, limit=100_000)}
-        found = [USER_SCOPE] if f"{base}/user.md" in keys else []
-        for k in sorted(keys):
-            name = k.removeprefix(f"{base}/skills/")
-            if name != k and "/" not in name and name.endswith(".md"):
+        user = await self.files.head(self.key(account_id, USER_SCOPE))
+        skills = await self._skills(account_id)
+        return [USER_SCOPE, *skills] if user is not None else skills
+
+    async def _skills(self, account_id: str) -> list[str]:
+        """The skill scopes that have a file, sorted: a listing of the skills' folder alone,
+        not of the whole memory folder, whose kept versions (fifty a file and more) and change
+        log it would walk too."""
+        prefix = f"{self.memory_key(account_id)}/skills"
+        found = []
+        for o in await self.files.list(prefix, limit=100_000):
+            name = o.key.removeprefix(f"{prefix}/")
+            if "/" not in name and name.endswith(".md"):
                 scope = skill_scope(name.removesuffix(".md"))
                 if _SCOPE.fullmatch(scope):
                     found.append(scope)
@@ -210,9 +217,14 @@ class MemoryStore:
     async def load(self, account_id: str, scopes: Iterable[str] | None = None) -> Snapshot:
         """A snapshot of ``scopes`` (default: every file of the account)."""
         snap = Snapshot()
-        wanted = await self.scopes(account_id) if scopes is None else list(scopes)
+        # Every file: the user file is read with the skills' (one trip for all), and looked at
+        # only if it is there, as a listing would have found it.
+        every = scopes is None
+        wanted = [USER_SCOPE, *await self._skills(account_id)] if every else list(scopes or ())
         found = await self.files.get_many([self.key(account_id, s) for s in wanted])
         for scope, got in zip(wanted, found, strict=True):
+            if got is None and every and scope == USER_SCOPE:
+                continue
             data, version = got if got is not None else (None, None)
             tag = snap.etags[scope] = etag_of(data)
             snap.versions[scope] = version

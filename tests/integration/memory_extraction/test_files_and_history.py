@@ -74,6 +74,25 @@ async def test_user_edits_keep_their_exact_text_through_consolidations(files: Fi
     assert "<!--" not in text
 
 
+async def test_the_listing_names_the_files_there_and_nothing_kept_beside_them(
+    files: FileStore,
+) -> None:
+    """Only files that exist are listed (no user file: none listed), skills sorted, and nothing
+    under the versions kept beside them or the change log reads as a file."""
+    store = MemoryStore(files)
+    queries = MemoryQueries(store)
+    await consolidate(store, "Always use bar charts by default.", ["chart"])
+    await consolidate(store, "From now on use line charts by default.", ["chart"])
+    await consolidate(store, "Always start every report with a one-line summary.", ["report"])
+    listed = MemoryFiles.model_validate(await ask(queries, ListMemory(account_id=ACCOUNT)))
+    assert [f.scope for f in listed.files] == ["skill:chart", "skill:report"]
+    assert await store.scopes(ACCOUNT) == ["skill:chart", "skill:report"]
+    await consolidate(store, "以后回复都用中文。")
+    listed = MemoryFiles.model_validate(await ask(queries, ListMemory(account_id=ACCOUNT)))
+    assert [f.scope for f in listed.files] == ["user", "skill:chart", "skill:report"]
+    assert await store.scopes(ACCOUNT) == ["user", "skill:chart", "skill:report"]
+
+
 async def test_listing_history_and_restore(files: FileStore) -> None:
     store = MemoryStore(files)
     queries = MemoryQueries(store)
