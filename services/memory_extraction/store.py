@@ -219,11 +219,10 @@ class MemoryStore:
         snap = Snapshot()
         # Every file: the user file is read with the skills' (one trip for all), and looked at
         # only if it is there, as a listing would have found it.
-        every = scopes is None
-        wanted = [USER_SCOPE, *await self._skills(account_id)] if every else list(scopes or ())
+        wanted = [USER_SCOPE, *await self._skills(account_id)] if scopes is None else list(scopes)
         found = await self.files.get_many([self.key(account_id, s) for s in wanted])
         for scope, got in zip(wanted, found, strict=True):
-            if got is None and every and scope == USER_SCOPE:
+            if got is None and scopes is None and scope == USER_SCOPE:
                 continue
             data, version = got if got is not None else (None, None)
             tag = snap.etags[scope] = etag_of(data)

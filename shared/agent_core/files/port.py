@@ -48,7 +48,6 @@ __all__ = [
     "read_versioned",
     "session_prefix",
     "unavailable",
-    "whole_lines",
 ]
 
 # One read or write chunk: what a download streams per step.
@@ -237,7 +236,7 @@ async def put_if(store: FileStore, key: str, data: bytes, expected: str | None) 
     return await store.put(key, data, if_match=expected, if_absent=expected is None)
 
 
-def whole_lines(data: bytes) -> bytes:
+def _whole_lines(data: bytes) -> bytes:
     """``data`` up to its last newline: what is left of a log whose last write was cut short."""
     return data if not data or data.endswith(b"\n") else data[: data.rfind(b"\n") + 1]
 
@@ -250,7 +249,7 @@ async def append_by_rewrite(store: FileStore, key: str, data: bytes) -> None:
     for _ in range(APPEND_ATTEMPTS):
         old, version = await read_versioned(store, key)
         try:
-            await put_if(store, key, whole_lines(old or b"") + data, version)
+            await put_if(store, key, _whole_lines(old or b"") + data, version)
             return
         except VersionConflict:
             continue
