@@ -293,6 +293,13 @@ _V7 = (
     "ALTER TABLE search_outbox_v7 RENAME TO search_outbox",
 )
 
+# v8: a message's text travels in its outbox row (``body``). It never changes once stored, so the
+# flush indexes the row as it is instead of reading the node back and parsing its content (about
+# half of what a flush cost a row). The row is deleted once flushed: the copy is the WAL's
+# traffic, not the file's growth. ``body`` is NULL for a title (which changes: the flush reads the
+# current one) and for the rows an older writer queued (the flush reads their nodes, as before).
+_V8 = ("ALTER TABLE search_outbox ADD COLUMN body TEXT",)
+
 # Ordered; a version is never edited once released, only new ones appended.
 MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
     (1, _statements(*_V1)),
@@ -302,6 +309,7 @@ MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (
     (5, _statements(*_V5)),
     (6, _statements(*_V6)),
     (7, _statements(*_V7)),
+    (8, _statements(*_V8)),
 )
 # The catalog file (``<db_path>``) only records how sessions are spread over shard files.
 CATALOG_MIGRATIONS: Final[tuple[tuple[int, Migration], ...]] = (

@@ -21,9 +21,10 @@ already owns; it holds
 How it stays true to the shards: appliers only *collect* :class:`IndexOp` s while a shard's
 transaction is open (:class:`IndexBuffer`). With SQLite the texts (a message, a title) are not
 written to FTS5 on the command path: FTS5 flushes a segment per transaction (~100 µs even for one
-row, ~20 µs a row in transactions of hundreds), so :func:`defer_ops` queues a reference to them
-(session, node) in the shard's ``search_outbox``, in the shard's own transaction — it commits
-atomically with the node or title it names, and survives a crash with it. :func:`flush_outbox`
+row, ~20 µs a row in transactions of hundreds), so :func:`defer_ops` queues them (session, node,
+and a message's text up to ``OUTBOX_BODY_MAX``) in the shard's ``search_outbox``, in the shard's
+own transaction — it commits atomically with the node or title it names, and survives a crash
+with it. :func:`flush_outbox`
 later indexes the current text of every queued row of many shards in one catalog transaction (the writer does so on a short timer, once many
 rows are pending, before any search, at start-up and at close). A session's deletion and its
 audit row are not deferred: they go to the catalog in one transaction before the shard commits
@@ -66,6 +67,13 @@ __all__ = [
 ]
 
 log = logging.getLogger("soong.storage_writer")
+
+# The longest text an outbox row carries. A carried text saves the flush reading the node back
+# and parsing its content (~7 of ~20 µs a row); it is written to the shard's WAL once more than
+# its node (about a quarter of a page for 1,000 ASCII characters), its row's deletion after the
+# flush too. A longer text (a pasted document, at most 8,000 characters are indexed) is read back
+# from its node, as every row's was before the rows carried texts.
+OUTBOX_BODY_MAX: Final = 1_000
 
 AUDIT_COLUMNS: Final = "seq, event_id, account_id, event_type, session_id, payload_json, created_at"
 
@@ -276,13 +284,16 @@ def _unindex(conn: sqlite3.Connection, row_id: int, account_id: str, text: str |
 def defer_ops(shard: sqlite3.Connection, ops: list[IndexOp]) -> tuple[int, list[IndexOp]]:
     """Queue the texts of ``ops`` in the shard's outbox, in the caller's open transaction of
     ``shard``; return how many rows were queued and the ops that must reach the catalog before
-    the shard commits (a session's deletion: its queued rows are deleted here too)."""
+    the shard commits (a session's deletion: its queued rows are deleted here too).
+
+    A message's row carries its text (it never changes once stored) if it is not longer than
+    ``OUTBOX_BODY_MAX``; a title's does not (it changes: the flush reads the current one)."""
     now: list[IndexOp] = []
-    rows: list[tuple[str, str]] = []
+    rows: list[tuple[str, str, str | None]] = []
     written = 0
     for op in ops:
         if op.node_id is not None and op.audit is None:
-            rows.append((op.session_id, op.node_id))
+            rows.append((op.session_id, op.node_id, _carried(op)))
             written += 1
             continue
         # In order: the texts of this session queued earlier in the batch go with it.
@@ -294,9 +305,17 @@ def defer_ops(shard: sqlite3.Connection, ops: list[IndexOp]) -> tuple[int, list[
     return written, now
 
 
-def _queue(shard: sqlite3.Connection, rows: list[tuple[str, str]]) -> None:
+def _carried(op: IndexOp) -> str | None:
+    """The text a message's outbox row carries: up to ``OUTBOX_BODY_MAX`` characters."""
+    text = op.text
+    return text if op.node_id and text is not None and len(text) <= OUTBOX_BODY_MAX else None
+
+
+def _queue(shard: sqlite3.Connection, rows: list[tuple[str, str, str | None]]) -> None:
     if rows:
-        shard.executemany("INSERT INTO search_outbox (session_id, node_id) VALUES (?, ?)", rows)
+        shard.executemany(
+            "INSERT INTO search_outbox (session_id, node_id, body) VALUES (?, ?, ?)", rows
+        )
 
 
 def flush_outbox(
@@ -306,9 +325,11 @@ def flush_outbox(
     applied) in one transaction of the catalog, in each shard's order; return shard -> the last
     seq applied now (for the shards that had rows) and the number of rows applied.
 
-    Each row is indexed with what its shard holds *now*: the node's text, the session's
-    current title (none: the row is dropped). The rows stay in the shards: the caller deletes
-    them in a later transaction of each shard (indexing them again is harmless)."""
+    Each row is indexed with what its shard holds *now*: a message's text (the one its row
+    carries, or, a row queued before rows carried it, read from its node), the session's current
+    title (none: the row is dropped); a session no longer there has its row dropped. The rows
+    stay in the shards: the caller deletes them in a later transaction of each shard (indexing
+    them again is harmless)."""
     ops: list[IndexOp] = []
     last: dict[int, int] = {}
     for shard, (conn, after) in shards.items():
@@ -317,7 +338,8 @@ def flush_outbox(
         conn.execute("BEGIN")
         try:
             rows = conn.execute(
-                "SELECT seq, session_id, node_id FROM search_outbox WHERE seq > ? ORDER BY seq",
+                "SELECT seq, session_id, node_id, body FROM search_outbox WHERE seq > ? "
+                "ORDER BY seq",
                 (after,),
             ).fetchall()
             if rows:
@@ -329,38 +351,45 @@ def flush_outbox(
     return last, len(ops)
 
 
-def _current(shard: sqlite3.Connection, rows: list[tuple[int, str, str]]) -> list[IndexOp]:
-    """The ops that make the index hold the current text of each outbox row ``(seq, session,
-    node)``, in their order: a session's row and its nodes are read once for all its rows."""
-    nodes: dict[str, list[str]] = {}
-    for _, session_id, node_id in rows:
-        nodes.setdefault(session_id, []).append(node_id)
-    found = {sid: _session_texts(shard, sid, node_ids) for sid, node_ids in nodes.items()}
+OutboxRow = tuple[int, str, str, str | None]  # seq, session, node ('': the title), text or NULL
+
+
+def _current(shard: sqlite3.Connection, rows: list[OutboxRow]) -> list[IndexOp]:
+    """The ops that make the index hold the current text of each outbox row, in their order:
+    the sessions are read by one statement, the nodes of rows without a text once a session."""
+    sessions = _sessions(shard, list(dict.fromkeys(r[1] for r in rows)))
+    unread: dict[str, list[str]] = {}
+    for _, session_id, node_id, body in rows:
+        if node_id and body is None and session_id in sessions:
+            unread.setdefault(session_id, []).append(node_id)
+    read = {sid: node_texts(shard, sid, node_ids) for sid, node_ids in unread.items()}
     ops: list[IndexOp] = []
-    for _, session_id, node_id in rows:
-        session = found[session_id]
+    for _, session_id, node_id, body in rows:
+        session = sessions.get(session_id)
         if session is None:  # deleted (its rows go with it; kept here for safety): drop the text
             ops.append(IndexOp(session_id, "", node_id, None))
+            continue
+        account_id, metadata_json = session
+        if not node_id:
+            text = title_of(json.loads(metadata_json)) if metadata_json else None
+        elif body is not None:
+            text = body
         else:
-            ops.append(IndexOp(session_id, session[0], node_id, session[1].get(node_id)))
+            text = read[session_id].get(node_id)
+        ops.append(IndexOp(session_id, account_id, node_id, text))
     return ops
 
 
-def _session_texts(
-    shard: sqlite3.Connection, session_id: str, node_ids: list[str]
-) -> tuple[str, dict[str, str | None]] | None:
-    """A session's account and the current texts of its rows ``node_ids`` (``''``: its title),
-    or ``None`` if the session is not in ``shard``."""
-    row = shard.execute(
-        "SELECT account_id, metadata_json FROM sessions WHERE session_id = ?", (session_id,)
-    ).fetchone()
-    if row is None:
-        return None
-    account_id, metadata_json = row
-    texts = node_texts(shard, session_id, [n for n in node_ids if n])
-    if "" in node_ids:
-        texts[""] = title_of(json.loads(metadata_json)) if metadata_json else None
-    return account_id, texts
+def _sessions(
+    shard: sqlite3.Connection, session_ids: list[str]
+) -> dict[str, tuple[str, str | None]]:
+    """Each of ``session_ids`` that ``shard`` holds -> its account and metadata (JSON)."""
+    rows = shard.execute(
+        "SELECT session_id, account_id, metadata_json FROM sessions "
+        "WHERE session_id IN (SELECT value FROM json_each(?))",
+        (json.dumps(session_ids),),
+    )
+    return {session_id: (account_id, metadata) for session_id, account_id, metadata in rows}
 
 
 def backfill_shard(shard: sqlite3.Connection) -> Iterator[IndexOp]:

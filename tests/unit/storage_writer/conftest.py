@@ -101,3 +101,15 @@ def read_rows(writer: Writer, session_id: str, sql: str) -> list[tuple[Any, ...]
         return conn.execute(sql).fetchall()
     finally:
         conn.close()
+
+
+def index_terms(db: Path) -> dict[str, int]:
+    """Every term the index holds -> how many rows hold it, after FTS5's own consistency check
+    of the index (which fails on a row taken out with other words than it was given)."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("INSERT INTO search (search) VALUES ('integrity-check')")
+        conn.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, search, 'row')")
+        return dict(conn.execute("SELECT term, doc FROM temp.terms").fetchall())
+    finally:
+        conn.close()

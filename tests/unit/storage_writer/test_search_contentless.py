@@ -19,6 +19,7 @@ from services.storage_writer.search_index import IndexOp, apply_ops, scope_token
 from services.storage_writer.search_texts import indexed_text
 from services.storage_writer.shards import open_catalog
 from services.storage_writer.writer import Writer
+from tests.unit.storage_writer.conftest import index_terms
 from tests.unit.storage_writer.factories import append_node, create_session
 
 
@@ -31,18 +32,6 @@ def _found(writer: Writer, q: str) -> list[tuple[str, str]]:
         return [(m.session.session_id, m.snippet) for m in query.reply_of(engine.answer(query))]
     finally:
         engine.close()
-
-
-def _index_terms(db: Path) -> dict[str, int]:
-    """Every term the index holds -> how many rows hold it, after FTS5's own consistency check
-    of the index (which fails on a row taken out with other words than it was given)."""
-    conn = sqlite3.connect(db, isolation_level=None)
-    try:
-        conn.execute("INSERT INTO search (search) VALUES ('integrity-check')")
-        conn.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, search, 'row')")
-        return dict(conn.execute("SELECT term, doc FROM temp.terms").fetchall())
-    finally:
-        conn.close()
 
 
 def _catalog_bytes(db: Path) -> bytes:
@@ -60,7 +49,7 @@ def test_the_catalog_keeps_the_words_but_no_copy_of_a_text(sqlite_writer: Writer
     [(sid, snippet)] = _found(sqlite_writer, "revenue")
     assert sid == s.session_id and snippet == "the quarterly [revenue] grew by nine percent"
     assert sentence.encode() not in _catalog_bytes(sqlite_writer.layout.db_path)
-    terms = _index_terms(sqlite_writer.layout.db_path)
+    terms = index_terms(sqlite_writer.layout.db_path)
     assert {"quarterly", "revenue", "nine", scope_token("acct_a")} <= terms.keys()
 
 
@@ -77,7 +66,7 @@ def test_renamed_titles_and_deleted_sessions_leave_no_words_behind(sqlite_writer
     assert [sid for sid, _ in _found(w, "plum")] == [gone.session_id]
     assert [snippet for _, snippet in _found(w, "delta")] == ["[delta] plum"]
     assert _found(w, "beta") == [] and _found(w, "alpha") == []
-    terms = _index_terms(w.layout.db_path)
+    terms = index_terms(w.layout.db_path)
     assert "alpha" not in terms and "beta" not in terms and "gamma" not in terms
     assert terms["kiwi"] == 2 and terms["mango"] == 1
     delete = DeleteSession(
@@ -86,7 +75,7 @@ def test_renamed_titles_and_deleted_sessions_leave_no_words_behind(sqlite_writer
     [done] = w.apply_batch([delete])
     assert done.ok
     w.flush_index()
-    assert _index_terms(w.layout.db_path) == {"kiwi": 1, scope_token("acct_a"): 1}
+    assert index_terms(w.layout.db_path) == {"kiwi": 1, scope_token("acct_a"): 1}
     assert [sid for sid, _ in _found(w, "kiwi")] == [kept.session_id]
 
 
@@ -106,7 +95,7 @@ def test_rows_applied_again_change_nothing(sqlite_writer: Writer) -> None:
         apply_ops(catalog, again)
     finally:
         catalog.close()
-    terms = _index_terms(sqlite_writer.layout.db_path)
+    terms = index_terms(sqlite_writer.layout.db_path)
     assert terms["pear"] == 1 and terms["plum"] == 1 and terms[scope_token("acct_a")] == 2
 
 
@@ -123,7 +112,7 @@ def test_a_row_whose_text_is_gone_is_never_found(
     finally:
         catalog.close()
     assert "left unreachable" in caplog.text
-    assert _index_terms(sqlite_writer.layout.db_path)["quince"] == 1  # its words stay ...
+    assert index_terms(sqlite_writer.layout.db_path)["quince"] == 1  # its words stay ...
     assert _found(sqlite_writer, "quince") == []  # ... and no search returns them
     # ... nor once its rowid would have been the next one given (AUTOINCREMENT)
     other = create_session()
@@ -192,7 +181,7 @@ def test_a_catalog_that_copied_its_texts_moves_onto_the_contentless_index(tmp_pa
         )
         assert w.apply_batch([delete])[0].ok
         w.flush_index()
-        assert _index_terms(db) == {}
+        assert index_terms(db) == {}
     finally:
         w.close()
     conn = sqlite3.connect(db)

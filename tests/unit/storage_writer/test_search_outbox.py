@@ -20,10 +20,11 @@ from services.storage_writer.backends.sqlite import SqliteBackend
 from services.storage_writer.index_flush import IndexFlusher
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.schema import MIGRATIONS, migrate
-from services.storage_writer.search_index import flush_outbox
+from services.storage_writer.search_index import OUTBOX_BODY_MAX, flush_outbox
 from services.storage_writer.shards import open_catalog, open_shards
 from services.storage_writer.writer import Writer
 from tests.conftest import REPO
+from tests.unit.storage_writer.conftest import index_terms
 from tests.unit.storage_writer.factories import append_node, create_session
 
 
@@ -111,11 +112,64 @@ def test_delete_removes_pending_and_indexed_rows(sqlite_writer: Writer) -> None:
     assert _searched(w, "walrus") == [keep.session_id]
 
 
+def _bodies(writer: Writer, session_id: str) -> dict[str, str | None]:
+    """node -> the text its outbox row carries (``''``: the title), read from the shard file."""
+    layout = writer.layout
+    conn = sqlite3.connect(layout.path(layout.shard_of(session_id)))
+    try:
+        rows = conn.execute(
+            "SELECT node_id, body FROM search_outbox WHERE session_id = ?", (session_id,)
+        )
+        return dict(rows.fetchall())
+    finally:
+        conn.close()
+
+
+def test_a_message_row_carries_its_text_unless_long_and_every_text_comes_out_again(
+    sqlite_writer: Writer,
+) -> None:
+    """A short message's row carries the text the flush indexes; a long one's and a title's
+    do not (the flush reads them). The index is emptied by the session's deletion, which takes
+    each row out with the text read from its node: the carried text was exactly that one."""
+    w = sqlite_writer
+    s = create_session().model_copy(update={"metadata": {"title": "Egret log"}})
+    short = _text(s, "  Café egret,\tsee  the marsh\n")
+    long_text = "egret " + "longword " * (OUTBOX_BODY_MAX // 9)
+    long = _text(s, long_text)
+    assert all(r.ok for r in w.apply_batch([s, short, long]))
+    assert _bodies(w, s.session_id) == {
+        "": None,
+        short.node.node_id: "Café egret,\tsee  the marsh",  # type: ignore[attr-defined]
+        long.node.node_id: None,  # type: ignore[attr-defined]
+    }
+    assert _searched(w, "egret") == [s.session_id]
+    assert _searched(w, "marsh") == [s.session_id] and _searched(w, "longword") == [s.session_id]
+    assert _searched(w, "log") == [s.session_id]
+    delete = DeleteSession(command_id=new_id("cmd"), session_id=s.session_id, account_id="acct_a")
+    assert w.apply_batch([delete])[0].ok
+    assert index_terms(w.layout.db_path) == {}
+
+
+def test_rows_an_older_writer_queued_are_indexed_from_their_nodes(sqlite_writer: Writer) -> None:
+    w = sqlite_writer
+    s = create_session()
+    assert all(r.ok for r in w.apply_batch([s, _text(s, "ibis wading")]))
+    layout = w.layout
+    conn = sqlite3.connect(layout.path(layout.shard_of(s.session_id)))
+    try:
+        with conn:  # as a writer before the rows carried texts left them
+            conn.execute("UPDATE search_outbox SET body = NULL")
+    finally:
+        conn.close()
+    assert _searched(w, "ibis") == [s.session_id]
+
+
 _CRASH = """
 import sys
 from pathlib import Path
 from services.storage_writer.shards import open_catalog
 from services.storage_writer.writer import Writer
+from tests.unit.storage_writer.conftest import index_terms
 from tests.unit.storage_writer.factories import append_node, create_session
 from agent_core.types.protocol import TextBlock
 home = Path(sys.argv[1])
@@ -201,9 +255,9 @@ def test_an_existing_shard_gets_the_outbox_by_migration(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "old.sqlite", isolation_level=None)
     try:
         assert migrate(conn, MIGRATIONS[:5]) == [1, 2, 3, 4, 5]  # a home of the version before
-        assert migrate(conn) == [6, 7]
+        assert migrate(conn) == [6, 7, 8]
         columns = [r[1] for r in conn.execute("PRAGMA table_info(search_outbox)")]
-        assert columns == ["seq", "session_id", "node_id"]
+        assert columns == ["seq", "session_id", "node_id", "body"]
         (sql,) = conn.execute(
             "SELECT sql FROM sqlite_schema WHERE name = 'search_outbox'"
         ).fetchone()
