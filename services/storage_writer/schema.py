@@ -338,12 +338,14 @@ def applied_versions(conn: sqlite3.Connection) -> set[int]:
 def migrate(
     conn: sqlite3.Connection, migrations: tuple[tuple[int, Migration], ...] = MIGRATIONS
 ) -> list[int]:
-    """Apply missing migrations in order, each in its own transaction; return those applied.
+    """Apply missing migrations in order, all in one transaction; return those applied.
 
-    Idempotent: on a current database nothing runs and nothing changes. ``conn`` must be in
-    autocommit mode (``isolation_level=None``) so that the explicit transactions below are real.
+    A database is left at the version it had or at the newest, never between: a migration that
+    fails rolls back every one applied with it, and the error reaches the caller. One commit,
+    not one a migration: a new home's 64 shards took eight each. Idempotent: on a current
+    database nothing runs and nothing changes. ``conn`` must be in autocommit mode
+    (``isolation_level=None``) so that the explicit transaction below is real.
     """
-    applied: list[int] = []
     done = applied_versions(conn)
     newest = max(v for v, _ in migrations)
     if done and max(done) > newest:
@@ -353,24 +355,25 @@ def migrate(
             f"the database is at schema version {max(done)}, newer than this writer knows "
             f"({newest}): run the newer version"
         )
-    for version, migration in migrations:
-        if version in done:
-            continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # Re-check inside the write lock: another opener may have applied it meanwhile.
-            row = conn.execute(
-                "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
-            ).fetchone()
-            if row is None:
-                migration(conn)
-                conn.execute(
-                    "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
-                    (version, datetime.now(UTC).isoformat(timespec="microseconds")),
-                )
-                applied.append(version)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+    if all(version in done for version, _ in migrations):
+        return []
+    applied: list[int] = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Read again inside the write lock: another opener may have applied some meanwhile.
+        done = {int(v) for (v,) in conn.execute("SELECT version FROM schema_migrations")}
+        now = datetime.now(UTC).isoformat(timespec="microseconds")
+        for version, migration in migrations:
+            if version in done:
+                continue
+            migration(conn)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                (version, now),
+            )
+            applied.append(version)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
     return applied

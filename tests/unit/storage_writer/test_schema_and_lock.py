@@ -73,6 +73,28 @@ def test_a_failed_migration_changes_nothing_and_says_so(tmp_path: Path) -> None:
     assert _dump(tmp_path / "a.sqlite") == before
 
 
+def test_migrations_from_an_older_version_all_land_or_none_does(tmp_path: Path) -> None:
+    """Several versions behind, the missing migrations go in one transaction: one that fails
+    leaves the database at the version it had, not at the one before the failure."""
+    conn = sqlite3.connect(tmp_path / "a.sqlite", isolation_level=None)
+    try:
+        assert migrate(conn, MIGRATIONS[:5]) == [1, 2, 3, 4, 5]
+        before = _dump(tmp_path / "a.sqlite")
+        newest = max(v for v, _ in MIGRATIONS)
+
+        def fails(c: sqlite3.Connection) -> None:
+            raise sqlite3.OperationalError("the upgrade met something it did not expect")
+
+        with pytest.raises(sqlite3.OperationalError, match="did not expect"):
+            migrate(conn, (*MIGRATIONS, (newest + 1, fails)))
+        assert _dump(tmp_path / "a.sqlite") == before
+        assert migrate(conn) == [v for v, _ in MIGRATIONS[5:]]  # then the upgrade, whole
+        versions = [v for (v,) in conn.execute("SELECT version FROM schema_migrations")]
+        assert sorted(versions) == [v for v, _ in MIGRATIONS]
+    finally:
+        conn.close()
+
+
 def _page_size(path: Path) -> int:
     conn = sqlite3.connect(path)
     try:
