@@ -167,9 +167,11 @@ class MemoryStore:
         return f"{base}/user.md" if skill is None else f"{base}/skills/{skill}.md"
 
     async def scopes(self, account_id: str) -> list[str]:
-        """The scopes that have a file: ``user`` first, then the skills sorted."""
-        user = await self.files.head(self.key(account_id, USER_SCOPE))
-        skills = await self._skills(account_id)
+        """The scopes that have a file: ``user`` first, then the skills sorted (the user file's
+        head and the skills' listing asked at once: one wait, not two)."""
+        user, skills = await asyncio.gather(
+            self.files.head(self.key(account_id, USER_SCOPE)), self._skills(account_id)
+        )
         return [USER_SCOPE, *skills] if user is not None else skills
 
     async def _skills(self, account_id: str) -> list[str]:
