@@ -295,9 +295,10 @@ _V7 = (
 
 # v8: a message's text travels in its outbox row (``body``). It never changes once stored, so the
 # flush indexes the row as it is instead of reading the node back and parsing its content (about
-# half of what a flush cost a row). The row is deleted once flushed: the copy is the WAL's
-# traffic, not the file's growth. ``body`` is NULL for a title (which changes: the flush reads the
-# current one) and for the rows an older writer queued (the flush reads their nodes, as before).
+# a third of what a flush cost a row). The row is deleted once flushed: the copy is the WAL's
+# traffic and room in the outbox's pages until then (bounded: ``search_index.OUTBOX_BODY_MAX``).
+# ``body`` is NULL for a longer text, for a title (which changes: the flush reads the current one)
+# and for the rows an older writer queued (the flush reads their nodes, as before).
 _V8 = ("ALTER TABLE search_outbox ADD COLUMN body TEXT",)
 
 # Ordered; a version is never edited once released, only new ones appended.
@@ -341,9 +342,8 @@ def migrate(
     """Apply missing migrations in order, all in one transaction; return those applied.
 
     A database is left at the version it had or at the newest, never between: a migration that
-    fails rolls back every one applied with it, and the error reaches the caller. One commit,
-    not one a migration: a new home's 64 shards took eight each. Idempotent: on a current
-    database nothing runs and nothing changes. ``conn`` must be in autocommit mode
+    fails rolls back every one applied with it, and the error reaches the caller. Idempotent:
+    on a current database nothing runs and nothing changes. ``conn`` must be in autocommit mode
     (``isolation_level=None``) so that the explicit transaction below is real.
     """
     done = applied_versions(conn)
