@@ -169,7 +169,6 @@ import sys
 from pathlib import Path
 from services.storage_writer.shards import open_catalog
 from services.storage_writer.writer import Writer
-from tests.unit.storage_writer.conftest import index_terms
 from tests.unit.storage_writer.factories import append_node, create_session
 from agent_core.types.protocol import TextBlock
 home = Path(sys.argv[1])
