@@ -23,7 +23,7 @@ from typing import Any
 
 from agent_core.observability.logs import configure_logging
 from services.storage_writer.schema import configure
-from services.storage_writer.search_index import flush_outbox
+from services.storage_writer.search_outbox import flush_outbox
 from services.storage_writer.shards import ShardLayout
 
 __all__ = ["main"]

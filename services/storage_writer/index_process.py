@@ -1,6 +1,6 @@
 """The search index's own process: the outbox flushes, off the writer's thread.
 
-A flush (``search_index.flush_outbox``) reads each queued row's text back from its shard and
+A flush (``search_outbox.flush_outbox``) reads each queued row's text back from its shard and
 indexes it in FTS5, ~50 µs a row. On the writer's one thread every batch queued behind a flush
 waited for it (and, every so often, for one of FTS5's merges), so the receipts' tail grew with
 the index. The SQLite storage-writer service runs its flushes in one child process instead:

@@ -2,8 +2,8 @@
 flush moved but the shard still holds.
 
 SQLite's writer puts the texts a batch indexes in the shard's ``search_outbox``, committed with
-what they index (``search_index.defer_ops``); a flush moves them into the catalog's FTS5 table,
-many shards' rows in one transaction (``search_index.flush_outbox``, run by the writer or in the
+what they index (``search_outbox.defer_ops``); a flush moves them into the catalog's FTS5 table,
+many shards' rows in one transaction (``search_outbox.flush_outbox``, run by the writer or in the
 index's own process). This ledger is the bookkeeping between the two, with no connection of its
 own (the writer lends one, ``conn_of``): rows written and not yet flushed, by shard; and the last
 seq each flush indexed, which the shard's next transaction deletes (no commit of its own for

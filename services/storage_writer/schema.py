@@ -269,7 +269,7 @@ _V5 = (
     "CREATE INDEX usage_totals_session ON usage_totals (session_id)",
 )
 
-# v6: the search index's outbox (``search_index.defer_ops``): the node (or, ``node_id`` ``''``,
+# v6: the search index's outbox (``search_outbox.defer_ops``): the node (or, ``node_id`` ``''``,
 # the title) whose text is to be indexed, written in the shard's transaction that stores it,
 # until the writer moves many rows at once into the catalog's FTS5 table (one small FTS5
 # transaction per batch costs ~100 µs). A reference, not the text: a long message is not
@@ -296,7 +296,7 @@ _V7 = (
 # v8: a message's text travels in its outbox row (``body``). It never changes once stored, so the
 # flush indexes the row as it is instead of reading the node back and parsing its content (about
 # a third of what a flush cost a row). The row is deleted once flushed: the copy is the WAL's
-# traffic and room in the outbox's pages until then (bounded: ``search_index.OUTBOX_BODY_MAX``).
+# traffic and room in the outbox's pages until then (bounded: ``search_outbox.OUTBOX_BODY_MAX``).
 # ``body`` is NULL for a longer text, for a title (which changes: the flush reads the current one)
 # and for the rows an older writer queued (the flush reads their nodes, as before).
 _V8 = ("ALTER TABLE search_outbox ADD COLUMN body TEXT",)

@@ -23,7 +23,7 @@ committed keep their commits (their receipts are stored, so the redelivered batc
 duplicates), the failing shard rolls back, and the exception leaves the batch pending.
 
 Search index (SQLite): the texts a batch indexes are written to the shard's ``search_outbox`` in
-the shard's transaction (``search_index.defer_ops``), not to FTS5: :meth:`Writer.flush_index`
+the shard's transaction (``search_outbox.defer_ops``), not to FTS5: :meth:`Writer.flush_index`
 moves them, many shards' rows in one catalog transaction, when the service asks (a timer, many
 rows pending, a search, start-up, close). A shard's flushed rows are deleted by its next
 transaction (no extra commit per shard); until then a restart applies them again, harmlessly.
@@ -59,7 +59,8 @@ from services.storage_writer.commands import (
 )
 from services.storage_writer.outbox import FlushPlan, OutboxLedger
 from services.storage_writer.schema import configure
-from services.storage_writer.search_index import IndexOp, apply_ops, defer_ops, flush_outbox
+from services.storage_writer.search_index import IndexOp, apply_ops
+from services.storage_writer.search_outbox import defer_ops, flush_outbox
 from services.storage_writer.shards import CATALOG, ShardLayout
 
 log = logging.getLogger("soong.storage_writer")

@@ -1,5 +1,5 @@
 """The SQLite writer's search outbox: texts wait in their shard, committed with what they index,
-and reach FTS5 in bulk (``search_index.defer_ops``, ``Writer.flush_index``, ``index_flush``)."""
+and reach FTS5 in bulk (``search_outbox.defer_ops``, ``Writer.flush_index``, ``index_flush``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from services.storage_writer.backends.sqlite import SqliteBackend
 from services.storage_writer.index_flush import IndexFlusher
 from services.storage_writer.queries import QueryEngine
 from services.storage_writer.schema import MIGRATIONS, migrate
-from services.storage_writer.search_index import OUTBOX_BODY_MAX, flush_outbox
+from services.storage_writer.search_outbox import OUTBOX_BODY_MAX, flush_outbox
 from services.storage_writer.shards import open_catalog, open_shards
 from services.storage_writer.writer import Writer
 from tests.conftest import REPO
