@@ -28,7 +28,6 @@ import asyncio
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -37,6 +36,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
 import httpx  # noqa: E402
 from helpers.console_browser import browser_figures  # noqa: E402
+from helpers.homes import stack_home  # noqa: E402
 from helpers.http_load import get_rps  # noqa: E402
 
 from tests.conftest import Stack, start_stack, stop_stack  # noqa: E402
@@ -57,7 +57,7 @@ console = {console}
 
 
 def _start(console: bool) -> Stack:
-    home = Path(tempfile.mkdtemp(prefix=f"bench-console-{'on' if console else 'off'}-"))
+    home = stack_home(f"bench-console-{'on' if console else 'off'}-")
     (home / "config.toml").write_text(CONFIG.format(console=str(console).lower()))
     return start_stack(home, workers=1, extra_env={"SOONG_MODEL_PROVIDER": "fake"})
 

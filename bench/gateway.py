@@ -31,7 +31,6 @@ import json
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -41,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
 import httpx  # noqa: E402
+from helpers.homes import stack_home  # noqa: E402
 from helpers.http_load import get_rps  # noqa: E402
 from helpers.proc_cpu import stack_cpu  # noqa: E402
 
@@ -205,7 +205,7 @@ def main() -> int:
     result: dict[str, Any] = {}
     provider, base_url = _paced_provider()
     try:
-        home = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+        home = stack_home("bench-gateway-")
         (home / "config.toml").write_text(CONFIG)
         env = {
             "SOONG_MODEL_PROVIDER": "openai",
@@ -227,7 +227,7 @@ def main() -> int:
     finally:
         provider.kill()
         provider.wait()
-    home = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+    home = stack_home("bench-gateway-")
     (home / "config.toml").write_text(CONFIG)
     stack = start_stack(home, workers=2, extra_env={"SOONG_MODEL_PROVIDER": "fake"})
     try:

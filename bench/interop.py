@@ -35,7 +35,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
 import httpx  # noqa: E402
+from helpers.homes import stack_home  # noqa: E402
 
 from tests.conftest import start_stack, stop_stack  # noqa: E402
 
@@ -298,7 +298,7 @@ def main() -> int:
     assert provider.stdout is not None
     base_url = provider.stdout.readline().strip()
     try:
-        home = Path(tempfile.mkdtemp(prefix="bench-interop-"))
+        home = stack_home("bench-interop-")
         (home / "config.toml").write_text(CONFIG)
         env = {
             "SOONG_MODEL_PROVIDER": "openai",

@@ -23,7 +23,6 @@ import json
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
 
 import httpx  # noqa: E402
+from helpers.homes import stack_home  # noqa: E402
 
 from agent_core.bus.contracts.storage import AppendNode, CreateSession, StorageCommand  # noqa: E402
 from agent_core.ids import new_id, new_session_id  # noqa: E402
@@ -147,7 +147,7 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=SESSIONS)
     parser.add_argument("--messages", type=int, default=MESSAGES)
     args = parser.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="bench-search-"))
+    home = stack_home("bench-search-")
     (home / "config.toml").write_text(CONFIG)
     started = time.perf_counter()
     titles = _fill(home, args.sessions, args.messages, random.Random(7))
