@@ -9,14 +9,17 @@ made in one sitting count):
   no-hook path;
 - ``none_configured``: the same run set up end to end from an empty ``[hooks]`` section
   (``HookSetup`` → ``bind`` → ``None``), per call;
-- ``other_events``: a run whose hooks are all for other events (one Stop hook): the tool path
-  does its event lookups and runs nothing — the most a call without a hook of its own pays;
+- ``other_events``: a run whose hooks are all for other events (one Stop hook): its executor
+  is given no hooks (``RunHooks.on_tools`` is false), so its calls take the baseline's path;
+- ``other_tool``: a PreToolUse hook whose matcher names another tool: the call does the
+  hooks' lookups and runs nothing — the most a call without a hook of its own pays;
 - ``one_hook``: one trivial PreToolUse hook (``/bin/true``: a real process per call, exit 0),
   its timeline event written to an in-memory store (on the bus it is one more storage command).
 
 Printed last, one JSON line: ``hook_added_p50_ms`` (one_hook − baseline; goal ≤ 15 ms),
 ``no_hook_added_p50_ms`` (the larger of none_configured − baseline and other_events − baseline;
-goal < 0.1 ms), each variant's p50, and ``rounds``. Cheap calls are timed in batches of
+goal < 0.1 ms), ``other_tool_added_p50_ms`` (other_tool − baseline), each variant's p50, and
+``rounds``. Cheap calls are timed in batches of
 ``BATCH`` and divided, so a figure is not the timer's resolution.
 """
 
@@ -91,14 +94,21 @@ async def _per_call_ms(call: Callable[[], Awaitable[Any]], n: int) -> float:
 
 
 async def main() -> dict[str, Any]:
-    home = Path(tempfile.mkdtemp(prefix="bench-hooks-"))
+    with tempfile.TemporaryDirectory(prefix="bench-hooks-") as tmp:
+        return await _measure(Path(tmp))
+
+
+async def _measure(home: Path) -> dict[str, Any]:
     variants = {
         "baseline": _executor(home / "a", ""),
         "none_configured": None,  # set up per call below
         "other_events": _executor(home / "c", '[[hooks.Stop]]\ncommand = ["/bin/true"]\n'),
+        "other_tool": _executor(
+            home / "e", '[[hooks.PreToolUse]]\ncommand = ["/bin/true"]\nmatcher = "other"\n'
+        ),
         "one_hook": _executor(home / "d", '[[hooks.PreToolUse]]\ncommand = ["/bin/true"]\n'),
     }
-    assert variants["baseline"].hooks is None and variants["other_events"].hooks is not None
+    assert variants["baseline"].hooks is None and variants["other_tool"].hooks is not None
     tool_call = ToolCall(id="call_1", name="echo", arguments={"text": "hi"})
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(ROUNDS):
@@ -126,6 +136,8 @@ async def main() -> dict[str, Any]:
         "baseline_p50_ms": round(p50["baseline"], 4),
         "none_configured_p50_ms": round(p50["none_configured"], 4),
         "other_events_p50_ms": round(p50["other_events"], 4),
+        "other_tool_added_p50_ms": round(p50["other_tool"] - p50["baseline"], 4),
+        "other_tool_p50_ms": round(p50["other_tool"], 4),
         "one_hook_p50_ms": round(p50["one_hook"], 3),
         "rounds": ROUNDS,
     }

@@ -42,6 +42,11 @@ class EventWriter(Protocol):
         ...
 
 
+_TOOL_PHASES = frozenset(
+    {HookPhase.PRE_TOOL_USE, HookPhase.POST_TOOL_USE, HookPhase.POST_TOOL_USE_FAILURE}
+)
+
+
 class RunHooks:
     """The hooks in effect for one run of one agent (see the module docstring)."""
 
@@ -76,6 +81,12 @@ class RunHooks:
     def has(self, phase: HookPhase) -> bool:
         """Whether any hook of ``phase`` applies to this agent."""
         return phase in self._by_phase
+
+    @property
+    def on_tools(self) -> bool:
+        """Whether any hook of a tool call's events (PreToolUse, PostToolUse,
+        PostToolUseFailure) applies to this agent, whatever its matcher."""
+        return not _TOOL_PHASES.isdisjoint(self._by_phase)
 
     # -- the loop ----------------------------------------------------------------------------------
 

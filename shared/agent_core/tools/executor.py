@@ -63,6 +63,11 @@ def _validation_message(tool: Tool[Any], exc: ValidationError) -> str:
 class ToolHooks(Protocol):
     """The run's PreToolUse / PostToolUse hooks (``agent_core.hooks.RunHooks``)."""
 
+    @property
+    def on_tools(self) -> bool:
+        """Whether any hook of a tool call's events applies; ``False``: calls skip the hooks."""
+        ...
+
     async def pre_tool(self, call: ToolCall, validate: Validator) -> Verdict | None:
         """The hooks' verdict on ``call`` before it runs; ``None`` when none matches."""
         ...
@@ -99,8 +104,9 @@ class ToolExecutor:
         hooks: ToolHooks | None = None,
     ) -> None:
         self.registry = registry
-        # None when no hook applies to the run: then a call costs nothing more than this check.
-        self.hooks = hooks
+        # None when no hook of a tool call's events applies to the run (none at all, or only
+        # hooks of other events such as Stop): then a call costs nothing more than this check.
+        self.hooks = hooks if hooks is not None and hooks.on_tools else None
         # The agent's enabled tools (None: all registered). Hiding a tool's definition from the
         # model is not enough: a model can name any tool, so a call outside this set is refused.
         self.enabled = enabled

@@ -9,10 +9,20 @@ import os
 from pathlib import Path
 
 from agent_core.hooks import MAX_STDERR, run_hook
-from agent_core.tools import PermissionGate, PermissionRules
+from agent_core.ids import new_id
+from agent_core.tools import (
+    MemoryArtifactSink,
+    PermissionGate,
+    PermissionRules,
+    ToolExecutor,
+    ToolRegistry,
+    Workspace,
+)
 from agent_core.types.enums import PermissionBehavior, PermissionPolicy
 from agent_core.types.protocol import PermissionDecision, PermissionRequest, ToolCall
-from tests.unit.hooks.rig import run_agent, script, toml_str
+from agent_core.types.runtime import RunHandle
+from tests.unit.hooks.rig import SESSION, bind, run_agent, script, toml_str
+from tests.unit.runtime.fakes import MemoryStore
 
 
 def _alive(pid: int) -> bool:
@@ -98,6 +108,33 @@ async def test_matcher_and_agents_select_hooks(tmp_path: Path) -> None:
     assert (await run_agent(tmp_path, config, "main", tool="echo")).echo.ran == ["hi"]
     assert (await run_agent(tmp_path, config, "sub", tool="echo")).echo.ran == []
     assert (await run_agent(tmp_path, config, "sub", tool="fail")).records == []
+
+
+def test_only_tool_events_hooks_reach_the_tool_executor(tmp_path: Path) -> None:
+    """A run whose hooks are all of other events gives its executor none: its tool calls skip
+    the hooks' lookups. A hook of any tool-call event keeps them, whatever its matcher."""
+    true = script(tmp_path, "true.sh", "exit 0")
+    handle = RunHandle(run_id=new_id("run"), session_id=SESSION, agent_id=new_id("agent"))
+
+    def executor_hooks(config: str) -> object:
+        hooks = bind(tmp_path, config, "main", handle, MemoryStore())
+        assert hooks is not None
+        gate = PermissionGate(PermissionRules())
+        workspace = Workspace(tmp_path / "home", "acct_1", SESSION)
+        registry = ToolRegistry([])
+        return ToolExecutor(
+            registry,
+            workspace=workspace,
+            run_id=handle.run_id,
+            agent_id=handle.agent_id,
+            permissions=gate,
+            artifacts=MemoryArtifactSink(),
+            hooks=hooks,
+        ).hooks
+
+    assert executor_hooks(_entry("Stop", true) + _entry("UserPromptSubmit", true)) is None
+    for event in ("PreToolUse", "PostToolUse", "PostToolUseFailure"):
+        assert executor_hooks(_entry(event, true, 'matcher = "other"')) is not None, event
 
 
 async def test_ask_turns_an_allowed_call_into_a_permission_request() -> None:
