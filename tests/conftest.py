@@ -202,8 +202,10 @@ def no_leftover_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture(scope="session")
 def valkey(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey]:
-    """A private Valkey on a free loopback port for the whole run (no persistence needed)."""
-    server = EmbeddedValkey(tmp_path_factory.mktemp("valkey"), appendonly=False)
+    """A private Valkey on a free loopback port and a unix socket for the whole run (no
+    persistence needed)."""
+    folder = tmp_path_factory.mktemp("valkey")
+    server = EmbeddedValkey(folder, appendonly=False, unix_socket=folder / "valkey.sock")
     server.start()
     yield server
     server.stop()
@@ -211,8 +213,14 @@ def valkey(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey]
 
 @pytest.fixture(scope="session")
 def redis_url(valkey: EmbeddedValkey) -> str:
-    """URL of the private Valkey."""
+    """URL of the private Valkey (TCP)."""
     return valkey.url
+
+
+@pytest.fixture(scope="session", params=["tcp", "unix"])
+def any_redis_url(request: pytest.FixtureRequest, valkey: EmbeddedValkey) -> str:
+    """The private Valkey's URL over each transport in turn: TCP, then its unix socket."""
+    return valkey.url if request.param == "tcp" else valkey.local_url
 
 
 @pytest.fixture

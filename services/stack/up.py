@@ -19,6 +19,7 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 
 import httpx
 
@@ -32,6 +33,7 @@ from agent_core.service.homelock import HomeLock
 from agent_core.service.runner import EXIT_CONFIG
 from agent_core.service.supervisor import ChildSpec, Supervisor, as_json_line, die_with_parent
 from agent_core.service.valkey import (
+    UNIX_SOCKET_PATH_MAX,
     EmbeddedValkey,
     find_free_port,
     home_password,
@@ -152,6 +154,13 @@ async def _supervise(
     return supervisor.config_error
 
 
+def local_socket(home: Path) -> Path | None:
+    """Where the embedded Valkey of ``home`` listens for this host's processes: a unix socket in
+    its data folder, or ``None`` (TCP alone) when that path is too long for a socket's name."""
+    path = home.resolve() / "redis" / "valkey.sock"
+    return path if len(os.fsencode(path)) <= UNIX_SOCKET_PATH_MAX else None
+
+
 def _check_port_free(what: str, host: str, port: int) -> None:
     """Raise ``ConfigError("port_in_use")`` naming ``what`` when ``host:port`` is taken."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -212,12 +221,19 @@ def _run_locked(settings: Settings, workers: int | None, fake_provider: bool, ne
         if url is None:
             # A password per home: code the agents run is walled off from the bus already, but
             # no local process should reach the bus by knowing only its port.
-            valkey = EmbeddedValkey(home / "redis", appendonly=True, password=home_password(home))
+            valkey = EmbeddedValkey(
+                home / "redis",
+                appendonly=True,
+                password=home_password(home),
+                unix_socket=local_socket(home),
+            )
             valkey.start()
             url = valkey.url
         gateway_url = f"http://{host}:{port}"
         env = {
-            "SOONG_REDIS_URL": url,
+            # The services reach the embedded Valkey by its unix socket when it has one (less
+            # CPU a call than loopback TCP); run/stack.json names its TCP address for clients.
+            "SOONG_REDIS_URL": url if valkey is None else valkey.local_url,
             "SOONG_AGENT_HOME": str(home),
             "SOONG_GATEWAY_PORT": str(port),
         }

@@ -124,16 +124,15 @@ def plain_cluster_seeds(redis: Any) -> list[RedisAddress] | None:
 
 
 def speaks_plain_resp(redis: Any) -> bool:
-    """Whether ``redis`` is one plain TCP connection target (what :class:`LeanRedis` speaks)."""
+    """Whether ``redis`` is one plain connection target, over TCP or a unix socket (what
+    :class:`LeanRedis` speaks); not TLS, Sentinel or a Cluster."""
     if not isinstance(redis, Redis):
         return False  # a RedisCluster
     pool = redis.connection_pool
     if type(pool).__name__ == "SentinelConnectionPool":
         return False
-    return (
-        not pool.connection_kwargs.get("ssl", False)
-        and "Unix" not in getattr(pool.connection_class, "__name__", "")
-        and "SSL" not in getattr(pool.connection_class, "__name__", "")
+    return not pool.connection_kwargs.get("ssl", False) and "SSL" not in getattr(
+        pool.connection_class, "__name__", ""
     )
 
 

@@ -1,12 +1,13 @@
-"""redis-py's TCP connection with a write that never drops a cancel.
+"""redis-py's connections (TCP and unix socket) with a write that never drops a cancel.
 
 redis-py bounds a command's write with ``asyncio.wait_for`` when a socket timeout is set. On
 Python 3.11 ``wait_for`` returns the result and drops a cancel that lands as the awaited work
 completes, so a task cancelled at that moment goes on as if nothing happened: a lease heartbeat
 stopped that way renewed its lease forever (docs/architecture.md, "Faults and recovery"), and a
-run cancelled as one of its writes completed would not stop. :class:`CancelSafeConnection` bounds
-the same write with ``asyncio.timeout``, which hands the cancel on; everything else, reads
-included (they already use ``asyncio.timeout``), is redis-py's.
+run cancelled as one of its writes completed would not stop. :class:`CancelSafeConnection` (and
+:class:`CancelSafeUnixConnection`, the same for a unix socket) bounds the same write with
+``asyncio.timeout``, which hands the cancel on; everything else, reads included (they already use
+``asyncio.timeout``), is redis-py's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from redis._parsers.commands import AsyncCommandsParser
 from redis.asyncio import BlockingConnectionPool, Connection, Redis, RedisCluster, Sentinel
+from redis.asyncio.connection import AbstractConnection, UnixDomainSocketConnection, parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -27,14 +29,15 @@ __all__ = [
     "SOCKET_TIMEOUT_S",
     "BusTls",
     "CancelSafeConnection",
+    "CancelSafeUnixConnection",
     "StreamReadKeys",
     "connect_bus",
     "make_redis",
 ]
 
 
-class CancelSafeConnection(Connection):
-    """A :class:`redis.asyncio.Connection` whose writes are cancelled like any other await.
+class _CancelSafeWrites(AbstractConnection):
+    """The write of :class:`CancelSafeConnection`, for either transport.
 
     The contract is redis-py's: a write that outlasts ``socket_timeout`` closes the connection and
     raises redis-py's ``TimeoutError``; an ``OSError`` closes it and raises its
@@ -70,6 +73,22 @@ class CancelSafeConnection(Connection):
             raise
 
 
+class CancelSafeConnection(_CancelSafeWrites, Connection):
+    """A :class:`redis.asyncio.Connection` (TCP) whose writes are cancelled like any other
+    await (see the module docstring)."""
+
+
+class CancelSafeUnixConnection(_CancelSafeWrites, UnixDomainSocketConnection):
+    """The same for a unix socket (``unix://`` URLs)."""
+
+
+# The connection class a URL's own gets replaced with; others (TLS) keep redis-py's.
+_CANCEL_SAFE: dict[type[AbstractConnection], type[AbstractConnection]] = {
+    Connection: CancelSafeConnection,
+    UnixDomainSocketConnection: CancelSafeUnixConnection,
+}
+
+
 # redis-py 8 defaults to a 5 s socket timeout, which would cut blocking reads (XREAD BLOCK) of
 # run event streams; blocking calls here block for at most MAX_BLOCK_MS, well inside this limit.
 SOCKET_TIMEOUT_S = 30.0
@@ -85,18 +104,20 @@ POOL_WAIT_S = 10.0
 
 def make_redis(url: str) -> Redis:
     """A redis-py asyncio client (hiredis parser when installed) for commands FastStream lacks."""
-    # A plain TCP URL gets the connection whose writes never drop a cancel (see its module);
-    # others keep redis-py's class for their scheme.
-    tcp = {"connection_class": CancelSafeConnection} if url.startswith("redis://") else {}
-    pool = BlockingConnectionPool.from_url(
-        url,
-        **tcp,
-        max_connections=MAX_CONNECTIONS,
-        timeout=POOL_WAIT_S,
-        health_check_interval=30,
-        socket_timeout=SOCKET_TIMEOUT_S,
-        socket_connect_timeout=5,
-    )
+    # What BlockingConnectionPool.from_url does (the URL's options win over these), except that a
+    # TCP or unix socket URL gets the connection whose writes never drop a cancel (see the
+    # module); TLS keeps redis-py's class.
+    options: dict[str, Any] = {
+        "max_connections": MAX_CONNECTIONS,
+        "timeout": POOL_WAIT_S,
+        "health_check_interval": 30,
+        "socket_timeout": SOCKET_TIMEOUT_S,
+        "socket_connect_timeout": 5,
+    }
+    options.update(parse_url(url))
+    given = options.get("connection_class", Connection)
+    options["connection_class"] = _CANCEL_SAFE.get(given, given)
+    pool = BlockingConnectionPool(**options)
     return Redis.from_pool(pool)  # the client owns the pool: aclose() closes its connections
 
 

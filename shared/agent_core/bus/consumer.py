@@ -314,7 +314,7 @@ def _reply_frame(delivery: Delivery, reply: BaseModel | None) -> tuple[str, byte
 
 
 class _LeanGroupRead:
-    """A consumer's ``XREADGROUP >`` on a lean socket of its own (a single plain-TCP node).
+    """A consumer's ``XREADGROUP >`` on a lean socket of its own (a single plain node).
 
     redis-py spends ~65 µs of CPU a read beside the lean client (a pool checkout, its retry
     wrapper, its command packer and its reply hooks: 125 against 61 µs a read of 8 entries,

@@ -14,6 +14,8 @@ needs (docs/architecture.md, "Bus"):
   :class:`redis.exceptions.ConnectionError`, and the next call connects again (AUTH/SELECT
   first). A call retries a connection failure up to ``retries`` times, as redis-py's default
   retry policy does (at-least-once: a command may have run before the connection broke);
+* a server on this host may be reached over its unix socket (``unix://`` URLs): the same
+  protocol, without TCP's loopback path — about a third less CPU a call on both sides;
 * one watchdog timer per client instead of a timer per call: a request unanswered for
   ``socket_timeout`` seconds closes the connection and fails the pending calls with
   :class:`redis.exceptions.TimeoutError`.
@@ -36,7 +38,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import hiredis
 from redis._parsers.base import BaseParser
@@ -113,18 +115,35 @@ def xadd(
 
 @dataclass(frozen=True, slots=True)
 class RedisAddress:
-    """Where and as whom to connect: parsed from ``redis://[[user]:password@]host[:port][/db]``."""
+    """Where and as whom to connect: parsed from ``redis://[[user]:password@]host[:port][/db]``
+    or, for a server on this host, ``unix://[[user]:password@]/path/to/socket[?db=n]`` (then
+    ``path`` is set and ``host``/``port`` are not used)."""
 
     host: str = "127.0.0.1"
     port: int = 6379
     db: int = 0
     username: str | None = None
     password: str | None = None
+    path: str | None = None
 
     @classmethod
     def from_url(cls, url: str) -> RedisAddress:
-        """Parse a ``redis://`` URL (the forms ``make_redis`` accepts); ``ValueError`` if not."""
+        """Parse a ``redis://`` or ``unix://`` URL (the forms ``make_redis`` accepts; a unix
+        URL's ``db`` and ``password`` may also be given in its query, as redis-py reads them);
+        ``ValueError`` if not."""
         parts = urlsplit(url)
+        username = unquote(parts.username) if parts.username else None
+        password = unquote(parts.password) if parts.password else None
+        if parts.scheme == "unix":
+            query = parse_qs(parts.query)
+            if not parts.path:
+                raise ValueError("a unix:// bus URL names the socket's path")
+            return cls(
+                db=int(query.get("db", ["0"])[0]),
+                username=username,
+                password=query["password"][0] if "password" in query else password,
+                path=unquote(parts.path),
+            )
         if parts.scheme != "redis":
             raise ValueError(f"unsupported bus URL scheme {parts.scheme!r}")
         path = parts.path.strip("/")
@@ -132,8 +151,8 @@ class RedisAddress:
             host=parts.hostname or "127.0.0.1",
             port=parts.port or 6379,
             db=int(path) if path else 0,
-            username=unquote(parts.username) if parts.username else None,
-            password=unquote(parts.password) if parts.password else None,
+            username=username,
+            password=password,
         )
 
     @classmethod
@@ -146,7 +165,13 @@ class RedisAddress:
             db=int(kw.get("db", 0) or 0),
             username=kw.get("username"),
             password=kw.get("password"),
+            path=kw.get("path") or None,
         )
+
+    @property
+    def where(self) -> str:
+        """The server's address as a message names it: the socket's path, or ``host:port``."""
+        return self.path if self.path is not None else f"{self.host}:{self.port}"
 
     def handshake(self) -> list[Command]:
         """The commands a new connection sends before anything else."""
@@ -251,11 +276,14 @@ async def _open(address: RedisAddress, on_push: Callable[[Any], None] | None = N
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel that lands as
         # the connect completes.
         async with asyncio.timeout(_CONNECT_TIMEOUT_S):
-            _, proto = await loop.create_connection(lambda: _Protocol(), address.host, address.port)
+            if address.path is not None:
+                _, proto = await loop.create_unix_connection(lambda: _Protocol(), address.path)
+            else:
+                _, proto = await loop.create_connection(
+                    lambda: _Protocol(), address.host, address.port
+                )
     except (OSError, builtins.TimeoutError) as exc:  # the builtin: a connect that hung
-        raise ConnectionError(
-            f"cannot connect to the bus at {address.host}:{address.port}: {exc}"
-        ) from exc
+        raise ConnectionError(f"cannot connect to the bus at {address.where}: {exc}") from exc
     handshake = address.handshake()
     if handshake:
         replies = await proto.send(b"".join(encode(c) for c in handshake), len(handshake))

@@ -68,7 +68,7 @@ class RpcClient:
         replies: LeanSubscriber | PubSubSubscriber
         if speaks_plain_resp(self._redis):
             address = RedisAddress.of(self._redis)
-            where = f"{address.host}:{address.port}"
+            where = address.where
             replies = LeanSubscriber(address, self._on_reply)
         else:  # Sentinel, Cluster, TLS: redis-py finds the node (the shard), speaks TLS
             where = "the configured topology"

@@ -64,5 +64,7 @@ def check_topology(
         raise ValueError("[bus.tls] files are given but redis_url is not a rediss:// URL")
     if (tls.cert_file is None) != (tls.key_file is None):
         raise ValueError("[bus.tls] cert_file and key_file go together")
+    if url is not None and url.startswith("unix://") and topology != "standalone":
+        raise ValueError(f'a unix:// redis_url is one node on this host, not a "{topology}"')
     if url is None and topology != "standalone":
         raise ValueError(f'topology "{topology}" needs redis_url (the embedded bus is one node)')

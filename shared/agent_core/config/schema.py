@@ -64,7 +64,7 @@ class BusSettings(_Section):
     ``topology``: one node (``standalone``), a primary found through ``sentinels`` under the name
     ``sentinel_master`` (``sentinel``; the URL then gives the scheme, password and database
     only), or a ``cluster`` (the URL names any node). ``rediss://`` speaks TLS, with the CA and
-    client certificate of ``[bus.tls]``.
+    client certificate of ``[bus.tls]``; ``unix://`` reaches one node on this host by its socket.
     """
 
     redis_url: str | None = None
@@ -81,10 +81,13 @@ class BusSettings(_Section):
     @field_validator("redis_url")
     @classmethod
     def _resp_url(cls, url: str | None) -> str | None:
-        if url is not None and not re.fullmatch(r"rediss?://[^\s/]+\S*", url):
+        if url is not None and not (
+            re.fullmatch(r"rediss?://[^\s/]+\S*", url)
+            or re.fullmatch(r"unix://([^\s/@]*@)?/\S+", url)
+        ):
             raise ValueError(
-                "must be a redis:// or rediss:// (TLS) URL: redis[s]://[:password@]host[:port][/db] "
-                "(unix sockets are not supported)"
+                "must be a redis:// or rediss:// (TLS) URL, redis[s]://[:password@]host[:port][/db], "
+                "or a unix socket's, unix://[:password@]/path/to/socket[?db=n]"
             )
         return url
 

@@ -6,6 +6,10 @@ process tree, dies with its supervisor, and leaves no orphan behind.
 With a password it requires AUTH of every client. The password is given to the server in a config
 file of mode 0600 (``--requirepass`` would show it in the process list to every local user), and
 to the services inside the URL in their environment (``SOONG_REDIS_URL``), never in an argument.
+
+With ``unix_socket`` it also listens on that socket (mode 0700: its owner's processes only, as
+the home's files are); :attr:`EmbeddedValkey.local_url` names it. Processes on this host reach it
+there for about a third less CPU a call, theirs and the server's, than over loopback TCP.
 """
 
 from __future__ import annotations
@@ -23,7 +27,17 @@ import redis
 
 from agent_core.errors import ConfigError
 
-__all__ = ["EmbeddedValkey", "find_free_port", "home_password", "valkey_binary", "write_private"]
+__all__ = [
+    "UNIX_SOCKET_PATH_MAX",
+    "EmbeddedValkey",
+    "find_free_port",
+    "home_password",
+    "valkey_binary",
+    "write_private",
+]
+
+# The longest path a unix socket may have (``sun_path`` holds 108 bytes with its NUL on Linux).
+UNIX_SOCKET_PATH_MAX = 107
 
 
 def valkey_binary() -> str:
@@ -84,10 +98,14 @@ class EmbeddedValkey:
         appendonly: bool = True,
         password: str | None = None,
         host: str = "127.0.0.1",
+        unix_socket: Path | None = None,
     ) -> None:
+        if unix_socket is not None and len(os.fsencode(unix_socket)) > UNIX_SOCKET_PATH_MAX:
+            raise ValueError(f"a unix socket's path is at most {UNIX_SOCKET_PATH_MAX} bytes")
         self.data_dir = data_dir
         self.host = host  # the one address it listens on (loopback unless told otherwise)
         self.port = port or find_free_port(host)
+        self.unix_socket = unix_socket
         self.appendonly = appendonly
         self.password = password
         self.process: subprocess.Popen[bytes] | None = None
@@ -97,6 +115,14 @@ class EmbeddedValkey:
         """``redis://[:<password>@]<host>:<port>`` (for an environment, never an argument)."""
         auth = f":{quote(self.password, safe='')}@" if self.password else ""
         return f"redis://{auth}{self.host}:{self.port}"
+
+    @property
+    def local_url(self) -> str:
+        """``unix://[:<password>@]<socket>`` when it listens on a unix socket, else :attr:`url`."""
+        if self.unix_socket is None:
+            return self.url
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"unix://{auth}{quote(str(self.unix_socket))}"
 
     @property
     def config_file(self) -> Path:
@@ -118,6 +144,8 @@ class EmbeddedValkey:
             "--loglevel", "warning",
             "--logfile", str(self.data_dir / "valkey.log"),
         ]  # fmt: skip
+        if self.unix_socket is not None:  # the server replaces a stale socket file itself
+            args += ["--unixsocket", str(self.unix_socket), "--unixsocketperm", "700"]
         if self.appendonly:
             args += ["--appendonly", "yes", "--appendfsync", "everysec"]
         else:

@@ -1,5 +1,6 @@
-"""The lean RESP client (agent_core.bus.resp) against a real Valkey: replies, pipelining,
-errors, AUTH, a server restart mid-use, the stale-request watchdog and Pub/Sub resubscribe."""
+"""The lean RESP client (agent_core.bus.resp) against a real Valkey, over TCP and over its unix
+socket: replies, pipelining, errors, AUTH, a server restart mid-use, the stale-request watchdog and
+Pub/Sub resubscribe."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from redis.asyncio import Redis
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
 
 from agent_core.bus.calls import Bus, LeanScript
-from agent_core.bus.connection import make_redis
+from agent_core.bus.connection import CancelSafeUnixConnection, make_redis
 from agent_core.bus.resp import LeanRedis, RedisAddress, encode, xadd
 from agent_core.bus.resp_subscriber import LeanSubscriber
 from agent_core.bus.rpc import RpcClient
@@ -22,16 +23,19 @@ from agent_core.service.valkey import EmbeddedValkey, find_free_port
 
 @pytest.fixture
 def own_valkey(tmp_path: Path) -> Iterator[EmbeddedValkey]:
-    """A Valkey of this test alone (it is restarted or paused), with a password."""
-    server = EmbeddedValkey(tmp_path, appendonly=False, password="s3cr:et/pw")
+    """A Valkey of this test alone (it is restarted or paused), with a password and a unix
+    socket."""
+    server = EmbeddedValkey(
+        tmp_path, appendonly=False, password="s3cr:et/pw", unix_socket=tmp_path / "v.sock"
+    )
     server.start()
     yield server
     server.stop()
 
 
 @pytest.fixture
-async def lean(redis_url: str) -> AsyncIterator[LeanRedis]:
-    client = LeanRedis.from_url(redis_url)
+async def lean(any_redis_url: str) -> AsyncIterator[LeanRedis]:
+    client = LeanRedis.from_url(any_redis_url)
     yield client
     await client.aclose()
 
@@ -124,6 +128,50 @@ async def test_url_forms(own_valkey: EmbeddedValkey) -> None:
         RedisAddress.from_url("http://127.0.0.1:1")
 
 
+async def test_unix_socket_url_forms(own_valkey: EmbeddedValkey) -> None:
+    socket = str(own_valkey.unix_socket)
+    address = RedisAddress.from_url(own_valkey.local_url + "?db=3")
+    assert (address.path, address.db, address.password) == (socket, 3, "s3cr:et/pw")
+    assert address.where == socket
+    assert RedisAddress.from_url(f"unix://{socket}?db=1&password=pw") == RedisAddress(
+        db=1, password="pw", path=socket
+    )
+    redis = make_redis(own_valkey.local_url + "?db=2")
+    try:
+        assert RedisAddress.of(redis) == RedisAddress(db=2, password="s3cr:et/pw", path=socket)
+        assert redis.connection_pool.connection_class is CancelSafeUnixConnection
+        assert await redis.ping() is True
+    finally:
+        await redis.aclose()
+    with pytest.raises(ValueError):
+        RedisAddress.from_url("unix://")
+
+
+async def test_auth_and_db_are_sent_on_connect_over_the_unix_socket(
+    own_valkey: EmbeddedValkey,
+) -> None:
+    lean = LeanRedis.from_url(own_valkey.local_url + "?db=2")
+    redis = make_redis(own_valkey.url + "/2")
+    try:
+        await lean.execute("SET", "k", "by-socket")
+        assert await redis.get("k") == b"by-socket"
+        info = (await lean.execute("CLIENT", "INFO")).decode()
+        # Not a TCP peer: the server names a unix client by its socket's path (cut short).
+        addr = dict(field.split("=", 1) for field in info.split())["addr"].removesuffix(":0")
+        assert addr.startswith("/") and str(own_valkey.unix_socket).startswith(addr), addr
+    finally:
+        await lean.aclose()
+        await redis.aclose()
+    wrong = LeanRedis.from_url(f"unix://:wrong@{own_valkey.unix_socket}", retries=0)
+    with pytest.raises(AuthenticationError):
+        await wrong.execute("PING")
+    await wrong.aclose()
+    gone = LeanRedis(RedisAddress(path=str(own_valkey.unix_socket) + ".gone"), retries=0)
+    with pytest.raises(ConnectionError, match=r"v\.sock\.gone"):
+        await gone.execute("PING")
+    await gone.aclose()
+
+
 async def test_auth_and_db_are_sent_on_connect(own_valkey: EmbeddedValkey) -> None:
     lean = LeanRedis.from_url(own_valkey.url + "/2")
     redis = make_redis(own_valkey.url + "/2")
@@ -205,14 +253,14 @@ async def test_a_cancelled_caller_does_not_shift_the_replies(lean: LeanRedis) ->
     assert await lean.execute("GET", key) == b"mine"  # after the BLPOP's reply, not as it
 
 
+@pytest.mark.parametrize("unix", [False, True])
 async def test_subscriber_gets_messages_and_resubscribes_after_a_restart(
-    own_valkey: EmbeddedValkey,
+    own_valkey: EmbeddedValkey, unix: bool
 ) -> None:
     got: asyncio.Queue[tuple[bytes, bytes]] = asyncio.Queue()
-    sub = LeanSubscriber(
-        RedisAddress.from_url(own_valkey.url), lambda ch, data: got.put_nowait((ch, data))
-    )
-    lean = LeanRedis.from_url(own_valkey.url)
+    url = own_valkey.local_url if unix else own_valkey.url
+    sub = LeanSubscriber(RedisAddress.from_url(url), lambda ch, data: got.put_nowait((ch, data)))
+    lean = LeanRedis.from_url(url)
     try:
         await sub.subscribe("a", "b")
         assert await lean.execute("PUBLISH", "a", "one") == 1
@@ -243,13 +291,13 @@ async def _until_subscribed(lean: LeanRedis, channel: str) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_the_bus_makes_one_lean_client_where_redis_py_connects(redis_url: str) -> None:
-    bus = Bus(make_redis(redis_url))
+async def test_the_bus_makes_one_lean_client_where_redis_py_connects(any_redis_url: str) -> None:
+    bus = Bus(make_redis(any_redis_url))
     try:
         lean = bus.calls
         assert isinstance(lean, LeanRedis)
         assert lean is bus.calls  # one per bus, not one per call
-        assert lean.address == RedisAddress.from_url(redis_url)
+        assert lean.address == RedisAddress.from_url(any_redis_url)
         assert await lean.execute("PING") == b"PONG"
         assert lean.connects == 1
     finally:
@@ -276,14 +324,15 @@ def test_the_bus_makes_its_lean_client_again_on_another_loop(redis_url: str) -> 
     assert first is not second
 
 
-def test_it_runs_on_uvloop_as_the_services_do(redis_url: str) -> None:
+def test_it_runs_on_uvloop_as_the_services_do(any_redis_url: str) -> None:
     """uvloop's transports are not asyncio.Transport subclasses; the services run on uvloop."""
     import uvloop
 
     async def main() -> list[object]:
         got: asyncio.Queue[bytes] = asyncio.Queue()
-        sub = LeanSubscriber(RedisAddress.from_url(redis_url), lambda _, d: got.put_nowait(d))
-        lean = LeanRedis.from_url(redis_url)
+        address = RedisAddress.from_url(any_redis_url)
+        sub = LeanSubscriber(address, lambda _, d: got.put_nowait(d))
+        lean = LeanRedis.from_url(any_redis_url)
         try:
             await sub.subscribe("uv")
             pong = await lean.execute("PING")

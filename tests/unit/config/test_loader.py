@@ -188,11 +188,25 @@ def test_allowed_hosts_are_names_and_exclude_the_whole_network(
     assert says in info.value.message
 
 
-@pytest.mark.parametrize("url", ["unix:///run/valkey.sock", "redis://", "valkey:6379"])
-def test_the_bus_url_must_be_redis_or_rediss(tmp_path: Path, url: str) -> None:
+@pytest.mark.parametrize(
+    "url", ["unix://run/valkey.sock", "unix:///", "redis://", "valkey:6379", "http://valkey:6379"]
+)
+def test_the_bus_url_must_be_redis_rediss_or_a_unix_sockets(tmp_path: Path, url: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_settings(env={"SOONG_AGENT_HOME": str(tmp_path), "SOONG_REDIS_URL": url})
     assert "SOONG_REDIS_URL" in err.value.message and "rediss://" in err.value.message
+    assert "unix://" in err.value.message
+
+
+@pytest.mark.parametrize("url", ["unix:///run/valkey.sock", "unix://:p%40w@/run/v.sock?db=2"])
+def test_a_unix_socket_bus_loads_as_one_node(tmp_path: Path, url: str) -> None:
+    env = {"SOONG_AGENT_HOME": str(tmp_path), "SOONG_REDIS_URL": url}
+    bus = load_settings(env=env).bus
+    assert (bus.redis_url, bus.topology) == (url, "standalone")
+    (tmp_path / "config.toml").write_text('[bus]\ntopology = "cluster"\n')
+    with pytest.raises(ConfigError) as err:
+        load_settings(env=env)
+    assert "one node on this host" in json.dumps(err.value.details) + err.value.message
 
 
 def test_a_tls_bus_with_its_files_and_the_topologies_load(tmp_path: Path) -> None:
