@@ -103,8 +103,24 @@ def last_json(output: str) -> dict[str, float]:
     raise ValueError("no JSON line")
 
 
+# Where a failed bench's whole output is kept: the report names the file (its last lines alone
+# seldom say which assertion failed, and the sitting's temporary folders are gone by then).
+FAILURES = Path(tempfile.gettempdir()) / "soong-bench-compare"
+
+
+def _keep_failure(bench: str, stdout: str, stderr: str) -> Path:
+    """Write a failed run's output to a new file under :data:`FAILURES`; its path."""
+    FAILURES.mkdir(exist_ok=True)
+    name = Path(bench.split()[0]).stem
+    fd, path = tempfile.mkstemp(prefix=f"{name}-", suffix=".log", dir=FAILURES)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(f"$ {bench}\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n")
+    return Path(path)
+
+
 def run_bench(tree: Path, bench: str) -> dict[str, float] | str:
-    """The bench's figures, or why it failed (its last lines)."""
+    """The bench's figures, or why it failed (its last lines, and the file that keeps all of its
+    output)."""
     env = {**os.environ, "PYTHONPATH": f"{tree}:{tree / 'shared'}"}
     argv = [str(PYTHON), *bench.split()]
     # A session of its own, so that a bench that overruns is stopped with every process it
@@ -125,7 +141,9 @@ def run_bench(tree: Path, bench: str) -> dict[str, float] | str:
             proc.communicate()
             return f"timed out after {_BENCH_TIMEOUT_S:.0f} s"
     if proc.returncode != 0:
-        return f"exit {proc.returncode}: " + " | ".join(stderr.strip().splitlines()[-3:])
+        kept = _keep_failure(bench, stdout, stderr)
+        last = " | ".join(stderr.strip().splitlines()[-3:])
+        return f"exit {proc.returncode}: {last} (all of it: {kept})"
     try:
         return last_json(stdout)
     except (ValueError, json.JSONDecodeError):

@@ -89,6 +89,27 @@ def test_a_bench_that_overruns_is_stopped_with_what_it_started(
     assert _state(child) in {"Z", "gone"}
 
 
+def test_a_failed_bench_keeps_all_of_its_output_in_a_file_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "fails.py").write_text(
+        "import sys\n"
+        "print('the figures so far')\n"
+        "print('AssertionError: the first line of many', file=sys.stderr)\n"
+        "for i in range(10): print(f'later line {i}', file=sys.stderr)\n"
+        "sys.exit(3)\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(compare, "FAILURES", tmp_path / "failures")
+    got = compare.run_bench(tmp_path, "fails.py --rounds 1")
+    assert isinstance(got, str) and got.startswith("exit 3: later line 7 | later line 8")
+    kept = Path(got.rsplit("(all of it: ", 1)[1].removesuffix(")"))
+    assert kept.parent == tmp_path / "failures" and kept.name.startswith("fails-")
+    text = kept.read_text(encoding="utf-8")
+    assert "$ fails.py --rounds 1" in text and "the figures so far" in text
+    assert "AssertionError: the first line of many" in text  # cut from the report's own line
+
+
 def _state(pid: int) -> str:
     """The process's state letter from ``/proc`` (``Z`` a zombie), or ``gone``."""
     try:
