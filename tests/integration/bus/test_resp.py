@@ -147,45 +147,35 @@ async def test_unix_socket_url_forms(own_valkey: EmbeddedValkey) -> None:
         RedisAddress.from_url("unix://")
 
 
-async def test_auth_and_db_are_sent_on_connect_over_the_unix_socket(
-    own_valkey: EmbeddedValkey,
-) -> None:
-    lean = LeanRedis.from_url(own_valkey.local_url + "?db=2")
-    redis = make_redis(own_valkey.url + "/2")
-    try:
-        await lean.execute("SET", "k", "by-socket")
-        assert await redis.get("k") == b"by-socket"
-        info = (await lean.execute("CLIENT", "INFO")).decode()
-        # Not a TCP peer: the server names a unix client by its socket's path (cut short).
-        addr = dict(field.split("=", 1) for field in info.split())["addr"].removesuffix(":0")
-        assert addr.startswith("/") and str(own_valkey.unix_socket).startswith(addr), addr
-    finally:
-        await lean.aclose()
-        await redis.aclose()
-    wrong = LeanRedis.from_url(f"unix://:wrong@{own_valkey.unix_socket}", retries=0)
-    with pytest.raises(AuthenticationError):
-        await wrong.execute("PING")
-    await wrong.aclose()
-    gone = LeanRedis(RedisAddress(path=str(own_valkey.unix_socket) + ".gone"), retries=0)
-    with pytest.raises(ConnectionError, match=r"v\.sock\.gone"):
-        await gone.execute("PING")
-    await gone.aclose()
-
-
-async def test_auth_and_db_are_sent_on_connect(own_valkey: EmbeddedValkey) -> None:
-    lean = LeanRedis.from_url(own_valkey.url + "/2")
+@pytest.mark.parametrize("unix", [False, True])
+async def test_auth_and_db_are_sent_on_connect(own_valkey: EmbeddedValkey, unix: bool) -> None:
+    lean = LeanRedis.from_url(own_valkey.local_url + "?db=2" if unix else own_valkey.url + "/2")
     redis = make_redis(own_valkey.url + "/2")
     try:
         await lean.execute("SET", "k", "in-db-2")
         assert await redis.get("k") == b"in-db-2"
-        assert await lean.execute("CLIENT", "INFO") is not None
+        info = (await lean.execute("CLIENT", "INFO")).decode()
+        # The server names a unix client by its socket's path (cut short), a TCP one host:port.
+        addr = dict(field.split("=", 1) for field in info.split())["addr"].removesuffix(":0")
+        if unix:
+            assert addr.startswith("/") and str(own_valkey.unix_socket).startswith(addr), addr
+        else:
+            assert addr.startswith("127.0.0.1:"), addr
     finally:
         await lean.aclose()
         await redis.aclose()
-    wrong = LeanRedis.from_url(f"redis://:wrong@127.0.0.1:{own_valkey.port}", retries=0)
+    where = str(own_valkey.unix_socket) if unix else f"127.0.0.1:{own_valkey.port}"
+    wrong = LeanRedis.from_url(f"{'unix' if unix else 'redis'}://:wrong@{where}", retries=0)
     with pytest.raises(AuthenticationError):
         await wrong.execute("PING")
     await wrong.aclose()
+
+
+async def test_a_missing_socket_is_named_in_the_error(own_valkey: EmbeddedValkey) -> None:
+    gone = LeanRedis(RedisAddress(path=str(own_valkey.unix_socket) + ".gone"), retries=0)
+    with pytest.raises(ConnectionError, match=r"v\.sock\.gone"):
+        await gone.execute("PING")
+    await gone.aclose()
 
 
 async def test_a_restart_fails_pending_calls_and_the_next_call_reconnects(
