@@ -136,6 +136,24 @@ def bind(
     return setup.bind(in_effect, store, handle, kind, cwd=str(tmp_path), parent_run_id=parent)
 
 
+def tool_executor(
+    tmp_path: Path, handle: RunHandle, tools: list[Tool[Any]], hooks: RunHooks | None
+) -> ToolExecutor:
+    """The run's tool executor as the run-worker makes it: ``tools``, an allow-all gate and a
+    workspace under ``tmp_path``, with ``hooks``."""
+    workspace = Workspace(tmp_path / "home", "acct_1", SESSION)
+    workspace.ensure()
+    return ToolExecutor(
+        ToolRegistry(tools),
+        workspace=workspace,
+        run_id=handle.run_id,
+        agent_id=handle.agent_id,
+        permissions=PermissionGate(PermissionRules()),
+        artifacts=MemoryArtifactSink(),
+        hooks=hooks,
+    )
+
+
 async def run_agent(
     tmp_path: Path,
     config: str,
@@ -153,18 +171,7 @@ async def run_agent(
     store, sink = MemoryStore(), ListSink()
     hooks = bind(tmp_path, config, kind, handle, store)
     echo = EchoTool()
-    registry = ToolRegistry([echo, FailTool()])
-    workspace = Workspace(tmp_path / "home", "acct_1", SESSION)
-    workspace.ensure()
-    executor = ToolExecutor(
-        registry,
-        workspace=workspace,
-        run_id=handle.run_id,
-        agent_id=handle.agent_id,
-        permissions=PermissionGate(PermissionRules()),
-        artifacts=MemoryArtifactSink(),
-        hooks=hooks,
-    )
+    executor = tool_executor(tmp_path, handle, [echo, FailTool()], hooks)
     requests: list[ModelRequest] = []
 
     def reply(request: ModelRequest) -> ScriptedReply:
@@ -182,7 +189,7 @@ async def run_agent(
         model=ScriptedModel(reply),
         store=store,
         events=sink,
-        tools=WorkerToolRunner(executor, registry.definitions()),
+        tools=WorkerToolRunner(executor, executor.registry.definitions()),
         hooks=hooks,
     )
     path = start_path(handle, kind, prompt)

@@ -10,18 +10,11 @@ from pathlib import Path
 
 from agent_core.hooks import MAX_STDERR, run_hook
 from agent_core.ids import new_id
-from agent_core.tools import (
-    MemoryArtifactSink,
-    PermissionGate,
-    PermissionRules,
-    ToolExecutor,
-    ToolRegistry,
-    Workspace,
-)
+from agent_core.tools import PermissionGate, PermissionRules
 from agent_core.types.enums import PermissionBehavior, PermissionPolicy
 from agent_core.types.protocol import PermissionDecision, PermissionRequest, ToolCall
 from agent_core.types.runtime import RunHandle
-from tests.unit.hooks.rig import SESSION, bind, run_agent, script, toml_str
+from tests.unit.hooks.rig import SESSION, bind, run_agent, script, toml_str, tool_executor
 from tests.unit.runtime.fakes import MemoryStore
 
 
@@ -119,18 +112,7 @@ def test_only_tool_events_hooks_reach_the_tool_executor(tmp_path: Path) -> None:
     def executor_hooks(config: str) -> object:
         hooks = bind(tmp_path, config, "main", handle, MemoryStore())
         assert hooks is not None
-        gate = PermissionGate(PermissionRules())
-        workspace = Workspace(tmp_path / "home", "acct_1", SESSION)
-        registry = ToolRegistry([])
-        return ToolExecutor(
-            registry,
-            workspace=workspace,
-            run_id=handle.run_id,
-            agent_id=handle.agent_id,
-            permissions=gate,
-            artifacts=MemoryArtifactSink(),
-            hooks=hooks,
-        ).hooks
+        return tool_executor(tmp_path, handle, [], hooks).hooks
 
     assert executor_hooks(_entry("Stop", true) + _entry("UserPromptSubmit", true)) is None
     for event in ("PreToolUse", "PostToolUse", "PostToolUseFailure"):
