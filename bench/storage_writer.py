@@ -13,7 +13,10 @@ timeout). Measured in one run:
   and the writer's CPU per command (``writer_cpu_us_per_command``: the ``utime + stime`` of
   its process and of its search index's process over the phase ÷ commands;
   ``writer_busy_saturated`` is that CPU ÷ the phase's wall time, near 1.0 when the writer is
-  the bottleneck, up to 2.0 with the index's process busy beside it). Afterwards every session's
+  the bottleneck, up to 2.0 with the index's process busy beside it), and that CPU split in two:
+  the writer's own process (``writer_process_cpu_us_per_command``) and the search index's
+  (``index_process_cpu_us_per_command``; 0 on PostgreSQL, whose writer indexes in its own
+  transaction). Afterwards every session's
   tables are counted: each command wrote its node and its event, and nothing was dead-lettered;
 * closed loop at 128 producers, each waiting for its receipt: pairs/s and the writer's CPU per
   command (``closed_loop_*_128``). On two cores the producers' own client CPU (~200 µs a
@@ -307,6 +310,7 @@ async def backlog(
         }
         server0 = _server_cpu(server_pid)
         cpu0 = [tree_cpu(w.proc.pid) for w in writers]
+        own0 = [cpu_seconds(w.proc.pid) for w in writers]
         t0 = time.perf_counter()
         for start in range(0, len(frames), BACKLOG_CHUNK):
             async with redis.pipeline(transaction=False) as pipe:
@@ -321,6 +325,7 @@ async def backlog(
         found = search.reply_of(await client.query(search))
         elapsed = time.perf_counter() - t0
         writer_cpu = [tree_cpu(w.proc.pid) - c for w, c in zip(writers, cpu0, strict=True)]
+        own_cpu = [cpu_seconds(w.proc.pid) - c for w, c in zip(writers, own0, strict=True)]
         server_cpu = _server_cpu(server_pid) - server0
         dead = await redis.xlen(names.dead_letter)
     finally:
@@ -339,6 +344,9 @@ async def backlog(
         "pairs_per_s": n / elapsed,
         "writer_cpu_us_per_command": sum(writer_cpu) * 1e6 / n,
         "writer_busy": sum(writer_cpu) / elapsed,
+        # Of that CPU, the writers' own processes; the rest is their children's (SQLite's
+        # search index process).
+        "writer_process_cpu_us_per_command": sum(own_cpu) * 1e6 / n,
         "server_cpu_us_per_command": server_cpu * 1e6 / n,
         # Each writer's CPU per command of the partitions it owned, and its share of the phase.
         "writers": [
@@ -529,6 +537,10 @@ def _saturation(sat: dict[str, float]) -> dict[str, Any]:
     return {
         "saturated_pairs_per_s": round(sat["pairs_per_s"]),
         "writer_cpu_us_per_command": round(sat["writer_cpu_us_per_command"], 1),
+        "writer_process_cpu_us_per_command": round(sat["writer_process_cpu_us_per_command"], 1),
+        "index_process_cpu_us_per_command": round(
+            sat["writer_cpu_us_per_command"] - sat["writer_process_cpu_us_per_command"], 1
+        ),
         "writer_busy_saturated": round(sat["writer_busy"], 2),
     }
 
