@@ -30,7 +30,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "shared")]
 
 from agent_core.bus.calls import Bus, BusCalls, RedisPyCalls  # noqa: E402
 from agent_core.bus.connection import connect_bus  # noqa: E402
-from agent_core.bus.resp import xadd  # noqa: E402
+from agent_core.bus.resp_wire import xadd  # noqa: E402
 from tests.engines.valkey_topologies import start_topology  # noqa: E402
 
 _SCRIPT = "return redis.call('INCR', KEYS[1])"

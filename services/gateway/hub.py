@@ -51,7 +51,9 @@ from agent_core.bus.calls import Bus
 from agent_core.bus.cluster_calls import ClusterCalls
 from agent_core.bus.connection import MAX_BLOCK_MS, SOCKET_TIMEOUT_S
 from agent_core.bus.names import BusTtl
-from agent_core.bus.resp import LeanRedis, RedisAddress, bulk
+from agent_core.bus.resp import LeanRedis
+from agent_core.bus.resp_address import RedisAddress
+from agent_core.bus.resp_wire import bulk
 from agent_core.runqueue import RunEventReader
 from agent_core.runqueue.events import RawEvent, forwardable
 

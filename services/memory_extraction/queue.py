@@ -27,7 +27,7 @@ from agent_core.bus import BusNames
 from agent_core.bus.calls import Bus
 from agent_core.bus.contracts.memory import Interaction as BusInteraction
 from agent_core.bus.names import MEMORY_BUCKETS, memory_bucket
-from agent_core.bus.resp import Arg
+from agent_core.bus.resp_wire import Arg
 
 __all__ = ["Flush", "PendingQueue"]
 

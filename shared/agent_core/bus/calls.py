@@ -24,7 +24,9 @@ from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
 from agent_core.bus.cluster_calls import ClusterCalls
-from agent_core.bus.resp import Arg, Command, LeanRedis, RedisAddress
+from agent_core.bus.resp import LeanRedis
+from agent_core.bus.resp_address import RedisAddress
+from agent_core.bus.resp_wire import Arg, Command
 
 __all__ = [
     "Bus",
@@ -67,7 +69,8 @@ class RedisPyCalls:
         return await self._redis.execute_command(*args)
 
     async def execute_packed(self, payload: bytes) -> Any:
-        """Run one command packed by the caller (a RESP array of :func:`bulk` strings)."""
+        """Run one command packed by the caller (a RESP array of
+        :func:`~agent_core.bus.resp_wire.bulk` strings)."""
         return await self.execute(*_unpack(payload))
 
     async def execute_many(
@@ -99,7 +102,8 @@ class RedisPyCalls:
 
 
 def _unpack(payload: bytes) -> list[bytes]:
-    """The arguments of one RESP array of bulk strings (what :func:`encode` packs)."""
+    """The arguments of one RESP array of bulk strings (what
+    :func:`~agent_core.bus.resp_wire.encode` packs)."""
     reader = hiredis.Reader()
     reader.feed(payload)
     parts = reader.gets()

@@ -46,7 +46,9 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from agent_core.bus.resp import Arg, Command, LeanRedis, RedisAddress, _error_from
+from agent_core.bus.resp import LeanRedis
+from agent_core.bus.resp_address import RedisAddress
+from agent_core.bus.resp_wire import Arg, Command, error_from
 
 __all__ = ["ATTEMPTS", "KEY_POSITION", "ClusterCalls", "key_of"]
 
@@ -354,7 +356,7 @@ class ClusterCalls:
                         raise results
                     for reply in results:
                         if isinstance(reply, ResponseError):
-                            raise _error_from(reply)
+                            raise error_from(reply)
                     break
                 if not _retryable(refused[0]):
                     raise refused[0]

@@ -33,7 +33,9 @@ from agent_core.bus.connection import SOCKET_TIMEOUT_S
 from agent_core.bus.dead_letters import DeadLetterSink
 from agent_core.bus.delivery import Delivery, encode_reply
 from agent_core.bus.pubsub import is_cluster, publish_command
-from agent_core.bus.resp import Arg, LeanRedis, RedisAddress, encode
+from agent_core.bus.resp import LeanRedis
+from agent_core.bus.resp_address import RedisAddress
+from agent_core.bus.resp_wire import Arg, encode
 from agent_core.observability.tracing import attach_context, context_from
 
 __all__ = ["BatchHandler", "ConsumerOptions", "Handler", "RawEntry", "StreamConsumer"]

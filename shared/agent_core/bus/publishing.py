@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel
 
 from agent_core.bus.calls import Bus
-from agent_core.bus.resp import xadd
+from agent_core.bus.resp_wire import xadd
 from agent_core.observability.tracing import trace_headers
 
 __all__ = ["publish"]

@@ -21,7 +21,8 @@ needs (docs/architecture.md, "Bus"):
   :class:`redis.exceptions.TimeoutError`.
 
 :class:`~agent_core.bus.resp_subscriber.LeanSubscriber` is the Pub/Sub side, on the same
-protocol.
+protocol; :mod:`agent_core.bus.resp_wire` packs commands and maps error replies, and
+:mod:`agent_core.bus.resp_address` parses where to connect.
 
 Only request/reply commands belong here; Lua scripts and admin stay on redis-py. A blocking read
 shares no client: the gateway's SSE hub keeps a client of its own for its one blocking XREAD, with
@@ -36,13 +37,9 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import hiredis
-from redis._parsers.base import BaseParser
-from redis.asyncio import Redis
 from redis.exceptions import (
     AuthenticationError,
     ConnectionError,
@@ -51,139 +48,16 @@ from redis.exceptions import (
 )
 
 from agent_core.bus.connection import SOCKET_TIMEOUT_S
+from agent_core.bus.resp_address import RedisAddress
+from agent_core.bus.resp_wire import Arg, Command, encode, error_from
 
-__all__ = [
-    "Arg",
-    "Command",
-    "LeanRedis",
-    "RedisAddress",
-    "bulk",
-    "encode",
-    "xadd",
-]
+__all__ = ["LeanRedis"]
 
 log = logging.getLogger(__name__)
-
-Arg = str | bytes | int | float
-Command = Sequence[Arg]
 
 _CONNECT_TIMEOUT_S = 5.0
 _RETRIES = 3  # redis-py's default retry count
 _MAX_BACKOFF_S = 1.0
-
-
-def _error_from(reply: ResponseError) -> ResponseError:
-    """The exception redis-py raises for this error reply (NOSCRIPT, WRONGPASS, … subclasses)."""
-    parsed: ResponseError = BaseParser.parse_error(str(reply))  # type: ignore[no-untyped-call]
-    return parsed
-
-
-def bulk(data: bytes) -> bytes:
-    """One argument as a RESP bulk string (for a caller that packs a command in parts)."""
-    return b"$%d\r\n%s\r\n" % (len(data), data)
-
-
-def encode(args: Command) -> bytes:
-    """One command as a RESP array of bulk strings, byte for byte as redis-py packs it.
-
-    Packed by hiredis (``hiredis.pack_command``, C: ~0.9 µs for a 12-argument ``XADD`` against
-    2.7 in Python); it takes ``str`` (UTF-8), ``bytes``, ``int`` and ``float`` (by ``repr``, as
-    redis-py) and raises ``TypeError`` for anything else, booleans included, as redis-py
-    refuses them."""
-    packed: bytes = hiredis.pack_command(
-        args if type(args) is tuple else tuple(args)  # type: ignore[arg-type]
-    )  # (its stub types the argument as a one-item tuple; any length is taken)
-    return packed
-
-
-def xadd(
-    stream: str,
-    fields: dict[str, str] | dict[str, bytes] | dict[str, str | bytes],
-    *,
-    maxlen: int | None,
-) -> list[Arg]:
-    """``XADD stream [MAXLEN ~ n] * field value …`` with the arguments redis-py's ``xadd(…,
-    approximate=True)`` sends, in the same order."""
-    args: list[Arg] = ["XADD", stream]
-    if maxlen is not None:
-        args += [b"MAXLEN", b"~", str(maxlen)]
-    args.append("*")
-    for key, value in fields.items():
-        args += [key, value]
-    return args
-
-
-@dataclass(frozen=True, slots=True)
-class RedisAddress:
-    """Where and as whom to connect: parsed from ``redis://[[user]:password@]host[:port][/db]``
-    or, for a server on this host, ``unix://[[user]:password@]/path/to/socket[?db=n]`` (then
-    ``path`` is set and ``host``/``port`` are not used)."""
-
-    host: str = "127.0.0.1"
-    port: int = 6379
-    db: int = 0
-    username: str | None = None
-    password: str | None = None
-    path: str | None = None
-
-    @classmethod
-    def from_url(cls, url: str) -> RedisAddress:
-        """Parse a ``redis://`` or ``unix://`` URL (the forms ``make_redis`` accepts; a unix
-        URL's ``db`` and ``password`` may also be given in its query, as redis-py reads them);
-        ``ValueError`` if not."""
-        parts = urlsplit(url)
-        username = unquote(parts.username) if parts.username else None
-        password = unquote(parts.password) if parts.password else None
-        if parts.scheme == "unix":
-            query = parse_qs(parts.query)
-            if not parts.path:
-                raise ValueError("a unix:// bus URL names the socket's path")
-            return cls(
-                db=int(query.get("db", ["0"])[0]),
-                username=username,
-                password=query["password"][0] if "password" in query else password,
-                path=unquote(parts.path),
-            )
-        if parts.scheme != "redis":
-            raise ValueError(f"unsupported bus URL scheme {parts.scheme!r}")
-        path = parts.path.strip("/")
-        return cls(
-            host=parts.hostname or "127.0.0.1",
-            port=parts.port or 6379,
-            db=int(path) if path else 0,
-            username=username,
-            password=password,
-        )
-
-    @classmethod
-    def of(cls, redis: Redis) -> RedisAddress:
-        """The address a redis-py client connects to (its pool's connection settings)."""
-        kw = redis.connection_pool.connection_kwargs
-        return cls(
-            host=str(kw.get("host", "127.0.0.1")),
-            port=int(kw.get("port", 6379)),
-            db=int(kw.get("db", 0) or 0),
-            username=kw.get("username"),
-            password=kw.get("password"),
-            path=kw.get("path") or None,
-        )
-
-    @property
-    def where(self) -> str:
-        """The server's address as a message names it: the socket's path, or ``host:port``."""
-        return self.path if self.path is not None else f"{self.host}:{self.port}"
-
-    def handshake(self) -> list[Command]:
-        """The commands a new connection sends before anything else."""
-        out: list[Command] = []
-        if self.password is not None:
-            auth: list[Arg] = ["AUTH"]
-            if self.username is not None:
-                auth.append(self.username)
-            out.append([*auth, self.password])
-        if self.db:
-            out.append(["SELECT", self.db])
-        return out
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -290,7 +164,7 @@ async def _open(address: RedisAddress, on_push: Callable[[Any], None] | None = N
         for reply in replies:
             if isinstance(reply, ResponseError):
                 proto.fail(ConnectionError("handshake failed"))
-                err = _error_from(reply)
+                err = error_from(reply)
                 if isinstance(err, AuthenticationError):
                     raise err
                 raise AuthenticationError(str(err))
@@ -332,16 +206,17 @@ class LeanRedis:
         replies = await self._call(encode(args), 1)
         reply = replies[0]
         if isinstance(reply, ResponseError):
-            raise _error_from(reply)
+            raise error_from(reply)
         return reply
 
     async def execute_packed(self, payload: bytes) -> Any:
         """Like :meth:`execute`, for one command the caller packed itself (a RESP array of
-        :func:`bulk` strings): a command sent again and again with mostly the same arguments
-        keeps their encoding instead of encoding every argument each time."""
+        :func:`~agent_core.bus.resp_wire.bulk` strings): a command sent again and again with
+        mostly the same arguments keeps their encoding instead of encoding every argument each
+        time."""
         reply = (await self._call(payload, 1))[0]
         if isinstance(reply, ResponseError):
-            raise _error_from(reply)
+            raise error_from(reply)
         return reply
 
     async def execute_many(
@@ -357,7 +232,7 @@ class LeanRedis:
         replies = await self._call(b"".join(encode(c) for c in commands), len(commands))
         for i, reply in enumerate(replies):
             if isinstance(reply, ResponseError):
-                replies[i] = err = _error_from(reply)
+                replies[i] = err = error_from(reply)
                 if raise_on_error:
                     raise err
         return replies
@@ -374,7 +249,7 @@ class LeanRedis:
         results: list[Any] = replies[len(commands) + 1]
         for reply in results:
             if isinstance(reply, ResponseError):
-                raise _error_from(reply)
+                raise error_from(reply)
         return results
 
     async def aclose(self) -> None:

@@ -13,7 +13,9 @@ from typing import Any
 from redis.exceptions import ConnectionError
 
 from agent_core.bus.pubsub import is_cluster
-from agent_core.bus.resp import RedisAddress, _open, _Protocol, encode
+from agent_core.bus.resp import _open, _Protocol
+from agent_core.bus.resp_address import RedisAddress
+from agent_core.bus.resp_wire import encode
 
 __all__ = ["LeanSubscriber", "PubSubSubscriber"]
 

@@ -20,7 +20,7 @@ from redis.exceptions import ConnectionError
 from agent_core.bus.calls import Bus, speaks_plain_resp
 from agent_core.bus.delivery import HEADER_CORRELATION_ID, HEADER_REPLY_TO, decode_reply
 from agent_core.bus.publishing import publish
-from agent_core.bus.resp import RedisAddress
+from agent_core.bus.resp_address import RedisAddress
 from agent_core.bus.resp_subscriber import LeanSubscriber, PubSubSubscriber
 from agent_core.errors import BusTimeoutError, SchemaError
 

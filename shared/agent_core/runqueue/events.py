@@ -23,7 +23,7 @@ from agent_core.bus import BusNames
 from agent_core.bus.calls import Bus, WriteRounds
 from agent_core.bus.connection import MAX_BLOCK_MS
 from agent_core.bus.names import BusTtl
-from agent_core.bus.resp import Command, xadd
+from agent_core.bus.resp_wire import Command, xadd
 from agent_core.types._fields import RunId, SessionId
 from agent_core.types.runtime import (
     RUNTIME_EVENT,

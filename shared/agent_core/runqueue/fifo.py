@@ -38,7 +38,7 @@ from agent_core.bus.calls import Bus, LeanScript
 from agent_core.bus.contracts.runs import RunNudge
 from agent_core.bus.names import BusTtl
 from agent_core.bus.pubsub import publish_command
-from agent_core.bus.resp import Arg, xadd
+from agent_core.bus.resp_wire import Arg, xadd
 from agent_core.types.queued import QueuedRun
 
 __all__ = ["DrainStart", "InFlight", "SessionQueue"]
