@@ -146,47 +146,18 @@ class ContextBuilder:
             skills_listed=list(self.skills.names) if self.skills is not None else [],
         )
         system_tokens = sum(estimate_text(b.text) for b in system)
-        pinned = history = 0
-        if view is not None:
-            pinned += self._summary(view, system, messages, report)
-        for node in view.nodes if view is not None else path:
-            cost = _cost(node)
-            if node.node_type in _NEWEST_ONLY and node.node_id != newest[node.node_type]:
-                reason = f"superseded {node.node_type.value}"
-                report.dropped.append(DroppedNode(node_id=node.node_id, reason=reason))
-                continue
-            if node.role is Role.SYSTEM:
-                _add_system(node, cost, system, report)
-                pinned += cost
-            else:
-                _add_message(node, messages)
-                history += cost
-            report.node_ids.append(node.node_id)
+        pinned = 0 if view is None else self._summary(view, system, messages, report)
+        nodes = path if view is None else view.nodes
+        added_pinned, history = _history(nodes, newest, system, messages, report)
+        pinned += added_pinned
         report.token_estimate = system_tokens + pinned + history
-        policy = config.context
-        # No tools at all (a run without them, the inspector's preview): nothing to force.
-        choice = _tool_choice(config.tool_choice, path, run_id) if tools else None
-        forced = [choice.name] if isinstance(choice, NamedToolChoice) else []
-        tools, report.tools_left_out = choose_tools(
-            tools,
-            path,
-            room=int(_input_budget(config) * policy.tool_share / ratio),
-            cost=_tool_cost,
-            preferred=policy.small_window_tools or (),
-            forced=forced,
-        )
-        if forced and all(t.name != forced[0] for t in tools):
-            raise ConfigError(
-                "unknown_tool_choice",
-                f"tool_choice names the tool {forced[0]!r}, which this agent does not have",
-                details={"key": "tool_choice", "tools": sorted(t.name for t in tools)[:50]},
-            )
-        report.budget = _budget(config, system_tokens, pinned, history, _tool_tokens(tools), ratio)
+        sent, choice = _tools_sent(config, tools, path, run_id, ratio, report)
+        report.budget = _budget(config, system_tokens, pinned, history, _tool_tokens(sent), ratio)
         request = ModelRequest(
             model=config.model,
             system=system,
             messages=messages,
-            tools=list(tools),
+            tools=sent,
             tool_choice=choice,
             # A configured limit is sent as the output reserve: never more than half the window,
             # so a server that checks prompt + max_tokens against it takes the request.
@@ -228,6 +199,65 @@ class ContextBuilder:
             )
         )
         return tokens
+
+
+def _history(
+    nodes: Sequence[Node],
+    newest: dict[NodeType, str | None],
+    system: list[SystemBlock],
+    messages: list[ModelMessage],
+    report: ContextBuildReport,
+) -> tuple[int, int]:
+    """Add ``nodes`` to the request: system nodes as system blocks, the others as messages; of
+    the kinds only the newest counts (``_NEWEST_ONLY``), older ones are reported dropped as
+    superseded. Returns the tokens ``(pinned, history)`` they add."""
+    pinned = history = 0
+    for node in nodes:
+        cost = _cost(node)
+        if node.node_type in _NEWEST_ONLY and node.node_id != newest[node.node_type]:
+            reason = f"superseded {node.node_type.value}"
+            report.dropped.append(DroppedNode(node_id=node.node_id, reason=reason))
+            continue
+        if node.role is Role.SYSTEM:
+            _add_system(node, cost, system, report)
+            pinned += cost
+        else:
+            _add_message(node, messages)
+            history += cost
+        report.node_ids.append(node.node_id)
+    return pinned, history
+
+
+def _tools_sent(
+    config: AgentConfig,
+    tools: Sequence[ToolDefinition],
+    path: Sequence[Node],
+    run_id: str | None,
+    ratio: float,
+    report: ContextBuildReport,
+) -> tuple[list[ToolDefinition], ToolChoice | None]:
+    """The tools the request carries (within the policy's share of the window; those left out
+    are reported) and its tool choice. ``ConfigError`` if the choice names a tool the agent
+    does not have."""
+    # No tools at all (a run without them, the inspector's preview): nothing to force.
+    choice = _tool_choice(config.tool_choice, path, run_id) if tools else None
+    forced = [choice.name] if isinstance(choice, NamedToolChoice) else []
+    policy = config.context
+    sent, report.tools_left_out = choose_tools(
+        tools,
+        path,
+        room=int(_input_budget(config) * policy.tool_share / ratio),
+        cost=_tool_cost,
+        preferred=policy.small_window_tools or (),
+        forced=forced,
+    )
+    if forced and all(t.name != forced[0] for t in sent):
+        raise ConfigError(
+            "unknown_tool_choice",
+            f"tool_choice names the tool {forced[0]!r}, which this agent does not have",
+            details={"key": "tool_choice", "tools": sorted(t.name for t in sent)[:50]},
+        )
+    return sent, choice
 
 
 def _tool_choice(
