@@ -97,6 +97,31 @@ async def run_service(
             await ctx.bus.aclose()
             raise
         ctx.log.info("ops port %s:%d (/healthz /readyz /metrics)", ops.host, ops.port)
+    await _start(ctx, parts, consumers)
+    if configure_logging if freeze_heap is None else freeze_heap:
+        gc.collect()  # garbage of the start-up goes first, not into the permanent generation
+        gc.freeze()
+    ctx.started.set()
+
+    died = asyncio.Event()
+    await _serve(ctx, parts, consumers, stop, died)
+    if ops is not None:
+        await ops.stop()
+    await ctx.rpc.stop()
+    await ctx.bus.aclose()
+    if flush_traces is not None:
+        await asyncio.to_thread(flush_traces)  # the last spans leave before the process does
+    if died.is_set():
+        return EXIT_SUBSCRIBER_DIED
+    return 0
+
+
+async def _start(
+    ctx: ServiceContext, parts: ServiceParts, consumers: list[StreamConsumer[Any]]
+) -> None:
+    """Groups, start hooks, the process's own pending entries handled again, then the reading
+    loops and the RPC client: in that order, so nothing new is read before what this consumer
+    left pending is done."""
     for consumer in consumers:
         await consumer.ensure_group()
     for hook in parts.on_start:
@@ -108,22 +133,27 @@ async def run_service(
     for consumer in consumers:
         consumer.start_reading()
     await ctx.rpc.start()
-    if configure_logging if freeze_heap is None else freeze_heap:
-        gc.collect()  # garbage of the start-up goes first, not into the permanent generation
-        gc.freeze()
-    ctx.started.set()
 
-    died = asyncio.Event()
+
+async def _serve(
+    ctx: ServiceContext,
+    parts: ServiceParts,
+    consumers: list[StreamConsumer[Any]],
+    stop: asyncio.Event,
+    died: asyncio.Event,
+) -> None:
+    """The reclaim loops, the service's tasks and the watchdog until ``stop``; then intake
+    stops, in-flight handlers get ``_GRACEFUL_S`` to finish (else they stay pending), the stop
+    hooks run and what is left is cancelled."""
     async with asyncio.TaskGroup() as tg:
         background = [
             tg.create_task(reclaim_loop(c, stop), name=f"reclaim:{c.stream}") for c in consumers
         ]
         background += [tg.create_task(t(stop), name=f"task:{i}") for i, t in enumerate(parts.tasks)]
         background.append(tg.create_task(_watchdog(ctx, consumers, stop, died), name="watchdog"))
-        ctx.log.info("%s ready (consumer %s)", service, ctx.consumer_name)
+        ctx.log.info("%s ready (consumer %s)", ctx.service, ctx.consumer_name)
         await stop.wait()
-        ctx.log.info("%s stopping", service)
-        # Stop intake; in-flight handlers finish (up to _GRACEFUL_S, then they stay pending).
+        ctx.log.info("%s stopping", ctx.service)
         await asyncio.gather(*(c.stop_reading(_GRACEFUL_S) for c in consumers))
         for hook in parts.on_stop:
             with contextlib.suppress(Exception):
@@ -131,15 +161,6 @@ async def run_service(
         _, still = await asyncio.wait(background, timeout=_CANCEL_TIMEOUT_S)
         for task in still:
             task.cancel()
-    if ops is not None:
-        await ops.stop()
-    await ctx.rpc.stop()
-    await ctx.bus.aclose()
-    if flush_traces is not None:
-        await asyncio.to_thread(flush_traces)  # the last spans leave before the process does
-    if died.is_set():
-        return EXIT_SUBSCRIBER_DIED
-    return 0
 
 
 async def _unless_stopped(
