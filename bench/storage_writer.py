@@ -66,10 +66,12 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from redis.asyncio import Redis
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "bench")]
@@ -268,16 +270,7 @@ async def backlog(
     ``server_pid``: PostgreSQL's postmaster, whose processes' CPU over the phase is counted too.
     """
     names = BusNames(f"b{new_id('cmd')[-8:]}", partitions)
-    env: dict[str, str] = {}
-    if pg_dsn is not None:
-        env = {"SOONG_STORAGE_BACKEND": "postgres", DSN_ENV: pg_dsn}
-        env["SOONG_STORAGE_PARTITIONS"] = str(partitions)
-    cores = cores or [None]
-    homes = [home] if len(cores) == 1 else [home / f"w{i}" for i in range(len(cores))]
-    writers = [
-        WriterProcess(h, url, names, None, env, instance=str(i), core=core)
-        for i, (h, core) in enumerate(zip(homes, cores, strict=True))
-    ]
+    writers = _writers(home, url, names, pg_dsn, partitions, cores or [None])
     streams = [names.storage_partition_stream(p) for p in range(partitions)]
     redis = make_redis(url)
     made = [create_session() for _ in range(sessions)]
@@ -308,15 +301,8 @@ async def backlog(
             )
             for w in writers
         }
-        server0 = _server_cpu(server_pid)
-        cpu0 = [tree_cpu(w.proc.pid) for w in writers]
-        own0 = [cpu_seconds(w.proc.pid) for w in writers]
-        t0 = time.perf_counter()
-        for start in range(0, len(frames), BACKLOG_CHUNK):
-            async with redis.pipeline(transaction=False) as pipe:
-                for stream, fields in frames[start : start + BACKLOG_CHUNK]:
-                    pipe.xadd(stream, fields)  # type: ignore[arg-type]
-                await pipe.execute()
+        cpu0, t0 = _CpuMark.now(writers, server_pid), time.perf_counter()
+        await _publish(redis, frames)
         while not all([await _drained(redis, stream) for stream in streams]):
             await asyncio.sleep(0.002)
         # Answered once every text queued for the search index is in it (SQLite's writer
@@ -324,9 +310,7 @@ async def backlog(
         search = SearchSessions(account_id=made[0].account_id, q="hello", limit=1)
         found = search.reply_of(await client.query(search))
         elapsed = time.perf_counter() - t0
-        writer_cpu = [tree_cpu(w.proc.pid) - c for w, c in zip(writers, cpu0, strict=True)]
-        own_cpu = [cpu_seconds(w.proc.pid) - c for w, c in zip(writers, own0, strict=True)]
-        server_cpu = _server_cpu(server_pid) - server0
+        cpu = _CpuMark.now(writers, server_pid).since(cpu0)
         dead = await redis.xlen(names.dead_letter)
     finally:
         await stack.aclose()
@@ -342,22 +326,78 @@ async def backlog(
     n = sessions * pairs
     return {
         "pairs_per_s": n / elapsed,
-        "writer_cpu_us_per_command": sum(writer_cpu) * 1e6 / n,
-        "writer_busy": sum(writer_cpu) / elapsed,
+        "writer_cpu_us_per_command": sum(cpu.tree) * 1e6 / n,
+        "writer_busy": sum(cpu.tree) / elapsed,
         # Of that CPU, the writers' own processes; the rest is their children's (SQLite's
         # search index process).
-        "writer_process_cpu_us_per_command": sum(own_cpu) * 1e6 / n,
-        "server_cpu_us_per_command": server_cpu * 1e6 / n,
+        "writer_process_cpu_us_per_command": sum(cpu.own) * 1e6 / n,
+        "server_cpu_us_per_command": cpu.server * 1e6 / n,
         # Each writer's CPU per command of the partitions it owned, and its share of the phase.
         "writers": [
             {
-                "cpu_us_per_command": cpu * 1e6 / max(1, mine[w.proc.pid]),
-                "busy": cpu / elapsed,
+                "cpu_us_per_command": used * 1e6 / max(1, mine[w.proc.pid]),
+                "busy": used / elapsed,
                 "commands": mine[w.proc.pid],
             }
-            for w, cpu in zip(writers, writer_cpu, strict=True)
+            for w, used in zip(writers, cpu.tree, strict=True)
         ],
     }
+
+
+def _writers(
+    home: Path,
+    url: str,
+    names: BusNames,
+    pg_dsn: str | None,
+    partitions: int,
+    cores: list[int | None],
+) -> list[WriterProcess]:
+    """One writer process per entry of ``cores``, each with a home of its own when there are
+    several; on PostgreSQL with ``partitions`` partitions."""
+    env: dict[str, str] = {}
+    if pg_dsn is not None:
+        env = {"SOONG_STORAGE_BACKEND": "postgres", DSN_ENV: pg_dsn}
+        env["SOONG_STORAGE_PARTITIONS"] = str(partitions)
+    homes = [home] if len(cores) == 1 else [home / f"w{i}" for i in range(len(cores))]
+    return [
+        WriterProcess(h, url, names, None, env, instance=str(i), core=core)
+        for i, (h, core) in enumerate(zip(homes, cores, strict=True))
+    ]
+
+
+async def _publish(redis: Redis, frames: list[tuple[str, dict[str, str]]]) -> None:
+    """``XADD`` every frame, ``BACKLOG_CHUNK`` to a pipeline, as fast as the server takes them."""
+    for start in range(0, len(frames), BACKLOG_CHUNK):
+        async with redis.pipeline(transaction=False) as pipe:
+            for stream, fields in frames[start : start + BACKLOG_CHUNK]:
+                pipe.xadd(stream, fields)  # type: ignore[arg-type]
+            await pipe.execute()
+
+
+@dataclass(frozen=True, slots=True)
+class _CpuMark:
+    """CPU seconds so far: of each writer with its children (``tree``), of each writer's own
+    process (``own``) and of PostgreSQL's processes (``server``; 0 without one)."""
+
+    tree: list[float]
+    own: list[float]
+    server: float
+
+    @classmethod
+    def now(cls, writers: list[WriterProcess], server_pid: int | None) -> _CpuMark:
+        return cls(
+            tree=[tree_cpu(w.proc.pid) for w in writers],
+            own=[cpu_seconds(w.proc.pid) for w in writers],
+            server=_server_cpu(server_pid),
+        )
+
+    def since(self, start: _CpuMark) -> _CpuMark:
+        """What was used between ``start`` and this mark."""
+        return _CpuMark(
+            tree=[b - a for a, b in zip(start.tree, self.tree, strict=True)],
+            own=[b - a for a, b in zip(start.own, self.own, strict=True)],
+            server=self.server - start.server,
+        )
 
 
 async def _shared_out(dsn: str, partitions: int, writers: list[WriterProcess]) -> dict[int, str]:
