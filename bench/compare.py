@@ -189,12 +189,17 @@ def write_entry_points(tree: Path) -> None:
 
 
 def table(name: str, base: Side, tree: Side) -> tuple[list[str], int]:
-    """The bench's rows and how many keys got worse."""
+    """The bench's rows and how many keys got worse. A key the base does not print is shown
+    with the tree's figure alone, marked ``new`` (never judged)."""
     rows, worse = [], 0
-    keys = [k for k in (tree.runs[0] if tree.runs else {}) if base.values(k)]
-    for key in keys:
+    for key in tree.runs[0] if tree.runs else {}:
         b, t = base.values(key), tree.values(key)
         if not t:
+            continue
+        if not b:
+            rows.append(
+                f"| {name} | {key} | — | {statistics.median(t):.4g} | — | {spread(t):.1%} | new |"
+            )
             continue
         ratio, flag = verdict(key, b, t)
         worse += flag == "WORSE"

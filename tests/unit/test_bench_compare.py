@@ -61,6 +61,17 @@ def test_a_move_within_the_spread_or_of_an_unjudged_key_is_not_flagged() -> None
     assert compare.verdict("turn_p50_ms", [0.0], [5.0]) == (None, "")
 
 
+def test_a_key_only_the_tree_prints_is_shown_new_and_never_judged() -> None:
+    base = compare.Side([{"cpu_us": 10.0}, {"cpu_us": 10.0}])
+    tree = compare.Side([{"cpu_us": 20.0, "own_cpu_us": 8.0}, {"cpu_us": 20.0, "own_cpu_us": 9.0}])
+    rows, worse = compare.table("w.py", base, tree)
+    assert worse == 1  # the shared key, twice as high
+    assert rows == [
+        "| w.py | cpu_us | 10 | 20 | 2.000 | 0.0% | WORSE |",
+        "| w.py | own_cpu_us | — | 8.5 | — | 11.8% | new |",
+    ]
+
+
 def test_the_last_json_line_gives_the_numeric_keys(tmp_path: Path) -> None:
     printed = 'warming up\n{"bench": "x", "a": 1, "b": 2.5, "ok": true}\n'
     assert compare.last_json(printed) == {"a": 1.0, "b": 2.5}
