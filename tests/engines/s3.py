@@ -84,14 +84,17 @@ def _free_port(host: str) -> int:
 
 
 def start_moto(log: Path, host: str = "127.0.0.1", port: int | None = None) -> MotoS3:
-    """Start ``python -m moto.server`` on ``host`` (a free port unless given) and set up its one
+    """Start moto's S3 server (``moto_serve``) on ``host`` (a free port unless given) and set up its one
     IAM user; raises if it does not answer within 30 s."""
     port = port or _free_port(host)
     endpoint = f"http://{host}:{port}"
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(_UNSIGNED)}
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)],
+            # moto's server with each request atomic (``moto_serve``: S3's conditional writes
+            # refuse a racing second one and its reads pair a body with its own ETag; moto's
+            # threaded server alone does neither).
+            [sys.executable, str(Path(__file__).with_name("moto_serve.py")), host, str(port)],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
